@@ -1,0 +1,114 @@
+package ef
+
+import "strings"
+
+// EFCode is a machine-readable execution-finality error code, copied into vendor error payloads
+// (tool-use-binding §23).
+type EFCode string
+
+// Codes named by tool-use-binding.
+const (
+	// EF002 — the authority for the act is missing, expired or already consumed
+	// (tool-use-binding §30: `if not auth or auth.consumed or auth.expired(): Deny("EF_002")`).
+	EF002 EFCode = "EF_002"
+	// EF005 — the single-use compare-and-swap consume failed: another dispatch consumed the
+	// authority first (§30 `consume_cas` → "EF_005"; §22 T-C replay).
+	EF005 EFCode = "EF_005"
+	// EF040 — the authority names another finality sink (§30 `auth.sink_id != sink_id` →
+	// "EF_040"; §16 MUST 3 "sink-mismatched").
+	EF040 EFCode = "EF_040"
+	// EF060 — validation timed out; the act was not invoked. The only retryable code (§23), and
+	// only for a bounded retry of validation, never one that skips enforce() (§16 MUST 5).
+	EF060 EFCode = "EF_060"
+	// EFScopeMismatch — the live arguments do not hash to the authorised digest (§16 MUST 1–2,
+	// §17 host error object, §30).
+	EFScopeMismatch EFCode = "EF_SCOPE_MISMATCH"
+	// EFDestinationMismatch — the live destination (MCP server identity, origin) is not the
+	// authorised one (§12 MCP_SERVER_SWAP and COMPUTER_USE_ORIGIN_CHANGE; §22 T-D, T-E).
+	EFDestinationMismatch EFCode = "EF_DESTINATION_MISMATCH"
+	// EFInstructionProvenanceFailure — the instruction provenance cannot support the act's
+	// consequence class (§12 INJECTED_EMAIL_SEND; §22 T-A).
+	EFInstructionProvenanceFailure EFCode = "EF_INSTRUCTION_PROVENANCE_FAILURE"
+)
+
+// actgate extensions: codes the binding does not name but actgate's decisions need
+// (DESIGN.md "Fail closed", "Human decisions", "Digests").
+const (
+	// EFActInvalid — the tool block could not be mapped to a valid AgentCandidateAct (invalid or
+	// partial arguments, malformed block); tool-use-binding §9 keeps such a block non-effective.
+	EFActInvalid EFCode = "EF_ACT_INVALID"
+	// EFEscalationRequired — the tool is human-gated; a binding moment must resolve first
+	// (DESIGN.md "Human decisions": a direct call is denied with the escalation code).
+	EFEscalationRequired EFCode = "EF_ESCALATION_REQUIRED"
+	// EFPolicyDenied — policy refuses this act.
+	EFPolicyDenied EFCode = "EF_POLICY_DENIED"
+	// EFUnknownTool — the tool is not declared for a protected server (DESIGN.md "Fail closed").
+	EFUnknownTool EFCode = "EF_UNKNOWN_TOOL"
+	// EFArgumentsOutOfProfile — the arguments fall outside the strict JCS profile, so they
+	// cannot be bound to a human decision (DESIGN.md "Digests").
+	EFArgumentsOutOfProfile EFCode = "EF_ARGUMENTS_OUT_OF_PROFILE"
+)
+
+// Info describes one code.
+type Info struct {
+	Code EFCode
+	// Description is a short, data-free sentence safe to show to the model (§28: deny messages
+	// MUST NOT leak other users' data).
+	Description string
+	// Retryable is true only for EF_060 (§23).
+	Retryable bool
+	// Extension is true for codes actgate adds beyond tool-use-binding.
+	Extension bool
+}
+
+// all is the registry, in a fixed order. It is a function, not a package variable, so there is
+// no mutable package state.
+func all() []Info {
+	return []Info{
+		{EF002, "No current authority for this act: missing, expired or already consumed.", false, false},
+		{EF005, "The single-use authority was already consumed.", false, false},
+		{EF040, "The authority was issued for a different finality sink.", false, false},
+		{EF060, "Validation timed out; the tool was not invoked.", true, false},
+		{EFScopeMismatch, "Live arguments are not the authorized digest.", false, false},
+		{EFDestinationMismatch, "The live destination is not the authorized destination.", false, false},
+		{EFInstructionProvenanceFailure, "The instruction provenance does not permit this act.", false, false},
+		{EFActInvalid, "The tool call could not be mapped to a valid candidate act.", false, true},
+		{EFEscalationRequired, "This tool requires a human decision before it can run.", false, true},
+		{EFPolicyDenied, "Policy does not permit this act.", false, true},
+		{EFUnknownTool, "The tool is not declared for this protected server.", false, true},
+		{EFArgumentsOutOfProfile, "The arguments cannot be bound to a human decision: outside the strict canonical profile.", false, true},
+	}
+}
+
+// All returns every known code's Info, spec codes first.
+func All() []Info { return all() }
+
+// Lookup returns the Info for a code, accepting the binding's "EF-060" spelling for "EF_060".
+func Lookup(s string) (Info, bool) {
+	norm := EFCode(strings.ReplaceAll(s, "-", "_"))
+	for _, i := range all() {
+		if i.Code == norm {
+			return i, true
+		}
+	}
+	return Info{}, false
+}
+
+// Known reports whether c is a code of this package.
+func (c EFCode) Known() bool {
+	_, ok := Lookup(string(c))
+	return ok
+}
+
+// Retryable reports whether a deny with this code may be retried (validation only, §23). Unknown
+// codes are not retryable.
+func (c EFCode) Retryable() bool {
+	i, ok := Lookup(string(c))
+	return ok && i.Retryable
+}
+
+// Description returns the data-free description of c, or "" for an unknown code.
+func (c EFCode) Description() string {
+	i, _ := Lookup(string(c))
+	return i.Description
+}
