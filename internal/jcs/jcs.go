@@ -1,71 +1,109 @@
 package jcs
 
 import (
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 )
 
-// Code is a stable error code for a rejected input.
-type Code string
-
-// Error codes returned by Canonicalize.
-const (
-	CodeSyntax             Code = "JCS_SYNTAX"
-	CodeInvalidUTF8        Code = "JCS_INVALID_UTF8"
-	CodeDuplicateMember    Code = "JCS_DUPLICATE_MEMBER"
-	CodeUnpairedSurrogate  Code = "JCS_UNPAIRED_SURROGATE"
-	CodeNumberOutOfProfile Code = "JCS_NUMBER_OUT_OF_PROFILE"
-	CodeDepthExceeded      Code = "JCS_DEPTH_EXCEEDED"
-	CodeNumberNotFinite    Code = "JCS_NUMBER_NOT_FINITE"
-)
-
-// Error is a rejection with a stable code and the byte offset in the input.
-type Error struct {
-	Code   Code
-	Offset int
-	Detail string
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("%s: offset %d: %s", e.Code, e.Offset, e.Detail)
-}
-
-// CodeOf returns the Code of the first *Error in err's chain.
-func CodeOf(err error) (Code, bool) {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code, true
-	}
-	return "", false
-}
-
-// Mode selects full RFC 8785 or the strict profile.
+// Mode selects which rules Canonicalize applies.
 type Mode int
 
 const (
+	// Full is RFC 8785 over I-JSON (RFC 7493): any finite IEEE-754 number is
+	// accepted and serialised as ECMAScript's Number.prototype.toString
+	// would (RFC 8785 §3.2.2.3). Duplicate member names and unpaired
+	// surrogates are rejected, because RFC 8785 §3.1 requires I-JSON input.
+	// Nesting is bounded by MaxDepthFull to keep the parser's stack and work
+	// bounded on hostile input.
 	Full Mode = iota
+	// Strict is Full plus the profile bounds of binding-moment-envelope-04
+	// §6.3 (= EP receipts §13.12): numbers must be integers of magnitude at
+	// most 2^53-1, and nesting must not exceed MaxDepth. Use it for
+	// envelopes, actions and resolutions: anything a human decides over.
 	Strict
 )
 
-// MaxDepth is the maximum nesting depth (root counts as 1).
-const MaxDepth = 64
-
-// Canonicalize returns the canonical form of raw.
-func Canonicalize(raw []byte, mode Mode) ([]byte, error) {
-	return nil, &Error{Code: CodeSyntax, Detail: "not implemented yet"}
+func (m Mode) String() string {
+	switch m {
+	case Full:
+		return "full"
+	case Strict:
+		return "strict"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Digest returns "sha256:" + lowercase hex of the SHA-256 of canonical.
-func Digest(canonical []byte) string { return "" }
+const (
+	// MaxDepth is the Strict nesting bound of envelope-04 §6.3: 64
+	// containers deep is accepted, 65 rejected; the root counts as 1.
+	MaxDepth = 64
+	// MaxDepthFull bounds nesting in Full mode. RFC 8785 sets no limit; this
+	// one exists so that hostile input cannot exhaust the stack or force
+	// quadratic work, and is far beyond any real tool argument.
+	MaxDepthFull = 1000
+)
 
-// CanonicalDigest canonicalizes raw and returns the canonical bytes and their digest.
-func CanonicalDigest(raw []byte, mode Mode) ([]byte, string, error) {
-	c, err := Canonicalize(raw, mode)
+// MaxSafeInteger is 2^53-1, the largest magnitude the Strict profile accepts.
+const MaxSafeInteger = 1<<53 - 1
+
+// DigestPrefix is the algorithm prefix of every digest string (envelope-04 §6.2).
+const DigestPrefix = "sha256:"
+
+// Canonicalize parses raw JSON text and returns its RFC 8785 canonical form.
+// All checks run on the raw bytes, at the parse boundary (envelope-04 §6.3).
+// A rejection is an *Error whose Offset is a byte offset into raw.
+func Canonicalize(raw []byte, mode Mode) ([]byte, error) {
+	var maxDepth int
+	switch mode {
+	case Full:
+		maxDepth = MaxDepthFull
+	case Strict:
+		maxDepth = MaxDepth
+	default:
+		return nil, fmt.Errorf("jcs: unknown mode %v", mode)
+	}
+	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth}
+	p.out = make([]byte, 0, len(raw)+8)
+	p.members = p.memberBuf[:0]
+	if err := p.document(); err != nil {
+		return nil, err
+	}
+	return p.out, nil
+}
+
+// Digest returns the envelope-04 §6.2 string form of the SHA-256 of
+// canonical: "sha256:" followed by 64 lowercase hexadecimal characters. It
+// does not check that canonical is canonical.
+func Digest(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	var buf [len(DigestPrefix) + 2*sha256.Size]byte
+	copy(buf[:], DigestPrefix)
+	hex.Encode(buf[len(DigestPrefix):], sum[:])
+	return string(buf[:])
+}
+
+// CanonicalDigest canonicalizes raw and returns the canonical bytes and
+// their Digest.
+func CanonicalDigest(raw []byte, mode Mode) (canonical []byte, digest string, err error) {
+	canonical, err = Canonicalize(raw, mode)
 	if err != nil {
 		return nil, "", err
 	}
-	return c, Digest(c), nil
+	return canonical, Digest(canonical), nil
 }
 
-// IsDigest reports whether s is exactly "sha256:" + 64 lowercase hex.
-func IsDigest(s string) bool { return false }
+// IsDigest reports whether s is exactly "sha256:" followed by 64 lowercase
+// hexadecimal characters (envelope-04 §6.2). Upper-case hex is not a digest.
+func IsDigest(s string) bool {
+	if len(s) != len(DigestPrefix)+2*sha256.Size || s[:len(DigestPrefix)] != DigestPrefix {
+		return false
+	}
+	for i := len(DigestPrefix); i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

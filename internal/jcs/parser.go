@@ -1,0 +1,371 @@
+package jcs
+
+import (
+	"slices"
+	"unicode/utf8"
+)
+
+// parser is a single-pass recursive-descent tokenizer over the raw input
+// that writes canonical output as it goes. Objects are written member by
+// member in input order and, when their names are not already in canonical
+// order, rearranged in place once the closing brace is seen. Nothing is
+// decoded through encoding/json, so a duplicate name or a lone surrogate is
+// seen as written (envelope-04 §6.3: "the check MUST be applied at the
+// parse boundary").
+type parser struct {
+	in       []byte
+	pos      int
+	out      []byte
+	strict   bool
+	maxDepth int
+
+	// members is a stack shared by all open objects: each object owns
+	// members[base:] while it is being parsed and pops them when it closes.
+	members   []member
+	memberBuf [16]member
+	// keys holds the decoded form of member names that contained escapes;
+	// names without escapes are compared straight from the input.
+	keys []byte
+	// scratch is reused to rearrange an object's members.
+	scratch []byte
+}
+
+// member records one object member while its object is open.
+type member struct {
+	name       []byte // decoded name, for ordering and duplicate detection
+	offset     int    // input offset of the name's opening quote
+	start, end int    // canonical `"name":value` in out, without separators
+}
+
+func (p *parser) errAt(code Code, off int, detail string) *Error {
+	return &Error{Code: code, Offset: off, Detail: detail}
+}
+
+// document parses exactly one JSON text (RFC 8259 §2): optional whitespace,
+// one value, optional whitespace, end of input.
+func (p *parser) document() error {
+	if len(p.in) >= 3 && p.in[0] == 0xEF && p.in[1] == 0xBB && p.in[2] == 0xBF {
+		// RFC 8259 §8.1: a byte order mark MUST NOT be added; an
+		// implementation MAY ignore it. Ignoring input bytes is not
+		// canonicalization, so reject.
+		return p.errAt(CodeSyntax, 0, "leading byte order mark (U+FEFF) is not allowed")
+	}
+	p.skipWS()
+	if p.pos >= len(p.in) {
+		return p.errAt(CodeSyntax, p.pos, "empty input: expected a JSON value")
+	}
+	if err := p.value(0); err != nil {
+		return err
+	}
+	p.skipWS()
+	if p.pos < len(p.in) {
+		if err := p.badByte(p.pos); err.Code != CodeSyntax {
+			return err
+		}
+		return p.errAt(CodeSyntax, p.pos, "trailing data after the JSON value")
+	}
+	return nil
+}
+
+func (p *parser) skipWS() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+// badByte reports an unexpected byte at off outside a string. A byte that
+// starts no well-formed UTF-8 sequence is reported as such; anything else is
+// a syntax error.
+func (p *parser) badByte(off int) *Error {
+	c := p.in[off]
+	if c >= utf8.RuneSelf {
+		if r, size := utf8.DecodeRune(p.in[off:]); r == utf8.RuneError && size == 1 {
+			return p.errAt(CodeInvalidUTF8, off, "byte 0x"+hex2(c)+" is not valid UTF-8")
+		}
+	}
+	return p.errAt(CodeSyntax, off, "unexpected "+describe(p.in[off:]))
+}
+
+func (p *parser) eof(what string) *Error {
+	return p.errAt(CodeSyntax, len(p.in), "unexpected end of input: expected "+what)
+}
+
+// describe names the byte (or UTF-8 character) at the start of b.
+func describe(b []byte) string {
+	c := b[0]
+	if c >= 0x20 && c < 0x7f {
+		return "character " + excerpt(b[:1])
+	}
+	if c >= utf8.RuneSelf {
+		_, size := utf8.DecodeRune(b)
+		return "character " + excerpt(b[:size])
+	}
+	return "byte 0x" + hex2(c)
+}
+
+func hex2(c byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[c>>4], digits[c&0xf]})
+}
+
+// value parses one value starting at p.pos (whitespace already skipped).
+// depth is the number of containers enclosing it.
+func (p *parser) value(depth int) error {
+	if p.pos >= len(p.in) {
+		return p.eof("a JSON value")
+	}
+	switch c := p.in[p.pos]; c {
+	case '{':
+		return p.object(depth + 1)
+	case '[':
+		return p.array(depth + 1)
+	case '"':
+		_, _, err := p.str()
+		return err
+	case 't':
+		return p.literal("true")
+	case 'f':
+		return p.literal("false")
+	case 'n':
+		return p.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return p.number()
+		}
+		return p.badByte(p.pos)
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	end := p.pos + len(lit)
+	if end > len(p.in) || string(p.in[p.pos:end]) != lit {
+		return p.errAt(CodeSyntax, p.pos, "invalid literal: expected "+lit)
+	}
+	p.out = append(p.out, lit...)
+	p.pos = end
+	return nil
+}
+
+func (p *parser) depthError() error {
+	limit := "the full-mode bound MaxDepthFull"
+	if p.strict {
+		limit = "the strict profile bound (envelope-04 §6.3)"
+	}
+	return p.errAt(CodeDepthExceeded, p.pos, "nesting deeper than "+itoa(p.maxDepth)+" containers exceeds "+limit)
+}
+
+func (p *parser) array(depth int) error {
+	if depth > p.maxDepth {
+		return p.depthError()
+	}
+	p.pos++ // '['
+	p.out = append(p.out, '[')
+	p.skipWS()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		p.out = append(p.out, ']')
+		return nil
+	}
+	for {
+		p.skipWS()
+		if err := p.value(depth); err != nil {
+			return err
+		}
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return p.eof("',' or ']'")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+			p.out = append(p.out, ',')
+		case ']':
+			p.pos++
+			p.out = append(p.out, ']')
+			return nil
+		default:
+			if err := p.badByte(p.pos); err.Code != CodeSyntax {
+				return err
+			}
+			return p.errAt(CodeSyntax, p.pos, "expected ',' or ']' after array element, found "+describe(p.in[p.pos:]))
+		}
+	}
+}
+
+func (p *parser) object(depth int) error {
+	if depth > p.maxDepth {
+		return p.depthError()
+	}
+	p.pos++ // '{'
+	p.out = append(p.out, '{')
+	region := len(p.out)
+	base := len(p.members)
+	keysBase := len(p.keys)
+	p.skipWS()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		p.out = append(p.out, '}')
+		return nil
+	}
+	for {
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return p.eof("a member name")
+		}
+		if p.in[p.pos] != '"' {
+			if err := p.badByte(p.pos); err.Code != CodeSyntax {
+				return err
+			}
+			return p.errAt(CodeSyntax, p.pos, "expected a member name string, found "+describe(p.in[p.pos:]))
+		}
+		m := member{offset: p.pos, start: len(p.out)}
+		rawStart, rawEnd, escaped, err := p.strRaw()
+		if err != nil {
+			return err
+		}
+		if escaped {
+			k := len(p.keys)
+			p.keys = appendDecoded(p.keys, p.in[rawStart:rawEnd])
+			m.name = p.keys[k:len(p.keys):len(p.keys)]
+		} else {
+			m.name = p.in[rawStart:rawEnd:rawEnd]
+		}
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return p.eof("':'")
+		}
+		if p.in[p.pos] != ':' {
+			if err := p.badByte(p.pos); err.Code != CodeSyntax {
+				return err
+			}
+			return p.errAt(CodeSyntax, p.pos, "expected ':' after member name, found "+describe(p.in[p.pos:]))
+		}
+		p.pos++
+		p.out = append(p.out, ':')
+		p.skipWS()
+		if err := p.value(depth); err != nil {
+			return err
+		}
+		m.end = len(p.out)
+		p.members = append(p.members, m)
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return p.eof("',' or '}'")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+			p.out = append(p.out, ',')
+		case '}':
+			p.pos++
+			err := p.closeObject(region, base)
+			p.members = p.members[:base]
+			p.keys = p.keys[:keysBase]
+			return err
+		default:
+			if err := p.badByte(p.pos); err.Code != CodeSyntax {
+				return err
+			}
+			return p.errAt(CodeSyntax, p.pos, "expected ',' or '}' after object member, found "+describe(p.in[p.pos:]))
+		}
+	}
+}
+
+// closeObject puts the members of the object whose canonical members start
+// at out[region:] into RFC 8785 §3.2.3 order (by UTF-16 code units of the
+// decoded names), rejects duplicate names (envelope-04 §6.3), and writes the
+// closing brace.
+func (p *parser) closeObject(region, base int) error {
+	ms := p.members[base:]
+	sorted := true
+	for i := 1; i < len(ms); i++ {
+		if compareUTF16(ms[i-1].name, ms[i].name) >= 0 {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		p.out = append(p.out, '}')
+		return nil
+	}
+	// Stable, so that among equal names input order is kept and the
+	// duplicate reported is deterministic: the earliest repeated name.
+	slices.SortStableFunc(ms, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	dup := -1
+	for i := 1; i < len(ms); i++ {
+		if compareUTF16(ms[i-1].name, ms[i].name) == 0 && (dup < 0 || ms[i].offset < ms[dup].offset) {
+			dup = i
+		}
+	}
+	if dup >= 0 {
+		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name "+excerpt(ms[dup].name)+" (after escape decoding)")
+	}
+	p.scratch = append(p.scratch[:0], p.out[region:]...)
+	p.out = p.out[:region]
+	for i, m := range ms {
+		if i > 0 {
+			p.out = append(p.out, ',')
+		}
+		p.out = append(p.out, p.scratch[m.start-region:m.end-region]...)
+	}
+	p.out = append(p.out, '}')
+	return nil
+}
+
+// compareUTF16 orders two well-formed UTF-8 strings by their UTF-16 code
+// units (RFC 8785 §3.2.3). UTF-8 byte order is code point order, which
+// agrees with UTF-16 order except where a supplementary character (encoded
+// in UTF-16 from a high surrogate, 0xD800-0xDBFF) meets a BMP character in
+// U+E000-U+FFFF: there UTF-16 puts the supplementary character first.
+func compareUTF16(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return len(a) - len(b)
+	}
+	if a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf {
+		return int(a[i]) - int(b[i])
+	}
+	// Back up to the start of the character that differs; the common prefix
+	// ends on the same boundary in both strings.
+	for i > 0 && a[i]&0xC0 == 0x80 {
+		i--
+	}
+	ra, _ := utf8.DecodeRune(a[i:])
+	rb, _ := utf8.DecodeRune(b[i:])
+	ua, ub := firstUnit(ra), firstUnit(rb)
+	if ua != ub {
+		return int(ua) - int(ub)
+	}
+	return int(ra) - int(rb)
+}
+
+// firstUnit is the first UTF-16 code unit of r.
+func firstUnit(r rune) rune {
+	if r >= 0x10000 {
+		return 0xD800 + (r-0x10000)>>10
+	}
+	return r
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}
