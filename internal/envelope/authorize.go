@@ -1,0 +1,66 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/actgate/actgate/internal/jcs"
+)
+
+// Grant records that a resolution is authority for exactly one action (envelope-04 §7.3).
+type Grant struct {
+	// EnvelopeDigest names the envelope resolved.
+	EnvelopeDigest string
+	// OptionIdx is the option selected.
+	OptionIdx int
+	// ActionDigest is the digest of the action authorised: the option's action_digest,
+	// equal to the digest recomputed from the action about to run.
+	ActionDigest string
+}
+
+// Authorize decides whether r is authority for the action act under env (envelope-04
+// §7.3, §12.6). It confirms that env has the digest r names and that option_idx is in
+// range, then recomputes act's digest under the strict profile and compares it with the
+// action_digest of the selected option; it consults no outside map of what an index meant.
+//
+// Only an option resolution can be authority. A well-formed answer, question or declined
+// resolution is refused with CodeResNotAuthority, naming its kind; a mismatched action
+// with CodeResActionMismatch. Authorize does not record the resolution: a Registry does
+// that, once (§12.5).
+func Authorize(env *Envelope, r *Resolution, act Action) (Grant, error) {
+	if err := Verify(env, r); err != nil {
+		return Grant{}, err
+	}
+	ps := &problems{}
+	if r.Kind != KindOption {
+		ps.add(CodeResNotAuthority, "$.binding_moment_resolution.resolution",
+			"the resolution is %q; only an option resolution authorises an action (§7.3)", r.Kind)
+		return Grant{}, ps.err("authority")
+	}
+	opt, _ := env.Option(r.OptionIdx) // in range: Verify checked
+	if err := checkToolName(act.Tool); err != nil {
+		ps.add(CodeResActionNotBindable, "$.tool", "%v", err)
+		return Grant{}, ps.err("authority")
+	}
+	got, err := act.Digest()
+	if err != nil {
+		code, ok := jcs.CodeOf(err)
+		if !ok {
+			code = jcs.CodeSyntax
+		}
+		ps.add(CodeResActionNotBindable, "$.args",
+			"the action is rejected by the strict profile (%s), so no human decision can authorise it", code)
+		return Grant{}, ps.err("authority")
+	}
+	if got != opt.ActionDigest {
+		ps.add(CodeResActionMismatch, fmt.Sprintf("$.question.options[%d].action_digest", r.OptionIdx),
+			"the action about to run has digest %s; the selected option authorises %s (§7.3, §12.6)", got, opt.ActionDigest)
+		return Grant{}, ps.err("authority")
+	}
+	return Grant{EnvelopeDigest: env.Digest(), OptionIdx: r.OptionIdx, ActionDigest: got}, nil
+}
+
+// AuthorizeCall is Authorize for a tool call given as its name and argument object.
+func AuthorizeCall(env *Envelope, r *Resolution, tool string, args json.RawMessage) (Grant, error) {
+	return Authorize(env, r, Action{Tool: tool, Args: args})
+}

@@ -1,0 +1,32 @@
+// Package envelope implements the binding-moment envelope of
+// draft-morrison-binding-moment-envelope-04 ("envelope-04"): the eight-slot
+// briefing-and-binding payload an agent emits when a human principal must commit a
+// decision, its JCS/SHA-256 digest, the resolution a principal returns, and the check
+// that turns a resolution into authority for exactly one action.
+//
+// Everything that reads untrusted bytes goes through internal/jcs in its strict profile
+// (envelope-04 §6.3) on the raw bytes first, so duplicate member names, unpaired
+// surrogates, out-of-profile numbers and excessive nesting are rejected before anything
+// is decoded. The decoded value is then checked for its exact member set; every reason a
+// document is rejected is reported as a [Problem] with a stable [Code] and a JSON path,
+// collected in a [*ValidationError].
+//
+// The pieces, in the order a binding moment lives through them:
+//
+//   - [Build] constructs an envelope from Go values; each option names a concrete tool call
+//     and its action_digest is computed here, never accepted from the caller (§5.6, §12.6).
+//   - [Parse], [ParseDocument] and [FromToolResult] read an envelope from bytes: bare, or as
+//     the top-level binding_moment member of an MCP tool result (§8.1), falling back to the
+//     conventional payload when the envelope is malformed (§9.3, §12.8).
+//   - [Envelope] is immutable once validated; [Envelope.Digest] names it (§6).
+//   - [TextRenderer] renders it for an agent-runtime hook keeping every §9.1 invariant; the
+//     [Renderer] interface leaves room for terminal and HTML renderers.
+//   - [ParseResolution] reads the principal's answer (§7.3); a [Registry] refuses
+//     resolutions naming unknown or already resolved envelopes (§12.5); [Authorize] grants
+//     authority only for an option whose action_digest equals the recomputed digest of the
+//     action about to run (§7.3, §12.6).
+//
+// Where actgate is stricter than envelope-04 (string bounds, control characters, duplicate
+// options) the rule is marked "actgate profile" in the code; the numbers are the Max*
+// constants (see [MaxTextRunes]).
+package envelope
