@@ -63,9 +63,11 @@ func Canonicalize(raw []byte, mode Mode) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("jcs: unknown mode %v", mode)
 	}
-	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth}
+	// Most documents never hold more than 16 open members at once; the
+	// stack lives on the goroutine stack until one does.
+	var memberBuf [16]member
+	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth, members: memberBuf[:0]}
 	p.out = make([]byte, 0, len(raw)+8)
-	p.members = p.memberBuf[:0]
 	if err := p.document(); err != nil {
 		return nil, err
 	}

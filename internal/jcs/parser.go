@@ -21,8 +21,7 @@ type parser struct {
 
 	// members is a stack shared by all open objects: each object owns
 	// members[base:] while it is being parsed and pops them when it closes.
-	members   []member
-	memberBuf [16]member
+	members []member
 	// keys holds the decoded form of member names that contained escapes;
 	// names without escapes are compared straight from the input.
 	keys []byte
@@ -30,11 +29,23 @@ type parser struct {
 	scratch []byte
 }
 
-// member records one object member while its object is open.
+// member records one object member while its object is open. It holds no
+// pointers, so that growing and sorting the stack costs no write barriers.
 type member struct {
-	name       []byte // decoded name, for ordering and duplicate detection
-	offset     int    // input offset of the name's opening quote
-	start, end int    // canonical `"name":value` in out, without separators
+	// The decoded name, for ordering and duplicate detection, is
+	// in[nameStart:nameEnd], or keys[nameStart:nameEnd] when the name held
+	// escapes.
+	nameStart, nameEnd int
+	nameInKeys         bool
+	offset             int // input offset of the name's opening quote
+	start, end         int // canonical `"name":value` in out, without separators
+}
+
+func (p *parser) name(m *member) []byte {
+	if m.nameInKeys {
+		return p.keys[m.nameStart:m.nameEnd]
+	}
+	return p.in[m.nameStart:m.nameEnd]
 }
 
 func (p *parser) errAt(code Code, off int, detail string) *Error {
@@ -229,11 +240,11 @@ func (p *parser) object(depth int) error {
 			return err
 		}
 		if escaped {
-			k := len(p.keys)
+			m.nameStart, m.nameInKeys = len(p.keys), true
 			p.keys = appendDecoded(p.keys, p.in[rawStart:rawEnd])
-			m.name = p.keys[k:len(p.keys):len(p.keys)]
+			m.nameEnd = len(p.keys)
 		} else {
-			m.name = p.in[rawStart:rawEnd:rawEnd]
+			m.nameStart, m.nameEnd = rawStart, rawEnd
 		}
 		p.skipWS()
 		if p.pos >= len(p.in) {
@@ -284,7 +295,7 @@ func (p *parser) closeObject(region, base int) error {
 	ms := p.members[base:]
 	sorted := true
 	for i := 1; i < len(ms); i++ {
-		if compareUTF16(ms[i-1].name, ms[i].name) >= 0 {
+		if compareUTF16(p.name(&ms[i-1]), p.name(&ms[i])) >= 0 {
 			sorted = false
 			break
 		}
@@ -295,15 +306,15 @@ func (p *parser) closeObject(region, base int) error {
 	}
 	// Stable, so that among equal names input order is kept and the
 	// duplicate reported is deterministic: the earliest repeated name.
-	slices.SortStableFunc(ms, func(a, b member) int { return compareUTF16(a.name, b.name) })
+	slices.SortStableFunc(ms, func(a, b member) int { return compareUTF16(p.name(&a), p.name(&b)) })
 	dup := -1
 	for i := 1; i < len(ms); i++ {
-		if compareUTF16(ms[i-1].name, ms[i].name) == 0 && (dup < 0 || ms[i].offset < ms[dup].offset) {
+		if compareUTF16(p.name(&ms[i-1]), p.name(&ms[i])) == 0 && (dup < 0 || ms[i].offset < ms[dup].offset) {
 			dup = i
 		}
 	}
 	if dup >= 0 {
-		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name "+excerpt(ms[dup].name)+" (after escape decoding)")
+		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name "+excerpt(p.name(&ms[dup]))+" (after escape decoding)")
 	}
 	p.scratch = append(p.scratch[:0], p.out[region:]...)
 	p.out = p.out[:region]
