@@ -37,7 +37,10 @@ const (
 
 // Error is a rejected input: a stable Code, the byte Offset in the input at
 // which the problem was found, and a human-readable Detail. Detail never
-// contains more than a short, quoted excerpt of the input.
+// quotes the input's member names, strings or numbers (at most the one or
+// two bytes of a malformed token), so an error is safe to log where raw
+// tool arguments must not go (DESIGN.md "Privacy"); Offset locates the
+// problem instead.
 type Error struct {
 	Code   Code
 	Offset int
@@ -56,15 +59,4 @@ func CodeOf(err error) (Code, bool) {
 		return e.Code, true
 	}
 	return "", false
-}
-
-// maxExcerpt bounds how much of an input an error message quotes: error
-// text ends up in logs, and logs carry digests, not raw arguments.
-const maxExcerpt = 32
-
-func excerpt(b []byte) string {
-	if len(b) > maxExcerpt {
-		return strconv.Quote(string(b[:maxExcerpt])) + "..."
-	}
-	return strconv.Quote(string(b))
 }

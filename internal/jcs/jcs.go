@@ -54,6 +54,19 @@ const DigestPrefix = "sha256:"
 // All checks run on the raw bytes, at the parse boundary (envelope-04 §6.3).
 // A rejection is an *Error whose Offset is a byte offset into raw.
 func Canonicalize(raw []byte, mode Mode) ([]byte, error) {
+	return canonicalize(raw, mode, 0)
+}
+
+// CanonicalizeNested is Canonicalize for a value that the caller will embed
+// enclosing containers deep in a larger document, such as the args member
+// of an action object (enclosing = 1). The depth bound of mode counts those
+// containers, so that the value is accepted exactly when the assembled
+// document would be. Offsets in errors are still offsets into raw.
+func CanonicalizeNested(raw []byte, mode Mode, enclosing int) ([]byte, error) {
+	return canonicalize(raw, mode, max(enclosing, 0))
+}
+
+func canonicalize(raw []byte, mode Mode, enclosing int) ([]byte, error) {
 	var maxDepth int
 	switch mode {
 	case Full:
@@ -66,7 +79,7 @@ func Canonicalize(raw []byte, mode Mode) ([]byte, error) {
 	// Most documents never hold more than 16 open members at once; the
 	// stack lives on the goroutine stack until one does.
 	var memberBuf [16]member
-	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth, members: memberBuf[:0]}
+	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth, enclosing: enclosing, members: memberBuf[:0]}
 	p.out = make([]byte, 0, len(raw)+8)
 	if err := p.document(); err != nil {
 		return nil, err

@@ -190,8 +190,8 @@ func TestCompareUTF16(t *testing.T) {
 }
 
 func TestErrorFormatAndCodeOf(t *testing.T) {
-	_, err := Canonicalize([]byte(`{"a":1,"a":2}`), Strict)
-	if got, want := err.Error(), `JCS_DUPLICATE_MEMBER: offset 7: duplicate member name "a" (after escape decoding)`; got != want {
+	_, err := Canonicalize([]byte(`{"a":1,"b":2,"\u0061":2}`), Strict)
+	if got, want := err.Error(), `JCS_DUPLICATE_MEMBER: offset 13: duplicate member name (equal after escape decoding to the name at offset 1)`; got != want {
 		t.Fatalf("Error() = %s, want %s", got, want)
 	}
 	wrapped := fmt.Errorf("envelope: %w", err)
@@ -206,14 +206,49 @@ func TestErrorFormatAndCodeOf(t *testing.T) {
 	}
 }
 
-func TestErrorDetailIsBounded(t *testing.T) {
-	name := strings.Repeat("secret", 100)
-	_, err := Canonicalize([]byte(`{"`+name+`":1,"`+name+`":2}`), Full)
-	if code, _ := CodeOf(err); code != CodeDuplicateMember {
-		t.Fatalf("got %v", err)
+// TestErrorDetailQuotesNoContent: error text may be logged, and logs carry
+// digests, never raw tool arguments (DESIGN.md "Privacy").
+func TestErrorDetailQuotesNoContent(t *testing.T) {
+	cases := map[string]Code{
+		`{"secret-name":1,"secret-name":2}`:  CodeDuplicateMember,
+		`{"secret":1234567.25}`:              CodeNumberOutOfProfile,
+		`{"secret":12345678901234567890123}`: CodeNumberOutOfProfile,
+		`{"secret":"ok","x":1234567e400}`:    CodeNumberOutOfProfile,
+		`{"secret":"123456\ud800"}`:          CodeUnpairedSurrogate,
+		"{\"secret\":\"123456\xff\"}":        CodeInvalidUTF8,
+		`{"secret":"1234567`:                 CodeSyntax,
 	}
-	if len(err.Error()) > 200 {
-		t.Fatalf("error message is %d bytes long: it should quote a short excerpt only", len(err.Error()))
+	for in, code := range cases {
+		_, err := Canonicalize([]byte(in), Strict)
+		if got, _ := CodeOf(err); got != code {
+			t.Fatalf("%q: got %v, want %s", in, err, code)
+		}
+		if msg := err.Error(); strings.Contains(msg, "secret") || strings.Contains(msg, "1234") {
+			t.Errorf("error for %q quotes its content: %s", in, msg)
+		}
+	}
+}
+
+// TestCanonicalizeNested: a value embedded in enclosing containers is held
+// to the depth bound of the document it will end up in.
+func TestCanonicalizeNested(t *testing.T) {
+	at := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	if _, err := CanonicalizeNested(at(63), Strict, 1); err != nil {
+		t.Fatalf("63 deep inside 1: %v", err)
+	}
+	_, err := CanonicalizeNested(at(64), Strict, 1)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeDepthExceeded || e.Offset != 63 {
+		t.Fatalf("64 deep inside 1: got %v, want %s at offset 63", err, CodeDepthExceeded)
+	}
+	if _, err := CanonicalizeNested(at(64), Full, 1); err != nil {
+		t.Fatalf("Full, 64 deep inside 1: %v", err)
+	}
+	if out, err := CanonicalizeNested([]byte(" 1.0 "), Strict, MaxDepth); err != nil || string(out) != "1" {
+		t.Fatalf("scalar at the bound: %q, %v", out, err)
+	}
+	if out, err := CanonicalizeNested(at(2), Strict, -5); err != nil || string(out) != "[[]]" {
+		t.Fatalf("negative enclosing: %q, %v", out, err)
 	}
 }
 

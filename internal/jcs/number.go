@@ -111,17 +111,17 @@ func (p *parser) number() error {
 		if integer {
 			why = "has a magnitude greater than 2^53-1"
 		}
-		return p.errAt(CodeNumberOutOfProfile, start, "number "+excerpt(tok)+" "+why+
+		return p.errAt(CodeNumberOutOfProfile, start, "number "+why+
 			"; the strict profile (envelope-04 §6.3) admits only integers of magnitude at most 2^53-1: encode such values as strings")
 	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if math.IsInf(f, 0) {
-		return p.errAt(CodeNumberNotFinite, start, "number "+excerpt(tok)+" is outside the range of an IEEE-754 double (RFC 8785 §3.2.2.3)")
+		return p.errAt(CodeNumberNotFinite, start, "number is outside the range of an IEEE-754 double (RFC 8785 §3.2.2.3)")
 	}
 	if err != nil {
 		// Unreachable for a token that matched the grammar above; kept so
 		// that a surprise is a rejection, not a wrong digest.
-		return p.errAt(CodeSyntax, start, "invalid number "+excerpt(tok))
+		return p.errAt(CodeSyntax, start, "invalid number")
 	}
 	p.out = appendES6(p.out, f)
 	return nil

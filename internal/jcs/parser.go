@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"slices"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,9 @@ type parser struct {
 	out      []byte
 	strict   bool
 	maxDepth int
+	// enclosing is the number of containers the caller will wrap the
+	// output in; they count toward maxDepth.
+	enclosing int
 
 	// members is a stack shared by all open objects: each object owns
 	// members[base:] while it is being parsed and pops them when it closes.
@@ -65,7 +69,7 @@ func (p *parser) document() error {
 	if p.pos >= len(p.in) {
 		return p.errAt(CodeSyntax, p.pos, "empty input: expected a JSON value")
 	}
-	if err := p.value(0); err != nil {
+	if err := p.value(p.enclosing); err != nil {
 		return err
 	}
 	p.skipWS()
@@ -110,11 +114,11 @@ func (p *parser) eof(what string) *Error {
 func describe(b []byte) string {
 	c := b[0]
 	if c >= 0x20 && c < 0x7f {
-		return "character " + excerpt(b[:1])
+		return "character " + strconv.QuoteRune(rune(c))
 	}
 	if c >= utf8.RuneSelf {
-		_, size := utf8.DecodeRune(b)
-		return "character " + excerpt(b[:size])
+		r, _ := utf8.DecodeRune(b)
+		return "character " + strconv.QuoteRune(r)
 	}
 	return "byte 0x" + hex2(c)
 }
@@ -167,7 +171,7 @@ func (p *parser) depthError() error {
 	if p.strict {
 		limit = "the strict profile bound (envelope-04 §6.3)"
 	}
-	return p.errAt(CodeDepthExceeded, p.pos, "nesting deeper than "+itoa(p.maxDepth)+" containers exceeds "+limit)
+	return p.errAt(CodeDepthExceeded, p.pos, "nesting deeper than "+strconv.Itoa(p.maxDepth)+" containers exceeds "+limit)
 }
 
 func (p *parser) array(depth int) error {
@@ -314,7 +318,12 @@ func (p *parser) closeObject(region, base int) error {
 		}
 	}
 	if dup >= 0 {
-		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name "+excerpt(p.name(&ms[dup]))+" (after escape decoding)")
+		first := dup - 1
+		for first > 0 && compareUTF16(p.name(&ms[first-1]), p.name(&ms[dup])) == 0 {
+			first--
+		}
+		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name (equal after escape decoding to the name at offset "+
+			strconv.Itoa(ms[first].offset)+")")
 	}
 	p.scratch = append(p.scratch[:0], p.out[region:]...)
 	p.out = p.out[:region]
@@ -365,18 +374,4 @@ func firstUnit(r rune) rune {
 		return 0xD800 + (r-0x10000)>>10
 	}
 	return r
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	return string(b[i:])
 }

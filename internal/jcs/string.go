@@ -1,6 +1,7 @@
 package jcs
 
 import (
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -53,7 +54,7 @@ func (p *parser) strRaw() (rawStart, rawEnd int, escaped bool, err error) {
 		}
 		i += size
 	}
-	return 0, 0, false, p.errAt(CodeSyntax, len(in), "unexpected end of input: unterminated string starting at offset "+itoa(p.pos))
+	return 0, 0, false, p.errAt(CodeSyntax, len(in), "unexpected end of input: unterminated string starting at offset "+strconv.Itoa(p.pos))
 }
 
 // utf8At validates the non-ASCII UTF-8 sequence at in[i] and returns its
@@ -110,7 +111,7 @@ func (p *parser) strEscaped(start, esc int) (rawStart, rawEnd int, escaped bool,
 		p.out = append(p.out, in[i:i+size]...)
 		i += size
 	}
-	return 0, 0, false, p.errAt(CodeSyntax, len(in), "unexpected end of input: unterminated string starting at offset "+itoa(start-1))
+	return 0, 0, false, p.errAt(CodeSyntax, len(in), "unexpected end of input: unterminated string starting at offset "+strconv.Itoa(start-1))
 }
 
 // escape decodes the escape sequence at in[i] (a backslash) and returns the
@@ -141,7 +142,7 @@ func (p *parser) escape(i int) (rune, int, error) {
 		return '\t', 2, nil
 	case 'u':
 	default:
-		return 0, 0, p.errAt(CodeSyntax, i, "invalid escape sequence "+excerpt(in[i:i+2]))
+		return 0, 0, p.errAt(CodeSyntax, i, "invalid escape sequence: backslash followed by "+describe(in[i+1:]))
 	}
 	r, err := p.hex4At(i)
 	if err != nil {
@@ -182,7 +183,7 @@ func (p *parser) hex4At(i int) (rune, error) {
 		case c >= 'A' && c <= 'F':
 			v = c - 'A' + 10
 		default:
-			return 0, p.errAt(CodeSyntax, i, "invalid \\u escape "+excerpt(in[i:i+6]))
+			return 0, p.errAt(CodeSyntax, i, "invalid \\u escape: expected four hexadecimal digits")
 		}
 		r = r<<4 | rune(v)
 	}
