@@ -216,7 +216,7 @@ func (w walker) textList(m map[string]any, name, root string, max int) []string 
 	}
 	path := child(root, name)
 	if len(a) == 0 || len(a) > max {
-		w.ps.add(CodeArrayLength, path, "has %d entries; the bound is 1 to %d", len(a), max)
+		w.ps.add(CodeArrayLength, path, "holds %d; the bound is 1 to %d entries", len(a), max)
 	}
 	out := make([]string, 0, len(a))
 	for i, e := range a {
@@ -252,7 +252,7 @@ func (w walker) question(v any, path string) Question {
 		case idx < 0:
 			w.ps.add(CodeRecommendedIdx, child(path, "recommended_idx"), "is %d; it must be non-negative (§5.7)", idx)
 		case nOptions >= 0 && idx >= int64(nOptions):
-			w.ps.add(CodeRecommendedIdx, child(path, "recommended_idx"), "is %d; it must be less than the %d options (§5.7)", idx, nOptions)
+			w.ps.add(CodeRecommendedIdx, child(path, "recommended_idx"), "is %d; it must be less than the number of options, %d (§5.7)", idx, nOptions)
 		}
 		if idx >= 0 && idx <= MaxOptions {
 			q.RecommendedIdx = int(idx)
@@ -271,7 +271,7 @@ func (w walker) question(v any, path string) Question {
 // options checks slot 6 (§5.6): 2..4 objects of label, reasoning, action_digest.
 func (w walker) options(a []any, path string) []Option {
 	if len(a) < MinOptions || len(a) > MaxOptions {
-		w.ps.add(CodeOptionCount, path, "has %d options; envelope-04 §5.6 requires %d to %d", len(a), MinOptions, MaxOptions)
+		w.ps.add(CodeOptionCount, path, "holds %d; envelope-04 §5.6 requires %d to %d options", len(a), MinOptions, MaxOptions)
 	}
 	out := make([]Option, 0, len(a))
 	labels := map[string]int{}

@@ -180,7 +180,7 @@ func Verify(env *Envelope, r *Resolution) error {
 	}
 	if r.Kind == KindOption && (r.OptionIdx < 0 || r.OptionIdx >= env.NumOptions()) {
 		ps.add(CodeResOptionIdx, "$.binding_moment_resolution.option_idx",
-			"is %d; the envelope has %d options (§7.3)", r.OptionIdx, env.NumOptions())
+			"is %d; the envelope's options are numbered 0 to %d (§7.3)", r.OptionIdx, env.NumOptions()-1)
 	}
 	return ps.err("resolution")
 }
