@@ -34,7 +34,7 @@ type suite struct {
 	Vectors    []vector        `json:"vectors"`
 }
 
-func strictUnmarshal(t *testing.T, b []byte, v any) {
+func strictUnmarshal(t testing.TB, b []byte, v any) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -43,7 +43,7 @@ func strictUnmarshal(t *testing.T, b []byte, v any) {
 	}
 }
 
-func loadSuite(t *testing.T) suite {
+func loadSuite(t testing.TB) suite {
 	t.Helper()
 	b, err := os.ReadFile(suitePath)
 	if err != nil {
@@ -73,7 +73,7 @@ func TestAEB1SuiteUnmodified(t *testing.T) {
 }
 
 // expectedResult decodes a vector's expected value, requiring exactly the AEB-1 result members.
-func expectedResult(t *testing.T, raw json.RawMessage) Result {
+func expectedResult(t testing.TB, raw json.RawMessage) Result {
 	t.Helper()
 	var members map[string]json.RawMessage
 	strictUnmarshal(t, raw, &members)
