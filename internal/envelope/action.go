@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -87,6 +88,22 @@ func checkToolName(name string) error {
 		}
 	}
 	return nil
+}
+
+// actionReason names why internal/action refused an action: its code, and the jcs code
+// underneath when there is one (e.g. "ACTION_OUT_OF_PROFILE/JCS_NUMBER_OUT_OF_PROFILE").
+func actionReason(err error) string {
+	var parts []string
+	if c, ok := action.CodeOf(err); ok {
+		parts = append(parts, string(c))
+	}
+	if c, ok := jcs.CodeOf(err); ok {
+		parts = append(parts, string(c))
+	}
+	if len(parts) == 0 {
+		return err.Error()
+	}
+	return strings.Join(parts, "/")
 }
 
 // isObjectText reports whether valid JSON text is an object.

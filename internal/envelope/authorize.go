@@ -3,8 +3,6 @@ package envelope
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/actgate/actgate/internal/jcs"
 )
 
 // Grant records that a resolution is authority for exactly one action (envelope-04 §7.3).
@@ -44,12 +42,8 @@ func Authorize(env *Envelope, r *Resolution, act Action) (Grant, error) {
 	}
 	got, err := act.Digest()
 	if err != nil {
-		code, ok := jcs.CodeOf(err)
-		if !ok {
-			code = jcs.CodeSyntax
-		}
 		ps.add(CodeResActionNotBindable, "$.args",
-			"the action is rejected by the strict profile (%s), so no human decision can authorise it", code)
+			"the action cannot be bound to a human decision (%s), so no resolution authorises it", actionReason(err))
 		return Grant{}, ps.err("authority")
 	}
 	if got != opt.ActionDigest {

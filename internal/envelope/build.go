@@ -112,14 +112,7 @@ func digestDraftOption(o DraftOption) (string, error) {
 	}
 	digest, err := action.Digest(o.Tool, o.Args, jcs.Strict)
 	if err != nil {
-		code, ok := jcs.CodeOf(err)
-		if !ok {
-			code = jcs.CodeSyntax
-		}
-		return "", fmt.Errorf("the arguments are rejected by the strict profile (%s), so they cannot be bound to a human decision", code)
-	}
-	if !isObjectText(o.Args) {
-		return "", fmt.Errorf("the arguments must be a JSON object")
+		return "", fmt.Errorf("the tool call cannot be bound to a human decision (%s)", actionReason(err))
 	}
 	return digest, nil
 }
