@@ -320,3 +320,20 @@ func TestAppendString(t *testing.T) {
 		}
 	}
 }
+
+func TestPlain8(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			b := []byte("abcdefgh")
+			b[pos] = byte(c)
+			w := uint64(0)
+			for i := 7; i >= 0; i-- {
+				w = w<<8 | uint64(b[i])
+			}
+			want := c < 0x80 && safeASCII[c]
+			if got := plain8(w); got != want {
+				t.Fatalf("plain8 with byte 0x%02x at %d = %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+}

@@ -325,13 +325,27 @@ func (p *parser) closeObject(region, base int) error {
 		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name (equal after escape decoding to the name at offset "+
 			strconv.Itoa(ms[first].offset)+")")
 	}
-	p.scratch = append(p.scratch[:0], p.out[region:]...)
+	// Copy the members aside and write them back in order. The copy goes
+	// into out's spare capacity when it fits (whitespace-laden input leaves
+	// plenty), which the write-back, ending where the region ends, never
+	// reaches; otherwise into scratch, sized once for the largest region.
+	n := len(p.out) - region
+	var tmp []byte
+	if cap(p.out)-len(p.out) >= n {
+		tmp = p.out[len(p.out) : len(p.out)+n]
+		copy(tmp, p.out[region:])
+	} else {
+		if cap(p.scratch) < n {
+			p.scratch = make([]byte, 0, max(n, len(p.in)))
+		}
+		tmp = append(p.scratch[:0], p.out[region:]...)
+	}
 	p.out = p.out[:region]
 	for i, m := range ms {
 		if i > 0 {
 			p.out = append(p.out, ',')
 		}
-		p.out = append(p.out, p.scratch[m.start-region:m.end-region]...)
+		p.out = append(p.out, tmp[m.start-region:m.end-region]...)
 	}
 	p.out = append(p.out, '}')
 	return nil
