@@ -56,7 +56,10 @@ type MappingContext struct {
 	// the tool is dispatched to that MCP server.
 	Server ServerIdentity
 	// Destination overrides destination.destination_id (e.g. an SMTP gateway or a GPT Action
-	// server URL, tool-use-binding §7, §17). Defaults to Server.ID().
+	// server URL, tool-use-binding §7, §17). Defaults to Server.ID(). For computer-use and
+	// browser acts the host sets it to the focused origin, so that an origin change is a
+	// destination mismatch (§12 COMPUTER_USE_ORIGIN_CHANGE; latest draft: "Origin change MUST
+	// invalidate prior authority").
 	Destination string
 	// ToolProtocol overrides tool.tool_protocol. Default: MCP when Server is set, else
 	// LOCAL_FUNCTION (tool-use-binding §6). HTTP_API makes the act an API_REQUEST (§7).
