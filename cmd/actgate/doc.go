@@ -1,0 +1,36 @@
+// Command actgate is the single actgate binary. Besides the gate itself it carries the
+// protocol CLI every other part digests through; its behaviour is a public interface and
+// is kept stable:
+//
+//	actgate jcs [--strict]                  stdin JSON → RFC 8785 canonical bytes (no newline added)
+//	actgate digest [--strict]               stdin JSON → sha256:<hex> of its canonical bytes
+//	actgate action-digest --tool NAME [--strict]
+//	                                        stdin argument object → digest of {"tool":NAME,"args":ARGS}
+//	actgate envelope validate               stdin envelope → "valid sha256:<hex>"
+//	actgate envelope digest                 stdin envelope → sha256:<hex> (envelope-04 §6)
+//	actgate envelope render [--format text] stdin envelope → the §9 rendering
+//	actgate resolution check --envelope FILE --action FILE
+//	                                        stdin resolution → authority for that action or not
+//
+// Modes. jcs and digest use full RFC 8785 by default and the strict profile of
+// envelope-04 §6.3 with --strict. action-digest defaults to full RFC 8785, the mode of
+// EP-TOOL-CALL-BINDING-v1, so its digests agree with other implementations for any
+// arguments; --strict gives the digest an envelope option carries (a human-bound action),
+// and refuses arguments outside the profile. For arguments inside the profile the two
+// modes give the same digest. Envelopes, resolutions and action files are always read
+// under the strict profile.
+//
+// The envelope commands read either a bare envelope or an MCP tool result whose top-level
+// binding_moment member holds one (envelope-04 §8.1).
+//
+// Exit status, the same for every command:
+//
+//	0  success; for resolution check, the resolution is authority for the action
+//	1  input rejected (not JSON, outside the profile, or not a well-formed envelope,
+//	   resolution or action); stderr has one line per reason, beginning with its code
+//	2  usage: unknown command or flag, missing flag, unreadable file (line begins USAGE)
+//	3  resolution check only: the inputs are well formed but the resolution is not
+//	   authority for the action: an answer, question or declined resolution (the line
+//	   names the kind), another envelope, an option out of range, or an action whose
+//	   digest differs from the selected option's action_digest
+package main

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of every actgate command (see doc.go); part of the public interface.
+const (
+	exitOK           = 0
+	exitRejected     = 1
+	exitUsage        = 2
+	exitNotAuthority = 3
+)
+
+// maxInput bounds what a command reads from stdin or a file.
+const maxInput = 64 << 20
+
+// streams are the standard streams a command uses; tests pass buffers.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// exitError ends a command with a status and the lines to print on stderr, each
+// beginning with a stable code.
+type exitError struct {
+	status int
+	lines  []string
+}
+
+func (e *exitError) Error() string { return strings.Join(e.lines, "; ") }
+
+func fail(status int, lines ...string) error { return &exitError{status: status, lines: lines} }
+
+func usageError(format string, args ...any) error {
+	return fail(exitUsage, "USAGE "+fmt.Sprintf(format, args...))
+}
+
+// newRootCmd wires every subcommand. To add one, write its constructor in its own file and
+// add it to this list.
+func newRootCmd(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "actgate",
+		Short: "A finality sink for AI-agent tool calls, and the protocol tools it digests through",
+		Long: `actgate keeps an AI agent's tool call non-effective until single-use authority bound to
+its exact arguments digest, destination and sink is verified and consumed.
+
+The protocol commands read stdin and write stdout. On rejection they exit non-zero and
+print one line per reason on stderr, beginning with its stable code. Exit status:
+0 success, 1 input rejected, 2 usage, 3 (resolution check) not authority for the action.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE:          showHelp,
+	}
+	// The shell-completion command is not part of the stable interface.
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.AddCommand(
+		newJCSCmd(s),
+		newDigestCmd(s),
+		newActionDigestCmd(s),
+		newEnvelopeCmd(s),
+		newResolutionCmd(s),
+	)
+	return root
+}
+
+// showHelp is the RunE of a command that only groups subcommands: with no arguments it
+// prints help; with an unknown subcommand, its Args (cobra.NoArgs) refuse it first, which
+// run turns into a usage error.
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// run executes one actgate invocation and returns its exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd(streams{in: stdin, out: stdout, err: stderr})
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// Everything cobra itself refuses (unknown command or flag, missing required
+		// flag, extra arguments) is a usage error.
+		ee = usageError("%s", err.Error()).(*exitError)
+		fmt.Fprintf(stderr, "%s\nRun 'actgate --help' for usage.\n", ee.lines[0])
+		return ee.status
+	}
+	for _, l := range ee.lines {
+		fmt.Fprintln(stderr, l)
+	}
+	return ee.status
+}
