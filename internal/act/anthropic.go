@@ -64,7 +64,8 @@ func anthropicBlock(path string, m members, mc MappingContext) (*Candidate, stri
 // are not tool_use (text, thinking, vendor-run server_tool_use...) yield no Item. A block that
 // cannot be mapped yields an Item with Err, so the host answers it with an error tool_result.
 // When stop_reason is "max_tokens" a final tool_use block may be cut off and stays
-// non-effective (CodePartialBlock, §9). The error return is for a message that is not this
+// non-effective (CodePartialBlock, §9); when it is null the message is still streaming and
+// every tool_use block stays non-effective. The error return is for a message that is not this
 // shape at all.
 func MapAnthropicMessage(msg []byte, mc MappingContext) ([]Item, error) {
 	if err := mc.check(); err != nil {
@@ -75,7 +76,7 @@ func MapAnthropicMessage(msg []byte, mc MappingContext) ([]Item, error) {
 		return nil, err
 	}
 	var blocks []json.RawMessage
-	path, truncated := "", false
+	path, truncated, unfinished := "", false, false
 	if v[0] == '[' {
 		if blocks, err = asArray("", v); err != nil {
 			return nil, err
@@ -90,7 +91,10 @@ func MapAnthropicMessage(msg []byte, mc MappingContext) ([]Item, error) {
 		} else if ok && role != "assistant" {
 			return nil, newErr(CodeShapeInvalid, "role", "tool_use blocks come from the assistant")
 		}
-		if stop, _, err := m.str("", "stop_reason"); err != nil {
+		if string(m["stop_reason"]) == "null" {
+			// A streamed message before its message_delta: nothing in it is final (§9).
+			unfinished = true
+		} else if stop, _, err := m.str("", "stop_reason"); err != nil {
 			return nil, err
 		} else {
 			truncated = stop == "max_tokens"
@@ -123,9 +127,9 @@ func MapAnthropicMessage(msg []byte, mc MappingContext) ([]Item, error) {
 		if typ != "tool_use" {
 			continue
 		}
-		if truncated && i == len(blocks)-1 {
+		if unfinished || (truncated && i == len(blocks)-1) {
 			id, _ := b.vendorID(p, "id")
-			items = append(items, Item{Index: i, VendorID: id, Err: newErr(CodePartialBlock, p, "stop_reason max_tokens: the final tool_use block may be incomplete")})
+			items = append(items, Item{Index: i, VendorID: id, Err: newErr(CodePartialBlock, p, "message not finalized (stop_reason null, or max_tokens on the final block)")})
 			continue
 		}
 		c, id, err := anthropicBlock(p, b, mc)

@@ -61,6 +61,18 @@ func TestParallelCallsAreSeparateActs(t *testing.T) {
 			wantErr:   []Code{"", CodePartialBlock},
 		},
 		{
+			name: "anthropic message still streaming (stop_reason null)",
+			run: func(mc MappingContext) ([]Item, error) {
+				return MapAnthropicMessage([]byte(`{"role":"assistant","stop_reason":null,"content":[
+					{"type":"tool_use","id":"toolu_01","name":"search","input":{"q":"x"}},
+					{"type":"text","text":"and"},
+					{"type":"tool_use","id":"toolu_02","name":"email_send","input":{}}]}`), mc)
+			},
+			wantIDs:   []string{"toolu_01", "toolu_02"},
+			wantTools: []string{"", ""},
+			wantErr:   []Code{CodePartialBlock, CodePartialBlock},
+		},
+		{
 			name: "anthropic duplicate tool_use ids",
 			run: func(mc MappingContext) ([]Item, error) {
 				return MapAnthropicMessage([]byte(`[
