@@ -21,10 +21,14 @@
 //   - [Envelope] is immutable once validated; [Envelope.Digest] names it (§6).
 //   - [TextRenderer] renders it for an agent-runtime hook keeping every §9.1 invariant; the
 //     [Renderer] interface leaves room for terminal and HTML renderers.
-//   - [ParseResolution] reads the principal's answer (§7.3); a [Registry] refuses
-//     resolutions naming unknown or already resolved envelopes (§12.5); [Authorize] grants
-//     authority only for an option whose action_digest equals the recomputed digest of the
-//     action about to run (§7.3, §12.6).
+//   - [ParseResolution] reads the principal's answer (§7.3) and [Verify] checks it against
+//     the envelope it names; a [Registry] ([MemoryRegistry]) records one resolution per
+//     envelope with the principal who made it and refuses unknown, expired, misrouted or
+//     already resolved envelopes (§12.4, §12.5).
+//   - [Authorize] grants authority only for an option resolution whose option's
+//     action_digest equals the digest recomputed from the action about to run, an
+//     [Action] {"tool","args"} ([ParseAction] reads one from bytes) (§7.3, §12.6). It
+//     does not consume anything: single use is internal/authority's job.
 //
 // Where actgate is stricter than envelope-04 (string bounds, control characters, duplicate
 // options) the rule is marked "actgate profile" in the code; the numbers are the Max*

@@ -122,6 +122,18 @@ func (e *Envelope) Hatches() Hatches { return e.content.Question.Hatches }
 // digest names.
 func (e *Envelope) MarshalJSON() ([]byte, error) { return e.Canonical(), nil }
 
+// UnmarshalJSON validates b exactly as Parse does, so an *Envelope inside a decoded
+// structure is never unvalidated. (encoding/json hands over the value's raw bytes, so the
+// strict profile still sees duplicates and surrogates.)
+func (e *Envelope) UnmarshalJSON(b []byte) error {
+	env, err := Parse(b)
+	if err != nil {
+		return err
+	}
+	*e = *env
+	return nil
+}
+
 // Parse validates raw as a bare envelope (the value of a binding_moment member) and
 // returns it with its digest. raw is first canonicalized under the strict profile
 // (envelope-04 §6.3) so duplicates, unpaired surrogates and out-of-profile numbers are

@@ -400,3 +400,35 @@ func TestProblemStringAndError(t *testing.T) {
 		t.Errorf("Error() = %q", err.Error())
 	}
 }
+
+func TestJSONRoundTripThroughStructs(t *testing.T) {
+	// An *Envelope or Resolution embedded in a decoded structure is validated on the way in.
+	type carrier struct {
+		Env *Envelope  `json:"env"`
+		Res Resolution `json:"res"`
+	}
+	in := []byte(`{"env":` + string(exampleRaw(t)) + `,"res":{"binding_moment_resolution":{"envelope_digest":"` + exampleDigest + `","resolution":"question"}}}`)
+	var c carrier
+	if err := json.Unmarshal(in, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Env.Digest() != exampleDigest || c.Res.Kind != KindQuestion {
+		t.Fatalf("decoded %s %+v", c.Env.Digest(), c.Res)
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again carrier
+	if err := json.Unmarshal(out, &again); err != nil || again.Env.Digest() != exampleDigest || again.Res != c.Res {
+		t.Fatalf("round trip: %v", err)
+	}
+	bad := bytes.Replace(in, []byte(`"recommended_idx":0`), []byte(`"recommended_idx":5`), 1)
+	if err := json.Unmarshal(bad, &c); !HasCode(err, CodeRecommendedIdx) {
+		t.Fatalf("malformed envelope decoded: %v", err)
+	}
+	dup := bytes.Replace(in, []byte(`"resolution":"question"`), []byte(`"resolution":"question","resolution":"option"`), 1)
+	if err := json.Unmarshal(dup, &c); !HasCode(err, "JCS_DUPLICATE_MEMBER") {
+		t.Fatalf("duplicate member decoded: %v", err)
+	}
+}

@@ -70,6 +70,16 @@ func (r Resolution) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]wireResolution{MemberResolution: w})
 }
 
+// UnmarshalJSON reads b exactly as ParseResolution does.
+func (r *Resolution) UnmarshalJSON(b []byte) error {
+	res, err := ParseResolution(b)
+	if err != nil {
+		return err
+	}
+	*r = *res
+	return nil
+}
+
 // ParseResolution reads a resolution from untrusted bytes: the strict profile on the raw
 // bytes, then the exact member set of §7.3 with its conditional members (option_idx only
 // with option, answer only with answer, nothing further with question or declined).
