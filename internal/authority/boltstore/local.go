@@ -1,0 +1,664 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/boltstore/internal/wire"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+// File layout: one bbolt file, five buckets.
+//
+//	meta                  "schema" → schemaVersion
+//	authorities           authority ID → storedAuthority (JSON; the exact signed payload bytes)
+//	dispatch              operation ID → journal.DispatchRecord (JSON)
+//	dispatch_by_authority authority ID → operation ID (at most one dispatch per authority)
+//	dispatch_by_act       uint16 len(act ID) ‖ act ID ‖ operation ID → empty
+var (
+	bucketMeta        = []byte("meta")
+	bucketAuthorities = []byte("authorities")
+	bucketDispatch    = []byte("dispatch")
+	bucketByAuthority = []byte("dispatch_by_authority")
+	bucketByAct       = []byte("dispatch_by_act")
+	keySchema         = []byte("schema")
+)
+
+const schemaVersion = "actgate-boltstore/1"
+
+// storedAuthority is an authority as the file holds it. Payload is the signed canonical bytes
+// (authority.ParsePayload), so what is read back is exactly what was signed.
+type storedAuthority struct {
+	Payload    []byte          `json:"payload"`
+	Signature  []byte          `json:"signature"`
+	State      authority.State `json:"state"`
+	ConsumedAt time.Time       `json:"consumed_at"`
+	ConsumedBy string          `json:"consumed_by,omitempty"`
+}
+
+func (s storedAuthority) record() (authority.Record, error) {
+	a, err := authority.ParsePayload(s.Payload)
+	if err != nil {
+		return authority.Record{}, unavailablef("corrupt authority record: %v", err)
+	}
+	a.Signature = bytes.Clone(s.Signature)
+	if s.State != authority.StateIssued && s.State != authority.StateConsumed {
+		return authority.Record{}, unavailablef("corrupt authority record: state %q", s.State)
+	}
+	return authority.Record{Authority: a, State: s.State, ConsumedAt: s.ConsumedAt, ConsumedBy: s.ConsumedBy}, nil
+}
+
+func decodeStored(v []byte) (storedAuthority, error) {
+	var s storedAuthority
+	if err := json.Unmarshal(v, &s); err != nil {
+		return storedAuthority{}, unavailablef("corrupt authority record: %v", err)
+	}
+	return s, nil
+}
+
+func decodeRecord(v []byte) (journal.DispatchRecord, error) {
+	var r journal.DispatchRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return journal.DispatchRecord{}, unavailablef("corrupt dispatch record: %v", err)
+	}
+	return r, nil
+}
+
+func actKey(actID, operationID string) []byte {
+	k := binary.BigEndian.AppendUint16(nil, uint16(len(actID)))
+	k = append(k, actID...)
+	return append(k, operationID...)
+}
+
+// local executes operations on a bbolt file this process owns.
+type local struct {
+	db       *bolt.DB
+	verifier *authority.Verifier
+	now      func() time.Time
+	// live returns the instances whose in-flight records RecoverOnStart must leave alone: this
+	// process and every client connected to it.
+	live func() map[string]bool
+}
+
+// initFile creates the buckets of a new file and checks the schema of an existing one.
+func initFile(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get(keySchema); {
+		case v == nil:
+			if err := meta.Put(keySchema, []byte(schemaVersion)); err != nil {
+				return err
+			}
+		case string(v) != schemaVersion:
+			return fmt.Errorf("boltstore: file has schema %q, this build reads %q", v, schemaVersion)
+		}
+		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// run executes fn, returning early with an unavailability error when ctx ends first. fn keeps
+// running in the background in that case; whatever it commits stays committed, and the caller,
+// told only "unavailable", denies (fail closed).
+func run(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	if ctx.Done() == nil {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+}
+
+func (l *local) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	return run(ctx, func() error {
+		var inner error
+		if err := l.db.View(func(tx *bolt.Tx) error {
+			inner = fn(tx)
+			return nil
+		}); err != nil {
+			return unavailable(err)
+		}
+		return inner
+	})
+}
+
+// batch runs fn inside bbolt's group commit (DB.Batch): concurrent callers share one write
+// transaction and one fsync. bbolt may run fn more than once (when another function in the same
+// batch fails, the batch is rolled back and re-run without it), so every fn given here:
+//   - starts by resetting the variables it reports through, so only its last run counts;
+//   - checks ctx before writing, so a caller that has given up leaves nothing behind when it can;
+//   - reports business outcomes (consumed, exists, ...) through those variables and returns nil
+//     for them, so one caller's refusal never rolls back or delays the others;
+//   - returns an error only for a storage failure, which bbolt turns into a solo retry for that
+//     caller and reports to it alone.
+//
+// The caller reads the captured variables only when batch returns nil: then the transaction
+// that ran fn's last run has committed (and been fsynced).
+func (l *local) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
+	return run(ctx, func() error {
+		if err := l.db.Batch(fn); err != nil {
+			return unavailable(err)
+		}
+		return nil
+	})
+}
+
+func (l *local) do(ctx context.Context, inst string, req *wire.Request) (wire.Response, error) {
+	var (
+		resp wire.Response
+		err  error
+	)
+	switch req.Op {
+	case wire.OpIssue:
+		resp.Authority, err = l.issue(ctx, req.Authority)
+	case wire.OpGet:
+		resp.Authority, err = l.get(ctx, req.Namespace, req.ID)
+	case wire.OpConsume:
+		resp.Authority, _, err = l.consume(ctx, inst, req.ID, req.Expect, req.Consumption.OperationID, nil, nil)
+	case wire.OpConsumeAndPend:
+		rec := req.Record
+		resp.Authority, resp.Record, err = l.consume(ctx, inst, req.ID, req.Expect, rec.OperationID, &rec, req.Receipt)
+	case wire.OpBegin:
+		resp.Record, err = l.begin(ctx, inst, req.Record, req.Receipt)
+	case wire.OpTransition:
+		resp.Record, err = l.update(ctx, req.OperationID, func(r journal.DispatchRecord, now time.Time) (journal.DispatchRecord, error) {
+			return journal.Apply(r, req.To, req.Outcome, now)
+		})
+	case wire.OpReconcile:
+		resp.Record, err = l.update(ctx, req.OperationID, func(r journal.DispatchRecord, now time.Time) (journal.DispatchRecord, error) {
+			return journal.ApplyReconciliation(r, req.Reconciliation, now)
+		})
+	case wire.OpRecord:
+		resp.Record, err = l.record(ctx, req.OperationID)
+	case wire.OpByAuthority:
+		resp.Record, err = l.byAuthority(ctx, req.ID)
+	case wire.OpByAct:
+		resp.Records, err = l.byAct(ctx, req.ActID)
+	case wire.OpInState:
+		resp.Records, err = l.inState(ctx, req.State)
+	case wire.OpRecoverOnStart:
+		resp.N, err = l.recoverOnStart(ctx)
+	default:
+		err = unavailablef("unknown operation %q", req.Op)
+	}
+	return resp, err
+}
+
+func (l *local) issue(ctx context.Context, a authority.Authority) (authority.Record, error) {
+	if err := l.verifier.VerifySignature(a); err != nil {
+		return authority.Record{}, err
+	}
+	payload, err := a.Payload()
+	if err != nil {
+		return authority.Record{}, err
+	}
+	stored := storedAuthority{Payload: payload, Signature: a.Signature, State: authority.StateIssued}
+	rec, err := stored.record()
+	if err != nil {
+		return authority.Record{}, err
+	}
+	if !l.now().Before(rec.Authority.ExpiresAt) {
+		return authority.Record{}, fmt.Errorf("%w: not storing an authority that expired at %s", authority.ErrExpired, rec.Authority.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	enc, err := json.Marshal(stored)
+	if err != nil {
+		return authority.Record{}, unavailable(err)
+	}
+	key := []byte(a.ID)
+	var res struct{ err error }
+	if err := l.batch(ctx, func(tx *bolt.Tx) error {
+		res.err = nil
+		if err := ctx.Err(); err != nil {
+			res.err = unavailable(err)
+			return nil
+		}
+		b := tx.Bucket(bucketAuthorities)
+		if b.Get(key) != nil {
+			res.err = fmt.Errorf("%w: %s", authority.ErrAlreadyIssued, a.ID)
+			return nil
+		}
+		return b.Put(key, enc)
+	}); err != nil {
+		return authority.Record{}, err
+	}
+	if res.err != nil {
+		return authority.Record{}, res.err
+	}
+	return rec, nil
+}
+
+func (l *local) get(ctx context.Context, namespace, id string) (authority.Record, error) {
+	var (
+		rec   authority.Record
+		found bool
+	)
+	err := l.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketAuthorities).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		s, err := decodeStored(v)
+		if err != nil {
+			return err
+		}
+		rec, err = s.record()
+		found = err == nil
+		return err
+	})
+	if err != nil {
+		return authority.Record{}, err
+	}
+	if !found || rec.Authority.Binding.Namespace != namespace {
+		return authority.Record{}, fmt.Errorf("%w: %q in namespace %q", authority.ErrNotFound, id, namespace)
+	}
+	return rec, nil
+}
+
+// consume is Consume (pend == nil) and ConsumeAndPend. It verifies outside the write
+// transaction (the signature check is the expensive part and needs no lock), then, inside the
+// group commit, compares the stored authority with the one verified and flips ISSUED to
+// CONSUMED. Authorities are create-only and never rewritten except by this flip, so "same
+// payload and signature, still ISSUED, not expired at commit time" inside the transaction is
+// exactly the compare-and-swap: of concurrent consumers, the first in commit order wins and
+// every later one reads CONSUMED.
+func (l *local) consume(ctx context.Context, inst, id string, expect authority.Binding, operationID string, pend *journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+	var none journal.DispatchRecord
+	if err := expect.Validate(); err != nil {
+		return authority.Record{}, none, fmt.Errorf("expected binding: %w", err)
+	}
+	if !authority.ValidID(id) {
+		return authority.Record{}, none, fmt.Errorf("%w: %q is not an authority ID", authority.ErrInvalid, id)
+	}
+	if operationID == "" || len(operationID) > journal.MaxIDLength {
+		return authority.Record{}, none, fmt.Errorf("%w: consumption needs an operation ID of 1..%d bytes", authority.ErrInvalid, journal.MaxIDLength)
+	}
+	var pending journal.DispatchRecord
+	if pend != nil {
+		pending = *pend
+		switch pending.State {
+		case "":
+			pending.State = journal.StateDispatchPending
+		case journal.StateDispatchPending:
+		default:
+			return authority.Record{}, none, fmt.Errorf("%w: ConsumeAndPend writes %s, not %s", journal.ErrInvalidRecord, journal.StateDispatchPending, pending.State)
+		}
+		if err := authority.PendingMatches(pending, id, expect); err != nil {
+			return authority.Record{}, none, err
+		}
+		if _, err := journal.NewRecord(pending, receipt, inst, l.now()); err != nil {
+			return authority.Record{}, none, err
+		}
+	}
+
+	// Read and verify.
+	key := []byte(id)
+	var (
+		seen  storedAuthority
+		cur   authority.Record
+		found bool
+	)
+	if err := l.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketAuthorities).Get(key)
+		if v == nil {
+			return nil
+		}
+		var err error
+		if seen, err = decodeStored(v); err != nil {
+			return err
+		}
+		cur, err = seen.record()
+		found = err == nil
+		return err
+	}); err != nil {
+		return authority.Record{}, none, err
+	}
+	if !found || cur.Authority.Binding.Namespace != expect.Namespace {
+		return authority.Record{}, none, fmt.Errorf("%w: %q in namespace %q", authority.ErrNotFound, id, expect.Namespace)
+	}
+	if cur.State == authority.StateConsumed {
+		return authority.Record{}, none, consumedErr(cur)
+	}
+	if err := l.verifier.Verify(cur.Authority, expect, l.now()); err != nil {
+		return authority.Record{}, none, err
+	}
+
+	// Compare and swap, with the dispatch record in the same commit.
+	var res struct {
+		auth authority.Record
+		rec  journal.DispatchRecord
+		err  error
+	}
+	err := l.batch(ctx, func(tx *bolt.Tx) error {
+		res.auth, res.rec, res.err = authority.Record{}, journal.DispatchRecord{}, nil
+		if err := ctx.Err(); err != nil {
+			res.err = unavailable(err)
+			return nil
+		}
+		b := tx.Bucket(bucketAuthorities)
+		v := b.Get(key)
+		if v == nil {
+			res.err = unavailablef("authority %s vanished while being consumed", id)
+			return nil
+		}
+		st, err := decodeStored(v)
+		if err != nil {
+			res.err = err
+			return nil
+		}
+		if !bytes.Equal(st.Payload, seen.Payload) || !bytes.Equal(st.Signature, seen.Signature) {
+			res.err = unavailablef("authority %s changed while being consumed", id)
+			return nil
+		}
+		if st.State == authority.StateConsumed {
+			r, _ := st.record()
+			res.err = consumedErr(r)
+			return nil
+		}
+		now := l.now()
+		if err := authority.CheckTime(cur.Authority, now, authority.DefaultSkew); err != nil {
+			res.err = err
+			return nil
+		}
+		var rec journal.DispatchRecord
+		if pend != nil {
+			if tx.Bucket(bucketDispatch).Get([]byte(operationID)) != nil {
+				res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, operationID)
+				return nil
+			}
+			if tx.Bucket(bucketByAuthority).Get(key) != nil {
+				res.err = fmt.Errorf("%w: authority %s already has a dispatch record", authority.ErrConsumed, id)
+				return nil
+			}
+			if rec, err = journal.NewRecord(pending, receipt, inst, now); err != nil {
+				res.err = err
+				return nil
+			}
+		}
+		st.State, st.ConsumedAt, st.ConsumedBy = authority.StateConsumed, now, operationID
+		enc, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(key, enc); err != nil {
+			return err
+		}
+		if pend != nil {
+			if err := putRecord(tx, rec, true); err != nil {
+				return err
+			}
+		}
+		res.auth = cur
+		res.auth.State, res.auth.ConsumedAt, res.auth.ConsumedBy = st.State, st.ConsumedAt, st.ConsumedBy
+		res.rec = rec
+		return nil
+	})
+	if err != nil {
+		return authority.Record{}, none, err
+	}
+	return res.auth, res.rec, res.err
+}
+
+func consumedErr(r authority.Record) error {
+	return fmt.Errorf("%w: %s by operation %s at %s", authority.ErrConsumed, r.Authority.ID, r.ConsumedBy, r.ConsumedAt.UTC().Format(time.RFC3339Nano))
+}
+
+func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew bool) error {
+	enc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketDispatch).Put([]byte(rec.OperationID), enc); err != nil {
+		return err
+	}
+	if !isNew {
+		return nil
+	}
+	if err := tx.Bucket(bucketByAuthority).Put([]byte(rec.AuthorityID), []byte(rec.OperationID)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketByAct).Put(actKey(rec.ActID, rec.OperationID), []byte{})
+}
+
+func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchRecord, receipt []byte) (journal.DispatchRecord, error) {
+	if _, err := journal.NewRecord(rec, receipt, inst, l.now()); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	var res struct {
+		rec journal.DispatchRecord
+		err error
+	}
+	if err := l.batch(ctx, func(tx *bolt.Tx) error {
+		res.rec, res.err = journal.DispatchRecord{}, nil
+		if err := ctx.Err(); err != nil {
+			res.err = unavailable(err)
+			return nil
+		}
+		if tx.Bucket(bucketDispatch).Get([]byte(rec.OperationID)) != nil {
+			res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, rec.OperationID)
+			return nil
+		}
+		if tx.Bucket(bucketByAuthority).Get([]byte(rec.AuthorityID)) != nil {
+			res.err = fmt.Errorf("%w: authority %s already has a dispatch record", journal.ErrExists, rec.AuthorityID)
+			return nil
+		}
+		r, err := journal.NewRecord(rec, receipt, inst, l.now())
+		if err != nil {
+			res.err = err
+			return nil
+		}
+		if err := putRecord(tx, r, true); err != nil {
+			return err
+		}
+		res.rec = r
+		return nil
+	}); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	return res.rec, res.err
+}
+
+// update applies a journal rule to one record inside the group commit.
+func (l *local) update(ctx context.Context, operationID string, apply func(journal.DispatchRecord, time.Time) (journal.DispatchRecord, error)) (journal.DispatchRecord, error) {
+	var res struct {
+		rec journal.DispatchRecord
+		err error
+	}
+	if err := l.batch(ctx, func(tx *bolt.Tx) error {
+		res.rec, res.err = journal.DispatchRecord{}, nil
+		if err := ctx.Err(); err != nil {
+			res.err = unavailable(err)
+			return nil
+		}
+		v := tx.Bucket(bucketDispatch).Get([]byte(operationID))
+		if v == nil {
+			res.err = fmt.Errorf("%w: operation %s", journal.ErrNotFound, operationID)
+			return nil
+		}
+		cur, err := decodeRecord(v)
+		if err != nil {
+			res.err = err
+			return nil
+		}
+		next, err := apply(cur, l.now())
+		if err != nil {
+			res.err = err
+			return nil
+		}
+		if len(next.History) != len(cur.History) { // an idempotent repeat writes nothing
+			if err := putRecord(tx, next, false); err != nil {
+				return err
+			}
+		}
+		res.rec = next
+		return nil
+	}); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	return res.rec, res.err
+}
+
+func (l *local) record(ctx context.Context, operationID string) (journal.DispatchRecord, error) {
+	var (
+		rec   journal.DispatchRecord
+		found bool
+	)
+	err := l.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketDispatch).Get([]byte(operationID))
+		if v == nil {
+			return nil
+		}
+		var err error
+		rec, err = decodeRecord(v)
+		found = err == nil
+		return err
+	})
+	if err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	if !found {
+		return journal.DispatchRecord{}, fmt.Errorf("%w: operation %s", journal.ErrNotFound, operationID)
+	}
+	return rec, nil
+}
+
+func (l *local) byAuthority(ctx context.Context, authorityID string) (journal.DispatchRecord, error) {
+	var (
+		rec   journal.DispatchRecord
+		found bool
+	)
+	err := l.view(ctx, func(tx *bolt.Tx) error {
+		op := tx.Bucket(bucketByAuthority).Get([]byte(authorityID))
+		if op == nil {
+			return nil
+		}
+		v := tx.Bucket(bucketDispatch).Get(op)
+		if v == nil {
+			return unavailablef("index names missing operation %s", op)
+		}
+		var err error
+		rec, err = decodeRecord(v)
+		found = err == nil
+		return err
+	})
+	if err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	if !found {
+		return journal.DispatchRecord{}, fmt.Errorf("%w: no dispatch for authority %s", journal.ErrNotFound, authorityID)
+	}
+	return rec, nil
+}
+
+func (l *local) byAct(ctx context.Context, actID string) ([]journal.DispatchRecord, error) {
+	var recs []journal.DispatchRecord
+	prefix := actKey(actID, "")
+	err := l.view(ctx, func(tx *bolt.Tx) error {
+		ops := tx.Bucket(bucketDispatch)
+		c := tx.Bucket(bucketByAct).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			op := k[len(prefix):]
+			v := ops.Get(op)
+			if v == nil {
+				return unavailablef("index names missing operation %s", op)
+			}
+			r, err := decodeRecord(v)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(recs, func(a, b journal.DispatchRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return recs, nil
+}
+
+// inState scans every record: the reconciler lists INDETERMINATE records rarely, and the journal
+// of one embedded sink is small. A state index is the change to make if that stops being true.
+func (l *local) inState(ctx context.Context, s journal.State) ([]journal.DispatchRecord, error) {
+	if !s.Valid() {
+		return nil, fmt.Errorf("%w: unknown state %q", journal.ErrInvalidRecord, s)
+	}
+	var recs []journal.DispatchRecord
+	err := l.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDispatch).ForEach(func(_, v []byte) error {
+			r, err := decodeRecord(v)
+			if err != nil {
+				return err
+			}
+			if r.State == s {
+				recs = append(recs, r)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(recs, func(a, b journal.DispatchRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return recs, nil
+}
+
+func (l *local) recoverOnStart(ctx context.Context) (int, error) {
+	live := l.live()
+	var n int
+	err := run(ctx, func() error {
+		if err := l.db.Update(func(tx *bolt.Tx) error {
+			n = 0
+			now := l.now()
+			var changed []journal.DispatchRecord
+			if err := tx.Bucket(bucketDispatch).ForEach(func(_, v []byte) error {
+				r, err := decodeRecord(v)
+				if err != nil {
+					return err
+				}
+				if live[r.Instance] {
+					return nil
+				}
+				if out, ok := journal.Recover(r, now); ok {
+					changed = append(changed, out)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, r := range changed {
+				if err := putRecord(tx, r, false); err != nil {
+					return err
+				}
+			}
+			n = len(changed)
+			return nil
+		}); err != nil {
+			return unavailable(err)
+		}
+		return nil
+	})
+	return n, err
+}
