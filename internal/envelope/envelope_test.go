@@ -325,6 +325,12 @@ func TestParseAccepts(t *testing.T) {
 					t.Errorf("meta lost: %s", env.Canonical())
 				}
 			}},
+		{"HTML-significant characters survive re-marshalling", mutate(t, func(m map[string]any) { m["offer"] = `Ask about <b>any</b> item & "quote" \\ it.` }),
+			func(t *testing.T, env *Envelope) {
+				if !bytes.Contains(env.Canonical(), []byte(`<b>any</b> item & \"quote\" \\\\ it.`)) {
+					t.Errorf("canonical %s", env.Canonical())
+				}
+			}},
 		{"non-ASCII text and LRM", mutate(t, func(m map[string]any) { m["synopsis"] = "Partager les dates \u200e— pas le passeport 🛂." }),
 			func(t *testing.T, env *Envelope) {
 				if !strings.Contains(env.Content().Synopsis, "🛂") {
