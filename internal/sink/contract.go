@@ -1,0 +1,207 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+// RequestBindingMomentTool is the name of the virtual tool through which an agent asks the gate
+// for a binding moment (DESIGN.md "Human decisions").
+const RequestBindingMomentTool = "request_binding_moment"
+
+// Call is one live tool call as a transport (MCP proxy, HTTP host-loop endpoint) received it.
+type Call struct {
+	Session     string          // transport session id (MCP session / host-loop session); required
+	Agent       string          // initiating agent identity (embedded: configured name; k8s: SA user)
+	Server      string          // ToolServer.name of the upstream the call is addressed to
+	Destination string          // live upstream identity (URL the sink will actually contact)
+	Tool        string          // tool name as called
+	Args        json.RawMessage // raw arguments as received (the sink canonicalizes them itself)
+	Provenance  string          // instruction provenance if the transport knows it ("" = unknown)
+	Vendor      act.Vendor      // for vendor-shaped denies (MCP here)
+	VendorID    string          // JSON-RPC id text etc., never used as the act id
+}
+
+// InvokeOutcome says how authoritative the outcome of one upstream invocation is.
+type InvokeOutcome int
+
+const (
+	// OutcomeNotSent — the invocation failed before any byte left; the upstream cannot have acted.
+	OutcomeNotSent InvokeOutcome = iota
+	// OutcomeExecuted — the upstream returned an authoritative success result.
+	OutcomeExecuted
+	// OutcomeFailed — the upstream returned an authoritative error result (the action did not
+	// take effect).
+	OutcomeFailed
+	// OutcomeIndeterminate — bytes may have left but no authoritative result came back (timeout,
+	// connection loss).
+	OutcomeIndeterminate
+)
+
+// String names the outcome.
+func (o InvokeOutcome) String() string {
+	switch o {
+	case OutcomeNotSent:
+		return "NotSent"
+	case OutcomeExecuted:
+		return "Executed"
+	case OutcomeFailed:
+		return "Failed"
+	case OutcomeIndeterminate:
+		return "Indeterminate"
+	}
+	return "InvokeOutcome(?)"
+}
+
+// Invoker contacts the upstream exactly once. operationID is the idempotency key to forward
+// (MCP `_meta["actgate.io/operation-id"]` and HTTP `Idempotency-Key`). It returns the upstream's
+// result bytes and how authoritative the outcome is. A transport error or timeout after bytes may
+// have left → Outcome Indeterminate; an error before any byte left → NotSent.
+type Invoker func(ctx context.Context, operationID string) (InvokeResult, error)
+
+// InvokeResult is what an Invoker returns.
+type InvokeResult struct {
+	Result  json.RawMessage // e.g. the MCP CallToolResult JSON
+	Outcome InvokeOutcome   // Executed | Failed (authoritative upstream error result) | Indeterminate | NotSent
+}
+
+// Result is what the transport returns to the agent.
+type Result struct {
+	Invoked  bool            // the upstream was contacted by THIS call
+	Allowed  bool            // the call was allowed (it ran, or a recorded result is replayed)
+	Code     ef.EFCode       // deny/escalate code
+	Message  string          // safe to show the agent
+	Upstream json.RawMessage // upstream result (allowed and executed, or a recorded result on retry)
+	Moment   *MomentRef      // escalation: moment id + envelope (for the additive binding_moment member)
+	ActID    string          // the act id the gate assigned
+	State    journal.State   // AEB state of the dispatch, if any
+	Replayed bool            // recorded result returned to a retry, upstream NOT contacted
+	// Deny is the vendor-shaped deny payload (act.DenyResult) when the call was not allowed and
+	// the vendor is known; nil otherwise.
+	Deny json.RawMessage
+	// AuditCode is set in audit mode when enforcement would have denied with this code; the call
+	// proceeded as allow (never called enforcement).
+	AuditCode ef.EFCode
+}
+
+// MomentRef points at a binding moment the gate registered: its id and the gate-authored
+// envelope (the transport adds it as the additive `binding_moment` member, plus a plain-text
+// fallback).
+type MomentRef struct {
+	ID       string             // envelope moment_id
+	Envelope *envelope.Envelope // the registered envelope
+	Digest   string             // envelope digest
+	Text     string             // plain-text rendering for clients without binding-moment support
+	Expires  time.Time          // when the moment expires
+}
+
+// Decision is the result of Enforce (tool-use-binding §16): allow only after the authority was
+// consumed.
+type Decision struct {
+	Allow       bool
+	Code        ef.EFCode // set when !Allow
+	Message     string    // safe to show the agent
+	AuthorityID string    // the consumed authority (Allow)
+	Retryable   bool      // true only for EF060 (§23)
+}
+
+// Option is one proposed option of a binding moment: a concrete tool call.
+type Option struct {
+	Label     string          `json:"label"`
+	Tool      string          `json:"tool"`
+	Server    string          `json:"server,omitempty"`
+	Args      json.RawMessage `json:"args"`
+	Reasoning string          `json:"reasoning,omitempty"`
+}
+
+// Proposal is the input of the virtual request_binding_moment tool. The gate computes every
+// action digest itself; the agent never supplies one.
+type Proposal struct {
+	Synopsis        string          `json:"synopsis"`
+	Findings        []string        `json:"findings,omitempty"`
+	Recommendations []string        `json:"recommendations,omitempty"`
+	Offer           string          `json:"offer,omitempty"`
+	Stem            string          `json:"stem"`
+	Options         []Option        `json:"options"`
+	Recommended     int             `json:"recommended"`
+	Hatches         []string        `json:"hatches,omitempty"`
+	Raw             json.RawMessage `json:"-"`
+}
+
+// ResolveResult is what Resolve returns to the resolving principal.
+type ResolveResult struct {
+	MomentID    string
+	Kind        string // option | answer | question | declined
+	OptionID    string // the chosen option (Kind == option)
+	AuthorityID string // issued authority (Kind == option and the requirement is met)
+	Pending     bool   // an option vote was recorded but more distinct principals are required
+	Votes       int    // distinct principals who chose this option so far
+	Required    int    // distinct principals required
+}
+
+// MomentFilter selects moments for Moments.
+type MomentFilter struct {
+	Pending bool   // only unresolved, unexpired moments
+	Session string // only this session ("" = all)
+}
+
+// Moment is a registered binding moment as an operator sees it.
+type Moment struct {
+	ID         string
+	Session    string
+	Agent      string
+	Server     string
+	Tool       string
+	ActID      string
+	Envelope   *envelope.Envelope
+	Digest     string
+	Principals []string
+	Created    time.Time
+	Expires    time.Time
+	Resolved   bool
+	Resolution string // kind of the final resolution, if resolved
+}
+
+// Gate is the finality sink: policy, authority store, journal, receipt log, moments, clock and
+// sink id. Build it with New.
+type Gate struct {
+	g *gate
+}
+
+// Handle is the whole flow of one call (DESIGN.md "The flow of one call"); it never calls inv on
+// deny.
+func (g *Gate) Handle(ctx context.Context, c Call, inv Invoker) (Result, error) {
+	return g.g.handle(ctx, c, inv)
+}
+
+// Enforce implements tool-use-binding §16 for one act whose live arguments are liveArgs.
+func (g *Gate) Enforce(ctx context.Context, a *act.AgentCandidateAct, liveArgs json.RawMessage) (Decision, error) {
+	return g.g.enforce(ctx, a, liveArgs)
+}
+
+// RequestMoment is the virtual request_binding_moment tool.
+func (g *Gate) RequestMoment(ctx context.Context, session, agent string, p Proposal) (Result, error) {
+	return g.g.requestMoment(ctx, session, agent, p)
+}
+
+// Resolve applies a principal's resolution (envelope-04 §7.3 JSON) to a moment.
+func (g *Gate) Resolve(ctx context.Context, momentID, principal string, resolution []byte) (ResolveResult, error) {
+	return g.g.resolve(ctx, momentID, principal, resolution)
+}
+
+// Moments lists moments (pending or all).
+func (g *Gate) Moments(ctx context.Context, filter MomentFilter) ([]Moment, error) {
+	return g.g.moments(ctx, filter)
+}
+
+// CanEscalate reports whether a call of tool on server may escalate to a binding moment (the
+// tools/list emits_binding_moment annotation).
+func (g *Gate) CanEscalate(server, tool string) bool {
+	return g.g.canEscalate(server, tool)
+}
