@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	gowebpki "github.com/gowebpki/jcs"
@@ -115,5 +116,27 @@ func BenchmarkCanonical(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkHostileNesting: a 1 MiB string under objects nested to the mode's
+// bound, every one of which must be reordered. Work must stay linear in
+// the input, not grow with input size times depth.
+func BenchmarkHostileNesting(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		mode  Mode
+		depth int
+	}{{"strict", Strict, MaxDepth}, {"full", Full, MaxDepthFull}} {
+		in := []byte(strings.Repeat(`{"b":0,"a":`, tc.depth) + `"` + strings.Repeat("x", 1<<20) + `"` + strings.Repeat("}", tc.depth))
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if _, err := Canonicalize(in, tc.mode); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

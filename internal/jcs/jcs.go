@@ -84,7 +84,7 @@ func canonicalize(raw []byte, mode Mode, enclosing int) ([]byte, error) {
 	if err := p.document(); err != nil {
 		return nil, err
 	}
-	return p.out, nil
+	return p.assemble(), nil
 }
 
 // Digest returns the envelope-04 §6.2 string form of the SHA-256 of

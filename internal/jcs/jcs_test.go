@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+
+	gowebpki "github.com/gowebpki/jcs"
 )
 
 // TestRejects is the table of bad input: each case gives the code and the
@@ -333,6 +336,93 @@ func TestPlain8(t *testing.T) {
 			want := c < 0x80 && safeASCII[c]
 			if got := plain8(w); got != want {
 				t.Fatalf("plain8 with byte 0x%02x at %d = %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+}
+
+// TestNestedReordering checks objects to be reordered inside objects to be
+// reordered, inside arrays and sorted objects, against gowebpki/jcs.
+func TestNestedReordering(t *testing.T) {
+	cases := []string{
+		strings.Repeat(`{"b":0,"a":`, 40) + `"leaf"` + strings.Repeat(`}`, 40),
+		strings.Repeat(`{"b":[{"d":1,"c":2},`, 20) + `0` + strings.Repeat(`],"a":{"z":{"y":1,"x":2}}}`, 20),
+		`{"a":{"c":1,"b":{"f":[{"h":1,"g":2}],"e":3}},"z":[{"y":1,"x":{"w":1,"v":2}}]}`,
+		`[{"b":1,"a":2},{"a":1,"b":{"d":1,"c":2}},{"b":{"d":[{"f":1,"e":2}],"c":2},"a":1}]`,
+		`{"\u0062":{"b":1,"a":2},"a":[{"b":1,"a":2}],"":{"":{"b":1,"a":2}}}`,
+	}
+	for i, in := range cases {
+		want, err := gowebpki.Transform([]byte(in))
+		if err != nil {
+			t.Fatalf("case %d: gowebpki: %v", i, err)
+		}
+		for _, mode := range []Mode{Strict, Full} {
+			got, err := Canonicalize([]byte(in), mode)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("case %d %v:\n got %s, %v\nwant %s", i, mode, got, err, want)
+			}
+		}
+	}
+}
+
+// TestRandomDocumentsAgainstGowebpki generates deterministic random
+// documents of nested objects (members in random order, some names escaped
+// or non-ASCII) and arrays, and compares both modes with gowebpki/jcs.
+func TestRandomDocumentsAgainstGowebpki(t *testing.T) {
+	state := uint64(1)
+	rnd := func(n int) int {
+		state = state*6364136223846793005 + 1442695040888963407
+		return int((state >> 33) % uint64(n))
+	}
+	names := []string{"a", "b", "ab", "", "\\u0063", "é", "\U0001F600", "\uff61", "z", "A", "\\n"}
+	var gen func(b *strings.Builder, depth int)
+	gen = func(b *strings.Builder, depth int) {
+		switch k := rnd(10); {
+		case depth < 12 && k < 4:
+			b.WriteString("{ ")
+			perm := make([]int, len(names))
+			for i := range perm {
+				perm[i] = i
+			}
+			for i := len(perm) - 1; i > 0; i-- {
+				j := rnd(i + 1)
+				perm[i], perm[j] = perm[j], perm[i]
+			}
+			for i, n := range perm[:rnd(6)] {
+				if i > 0 {
+					b.WriteString(" , ")
+				}
+				b.WriteString(`"` + names[n] + `" :`)
+				gen(b, depth+1)
+			}
+			b.WriteString("}")
+		case depth < 12 && k < 6:
+			b.WriteString("[")
+			for i := range rnd(4) {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				gen(b, depth+1)
+			}
+			b.WriteString("]")
+		case k < 8:
+			b.WriteString(strconv.Itoa(rnd(2000) - 1000))
+		default:
+			b.WriteString(`"s` + strconv.Itoa(rnd(100)) + `\t"`)
+		}
+	}
+	for i := range 3000 {
+		var b strings.Builder
+		gen(&b, 0)
+		in := []byte(b.String())
+		want, err := gowebpki.Transform(in)
+		if err != nil {
+			t.Fatalf("doc %d: gowebpki: %v\n%s", i, err, in)
+		}
+		for _, mode := range []Mode{Strict, Full} {
+			got, err := Canonicalize(in, mode)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("doc %d %v:\n  in %s\n got %s, %v\nwant %s", i, mode, in, got, err, want)
 			}
 		}
 	}

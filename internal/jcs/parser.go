@@ -7,12 +7,15 @@ import (
 )
 
 // parser is a single-pass recursive-descent tokenizer over the raw input
-// that writes canonical output as it goes. Objects are written member by
-// member in input order and, when their names are not already in canonical
-// order, rearranged in place once the closing brace is seen. Nothing is
-// decoded through encoding/json, so a duplicate name or a lone surrogate is
-// seen as written (envelope-04 §6.3: "the check MUST be applied at the
-// parse boundary").
+// that writes the canonical form of every token to out as it goes, members
+// of objects in input order. Every non-empty object is recorded in objs and,
+// when its member names are not already in canonical order, its members'
+// spans of out are recorded in canonical order; if there are any, assemble
+// copies out once into canonical order. Moving members in place instead would move a large value
+// once per enclosing object to be reordered: quadratic work on hostile
+// input. Nothing is decoded through encoding/json, so a duplicate name or a
+// lone surrogate is seen as written (envelope-04 §6.3: "the check MUST be
+// applied at the parse boundary").
 type parser struct {
 	in       []byte
 	pos      int
@@ -29,8 +32,25 @@ type parser struct {
 	// keys holds the decoded form of member names that contained escapes;
 	// names without escapes are compared straight from the input.
 	keys []byte
-	// scratch is reused to rearrange an object's members.
-	scratch []byte
+	// objs holds every non-empty object in order of its opening brace, so
+	// the objects nested in one directly follow it; reordered counts those
+	// whose members need reordering. spans holds the members of those, each
+	// object's contiguous and in canonical order.
+	objs      []object
+	reordered int
+	spans     []span
+}
+
+// span is a member, `"name":value`, in out[start:end]; objs[firstObj] is
+// the first object that can lie inside it.
+type span struct{ start, end, firstObj int }
+
+// object is a non-empty object in out[start:end], from '{' to just past
+// '}'. next is the index in objs of the first object not inside it. If its
+// members need reordering they are spans[lo:hi], in canonical order;
+// otherwise lo is -1.
+type object struct {
+	start, end, next, lo, hi int
 }
 
 // member records one object member while its object is open. It holds no
@@ -43,6 +63,7 @@ type member struct {
 	nameInKeys         bool
 	offset             int // input offset of the name's opening quote
 	start, end         int // canonical `"name":value` in out, without separators
+	firstObj           int // len(objs) when the member started
 }
 
 func (p *parser) name(m *member) []byte {
@@ -217,8 +238,8 @@ func (p *parser) object(depth int) error {
 		return p.depthError()
 	}
 	p.pos++ // '{'
+	open := len(p.out)
 	p.out = append(p.out, '{')
-	region := len(p.out)
 	base := len(p.members)
 	keysBase := len(p.keys)
 	p.skipWS()
@@ -227,6 +248,11 @@ func (p *parser) object(depth int) error {
 		p.out = append(p.out, '}')
 		return nil
 	}
+	if p.objs == nil {
+		p.objs = make([]object, 0, max(8, len(p.in)/128))
+	}
+	slot := len(p.objs)
+	p.objs = append(p.objs, object{start: open, lo: -1})
 	for {
 		p.skipWS()
 		if p.pos >= len(p.in) {
@@ -238,7 +264,7 @@ func (p *parser) object(depth int) error {
 			}
 			return p.errAt(CodeSyntax, p.pos, "expected a member name string, found "+describe(p.in[p.pos:]))
 		}
-		m := member{offset: p.pos, start: len(p.out)}
+		m := member{offset: p.pos, start: len(p.out), firstObj: len(p.objs)}
 		rawStart, rawEnd, escaped, err := p.strRaw()
 		if err != nil {
 			return err
@@ -278,7 +304,7 @@ func (p *parser) object(depth int) error {
 			p.out = append(p.out, ',')
 		case '}':
 			p.pos++
-			err := p.closeObject(region, base)
+			err := p.closeObject(slot, base)
 			p.members = p.members[:base]
 			p.keys = p.keys[:keysBase]
 			return err
@@ -291,11 +317,14 @@ func (p *parser) object(depth int) error {
 	}
 }
 
-// closeObject puts the members of the object whose canonical members start
-// at out[region:] into RFC 8785 §3.2.3 order (by UTF-16 code units of the
-// decoded names), rejects duplicate names (envelope-04 §6.3), and writes the
-// closing brace.
-func (p *parser) closeObject(region, base int) error {
+// closeObject finds the RFC 8785 §3.2.3 order of the members of the object
+// recorded in objs[slot] (by UTF-16 code units of the decoded names),
+// rejects duplicate names (envelope-04 §6.3), writes the closing brace and,
+// if the order differs from the input's, records it for assemble.
+func (p *parser) closeObject(slot, base int) error {
+	p.out = append(p.out, '}')
+	o := &p.objs[slot]
+	o.end, o.next = len(p.out), len(p.objs)
 	ms := p.members[base:]
 	sorted := true
 	for i := 1; i < len(ms); i++ {
@@ -305,7 +334,6 @@ func (p *parser) closeObject(region, base int) error {
 		}
 	}
 	if sorted {
-		p.out = append(p.out, '}')
 		return nil
 	}
 	// Stable, so that among equal names input order is kept and the
@@ -325,30 +353,55 @@ func (p *parser) closeObject(region, base int) error {
 		return p.errAt(CodeDuplicateMember, ms[dup].offset, "duplicate member name (equal after escape decoding to the name at offset "+
 			strconv.Itoa(ms[first].offset)+")")
 	}
-	// Copy the members aside and write them back in order. The copy goes
-	// into out's spare capacity when it fits (whitespace-laden input leaves
-	// plenty), which the write-back, ending where the region ends, never
-	// reaches; otherwise into scratch, sized once for the largest region.
-	n := len(p.out) - region
-	var tmp []byte
-	if cap(p.out)-len(p.out) >= n {
-		tmp = p.out[len(p.out) : len(p.out)+n]
-		copy(tmp, p.out[region:])
-	} else {
-		if cap(p.scratch) < n {
-			p.scratch = make([]byte, 0, max(n, len(p.in)))
-		}
-		tmp = append(p.scratch[:0], p.out[region:]...)
+	if p.spans == nil {
+		// Sized from the input once, rather than grown from small, for
+		// documents full of unsorted objects (typical tool arguments).
+		p.spans = make([]span, 0, max(len(ms), len(p.in)/64))
 	}
-	p.out = p.out[:region]
-	for i, m := range ms {
-		if i > 0 {
-			p.out = append(p.out, ',')
-		}
-		p.out = append(p.out, tmp[m.start-region:m.end-region]...)
+	o.lo = len(p.spans)
+	for _, m := range ms {
+		p.spans = append(p.spans, span{m.start, m.end, m.firstObj})
 	}
-	p.out = append(p.out, '}')
+	o.hi = len(p.spans)
+	p.reordered++
 	return nil
+}
+
+// assemble returns the canonical document: out itself when no object needs
+// reordering, otherwise a copy of out with the members of those objects in
+// canonical order. Each byte is copied once.
+func (p *parser) assemble() []byte {
+	if p.reordered == 0 {
+		return p.out
+	}
+	return p.emit(make([]byte, 0, len(p.out)), 0, len(p.out), 0)
+}
+
+// emit appends out[s:e] to dst with the objects in it reordered; objs[i] is
+// the first object that can lie inside it. Its recursion is as deep as the
+// nesting of reordered objects, which the parser has already bounded.
+func (p *parser) emit(dst []byte, s, e, i int) []byte {
+	pos := s
+	for i < len(p.objs) && p.objs[i].start < e {
+		o := &p.objs[i]
+		if o.lo < 0 {
+			// In order already: copied as it stands, but what it holds
+			// may not be, so go on to the objects inside it.
+			i++
+			continue
+		}
+		dst = append(dst, p.out[pos:o.start]...)
+		dst = append(dst, '{')
+		for k, m := range p.spans[o.lo:o.hi] {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = p.emit(dst, m.start, m.end, m.firstObj)
+		}
+		dst = append(dst, '}')
+		pos, i = o.end, o.next
+	}
+	return append(dst, p.out[pos:e]...)
 }
 
 // compareUTF16 orders two well-formed UTF-8 strings by their UTF-16 code
