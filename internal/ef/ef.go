@@ -47,6 +47,21 @@ const (
 	// EFArgumentsOutOfProfile — the arguments fall outside the strict JCS profile, so they
 	// cannot be bound to a human decision (DESIGN.md "Digests").
 	EFArgumentsOutOfProfile EFCode = "EF_ARGUMENTS_OUT_OF_PROFILE"
+	// EFStoreUnavailable — the authority store or dispatch journal failed, was closed or
+	// answered ambiguously; nothing was invoked (DESIGN.md "Fail closed"; AEB "Atomically
+	// Consume or Reserve Before Invocation").
+	EFStoreUnavailable EFCode = "EF_STORE_UNAVAILABLE"
+	// EFIndeterminate — an earlier dispatch of this exact action may have taken effect and its
+	// outcome is unknown (in flight, or INDETERMINATE until authenticated reconciliation); the
+	// call is not invoked again (AEB "Classify the Effect Outcome", tool-use-binding §9).
+	EFIndeterminate EFCode = "EF_INDETERMINATE"
+	// EFMomentDeclined — a principal declined the binding moment that offered this action; it
+	// is refused in this session until a new binding moment is resolved (envelope-04 §7.3).
+	EFMomentDeclined EFCode = "EF_MOMENT_DECLINED"
+	// EFMomentInvalid — a proposed binding moment was refused: malformed, identical to one
+	// already emitted, or naming an action no principal can be asked about (envelope-04 §4,
+	// §7.2, §12.5).
+	EFMomentInvalid EFCode = "EF_MOMENT_INVALID"
 )
 
 // Info describes one code.
@@ -77,6 +92,10 @@ func all() []Info {
 		{EFPolicyDenied, "Policy does not permit this act.", false, true},
 		{EFUnknownTool, "The tool is not declared for this protected server.", false, true},
 		{EFArgumentsOutOfProfile, "The arguments cannot be bound to a human decision: outside the strict canonical profile.", false, true},
+		{EFStoreUnavailable, "The authority store is unavailable; the tool was not invoked.", false, true},
+		{EFIndeterminate, "An earlier dispatch of this action has an unknown outcome; it will not be invoked again.", false, true},
+		{EFMomentDeclined, "A principal declined this action; it needs a new binding moment.", false, true},
+		{EFMomentInvalid, "The binding moment was refused.", false, true},
 	}
 }
 
