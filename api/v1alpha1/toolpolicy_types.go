@@ -1,0 +1,502 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// PolicyMode says whether a ToolPolicy's decisions are enforced.
+// +kubebuilder:validation:Enum=Enforce;Audit
+type PolicyMode string
+
+const (
+	// PolicyModeEnforce denies every call the policy does not allow: the upstream is never
+	// contacted and the agent receives the EF code.
+	PolicyModeEnforce PolicyMode = "Enforce"
+	// PolicyModeAudit lets calls through and records what would have been denied (Act decision
+	// AuditDenied). It exists for rollout only and is observation, never enforcement
+	// (action-evidence-boundary, "Conformance and Deployment Claims": observe-only operation MUST
+	// NOT be described as enforcement); status, logs and docs never call it enforcement.
+	PolicyModeAudit PolicyMode = "Audit"
+)
+
+// ServerProtocol is how the sink talks to an upstream tool server.
+// +kubebuilder:validation:Enum=MCP;HTTP
+type ServerProtocol string
+
+const (
+	// ServerProtocolMCP is an MCP server over streamable HTTP; tools are MCP `tools/call` names.
+	ServerProtocolMCP ServerProtocol = "MCP"
+	// ServerProtocolHTTP is an HTTP tool backend; tools are the names the sink's HTTP tool proxy
+	// maps requests to.
+	ServerProtocolHTTP ServerProtocol = "HTTP"
+)
+
+// EvidenceRole is the evidence a rule requires before authority is issued: the slot of the
+// relying party's Authorization Evidence Chain requirement (action-evidence-boundary, "Evaluate
+// AEC Evidence Satisfaction"). The issue text calls the two non-trivial roles `policy-permit` and
+// `human-authorization`; the API spells every enum value in Kubernetes CamelCase, so they are
+// PolicyPermit and HumanAuthorization here, in the YAML policy file and in Act records.
+// +kubebuilder:validation:Enum=None;PolicyPermit;HumanAuthorization
+type EvidenceRole string
+
+const (
+	// EvidenceRoleNone requires no evidence slot: the matching rule and its argument,
+	// destination and provenance checks are the whole decision (the hot path for reads).
+	EvidenceRoleNone EvidenceRole = "None"
+	// EvidenceRolePolicyPermit requires a policy permit: the authority service's machine-policy
+	// decision, signed and recorded on the Act, fills the slot. It never stands in for a human
+	// (a machine-policy decision MUST NOT silently fill a named-human slot).
+	EvidenceRolePolicyPermit EvidenceRole = "PolicyPermit"
+	// EvidenceRoleHumanAuthorization requires named humans: minPrincipals distinct users from
+	// principals must each resolve a BindingMoment by selecting the option whose action digest is
+	// this exact call (binding-moment-envelope-04 §7.3).
+	EvidenceRoleHumanAuthorization EvidenceRole = "HumanAuthorization"
+)
+
+// ProvenanceSource is where the instruction behind a call came from, in the wire spelling of the
+// AgentCandidateAct `instruction_provenance.source_type` (tool-use-binding §17).
+// +kubebuilder:validation:Enum=user;system;retrieval;tool_output
+type ProvenanceSource string
+
+const (
+	// ProvenanceUser is an instruction from the user's own turn.
+	ProvenanceUser ProvenanceSource = "user"
+	// ProvenanceSystem is an instruction from the system prompt or the operator.
+	ProvenanceSystem ProvenanceSource = "system"
+	// ProvenanceRetrieval is text the agent retrieved (documents, web pages, search results).
+	ProvenanceRetrieval ProvenanceSource = "retrieval"
+	// ProvenanceToolOutput is the output of an earlier tool call.
+	ProvenanceToolOutput ProvenanceSource = "tool_output"
+)
+
+// ProvenanceAction is what a matching provenance rule does to a call.
+// +kubebuilder:validation:Enum=Deny;Escalate
+type ProvenanceAction string
+
+const (
+	// ProvenanceActionDeny denies the call outright.
+	ProvenanceActionDeny ProvenanceAction = "Deny"
+	// ProvenanceActionEscalate requires human authorization from the rule's evidence principals,
+	// whatever the rule's evidence role, through a gate-authored binding moment.
+	ProvenanceActionEscalate ProvenanceAction = "Escalate"
+)
+
+// ToolPolicy condition types and reasons.
+const (
+	// ToolPolicyAcceptedCondition is True when the spec compiled: every argument expression is
+	// valid CEL over `args` returning bool, every referenced server and Secret exists.
+	ToolPolicyAcceptedCondition = "Accepted"
+	// ToolPolicyReadyCondition is True when the authority service serves the policy at
+	// status.policyEpoch. Its reason says whether it is enforced or only audited.
+	ToolPolicyReadyCondition = "Ready"
+
+	// ToolPolicyCompiledReason (Accepted=True): the spec compiled.
+	ToolPolicyCompiledReason = "Compiled"
+	// ToolPolicyInvalidCELReason (Accepted=False): an arguments[].expression does not compile
+	// or does not return bool.
+	ToolPolicyInvalidCELReason = "InvalidCEL"
+	// ToolPolicyUnknownServerReason (Accepted=False): a rule names a server not in
+	// spec.servers. The CRD rejects such a spec at admission; objects stored before that rule
+	// existed are still caught here.
+	ToolPolicyUnknownServerReason = "UnknownServer"
+	// ToolPolicyInvalidSpecReason (Accepted=False): another single-object defect the API server
+	// could not check (an unparseable tool glob, an alternative whose args is not an object).
+	ToolPolicyInvalidSpecReason = "InvalidSpec"
+	// ToolPolicySecretNotFoundReason (Ready=False): a credentialsSecretRef names a missing
+	// Secret or key.
+	ToolPolicySecretNotFoundReason = "SecretNotFound"
+	// ToolPolicyNotAcceptedReason (Ready=False): Accepted is not True, so the policy is not
+	// served; calls to its servers are denied (fail closed), not let through.
+	ToolPolicyNotAcceptedReason = "NotAccepted"
+	// ToolPolicyEnforcingReason (Ready=True): served in mode Enforce.
+	ToolPolicyEnforcingReason = "Enforcing"
+	// ToolPolicyAuditingReason (Ready=True): served in mode Audit; nothing is enforced.
+	ToolPolicyAuditingReason = "Auditing"
+)
+
+// DefaultAuthorityTTL is the authority lifetime when neither the policy nor the rule sets one.
+const DefaultAuthorityTTL = "60s"
+
+// ToolPolicySpec is the policy of the finality sink for the agent pods it selects. It is also the
+// schema of the standalone gate's policy file, which is YAML of a whole ToolPolicy object.
+//
+// A call reaches the policy as a tool name on a server. If the server is not in spec.servers the
+// policy does not govern it. If it is, the first rule in spec.rules (in list order) whose servers
+// and tools both match the call governs it; a call on a listed server that no rule matches is
+// denied: every tool on a listed server is protected, an unknown tool is never let through.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.rules) || self.rules.all(r, !has(r.servers) || r.servers.all(s, self.servers.exists(v, v.name == s)))",message="rules[].servers must name servers listed in spec.servers"
+type ToolPolicySpec struct {
+	// podSelector selects, in the policy's namespace, the agent pods whose tool calls this policy
+	// governs; the webhook injects the enforcing sidecar into them. An empty selector ({})
+	// selects every pod in the namespace. The standalone gate has no pods and ignores it.
+	// +required
+	PodSelector metav1.LabelSelector `json:"podSelector"`
+
+	// mode is Enforce (the default) or Audit. Audit records what would have been denied (Act
+	// decision AuditDenied) and lets the call through; it is observation for rollout and is never
+	// called enforcement.
+	// +optional
+	// +kubebuilder:default=Enforce
+	Mode PolicyMode `json:"mode,omitempty"`
+
+	// sink names the finality sink that enforces this policy. Every authority issued under the
+	// policy is bound to sink.id, and a sink with another id refuses it (tool-use-binding §16,
+	// "sink-mismatched"). When omitted each enforcing sink binds authority to its own identity
+	// (the injected sidecar's, or the standalone gate's configured id).
+	// +optional
+	Sink *SinkIdentity `json:"sink,omitempty"`
+
+	// authorityTTL is how long an issued authority stays usable before it must be consumed, from
+	// 1s to 1h; default 60s. A rule may override it.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="authorityTTL must be between 1s and 1h"
+	AuthorityTTL *metav1.Duration `json:"authorityTTL,omitempty"`
+
+	// servers lists the upstream tool servers this policy protects, with unique names. Every tool
+	// on a listed server is protected: a call that no rule matches is denied.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Servers []ToolServer `json:"servers,omitempty"`
+
+	// rules decide what a call on a listed server needs. The first rule in list order whose
+	// servers and tools match a call governs it, so put narrow rules before broad ones. Rule
+	// names are unique. No rules means every call to every listed server is denied.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(o, o.name == r.name))",message="rule names must be unique"
+	Rules []ToolRule `json:"rules,omitempty"`
+}
+
+// SinkIdentity names a finality sink.
+type SinkIdentity struct {
+	// id is the sink identifier bound into every authority (AgentCandidateAct
+	// `finality_sink.sink_id`, tool-use-binding §17).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.:/]*[A-Za-z0-9])?$`
+	ID string `json:"id,omitempty"`
+}
+
+// ToolServer is one protected upstream tool server.
+type ToolServer struct {
+	// name identifies the server within the policy (a DNS label). Rules refer to it in
+	// rules[].servers, Acts record it in spec.server and destination allowlists may name it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// url is the upstream endpoint, an absolute http or https URL. The sidecar forwards allowed
+	// calls here and nowhere else; its origin is the destination every authority for this server
+	// is bound to, so a call sent to a swapped server fails on destination (tool-use-binding §22
+	// T-D).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="url must be an absolute http or https URL"
+	URL string `json:"url,omitempty"`
+
+	// protocol is how the sink speaks to the server: MCP (streamable HTTP, the default) or HTTP
+	// (an HTTP tool backend behind the sink's HTTP tool proxy).
+	// +optional
+	// +kubebuilder:default=MCP
+	Protocol ServerProtocol `json:"protocol,omitempty"`
+
+	// credentialsSecretRef names the Secret key holding the credential the sink presents to the
+	// server. The webhook mounts it into the sidecar container only, never into the agent, so the
+	// agent cannot reach the server around the sink (DESIGN "Anti-bypass").
+	// +optional
+	CredentialsSecretRef *SecretKeyRef `json:"credentialsSecretRef,omitempty"`
+
+	// reconciliation is the authenticated endpoint the controller asks about operations on this
+	// server whose outcome is INDETERMINATE. Without it such operations stay INDETERMINATE until
+	// an operator settles them; they are never retried blindly.
+	// +optional
+	Reconciliation *ReconciliationEndpoint `json:"reconciliation,omitempty"`
+}
+
+// ReconciliationEndpoint is where the outcome of an operation can be authoritatively observed
+// (action-evidence-boundary, "Perform Authenticated Reconciliation").
+type ReconciliationEndpoint struct {
+	// url is the reconciliation endpoint, an absolute https URL (or http for in-cluster test
+	// backends). The controller queries it by operation ID and matches the answer to the Act's
+	// action digest before moving INDETERMINATE to EXECUTED or FAILED.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="url must be an absolute http or https URL"
+	URL string `json:"url,omitempty"`
+
+	// credentialsSecretRef names the Secret key holding the credential the controller uses to
+	// authenticate to the endpoint.
+	// +optional
+	CredentialsSecretRef *SecretKeyRef `json:"credentialsSecretRef,omitempty"`
+}
+
+// ToolRule says what calls of some tools on some servers need before they may take effect.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.evidence) && self.evidence.role == 'HumanAuthorization') || (has(self.alternatives) && size(self.alternatives) >= 1)",message="a rule requiring HumanAuthorization must declare at least one alternative"
+// +kubebuilder:validation:XValidation:rule="!(has(self.provenance) && self.provenance.exists(p, p.action == 'Escalate')) || (has(self.alternatives) && size(self.alternatives) >= 1)",message="a rule with an Escalate provenance action must declare at least one alternative"
+// +kubebuilder:validation:XValidation:rule="!(has(self.provenance) && self.provenance.exists(p, p.action == 'Escalate')) || (has(self.evidence) && has(self.evidence.principals) && size(self.evidence.principals) >= (has(self.evidence.minPrincipals) ? self.evidence.minPrincipals : 1))",message="a rule with an Escalate provenance action must name at least minPrincipals principals in evidence"
+type ToolRule struct {
+	// name identifies the rule within the policy (a DNS label); Acts and deny messages cite it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// tools are glob patterns over tool names; the rule matches a call whose tool name matches
+	// any of them. `*` matches any run of characters (including none), `?` exactly one, every
+	// other character itself; the whole name must match and case matters. `*` alone matches
+	// every tool.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_.:/*?-]+$`
+	Tools []string `json:"tools,omitempty"`
+
+	// servers names the spec.servers entries the rule applies to. Empty means every listed
+	// server.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	Servers []string `json:"servers,omitempty"`
+
+	// consequenceClass is the AgentCandidateAct consequence class (tool-use-binding §10) of calls
+	// this rule governs. When omitted the default of tool-use-binding §20 for the tool name
+	// applies, and OTHER when the name has no default. Name the class of every high-consequence
+	// tool: misclassifying a payout as INFORMATIONAL is a profile failure (§20).
+	// +optional
+	ConsequenceClass ConsequenceClass `json:"consequenceClass,omitempty"`
+
+	// evidence is what must exist before authority is issued. When omitted the role is None.
+	// +optional
+	Evidence *EvidenceRequirement `json:"evidence,omitempty"`
+
+	// arguments are CEL constraints over the call's arguments; every expression must evaluate to
+	// true for the call to be allowed. Names are unique within the rule.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Arguments []ArgumentConstraint `json:"arguments,omitempty"`
+
+	// destinations, when not empty, is an allowlist: the call's destination must be one of these,
+	// each either a server name or an origin `scheme://host[:port]`. A call whose destination is
+	// not listed is denied. Empty means the server's own destination is the only one.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?|https?://[^/?#\s]+)$`
+	Destinations []string `json:"destinations,omitempty"`
+
+	// provenance rules deny or escalate calls by where their instruction came from. They are
+	// checked in list order and the first whose sources and classes match applies.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Provenance []ProvenanceRule `json:"provenance,omitempty"`
+
+	// alternatives are the options a gate-authored binding moment offers beside the requested
+	// call when this rule escalates to a human (DESIGN "Human decisions"): the envelope holds the
+	// requested call plus these, 2 to 4 options in all (binding-moment-envelope-04 §5.6), so at
+	// most 3 and, for a rule that can escalate, at least 1.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	Alternatives []Alternative `json:"alternatives,omitempty"`
+
+	// authorityTTL overrides spec.authorityTTL for calls this rule governs, from 1s to 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="authorityTTL must be between 1s and 1h"
+	AuthorityTTL *metav1.Duration `json:"authorityTTL,omitempty"`
+}
+
+// EvidenceRequirement is the Authorization Evidence Chain requirement of a rule
+// (action-evidence-boundary, "Relying-Party Inputs and Pins": the AEC requirement and the
+// separation-of-duty rule are relying-party configuration, never presenter input).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.role) || self.role != 'HumanAuthorization' || (has(self.principals) && size(self.principals) >= (has(self.minPrincipals) ? self.minPrincipals : 1))",message="HumanAuthorization evidence must name at least minPrincipals principals"
+type EvidenceRequirement struct {
+	// role is None, PolicyPermit or HumanAuthorization (see EvidenceRole); default None.
+	// +optional
+	// +kubebuilder:default=None
+	Role EvidenceRole `json:"role,omitempty"`
+
+	// principals are the Kubernetes user names who may authorize a call, each by resolving a
+	// BindingMoment addressed to them. Required (at least minPrincipals) for HumanAuthorization
+	// and for a rule with an Escalate provenance action.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Principals []string `json:"principals,omitempty"`
+
+	// minPrincipals is how many distinct principals must each select the option for this exact
+	// call before authority is issued; default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	MinPrincipals int32 `json:"minPrincipals,omitempty"`
+
+	// separationOfDuties, when true (the default), forbids the identities that initiated the call
+	// (the agent's service account) or will execute it (the sink) from filling the role, even if
+	// listed in principals (action-evidence-boundary, "separation-of-duty rule").
+	// +optional
+	// +kubebuilder:default=true
+	SeparationOfDuties *bool `json:"separationOfDuties,omitempty"`
+}
+
+// ArgumentConstraint is one CEL check over a call's arguments.
+type ArgumentConstraint struct {
+	// name identifies the constraint within the rule; deny messages cite it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// expression is a CEL expression over `args`, the call's arguments as a map(string, dyn),
+	// that must evaluate to true for the call to be allowed; false, an error or a non-bool result
+	// denies (fail closed). Example: `double(args.amount) <= 1000.0`. The controller compiles it
+	// and reports InvalidCEL on the Accepted condition.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression,omitempty"`
+
+	// message is shown to the agent (with the EF code) when the expression is not true.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// ProvenanceRule denies or escalates calls whose instruction came from given sources.
+type ProvenanceRule struct {
+	// sources are the instruction provenance source types (tool-use-binding §17
+	// `instruction_provenance.source_type`) the rule matches. A call with no provenance
+	// information matches every source: unknown provenance is treated as the worst listed one.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Sources []ProvenanceSource `json:"sources,omitempty"`
+
+	// classes restricts the rule to calls of these consequence classes. Empty means every class.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	Classes []ConsequenceClass `json:"classes,omitempty"`
+
+	// action is Deny or Escalate.
+	// +required
+	Action ProvenanceAction `json:"action,omitempty"`
+}
+
+// Alternative is an option a gate-authored binding moment offers instead of the requested call.
+type Alternative struct {
+	// label is the option's short, action-shaped statement (envelope-04 §5.6 `label`).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Label string `json:"label,omitempty"`
+
+	// reasoning is one line on why the principal might choose it (envelope-04 §5.6
+	// `reasoning`).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1000
+	Reasoning string `json:"reasoning,omitempty"`
+
+	// args is a JSON merge patch (RFC 7396) applied to the requested call's arguments to form
+	// this option's call of the same tool, e.g. {"dry_run": true}, or {"amount": "1000.00"} to
+	// cap an amount. A null member removes that argument. The option's action digest is computed
+	// by the sink over the patched arguments, never taken from here.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Args runtime.RawExtension `json:"args"`
+}
+
+// ToolPolicyStatus is the observed state of a ToolPolicy, written by the ToolPolicy controller.
+type ToolPolicyStatus struct {
+	// conditions are Accepted and Ready (see the ToolPolicy*Condition and *Reason constants).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation the conditions describe.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// policyEpoch increases by one each time a changed spec is accepted. Authorities and Acts
+	// record the epoch they were issued under; an authority whose epoch is no longer current is
+	// refused at the sink (tool-use-binding §16, "uncertain epoch").
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PolicyEpoch int64 `json:"policyEpoch,omitempty"`
+}
+
+// ToolPolicy declares which tool servers are protected for which agent pods, and what a call
+// needs before it may take effect.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tp,categories=actgate
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.policyEpoch`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ToolPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the policy.
+	// +required
+	Spec ToolPolicySpec `json:"spec"`
+
+	// status is the observed state, written by the controller.
+	// +optional
+	Status ToolPolicyStatus `json:"status,omitempty,omitzero"`
+}
+
+// ToolPolicyList is a list of ToolPolicy.
+//
+// +kubebuilder:object:root=true
+type ToolPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ToolPolicy `json:"items"`
+}
