@@ -77,13 +77,13 @@ func openTest(tb testing.TB, path string, sv signature.SignerVerifier, mod func(
 	return l
 }
 
-// buildLog writes batches of receipts (one checkpoint per batch) to a new log under dir with
-// key and returns its path and bytes.
-func buildLog(tb testing.TB, dir, name string, sv signature.SignerVerifier, batches ...int) (string, []byte) {
+// buildLog writes batches of receipts sample(base+1), sample(base+2), ... (one checkpoint per
+// batch) to a new log under dir with key and returns its path and bytes.
+func buildLog(tb testing.TB, dir, name string, sv signature.SignerVerifier, base int, batches ...int) (string, []byte) {
 	tb.Helper()
 	path := filepath.Join(dir, name)
 	l := openTest(tb, path, sv, func(o *Options) { o.MaxDelay = time.Hour; o.MaxBatch = 1 << 20 })
-	i := 0
+	i := base
 	for _, n := range batches {
 		for range n {
 			i++
