@@ -79,10 +79,10 @@ func TestOpenRefuses(t *testing.T) {
 	dir := t.TempDir()
 	_, good := buildLog(t, dir, "src", sv, 0, 4, 4, 4)
 	for _, tt := range []struct {
-		name   string
-		log    func([][]byte) [][]byte
-		seed   string // of the key Open is given; "" for the log's own
-		want   Code
+		name string
+		log  func([][]byte) [][]byte
+		seed string // of the key Open is given; "" for the log's own
+		want Code
 	}{
 		{"altered receipt before a checkpoint", func(ls [][]byte) [][]byte {
 			ls[lnR6] = editReceipt(t, ls[lnR6], func(r *Receipt) { r.Decision = DecisionAllow }, false)
