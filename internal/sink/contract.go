@@ -28,20 +28,22 @@ type Call struct {
 	VendorID    string          // JSON-RPC id text etc., never used as the act id
 }
 
-// InvokeOutcome says how authoritative the outcome of one upstream invocation is.
+// InvokeOutcome says how authoritative the outcome of one upstream invocation is. The zero
+// value is OutcomeIndeterminate: an Invoker that says nothing has said nothing authoritative.
 type InvokeOutcome int
 
 const (
-	// OutcomeNotSent — the invocation failed before any byte left; the upstream cannot have acted.
-	OutcomeNotSent InvokeOutcome = iota
+	// OutcomeIndeterminate — bytes may have left but no authoritative result came back (timeout,
+	// connection loss).
+	OutcomeIndeterminate InvokeOutcome = iota
 	// OutcomeExecuted — the upstream returned an authoritative success result.
 	OutcomeExecuted
 	// OutcomeFailed — the upstream returned an authoritative error result (the action did not
 	// take effect).
 	OutcomeFailed
-	// OutcomeIndeterminate — bytes may have left but no authoritative result came back (timeout,
-	// connection loss).
-	OutcomeIndeterminate
+	// OutcomeNotSent — the invocation failed before any byte left; the upstream cannot have
+	// acted. Report it only when that is certain (e.g. the connection was never established).
+	OutcomeNotSent
 )
 
 // String names the outcome.
@@ -88,6 +90,26 @@ type Result struct {
 	// AuditCode is set in audit mode when enforcement would have denied with this code; the call
 	// proceeded as allow (never called enforcement).
 	AuditCode ef.EFCode
+	// Resolutions are binding-moment resolutions made since this session's previous call,
+	// delivered with this result whatever happened to the call itself (envelope-04 §7.3: the
+	// agent's continuation differs for option, answer, question and declined).
+	Resolutions []Delivery
+	// OperationID is the dispatch's idempotency key, when one was used.
+	OperationID string
+}
+
+// Delivery is one binding-moment resolution returned to the agent of the moment's session.
+type Delivery struct {
+	MomentID       string `json:"moment_id"`
+	EnvelopeDigest string `json:"envelope_digest"`
+	Kind           string `json:"resolution"`                  // option | answer | question | declined
+	OptionIdx      *int   `json:"option_idx,omitempty"`        // option only
+	Answer         string `json:"answer,omitempty"`            // answer only
+	Tool           string `json:"tool,omitempty"`              // option only: the call authorised
+	Server         string `json:"server,omitempty"`            // option only
+	ActionDigest   string `json:"action_digest,omitempty"`     // option only
+	Authorized     bool   `json:"authorized"`                  // option only: authority was issued for it
+	Expires        string `json:"authority_expires,omitempty"` // option only: RFC 3339
 }
 
 // MomentRef points at a binding moment the gate registered: its id and the gate-authored
@@ -109,6 +131,11 @@ type Decision struct {
 	Message     string    // safe to show the agent
 	AuthorityID string    // the consumed authority (Allow)
 	Retryable   bool      // true only for EF060 (§23)
+	// OperationID is the dispatch record written in DISPATCH_PENDING with the consume (Allow):
+	// the idempotency key to forward, and the record Gate.Complete moves to its outcome.
+	OperationID string
+	// State is the journal state of that record (DISPATCH_PENDING on Allow).
+	State journal.State
 }
 
 // Option is one proposed option of a binding moment: a concrete tool call.
@@ -197,7 +224,7 @@ func (g *Gate) Resolve(ctx context.Context, momentID, principal string, resoluti
 
 // Moments lists moments (pending or all).
 func (g *Gate) Moments(ctx context.Context, filter MomentFilter) ([]Moment, error) {
-	return g.g.moments(ctx, filter)
+	return g.g.momentsList(ctx, filter)
 }
 
 // CanEscalate reports whether a call of tool on server may escalate to a binding moment (the

@@ -1,0 +1,227 @@
+package sink
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+// Reasons the sink records with journal transitions.
+const (
+	ReasonUpstreamExecuted journal.Reason = "upstream_executed"
+	ReasonUpstreamFailed   journal.Reason = "upstream_failed"
+	ReasonUpstreamUnknown  journal.Reason = "upstream_outcome_unknown"
+	ReasonNotSent          journal.Reason = "not_sent"
+	ReasonNotDispatched    journal.Reason = "not_dispatched"
+)
+
+// dispatchKey names an action at a destination: what a retry repeats.
+type dispatchKey struct {
+	actionDigest string
+	destination  string
+}
+
+// dispatchEntry is one dispatch (or a reservation for one) of an action at a destination.
+type dispatchEntry struct {
+	actID       string
+	session     string // "" for entries loaded from the journal: the act id proves the session
+	authorityID string
+	operationID string
+	// state is "" while reserved (before the consume), then the journal state.
+	state   journal.State
+	expires time.Time // end of the retry window for a terminal outcome: the authority's expiry
+	result  json.RawMessage
+}
+
+// dispatchIndex recognises retries (see doc.go, "Retries"). It is a process-local view of the
+// journal; the single-use guarantee itself is the store's consume.
+type dispatchIndex struct {
+	ids *act.IDIssuer
+	mu  sync.Mutex
+	m   map[dispatchKey][]*dispatchEntry
+	n   int
+}
+
+func newDispatchIndex(ids *act.IDIssuer) *dispatchIndex {
+	return &dispatchIndex{ids: ids, m: map[dispatchKey][]*dispatchEntry{}}
+}
+
+// verdict is what the index says about a new call of an action at a destination.
+type verdict int
+
+const (
+	verdictProceed       verdict = iota // nothing in the way; a reservation was made
+	verdictReplay                       // a terminal outcome of this session's act: return it
+	verdictIndeterminate                // an earlier dispatch is in flight or INDETERMINATE
+)
+
+// ownedBy reports whether the entry's act belongs to session.
+func (x *dispatchIndex) ownedBy(e *dispatchEntry, session string) bool {
+	if e.session != "" {
+		return e.session == session
+	}
+	return x.ids.CheckSession(e.actID, session) == nil
+}
+
+// reserve decides a new call and, when it may proceed, reserves the action at the destination
+// for actID so that an identical call arriving meanwhile is refused:
+//   - an entry that is reserved, DISPATCH_PENDING, INVOKED, CONSUMED or INDETERMINATE, of any
+//     session, refuses the call (an effect of this exact action may be happening or have
+//     happened; action-evidence-boundary "prohibit a blind replay");
+//   - a terminal entry of the same session whose window is open is the call's own earlier
+//     dispatch: its recorded result is returned (tool-use-binding §9: "a fetch of the original
+//     tool_result, never a second invoke");
+//   - terminal entries of other sessions, or past their window, do not stand in the way.
+func (x *dispatchIndex) reserve(k dispatchKey, session, actID string, now time.Time) (verdict, *dispatchEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	list := x.m[k]
+	kept := list[:0]
+	var found *dispatchEntry
+	var v verdict
+	for _, e := range list {
+		if e.state.Terminal() && !now.Before(e.expires) {
+			x.n--
+			continue // window closed: forgotten
+		}
+		kept = append(kept, e)
+		if found != nil && v == verdictIndeterminate {
+			continue
+		}
+		switch {
+		case !e.state.Terminal():
+			found, v = e, verdictIndeterminate
+		case found == nil && x.ownedBy(e, session):
+			found, v = e, verdictReplay
+		}
+	}
+	if found != nil {
+		x.m[k] = kept
+		return v, found
+	}
+	e := &dispatchEntry{actID: actID, session: session}
+	x.m[k] = append(kept, e)
+	x.n++
+	if x.n > 8192 {
+		x.sweepLocked(now)
+	}
+	return verdictProceed, e
+}
+
+// add records an entry loaded from the journal.
+func (x *dispatchIndex) add(k dispatchKey, e *dispatchEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.m[k] = append(x.m[k], e)
+	x.n++
+}
+
+// release drops a reservation whose dispatch never consumed an authority.
+func (x *dispatchIndex) release(k dispatchKey, e *dispatchEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	list := x.m[k]
+	for i, have := range list {
+		if have == e {
+			x.m[k] = append(list[:i:i], list[i+1:]...)
+			x.n--
+			break
+		}
+	}
+	if len(x.m[k]) == 0 {
+		delete(x.m, k)
+	}
+}
+
+// update sets an entry's state (and, for a terminal state, its result and window).
+func (x *dispatchIndex) update(e *dispatchEntry, f func(*dispatchEntry)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	f(e)
+}
+
+// snapshot returns a copy of an entry read under the lock.
+func (x *dispatchIndex) snapshot(e *dispatchEntry) dispatchEntry {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := *e
+	return c
+}
+
+func (x *dispatchIndex) sweepLocked(now time.Time) {
+	for k, list := range x.m {
+		kept := list[:0]
+		for _, e := range list {
+			if e.state.Terminal() && !now.Before(e.expires) {
+				x.n--
+				continue
+			}
+			kept = append(kept, e)
+		}
+		if len(kept) == 0 {
+			delete(x.m, k)
+		} else {
+			x.m[k] = kept
+		}
+	}
+}
+
+// recover runs journal recovery and loads what retries must see: every non-terminal record
+// (INDETERMINATE after recovery, or in flight in another live process of a shared store) and
+// every terminal record whose authority has not yet expired.
+func (g *gate) recover(ctx context.Context) error {
+	n, err := g.journal.RecoverOnStart(ctx)
+	if err != nil {
+		return fmt.Errorf("sink: journal recovery: %w", err)
+	}
+	if n > 0 {
+		g.log.Info("recovered in-flight dispatches as INDETERMINATE", "count", n)
+	}
+	now := g.now()
+	for _, st := range []journal.State{journal.StateIndeterminate, journal.StateConsumed,
+		journal.StateDispatchPending, journal.StateInvoked} {
+		recs, err := g.journal.InState(ctx, st)
+		if err != nil {
+			return fmt.Errorf("sink: loading %s dispatches: %w", st, err)
+		}
+		for _, r := range recs {
+			g.dispatches.add(dispatchKey{r.ActionDigest, r.Upstream}, &dispatchEntry{
+				actID: r.ActID, authorityID: r.AuthorityID, operationID: r.OperationID, state: r.State,
+			})
+		}
+	}
+	for _, st := range []journal.State{journal.StateExecuted, journal.StateFailed} {
+		recs, err := g.journal.InState(ctx, st)
+		if err != nil {
+			return fmt.Errorf("sink: loading %s dispatches: %w", st, err)
+		}
+		for _, r := range recs {
+			if now.Sub(r.CompletedAt) > authority.MaxTTL {
+				continue // its authority has expired whatever its TTL was
+			}
+			a, err := g.store.Get(ctx, g.namespace, r.AuthorityID)
+			if err != nil || !now.Before(a.Authority.ExpiresAt) {
+				continue
+			}
+			g.dispatches.add(dispatchKey{r.ActionDigest, r.Upstream}, &dispatchEntry{
+				actID: r.ActID, authorityID: r.AuthorityID, operationID: r.OperationID, state: r.State,
+				expires: a.Authority.ExpiresAt, result: r.Result,
+			})
+		}
+	}
+	return nil
+}
+
+// evidenceDigest is the journal's evidence digest of an outcome: SHA-256 of the bytes.
+func evidenceDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,510 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/receipt"
+)
+
+// ErrUpstream wraps the error an Invoker returned. Handle returns it (with a Result describing
+// what is known) only when the upstream was called and did not answer normally.
+var ErrUpstream = errors.New("sink: upstream invocation failed")
+
+// errNoGate is returned by the methods of a zero Gate.
+var errNoGate = errors.New("sink: Gate not built with New")
+
+// call is one call on its way through the gate.
+type call struct {
+	c        Call
+	cand     *act.Candidate
+	dec      PolicyDecision
+	class    act.ConsequenceClass
+	provSrc  act.SourceType
+	received time.Time
+}
+
+func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) {
+	if g == nil {
+		return Result{}, errNoGate
+	}
+	if inv == nil {
+		return Result{}, errors.New("sink: Handle needs an Invoker")
+	}
+	res, err := g.handleCall(ctx, c, inv)
+	res.Resolutions = g.moments.takeDeliveries(c.Session)
+	if !res.Allowed && res.Code != "" {
+		res.Deny = g.vendorDeny(c, res)
+	}
+	return res, err
+}
+
+// vendorDeny renders the deny in the caller's vendor shape (tool-use-binding §17, §23).
+func (g *gate) vendorDeny(c Call, res Result) json.RawMessage {
+	if c.Vendor == "" {
+		return nil
+	}
+	b, err := act.DenyResult(c.Vendor, c.VendorID, act.Denial{Code: res.Code, Message: res.Message})
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// denyResult is a refused call: not invoked, not allowed.
+func denyResult(code ef.EFCode, msg string) Result {
+	if msg == "" {
+		msg = code.Description()
+	}
+	return Result{Code: code, Message: msg}
+}
+
+func (g *gate) handleCall(ctx context.Context, c Call, inv Invoker) (Result, error) {
+	if ctx.Err() != nil {
+		return denyResult(ef.EF060, ""), nil
+	}
+	if c.Session == "" || c.Server == "" || c.Destination == "" || c.Agent == "" {
+		return denyResult(ef.EFActInvalid, "The call is missing its session, agent, server or destination."), nil
+	}
+	cl := &call{c: c, received: g.now(), provSrc: sourceType(c.Provenance)}
+	cand, err := g.candidate(c, cl.provSrc)
+	if err != nil {
+		g.log.V(1).Info("call not mapped to an act", "tool", safeTool(c.Tool), "server", c.Server, "cause", actCode(err))
+		return denyResult(ef.EFActInvalid, ""), nil
+	}
+	cl.cand = cand
+	cl.dec = g.policy.Evaluate(ctx, PolicyRequest{
+		Server:      c.Server,
+		Destination: c.Destination,
+		Tool:        c.Tool,
+		Args:        cand.Arguments,
+		Class:       cand.Act.ConsequenceClass,
+		Provenance:  c.Provenance,
+		Agent:       c.Agent,
+		StrictArgs:  cand.Strict(),
+	})
+	if ctx.Err() != nil {
+		// Validation did not finish in time: never allow (§16 MUST 5); EF_060 is retryable as
+		// validation only (§23).
+		return denyResult(ef.EF060, ""), nil
+	}
+	if cl.dec.Epoch < 0 || cl.dec.Epoch > jcsMaxSafe {
+		return g.refuse(cl, ef.EFPolicyDenied, "Policy epoch out of range."), nil
+	}
+	cand.Act.PolicyState.PolicyEpoch = cl.dec.Epoch
+	cl.class = cand.Act.ConsequenceClass
+	if cl.dec.Class != "" && cl.dec.Class.Valid() {
+		cl.class = cl.dec.Class
+		cand.Act.ConsequenceClass = cl.dec.Class
+	}
+
+	if cl.dec.Audit {
+		return g.audit(ctx, cl, inv)
+	}
+	switch cl.dec.Outcome {
+	case PolicyDeny:
+		code := cl.dec.Code
+		if !code.Known() {
+			code = ef.EFPolicyDenied
+		}
+		return g.refuse(cl, code, cl.dec.Message), nil
+	case PolicyAllow:
+		if g.moments.declined(c.Session, cand.ActionDigest()) {
+			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
+		}
+		return g.hotPath(ctx, cl, inv, receipt.DecisionAllow, "")
+	case PolicyPermit:
+		if g.moments.declined(c.Session, cand.ActionDigest()) {
+			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
+		}
+		return g.permit(ctx, cl, inv)
+	case PolicyEscalate:
+		return g.escalate(ctx, cl, inv)
+	}
+	return g.refuse(cl, ef.EFPolicyDenied, ""), nil
+}
+
+// jcsMaxSafe is 2^53-1: epochs stay inside the strict JCS profile.
+const jcsMaxSafe = 1<<53 - 1
+
+// candidate maps the live call to a non-effective AgentCandidateAct (tool-use-binding §14
+// steps 2–5). The act id is minted for the transport's session.
+func (g *gate) candidate(c Call, prov act.SourceType) (*act.Candidate, error) {
+	principal := g.principal
+	if principal == "" {
+		principal = c.Agent
+	}
+	return act.NewCandidate(act.Input{
+		Vendor:    c.Vendor,
+		VendorID:  c.VendorID,
+		ToolName:  c.Tool,
+		Arguments: c.Args,
+	}, act.MappingContext{
+		SessionID:   c.Session,
+		Principal:   act.Principal{PrincipalID: principal},
+		Agent:       act.Agent{AgentID: c.Agent, RuntimeID: g.runtimeID},
+		Server:      act.ServerIdentity{Name: c.Server, URL: c.Destination},
+		Destination: c.Destination,
+		SinkID:      g.sinkID,
+		Provenance:  prov,
+		Now:         g.now,
+		TTL:         g.actTTL,
+		IDs:         g.ids,
+	})
+}
+
+// sourceType maps a transport's provenance (ToolPolicy spelling) to the act's source type.
+// Anything unrecognised is unknown, which policy treats as the worst source.
+func sourceType(p string) act.SourceType {
+	switch p {
+	case "user", "system":
+		return act.SourceUser
+	case "retrieval":
+		return act.SourceRetrieval
+	case "tool_output", "tool":
+		return act.SourceTool
+	}
+	return act.SourceUnknown
+}
+
+// actCode is the act mapping error code for logs.
+func actCode(err error) string {
+	if c, ok := act.CodeOf(err); ok {
+		return string(c)
+	}
+	return "unknown"
+}
+
+// safeTool bounds a tool name for logs (it comes from the model).
+func safeTool(s string) string {
+	if len(s) > 128 {
+		return s[:128]
+	}
+	return s
+}
+
+// receiptFor starts a receipt for the call.
+func (g *gate) receiptFor(cl *call, d string, code string) receipt.Receipt {
+	r := receipt.Receipt{
+		Time:     g.now().UTC(),
+		Tool:     cl.c.Tool,
+		Server:   cl.c.Server,
+		Class:    string(cl.class),
+		Decision: d,
+		Code:     code,
+	}
+	if cl.cand != nil {
+		r.ActID = cl.cand.Act.CandidateActID
+		r.ArgumentsDigest = cl.cand.ArgumentsDigest()
+		r.ActionDigest = cl.cand.ActionDigest()
+	}
+	return r
+}
+
+// appendReceipt appends to the in-memory chain; a failure is logged (the decision stands).
+func (g *gate) appendReceipt(r receipt.Receipt) error {
+	if g.receipts == nil {
+		return nil
+	}
+	_, err := g.receipts.Append(r)
+	return err
+}
+
+// refuse denies the call: upstream never contacted.
+func (g *gate) refuse(cl *call, code ef.EFCode, msg string) Result {
+	d := receipt.DecisionDeny
+	if code == ef.EFEscalationRequired {
+		d = receipt.DecisionEscalate
+	}
+	if err := g.appendReceipt(g.receiptFor(cl, d, string(code))); err != nil {
+		g.log.Error(err, "receipt append failed", "act", cl.cand.Act.CandidateActID)
+	}
+	g.log.V(1).Info("deny", "act", cl.cand.Act.CandidateActID, "actionDigest", cl.cand.ActionDigest(),
+		"server", cl.c.Server, "code", code, "policy", cl.dec.Policy, "rule", cl.dec.Rule)
+	res := denyResult(code, msg)
+	res.ActID = cl.cand.Act.CandidateActID
+	return res
+}
+
+// hotPath invokes without authority: an in-memory chained receipt, then the upstream
+// (tool-use-binding §14 step 6 "local hot path"). Nothing is journaled.
+func (g *gate) hotPath(ctx context.Context, cl *call, inv Invoker, d string, auditCode ef.EFCode) (Result, error) {
+	if ctx.Err() != nil {
+		return g.refuse(cl, ef.EF060, ""), nil
+	}
+	opID := journal.NewOperationID()
+	r := g.receiptFor(cl, d, string(auditCode))
+	r.OperationID = opID
+	if err := g.appendReceipt(r); err != nil {
+		// No record of the decision, no dispatch (fail closed).
+		g.log.Error(err, "receipt append failed; not invoking", "act", r.ActID)
+		return g.refuse(cl, ef.EFStoreUnavailable, ""), nil
+	}
+	out, err := inv(ctx, opID)
+	res := Result{
+		Allowed:     true,
+		Invoked:     out.Outcome != OutcomeNotSent,
+		Upstream:    out.Result,
+		ActID:       cl.cand.Act.CandidateActID,
+		AuditCode:   auditCode,
+		OperationID: opID,
+	}
+	if err != nil {
+		res.Message = "The upstream call did not complete."
+		return res, fmt.Errorf("%w: %w", ErrUpstream, err)
+	}
+	return res, nil
+}
+
+// audit lets the call through as an allow and records what enforcement would have decided
+// (receipt decision audit-allow with the code). Audit mode is never enforcement.
+func (g *gate) audit(ctx context.Context, cl *call, inv Invoker) (Result, error) {
+	var would ef.EFCode
+	switch cl.dec.Outcome {
+	case PolicyDeny:
+		would = cl.dec.Code
+		if !would.Known() {
+			would = ef.EFPolicyDenied
+		}
+	case PolicyEscalate:
+		would = ef.EFEscalationRequired
+	case PolicyAllow, PolicyPermit:
+	default:
+		would = ef.EFPolicyDenied
+	}
+	if would == "" {
+		return g.hotPath(ctx, cl, inv, receipt.DecisionAllow, "")
+	}
+	g.log.Info("audit mode: call let through that enforcement would refuse", "act",
+		cl.cand.Act.CandidateActID, "actionDigest", cl.cand.ActionDigest(), "code", would,
+		"policy", cl.dec.Policy, "rule", cl.dec.Rule)
+	return g.hotPath(ctx, cl, inv, receipt.DecisionAuditAllow, would)
+}
+
+// authorityTTL is the lifetime of an authority issued under d.
+func (g *gate) authorityTTLFor(d PolicyDecision) time.Duration {
+	ttl := d.AuthorityTTL
+	if ttl <= 0 {
+		ttl = g.authorityTTL
+	}
+	if ttl > authority.MaxTTL {
+		ttl = authority.MaxTTL
+	}
+	return ttl
+}
+
+// issue signs and stores an authority for b.
+func (g *gate) issue(ctx context.Context, b authority.Binding, ttl time.Duration) (authority.Authority, error) {
+	a, err := g.signer.Sign(b, g.now(), ttl)
+	if err != nil {
+		return authority.Authority{}, err
+	}
+	if _, err := g.store.Issue(ctx, a); err != nil {
+		return authority.Authority{}, err
+	}
+	g.remember(b.ActID, a.ID, a.ExpiresAt)
+	return a, nil
+}
+
+// bindingFor is the authority binding of a candidate at destination under epoch.
+func (g *gate) bindingFor(cand *act.Candidate, destination string, epoch int64) authority.Binding {
+	return authority.Binding{
+		ActID:           cand.Act.CandidateActID,
+		ArgumentsDigest: cand.ArgumentsDigest(),
+		ActionDigest:    cand.ActionDigest(),
+		Tool:            cand.Act.Tool.ToolID,
+		Destination:     destination,
+		SinkID:          g.sinkID,
+		PolicyEpoch:     bindingEpoch(epoch),
+		Namespace:       g.namespace,
+	}
+}
+
+// permit is machine-policy authority: issue a signed authority bound to the act, consume it
+// with a durable DISPATCH_PENDING, append the durable receipt, invoke once, classify.
+func (g *gate) permit(ctx context.Context, cl *call, inv Invoker) (Result, error) {
+	k := dispatchKey{cl.cand.ActionDigest(), cl.c.Destination}
+	entry, res, done := g.reserve(ctx, cl, k)
+	if done {
+		return res, nil
+	}
+	b := g.bindingFor(cl.cand, cl.c.Destination, cl.dec.Epoch)
+	a, err := g.issue(ctx, b, g.authorityTTLFor(cl.dec))
+	if err != nil {
+		g.dispatches.release(k, entry)
+		code := consumeCode(ctx, err)
+		if errors.Is(err, authority.ErrInvalid) {
+			code = ef.EFActInvalid
+		}
+		g.log.V(1).Info("authority not issued", "act", b.ActID, "code", code, "cause", authority.CodeOf(err))
+		return g.refuse(cl, code, ""), nil
+	}
+	return g.dispatch(ctx, cl, inv, k, entry, a.ExpiresAt)
+}
+
+// reserve consults the dispatch index for a call that would consume authority. done is true
+// when the call is answered without a dispatch: a replayed result or an INDETERMINATE refusal.
+func (g *gate) reserve(ctx context.Context, cl *call, k dispatchKey) (*dispatchEntry, Result, bool) {
+	for attempt := 0; ; attempt++ {
+		v, e := g.dispatches.reserve(k, cl.c.Session, cl.cand.Act.CandidateActID, g.now())
+		switch v {
+		case verdictProceed:
+			return e, Result{}, false
+		case verdictReplay:
+			snap := g.dispatches.snapshot(e)
+			r := g.receiptFor(cl, receipt.DecisionOutcome, ReceiptCodeReplayed)
+			r.ActID = snap.actID
+			r.AuthorityID, r.OperationID, r.State = snap.authorityID, snap.operationID, string(snap.state)
+			if err := g.appendReceipt(r); err != nil {
+				g.log.Error(err, "receipt append failed", "act", r.ActID)
+			}
+			g.log.V(1).Info("retry answered from the journal", "act", snap.actID, "operation", snap.operationID, "state", snap.state)
+			return nil, Result{
+				Allowed:     true,
+				Replayed:    true,
+				Upstream:    snap.result,
+				ActID:       snap.actID,
+				State:       snap.state,
+				OperationID: snap.operationID,
+				Message:     "A retry of an act already dispatched: the recorded result, not a second invocation.",
+			}, true
+		}
+		// In flight or INDETERMINATE. An INDETERMINATE record may have been reconciled since
+		// (by the reconciler, in the journal): look once, then refuse.
+		snap := g.dispatches.snapshot(e)
+		if attempt == 0 && snap.state == journal.StateIndeterminate && snap.operationID != "" {
+			if rec, err := g.journal.Record(ctx, snap.operationID); err == nil && rec.State.Terminal() {
+				a, err := g.store.Get(ctx, g.namespace, rec.AuthorityID)
+				g.dispatches.update(e, func(e *dispatchEntry) {
+					e.state, e.result = rec.State, rec.Result
+					if err == nil {
+						e.expires = a.Authority.ExpiresAt
+					}
+				})
+				continue
+			}
+		}
+		res := g.refuse(cl, ef.EFIndeterminate, "")
+		res.State = snap.state
+		if snap.state == "" {
+			res.State = journal.StateDispatchPending
+		}
+		return nil, res, true
+	}
+}
+
+// dispatch enforces the act (§16: consume with DISPATCH_PENDING), makes the receipt durable,
+// invokes once and records the outcome. entry is the act's reservation in the dispatch index.
+func (g *gate) dispatch(ctx context.Context, cl *call, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time) (Result, error) {
+	dec, rec := g.enforceAct(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class})
+	if !dec.Allow {
+		g.dispatches.release(k, entry)
+		return g.refuse(cl, dec.Code, dec.Message), nil
+	}
+	g.dispatches.update(entry, func(e *dispatchEntry) {
+		e.authorityID, e.operationID, e.state, e.expires = dec.AuthorityID, rec.OperationID, rec.State, expires
+	})
+	r := g.receiptFor(cl, receipt.DecisionAllow, ReceiptCodeDispatch)
+	r.ActID = rec.ActID
+	r.AuthorityID, r.OperationID, r.State = dec.AuthorityID, rec.OperationID, string(rec.State)
+	if g.receipts != nil {
+		if _, err := g.receipts.AppendDurable(ctx, r); err != nil {
+			// Not invoked: the intent exists, the receipt does not. Settle the record as never
+			// dispatched and refuse.
+			g.log.Error(err, "durable receipt failed; not invoking", "act", r.ActID, "operation", rec.OperationID)
+			g.settleUndispatched(rec)
+			g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.expires = journal.StateFailed, time.Time{} })
+			code := ef.EFStoreUnavailable
+			if ctx.Err() != nil {
+				code = ef.EF060
+			}
+			return g.refuse(cl, code, ""), nil
+		}
+	}
+	g.log.V(1).Info("dispatch", "act", rec.ActID, "actionDigest", rec.ActionDigest, "authority", dec.AuthorityID,
+		"operation", rec.OperationID, "server", cl.c.Server)
+
+	// Invoke exactly once, from the durable DISPATCH_PENDING.
+	out, ierr := inv(ctx, rec.OperationID)
+	state, result, cerr := g.complete(rec, out, ierr)
+	g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.result = state, result })
+	if g.receipts != nil {
+		o := g.receiptFor(cl, receipt.DecisionOutcome, "")
+		o.ActID = rec.ActID
+		o.AuthorityID, o.OperationID, o.State = dec.AuthorityID, rec.OperationID, string(state)
+		if err := g.appendReceipt(o); err != nil {
+			g.log.Error(err, "receipt append failed", "act", o.ActID)
+		}
+	}
+	res := Result{
+		Invoked:     out.Outcome != OutcomeNotSent,
+		Allowed:     true,
+		Upstream:    out.Result,
+		ActID:       rec.ActID,
+		State:       state,
+		OperationID: rec.OperationID,
+	}
+	if state == journal.StateIndeterminate {
+		res.Code = ef.EFIndeterminate
+		res.Message = ef.EFIndeterminate.Description()
+	}
+	switch {
+	case ierr != nil:
+		return res, fmt.Errorf("%w: %w", ErrUpstream, ierr)
+	case cerr != nil:
+		return res, cerr
+	}
+	return res, nil
+}
+
+// complete classifies an invocation and records it (action-evidence-boundary "Classify the
+// Effect Outcome"): EXECUTED and FAILED only on the upstream's authoritative answer (or, for
+// FAILED, the invoker's certainty that nothing was sent); a transport error or timeout after
+// bytes may have left is INDETERMINATE. The write runs on its own deadline: an outcome is
+// recorded even when the caller has gone.
+func (g *gate) complete(rec journal.DispatchRecord, out InvokeResult, ierr error) (journal.State, json.RawMessage, error) {
+	var (
+		to journal.State
+		o  journal.Outcome
+	)
+	switch {
+	case out.Outcome == OutcomeNotSent:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: ReasonNotSent,
+			EvidenceDigest: evidenceDigest([]byte("not_sent:" + rec.OperationID))}
+	case ierr == nil && out.Outcome == OutcomeExecuted:
+		to = journal.StateExecuted
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamExecuted, EvidenceDigest: evidenceDigest(out.Result)}
+	case ierr == nil && out.Outcome == OutcomeFailed:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: evidenceDigest(out.Result)}
+	default:
+		to = journal.StateIndeterminate
+		o = journal.Outcome{Reason: ReasonUpstreamUnknown}
+		if len(out.Result) > 0 {
+			o.EvidenceDigest = evidenceDigest(out.Result)
+		}
+	}
+	var result json.RawMessage
+	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
+		result = out.Result
+		o.Result = []byte(out.Result)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.recordTimeout)
+	defer cancel()
+	if _, err := g.journal.Transition(ctx, rec.OperationID, to, o); err != nil {
+		// The outcome is not durable, so it is not reported as one: the record stays
+		// DISPATCH_PENDING in the store (recovery makes it INDETERMINATE) and this process
+		// treats the act as INDETERMINATE from now on.
+		g.log.Error(err, "outcome not recorded", "act", rec.ActID, "operation", rec.OperationID, "outcome", to)
+		return journal.StateIndeterminate, nil, fmt.Errorf("sink: recording outcome %s of %s: %w", to, rec.OperationID, err)
+	}
+	return to, result, nil
+}
