@@ -22,7 +22,7 @@ var ErrUpstream = errors.New("sink: upstream invocation failed")
 var errNoGate = errors.New("sink: Gate not built with New")
 
 // call is one call on its way through the gate.
-type call struct {
+type callState struct {
 	c        Call
 	cand     *act.Candidate
 	dec      PolicyDecision
@@ -73,7 +73,7 @@ func (g *gate) handleCall(ctx context.Context, c Call, inv Invoker) (Result, err
 	if c.Session == "" || c.Server == "" || c.Destination == "" || c.Agent == "" {
 		return denyResult(ef.EFActInvalid, "The call is missing its session, agent, server or destination."), nil
 	}
-	cl := &call{c: c, received: g.now(), provSrc: sourceType(c.Provenance)}
+	cl := &callState{c: c, received: g.now(), provSrc: sourceType(c.Provenance)}
 	cand, err := g.candidate(c, cl.provSrc)
 	if err != nil {
 		g.log.V(1).Info("call not mapped to an act", "tool", safeTool(c.Tool), "server", c.Server, "cause", actCode(err))
@@ -191,7 +191,7 @@ func safeTool(s string) string {
 }
 
 // receiptFor starts a receipt for the call.
-func (g *gate) receiptFor(cl *call, d string, code string) receipt.Receipt {
+func (g *gate) receiptFor(cl *callState, d string, code string) receipt.Receipt {
 	r := receipt.Receipt{
 		Time:     g.now().UTC(),
 		Tool:     cl.c.Tool,
@@ -218,7 +218,7 @@ func (g *gate) appendReceipt(r receipt.Receipt) error {
 }
 
 // refuse denies the call: upstream never contacted.
-func (g *gate) refuse(cl *call, code ef.EFCode, msg string) Result {
+func (g *gate) refuse(cl *callState, code ef.EFCode, msg string) Result {
 	d := receipt.DecisionDeny
 	if code == ef.EFEscalationRequired {
 		d = receipt.DecisionEscalate
@@ -235,7 +235,7 @@ func (g *gate) refuse(cl *call, code ef.EFCode, msg string) Result {
 
 // hotPath invokes without authority: an in-memory chained receipt, then the upstream
 // (tool-use-binding §14 step 6 "local hot path"). Nothing is journaled.
-func (g *gate) hotPath(ctx context.Context, cl *call, inv Invoker, d string, auditCode ef.EFCode) (Result, error) {
+func (g *gate) hotPath(ctx context.Context, cl *callState, inv Invoker, d string, auditCode ef.EFCode) (Result, error) {
 	if ctx.Err() != nil {
 		return g.refuse(cl, ef.EF060, ""), nil
 	}
@@ -265,7 +265,7 @@ func (g *gate) hotPath(ctx context.Context, cl *call, inv Invoker, d string, aud
 
 // audit lets the call through as an allow and records what enforcement would have decided
 // (receipt decision audit-allow with the code). Audit mode is never enforcement.
-func (g *gate) audit(ctx context.Context, cl *call, inv Invoker) (Result, error) {
+func (g *gate) audit(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	var would ef.EFCode
 	switch cl.dec.Outcome {
 	case PolicyDeny:
@@ -329,7 +329,7 @@ func (g *gate) bindingFor(cand *act.Candidate, destination string, epoch int64) 
 
 // permit is machine-policy authority: issue a signed authority bound to the act, consume it
 // with a durable DISPATCH_PENDING, append the durable receipt, invoke once, classify.
-func (g *gate) permit(ctx context.Context, cl *call, inv Invoker) (Result, error) {
+func (g *gate) permit(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	k := dispatchKey{cl.cand.ActionDigest(), cl.c.Destination}
 	entry, res, done := g.reserve(ctx, cl, k)
 	if done {
@@ -351,7 +351,7 @@ func (g *gate) permit(ctx context.Context, cl *call, inv Invoker) (Result, error
 
 // reserve consults the dispatch index for a call that would consume authority. done is true
 // when the call is answered without a dispatch: a replayed result or an INDETERMINATE refusal.
-func (g *gate) reserve(ctx context.Context, cl *call, k dispatchKey) (*dispatchEntry, Result, bool) {
+func (g *gate) reserve(ctx context.Context, cl *callState, k dispatchKey) (*dispatchEntry, Result, bool) {
 	for attempt := 0; ; attempt++ {
 		v, e := g.dispatches.reserve(k, cl.c.Session, cl.cand.Act.CandidateActID, g.now())
 		switch v {
@@ -402,7 +402,7 @@ func (g *gate) reserve(ctx context.Context, cl *call, k dispatchKey) (*dispatchE
 
 // dispatch enforces the act (§16: consume with DISPATCH_PENDING), makes the receipt durable,
 // invokes once and records the outcome. entry is the act's reservation in the dispatch index.
-func (g *gate) dispatch(ctx context.Context, cl *call, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time) (Result, error) {
+func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time) (Result, error) {
 	dec, rec := g.enforceAct(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class})
 	if !dec.Allow {
 		g.dispatches.release(k, entry)

@@ -306,10 +306,13 @@ func slotText(s string, max int) string {
 	return out
 }
 
+// DefaultOffer is slot 4 when a proposal leaves it empty (envelope-04 §5.4).
+const DefaultOffer = "Ask for detail on any item."
+
 // escalate handles a call policy escalates: a grant from a resolved moment for exactly this
 // action in this session is enforced and consumed; otherwise the call is refused with
 // EF_ESCALATION_REQUIRED and a gate-authored binding moment.
-func (g *gate) escalate(ctx context.Context, cl *call, inv Invoker) (Result, error) {
+func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	digest := cl.cand.ActionDigest()
 	if code, ok := g.moments.closedCode(cl.c.Session, digest); ok {
 		msg := ""
@@ -349,7 +352,7 @@ func (g *gate) escalate(ctx context.Context, cl *call, inv Invoker) (Result, err
 // (DESIGN.md "Human decisions"): a factual briefing (tool, server, class, destination, digests,
 // no argument values), the requested call as one option and the rule's declared alternatives
 // as the others, registered for the rule's principals.
-func (g *gate) escalateMoment(ctx context.Context, cl *call) Result {
+func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	now := g.now()
 	digest := cl.cand.ActionDigest()
 	pk := pendingKey{cl.c.Session, digest, cl.c.Destination}
@@ -415,7 +418,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *call) Result {
 		Synopsis:        slotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", ruleName, cl.c.Tool), envelope.MaxTextRunes),
 		Findings:        findings,
 		Recommendations: []string{"Choose the requested call to let it run once as made.", "Choose an alternative to authorise that call instead."},
-		Offer:           "Ask the agent for detail on any item.",
+		Offer:           DefaultOffer,
 		Stem:            slotText(fmt.Sprintf("Which call of %s may run?", cl.c.Tool), envelope.MaxTextRunes),
 		Options:         draft,
 		RecommendedIdx:  recommended,
@@ -446,7 +449,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *call) Result {
 // alternative builds the option of a declared alternative: the merge patch applied to the
 // requested arguments, canonicalized in the strict profile. An alternative that fails, or
 // repeats an option already offered, is left out.
-func (g *gate) alternative(cl *call, alt Alternative, have []momentOption) (momentOption, bool) {
+func (g *gate) alternative(cl *callState, alt Alternative, have []momentOption) (momentOption, bool) {
 	patched, err := mergePatch(cl.cand.Arguments, alt.Args)
 	if err != nil {
 		return momentOption{}, false
@@ -592,8 +595,12 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 	if len(principals) == 0 {
 		return momentRefused("Policy names no principal who could resolve this binding moment.")
 	}
+	offer := p.Offer
+	if offer == "" {
+		offer = DefaultOffer
+	}
 	env, err := envelope.Build(envelope.Draft{
-		Synopsis: p.Synopsis, Findings: p.Findings, Recommendations: p.Recommendations, Offer: p.Offer,
+		Synopsis: p.Synopsis, Findings: p.Findings, Recommendations: p.Recommendations, Offer: offer,
 		Stem: p.Stem, Options: draft, RecommendedIdx: p.Recommended,
 		CloseFreeText: p.Hatches != nil && !slices.Contains(p.Hatches, HatchFreeText),
 		CloseDialogue: p.Hatches != nil && !slices.Contains(p.Hatches, HatchDialogue),
