@@ -2,8 +2,8 @@ package sink
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"

@@ -159,7 +159,7 @@ func newTablePolicy() *tablePolicy {
 				principals: []string{"alice", "bob", "carol", agentID}, min: 2,
 				alternatives: []Alternative{{Label: "Hold the wire", Reasoning: "Keeps the funds until reviewed.", Args: json.RawMessage(`{"hold":true}`)}}},
 			{tool: "computer_submit", outcome: PolicyEscalate, anyDestination: true,
-				principals: []string{"alice"},
+				principals:   []string{"alice"},
 				alternatives: []Alternative{{Label: "Fill without submitting", Reasoning: "Leaves the form for a person to send.", Args: json.RawMessage(`{"submit":false}`)}}},
 			{tool: "delete_all", outcome: PolicyDeny, code: ef.EFPolicyDenied},
 		},
