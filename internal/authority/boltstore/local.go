@@ -81,6 +81,7 @@ func actKey(actID, operationID string) []byte {
 // local executes operations on a bbolt file this process owns.
 type local struct {
 	db       *bolt.DB
+	commit   *committer
 	verifier *authority.Verifier
 	now      func() time.Time
 	// live returns the instances whose in-flight records RecoverOnStart must leave alone: this
@@ -145,21 +146,22 @@ func (l *local) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	})
 }
 
-// batch runs fn inside bbolt's group commit (DB.Batch): concurrent callers share one write
-// transaction and one fsync. bbolt may run fn more than once (when another function in the same
-// batch fails, the batch is rolled back and re-run without it), so every fn given here:
+// batch runs fn in a group commit (committer): concurrent callers share one write transaction
+// and one fsync. As with bbolt's DB.Batch, whose contract the committer keeps, fn may run more
+// than once (when another function in the same group fails, the group is rolled back and re-run
+// without it), so every fn given here:
 //   - starts by resetting the variables it reports through, so only its last run counts;
 //   - checks ctx before writing, so a caller that has given up leaves nothing behind when it can;
 //   - reports business outcomes (consumed, exists, ...) through those variables and returns nil
 //     for them, so one caller's refusal never rolls back or delays the others;
-//   - returns an error only for a storage failure, which bbolt turns into a solo retry for that
-//     caller and reports to it alone.
+//   - returns an error only for a storage failure, which the committer turns into a solo retry
+//     for that caller and reports to it alone.
 //
 // The caller reads the captured variables only when batch returns nil: then the transaction
 // that ran fn's last run has committed (and been fsynced).
 func (l *local) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return run(ctx, func() error {
-		if err := l.db.Batch(fn); err != nil {
+		if err := l.commit.do(fn); err != nil {
 			return unavailable(err)
 		}
 		return nil

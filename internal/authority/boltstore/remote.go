@@ -17,6 +17,10 @@ import (
 
 const handshakeTimeout = 5 * time.Second
 
+// errNotSent marks a request that never left this process because the connection to the owner
+// had already ended; Store.do retries it once on a fresh connection (or as the new owner).
+var errNotSent = errors.New("owner connection already closed, request not sent")
+
 // server is the owner's side of shared mode: it executes other processes' operations on its
 // local backend, one net/rpc server per connection so each knows its client's instance.
 type server struct {
@@ -245,6 +249,9 @@ func (c *client) do(ctx context.Context, _ string, req *wire.Request) (wire.Resp
 	case <-call.Done:
 		if call.Error != nil {
 			c.broken.Store(true)
+			if notSent(call.Error) {
+				return wire.Response{}, unavailable(fmt.Errorf("%w: %w", errNotSent, call.Error))
+			}
 			return wire.Response{}, unavailable(fmt.Errorf("owner connection: %w", call.Error))
 		}
 		if err := decodeError(resp); err != nil {
@@ -255,6 +262,16 @@ func (c *client) do(ctx context.Context, _ string, req *wire.Request) (wire.Resp
 		// The owner may still execute the operation; the caller is told only "unavailable".
 		return wire.Response{}, unavailable(ctx.Err())
 	}
+}
+
+// notSent reports whether a net/rpc call error proves the owner never received the request:
+// ErrShutdown (the client had already seen the connection end and sent nothing) or a failed
+// write (the owner had closed its end; a request it did not read in full is never executed).
+// A failure while reading the reply is ambiguous — the owner may have executed it — and is not
+// retried.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, rpc.ErrShutdown) || (errors.As(err, &op) && op.Op == "write")
 }
 
 func (c *client) close() {

@@ -21,11 +21,6 @@ import (
 // Defaults for Options.
 const (
 	DefaultOpenTimeout = 5 * time.Second
-	// DefaultMaxBatchDelay is how long bbolt's group commit waits for more callers before it
-	// commits. bbolt's own default (10 ms) would be the whole latency budget of one consume; a
-	// short window still gathers everyone who arrives while the previous commit is fsyncing,
-	// because a batch waits for the writer lock after its window closes.
-	DefaultMaxBatchDelay = 200 * time.Microsecond
 	// DefaultMaxBatchSize caps the callers in one commit.
 	DefaultMaxBatchSize = 256
 )
@@ -47,10 +42,8 @@ type Options struct {
 	// file or reach its owner (shared mode); a client that lost its owner waits as long, within
 	// its context, to reconnect or take over. DefaultOpenTimeout if zero.
 	OpenTimeout time.Duration
-	// MaxBatchDelay and MaxBatchSize tune bbolt's group commit (DB.MaxBatchDelay,
-	// DB.MaxBatchSize); DefaultMaxBatchDelay and DefaultMaxBatchSize if zero.
-	MaxBatchDelay time.Duration
-	MaxBatchSize  int
+	// MaxBatchSize caps the callers sharing one commit; DefaultMaxBatchSize if zero.
+	MaxBatchSize int
 }
 
 // Store is the embedded store: authorities and the dispatch journal in one bbolt file, with
@@ -91,9 +84,6 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = DefaultOpenTimeout
 	}
-	if opts.MaxBatchDelay <= 0 {
-		opts.MaxBatchDelay = DefaultMaxBatchDelay
-	}
 	if opts.MaxBatchSize <= 0 {
 		opts.MaxBatchSize = DefaultMaxBatchSize
 	}
@@ -102,7 +92,7 @@ func Open(path string, opts Options) (*Store, error) {
 		s.sock = path + ".sock"
 	}
 	if !opts.Shared {
-		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout})
+		db, err := bolt.Open(path, 0o600, boltOptions(opts.OpenTimeout))
 		if err != nil {
 			if errors.Is(err, berrors.ErrTimeout) {
 				return nil, unavailablef("%s is locked by another process (open it with Options.Shared to share it)", path)
@@ -124,6 +114,19 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// boltOptions are the bbolt options of every open. NoSync stays false: every commit is
+// fdatasync'ed. NoFreelistSync skips writing the freelist on each commit (etcd's setting): it is
+// derived data, rebuilt by scanning the file on open, so durability of what was committed is
+// unchanged, while each commit writes fewer pages. The map freelist keeps allocation cheap as
+// the file grows.
+func boltOptions(lockTimeout time.Duration) *bolt.Options {
+	return &bolt.Options{
+		Timeout:        lockTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	}
+}
+
 func newInstanceID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
@@ -132,14 +135,12 @@ func newInstanceID() string {
 
 // becomeOwner initialises an opened file and, in shared mode, starts serving other processes.
 func (s *Store) becomeOwner(db *bolt.DB) error {
-	db.MaxBatchDelay = s.opts.MaxBatchDelay
-	db.MaxBatchSize = s.opts.MaxBatchSize
 	if err := initFile(db); err != nil {
 		db.Close()
 		return unavailable(err)
 	}
 	o := &owner{db: db}
-	o.l = &local{db: db, verifier: s.opts.Verifier, now: s.opts.Now, live: func() map[string]bool {
+	o.l = &local{db: db, commit: &committer{db: db, maxBatch: s.opts.MaxBatchSize}, verifier: s.opts.Verifier, now: s.opts.Now, live: func() map[string]bool {
 		live := map[string]bool{s.instance: true}
 		if o.srv != nil {
 			for _, in := range o.srv.sessions() {
@@ -167,7 +168,7 @@ func (s *Store) connectLocked(ctx context.Context) error {
 	for {
 		// Timeout of 1ns: bbolt tries the flock once and gives up (it retries only within
 		// Timeout-50ms).
-		db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: time.Nanosecond})
+		db, err := bolt.Open(s.path, 0o600, boltOptions(time.Nanosecond))
 		if err == nil {
 			return s.becomeOwner(db)
 		}
@@ -218,16 +219,26 @@ func (s *Store) backend(ctx context.Context) (interface {
 	return s.cli, nil
 }
 
+// do executes req. A request that could not be sent because the owner had gone (errNotSent) is
+// tried once more after reconnecting or taking the file over. (net/rpc also reports ErrShutdown
+// to calls in flight when this handle closes its own client; even then a repeat is harmless:
+// every operation, repeated, is either refused — consumed, exists, invalid transition — or a
+// no-op, never applied twice.)
 func (s *Store) do(ctx context.Context, req *wire.Request) (wire.Response, error) {
-	b, err := s.backend(ctx)
-	if err != nil {
-		return wire.Response{}, err
+	for attempt := 0; ; attempt++ {
+		b, err := s.backend(ctx)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		resp, err := b.do(ctx, s.instance, req)
+		if err != nil {
+			if attempt == 0 && errors.Is(err, errNotSent) {
+				continue
+			}
+			return wire.Response{}, err
+		}
+		return resp, nil
 	}
-	resp, err := b.do(ctx, s.instance, req)
-	if err != nil {
-		return wire.Response{}, err
-	}
-	return resp, nil
 }
 
 // Close releases the file (and, for the owner, stops serving clients: their in-flight operations
