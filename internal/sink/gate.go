@@ -136,6 +136,11 @@ func New(opts Options) (*Gate, error) {
 	case opts.MomentTTL < 0:
 		return nil, fmt.Errorf("%w: MomentTTL is negative", ErrConfig)
 	}
+	if sp, ok := opts.Policy.(interface{ SinkID() string }); ok && sp.SinkID() != "" && sp.SinkID() != opts.SinkID {
+		// Authorities are bound to the gate's sink id; a policy naming another sink would have
+		// every one of them refused (EF_040) or, worse, honoured by the other sink.
+		return nil, fmt.Errorf("%w: policy names sink %q, this gate is %q", ErrConfig, sp.SinkID(), opts.SinkID)
+	}
 	g := &gate{
 		sinkID:        opts.SinkID,
 		namespace:     opts.Namespace,
