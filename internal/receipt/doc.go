@@ -64,8 +64,8 @@
 //
 // What it cannot detect from the file alone:
 //   - Truncation at a line boundary. Cutting whole lines off the end leaves a shorter log
-//     that verifies; cutting inside a batch leaves receipts after the last checkpoint, which
-//     Report.UnsignedTail counts.
+//     that verifies; cutting inside a batch, or deleting the checkpoints after some point,
+//     leaves receipts after the last checkpoint, which Report.UnsignedTail counts.
 //   - Changes to the unsigned tail. Receipts after the last checkpoint are protected only by
 //     the unkeyed hash chain: anyone who can write the file can rewrite or extend them with
 //     valid digests. A log closed cleanly has no unsigned tail.
