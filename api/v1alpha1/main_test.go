@@ -2,33 +2,31 @@ package v1alpha1_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/actgate/actgate/test/envtest"
 )
 
-// env is the one API server the tests of this package share (a start costs seconds on two
-// cores); nil under -short, where only the tests that need no server run.
-var env *envtest.Env
+// shared is the one API server the tests of this package share (a start costs seconds on two
+// cores). It starts on the first test that asks for it, so `go test -run TestSample` or -short
+// runs start none, and TestMain stops it after the last test.
+var shared struct {
+	once sync.Once
+	env  *envtest.Env
+	err  error
+}
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	var err error
-	if env, err = envtest.New(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
+	if shared.env != nil {
+		if err := shared.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)
@@ -38,5 +36,9 @@ func TestMain(m *testing.M) {
 func apiServer(t *testing.T) *envtest.Env {
 	t.Helper()
 	envtest.SkipIfShort(t)
-	return env
+	shared.once.Do(func() { shared.env, shared.err = envtest.New(context.Background()) })
+	if shared.err != nil {
+		t.Fatalf("envtest: %v", shared.err)
+	}
+	return shared.env
 }
