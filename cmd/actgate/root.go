@@ -69,6 +69,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newActionDigestCmd(s),
 		newEnvelopeCmd(s),
 		newResolutionCmd(s),
+		newReceiptsCmd(s),
 	)
 	return root
 }

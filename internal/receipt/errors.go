@@ -77,6 +77,9 @@ const (
 	CodeAnchorMismatch Code = "RECEIPT_ANCHOR_MISMATCH"
 	// CodeAnchorMissing: the log ends before an anchored seq: it was truncated.
 	CodeAnchorMissing Code = "RECEIPT_ANCHOR_MISSING"
+	// CodeUnsignedTail: receipts follow the last checkpoint. Verify does not report it (a log
+	// read mid-write or cut by a crash has one); callers that require a fully signed log do.
+	CodeUnsignedTail Code = "RECEIPT_UNSIGNED_TAIL"
 	// CodeTooManyProblems: verification stopped after MaxProblems problems.
 	CodeTooManyProblems Code = "RECEIPT_TOO_MANY_PROBLEMS"
 )

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/spf13/cobra"
+
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/receipt"
+)
+
+func newReceiptsCmd(s streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "receipts",
+		Short: "Verify the sink's signed, hash-chained receipt log (LAVR)",
+		Long: `Commands over the receipt log the sink writes: one Ledger-Anchored Validation Receipt per
+allow, deny, escalation and outcome, hash-chained and signed in batches by checkpoints
+(internal/receipt).`,
+		Args: cobra.NoArgs,
+		RunE: showHelp,
+	}
+	cmd.AddCommand(newReceiptsVerifyCmd(s))
+	return cmd
+}
+
+func newReceiptsVerifyCmd(s streams) *cobra.Command {
+	var (
+		keyFile       string
+		anchors       []string
+		requireSigned bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify --key PUBKEY.pem [--anchor SEQ=DIGEST]... [--require-signed] [FILE]",
+		Short: "Check a receipt log: every digest, the chain, and every checkpoint signature",
+		Long: `Read a receipt log from FILE, or stdin, and check every line: canonical form, each
+receipt's digest, seq numbers 1, 2, 3, ... without gaps, each receipt's prev against the
+receipt before it, and each checkpoint's signature under the public key in --key (PEM,
+Ed25519 or ECDSA P-256), its seq, head and prev_seq.
+
+Exit 0 with one summary line when the log verifies. Otherwise exit 1 with one line per
+problem on stderr, beginning with its code: RECEIPT_ALTERED, RECEIPT_REMOVED,
+RECEIPT_REORDERED, RECEIPT_CHAIN_BROKEN, CHECKPOINT_BAD_SIGNATURE, RECEIPT_SYNTAX, ...
+
+The log alone cannot show that lines were cut off its end, or that receipts after its last
+checkpoint (the summary's unsigned_tail) were rewritten. --require-signed rejects a log with
+an unsigned tail; --anchor SEQ=DIGEST, a receipt digest or a checkpoint's seq and head
+recorded elsewhere earlier, requires the log to hold that receipt, which pins everything up
+to it.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := loadVerifyKey(keyFile)
+			if err != nil {
+				return err
+			}
+			pins, err := parseAnchors(anchors)
+			if err != nil {
+				return err
+			}
+			in, source := s.in, ""
+			if len(args) == 1 {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return usageError("%v", err)
+				}
+				defer f.Close()
+				in, source = f, args[0]
+			}
+			rep, err := receipt.VerifyAnchored(in, v, pins...)
+			if ps := receipt.ProblemsOf(err); len(ps) > 0 {
+				lines := make([]string, len(ps))
+				for i, p := range ps {
+					lines[i] = p.String()
+					if source != "" {
+						lines[i] += " (in " + source + ")"
+					}
+				}
+				return fail(exitRejected, lines...)
+			}
+			if err != nil {
+				return usageError("%v", err)
+			}
+			if requireSigned && rep.UnsignedTail > 0 {
+				p := receipt.Problem{Code: receipt.CodeUnsignedTail, Seq: rep.SignedSeq + 1,
+					Detail: strconv.Itoa(rep.UnsignedTail) + " receipts after the last checkpoint are not signed"}
+				return fail(exitRejected, p.String())
+			}
+			_, err = fmt.Fprintf(s.out, "verified receipts=%d checkpoints=%d unsigned_tail=%d head=%s signed_seq=%d signed_head=%s\n",
+				rep.Receipts, rep.Checkpoints, rep.UnsignedTail, orDash(rep.Head), rep.SignedSeq, orDash(rep.SignedHead))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the checkpoints are signed with (required)")
+	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "SEQ=DIGEST: the receipt with this seq must have this digest (repeatable)")
+	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "reject receipts after the last checkpoint")
+	_ = cmd.MarkFlagRequired("key")
+	return cmd
+}
+
+// loadVerifyKey reads a PEM public key; an unreadable or unsupported key is a usage error.
+func loadVerifyKey(path string) (signature.Verifier, error) {
+	pemBytes, err := readFile(path, "key")
+	if err != nil {
+		return nil, err
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		return nil, usageError("--key %s: not a PEM public key: %v", path, err)
+	}
+	v, err := receipt.NewVerifier(pub)
+	if err != nil {
+		return nil, usageError("--key %s: %v", path, err)
+	}
+	return v, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseAnchors reads SEQ=DIGEST values.
+func parseAnchors(vals []string) ([]receipt.Anchor, error) {
+	var out []receipt.Anchor
+	for _, v := range vals {
+		seqStr, digest, ok := strings.Cut(v, "=")
+		seq, err := strconv.ParseUint(seqStr, 10, 64)
+		if !ok || err != nil || seq == 0 || !jcs.IsDigest(digest) {
+			return nil, usageError("--anchor %q: want SEQ=sha256:<64 hex>, SEQ at least 1", v)
+		}
+		out = append(out, receipt.Anchor{Seq: seq, Digest: digest})
+	}
+	return out, nil
+}
