@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"time"
 )
@@ -169,10 +170,14 @@ type Journal interface {
 	RecoverOnStart(ctx context.Context) (int, error)
 }
 
-// NewOperationID returns a fresh random operation ID ("op-" + 32 hex digits), suitable as an
-// upstream idempotency key.
+// NewOperationID returns a fresh operation ID, suitable as an upstream idempotency key:
+// "op-" + 12 hex digits of the current Unix time in milliseconds + 20 hex digits (80 bits) from
+// crypto/rand. The time prefix only orders IDs (as UUIDv7 does), so a journal keyed by them
+// appends instead of writing a random page per record; uniqueness and unpredictability come
+// from the random part. Nothing reads the time back.
 func NewOperationID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+).
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never returns an error (Go 1.24+).
 	return "op-" + hex.EncodeToString(b[:])
 }

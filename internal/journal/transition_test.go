@@ -268,4 +268,10 @@ func TestNewOperationID(t *testing.T) {
 		}
 		seen[id] = true
 	}
+	// Later IDs sort after earlier ones (the millisecond prefix), which keeps journal writes local.
+	first := NewOperationID()
+	time.Sleep(2 * time.Millisecond)
+	if second := NewOperationID(); second <= first {
+		t.Fatalf("%s issued after %s sorts before it", second, first)
+	}
 }

@@ -21,7 +21,10 @@ import (
 //	meta                  "schema" → schemaVersion
 //	authorities           authority ID → storedAuthority (JSON; the exact signed payload bytes)
 //	dispatch              operation ID → journal.DispatchRecord (JSON)
-//	dispatch_by_authority authority ID → operation ID (at most one dispatch per authority)
+//	dispatch_by_authority authority ID → operation ID, for records written by Begin (at most one
+//	                      dispatch per authority); a record written by ConsumeAndPend is found
+//	                      through its authority's ConsumedBy instead, which saves a random page
+//	                      write per consume
 //	dispatch_by_act       uint16 len(act ID) ‖ act ID ‖ operation ID → empty
 var (
 	bucketMeta        = []byte("meta")
@@ -390,8 +393,11 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 				res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, operationID)
 				return nil
 			}
-			if tx.Bucket(bucketByAuthority).Get(key) != nil {
+			if op, err := operationOfAuthority(tx, id); err != nil || op != nil {
 				res.err = fmt.Errorf("%w: authority %s already has a dispatch record", authority.ErrConsumed, id)
+				if err != nil {
+					res.err = err
+				}
 				return nil
 			}
 			if rec, err = journal.NewRecord(pending, receipt, inst, now); err != nil {
@@ -408,7 +414,7 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 			return err
 		}
 		if pend != nil {
-			if err := putRecord(tx, rec, true); err != nil {
+			if err := putRecord(tx, rec, true, false); err != nil {
 				return err
 			}
 		}
@@ -427,7 +433,9 @@ func consumedErr(r authority.Record) error {
 	return fmt.Errorf("%w: %s by operation %s at %s", authority.ErrConsumed, r.Authority.ID, r.ConsumedBy, r.ConsumedAt.UTC().Format(time.RFC3339Nano))
 }
 
-func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew bool) error {
+// putRecord writes rec; for a new record also the act index and, if indexAuthority, the
+// authority index.
+func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew, indexAuthority bool) error {
 	enc, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -438,10 +446,44 @@ func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew bool) error {
 	if !isNew {
 		return nil
 	}
-	if err := tx.Bucket(bucketByAuthority).Put([]byte(rec.AuthorityID), []byte(rec.OperationID)); err != nil {
-		return err
+	if indexAuthority {
+		if err := tx.Bucket(bucketByAuthority).Put([]byte(rec.AuthorityID), []byte(rec.OperationID)); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bucketByAct).Put(actKey(rec.ActID, rec.OperationID), []byte{})
+}
+
+// operationOfAuthority returns the operation ID of the dispatch record of an authority, or nil:
+// from the Begin index, or from the ConsumedBy of an authority held in this file whose
+// consuming operation has a record (ConsumeAndPend).
+func operationOfAuthority(tx *bolt.Tx, authorityID string) ([]byte, error) {
+	if op := tx.Bucket(bucketByAuthority).Get([]byte(authorityID)); op != nil {
+		return op, nil
+	}
+	v := tx.Bucket(bucketAuthorities).Get([]byte(authorityID))
+	if v == nil {
+		return nil, nil
+	}
+	st, err := decodeStored(v)
+	if err != nil {
+		return nil, err
+	}
+	if st.ConsumedBy == "" {
+		return nil, nil
+	}
+	rv := tx.Bucket(bucketDispatch).Get([]byte(st.ConsumedBy))
+	if rv == nil {
+		return nil, nil
+	}
+	r, err := decodeRecord(rv)
+	if err != nil {
+		return nil, err
+	}
+	if r.AuthorityID != authorityID { // consumed by Consume under an ID some other record uses
+		return nil, nil
+	}
+	return []byte(st.ConsumedBy), nil
 }
 
 func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchRecord, receipt []byte) (journal.DispatchRecord, error) {
@@ -462,8 +504,11 @@ func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchReco
 			res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, rec.OperationID)
 			return nil
 		}
-		if tx.Bucket(bucketByAuthority).Get([]byte(rec.AuthorityID)) != nil {
+		if op, err := operationOfAuthority(tx, rec.AuthorityID); err != nil || op != nil {
 			res.err = fmt.Errorf("%w: authority %s already has a dispatch record", journal.ErrExists, rec.AuthorityID)
+			if err != nil {
+				res.err = err
+			}
 			return nil
 		}
 		r, err := journal.NewRecord(rec, receipt, inst, l.now())
@@ -471,7 +516,7 @@ func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchReco
 			res.err = err
 			return nil
 		}
-		if err := putRecord(tx, r, true); err != nil {
+		if err := putRecord(tx, r, true, true); err != nil {
 			return err
 		}
 		res.rec = r
@@ -510,7 +555,7 @@ func (l *local) update(ctx context.Context, operationID string, apply func(journ
 			return nil
 		}
 		if len(next.History) != len(cur.History) { // an idempotent repeat writes nothing
-			if err := putRecord(tx, next, false); err != nil {
+			if err := putRecord(tx, next, false, false); err != nil {
 				return err
 			}
 		}
@@ -552,15 +597,14 @@ func (l *local) byAuthority(ctx context.Context, authorityID string) (journal.Di
 		found bool
 	)
 	err := l.view(ctx, func(tx *bolt.Tx) error {
-		op := tx.Bucket(bucketByAuthority).Get([]byte(authorityID))
-		if op == nil {
-			return nil
+		op, err := operationOfAuthority(tx, authorityID)
+		if err != nil || op == nil {
+			return err
 		}
 		v := tx.Bucket(bucketDispatch).Get(op)
 		if v == nil {
 			return unavailablef("index names missing operation %s", op)
 		}
-		var err error
 		rec, err = decodeRecord(v)
 		found = err == nil
 		return err
@@ -651,7 +695,7 @@ func (l *local) recoverOnStart(ctx context.Context) (int, error) {
 				return err
 			}
 			for _, r := range changed {
-				if err := putRecord(tx, r, false); err != nil {
+				if err := putRecord(tx, r, false, false); err != nil {
 					return err
 				}
 			}

@@ -582,3 +582,47 @@ func TestFileMode(t *testing.T) {
 		t.Fatalf("store file mode %v, want 0600", fi.Mode().Perm())
 	}
 }
+
+// TestOneRecordPerAuthority: however a dispatch record was written — with the consume
+// (ConsumeAndPend) or after it (Consume, then Begin) — an authority has exactly one, and
+// ByAuthority finds it.
+func TestOneRecordPerAuthority(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t)
+	auths := f.issueN(t, s, 2)
+
+	a := auths[0]
+	opA := journal.NewOperationID()
+	if _, _, err := s.ConsumeAndPend(ctx, a.ID, a.Binding, pendingFor(a, opA), nil); err != nil {
+		t.Fatal(err)
+	}
+	again := pendingFor(a, journal.NewOperationID())
+	again.State = journal.StateDispatchPending
+	if _, err := s.Begin(ctx, again, nil); !errors.Is(err, journal.ErrExists) {
+		t.Fatalf("Begin for an authority ConsumeAndPend already journaled: %v", err)
+	}
+
+	b := auths[1]
+	opB := journal.NewOperationID()
+	if _, err := s.Consume(ctx, b.ID, b.Binding, authority.Consumption{OperationID: opB}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ByAuthority(ctx, b.ID); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("record before Begin: %v", err)
+	}
+	rec := pendingFor(b, opB)
+	rec.State = journal.StateConsumed
+	if _, err := s.Begin(ctx, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec.OperationID = journal.NewOperationID()
+	if _, err := s.Begin(ctx, rec, nil); !errors.Is(err, journal.ErrExists) {
+		t.Fatalf("second Begin for one authority: %v", err)
+	}
+	for id, op := range map[string]string{a.ID: opA, b.ID: opB} {
+		r, err := s.ByAuthority(ctx, id)
+		if err != nil || r.OperationID != op {
+			t.Fatalf("ByAuthority(%s) = %s, %v; want %s", id, r.OperationID, err, op)
+		}
+	}
+}
