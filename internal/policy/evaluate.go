@@ -18,7 +18,7 @@ import (
 type state struct {
 	ctx context.Context
 	c   *Compiled
-	req *Request
+	req Request
 
 	srv   *server
 	rule  *rule
@@ -342,7 +342,7 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d = c.enforce(ctx, &r)
+	d = c.enforce(ctx, r)
 	if c.audit {
 		d.Audit = true
 		d.AuditOutcome = d.Outcome
@@ -352,7 +352,7 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	return d
 }
 
-func (c *Compiled) enforce(ctx context.Context, r *Request) Decision {
+func (c *Compiled) enforce(ctx context.Context, r Request) Decision {
 	st := state{ctx: ctx, c: c, req: r}
 	code, msg, failed := c.chain.evaluate(&st)
 	d := Decision{Policy: c.name, Epoch: c.epoch, Class: st.class}
