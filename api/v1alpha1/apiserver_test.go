@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -576,5 +577,59 @@ func TestKubectlGetBindingMoments(t *testing.T) {
 	// The actgate category lists every kind.
 	if all := e.Kubectl(t, "get", "actgate", "-n", ns, "-o", "name"); !strings.Contains(all, "bindingmoment.actgate.io/"+bm.Name) {
 		t.Errorf("kubectl get actgate lacks the binding moment:\n%s", all)
+	}
+}
+
+// config/rbac applies with kustomize and grants what its comments say: the manager writes
+// status but never BindingMoment spec or new Acts, and a principal bound to the principal role
+// may write a BindingMoment (its spec.resolution) but not its status nor any Act.
+func TestRBACManifests(t *testing.T) {
+	e := apiServer(t)
+	ns := e.Namespace(t)
+	if err := e.Client.Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "actgate-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	out := e.Kubectl(t, "apply", "-k", "config/rbac")
+	for _, want := range []string{
+		"serviceaccount/actgate-manager",
+		"clusterrole.rbac.authorization.k8s.io/actgate-manager-role",
+		"clusterrolebinding.rbac.authorization.k8s.io/actgate-manager-rolebinding",
+		"clusterrole.rbac.authorization.k8s.io/actgate-bindingmoment-principal-role",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl apply -k config/rbac lacks %q:\n%s", want, out)
+		}
+	}
+	e.Kubectl(t, "create", "rolebinding", "alice-principal", "-n", ns,
+		"--clusterrole=actgate-bindingmoment-principal-role", "--user=alice@example.com")
+
+	const manager = "system:serviceaccount:actgate-system:actgate-manager"
+	for _, tc := range []struct {
+		as, verb, resource string
+		want               string
+	}{
+		{manager, "update", "acts.actgate.io/status", "yes"},
+		{manager, "delete", "acts.actgate.io", "yes"},
+		{manager, "create", "acts.actgate.io", "no"},
+		{manager, "update", "bindingmoments.actgate.io", "no"},
+		{manager, "patch", "bindingmoments.actgate.io/status", "yes"},
+		{manager, "update", "toolpolicies.actgate.io", "no"},
+		{"alice@example.com", "patch", "bindingmoments.actgate.io", "yes"},
+		{"alice@example.com", "update", "bindingmoments.actgate.io/status", "no"},
+		{"alice@example.com", "create", "acts.actgate.io", "no"},
+		{"alice@example.com", "get", "toolpolicies.actgate.io", "no"},
+	} {
+		t.Run(tc.as+" "+tc.verb+" "+tc.resource, func(t *testing.T) {
+			args := []string{"auth", "can-i", tc.verb, tc.resource, "-n", ns, "--as", tc.as}
+			if res, sub, ok := strings.Cut(tc.resource, "/"); ok {
+				args[3] = res
+				args = append(args, "--subresource", sub)
+			}
+			cmd := e.Command(ctxFor(t), "kubectl", args...)
+			got, _ := cmd.Output() // can-i exits 1 for "no"
+			if strings.TrimSpace(string(got)) != tc.want {
+				t.Errorf("can-i = %q, want %q", strings.TrimSpace(string(got)), tc.want)
+			}
+		})
 	}
 }
