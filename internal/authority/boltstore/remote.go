@@ -36,7 +36,14 @@ type server struct {
 	live   map[string]int // client instance → open connections
 }
 
+// maxSocketPath is the longest unix socket path every platform accepts (sun_path is 108 bytes
+// on Linux, 104 on the BSDs, including the terminating NUL).
+const maxSocketPath = 103
+
 func listen(sock string, l *local) (*server, error) {
+	if len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("socket path %s is %d bytes, longer than %d: set Options.SocketPath", sock, len(sock), maxSocketPath)
+	}
 	// The owner holds the file lock, so any socket at sock is left over from a dead owner.
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale socket: %w", err)
