@@ -23,6 +23,9 @@ const (
 	ReasonNotDispatched    journal.Reason = "not_dispatched"
 )
 
+// minSweep is the smallest size at which the process-local maps are swept of expired entries.
+const minSweep = 4096
+
 // dispatchKey names an action at a destination: what a retry repeats.
 type dispatchKey struct {
 	actionDigest string
@@ -48,10 +51,13 @@ type dispatchIndex struct {
 	mu  sync.Mutex
 	m   map[dispatchKey][]*dispatchEntry
 	n   int
+	// sweepAt is the entry count that triggers the next sweep of closed windows; it doubles
+	// with what a sweep leaves, so sweeping stays amortised O(1) per call.
+	sweepAt int
 }
 
 func newDispatchIndex(ids *act.IDIssuer) *dispatchIndex {
-	return &dispatchIndex{ids: ids, m: map[dispatchKey][]*dispatchEntry{}}
+	return &dispatchIndex{ids: ids, m: map[dispatchKey][]*dispatchEntry{}, sweepAt: minSweep}
 }
 
 // verdict is what the index says about a new call of an action at a destination.
@@ -110,8 +116,9 @@ func (x *dispatchIndex) reserve(k dispatchKey, session, actID string, now time.T
 	e := &dispatchEntry{actID: actID, session: session}
 	x.m[k] = append(kept, e)
 	x.n++
-	if x.n > 8192 {
+	if x.n > x.sweepAt {
 		x.sweepLocked(now)
+		x.sweepAt = max(minSweep, 2*x.n)
 	}
 	return verdictProceed, e
 }

@@ -96,8 +96,9 @@ type gate struct {
 	authorityTTL      time.Duration
 	recordTimeout     time.Duration
 
-	issuedMu sync.Mutex
-	issued   map[string]issuedAuthority // act id → authority the gate issued for it
+	issuedMu      sync.Mutex
+	issued        map[string]issuedAuthority // act id → authority the gate issued for it
+	issuedSweepAt int
 
 	dispatches *dispatchIndex
 	moments    *momentTable
@@ -160,6 +161,7 @@ func New(opts Options) (*Gate, error) {
 		authorityTTL:  orDefault(opts.AuthorityTTL, DefaultAuthorityTTL),
 		recordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout),
 		issued:        map[string]issuedAuthority{},
+		issuedSweepAt: minSweep,
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -196,13 +198,14 @@ func orDefault(d, def time.Duration) time.Duration {
 func (g *gate) remember(actID, authorityID string, expires time.Time) {
 	g.issuedMu.Lock()
 	defer g.issuedMu.Unlock()
-	if len(g.issued) >= 4096 {
+	if len(g.issued) >= g.issuedSweepAt {
 		now := g.now()
 		for k, v := range g.issued {
 			if !now.Before(v.expires) {
 				delete(g.issued, k)
 			}
 		}
+		g.issuedSweepAt = max(minSweep, 2*len(g.issued))
 	}
 	g.issued[actID] = issuedAuthority{id: authorityID, expires: expires}
 }

@@ -73,6 +73,9 @@ func (g *gate) handleCall(ctx context.Context, c Call, inv Invoker) (Result, err
 	if c.Session == "" || c.Server == "" || c.Destination == "" || c.Agent == "" {
 		return denyResult(ef.EFActInvalid, "The call is missing its session, agent, server or destination."), nil
 	}
+	if len(c.Args) == 0 {
+		c.Args = json.RawMessage(`{}`) // MCP tools/call: arguments are optional; none is {}
+	}
 	cl := &callState{c: c, received: g.now(), provSrc: sourceType(c.Provenance)}
 	cand, err := g.candidate(c, cl.provSrc)
 	if err != nil {

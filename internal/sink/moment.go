@@ -100,6 +100,7 @@ type momentTable struct {
 	grants     map[sessionAction][]grant
 	closed     map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
 	deliveries map[string][]Delivery
+	sweepAt    int
 	nClosed    atomic.Int64
 	nDeliver   atomic.Int64
 }
@@ -111,6 +112,7 @@ func newMomentTable() *momentTable {
 		grants:     map[sessionAction][]grant{},
 		closed:     map[sessionAction]ef.EFCode{},
 		deliveries: map[string][]Delivery{},
+		sweepAt:    minSweep,
 	}
 }
 
@@ -252,12 +254,13 @@ func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
 func (t *momentTable) add(m *moment, pk *pendingKey, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.byID) >= 4096 {
+	if len(t.byID) >= t.sweepAt {
 		for id, old := range t.byID {
 			if now.Sub(old.expires) > time.Hour {
 				delete(t.byID, id)
 			}
 		}
+		t.sweepAt = max(minSweep, 2*len(t.byID))
 	}
 	t.byID[m.id] = m
 	if pk != nil {
