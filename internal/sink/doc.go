@@ -20,6 +20,10 @@
 //     idempotency key; then record EXECUTED or FAILED (only on the upstream's authoritative
 //     answer, or FAILED when the Invoker is certain nothing was sent) or INDETERMINATE (timeout,
 //     connection loss). The outcome is written on its own deadline even if the caller is gone.
+//     INVOKED is not written as a separate commit: the journal lets DISPATCH_PENDING move
+//     straight to the outcome (AEB "Invoke the Frozen Action": INVOKED "or a terminal outcome"
+//     must be durable before success is reported), and a crash mid-invocation leaves
+//     DISPATCH_PENDING, which recovery turns into INDETERMINATE exactly as it would INVOKED.
 //  6. Escalate: if a resolved binding moment granted authority for exactly this action in this
 //     session, enforce and consume that authority and invoke once (as 5); otherwise deny with
 //     EF_ESCALATION_REQUIRED and a gate-authored binding moment (Result.Moment).
