@@ -442,13 +442,33 @@ func (c *Compiled) CanEscalate(server, tool string) bool {
 }
 
 // Name is the name given to Compile.
-func (c *Compiled) Name() string { return c.name }
+func (c *Compiled) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
 
 // Epoch is the policy epoch given to Compile.
-func (c *Compiled) Epoch() int64 { return c.epoch }
+func (c *Compiled) Epoch() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.epoch
+}
 
 // Audit reports whether the policy is in mode Audit.
-func (c *Compiled) Audit() bool { return c.audit }
+func (c *Compiled) Audit() bool {
+	if c == nil {
+		return false
+	}
+	return c.audit
+}
 
 // SinkID is spec.sink.id, "" when the policy leaves it to each sink.
-func (c *Compiled) SinkID() string { return c.sinkID }
+func (c *Compiled) SinkID() string {
+	if c == nil {
+		return ""
+	}
+	return c.sinkID
+}

@@ -389,7 +389,7 @@ func TestNilCompiledDenies(t *testing.T) {
 	if d := c.Evaluate(context.Background(), req("get_balance", `{}`)); d.Outcome != OutcomeDeny {
 		t.Fatalf("nil policy: %s", d.Outcome)
 	}
-	if c.CanEscalate("payments", "send_payment") || c.Servers() != nil {
+	if c.CanEscalate("payments", "send_payment") || c.Servers() != nil || c.Name() != "" || c.Audit() {
 		t.Fatal("nil policy answers")
 	}
 }

@@ -73,9 +73,10 @@ type Decision struct {
 	Rule string
 	// Class is the effective consequence class, "" when no rule matched.
 	Class act.ConsequenceClass
-	// Evidence is the effective evidence requirement with defaults applied. Role is always set
-	// for a matched rule; Principals, MinPrincipals and SeparationOfDuties are filled for
-	// HumanAuthorization. The slices and pointers are the decision's own.
+	// Evidence is the effective evidence requirement with defaults applied, set unless the
+	// decision is Deny: Role always; Principals, MinPrincipals (default 1) and
+	// SeparationOfDuties (default true) for HumanAuthorization. The slices and pointers are the
+	// decision's own.
 	Evidence v1alpha1.EvidenceRequirement
 	// Alternatives are the rule's declared alternatives, set for Escalate.
 	Alternatives []v1alpha1.Alternative
@@ -83,8 +84,9 @@ type Decision struct {
 	AuthorityTTL time.Duration
 	// Epoch is the policy epoch the decision was made under; authorities record it.
 	Epoch int64
-	// Audit is true when the policy is in mode Audit: Outcome is Allow, the call goes through,
-	// and AuditOutcome, Code and Message say what Enforce would have done. The caller records it
+	// Audit is true when the policy is in mode Audit: Outcome is Allow, the call goes through
+	// with no authority issued or consumed, and AuditOutcome, Code, Message (and Evidence,
+	// Alternatives, AuthorityTTL) say what Enforce would have done. The caller records it
 	// as an audit observation and never calls it enforcement (action-evidence-boundary,
 	// "Conformance and Deployment Claims").
 	Audit bool
