@@ -1,0 +1,205 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCP method names the proxy routes on.
+const (
+	methodInitialize            = "initialize"
+	methodPing                  = "ping"
+	methodListTools             = "tools/list"
+	methodCallTool              = "tools/call"
+	methodListResources         = "resources/list"
+	methodListResourceTemplates = "resources/templates/list"
+	methodReadResource          = "resources/read"
+	methodSubscribe             = "resources/subscribe"
+	methodUnsubscribe           = "resources/unsubscribe"
+	methodListPrompts           = "prompts/list"
+	methodGetPrompt             = "prompts/get"
+	methodComplete              = "completion/complete"
+	methodSetLevel              = "logging/setLevel"
+	methodListRoots             = "roots/list"
+
+	notifyProgress            = "notifications/progress"
+	notifyMessage             = "notifications/message"
+	notifyToolsChanged        = "notifications/tools/list_changed"
+	notifyPromptsChanged      = "notifications/prompts/list_changed"
+	notifyResourcesChanged    = "notifications/resources/list_changed"
+	notifyResourceUpdated     = "notifications/resources/updated"
+	notifyElicitationComplete = "notifications/elicitation/complete"
+	notifyRootsChanged        = "notifications/roots/list_changed"
+)
+
+// errNoUpstream is returned when the upstream session cannot be opened.
+var errNoUpstream = errors.New("mcpproxy: upstream session unavailable")
+
+// bridge joins one agent session to one upstream client session.
+type bridge struct {
+	p    *Proxy
+	ss   *mcp.ServerSession
+	info *mcp.Implementation
+	caps *mcp.ClientCapabilities
+
+	mu     sync.Mutex
+	cs     *mcp.ClientSession
+	send   mcp.MethodHandler // the upstream client's own sending handler
+	closed bool
+}
+
+func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams) *bridge {
+	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}}
+	if params != nil {
+		b.info = params.ClientInfo
+		if params.Capabilities != nil {
+			c := *params.Capabilities
+			c.Experimental = maps.Clone(c.Experimental)
+			c.Extensions = maps.Clone(c.Extensions)
+			b.caps = &c
+		}
+	}
+	if b.info == nil {
+		b.info = &mcp.Implementation{Name: "actgate-agent", Version: "unknown"}
+	}
+	return b
+}
+
+// upstream returns the open upstream session, opening one if there is none (first use, or
+// after the previous one broke).
+func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: agent session closed", errNoUpstream)
+	}
+	if b.cs != nil {
+		return b.cs, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.p.cfg.ConnectTimeout)
+	defer cancel()
+	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
+		Endpoint:   b.p.cfg.URL,
+		HTTPClient: b.p.http,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
+	}
+	b.cs = cs
+	go func() {
+		_ = cs.Wait()
+		b.drop(cs)
+	}()
+	return cs, nil
+}
+
+// drop forgets cs if it is the current upstream session, so that the next request opens a new
+// one, and closes it.
+func (b *bridge) drop(cs *mcp.ClientSession) {
+	b.mu.Lock()
+	if b.cs == cs {
+		b.cs = nil
+	}
+	b.mu.Unlock()
+	_ = cs.Close()
+}
+
+func (b *bridge) close() {
+	b.mu.Lock()
+	b.closed = true
+	cs := b.cs
+	b.cs = nil
+	b.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
+
+// client builds the MCP client for one upstream session. It advertises exactly the agent's
+// capabilities: a handler for sampling or elicitation is installed only when the agent can
+// answer, and it forwards the upstream's request to the agent. Multi-round-trip retries are
+// disabled so that one tools/call is one request upstream.
+func (b *bridge) client() *mcp.Client {
+	opts := &mcp.ClientOptions{
+		Capabilities:           b.caps,
+		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
+		ToolListChangedHandler: func(ctx context.Context, r *mcp.ToolListChangedRequest) { b.notify(ctx, notifyToolsChanged, r.Params) },
+		PromptListChangedHandler: func(ctx context.Context, r *mcp.PromptListChangedRequest) {
+			b.notify(ctx, notifyPromptsChanged, r.Params)
+		},
+		ResourceListChangedHandler: func(ctx context.Context, r *mcp.ResourceListChangedRequest) {
+			b.notify(ctx, notifyResourcesChanged, r.Params)
+		},
+		ResourceUpdatedHandler: func(ctx context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			b.notify(ctx, notifyResourceUpdated, r.Params)
+		},
+		LoggingMessageHandler: func(ctx context.Context, r *mcp.LoggingMessageRequest) { b.notify(ctx, notifyMessage, r.Params) },
+		ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
+			b.notify(ctx, notifyProgress, r.Params)
+		},
+		ElicitationCompleteHandler: func(ctx context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			b.notify(ctx, notifyElicitationComplete, r.Params)
+		},
+	}
+	if b.caps.Sampling != nil {
+		opts.CreateMessageWithToolsHandler = func(ctx context.Context, r *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+			return b.ss.CreateMessageWithTools(ctx, r.Params)
+		}
+	}
+	if b.caps.Elicitation != nil {
+		opts.ElicitationHandler = func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return b.ss.Elicit(ctx, r.Params)
+		}
+	}
+	c := mcp.NewClient(b.info, opts)
+	c.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		b.send = next
+		return next
+	})
+	// roots/list is the agent's to answer: the SDK client would answer from its own (empty)
+	// root set.
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == methodListRoots && b.caps.RootsV2 != nil {
+				var params *mcp.ListRootsParams
+				if r, ok := req.(*mcp.ListRootsRequest); ok {
+					params = r.Params
+				}
+				return b.ss.ListRoots(ctx, params)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return c
+}
+
+// notify forwards an upstream notification to the agent session unchanged.
+func (b *bridge) notify(ctx context.Context, method string, params mcp.Params) {
+	req := &mcp.ServerRequest[mcp.Params]{Session: b.ss, Params: params}
+	if _, err := b.p.send(ctx, method, req); err != nil {
+		b.p.log.V(1).Info("Notification not delivered to the agent", "method", method, "error", err.Error())
+	}
+}
+
+// rootsListChanged forwards the agent's notifications/roots/list_changed upstream.
+func (p *Proxy) rootsListChanged(ctx context.Context, r *mcp.RootsListChangedRequest) {
+	b, ok := p.bridgeFor(r.Session)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	cs, send := b.cs, b.send
+	b.mu.Unlock()
+	if cs == nil || send == nil {
+		return
+	}
+	req := &mcp.ClientRequest[mcp.Params]{Session: cs, Params: r.Params}
+	if _, err := send(ctx, notifyRootsChanged, req); err != nil {
+		p.log.V(1).Info("Notification not delivered upstream", "method", notifyRootsChanged, "error", err.Error())
+	}
+}

@@ -1,0 +1,101 @@
+// Package mcpproxy is the MCP transport around the finality sink: an http.Handler per protected
+// upstream server that speaks MCP streamable HTTP to the agent and, as a real MCP client (the
+// official Go SDK), to the upstream. It is what `actgate serve` mounts at /mcp/{server} and what
+// the Kubernetes sidecar reuses.
+//
+// # One agent session, one upstream session
+//
+// The agent side is the SDK's stateful StreamableHTTPHandler, so every agent session has an
+// Mcp-Session-Id; that id is the sink.Call Session. When the agent initializes, the proxy opens
+// its own client session to the upstream, advertising the agent's own client capabilities (so
+// the upstream asks for sampling, elicitation or roots only if the agent can answer), and
+// answers the agent with the upstream's capabilities, serverInfo and instructions. Protocol
+// version negotiation is hop by hop; ping is answered locally.
+//
+// # What passes through
+//
+// Every request other than tools/call is forwarded to the upstream with the SDK client's typed
+// method of the same name and its result is returned to the agent unchanged: resources/list,
+// resources/templates/list, resources/read, resources/subscribe, resources/unsubscribe,
+// prompts/list, prompts/get, completion/complete, logging/setLevel, and tools/list (below). An
+// upstream JSON-RPC error is returned to the agent with its code, message and data. In the other
+// direction, the upstream's notifications (progress, log messages, resources/updated and the
+// three list_changed) are forwarded to the agent's session, and its requests (sampling,
+// elicitation, roots/list) are asked of the agent and the agent's answer returned. Fidelity is
+// that of the SDK's MCP schema: a member the SDK's types do not model is not carried (see
+// Limitations).
+//
+// # tools/list
+//
+// tools/list is discovery and never issues authority (tool-use-binding §8). The upstream's list
+// is returned with exactly two additions (envelope-04 §8.2):
+//
+//   - on the first page, the virtual tool request_binding_moment (sink.RequestBindingMomentTool,
+//     inputSchema sink.ProposalSchema()), through which the agent proposes a binding moment;
+//   - on every tool the sink says can escalate (sink.Gate.CanEscalate) and on the virtual tool,
+//     the advisory boolean annotation emits_binding_moment: true. MCP's ToolAnnotations are
+//     open hints, so it is carried in the tool's "annotations" object, and also in the tool's
+//     "_meta" object under the same name, the place MCP reserves for extra data, for clients
+//     that drop annotations they do not know.
+//
+// An upstream tool named request_binding_moment is hidden: the name is the gate's.
+//
+// # tools/call
+//
+// A tools/call becomes a sink.Call (Session: the agent's Mcp-Session-Id; Agent: the configured
+// identity; Server: the mount name; Destination: the upstream URL this proxy contacts; Args:
+// the RFC 8785 canonical form of params.arguments, which are also exactly the bytes forwarded)
+// handed to Gate.Handle with an Invoker that calls the upstream once, with the sink's operation
+// id in params._meta["actgate.io/operation-id"] (the upstream's idempotency key). The agent's
+// own params._meta is not forwarded except its progressToken: it is not covered by the
+// arguments digest, so nothing in it may reach the upstream as an instruction. The invoker
+// classifies the one attempt:
+//
+//   - a CallToolResult with isError false → Executed; with isError true → Failed (the upstream
+//     said so authoritatively);
+//   - a JSON-RPC error answer with a code that means the request was refused before execution
+//     (parse error, invalid request, method not found, invalid params), or an HTTP 4xx refusal
+//     other than 408 and 429 → Failed, with a synthesized isError result;
+//   - any other error after the request headers were written (timeout, connection loss, 5xx,
+//     another JSON-RPC error) → Indeterminate: the upstream may have acted;
+//   - an error before any request byte was written (dial refused, no upstream session) →
+//     NotSent.
+//
+// Whether bytes were written is observed with net/http/httptrace on the POST that carries
+// the call, never guessed from the error text. Once dispatched, the invocation is detached from
+// the agent's cancellation and bounded by Config.CallTimeout instead, so an agent that gives up
+// does not turn a result the upstream would have given into an INDETERMINATE record.
+//
+// An allowed call returns the upstream's result (or, to a retry, the recorded one). A deny
+// returns a CallToolResult with isError true whose text content is the tool-use-binding §17
+// error object, whose structuredContent carries the same object, and whose _meta carries
+// "actgate.io/ef-code" (and act id and state when known). An escalation adds the additive
+// top-level member binding_moment (envelope-04 §8.1) holding the gate-authored envelope, and
+// its text content is the conventional payload: the code line followed by the plain-text
+// rendering of the envelope (internal/envelope TextRenderer, every §9.1 invariant) and how the
+// principal resolves it. The SDK's CallToolResult has no place for binding_moment, so the proxy
+// writes such a result as its own JSON object (a Result type embedding mcp.ResultBase); the
+// JSON-RPC id of the response is the agent's request id and never the act id.
+//
+// # Provenance
+//
+// An MCP client may declare where the instruction behind a call came from in
+// params._meta["actgate.io/instruction-provenance"] (user, system, retrieval or tool_output).
+// The declaration is used only when Config.TrustDeclaredProvenance is set — the agent host is
+// then trusted to attest it, as in a local `actgate serve` next to the user's own agent — and
+// ignored otherwise, so the sink sees unknown provenance, which policy treats as the worst
+// listed source (fail closed).
+//
+// # Credentials
+//
+// Config.Credential supplies the bearer token for the proxy→upstream leg only: it is set on
+// each upstream HTTP request by the proxy's RoundTripper and is never part of anything returned
+// to the agent; the agent's own headers are never forwarded upstream.
+//
+// # Limitations
+//
+// Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through.
+// Server-to-agent notifications and requests are delivered on the agent's standalone SSE
+// stream (GET), not on the stream of the request that caused them. Requests the SDK does not
+// know are answered with "method not found".
+package mcpproxy

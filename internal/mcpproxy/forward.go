@@ -1,0 +1,177 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// JSON-RPC error codes (JSON-RPC 2.0 §5.1) the proxy uses or classifies on.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternalError  = -32603
+)
+
+// receive is the agent-side server's receiving middleware: every request and notification of
+// every agent session passes here.
+func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method == methodInitialize {
+			return p.initialize(ctx, next, ss, req)
+		}
+		b, ok := p.bridgeFor(ss)
+		if !ok {
+			// Hop-by-hop methods and whatever the SDK itself refuses before initialize.
+			return next(ctx, method, req)
+		}
+		switch r := req.(type) {
+		case *mcp.CallToolRequest:
+			return b.callTool(ctx, r)
+		case *mcp.ListToolsRequest:
+			return b.listTools(ctx, r)
+		case *mcp.ListResourcesRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.ListResourcesResult, error) {
+				return cs.ListResources(ctx, r.Params)
+			})
+		case *mcp.ListResourceTemplatesRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.ListResourceTemplatesResult, error) {
+				return cs.ListResourceTemplates(ctx, r.Params)
+			})
+		case *mcp.ReadResourceRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+				return cs.ReadResource(ctx, r.Params)
+			})
+		case *mcp.SubscribeRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*emptyResult, error) {
+				return &emptyResult{}, cs.Subscribe(ctx, r.Params)
+			})
+		case *mcp.UnsubscribeRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*emptyResult, error) {
+				return &emptyResult{}, cs.Unsubscribe(ctx, r.Params)
+			})
+		case *mcp.ListPromptsRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.ListPromptsResult, error) {
+				return cs.ListPrompts(ctx, r.Params)
+			})
+		case *mcp.GetPromptRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+				return cs.GetPrompt(ctx, r.Params)
+			})
+		case *mcp.CompleteRequest:
+			return forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.CompleteResult, error) {
+				return cs.Complete(ctx, r.Params)
+			})
+		}
+		if method == methodSetLevel {
+			params, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
+			if _, err := forward(ctx, b, func(cs *mcp.ClientSession) (*emptyResult, error) {
+				return &emptyResult{}, cs.SetLoggingLevel(ctx, params)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		// ping, notifications/initialized, notifications/cancelled, notifications/roots/
+		// list_changed (RootsListChangedHandler forwards it), logging/setLevel after it was
+		// forwarded, and anything else: the SDK's own handling.
+		return next(ctx, method, req)
+	}
+}
+
+// initialize opens the upstream session for a new agent session and answers the agent with
+// the upstream's capabilities, serverInfo and instructions (protocol version negotiation stays
+// hop by hop). The virtual tool means the agent always sees the tools capability.
+func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.ServerSession, req mcp.Request) (mcp.Result, error) {
+	params, _ := req.GetParams().(*mcp.InitializeParams)
+	if ss == nil || params == nil {
+		return next(ctx, methodInitialize, req)
+	}
+	if _, ok := p.bridgeFor(ss); ok {
+		return next(ctx, methodInitialize, req) // the SDK refuses a duplicate initialize
+	}
+	b := newBridge(p, ss, params)
+	cs, err := b.upstream(ctx)
+	if err != nil {
+		p.log.Error(err, "Upstream session could not be opened")
+		return nil, &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
+	}
+	res, err := next(ctx, methodInitialize, req)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	ir, ok := res.(*mcp.InitializeResult)
+	if !ok {
+		b.close()
+		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: unexpected initialize result"}
+	}
+	if err := p.addBridge(b); err != nil {
+		b.close()
+		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: shutting down"}
+	}
+	go func() {
+		_ = ss.Wait()
+		p.removeBridge(b)
+	}()
+	if up := cs.InitializeResult(); up != nil {
+		out := *ir
+		caps := &mcp.ServerCapabilities{}
+		if up.Capabilities != nil {
+			c := *up.Capabilities
+			caps = &c
+		}
+		if caps.Tools == nil {
+			caps.Tools = &mcp.ToolCapabilities{}
+		}
+		out.Capabilities = caps
+		out.Instructions = up.Instructions
+		if up.ServerInfo != nil {
+			out.ServerInfo = up.ServerInfo
+		}
+		return &out, nil
+	}
+	return ir, nil
+}
+
+// forward runs one pass-through request on the upstream session and returns its result to the
+// agent unchanged; an upstream JSON-RPC error is returned with its own code, message and data.
+func forward[R mcp.Result](ctx context.Context, b *bridge, call func(*mcp.ClientSession) (R, error)) (mcp.Result, error) {
+	cs, err := b.upstream(ctx)
+	if err != nil {
+		b.p.log.Error(err, "Upstream session could not be opened")
+		return nil, b.unavailable()
+	}
+	res, err := call(cs)
+	if err == nil {
+		return res, nil
+	}
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		return nil, we
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		b.drop(cs)
+	}
+	b.p.log.Error(err, "Upstream request failed")
+	return nil, b.unavailable()
+}
+
+// unavailable is the error an agent sees when the upstream cannot be reached: it names the
+// server, never its URL or credentials.
+func (b *bridge) unavailable() error {
+	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", b.p.cfg.Server)}
+}
+
+// emptyResult is the {} result of methods whose answer carries nothing.
+type emptyResult struct {
+	mcp.ResultBase
+}

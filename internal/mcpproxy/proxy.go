@@ -1,0 +1,223 @@
+package mcpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// Gate is what the proxy needs of the finality sink; *sink.Gate implements it.
+type Gate interface {
+	// Handle is the whole flow of one tools/call; it never calls inv on deny.
+	Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.Result, error)
+	// RequestMoment is the virtual request_binding_moment tool.
+	RequestMoment(ctx context.Context, session, agent string, p sink.Proposal) (sink.Result, error)
+	// CanEscalate reports whether a call of tool on server may escalate (the tools/list
+	// emits_binding_moment annotation).
+	CanEscalate(server, tool string) bool
+}
+
+var _ Gate = (*sink.Gate)(nil)
+
+// _meta keys and annotation names the proxy reads or writes.
+const (
+	// MetaOperationID carries the sink's operation id to the upstream in tools/call
+	// params._meta: the upstream's idempotency key (sink.Invoker).
+	MetaOperationID = "actgate.io/operation-id"
+	// MetaProvenance is where an MCP client may declare the instruction provenance of a
+	// tools/call (params._meta), honoured only with Config.TrustDeclaredProvenance.
+	MetaProvenance = "actgate.io/instruction-provenance"
+	// MetaEFCode carries the EF code of a refused call in the result's _meta (tool-use-binding
+	// §23: copied into the vendor payload as a machine-readable string).
+	MetaEFCode = "actgate.io/ef-code"
+	// MetaActID carries the act id the gate assigned, when known.
+	MetaActID = "actgate.io/act-id"
+	// MetaState carries the dispatch lifecycle state of the act, when known.
+	MetaState = "actgate.io/state"
+	// MetaMomentID carries the id of the binding moment an escalation registered.
+	MetaMomentID = "actgate.io/moment-id"
+	// MetaEnvelopeDigest carries that moment's envelope digest.
+	MetaEnvelopeDigest = "actgate.io/envelope-digest"
+	// MetaResolutions carries the binding-moment resolutions delivered to the session with
+	// this result (sink.Result.Resolutions).
+	MetaResolutions = "actgate.io/resolutions"
+	// AnnotationEmitsBindingMoment is the advisory tools/list annotation of envelope-04 §8.2
+	// (its RECOMMENDED name), carried in a tool's "annotations" and "_meta".
+	AnnotationEmitsBindingMoment = "emits_binding_moment"
+)
+
+// Defaults of Config.
+const (
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// Config configures one Proxy: one protected upstream MCP server.
+type Config struct {
+	// Server is the upstream's ToolServer name (a DNS label): sink.Call.Server and the mount
+	// path /mcp/{Server}. Required.
+	Server string
+	// URL is the upstream's streamable-HTTP endpoint, an absolute http or https URL: the only
+	// place this proxy sends calls, and sink.Call.Destination. Required.
+	URL string
+	// Gate is the finality sink. Required.
+	Gate Gate
+	// Agent is the identity of the agent behind this proxy (sink.Call.Agent). Required.
+	Agent string
+	// Credential, when set, returns the bearer token presented to the upstream. It is called
+	// for every upstream HTTP request, so a rotated credential file or Secret applies without a
+	// restart. The token is set only on the proxy→upstream leg.
+	Credential func(ctx context.Context) (string, error)
+	// Transport is the base RoundTripper for upstream requests; nil means a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// TrustDeclaredProvenance makes the proxy pass the provenance an MCP client declares in
+	// params._meta["actgate.io/instruction-provenance"] to the sink. Without it the sink sees
+	// unknown provenance (see the package documentation).
+	TrustDeclaredProvenance bool
+	// CallTimeout bounds one upstream tools/call once dispatched; 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// ConnectTimeout bounds opening the upstream session; 0 means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// SessionTimeout closes agent sessions idle this long (and their upstream sessions); 0
+	// means never.
+	SessionTimeout time.Duration
+	// Logger receives one line per refused call and per upstream failure; it is given digests
+	// and codes, never tool arguments. The zero Logger discards.
+	Logger logr.Logger
+}
+
+var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Path returns the mount path of a server's proxy: /mcp/{server}.
+func Path(server string) string { return "/mcp/" + server }
+
+// ErrConfig is wrapped by every configuration error of New.
+var ErrConfig = errors.New("mcpproxy: invalid configuration")
+
+// Proxy is the http.Handler for one upstream server. Create it with New; Close it on shutdown.
+type Proxy struct {
+	cfg     Config
+	log     logr.Logger
+	server  *mcp.Server
+	handler *mcp.StreamableHTTPHandler
+	http    *http.Client
+	// send is the agent-side server's own sending handler, captured at construction, through
+	// which upstream notifications are forwarded to an agent session verbatim.
+	send mcp.MethodHandler
+
+	mu      sync.Mutex
+	bridges map[*mcp.ServerSession]*bridge
+	closed  bool
+}
+
+// New validates cfg and returns the proxy.
+func New(cfg Config) (*Proxy, error) {
+	switch {
+	case !serverName.MatchString(cfg.Server) || len(cfg.Server) > 63:
+		return nil, fmt.Errorf("%w: Server %q is not a DNS label", ErrConfig, cfg.Server)
+	case cfg.Gate == nil:
+		return nil, fmt.Errorf("%w: Gate is required", ErrConfig)
+	case cfg.Agent == "":
+		return nil, fmt.Errorf("%w: Agent is required", ErrConfig)
+	case cfg.CallTimeout < 0 || cfg.ConnectTimeout < 0 || cfg.SessionTimeout < 0:
+		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrConfig)
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%w: URL must be an absolute http or https URL without user info", ErrConfig)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	base := cfg.Transport
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	p := &Proxy{
+		cfg:     cfg,
+		log:     cfg.Logger.WithValues("server", cfg.Server),
+		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential}},
+		bridges: make(map[*mcp.ServerSession]*bridge),
+	}
+	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
+		RootsListChangedHandler: p.rootsListChanged,
+	})
+	p.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		p.send = next
+		return next
+	})
+	p.server.AddReceivingMiddleware(p.receive)
+	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
+		SessionTimeout: cfg.SessionTimeout,
+	})
+	return p, nil
+}
+
+// ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+
+// Server returns the upstream's ToolServer name.
+func (p *Proxy) Server() string { return p.cfg.Server }
+
+// Destination returns the upstream URL this proxy contacts.
+func (p *Proxy) Destination() string { return p.cfg.URL }
+
+// Close ends every agent session and its upstream session. The proxy refuses new sessions
+// afterwards.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	bs := make([]*bridge, 0, len(p.bridges))
+	for _, b := range p.bridges {
+		bs = append(bs, b)
+	}
+	p.mu.Unlock()
+	for _, b := range bs {
+		b.close()
+	}
+	for ss := range p.server.Sessions() {
+		_ = ss.Close()
+	}
+	return nil
+}
+
+// bridgeFor returns the bridge of an initialized agent session.
+func (p *Proxy) bridgeFor(ss *mcp.ServerSession) (*bridge, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.bridges[ss]
+	return b, ok
+}
+
+func (p *Proxy) addBridge(b *bridge) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("mcpproxy: proxy closed")
+	}
+	p.bridges[b.ss] = b
+	return nil
+}
+
+func (p *Proxy) removeBridge(b *bridge) {
+	p.mu.Lock()
+	if p.bridges[b.ss] == b {
+		delete(p.bridges, b.ss)
+	}
+	p.mu.Unlock()
+	b.close()
+}

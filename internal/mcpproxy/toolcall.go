@@ -1,0 +1,186 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// errNotCanonical is the invoker's refusal to forward arguments it could not canonicalize.
+var errNotCanonical = errors.New("mcpproxy: arguments are not RFC 8785 canonicalizable; not forwarded")
+
+// callTool is tools/call: one act through the gate (tool-use-binding §8, §15
+// HANDLE_MCP_TOOLS_CALL).
+func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	params := req.Params
+	if params == nil || params.Name == "" {
+		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: "tools/call: params.name is required"}
+	}
+	if params.Name == sink.RequestBindingMomentTool {
+		return b.requestMoment(ctx, params)
+	}
+	raw := params.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}") // absent arguments are {} (tool-use-binding §8 mapping)
+	}
+	// The sink digests the canonical form and the upstream receives exactly those bytes, so
+	// what runs is what was authorised. Arguments that cannot be canonicalized go to the sink
+	// as received, to be refused there with its code; they are never forwarded.
+	canonical, cerr := jcs.Canonicalize(raw, jcs.Full)
+	args := json.RawMessage(canonical)
+	if cerr != nil {
+		args = raw
+	}
+	call := sink.Call{
+		Session:     b.ss.ID(),
+		Agent:       b.p.cfg.Agent,
+		Server:      b.p.cfg.Server,
+		Destination: b.p.cfg.URL,
+		Tool:        params.Name,
+		Args:        args,
+		Provenance:  b.provenance(params.Meta),
+		Vendor:      act.VendorMCP,
+	}
+	var fwd json.RawMessage
+	if cerr == nil {
+		fwd = args
+	}
+	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
+	// half way: the invocation has its own bound (Config.CallTimeout).
+	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken()))
+	log := b.p.log.WithValues("tool", params.Name, "session", call.Session)
+	if cerr == nil {
+		log = log.WithValues("argumentsDigest", jcs.Digest(canonical))
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, sink.ErrUpstream):
+		// Dispatched, outcome unknown: the journal holds the act INDETERMINATE.
+		log.Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
+	default:
+		// The gate could not finish: refuse unless the upstream already answered (the journal
+		// has the truth; a refusal cannot undo an effect that happened).
+		log.Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
+		if res.Code == "" {
+			res.Code = ef.EFStoreUnavailable
+		}
+	}
+	if res.Allowed && len(res.Upstream) > 0 {
+		log.V(1).Info("Call allowed", "act", res.ActID, "invoked", res.Invoked, "replayed", res.Replayed, "state", res.State)
+		return b.render(allowedResult(res))
+	}
+	if res.Code == "" || res.Allowed {
+		// Allowed but without a result to return: the outcome is not known to this call.
+		if res.Code == "" {
+			res.Code = ef.EFIndeterminate
+		}
+		res.Allowed = false
+	}
+	log.Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
+	return b.render(refusalResult(res))
+}
+
+// render turns a rendering failure into an internal error the agent sees (nothing ran that a
+// rendering failure could hide: refusals are rendered only for calls not invoked by them).
+func (b *bridge) render(r *rawResult, err error) (mcp.Result, error) {
+	if err != nil {
+		b.p.log.Error(err, "Result could not be rendered")
+		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}
+	}
+	return r, nil
+}
+
+// provenance is the declared instruction provenance of a call, if trusted (package doc).
+func (b *bridge) provenance(meta mcp.Meta) string {
+	if !b.p.cfg.TrustDeclaredProvenance || meta == nil {
+		return ""
+	}
+	s, _ := meta[MetaProvenance].(string)
+	return s
+}
+
+// invoker calls the upstream once with the sink's operation id and classifies the attempt.
+func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) sink.Invoker {
+	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
+		if args == nil {
+			b.p.log.Error(errNotCanonical, "Call not sent", "tool", tool, "operation", operationID)
+			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
+		}
+		cs, err := b.upstream(ctx)
+		if err != nil {
+			b.p.log.Error(err, "Call not sent", "tool", tool, "operation", operationID)
+			return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.cfg.CallTimeout)
+		defer cancel()
+		var a attempt
+		meta := mcp.Meta{MetaOperationID: operationID}
+		if progressToken != nil {
+			meta["progressToken"] = progressToken
+		}
+		res, err := cs.CallTool(a.bind(ctx), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
+		out, drop := classify(res, err, &a)
+		if drop {
+			b.drop(cs)
+		}
+		if err == nil {
+			return out, nil
+		}
+		b.p.log.Error(err, "Upstream tools/call failed", "tool", tool, "operation", operationID, "outcome", out.Outcome.String())
+		if out.Outcome == sink.OutcomeIndeterminate {
+			return out, err
+		}
+		// Failed and NotSent are the proxy's authoritative classification of the error; the
+		// sink records an Invoker error as INDETERMINATE, so it is not passed on.
+		return out, nil
+	}
+}
+
+// requestMoment is the virtual request_binding_moment tool (DESIGN.md "Human decisions").
+func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
+	raw := params.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	p, err := sink.ParseProposal(raw)
+	if err != nil {
+		// The refusal names the defect (never more than the agent's own field names).
+		return b.render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
+	}
+	res, err := b.p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), b.ss.ID(), b.p.cfg.Agent, p)
+	if err != nil {
+		b.p.log.Error(err, "Gate failed to register a binding moment")
+		if res.Code == "" {
+			res.Code = ef.EFStoreUnavailable
+		}
+		res.Moment = nil
+	}
+	if res.Moment != nil && res.Moment.Envelope != nil {
+		b.p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
+		return b.render(registeredMoment(res.Moment, res.Resolutions))
+	}
+	if res.Code == "" {
+		res.Code = ef.EFMomentInvalid
+	}
+	b.p.log.Info("Binding moment refused", "code", res.Code)
+	return b.render(refusalResult(res))
+}
+
+// allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.
+func allowedResult(res sink.Result) (*rawResult, error) {
+	raw, err := withDeliveries(res.Upstream, res.Resolutions)
+	if err != nil {
+		return nil, err
+	}
+	return &rawResult{raw: raw}, nil
+}

@@ -1,0 +1,137 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// upstreamTransport adds the upstream credential to every proxy→upstream request and reports
+// the HTTP status of each request to the attempt in its context, if any.
+type upstreamTransport struct {
+	base       http.RoundTripper
+	credential func(ctx context.Context) (string, error)
+}
+
+func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.credential != nil {
+		tok, err := t.credential(r.Context())
+		if err != nil {
+			if r.Body != nil {
+				_ = r.Body.Close()
+			}
+			return nil, fmt.Errorf("mcpproxy: upstream credential: %w", err)
+		}
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := t.base.RoundTrip(r)
+	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok && resp != nil && r.Method == http.MethodPost {
+		a.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// attempt observes the one HTTP POST that carries a tools/call upstream.
+type attempt struct {
+	wrote  atomic.Bool  // request headers were written to a connection: bytes may have left
+	status atomic.Int32 // HTTP status of the POST's response, 0 if none
+}
+
+type attemptKey struct{}
+
+// bind returns ctx carrying a's trace, so that the SDK's POST for this call reports to a.
+func (a *attempt) bind(ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, attemptKey{}, a)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// WroteHeaders fires once the headers are written to the connection's buffer, which
+		// may be before they reach the wire: treating that as sent errs towards
+		// INDETERMINATE, never towards a second dispatch.
+		WroteHeaders: func() { a.wrote.Store(true) },
+	})
+}
+
+// classify turns the outcome of one upstream tools/call into the sink's invoke result
+// (sink.Invoker contract; see the package documentation).
+func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult, bool) {
+	if err == nil {
+		raw, merr := json.Marshal(res)
+		if merr != nil {
+			// The upstream answered, but the answer cannot be recorded: the outcome is known
+			// only to a reconciler.
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, false
+		}
+		if res.IsError {
+			return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeFailed}, false
+		}
+		return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeExecuted}, false
+	}
+	status := int(a.status.Load())
+	if refusedStatus(status) {
+		// The upstream refused the request itself (authentication, unknown session, bad
+		// request): it did not execute the call. 404 means the upstream session is gone.
+		return failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), status == http.StatusNotFound
+	}
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		switch we.Code {
+		case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams:
+			// A protocol error answered before execution (MCP: unknown tool, invalid
+			// arguments).
+			return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", we.Code, clip(we.Message, 200))), false
+		}
+		// Any other error answer may come from a handler that had already acted.
+		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, false
+	}
+	if !a.wrote.Load() {
+		return notSent("the upstream could not be reached; the call was not sent"), true
+	}
+	return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, errors.Is(err, mcp.ErrConnectionClosed)
+}
+
+// refusedStatus reports whether an HTTP status says the upstream refused the request without
+// processing it: a 4xx other than 408 (timeout) and 429 (which some servers send after
+// accepting work).
+func refusedStatus(s int) bool {
+	return s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
+}
+
+// failed is an authoritative failure with a synthesized isError result.
+func failed(text string) sink.InvokeResult {
+	return sink.InvokeResult{Result: errorResult(text), Outcome: sink.OutcomeFailed}
+}
+
+// notSent is a call that never left, with a synthesized isError result saying so (the sink
+// records it FAILED: nothing can have happened).
+func notSent(text string) sink.InvokeResult {
+	return sink.InvokeResult{Result: errorResult(text), Outcome: sink.OutcomeNotSent}
+}
+
+func errorResult(text string) json.RawMessage {
+	raw, _ := json.Marshal(struct {
+		Content []textBlock `json:"content"`
+		IsError bool        `json:"isError"`
+	}{[]textBlock{{Type: "text", Text: text}}, true})
+	return raw
+}
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
