@@ -2,6 +2,8 @@ package receipt
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -97,6 +99,43 @@ func FuzzVerify(f *testing.F) {
 		for _, l := range tail {
 			if !original[string(l)] {
 				t.Fatalf("mutated log verifies with a new receipt in its unsigned tail:\n%s", m)
+			}
+		}
+	})
+}
+
+// FuzzDecodeReceipt holds the hand-written receipt decoder to encoding/json (with unknown
+// members refused) on every line Verify could accept: when either decodes a line whose
+// canonical re-encoding is the line itself, the other decodes it too, to the same receipt.
+func FuzzDecodeReceipt(f *testing.F) {
+	sv := testKey(f, "fuzz")
+	_, valid := buildLog(f, f.TempDir(), "log", sv, 0, 4)
+	for _, l := range lines(valid)[:4] {
+		f.Add(bytes.TrimSuffix(l, []byte("\n")))
+	}
+	for _, s := range []string{`{}`, `{"seq":1}`, `{"tool":"\u00e9\ud83d\ude00\ud800"}`, `{"tool":"a","tool":"b"}`, `{"Tool":"a"}`,
+		`{"seq":1.0}`, `{"time":"2026-01-01T00:00:00+01:00"}`, " {\"act_id\" : \"x\" } ", `{"tool":"\/"}`, "{\"tool\":\"\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		mine, errMine := decodeReceipt(line)
+		var std Receipt
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		errStd := dec.Decode((*receiptWire)(&std))
+		if errStd == nil && dec.InputOffset() != int64(len(bytes.TrimRight(line, " \t\r\n"))) {
+			errStd = errSyntax // trailing data: not one JSON value
+		}
+		canonical := func(r *Receipt) bool {
+			c, err := appendCanonical(nil, r, true)
+			return err == nil && bytes.Equal(c, line)
+		}
+		if errMine == nil && canonical(&mine) || errStd == nil && canonical(&std) {
+			if errMine != nil || errStd != nil {
+				t.Fatalf("canonical line accepted by one decoder only: mine %v, encoding/json %v", errMine, errStd)
+			}
+			if !reflect.DeepEqual(mine, std) {
+				t.Fatalf("decoders differ:\nmine %+v\nstd  %+v", mine, std)
 			}
 		}
 	})

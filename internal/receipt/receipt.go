@@ -1,8 +1,6 @@
 package receipt
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -191,24 +189,6 @@ func digestOf(scratch []byte, r *Receipt) (string, []byte, error) {
 		return "", b, err
 	}
 	return jcs.Digest(b), b, nil
-}
-
-// receiptWire decodes a receipt line. Unknown members are refused; everything else that
-// encoding/json is lenient about (duplicate or case-folded names, invalid UTF-8, escapes, null)
-// is caught by requiring the line to equal its canonical re-encoding.
-type receiptWire Receipt
-
-func decodeReceipt(line []byte) (Receipt, error) {
-	var r Receipt
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode((*receiptWire)(&r)); err != nil {
-		return Receipt{}, errSyntax
-	}
-	if dec.More() {
-		return Receipt{}, errSyntax
-	}
-	return r, nil
 }
 
 // Canonical returns the receipt's RFC 8785 canonical form: exactly its line in the log,

@@ -145,3 +145,6 @@ func TestAppendAssigns(t *testing.T) {
 		t.Fatalf("second receipt %+v", b)
 	}
 }
+
+// receiptWire is Receipt without its methods, for encoding/json's view of it.
+type receiptWire Receipt

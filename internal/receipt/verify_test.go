@@ -163,11 +163,11 @@ func TestVerifyTamper(t *testing.T) {
 		{"upper-case member name", func(ls [][]byte) [][]byte {
 			ls[lnR6] = bytes.Replace(ls[lnR6], []byte(`"tool":`), []byte(`"Tool":`), 1)
 			return ls
-		}, []Code{CodeNotCanonical}},
+		}, []Code{CodeSyntax}},
 		{"duplicate member", func(ls [][]byte) [][]byte {
 			ls[lnR6] = bytes.Replace(ls[lnR6], []byte(`"tool":`), []byte(`"tool":"x","tool":`), 1)
 			return ls
-		}, []Code{CodeNotCanonical}},
+		}, []Code{CodeSyntax}},
 		{"unknown member", func(ls [][]byte) [][]byte {
 			ls[lnR6] = bytes.Replace(ls[lnR6], []byte(`"tool":`), []byte(`"arguments":{"amount":1},"tool":`), 1)
 			return ls
@@ -281,7 +281,20 @@ func TestVerifyBadInput(t *testing.T) {
 		{"no newline", "{}", []Code{CodeTornTail}},
 		{"array", "[]\n", []Code{CodeSyntax}},
 		{"number", "1\n", []Code{CodeSyntax}},
-		{"null", "null\n", []Code{CodeInvalid}},
+		{"null", "null\n", []Code{CodeSyntax}},
+		{"empty object", "{}\n", []Code{CodeInvalid}},
+		{"null member", `{"act_id":null}` + "\n", []Code{CodeSyntax}},
+		{"number as string member", `{"act_id":1}` + "\n", []Code{CodeSyntax}},
+		{"string seq", `{"seq":"1"}` + "\n", []Code{CodeSyntax}},
+		{"negative seq", `{"seq":-1}` + "\n", []Code{CodeSyntax}},
+		{"seq with leading zero", `{"seq":01}` + "\n", []Code{CodeSyntax}},
+		{"seq overflow", `{"seq":18446744073709551616}` + "\n", []Code{CodeSyntax}},
+		{"bad time", `{"time":"yesterday"}` + "\n", []Code{CodeSyntax}},
+		{"control character in string", "{\"tool\":\"a\x01\"}\n", []Code{CodeSyntax}},
+		{"bad escape", `{"tool":"\x"}` + "\n", []Code{CodeSyntax}},
+		{"unterminated string", `{"tool":"abc}` + "\n", []Code{CodeSyntax}},
+		{"trailing comma", `{"tool":"a",}` + "\n", []Code{CodeSyntax}},
+		{"trailing data", `{"tool":"a"} x` + "\n", []Code{CodeSyntax}},
 		{"checkpoint prefix, garbage", `{"checkpoint":1}` + "\n", []Code{CodeSyntax}},
 		{"checkpoint without signature", `{"checkpoint":{"head":"x"}}` + "\n", []Code{CodeSyntax}},
 		{"long line", strings.Repeat("a", MaxLineBytes+1) + "\n", []Code{CodeSyntax}},
