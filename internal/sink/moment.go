@@ -235,9 +235,11 @@ func (t *momentTable) get(id string) (*moment, bool) {
 }
 
 func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
+	// Lock order is moment.mu before momentTable.mu (Resolve holds a moment while it records
+	// grants and deliveries), so the moment is examined after the table is released.
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	m, ok := t.pending[k]
+	t.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
@@ -245,7 +247,11 @@ func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
 	open := !m.resolved && now.Before(m.expires)
 	m.mu.Unlock()
 	if !open {
-		delete(t.pending, k)
+		t.mu.Lock()
+		if t.pending[k] == m {
+			delete(t.pending, k)
+		}
+		t.mu.Unlock()
 		return nil, false
 	}
 	return m, true

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -473,4 +475,41 @@ func TestRequestMomentRaw(t *testing.T) {
 	bad := strings.Replace(raw, `"label":"100",`, `"label":"100","action_digest":"sha256:`+strings.Repeat("0", 64)+`",`, 1)
 	r, _ := f.gate.RequestMoment(context.Background(), "s2", agentID, Proposal{Raw: json.RawMessage(bad)})
 	wantDeny(t, r, ef.EFMomentInvalid)
+}
+
+// TestConcurrentEscalationsAndResolutions races escalations of one call (which look up the
+// pending moment) with resolutions of it (which record grants and deliveries): no deadlock, no
+// race, and the call runs at most once per resolved moment.
+func TestConcurrentEscalationsAndResolutions(t *testing.T) {
+	f := newFixture(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for round := range 20 {
+			esc := f.handle(call("s1", "pay", "payout_create", payoutArgs))
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() { f.handle(call("s1", "pay", "payout_create", payoutArgs)) })
+			}
+			if esc.Moment != nil {
+				wg.Go(func() { _, _ = f.resolve(esc.Moment, "alice", "declined", 0, "") })
+				wg.Go(func() { _, _ = f.resolve(esc.Moment, "bob", "question", 0, "") })
+			}
+			wg.Wait()
+			// A new proposal lifts the decline or reopening so the next round escalates again.
+			p := proposal(
+				Option{Label: "Pay", Reasoning: "r", Tool: "payout_create", Server: "pay", Args: json.RawMessage(payoutArgs)},
+				Option{Label: "Pay less", Reasoning: "r", Tool: "payout_create", Server: "pay", Args: json.RawMessage(`{"amount":1}`)})
+			p.Findings = []string{fmt.Sprintf("Round %d, after act %s.", round, esc.ActID)}
+			_, _ = f.gate.RequestMoment(context.Background(), "s1", agentID, p)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("escalations and resolutions deadlocked")
+	}
+	if f.up.total() != 0 {
+		t.Fatal("a declined or questioned payout ran")
+	}
 }
