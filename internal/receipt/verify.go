@@ -229,7 +229,11 @@ func (s *verifyState) readReceipt(line []byte) {
 			if missing <= maxTrackedGap {
 				g.filled = map[uint64]bool{}
 			}
-			s.add(CodeRemoved, r.Seq, "receipts %s are missing", seqRange(g.from, g.to))
+			if g.from == g.to {
+				s.add(CodeRemoved, r.Seq, "receipt %d is missing", g.from)
+			} else {
+				s.add(CodeRemoved, r.Seq, "receipts %d-%d are missing", g.from, g.to)
+			}
 			if !s.stopped {
 				s.gaps = append(s.gaps, g)
 			}
@@ -337,13 +341,6 @@ func (s *verifyState) finish() {
 	if s.rep.Receipts > 0 {
 		s.rep.Head = s.headDigest
 	}
-}
-
-func seqRange(from, to uint64) string {
-	if from == to {
-		return strconv.FormatUint(from, 10)
-	}
-	return strconv.FormatUint(from, 10) + "-" + strconv.FormatUint(to, 10)
 }
 
 // trimPrefix drops the sentinel's text from a validation error, leaving the reason.
