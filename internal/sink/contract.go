@@ -73,7 +73,16 @@ type InvokeResult struct {
 	Outcome InvokeOutcome   // Executed | Failed (authoritative upstream error result) | Indeterminate | NotSent
 }
 
-// Result is what the transport returns to the agent.
+// Result is what the transport returns to the agent. The cases:
+//   - deny or escalation: Allowed false, Invoked false, Code set, Deny (vendor-shaped) set when
+//     the call named its vendor, Moment set for EF_ESCALATION_REQUIRED with a binding moment;
+//   - allowed and answered: Allowed and Invoked, Upstream the upstream's result, State EXECUTED
+//     or FAILED for a dispatch that consumed authority ("" on the hot path);
+//   - allowed, outcome unknown: Allowed and Invoked, Code EF_INDETERMINATE, State
+//     INDETERMINATE: the effect may have happened; the agent must not retry it;
+//   - a retry of a dispatched act: Allowed, Replayed, Invoked false, Upstream the recorded
+//     result (or Allowed false with EF_INDETERMINATE when the earlier outcome is unknown);
+//   - RequestMoment accepted: Allowed, Invoked false, Moment set.
 type Result struct {
 	Invoked  bool            // the upstream was contacted by THIS call
 	Allowed  bool            // the call was allowed (it ran, or a recorded result is replayed)
@@ -202,7 +211,9 @@ type Gate struct {
 }
 
 // Handle is the whole flow of one call (DESIGN.md "The flow of one call"); it never calls inv on
-// deny.
+// deny. Denies are Results, not errors. The error is non-nil only when the Invoker returned one
+// (wrapped in ErrUpstream), when the outcome of an invocation could not be recorded, or for a
+// Gate not built with New or a nil Invoker; the Result still says what is known.
 func (g *Gate) Handle(ctx context.Context, c Call, inv Invoker) (Result, error) {
 	return g.g.handle(ctx, c, inv)
 }

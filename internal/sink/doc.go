@@ -94,6 +94,10 @@
 // cannot be offered; at least one must need a human; all that do must name the same
 // principals), builds and validates the envelope (internal/envelope) and registers it.
 //
+// An option of a proposal is bound to its server's configured URL (the agent never names a
+// destination); a computer-use act bound to a focused origin is authorised through the
+// gate-authored moment of its escalation, which binds the live origin.
+//
 // Resolve(momentID, principal, resolution): the resolution must name the moment's envelope
 // digest (§12.5); the moment must be unexpired and unresolved; the principal must be one the
 // policy names and never the initiating agent (nor, with separation of duties, the sink); a

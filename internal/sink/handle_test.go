@@ -419,3 +419,35 @@ func TestEpochChangeRefusesOutstandingAuthority(t *testing.T) {
 		t.Fatal("invoked under a stale epoch")
 	}
 }
+
+// TestReconciledOutcomeIsReplayed: an INDETERMINATE dispatch refuses its retry until
+// authenticated reconciliation settles it in the journal; then the retry gets the reconciled
+// result, still without a second invocation.
+func TestReconciledOutcomeIsReplayed(t *testing.T) {
+	f := newFixture(t)
+	f.up.outcome = OutcomeIndeterminate
+	c := call("s1", "tools", "ticket_create", `{"title":"x"}`)
+	first := f.handle(c)
+	if first.State != journal.StateIndeterminate {
+		t.Fatalf("%+v", first)
+	}
+	wantDeny(t, f.handle(c), ef.EFIndeterminate)
+	rec, err := f.store.Record(context.Background(), first.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := []byte(`{"content":[{"type":"text","text":"ticket 7 exists"}]}`)
+	if _, err := f.store.Reconcile(context.Background(), rec.OperationID, journal.Reconciliation{
+		Authenticated: true, OperationID: rec.OperationID, ActionDigest: rec.ActionDigest, Upstream: rec.Upstream,
+		Outcome: journal.StateExecuted, EvidenceDigest: evidenceDigest(result), Result: result,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.handle(c)
+	if !r.Replayed || r.Invoked || r.State != journal.StateExecuted || string(r.Upstream) != string(result) {
+		t.Fatalf("after reconciliation: %+v", r)
+	}
+	if f.up.count("ticket_create") != 1 {
+		t.Fatalf("upstream count %d", f.up.count("ticket_create"))
+	}
+}
