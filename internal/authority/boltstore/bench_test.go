@@ -148,3 +148,21 @@ func BenchmarkConsumeAndPendShared(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineCommit is the floor the store's numbers sit on: one bbolt commit (fsync'ed,
+// same options) of a single small value, with 1 and 64 callers through the same group commit.
+// Compare ConsumeAndPend with it on the same machine at the same time.
+func BenchmarkBaselineCommit(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			f := newFixture(b)
+			s := f.open(b)
+			c := s.own.l.commit
+			runConcurrent(b, callers, b.N, func(i int) error {
+				return c.do(func(tx *bolt.Tx) error {
+					return tx.Bucket(bucketMeta).Put([]byte(fmt.Sprintf("k%09d", i)), []byte("v"))
+				})
+			})
+		})
+	}
+}
