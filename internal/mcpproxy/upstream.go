@@ -54,6 +54,10 @@ type attemptKey struct{}
 func (a *attempt) bind(ctx context.Context) context.Context {
 	ctx = context.WithValue(ctx, attemptKey{}, a)
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// GetConn starts each attempt. net/http retries a POST (no Idempotency-Key header is
+		// ever set, so it is not idempotent to net/http) only when nothing of the previous
+		// attempt reached the connection, so what counts is the last attempt.
+		GetConn: func(string) { a.wrote.Store(false) },
 		// WroteHeaders fires once the headers are written to the connection's buffer, which
 		// may be before they reach the wire: treating that as sent errs towards
 		// INDETERMINATE, never towards a second dispatch.
@@ -76,14 +80,19 @@ func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult
 		}
 		return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeExecuted}, false
 	}
+	if !a.wrote.Load() {
+		// Nothing of the request reached a connection: whatever the error says (the SDK
+		// reports transport failures as JSON-RPC errors of its own), the upstream cannot
+		// have acted.
+		return notSent("the upstream could not be reached; the call was not sent"), true
+	}
 	status := int(a.status.Load())
 	if refusedStatus(status) {
 		// The upstream refused the request itself (authentication, unknown session, bad
 		// request): it did not execute the call. 404 means the upstream session is gone.
 		return failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), status == http.StatusNotFound
 	}
-	var we *jsonrpc.Error
-	if errors.As(err, &we) {
+	if we := upstreamRPCError(err); we != nil {
 		switch we.Code {
 		case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams:
 			// A protocol error answered before execution (MCP: unknown tool, invalid
@@ -93,10 +102,32 @@ func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult
 		// Any other error answer may come from a handler that had already acted.
 		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, false
 	}
-	if !a.wrote.Load() {
-		return notSent("the upstream could not be reached; the call was not sent"), true
-	}
 	return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, errors.Is(err, mcp.ErrConnectionClosed)
+}
+
+// sdkLocalCodes are the codes of the JSON-RPC errors the SDK makes up itself (transport
+// rejection, closing, unknown), which say nothing about what the upstream answered.
+var sdkLocalCodes = map[int64]bool{-32001: true, -32003: true, -32004: true, -32005: true}
+
+// upstreamRPCError finds, in err's tree, a JSON-RPC error that is not one of the SDK's own.
+func upstreamRPCError(err error) *jsonrpc.Error {
+	if err == nil {
+		return nil
+	}
+	if we, ok := err.(*jsonrpc.Error); ok && !sdkLocalCodes[we.Code] {
+		return we
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return upstreamRPCError(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if we := upstreamRPCError(e); we != nil {
+				return we
+			}
+		}
+	}
+	return nil
 }
 
 // refusedStatus reports whether an HTTP status says the upstream refused the request without

@@ -1,0 +1,238 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// statesIn counts the journal's records in each state.
+func statesIn(t *testing.T, f *fixture) map[journal.State]int {
+	t.Helper()
+	out := map[journal.State]int{}
+	for _, s := range []journal.State{journal.StateConsumed, journal.StateDispatchPending, journal.StateInvoked,
+		journal.StateExecuted, journal.StateFailed, journal.StateIndeterminate} {
+		recs, err := f.store.InState(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) > 0 {
+			out[s] = len(recs)
+		}
+	}
+	return out
+}
+
+// isToolsCall reports whether an upstream HTTP request carries a tools/call, leaving its body
+// readable.
+func isToolsCall(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(strings.NewReader(string(b)))
+	return strings.Contains(string(b), `"method":"tools/call"`)
+}
+
+// TestInvokeOutcomes: every way one upstream attempt can end, through the real stack, judged
+// by the journal the sink wrote and the upstream's own count (action-evidence-boundary
+// "Classify the Effect Outcome"; sink.Invoker contract).
+func TestInvokeOutcomes(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	tools := append(bankTools(),
+		mcptest.Tool{Name: "ticket_refused", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.ErrorText("queue full"), nil
+		}},
+		mcptest.Tool{Name: "ticket_slow", Handler: func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return mcptest.Text("late"), nil
+		}},
+		mcptest.Tool{Name: "ticket_crash", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32000, Message: "handler crashed half way"}
+		}},
+	)
+	var mode atomic.Value // what the upstream's HTTP layer does to the next tools/call
+	mode.Store("")
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		m := mode.Load().(string)
+		if m == "" || !isToolsCall(r) {
+			return false
+		}
+		switch m {
+		case "401":
+			http.Error(w, "bad credential", http.StatusUnauthorized)
+		case "503":
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		case "drop":
+			// The request arrived; the connection dies before any answer.
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				t.Error("no hijacker")
+				return true
+			}
+			conn, _, err := hj.Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		}
+		return true
+	}
+	f := newFixture(t, fixtureOpts{tools: tools, upstream: mcptest.Options{Intercept: intercept},
+		configure: func(c *Config) { c.CallTimeout = 300 * time.Millisecond }})
+	cs := f.agent()
+
+	cases := []struct {
+		name       string
+		tool, mode string
+		state      journal.State // recorded outcome
+		ran        int           // the upstream's handler ran
+		isError    bool          // the agent's result is an error
+		code       ef.EFCode     // refusal code, if the gate refused
+	}{
+		{"executed", "ticket_create", "", journal.StateExecuted, 1, false, ""},
+		{"upstream isError result", "ticket_refused", "", journal.StateFailed, 1, true, ""},
+		{"HTTP 401 before execution", "ticket_create", "401", journal.StateFailed, 0, true, ""},
+		{"unknown tool at the upstream (invalid params)", "ticket_ghost", "", journal.StateFailed, 0, true, ""},
+		{"JSON-RPC server error from the handler", "ticket_crash", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate},
+		{"HTTP 503", "ticket_create", "503", journal.StateIndeterminate, 0, true, ef.EFIndeterminate},
+		{"connection lost after sending", "ticket_create", "drop", journal.StateIndeterminate, 0, true, ef.EFIndeterminate},
+		{"timeout after sending", "ticket_slow", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := statesIn(t, f)
+			ranBefore := f.up.Count(tc.tool)
+			mode.Store(tc.mode)
+			defer mode.Store("")
+			// Distinct arguments per case: a retry of an INDETERMINATE action is refused.
+			res := call(t, cs, tc.tool, fmt.Sprintf(`{"case":%d}`, i), nil)
+			after := statesIn(t, f)
+			if after[tc.state] != before[tc.state]+1 {
+				t.Errorf("journal %v → %v, want one more %s", before, after, tc.state)
+			}
+			if n := f.up.Count(tc.tool) - ranBefore; n != tc.ran {
+				t.Errorf("upstream ran %s %d times, want %d", tc.tool, n, tc.ran)
+			}
+			if res.IsError != tc.isError || efCode(res) != string(tc.code) {
+				t.Errorf("agent result isError=%v code=%q, want %v %q: %s", res.IsError, efCode(res), tc.isError, tc.code, text(res))
+			}
+		})
+	}
+
+	t.Run("retry of an INDETERMINATE action is not sent", func(t *testing.T) {
+		n := f.up.Count("ticket_slow")
+		idx := -1
+		for i, tc := range cases {
+			if tc.tool == "ticket_slow" {
+				idx = i
+			}
+		}
+		res := call(t, cs, "ticket_slow", fmt.Sprintf(`{"case":%d}`, idx), nil)
+		if efCode(res) != string(ef.EFIndeterminate) || f.up.Count("ticket_slow") != n {
+			t.Fatalf("retry: %s (upstream count %d → %d)", mustJSON(t, res), n, f.up.Count("ticket_slow"))
+		}
+	})
+}
+
+// TestUpstreamUnreachable: a call that cannot reach the upstream was not sent: FAILED, and
+// the agent is told so; the next call, with the upstream back, runs on a new upstream session.
+func TestUpstreamUnreachable(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	cs := f.agent() // the upstream session exists
+	addr := strings.TrimSuffix(strings.TrimPrefix(f.up.URL, "http://"), "/mcp")
+	if err := f.up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "ticket_create", `{"title":"a"}`, nil)
+	if !res.IsError || !strings.Contains(text(res), "not sent") {
+		t.Fatalf("result %s", mustJSON(t, res))
+	}
+	if st := statesIn(t, f); st[journal.StateFailed] != 1 || st[journal.StateIndeterminate] != 0 {
+		t.Fatalf("journal %v, want one FAILED (not sent)", st)
+	}
+	// The upstream comes back on the same address.
+	up2, err := mcptest.Start(bankTools(), mcptest.Options{Addr: addr})
+	if err != nil {
+		t.Skipf("could not rebind %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = up2.Close() })
+	res = call(t, cs, "ticket_create", `{"title":"b"}`, nil)
+	if res.IsError || up2.Count("ticket_create") != 1 {
+		t.Fatalf("after the upstream returned: %s (count %d)", mustJSON(t, res), up2.Count("ticket_create"))
+	}
+}
+
+// TestClassify is the pure classification table behind the invoker.
+func TestClassify(t *testing.T) {
+	sent := func(status int) *attempt {
+		a := &attempt{}
+		a.wrote.Store(true)
+		a.status.Store(int32(status))
+		return a
+	}
+	notWritten := &attempt{}
+	ok := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}
+	bad := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no"}}, IsError: true}
+	other := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		res  *mcp.CallToolResult
+		err  error
+		a    *attempt
+		want sink.InvokeOutcome
+	}{
+		{"result", ok, nil, sent(200), sink.OutcomeExecuted},
+		{"isError result", bad, nil, sent(200), sink.OutcomeFailed},
+		{"parse error", nil, &jsonrpc.Error{Code: codeParseError}, sent(200), sink.OutcomeFailed},
+		{"invalid request", nil, &jsonrpc.Error{Code: codeInvalidRequest}, sent(200), sink.OutcomeFailed},
+		{"method not found", nil, &jsonrpc.Error{Code: codeMethodNotFound}, sent(200), sink.OutcomeFailed},
+		{"invalid params", nil, fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: codeInvalidParams}), sent(200), sink.OutcomeFailed},
+		{"internal error", nil, &jsonrpc.Error{Code: codeInternalError}, sent(200), sink.OutcomeIndeterminate},
+		{"server error", nil, &jsonrpc.Error{Code: -32000}, sent(200), sink.OutcomeIndeterminate},
+		{"400", nil, other, sent(400), sink.OutcomeFailed},
+		{"401", nil, other, sent(401), sink.OutcomeFailed},
+		{"403", nil, other, sent(403), sink.OutcomeFailed},
+		{"404 session gone", nil, other, sent(404), sink.OutcomeFailed},
+		{"408", nil, other, sent(408), sink.OutcomeIndeterminate},
+		{"429", nil, other, sent(429), sink.OutcomeIndeterminate},
+		{"500", nil, other, sent(500), sink.OutcomeIndeterminate},
+		{"502", nil, other, sent(502), sink.OutcomeIndeterminate},
+		{"timeout after sending", nil, context.DeadlineExceeded, sent(200), sink.OutcomeIndeterminate},
+		{"connection closed after sending", nil, mcp.ErrConnectionClosed, sent(0), sink.OutcomeIndeterminate},
+		{"dial refused", nil, other, notWritten, sink.OutcomeNotSent},
+		{"SDK rejection before sending", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}, other), notWritten, sink.OutcomeNotSent},
+		{"SDK rejection after sending", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}, other), sent(200), sink.OutcomeIndeterminate},
+		{"upstream error behind an SDK rejection", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005}, &jsonrpc.Error{Code: codeInvalidParams}), sent(200), sink.OutcomeFailed},
+		{"client closing after sending", nil, &jsonrpc.Error{Code: -32003}, sent(0), sink.OutcomeIndeterminate},
+		{"timeout before sending", nil, context.DeadlineExceeded, notWritten, sink.OutcomeNotSent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := classify(tc.res, tc.err, tc.a)
+			if got.Outcome != tc.want {
+				t.Fatalf("outcome %s, want %s", got.Outcome, tc.want)
+			}
+			if (got.Outcome == sink.OutcomeExecuted || got.Outcome == sink.OutcomeFailed || got.Outcome == sink.OutcomeNotSent) && len(got.Result) == 0 {
+				t.Fatal("an authoritative outcome without a result for the agent")
+			}
+		})
+	}
+}
