@@ -1,0 +1,154 @@
+package inject
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names the injector uses on pods. They are part of actgate's contract with users and with the
+// sidecar (`actgate sidecar`), so they never change silently.
+const (
+	// LabelInject opts a namespace or pod in ("true") or out ("false"). On a pod it may also be
+	// an annotation; the label beats the annotation.
+	LabelInject = "actgate.io/inject"
+	// AnnotationStatus records what the injector did (Status, JSON) so a later injection can
+	// undo it first (idempotent re-injection) and operators can see it.
+	AnnotationStatus = "actgate.io/status"
+
+	// SidecarName is the injected container's name. A container of this name already in the
+	// pod is removed before injecting: only the injector's sidecar may have it.
+	SidecarName = "actgate-sidecar"
+	// VolumeToken is the projected service-account token the sidecar presents to the authority
+	// service (audience Config.AuthorityAudience).
+	VolumeToken = "actgate-token"
+	// VolumeCredentials holds the upstream credentials named by the policies' servers, one file
+	// per server at <server>/credential.
+	VolumeCredentials = "actgate-credentials"
+
+	// TokenDir is where VolumeToken is mounted; the token is TokenDir/token.
+	TokenDir = "/var/run/secrets/actgate.io/token"
+	// CredentialsDir is where VolumeCredentials is mounted.
+	CredentialsDir = "/var/run/secrets/actgate.io/credentials"
+	// MovedDir is where the sidecar mounts credential volumes taken from agent containers,
+	// one folder per volume name.
+	MovedDir = "/var/run/secrets/actgate.io/moved"
+
+	// ServerURLEnvPrefix starts the per-server variable every agent container gets:
+	// ACTGATE_MCP_URL_<SERVER> (server name upper-cased, "-" → "_") = the sidecar's URL for
+	// that server.
+	ServerURLEnvPrefix = "ACTGATE_MCP_URL_"
+)
+
+// Defaults of Config.
+const (
+	DefaultPort                   = 15080
+	DefaultAuthorityAudience      = "actgate-authority"
+	DefaultTokenExpirationSeconds = 3600
+	DefaultRunAsUser              = 65532
+	DefaultURLEnv                 = "MCP_SERVER_URL"
+)
+
+// ErrConfig is matched (errors.Is) by every error Validate returns.
+var ErrConfig = errors.New("inject: invalid configuration")
+
+// Config is how the injector builds the sidecar, and which namespaces it leaves alone.
+type Config struct {
+	// Image is the actgate image the sidecar runs (`actgate sidecar`). Required.
+	Image string `json:"image"`
+	// ImagePullPolicy of the sidecar; default IfNotPresent.
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Port is the loopback port the sidecar listens on (127.0.0.1 only); default 15080. A pod
+	// that declares this port on a container is refused.
+	Port int32 `json:"port,omitempty"`
+	// AuthorityURL is the authority service's base URL the sidecar asks (https://…). Required.
+	AuthorityURL string `json:"authorityURL"`
+	// AuthorityAudience is the audience of the projected service-account token the sidecar
+	// presents to the authority service; default actgate-authority.
+	AuthorityAudience string `json:"authorityAudience,omitempty"`
+	// TokenExpirationSeconds of that token; default 3600, at least 600 (the API server's floor).
+	TokenExpirationSeconds int64 `json:"tokenExpirationSeconds,omitempty"`
+	// RunAsUser is the sidecar's UID, distinct from typical agent UIDs so that even a shared
+	// process namespace would not expose its files; default 65532.
+	RunAsUser int64 `json:"runAsUser,omitempty"`
+	// URLEnv are the names of environment variables agents read their MCP server URL from;
+	// default [MCP_SERVER_URL]. In an agent container such a variable is pointed at the sidecar:
+	// when the pod has one protected server always (added if absent); with several, when its
+	// value is one server's URL.
+	URLEnv []string `json:"urlEnv,omitempty"`
+	// Resources of the sidecar container.
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ExemptNamespaces are never injected (the chart's webhook.exemptNamespaces; the webhook
+	// configurations' namespaceSelector excludes them too).
+	ExemptNamespaces []string `json:"exemptNamespaces,omitempty"`
+	// OptOutNamespaces are the only namespaces where a pod's actgate.io/inject: "false" is
+	// honoured; elsewhere it is ignored (ReasonOptOutIgnored).
+	OptOutNamespaces []string `json:"optOutNamespaces,omitempty"`
+	// Template overrides the built-in sidecar template (DefaultTemplate), a text/template
+	// rendering a YAML Pod fragment; see TemplateData.
+	Template string `json:"template,omitempty"`
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Default returns a copy of c with defaults filled in.
+func (c Config) Default() Config {
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.AuthorityAudience == "" {
+		c.AuthorityAudience = DefaultAuthorityAudience
+	}
+	if c.TokenExpirationSeconds == 0 {
+		c.TokenExpirationSeconds = DefaultTokenExpirationSeconds
+	}
+	if c.RunAsUser == 0 {
+		c.RunAsUser = DefaultRunAsUser
+	}
+	if c.URLEnv == nil {
+		c.URLEnv = []string{DefaultURLEnv}
+	}
+	if c.Template == "" {
+		c.Template = DefaultTemplate
+	}
+	return c
+}
+
+// Validate checks a defaulted Config.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Image == "" {
+		bad("image is required")
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		bad("port %d is not a TCP port", c.Port)
+	}
+	if u, err := url.Parse(c.AuthorityURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("authorityURL %q must be an absolute http(s) URL", c.AuthorityURL)
+	}
+	if c.TokenExpirationSeconds < 600 {
+		bad("tokenExpirationSeconds %d is below the API server's minimum of 600", c.TokenExpirationSeconds)
+	}
+	if c.RunAsUser <= 0 {
+		bad("runAsUser must be a non-root UID")
+	}
+	for _, n := range c.URLEnv {
+		if !envName.MatchString(n) {
+			bad("urlEnv %q is not an environment variable name", n)
+		}
+	}
+	if _, err := parseTemplate(c.Template); err != nil {
+		bad("template: %w", err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}

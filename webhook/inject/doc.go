@@ -1,0 +1,48 @@
+// Package inject decides whether an agent pod gets the actgate sidecar and computes the injected
+// pod. It is pure: no API server, no clock, no I/O, so the admission handler in package webhook
+// is a thin shell around it and every decision here is covered by table and golden tests.
+//
+// The model is Istio's pkg/kube/inject and Linkerd's pkg/inject:
+//
+//   - InjectRequired(pod, ns, cfg) (bool, []Reason) decides from the actgate.io/inject label of
+//     the namespace and the label or annotation of the pod, with a truth table in its comment.
+//     Only "true" and "false" are values; the pod's label beats its annotation; a pod's opt-out
+//     is honoured only in Config.OptOutNamespaces; Config.ExemptNamespaces are never touched.
+//   - Select finds the ToolPolicies whose podSelector selects the pod; a candidate no policy
+//     selects is not injected (the handler records an Event with the reason).
+//   - Inject renders the sidecar from a template (sidecar.yaml.tmpl, overridable), merges it
+//     into the pod as an overlay, records what it did in the actgate.io/status annotation, and
+//     strips a previous injection first (Strip), so Inject(Inject(p)) == Inject(p).
+//
+// # What the sidecar gets, and what the agent loses (DESIGN "Anti-bypass")
+//
+// The sidecar is a native sidecar (an init container with restartPolicy Always, Kubernetes ≥
+// 1.29): it starts before every other container of the pod, including the pod's own init
+// containers, and stops after them. It runs `actgate sidecar`, configured by environment:
+//
+//	ACTGATE_LISTEN                127.0.0.1:<port> (loopback only; default port 15080)
+//	ACTGATE_POD_NAME, ACTGATE_POD_NAMESPACE, ACTGATE_POD_UID, ACTGATE_SERVICE_ACCOUNT (downward API)
+//	ACTGATE_POLICIES              the selecting ToolPolicies, namespace/name, comma-separated
+//	ACTGATE_SERVERS               the protected servers' names, comma-separated
+//	ACTGATE_AUTHORITY_URL         the authority service
+//	ACTGATE_AUTHORITY_TOKEN_FILE  a projected service-account token whose audience is
+//	                              Config.AuthorityAudience (not the API server's), refreshed by
+//	                              the kubelet
+//	ACTGATE_CREDENTIALS_DIR       when a server has a credentialsSecretRef: <dir>/<server>/credential
+//
+// Every reference an agent container (init or regular) makes to a Secret that a selecting
+// policy names in servers[].credentialsSecretRef (env valueFrom.secretKeyRef, envFrom
+// secretRef, a mount of a secret or projected volume carrying it) is removed from that
+// container and given to the sidecar only: the env entries under their own names, volumes
+// mounted under MovedDir/<volume>. Agent containers get ACTGATE_MCP_URL_<SERVER> for each
+// server and have their MCP URL variable (Config.URLEnv, default MCP_SERVER_URL) and any
+// variable whose value is a server's URL pointed at http://127.0.0.1:<port>/mcp/<server>.
+//
+// A pod the sidecar could not govern is refused rather than injected half-way
+// (ErrNotInjectable): hostNetwork, shareProcessNamespace, the sidecar's port in use. Policies
+// that cannot share one sidecar are refused too (ErrPolicy): two list the same server name.
+//
+// CredentialReferences finds credential references in a pod that is not injected (or in an
+// ephemeral container added later); the handler refuses those, so the credential can never
+// reach a container beside no sink.
+package inject

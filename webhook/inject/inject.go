@@ -1,0 +1,427 @@
+package inject
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+)
+
+// Sentinel errors. The pod handler denies the pod with the error's text for each of them.
+var (
+	// ErrNotInjectable: the pod's shape defeats the sidecar (host network, a shared process
+	// namespace, the sidecar's port taken, a name the injector reserves).
+	ErrNotInjectable = errors.New("inject: pod cannot be governed by the actgate sidecar")
+	// ErrPolicy: the selecting policies cannot be wired into one sidecar (two list a server of
+	// the same name, or a selector does not parse).
+	ErrPolicy = errors.New("inject: the selecting ToolPolicies conflict")
+)
+
+// Inject returns a copy of pod with the actgate sidecar for policies (those that select it, see
+// Select; at least one), and the Status recorded in its actgate.io/status annotation. pod is not
+// modified. cfg must be defaulted and valid (Config.Default, Config.Validate).
+//
+// In order:
+//
+//  1. a previous injection is undone (Strip), so Inject(Inject(p)) equals Inject(p);
+//  2. the pod is refused if the sidecar could not govern it (ErrNotInjectable): hostNetwork
+//     (127.0.0.1 would be the node's), shareProcessNamespace (the agent could read the
+//     sidecar's process), a container already using Config.Port;
+//  3. every reference an agent container makes to a credential Secret (the servers'
+//     credentialsSecretRef) is removed from it: env valueFrom.secretKeyRef, envFrom secretRef,
+//     mounts of volumes projecting such a Secret (DESIGN "Anti-bypass"); the sidecar gets them;
+//  4. agent containers get ACTGATE_MCP_URL_<SERVER> per server, and their MCP URL variables
+//     (Config.URLEnv, and any variable whose value is a server's URL) are pointed at the
+//     sidecar: http://127.0.0.1:<port>/mcp/<server> (/http/<server> for an HTTP server);
+//  5. the sidecar template is rendered and merged as an overlay;
+//  6. the Status annotation is written.
+//
+// The result depends only on the pod and the policies, so the same input gives byte-identical
+// output (golden files in testdata/inject).
+func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*corev1.Pod, *Status, error) {
+	if len(policies) == 0 {
+		return nil, nil, fmt.Errorf("%w: no ToolPolicy selects the pod", ErrPolicy)
+	}
+	out := Strip(pod)
+	if err := injectable(out, cfg); err != nil {
+		return nil, nil, err
+	}
+	servers, policyNames, err := serversOf(policies)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	st := &Status{Version: StatusVersion, Policies: policyNames}
+	for _, s := range servers {
+		st.Servers = append(st.Servers, s.Name)
+	}
+	changes := map[string]*ContainerChange{}
+	var order []string
+	changeOf := func(name string) *ContainerChange {
+		if c, ok := changes[name]; ok {
+			return c
+		}
+		changes[name] = &ContainerChange{Container: name}
+		order = append(order, name)
+		return changes[name]
+	}
+
+	data := &TemplateData{
+		Config: *cfg, Listen: fmt.Sprintf("127.0.0.1:%d", cfg.Port), Policies: policyNames,
+		ServerNames: st.Servers, Credentials: credentialProjection(servers),
+		SidecarName: SidecarName, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
+		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
+	}
+	moveCredentials(out, CredentialSecrets(policies), data, changeOf)
+	rewriteURLs(out, servers, cfg, changeOf)
+
+	overlay, err := render(cfg.Template, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := merge(out, overlay, st); err != nil {
+		return nil, nil, err
+	}
+	for _, name := range order {
+		st.Changes = append(st.Changes, *changes[name])
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inject: encode status: %w", err)
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[AnnotationStatus] = string(raw)
+	return out, st, nil
+}
+
+// Strip returns a copy of pod without a previous injection: the containers and volumes the
+// Status names (only those named actgate-…), the sidecar and the injector's volumes in any case
+// (a pod cannot bring its own "sidecar"), the agent containers' edits undone (moved credential
+// references put back at the end of their lists, rewritten variables restored in place, added
+// ones removed), and the annotation removed. A missing or unreadable annotation undoes only
+// what is recognisable by name.
+func Strip(pod *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	st, _ := StatusOf(out)
+	if st == nil {
+		st = &Status{}
+	}
+	drop := func(names []string, fixed ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range fixed {
+			m[n] = true
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, "actgate-") {
+				m[n] = true
+			}
+		}
+		return m
+	}
+	dropInit := drop(st.InitContainers, SidecarName)
+	dropCont := drop(st.Containers, SidecarName)
+	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials)
+	out.Spec.InitContainers = slices.DeleteFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return dropInit[c.Name] })
+	out.Spec.Containers = slices.DeleteFunc(out.Spec.Containers, func(c corev1.Container) bool { return dropCont[c.Name] })
+	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return dropVol[v.Name] })
+	if len(out.Spec.InitContainers) == 0 {
+		out.Spec.InitContainers = nil
+	}
+	if len(out.Spec.Volumes) == 0 {
+		out.Spec.Volumes = nil
+	}
+
+	for _, ch := range st.Changes {
+		c := findContainer(out, ch.Container)
+		if c == nil {
+			continue
+		}
+		for i := len(ch.Env) - 1; i >= 0; i-- {
+			e := ch.Env[i]
+			idx := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name })
+			switch {
+			case e.Original == nil && idx >= 0:
+				c.Env = slices.Delete(c.Env, idx, idx+1)
+			case e.Original != nil && idx >= 0:
+				c.Env[idx] = *e.Original
+			case e.Original != nil:
+				c.Env = append(c.Env, *e.Original)
+			}
+		}
+		c.Env = append(c.Env, ch.MovedEnv...)
+		c.EnvFrom = append(c.EnvFrom, ch.MovedEnvFrom...)
+		c.VolumeMounts = append(c.VolumeMounts, ch.MovedVolumeMounts...)
+		if len(c.Env) == 0 {
+			c.Env = nil
+		}
+	}
+	delete(out.Annotations, AnnotationStatus)
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
+	}
+	return out
+}
+
+func findContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// agentContainers are the pod's init containers and containers (not ephemeral ones, which do
+// not exist at creation), in that order.
+func agentContainers(pod *corev1.Pod) []*corev1.Container {
+	var out []*corev1.Container
+	for i := range pod.Spec.InitContainers {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
+func injectable(pod *corev1.Pod, cfg *Config) error {
+	if pod.Spec.HostNetwork {
+		return fmt.Errorf("%w: hostNetwork is true, so the sidecar's loopback listener would be the node's", ErrNotInjectable)
+	}
+	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		return fmt.Errorf("%w: shareProcessNamespace is true, so agent containers could reach the sidecar's process and its credentials", ErrNotInjectable)
+	}
+	for _, c := range agentContainers(pod) {
+		for _, p := range c.Ports {
+			if p.ContainerPort == cfg.Port {
+				return fmt.Errorf("%w: container %s uses port %d, the sidecar's", ErrNotInjectable, c.Name, cfg.Port)
+			}
+		}
+	}
+	return nil
+}
+
+// serversOf lists the policies' servers in policy order, each server name once.
+func serversOf(policies []v1alpha1.ToolPolicy) ([]v1alpha1.ToolServer, []string, error) {
+	var servers []v1alpha1.ToolServer
+	var names []string
+	owner := map[string]string{}
+	for _, p := range policies {
+		name := p.Namespace + "/" + p.Name
+		names = append(names, name)
+		for _, s := range p.Spec.Servers {
+			if o, dup := owner[s.Name]; dup {
+				// internal/policy.Set fails the same ambiguity closed at evaluation.
+				return nil, nil, fmt.Errorf("%w: server %q is listed by both %s and %s, which both select the pod", ErrPolicy, s.Name, o, name)
+			}
+			owner[s.Name] = name
+			servers = append(servers, s)
+		}
+	}
+	slices.Sort(names)
+	return servers, names, nil
+}
+
+// credentialProjection groups the servers' credential references by Secret, in order of first
+// use, each key projected to <server>/credential.
+func credentialProjection(servers []v1alpha1.ToolServer) []CredentialSecret {
+	var out []CredentialSecret
+	idx := map[string]int{}
+	for _, s := range servers {
+		ref := s.CredentialsSecretRef
+		if ref == nil {
+			continue
+		}
+		i, ok := idx[ref.Name]
+		if !ok {
+			i = len(out)
+			idx[ref.Name] = i
+			out = append(out, CredentialSecret{Secret: ref.Name})
+		}
+		out[i].Items = append(out[i].Items, CredentialItem{Key: ref.Key, Path: s.Name + "/credential"})
+	}
+	return out
+}
+
+// moveCredentials removes credential references from agent containers and hands them to the
+// sidecar (data.Moved*), recording each removal.
+func moveCredentials(pod *corev1.Pod, secrets map[string]bool, data *TemplateData, changeOf func(string) *ContainerChange) {
+	if len(secrets) == 0 {
+		return
+	}
+	vols := credentialVolumes(pod, secrets)
+	envSeen := map[string]bool{}
+	fromSeen := map[string]bool{}
+	volSeen := map[string]bool{}
+	for _, c := range agentContainers(pod) {
+		var keepEnv []corev1.EnvVar
+		for _, e := range c.Env {
+			if !secrets[envSecret(e)] {
+				keepEnv = append(keepEnv, e)
+				continue
+			}
+			ch := changeOf(c.Name)
+			ch.MovedEnv = append(ch.MovedEnv, e)
+			// The sidecar's own ACTGATE_* variables are not overridable from an agent.
+			if !envSeen[e.Name] && !strings.HasPrefix(e.Name, "ACTGATE_") {
+				envSeen[e.Name] = true
+				data.MovedEnv = append(data.MovedEnv, e)
+			}
+		}
+		c.Env = keepEnv
+		var keepFrom []corev1.EnvFromSource
+		for _, ef := range c.EnvFrom {
+			if ef.SecretRef == nil || !secrets[ef.SecretRef.Name] {
+				keepFrom = append(keepFrom, ef)
+				continue
+			}
+			ch := changeOf(c.Name)
+			ch.MovedEnvFrom = append(ch.MovedEnvFrom, ef)
+			if k := ef.Prefix + "\x00" + ef.SecretRef.Name; !fromSeen[k] {
+				fromSeen[k] = true
+				data.MovedEnvFrom = append(data.MovedEnvFrom, ef)
+			}
+		}
+		c.EnvFrom = keepFrom
+		var keepMounts []corev1.VolumeMount
+		for _, m := range c.VolumeMounts {
+			if _, cred := vols[m.Name]; !cred {
+				keepMounts = append(keepMounts, m)
+				continue
+			}
+			ch := changeOf(c.Name)
+			ch.MovedVolumeMounts = append(ch.MovedVolumeMounts, m)
+			volSeen[m.Name] = true
+		}
+		c.VolumeMounts = keepMounts
+	}
+	for _, v := range pod.Spec.Volumes { // pod volume order, not mount order: deterministic
+		if volSeen[v.Name] {
+			data.MovedVolumes = append(data.MovedVolumes, v.Name)
+		}
+	}
+}
+
+// SidecarURL is the URL an agent uses for server through the sidecar listening on port.
+func SidecarURL(port int32, s v1alpha1.ToolServer) string {
+	kind := "mcp"
+	if s.Protocol == v1alpha1.ServerProtocolHTTP {
+		kind = "http"
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/%s/%s", port, kind, s.Name)
+}
+
+// ServerURLEnv is the per-server variable name, ACTGATE_MCP_URL_<SERVER>.
+func ServerURLEnv(server string) string {
+	return ServerURLEnvPrefix + strings.ToUpper(strings.ReplaceAll(server, "-", "_"))
+}
+
+// rewriteURLs points agent containers at the sidecar (see Inject, step 4).
+func rewriteURLs(pod *corev1.Pod, servers []v1alpha1.ToolServer, cfg *Config, changeOf func(string) *ContainerChange) {
+	trim := func(s string) string { return strings.TrimRight(s, "/") }
+	byURL := map[string]v1alpha1.ToolServer{}
+	for _, s := range servers {
+		byURL[trim(s.URL)] = s
+	}
+	for _, c := range agentContainers(pod) {
+		set := func(name, value string) {
+			idx := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == name })
+			ch := EnvChange{Name: name}
+			if idx >= 0 {
+				if c.Env[idx].Value == value && c.Env[idx].ValueFrom == nil {
+					return
+				}
+				orig := c.Env[idx]
+				ch.Original = &orig
+				c.Env[idx] = corev1.EnvVar{Name: name, Value: value}
+			} else {
+				c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+			}
+			cc := changeOf(c.Name)
+			cc.Env = append(cc.Env, ch)
+		}
+		// Any literal value that is a protected server's URL: the agent's configured upstream.
+		for _, e := range slices.Clone(c.Env) {
+			if s, ok := byURL[trim(e.Value)]; ok && e.ValueFrom == nil && e.Value != "" {
+				set(e.Name, SidecarURL(cfg.Port, s))
+			}
+		}
+		// The configured MCP URL variables: with one server there is no doubt which it means.
+		if len(servers) == 1 {
+			for _, name := range cfg.URLEnv {
+				set(name, SidecarURL(cfg.Port, servers[0]))
+			}
+		}
+		for _, s := range servers {
+			set(ServerURLEnv(s.Name), SidecarURL(cfg.Port, s))
+		}
+	}
+}
+
+// merge applies the rendered overlay to pod: init containers first, containers last, volumes
+// appended, annotations and labels set. Added names must start with "actgate-" and be new.
+func merge(pod, overlay *corev1.Pod, st *Status) error {
+	taken := map[string]bool{}
+	for _, c := range agentContainers(pod) {
+		taken[c.Name] = true
+	}
+	check := func(kind, name string) error {
+		if !strings.HasPrefix(name, "actgate-") {
+			return fmt.Errorf("%w: the sidecar template adds %s %q; injected names must start with \"actgate-\"", ErrNotInjectable, kind, name)
+		}
+		if taken[kind+"/"+name] || (kind != "volume" && taken[name]) {
+			return fmt.Errorf("%w: %s %q already exists in the pod", ErrNotInjectable, kind, name)
+		}
+		taken[kind+"/"+name] = true
+		return nil
+	}
+	for _, v := range pod.Spec.Volumes {
+		taken["volume/"+v.Name] = true
+	}
+	for _, c := range overlay.Spec.InitContainers {
+		if err := check("container", c.Name); err != nil {
+			return err
+		}
+		st.InitContainers = append(st.InitContainers, c.Name)
+	}
+	for _, c := range overlay.Spec.Containers {
+		if err := check("container", c.Name); err != nil {
+			return err
+		}
+		st.Containers = append(st.Containers, c.Name)
+	}
+	for _, v := range overlay.Spec.Volumes {
+		if err := check("volume", v.Name); err != nil {
+			return err
+		}
+		st.Volumes = append(st.Volumes, v.Name)
+	}
+	pod.Spec.InitContainers = append(slices.Clone(overlay.Spec.InitContainers), pod.Spec.InitContainers...)
+	pod.Spec.Containers = append(pod.Spec.Containers, overlay.Spec.Containers...)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, overlay.Spec.Volumes...)
+	for k, v := range overlay.Annotations {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[k] = v
+	}
+	for k, v := range overlay.Labels {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[k] = v
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package inject_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/webhook/inject"
+)
+
+func policy(name string, sel metav1.LabelSelector, servers ...v1alpha1.ToolServer) v1alpha1.ToolPolicy {
+	return v1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "agents"},
+		Spec:       v1alpha1.ToolPolicySpec{PodSelector: sel, Servers: servers},
+	}
+}
+
+func server(name, secret string) v1alpha1.ToolServer {
+	s := v1alpha1.ToolServer{Name: name, URL: "https://" + name + ".example/mcp"}
+	if secret != "" {
+		s.CredentialsSecretRef = &v1alpha1.SecretKeyRef{Name: secret, Key: "token"}
+	}
+	return s
+}
+
+func agentPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "agents", Labels: map[string]string{"app": "agent"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "agent", Image: "agent:1",
+			Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}}},
+		}}},
+	}
+}
+
+func TestInjectRefusesWhatTheSidecarCannotGovern(t *testing.T) {
+	cfg := goldenConfig(t)
+	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}
+	for _, tc := range []struct {
+		name     string
+		mutate   func(*corev1.Pod)
+		policies []v1alpha1.ToolPolicy
+		want     error
+		msg      string
+	}{
+		{"host network", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, one, inject.ErrNotInjectable, "hostNetwork"},
+		{"shared process namespace", func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }, one, inject.ErrNotInjectable, "shareProcessNamespace"},
+		{"sidecar port in use", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}
+		}, one, inject.ErrNotInjectable, "port 15080"},
+		{"sidecar port in use by an init container", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}}}
+		}, one, inject.ErrNotInjectable, "container init"},
+		{"a pod volume takes the token volume's name is replaced, not refused", nil, one, nil, ""},
+		{"two policies list the same server", nil, []v1alpha1.ToolPolicy{
+			policy("a", metav1.LabelSelector{}, server("tools", "")),
+			policy("b", metav1.LabelSelector{}, server("tools", "")),
+		}, inject.ErrPolicy, `server "tools" is listed by both agents/a and agents/b`},
+		{"no policy", nil, nil, inject.ErrPolicy, "no ToolPolicy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := agentPod()
+			if tc.mutate != nil {
+				tc.mutate(pod)
+			}
+			out, _, err := inject.Inject(pod, tc.policies, cfg)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Inject = %v, want %v containing %q", err, tc.want, tc.msg)
+			}
+			if out != nil {
+				t.Errorf("a refused pod came back injected")
+			}
+		})
+	}
+}
+
+func TestInjectDoesNotModifyItsInput(t *testing.T) {
+	pod := agentPod()
+	before := mustYAML(t, pod)
+	if _, _, err := inject.Inject(pod, []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}, goldenConfig(t)); err != nil {
+		t.Fatal(err)
+	}
+	if after := mustYAML(t, pod); after != before {
+		t.Errorf("Inject changed its input:\n%s", lineDiff(before, after))
+	}
+}
+
+// The invariant the whole package exists for: after injection no container but the sidecar
+// refers to a credential Secret, and the sidecar has the credential.
+func TestInjectedAgentsHoldNoCredential(t *testing.T) {
+	for _, in := range goldenInputs(t) {
+		pod, policies := readCase(t, in)
+		selected, err := inject.Select(pod, policies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, st, err := inject.Inject(pod, selected, goldenConfig(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refs := inject.CredentialReferences(out, inject.CredentialSecrets(selected)); len(refs) != 0 {
+			t.Errorf("%s: agent containers still refer to credentials: %v", in, refs)
+		}
+		if out.Spec.InitContainers[0].Name != inject.SidecarName || out.Spec.InitContainers[0].RestartPolicy == nil ||
+			*out.Spec.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Errorf("%s: the first init container is not the native sidecar", in)
+		}
+		if got, ok := inject.StatusOf(out); !ok || got.Version != inject.StatusVersion || len(got.Servers) != len(st.Servers) {
+			t.Errorf("%s: status annotation %v %v", in, got, ok)
+		}
+		for _, c := range out.Spec.Containers {
+			for _, s := range st.Servers {
+				if !hasEnv(c, inject.ServerURLEnv(s)) {
+					t.Errorf("%s: container %s lacks %s", in, c.Name, inject.ServerURLEnv(s))
+				}
+			}
+		}
+	}
+}
+
+func hasEnv(c corev1.Container, name string) bool {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSelect(t *testing.T) {
+	pod := agentPod()
+	other := policy("other-ns", metav1.LabelSelector{})
+	other.Namespace = "elsewhere"
+	deleting := policy("deleting", metav1.LabelSelector{})
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	got, err := inject.Select(pod, []v1alpha1.ToolPolicy{
+		policy("z-all", metav1.LabelSelector{}),
+		policy("a-match", metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}),
+		policy("no-match", metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}),
+		other, deleting,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy being deleted still governs until it is gone.
+	if len(got) != 3 || got[0].Name != "a-match" || got[1].Name != "deleting" || got[2].Name != "z-all" {
+		t.Errorf("Select = %v", names(got))
+	}
+	_, err = inject.Select(pod, []v1alpha1.ToolPolicy{policy("bad", metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}})})
+	if !errors.Is(err, inject.ErrPolicy) {
+		t.Errorf("an unparseable selector: err = %v, want ErrPolicy", err)
+	}
+}
+
+func names(ps []v1alpha1.ToolPolicy) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestCredentialReferences(t *testing.T) {
+	secrets := map[string]bool{"creds": true}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{
+			{Name: "plain", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+			{Name: "mixed", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}},
+			}}}},
+			{Name: "other", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "unrelated"}}},
+		},
+		InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{{Name: "plain"}}}},
+		Containers: []corev1.Container{
+			{Name: "a", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}},
+			{Name: "b", VolumeMounts: []corev1.VolumeMount{{Name: "mixed"}, {Name: "other"}}},
+			{Name: inject.SidecarName, VolumeMounts: []corev1.VolumeMount{{Name: "plain"}}},
+		},
+		EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Env: []corev1.EnvVar{{Name: "T", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}}},
+	}}
+	var got []string
+	for _, r := range inject.CredentialReferences(pod, secrets) {
+		got = append(got, r.Container+":"+r.Via)
+	}
+	want := []string{"init:volumeMount plain", "a:envFrom", "b:volumeMount mixed", "debug:env T"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("CredentialReferences = %v, want %v", got, want)
+	}
+	if refs := inject.CredentialReferences(pod, nil); refs != nil {
+		t.Errorf("no protected secrets, references %v", refs)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := inject.Config{Image: "i", AuthorityURL: "https://authority:443"}.Default()
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*inject.Config)
+		msg    string
+	}{
+		{"no image", func(c *inject.Config) { c.Image = "" }, "image is required"},
+		{"bad port", func(c *inject.Config) { c.Port = 70000 }, "not a TCP port"},
+		{"relative authority URL", func(c *inject.Config) { c.AuthorityURL = "/authority" }, "authorityURL"},
+		{"short token", func(c *inject.Config) { c.TokenExpirationSeconds = 60 }, "minimum of 600"},
+		{"root sidecar", func(c *inject.Config) { c.RunAsUser = -1 }, "non-root"},
+		{"bad env name", func(c *inject.Config) { c.URLEnv = []string{"MCP-URL"} }, "not an environment variable name"},
+		{"template does not parse", func(c *inject.Config) { c.Template = "{{ .Nope" }, "template"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid
+			tc.mutate(&c)
+			err := c.Validate()
+			if !errors.Is(err, inject.ErrConfig) || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("Validate = %v, want ErrConfig containing %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestCustomTemplate(t *testing.T) {
+	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", ""))}
+	for _, tc := range []struct {
+		name, template, msg string
+	}{
+		{"names must carry the actgate- prefix", "spec:\n  containers:\n  - name: helper\n    image: x\n", `"actgate-"`},
+		{"a missing key is an error", "spec:\n  containers:\n  - name: actgate-x\n    image: {{ .Nope }}\n", "render"},
+		{"the fragment must be a Pod", "spec:\n  notAField: 1\n", "invalid Pod fragment"},
+		{"an added name must be new", "spec:\n  containers:\n  - name: actgate-x\n    image: x\n  - name: actgate-x\n    image: y\n", "already exists"},
+		{"a template may add a regular container and a label", "metadata:\n  labels:\n    actgate.io/injected: \"true\"\nspec:\n  containers:\n  - name: actgate-helper\n    image: {{ toJSON .Config.Image }}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := *goldenConfig(t)
+			cfg.Template = tc.template
+			out, st, err := inject.Inject(agentPod(), one, &cfg)
+			if tc.msg != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("Inject = %v, want an error containing %q", err, tc.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Labels["actgate.io/injected"] != "true" || len(st.Containers) != 1 || out.Spec.Containers[1].Name != "actgate-helper" {
+				t.Errorf("overlay not merged: labels %v, status %+v", out.Labels, st)
+			}
+			again, _, err := inject.Inject(out, one, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, b := mustYAML(t, out), mustYAML(t, again); a != b {
+				t.Errorf("re-injection with a custom template is not idempotent:\n%s", lineDiff(a, b))
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package inject
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultTemplate is the built-in sidecar template (sidecar.yaml.tmpl).
+//
+//go:embed sidecar.yaml.tmpl
+var DefaultTemplate string
+
+// TemplateData is what a sidecar template sees.
+type TemplateData struct {
+	// Config is the defaulted injector configuration.
+	Config Config
+	// Listen is the sidecar's listen address, 127.0.0.1:<Config.Port>.
+	Listen string
+	// Policies are the selecting ToolPolicies as namespace/name, sorted.
+	Policies []string
+	// ServerNames are the protected servers' names in policy then spec order.
+	ServerNames []string
+	// Credentials are the credential Secrets to project into VolumeCredentials, in order of
+	// first use; empty when no server has a credentialsSecretRef.
+	Credentials []CredentialSecret
+	// MovedEnv, MovedEnvFrom and MovedVolumes are the credential references taken from agent
+	// containers, which the sidecar gets instead (MovedVolumes are pod volume names, mounted
+	// under MovedDir).
+	MovedEnv     []corev1.EnvVar
+	MovedEnvFrom []corev1.EnvFromSource
+	MovedVolumes []string
+
+	// The fixed names, so a template need not repeat them.
+	SidecarName, VolumeToken, VolumeCredentials   string
+	TokenDir, TokenFile, CredentialsDir, MovedDir string
+}
+
+// CredentialSecret is one Secret projected into the credentials volume.
+type CredentialSecret struct {
+	Secret string
+	Items  []CredentialItem
+}
+
+// CredentialItem maps one key of the Secret to <server>/credential.
+type CredentialItem struct {
+	Key, Path string
+}
+
+func parseTemplate(text string) (*template.Template, error) {
+	return template.New("sidecar").Option("missingkey=error").Funcs(template.FuncMap{
+		"toJSON": func(v any) (string, error) {
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
+		"join": strings.Join,
+	}).Parse(text)
+}
+
+// render executes the template and decodes the fragment strictly into a Pod.
+func render(text string, data *TemplateData) (*corev1.Pod, error) {
+	t, err := parseTemplate(text)
+	if err != nil {
+		return nil, fmt.Errorf("parse sidecar template: %w", err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return nil, fmt.Errorf("render sidecar template: %w", err)
+	}
+	overlay := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(b.String()), overlay); err != nil {
+		return nil, fmt.Errorf("sidecar template rendered an invalid Pod fragment: %w", err)
+	}
+	return overlay, nil
+}
