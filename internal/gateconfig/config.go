@@ -1,0 +1,402 @@
+package gateconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/policy"
+)
+
+// Defaults.
+const (
+	DefaultListen      = "127.0.0.1:8787"
+	DefaultSinkID      = "actgate-local"
+	DefaultCallTimeout = 60 * time.Second
+	// MaxFileBytes bounds a configuration file.
+	MaxFileBytes = 2 << 20
+	// PolicyName is the name compiled policies carry in decisions, receipts and logs.
+	PolicyName = "local/actgate"
+)
+
+// ErrConfig is matched (errors.Is) by every error about a file's content.
+var ErrConfig = errors.New("gateconfig: invalid configuration")
+
+// Config is the content of an `actgate serve` configuration file.
+type Config struct {
+	// Listen is the host:port of the gate's HTTP listener (MCP at /mcp/{server}, the moments
+	// API at /v1/moments). It must be a loopback address. Default DefaultListen.
+	Listen string `json:"listen,omitempty"`
+	// DataDir holds the store (actgate.db), the receipt log (receipts.jsonl), the keys and the
+	// principal tokens. Created with mode 0700 if missing. Required.
+	DataDir string `json:"dataDir"`
+	// SinkID is this sink's identity, bound into every authority. Default DefaultSinkID, or
+	// policy.sink.id when the policy names one (they must agree when both are set).
+	SinkID string `json:"sinkID,omitempty"`
+	// Agent is the agent behind this gate.
+	Agent Agent `json:"agent"`
+	// Principals may resolve binding moments through the local API. Every principal a
+	// human-gated rule names should be here.
+	Principals []Principal `json:"principals,omitempty"`
+	// Upstreams carries per-server settings, today the credential presented upstream.
+	Upstreams []Upstream `json:"upstreams,omitempty"`
+	// CallTimeout bounds one upstream tools/call once dispatched, as a Go duration ("60s"),
+	// from 1s to 10m. Default DefaultCallTimeout. Read it with Timeout.
+	CallTimeout string `json:"callTimeout,omitempty"`
+	// Policy is the ToolPolicy spec the gate enforces.
+	Policy v1alpha1.ToolPolicySpec `json:"policy"`
+
+	// dir is the directory of the file, for resolving relative paths.
+	dir string
+	// callTimeout is CallTimeout parsed.
+	callTimeout time.Duration
+}
+
+// Timeout returns CallTimeout as a duration (the default when unset).
+func (c *Config) Timeout() time.Duration { return c.callTimeout }
+
+// Agent is the agent behind the gate.
+type Agent struct {
+	// Name is the agent's identity (sink.Call.Agent). Required.
+	Name string `json:"name"`
+	// TrustDeclaredProvenance passes the instruction provenance the MCP client declares in
+	// tools/call params._meta to policy; without it provenance is unknown (see
+	// internal/mcpproxy).
+	TrustDeclaredProvenance bool `json:"trustDeclaredProvenance,omitempty"`
+}
+
+// Principal is a person who may resolve binding moments.
+type Principal struct {
+	// Name is the principal's identity, as policy rules name it in evidence.principals.
+	Name string `json:"name"`
+}
+
+// Upstream is per-server configuration.
+type Upstream struct {
+	// Server is a policy.servers[].name.
+	Server string `json:"server"`
+	// BearerTokenFile is a file holding the token the gate presents to the server
+	// (Authorization: Bearer). It is read for every upstream request, so it can be rotated in
+	// place. The agent never sees it.
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+}
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	identity = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.:@/]*[A-Za-z0-9])?$`)
+)
+
+// Load reads and validates the configuration file at path. Relative paths in it are resolved
+// against the file's directory.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	c, err := Parse(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a configuration document; dir resolves relative paths ("" means
+// the working directory).
+func Parse(data []byte, dir string) (*Config, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrConfig, MaxFileBytes)
+	}
+	if err := singleDocument(data); err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
+	}
+	j = bytes.TrimSpace(j)
+	if len(j) == 0 || j[0] != '{' {
+		return nil, fmt.Errorf("%w: the document is not a mapping", ErrConfig)
+	}
+	var c Config
+	strictErrs, err := sigsjson.UnmarshalStrict(j, &c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
+	}
+	if len(strictErrs) > 0 {
+		msgs := make([]string, len(strictErrs))
+		for i, e := range strictErrs {
+			msgs[i] = oneLine(e.Error())
+		}
+		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(msgs, "; "))
+	}
+	c.dir = dir
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// FieldError is one invalid field.
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+// Errors lists every invalid field of a configuration.
+type Errors []FieldError
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return ErrConfig.Error() + ": " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (es Errors) Is(target error) bool { return target == ErrConfig }
+
+// validate checks every field, applies defaults and resolves paths.
+func (c *Config) validate() error {
+	var es Errors
+	bad := func(field, format string, args ...any) {
+		es = append(es, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if err := checkLoopback(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	if c.DataDir == "" {
+		bad("dataDir", "required")
+	} else {
+		c.DataDir = c.resolve(c.DataDir)
+	}
+
+	policySink := ""
+	if c.Policy.Sink != nil {
+		policySink = c.Policy.Sink.ID
+	}
+	switch {
+	case c.SinkID == "" && policySink != "":
+		c.SinkID = policySink
+	case c.SinkID == "":
+		c.SinkID = DefaultSinkID
+	case policySink != "" && policySink != c.SinkID:
+		bad("sinkID", "%q differs from policy.sink.id %q: authorities would be refused", c.SinkID, policySink)
+	}
+	if !identity.MatchString(c.SinkID) || len(c.SinkID) > 253 {
+		bad("sinkID", "must be 1-253 letters, digits and -_.:/@, beginning and ending alphanumeric")
+	}
+
+	if c.Agent.Name == "" {
+		bad("agent.name", "required")
+	} else if !identity.MatchString(c.Agent.Name) || len(c.Agent.Name) > 253 {
+		bad("agent.name", "must be 1-253 letters, digits and -_.:/@, beginning and ending alphanumeric")
+	}
+
+	seen := map[string]bool{}
+	for i, p := range c.Principals {
+		f := fmt.Sprintf("principals[%d].name", i)
+		switch {
+		case !dnsLabel.MatchString(p.Name) || len(p.Name) > 63:
+			bad(f, "must be a DNS label (it names the token file)")
+		case seen[p.Name]:
+			bad(f, "duplicate principal %q", p.Name)
+		case p.Name == c.Agent.Name:
+			bad(f, "the agent cannot be a principal: it would resolve its own escalations")
+		case p.Name == c.SinkID:
+			bad(f, "the sink cannot be a principal (separation of duties)")
+		}
+		seen[p.Name] = true
+	}
+
+	servers := map[string]bool{}
+	for _, s := range c.Policy.Servers {
+		servers[s.Name] = true
+	}
+	seenUp := map[string]bool{}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		switch {
+		case u.Server == "":
+			bad(fmt.Sprintf("upstreams[%d].server", i), "required")
+		case !servers[u.Server]:
+			bad(fmt.Sprintf("upstreams[%d].server", i), "%q is not in policy.servers", u.Server)
+		case seenUp[u.Server]:
+			bad(fmt.Sprintf("upstreams[%d].server", i), "duplicate server %q", u.Server)
+		}
+		seenUp[u.Server] = true
+		if u.BearerTokenFile != "" {
+			u.BearerTokenFile = c.resolve(u.BearerTokenFile)
+		}
+	}
+	for i, s := range c.Policy.Servers {
+		if s.CredentialsSecretRef != nil {
+			bad(fmt.Sprintf("policy.servers[%d].credentialsSecretRef", i), "Secrets exist only in Kubernetes: set upstreams[].bearerTokenFile for %q instead", s.Name)
+		}
+		if s.Protocol != "" && s.Protocol != v1alpha1.ServerProtocolMCP {
+			bad(fmt.Sprintf("policy.servers[%d].protocol", i), "the standalone gate proxies MCP servers only")
+		}
+	}
+
+	c.callTimeout = DefaultCallTimeout
+	if c.CallTimeout != "" {
+		d, err := time.ParseDuration(c.CallTimeout)
+		switch {
+		case err != nil:
+			bad("callTimeout", "must be a duration such as \"60s\"")
+		case d < time.Second || d > 10*time.Minute:
+			bad("callTimeout", "must be between 1s and 10m")
+		default:
+			c.callTimeout = d
+		}
+	}
+
+	if _, err := c.Compile(); err != nil {
+		var ce *policy.CompileError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				bad(policyField(p.Field), "%s: %s", p.Reason, p.Detail)
+			}
+		} else {
+			bad("policy", "%v", err)
+		}
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+// Compile compiles the policy (epoch 1: a standalone gate serves one policy per process).
+func (c *Config) Compile() (*policy.Compiled, error) {
+	spec := c.Policy.DeepCopy()
+	if spec.Mode == "" {
+		spec.Mode = v1alpha1.PolicyModeEnforce
+	}
+	return policy.Compile(PolicyName, spec, 1)
+}
+
+// Upstream returns the settings of a server ("" fields when none are configured).
+func (c *Config) Upstream(server string) Upstream {
+	for _, u := range c.Upstreams {
+		if u.Server == server {
+			return u
+		}
+	}
+	return Upstream{Server: server}
+}
+
+// Principal reports whether name is a configured principal.
+func (c *Config) Principal(name string) bool {
+	for _, p := range c.Principals {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// policyField maps a compile problem's path ("spec.rules[0]...") into this file's
+// ("policy.rules[0]...").
+func policyField(f string) string {
+	if rest, ok := strings.CutPrefix(f, "spec"); ok {
+		return "policy" + rest
+	}
+	return "policy." + f
+}
+
+func (c *Config) resolve(p string) string {
+	if filepath.IsAbs(p) || c.dir == "" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// checkLoopback accepts host:port whose host is a loopback IP or "localhost".
+func checkLoopback(hostport string) error {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("must be host:port: %w", err)
+	}
+	if port == "" {
+		return errors.New("a port is required")
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("host %q is not a loopback address: the gate's MCP endpoints and moments API are for this machine only", host)
+	}
+	return nil
+}
+
+// singleDocument refuses an empty stream and a stream of more than one YAML document.
+func singleDocument(data []byte) error {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var first yamlv3.Node
+	if err := dec.Decode(&first); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: empty document", ErrConfig)
+		}
+		return fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
+	}
+	var next yamlv3.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
+	}
+	return fmt.Errorf("%w: more than one YAML document", ErrConfig)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Files in DataDir.
+const (
+	StoreFile        = "actgate.db"       // bbolt: authorities and the dispatch journal
+	ReceiptsFile     = "receipts.jsonl"   // the hash-chained receipt log
+	AuthorityKeyFile = "authority.key"    // Ed25519 key signing authorities (PKCS#8 PEM, 0600)
+	ReceiptKeyFile   = "receipts.key"     // Ed25519 key signing receipt checkpoints (0600)
+	ReceiptPubFile   = "receipts.pub.pem" // its public key, for `actgate receipts verify --key`
+	ActIDKeyFile     = "act-id.key"       // 32 random bytes: the act-id MAC key (0600)
+	PrincipalsDir    = "principals"       // NAME.token per configured principal (0600)
+	EndpointFile     = "endpoint"         // the URL the running gate serves on
+)
+
+// Path returns the path of a file in DataDir.
+func (c *Config) Path(file string) string { return filepath.Join(c.DataDir, file) }
+
+// PrincipalTokenPath returns the token file of a principal.
+func (c *Config) PrincipalTokenPath(name string) string {
+	return filepath.Join(c.DataDir, PrincipalsDir, name+".token")
+}

@@ -1,0 +1,158 @@
+package gateconfig
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+dataDir: data
+agent:
+  name: agent-1
+principals:
+- name: alice
+policy:
+  podSelector: {}
+  servers:
+  - name: bank
+    url: http://127.0.0.1:9000/mcp
+  rules:
+  - name: reads
+    tools: [get_balance]
+`
+
+func TestSampleConfig(t *testing.T) {
+	c, err := Load("../../testdata/gate/actgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("../../testdata/gate")
+	if c.DataDir != filepath.Join(abs, "actgate-data") {
+		t.Errorf("dataDir %q not resolved against the file's directory", c.DataDir)
+	}
+	if u := c.Upstream("finance"); u.BearerTokenFile != filepath.Join(abs, "finance.token") {
+		t.Errorf("bearerTokenFile %q", u.BearerTokenFile)
+	}
+	if c.Listen != "127.0.0.1:8787" || c.SinkID != "actgate-local" || c.Agent.Name != "demo-agent" || !c.Agent.TrustDeclaredProvenance {
+		t.Errorf("config %+v", c)
+	}
+	if c.Timeout() != 30*time.Second {
+		t.Errorf("callTimeout %v", c.CallTimeout)
+	}
+	compiled, err := c.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !compiled.CanEscalate("finance", "send_payment") || compiled.CanEscalate("finance", "get_balance") {
+		t.Error("compiled policy does not escalate send_payment only")
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), "/etc/actgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case c.Listen != DefaultListen:
+		t.Errorf("listen %q", c.Listen)
+	case c.SinkID != DefaultSinkID:
+		t.Errorf("sinkID %q", c.SinkID)
+	case c.Timeout() != DefaultCallTimeout:
+		t.Errorf("callTimeout %v", c.CallTimeout)
+	case c.DataDir != "/etc/actgate/data":
+		t.Errorf("dataDir %q", c.DataDir)
+	case c.Path(StoreFile) != "/etc/actgate/data/actgate.db":
+		t.Errorf("store path %q", c.Path(StoreFile))
+	case c.PrincipalTokenPath("alice") != "/etc/actgate/data/principals/alice.token":
+		t.Errorf("token path %q", c.PrincipalTokenPath("alice"))
+	case !c.Principal("alice") || c.Principal("agent-1"):
+		t.Error("Principal")
+	}
+	// The policy's sink id is the gate's when the file names none.
+	c, err = Parse([]byte(strings.Replace(minimal, "policy:\n", "policy:\n  sink:\n    id: from-policy\n", 1)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SinkID != "from-policy" {
+		t.Errorf("sinkID %q, want policy.sink.id", c.SinkID)
+	}
+}
+
+// TestBadConfigs: every refusal names the field it is about.
+func TestBadConfigs(t *testing.T) {
+	edit := func(old, new string) string {
+		if !strings.Contains(minimal, old) {
+			t.Fatalf("fixture lacks %q", old)
+		}
+		return strings.Replace(minimal, old, new, 1)
+	}
+	for _, tc := range []struct {
+		name, doc, field string
+	}{
+		{"empty", ``, "empty document"},
+		{"two documents", minimal + "\n---\n" + minimal, "more than one YAML document"},
+		{"not a mapping", `[1, 2]`, "not a mapping"},
+		{"duplicate key", minimal + "dataDir: other\n", "dataDir"},
+		{"unknown top-level field", minimal + "listenn: x\n", "listenn"},
+		{"unknown field inside policy", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    urll: x"), "urll"},
+		{"field name in the wrong case", edit("dataDir: data", "DataDir: data"), "DataDir"},
+		{"missing dataDir", edit("dataDir: data", ""), "dataDir"},
+		{"missing agent name", edit("  name: agent-1", "  name: \"\""), "agent.name"},
+		{"bad agent name", edit("  name: agent-1", "  name: \"-x\""), "agent.name"},
+		{"non-loopback listen", minimal + "listen: 0.0.0.0:8787\n", "listen"},
+		{"listen without port", minimal + "listen: 127.0.0.1\n", "listen"},
+		{"public host", minimal + "listen: example.com:80\n", "listen"},
+		{"agent as principal", edit("- name: alice", "- name: agent-1"), "principals[0].name"},
+		{"duplicate principal", edit("- name: alice", "- name: alice\n- name: alice"), "principals[1].name"},
+		{"bad principal name", edit("- name: alice", "- name: Alice/x"), "principals[0].name"},
+		{"sink as principal", minimal + "sinkID: alice\n", "principals[0].name"},
+		{"sink ids disagree", edit("policy:\n", "policy:\n  sink:\n    id: other\n") + "sinkID: mine\n", "sinkID"},
+		{"upstream for an unknown server", minimal + "upstreams:\n- server: nope\n  bearerTokenFile: t\n", "upstreams[0].server"},
+		{"duplicate upstream", minimal + "upstreams:\n- server: bank\n- server: bank\n", "upstreams[1].server"},
+		{"callTimeout not a duration", minimal + "callTimeout: 10\n", "callTimeout"},
+		{"callTimeout out of range", minimal + "callTimeout: 1h\n", "callTimeout"},
+		{"secret ref in embedded mode", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    credentialsSecretRef: {name: s, key: k}"), "policy.servers[0].credentialsSecretRef"},
+		{"HTTP protocol server", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    protocol: HTTP"), "policy.servers[0].protocol"},
+		{"policy does not compile", edit("    tools: [get_balance]", "    tools: [get_balance]\n    arguments:\n    - name: c\n      expression: 'args.x +'"), "policy.rules[0].arguments[0].expression"},
+		{"rule names an unknown server", edit("    tools: [get_balance]", "    tools: [get_balance]\n    servers: [ghost]"), "policy.rules[0].servers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), "")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Errorf("error %v does not match ErrConfig", err)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %q", err, tc.field)
+			}
+		})
+	}
+}
+
+// FuzzParse: a configuration file is untrusted bytes: never a panic, and a parsed config
+// always has its required fields and a compiled policy.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte(minimal + "listen: '[::1]:1'\n"))
+	f.Add([]byte("dataDir: x\nagent: {name: a}\npolicy: {podSelector: {}, servers: [{name: s, url: 'http://h'}]}"))
+	f.Add([]byte("{"))
+	f.Add([]byte("a: &x [*x]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "/base")
+		if err != nil {
+			return
+		}
+		if c.DataDir == "" || c.Agent.Name == "" || c.SinkID == "" || c.Listen == "" {
+			t.Fatalf("accepted without required fields: %+v", c)
+		}
+		if _, err := c.Compile(); err != nil {
+			t.Fatalf("accepted a policy that does not compile: %v", err)
+		}
+	})
+}
