@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -195,17 +196,21 @@ func renderMoment(m *sink.MomentRef) (string, error) {
 	return strings.TrimRight(b.String(), "\n") + "\n", nil
 }
 
-// withDeliveries returns an upstream CallToolResult with binding-moment resolutions delivered
-// to the session added: in _meta["actgate.io/resolutions"] for programs and as a trailing text
-// block for the model, whose continuation depends on which of the four resolutions it was
-// (envelope-04 §7.3). Without deliveries the upstream's bytes are returned as they are.
-func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery) (json.RawMessage, error) {
-	if len(deliveries) == 0 {
+// withDeliveries returns an upstream CallToolResult as the agent receives it: with
+// binding-moment resolutions delivered to the session added, in _meta["actgate.io/resolutions"]
+// for programs and as a trailing text block for the model, whose continuation depends on which
+// of the four resolutions it was (envelope-04 §7.3); and, for a retry answered from the
+// journal, _meta["actgate.io/replayed"]. Otherwise the upstream's bytes are returned as they are.
+func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bool) (json.RawMessage, error) {
+	if len(deliveries) == 0 && !replayed {
 		return raw, nil
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
+	}
+	if doc == nil {
+		return nil, errors.New("mcpproxy: the upstream result is not an object")
 	}
 	meta := map[string]json.RawMessage{}
 	if old, ok := doc["_meta"]; ok && string(old) != "null" {
@@ -214,23 +219,28 @@ func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery) (json.RawMe
 		}
 	}
 	var err error
-	if meta[MetaResolutions], err = json.Marshal(deliveries); err != nil {
-		return nil, err
+	if replayed {
+		meta[MetaReplayed] = json.RawMessage("true")
 	}
-	if doc["_meta"], err = json.Marshal(meta); err != nil {
-		return nil, err
-	}
-	var content []json.RawMessage
-	if old, ok := doc["content"]; ok && string(old) != "null" {
-		if err := json.Unmarshal(old, &content); err != nil {
+	if len(deliveries) > 0 {
+		if meta[MetaResolutions], err = json.Marshal(deliveries); err != nil {
+			return nil, err
+		}
+		var content []json.RawMessage
+		if old, ok := doc["content"]; ok && string(old) != "null" {
+			if err := json.Unmarshal(old, &content); err != nil {
+				return nil, err
+			}
+		}
+		block, err := json.Marshal(textBlock{Type: "text", Text: deliveriesText(deliveries)})
+		if err != nil {
+			return nil, err
+		}
+		if doc["content"], err = json.Marshal(append(content, block)); err != nil {
 			return nil, err
 		}
 	}
-	block, err := json.Marshal(textBlock{Type: "text", Text: deliveriesText(deliveries)})
-	if err != nil {
-		return nil, err
-	}
-	if doc["content"], err = json.Marshal(append(content, block)); err != nil {
+	if doc["_meta"], err = json.Marshal(meta); err != nil {
 		return nil, err
 	}
 	return json.Marshal(doc)

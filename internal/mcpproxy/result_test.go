@@ -24,7 +24,7 @@ func deliveries() []sink.Delivery {
 // text block that keeps the four kinds apart (envelope-04 §7.3); the upstream's members stay.
 func TestWithDeliveries(t *testing.T) {
 	up := json.RawMessage(`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"n":1},"_meta":{"vendor/x":true}}`)
-	out, err := withDeliveries(up, deliveries())
+	out, err := withDeliveries(up, deliveries(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +44,14 @@ func TestWithDeliveries(t *testing.T) {
 			t.Errorf("delivery text lacks %q:\n%s", want, msg)
 		}
 	}
-	if same, err := withDeliveries(up, nil); err != nil || string(same) != string(up) {
+	if same, err := withDeliveries(up, nil, false); err != nil || string(same) != string(up) {
 		t.Errorf("without deliveries the bytes changed: %s %v", same, err)
 	}
 }
 
 func TestWithDeliveriesBadUpstreamResult(t *testing.T) {
-	for _, raw := range []string{``, `[]`, `"x"`, `{"content":{}}`, `{"_meta":[]}`, `{"content":"x"}`, `{`} {
-		if _, err := withDeliveries(json.RawMessage(raw), deliveries()); err == nil {
+	for _, raw := range []string{``, `null`, `[]`, `"x"`, `{"content":{}}`, `{"_meta":[]}`, `{"content":"x"}`, `{`} {
+		if _, err := withDeliveries(json.RawMessage(raw), deliveries(), false); err == nil {
 			t.Errorf("%q: accepted", raw)
 		}
 	}
@@ -107,7 +107,7 @@ func FuzzWithDeliveries(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := withDeliveries(raw, deliveries())
+		out, err := withDeliveries(raw, deliveries(), true)
 		if err != nil {
 			return
 		}
@@ -118,7 +118,7 @@ func FuzzWithDeliveries(f *testing.F) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("output is not JSON: %v", err)
 		}
-		if r.Meta[MetaResolutions] == nil || len(r.Content) == 0 {
+		if r.Meta[MetaResolutions] == nil || r.Meta[MetaReplayed] == nil || len(r.Content) == 0 {
 			t.Fatalf("deliveries missing: %s", out)
 		}
 	})

@@ -178,7 +178,7 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 
 // allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.
 func allowedResult(res sink.Result) (*rawResult, error) {
-	raw, err := withDeliveries(res.Upstream, res.Resolutions)
+	raw, err := withDeliveries(res.Upstream, res.Resolutions, res.Replayed)
 	if err != nil {
 		return nil, err
 	}

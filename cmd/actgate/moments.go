@@ -1,0 +1,533 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// The local moments API of `actgate serve` (embedded mode). Every request carries
+// "Authorization: Bearer <token>" with a principal's token from DataDir/principals/NAME.token;
+// the token decides who the caller is, so only a user who can read that file resolves as that
+// principal. The web console will speak the same API.
+//
+//	GET  /v1/moments[?all=1]        moments addressed to the caller (pending only, unless all)
+//	GET  /v1/moments/{id}           one moment
+//	POST /v1/moments/{id}/resolve   body: an envelope-04 §7.3 resolution
+const (
+	apiMoments = "/v1/moments"
+	// maxResolutionBytes bounds a resolution body.
+	maxResolutionBytes = 64 << 10
+)
+
+// momentJSON is a binding moment on the API.
+type momentJSON struct {
+	ID             string          `json:"id"`
+	Session        string          `json:"session"`
+	Agent          string          `json:"agent"`
+	Server         string          `json:"server,omitempty"`
+	Tool           string          `json:"tool,omitempty"`
+	ActID          string          `json:"actId,omitempty"`
+	Envelope       json.RawMessage `json:"envelope"`
+	EnvelopeDigest string          `json:"envelopeDigest"`
+	Principals     []string        `json:"principals"`
+	Created        time.Time       `json:"created"`
+	Expires        time.Time       `json:"expires"`
+	Resolved       bool            `json:"resolved"`
+	Resolution     string          `json:"resolution,omitempty"`
+}
+
+// resolveJSON is the answer to a resolution.
+type resolveJSON struct {
+	MomentID    string `json:"momentId"`
+	Kind        string `json:"kind"`
+	Option      string `json:"option,omitempty"`
+	AuthorityID string `json:"authorityId,omitempty"`
+	Pending     bool   `json:"pending"`
+	Votes       int    `json:"votes,omitempty"`
+	Required    int    `json:"required,omitempty"`
+}
+
+// apiError is every error body of the API.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// API error codes.
+const (
+	codeUnauthenticated = "UNAUTHENTICATED"
+	codeNotFound        = "MOMENT_NOT_FOUND"
+	codeExpired         = "MOMENT_EXPIRED"
+	codeResolved        = "MOMENT_RESOLVED"
+	codeNotPrincipal    = "NOT_A_PRINCIPAL"
+	codeInvalid         = "RESOLUTION_INVALID"
+	codeUnavailable     = "GATE_UNAVAILABLE"
+)
+
+// momentsAPI serves the moments API of one gate.
+type momentsAPI struct {
+	gate   *sink.Gate
+	tokens map[string][]byte // principal → token
+	log    logr.Logger
+}
+
+func (a *momentsAPI) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+apiMoments, a.list)
+	mux.HandleFunc("GET "+apiMoments+"/{id}", a.get)
+	mux.HandleFunc("POST "+apiMoments+"/{id}/resolve", a.resolve)
+}
+
+// principal authenticates the caller by token (constant-time comparison against each).
+func (a *momentsAPI) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok {
+		for name, want := range a.tokens {
+			if subtle.ConstantTimeCompare([]byte(tok), want) == 1 {
+				return name, true
+			}
+		}
+	}
+	writeAPIError(w, http.StatusUnauthorized, codeUnauthenticated, "a principal's token is required (DataDir/principals/NAME.token)")
+	return "", false
+}
+
+func (a *momentsAPI) list(w http.ResponseWriter, r *http.Request) {
+	who, ok := a.principal(w, r)
+	if !ok {
+		return
+	}
+	ms, err := a.gate.Moments(r.Context(), sink.MomentFilter{Pending: r.URL.Query().Get("all") == ""})
+	if err != nil {
+		a.log.Error(err, "Listing moments failed")
+		writeAPIError(w, http.StatusServiceUnavailable, codeUnavailable, "moments could not be listed")
+		return
+	}
+	out := struct {
+		Moments []momentJSON `json:"moments"`
+	}{Moments: []momentJSON{}}
+	for _, m := range ms {
+		if slices.Contains(m.Principals, who) {
+			out.Moments = append(out.Moments, toMomentJSON(m))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *momentsAPI) get(w http.ResponseWriter, r *http.Request) {
+	who, ok := a.principal(w, r)
+	if !ok {
+		return
+	}
+	m, found, err := a.find(r.Context(), r.PathValue("id"))
+	switch {
+	case err != nil:
+		a.log.Error(err, "Listing moments failed")
+		writeAPIError(w, http.StatusServiceUnavailable, codeUnavailable, "moments could not be listed")
+	case !found || !slices.Contains(m.Principals, who):
+		writeAPIError(w, http.StatusNotFound, codeNotFound, "no such binding moment for this principal")
+	default:
+		writeJSON(w, http.StatusOK, toMomentJSON(m))
+	}
+}
+
+func (a *momentsAPI) find(ctx context.Context, id string) (sink.Moment, bool, error) {
+	ms, err := a.gate.Moments(ctx, sink.MomentFilter{})
+	if err != nil {
+		return sink.Moment{}, false, err
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true, nil
+		}
+	}
+	return sink.Moment{}, false, nil
+}
+
+func (a *momentsAPI) resolve(w http.ResponseWriter, r *http.Request) {
+	who, ok := a.principal(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxResolutionBytes+1))
+	if err != nil || len(body) > maxResolutionBytes {
+		writeAPIError(w, http.StatusBadRequest, codeInvalid, "unreadable or oversized resolution")
+		return
+	}
+	id := r.PathValue("id")
+	res, err := a.gate.Resolve(r.Context(), id, who, body)
+	if err != nil {
+		status, code := http.StatusBadRequest, codeInvalid
+		switch {
+		case errors.Is(err, sink.ErrMomentNotFound):
+			status, code = http.StatusNotFound, codeNotFound
+		case errors.Is(err, sink.ErrMomentExpired):
+			status, code = http.StatusGone, codeExpired
+		case errors.Is(err, sink.ErrMomentResolved):
+			status, code = http.StatusConflict, codeResolved
+		case errors.Is(err, sink.ErrNotPrincipal), errors.Is(err, sink.ErrSelfResolution):
+			status, code = http.StatusForbidden, codeNotPrincipal
+		case errors.Is(err, sink.ErrResolutionInvalid):
+		default:
+			status, code = http.StatusServiceUnavailable, codeUnavailable
+		}
+		a.log.Info("Resolution refused", "moment", id, "principal", who, "code", code)
+		writeAPIError(w, status, code, err.Error())
+		return
+	}
+	a.log.Info("Binding moment resolved", "moment", id, "principal", who, "kind", res.Kind, "pending", res.Pending)
+	writeJSON(w, http.StatusOK, resolveJSON{MomentID: res.MomentID, Kind: res.Kind, Option: res.OptionID,
+		AuthorityID: res.AuthorityID, Pending: res.Pending, Votes: res.Votes, Required: res.Required})
+}
+
+func toMomentJSON(m sink.Moment) momentJSON {
+	out := momentJSON{ID: m.ID, Session: m.Session, Agent: m.Agent, Server: m.Server, Tool: m.Tool, ActID: m.ActID,
+		EnvelopeDigest: m.Digest, Principals: m.Principals, Created: m.Created.UTC(), Expires: m.Expires.UTC(),
+		Resolved: m.Resolved, Resolution: m.Resolution}
+	if m.Envelope != nil {
+		out.Envelope = m.Envelope.Canonical()
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+// ---- the CLI side: actgate moments, actgate resolve ----
+
+// apiFlags locate the gate and the principal's token.
+type apiFlags struct {
+	server, config, dataDir, as, tokenFile string
+}
+
+func (f *apiFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.server, "server", "", "the gate's URL (default: DATA_DIR/endpoint, else http://"+gateconfig.DefaultListen+")")
+	cmd.Flags().StringVar(&f.config, "config", "", "the gate's configuration file, to find its data dir")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "the gate's data dir (default: $ACTGATE_DATA_DIR, else ./actgate-data)")
+	cmd.Flags().StringVar(&f.as, "as", "", "the principal to act as (default: the only one with a token in the data dir)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "the principal's token file (default: DATA_DIR/principals/PRINCIPAL.token)")
+}
+
+// client resolves the flags into an API client.
+func (f *apiFlags) client() (*apiClient, error) {
+	dir := f.dataDir
+	if dir == "" && f.config != "" {
+		cfg, err := gateconfig.Load(f.config)
+		if err != nil {
+			return nil, configError(err)
+		}
+		dir = cfg.DataDir
+	}
+	if dir == "" {
+		dir = os.Getenv("ACTGATE_DATA_DIR")
+	}
+	if dir == "" {
+		dir = "actgate-data"
+	}
+	c := &apiClient{server: f.server, principal: f.as, http: &http.Client{Timeout: 30 * time.Second}}
+	if c.server == "" {
+		if b, err := os.ReadFile(filepath.Join(dir, gateconfig.EndpointFile)); err == nil {
+			c.server = strings.TrimSpace(string(b))
+		} else {
+			c.server = "http://" + gateconfig.DefaultListen
+		}
+	}
+	if u, err := url.Parse(c.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError("--server %q is not an http URL", c.server)
+	}
+	tokenFile := f.tokenFile
+	if tokenFile == "" {
+		if c.principal == "" {
+			names, _ := filepath.Glob(filepath.Join(dir, gateconfig.PrincipalsDir, "*.token"))
+			switch len(names) {
+			case 0:
+				return nil, fail(exitUsage, fmt.Sprintf("USAGE no principal token in %s: pass --data-dir, --config or --token-file", filepath.Join(dir, gateconfig.PrincipalsDir)))
+			case 1:
+				c.principal = strings.TrimSuffix(filepath.Base(names[0]), ".token")
+			default:
+				return nil, usageError("several principals have tokens in %s: pass --as", filepath.Join(dir, gateconfig.PrincipalsDir))
+			}
+		}
+		tokenFile = filepath.Join(dir, gateconfig.PrincipalsDir, c.principal+".token")
+	}
+	tok, err := readPrivate(tokenFile)
+	if err != nil {
+		return nil, fail(exitUsage, "USAGE principal token: "+err.Error())
+	}
+	c.token = strings.TrimSpace(string(tok))
+	return c, nil
+}
+
+// apiClient speaks the moments API as one principal.
+type apiClient struct {
+	server, principal, token string
+	http                     *http.Client
+}
+
+// do sends one request and decodes a 2xx JSON answer into out; an API error becomes an
+// exitError with its code.
+func (c *apiClient) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fail(exitRejected, "GATE_UNREACHABLE "+err.Error())
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fail(exitRejected, "GATE_UNREACHABLE "+err.Error())
+	}
+	if resp.StatusCode/100 != 2 {
+		var e apiError
+		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+			return fail(exitRejected, e.Error.Code+" "+e.Error.Message)
+		}
+		return fail(exitRejected, fmt.Sprintf("GATE_ERROR HTTP %d", resp.StatusCode))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fail(exitRejected, "GATE_ERROR unreadable answer: "+err.Error())
+	}
+	return nil
+}
+
+func (c *apiClient) moments(ctx context.Context, all bool) ([]momentJSON, error) {
+	var out struct {
+		Moments []momentJSON `json:"moments"`
+	}
+	path := apiMoments
+	if all {
+		path += "?all=1"
+	}
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Moments, nil
+}
+
+func (c *apiClient) moment(ctx context.Context, id string) (momentJSON, error) {
+	var m momentJSON
+	err := c.do(ctx, http.MethodGet, apiMoments+"/"+url.PathEscape(id), nil, &m)
+	return m, err
+}
+
+func (c *apiClient) resolve(ctx context.Context, id string, resolution []byte) (resolveJSON, error) {
+	var r resolveJSON
+	err := c.do(ctx, http.MethodPost, apiMoments+"/"+url.PathEscape(id)+"/resolve", resolution, &r)
+	return r, err
+}
+
+func newMomentsCmd(s streams) *cobra.Command {
+	var (
+		f      apiFlags
+		all    bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "moments [--server URL] [--as PRINCIPAL]",
+		Short: "List the binding moments awaiting you at a running gate",
+		Long: `List the pending binding moments addressed to a principal at a running 'actgate serve',
+each rendered in full: synopsis, findings, recommendations and offer, the question with every
+option, its reasoning and the action digest it authorises, the recommended option marked,
+and the escape hatches and decline (envelope-04 §9.1). Resolve one with 'actgate resolve'.
+
+The principal is authenticated by its token file in the gate's data dir
+(DATA_DIR/principals/PRINCIPAL.token).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ms, err := c.moments(cmd.Context(), all)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(s.out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(ms)
+			}
+			if len(ms) == 0 {
+				fmt.Fprintf(s.out, "No pending binding moments for %s.\n", c.principal)
+				return nil
+			}
+			for i, m := range ms {
+				if i > 0 {
+					fmt.Fprintln(s.out)
+				}
+				if err := printMoment(s.out, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "include resolved and expired moments")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	return cmd
+}
+
+// printMoment renders one moment with every envelope-04 §9.1 invariant (the envelope
+// package's text renderer) and how to resolve it.
+func printMoment(w io.Writer, m momentJSON) error {
+	env, err := envelope.Parse(m.Envelope)
+	if err != nil {
+		// A malformed envelope is never presented as a decision (envelope-04 §4, §12.8).
+		return fail(exitRejected, "MOMENT_MALFORMED "+m.ID+": "+err.Error())
+	}
+	if env.Digest() != m.EnvelopeDigest {
+		return fail(exitRejected, "MOMENT_MALFORMED "+m.ID+": the envelope does not have the digest the gate reported")
+	}
+	fmt.Fprintf(w, "MOMENT %s\n", m.ID)
+	fmt.Fprintf(w, "  agent %s, session %s", m.Agent, m.Session)
+	if m.Tool != "" {
+		fmt.Fprintf(w, ", call %s on %s", m.Tool, m.Server)
+	}
+	fmt.Fprintf(w, "\n  for %s; expires %s", strings.Join(m.Principals, ", "), m.Expires.Format(time.RFC3339))
+	if m.Resolved {
+		fmt.Fprintf(w, "; resolved: %s", m.Resolution)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	if err := (envelope.TextRenderer{}).Render(w, env); err != nil {
+		return err
+	}
+	if !m.Resolved {
+		fmt.Fprintf(w, "\nResolve: actgate resolve %s --option N", m.ID)
+		if env.Hatches().FreeText {
+			fmt.Fprint(w, " | --answer TEXT")
+		}
+		if env.Hatches().Dialogue {
+			fmt.Fprint(w, " | --question")
+		}
+		fmt.Fprintln(w, " | --decline")
+	}
+	return nil
+}
+
+func newResolveCmd(s streams) *cobra.Command {
+	var (
+		f                 apiFlags
+		option            int
+		answer            string
+		question, decline bool
+		optionSet, ansSet bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resolve ID --option N | --answer TEXT | --question | --decline [--as PRINCIPAL]",
+		Short: "Resolve a binding moment at a running gate",
+		Long: `Resolve a binding moment as a principal, with exactly one of the four resolutions of
+envelope-04 §7.3:
+
+  --option N     choose option N (numbered from 1, as 'actgate moments' shows them); when
+                 enough principals chose it, authority is issued for exactly that call
+  --answer TEXT  answer in your own words instead (the answer-space hatch)
+  --question     reject the question as put and reopen deliberation (the question-space hatch)
+  --decline      answer no to the question as put; none of its actions will run
+
+The resolution names the envelope's digest, read from the gate, so it cannot be applied to
+another envelope.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			optionSet, ansSet = cmd.Flags().Changed("option"), cmd.Flags().Changed("answer")
+			n := 0
+			for _, b := range []bool{optionSet, ansSet, question, decline} {
+				if b {
+					n++
+				}
+			}
+			if n != 1 {
+				return usageError("give exactly one of --option, --answer, --question, --decline")
+			}
+			if optionSet && option < 1 {
+				return usageError("--option is numbered from 1")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			m, err := c.moment(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			body := map[string]any{"envelope_digest": m.EnvelopeDigest}
+			switch {
+			case optionSet:
+				body["resolution"], body["option_idx"] = "option", option-1
+			case ansSet:
+				body["resolution"], body["answer"] = "answer", answer
+			case question:
+				body["resolution"] = "question"
+			default:
+				body["resolution"] = "declined"
+			}
+			raw, err := json.Marshal(map[string]any{envelope.MemberResolution: body})
+			if err != nil {
+				return err
+			}
+			r, err := c.resolve(cmd.Context(), m.ID, raw)
+			if err != nil {
+				return err
+			}
+			switch {
+			case r.Kind == "option" && r.Pending:
+				fmt.Fprintf(s.out, "VOTE RECORDED %s option %d by %s: %d of %d principals\n", r.MomentID, option, c.principal, r.Votes, r.Required)
+			case r.Kind == "option" && r.AuthorityID != "":
+				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s: authority %s issued for exactly that call\n", r.MomentID, option, c.principal, r.AuthorityID)
+			case r.Kind == "option":
+				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s\n", r.MomentID, option, c.principal)
+			default:
+				fmt.Fprintf(s.out, "RESOLVED %s %s by %s\n", r.MomentID, r.Kind, c.principal)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().IntVar(&option, "option", 0, "choose option N (from 1)")
+	cmd.Flags().StringVar(&answer, "answer", "", "answer in your own words")
+	cmd.Flags().BoolVar(&question, "question", false, "reject the question as put")
+	cmd.Flags().BoolVar(&decline, "decline", false, "answer no to the question as put")
+	return cmd
+}

@@ -1,0 +1,458 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/spf13/cobra"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/receipt"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// shutdownTimeout bounds a graceful shutdown after SIGTERM.
+const shutdownTimeout = 10 * time.Second
+
+func newServeCmd(s streams) *cobra.Command {
+	var (
+		configFile string
+		verbose    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE",
+		Short: "Run the gate: policy, authority, journal, receipts and the MCP proxy in one process",
+		Long: `Run the standalone finality sink on the loopback address the configuration names.
+
+Each server of the configured policy is proxied at /mcp/{server}: point the agent's MCP
+client there instead of at the server. Every tools/call goes through the sink; everything else
+passes through. The moments API (/v1/moments) lets the configured principals list and resolve
+binding moments: see 'actgate moments' and 'actgate resolve'.
+
+State lives in the configuration's dataDir: the store (authorities and the dispatch journal),
+the signed receipt log, the keys (generated on first start, mode 0600) and one token per
+principal. Dispatches a previous process left in flight are marked INDETERMINATE before the
+gate listens. SIGTERM or SIGINT shuts down gracefully. Logs go to stderr and carry digests,
+never tool arguments.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := gateconfig.Load(configFile)
+			if err != nil {
+				return configError(err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			log := newLogger(s.err, verbose)
+			rt, err := openGate(ctx, cfg, log, gateHooks{})
+			if err != nil {
+				return fail(exitRejected, "SERVE_FAILED "+err.Error())
+			}
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				_ = rt.Close()
+				return fail(exitRejected, "SERVE_FAILED "+err.Error())
+			}
+			if err := rt.serve(ctx, ln, s.out); err != nil {
+				return fail(exitRejected, "SERVE_FAILED "+err.Error())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "the gate's configuration file (YAML)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every allowed call too")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// configError reports a configuration file that was refused: one line per field.
+func configError(err error) error {
+	var es gateconfig.Errors
+	if errors.As(err, &es) {
+		lines := make([]string, len(es))
+		for i, e := range es {
+			lines[i] = "CONFIG_INVALID " + e.Error()
+		}
+		return fail(exitRejected, lines...)
+	}
+	return fail(exitRejected, "CONFIG_INVALID "+err.Error())
+}
+
+// newLogger is the gate's logr.Logger on a slog text handler.
+func newLogger(w io.Writer, verbose bool) logr.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.Level(-8)
+	}
+	return logr.FromSlogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// gateHooks adjust a gate for tests and the demo.
+type gateHooks struct {
+	// transport is the base RoundTripper for upstream requests (nil: a default transport).
+	transport http.RoundTripper
+}
+
+// gateRuntime is one running gate: everything `actgate serve` opens, and its HTTP handler.
+type gateRuntime struct {
+	cfg      *gateconfig.Config
+	log      logr.Logger
+	store    *boltstore.Store
+	receipts *receipt.Log
+	gate     *sink.Gate
+	proxies  []*mcpproxy.Proxy
+	handler  http.Handler
+}
+
+// openGate opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
+// before anything is served), the receipt log and the gate, and builds the HTTP handler.
+func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks gateHooks) (rt *gateRuntime, err error) {
+	rt = &gateRuntime{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			_ = rt.Close()
+			rt = nil
+		}
+	}()
+	if err := ensurePrivateDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("dataDir: %w", err)
+	}
+	signer, err := authority.LoadOrCreateKey(cfg.Path(gateconfig.AuthorityKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	receiptSigner, err := loadReceiptKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	idKey, err := loadOrCreateSecret(cfg.Path(gateconfig.ActIDKeyFile), act.MinIDKeyBytes)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := act.NewIDIssuer(idKey, nil)
+	if err != nil {
+		return nil, err
+	}
+	tokens := map[string][]byte{}
+	for _, p := range cfg.Principals {
+		if err := ensurePrivateDir(filepath.Dir(cfg.PrincipalTokenPath(p.Name))); err != nil {
+			return nil, err
+		}
+		tok, err := loadOrCreateToken(cfg.PrincipalTokenPath(p.Name))
+		if err != nil {
+			return nil, err
+		}
+		tokens[p.Name] = tok
+	}
+
+	rt.store, err = boltstore.Open(cfg.Path(gateconfig.StoreFile), boltstore.Options{Verifier: signer.Verifier()})
+	if err != nil {
+		return nil, err
+	}
+	// AEB "Classify the Effect Outcome": whatever a previous process left DISPATCH_PENDING or
+	// INVOKED may have reached the upstream; it becomes INDETERMINATE before anything is
+	// served, and is never dispatched again (tool-use-binding §22 T-G).
+	n, err := rt.store.RecoverOnStart(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("recovering the journal: %w", err)
+	}
+	if n > 0 {
+		log.Info("Recovered in-flight dispatches as INDETERMINATE", "count", n)
+	}
+	rt.receipts, err = receipt.Open(receipt.Options{Path: cfg.Path(gateconfig.ReceiptsFile), Signer: receiptSigner})
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := cfg.Compile()
+	if err != nil {
+		return nil, err
+	}
+	rt.gate, err = sink.New(sink.Options{
+		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
+		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	for i, srv := range cfg.Policy.Servers {
+		up := cfg.Upstream(srv.Name)
+		var cred func(context.Context) (string, error)
+		if up.BearerTokenFile != "" {
+			if _, err := readToken(up.BearerTokenFile); err != nil {
+				return nil, fmt.Errorf("upstreams[%s].bearerTokenFile: %w", srv.Name, err)
+			}
+			file := up.BearerTokenFile
+			cred = func(context.Context) (string, error) { return readToken(file) }
+		}
+		p, err := mcpproxy.New(mcpproxy.Config{
+			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
+			Transport: hooks.transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
+			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("policy.servers[%d]: %w", i, err)
+		}
+		rt.proxies = append(rt.proxies, p)
+		mux.Handle(mcpproxy.Path(srv.Name), p)
+	}
+	api := &momentsAPI{gate: rt.gate, tokens: tokens, log: log.WithName("moments")}
+	api.register(mux)
+	rt.handler = mux
+	return rt, nil
+}
+
+// serve answers on ln until ctx ends, then shuts down gracefully and closes the runtime.
+func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer) error {
+	srv := &http.Server{Handler: rt.handler, ReadHeaderTimeout: 10 * time.Second}
+	base := "http://" + ln.Addr().String()
+	endpoint := rt.cfg.Path(gateconfig.EndpointFile)
+	if err := writeFileAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
+		_ = ln.Close()
+		_ = rt.Close()
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
+	for _, p := range rt.proxies {
+		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
+	}
+	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
+	rt.log.Info("Serving", "address", base, "sink", rt.cfg.SinkID, "servers", len(rt.proxies))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	rt.log.Info("Shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(sctx) }()
+	// Ending the agent sessions ends their SSE streams, which Shutdown would otherwise wait for.
+	for _, p := range rt.proxies {
+		_ = p.Close()
+	}
+	if err := <-done; err != nil {
+		_ = srv.Close()
+	}
+	_ = os.Remove(endpoint)
+	if err := rt.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// Close closes the proxies, the receipt log (flushing it) and the store.
+func (rt *gateRuntime) Close() error {
+	var errs []error
+	for _, p := range rt.proxies {
+		errs = append(errs, p.Close())
+	}
+	if rt.receipts != nil {
+		errs = append(errs, rt.receipts.Close())
+		rt.receipts = nil
+	}
+	if rt.store != nil {
+		errs = append(errs, rt.store.Close())
+		rt.store = nil
+	}
+	return errors.Join(errs...)
+}
+
+func principalNames(cfg *gateconfig.Config) string {
+	if len(cfg.Principals) == 0 {
+		return "none configured"
+	}
+	names := make([]string, len(cfg.Principals))
+	for i, p := range cfg.Principals {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ensurePrivateDir creates dir (mode 0700) if missing and refuses one that group or others
+// can write.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s has mode %v: it must not be writable by group or others (chmod 700)", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// loadReceiptKey loads (creating on first start) the key that signs receipt checkpoints, and
+// writes its public key beside it for `actgate receipts verify --key`.
+func loadReceiptKey(cfg *gateconfig.Config) (signature.SignerVerifier, error) {
+	path := cfg.Path(gateconfig.ReceiptKeyFile)
+	if _, err := authority.LoadOrCreateKey(path); err != nil { // creates it 0600, refuses loose modes
+		return nil, err
+	}
+	sv, err := signature.LoadSignerVerifierFromPEMFile(path, crypto.SHA256, cryptoutils.SkipPassword)
+	if err != nil {
+		return nil, fmt.Errorf("receipt key %s: %w", path, err)
+	}
+	pub, err := sv.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(pub)
+	if err != nil {
+		return nil, err
+	}
+	pubPath := cfg.Path(gateconfig.ReceiptPubFile)
+	if old, err := os.ReadFile(pubPath); err != nil || !bytes.Equal(old, pem) {
+		if err := writeFileAtomic(pubPath, pem, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return sv, nil
+}
+
+// loadOrCreateSecret returns the n random bytes stored at path, creating the file (mode 0600)
+// on first use. A file readable by group or others is refused.
+func loadOrCreateSecret(path string, n int) ([]byte, error) {
+	b, err := readPrivate(path)
+	if err == nil {
+		if len(b) != n {
+			return nil, fmt.Errorf("%s: want %d bytes, found %d", path, n, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, n)
+	_, _ = rand.Read(b)
+	if err := createExclusive(path, b); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return loadOrCreateSecret(path, n)
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// loadOrCreateToken returns a principal's token (64 hex characters), creating it on first use.
+func loadOrCreateToken(path string) ([]byte, error) {
+	b, err := readPrivate(path)
+	if err == nil {
+		tok := bytes.TrimSpace(b)
+		if len(tok) < 32 {
+			return nil, fmt.Errorf("%s: token too short", path)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var r [32]byte
+	_, _ = rand.Read(r[:])
+	tok := []byte(hex.EncodeToString(r[:]))
+	if err := createExclusive(path, append(tok, '\n')); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return loadOrCreateToken(path)
+		}
+		return nil, err
+	}
+	return tok, nil
+}
+
+// readPrivate reads a file that must not be accessible to group or others.
+func readPrivate(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s has mode %v: it must not be accessible to group or others (chmod 600)", path, fi.Mode().Perm())
+	}
+	return os.ReadFile(path)
+}
+
+// readToken reads a bearer token file (surrounding whitespace removed).
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return tok, nil
+}
+
+// createExclusive writes a new file with mode 0600, failing with fs.ErrExist if it exists.
+func createExclusive(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces path with data through a temporary file and a rename.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
