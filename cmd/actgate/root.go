@@ -70,6 +70,10 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newEnvelopeCmd(s),
 		newResolutionCmd(s),
 		newReceiptsCmd(s),
+		newServeCmd(s),
+		newDemoCmd(s),
+		newMomentsCmd(s),
+		newResolveCmd(s),
 	)
 	return root
 }
