@@ -1,0 +1,101 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ErrUnavailable wraps every error of Client.Do: the service could not be asked or its answer
+// could not be read. The caller denies (DESIGN.md "Fail closed").
+var ErrUnavailable = errors.New("review: authority service unavailable")
+
+// Client asks the authority service. Its zero value is not usable; set URL, HTTP and Token.
+type Client struct {
+	// URL is the service's base URL, e.g. https://actgate-authority.actgate-system.svc:8443.
+	URL string
+	// HTTP is the client; its transport carries the TLS configuration trusting the service's
+	// CA. Timeouts come from the context passed to Do.
+	HTTP *http.Client
+	// Token returns the bearer token to present: the pod's projected service-account token,
+	// read anew on each call because the kubelet rotates it (see TokenFile).
+	Token func() (string, error)
+}
+
+// TokenFile returns a Token function reading a projected service-account token file.
+func TokenFile(path string) func() (string, error) {
+	return func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("token file %s is empty", path)
+		}
+		return t, nil
+	}
+}
+
+// NewUID returns a random request uid.
+func NewUID() types.UID {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
+	return types.UID(hex.EncodeToString(b[:]))
+}
+
+// Do sends req (a new uid is set when it has none) and returns the service's response. A
+// response is returned whatever the HTTP status, as long as it decodes and answers this uid; a
+// response that came with a status other than 200 is never allowed. Anything else is an error
+// wrapping ErrUnavailable.
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	if c == nil || c.HTTP == nil || c.URL == "" || c.Token == nil {
+		return nil, fmt.Errorf("%w: client not configured", ErrUnavailable)
+	}
+	if req.UID == "" {
+		req.UID = NewUID()
+	}
+	body, err := json.Marshal(ActReview{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind}, Request: &req})
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding the review: %v", ErrUnavailable, err)
+	}
+	token, err := c.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: token: %v", ErrUnavailable, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.HTTP.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxReviewBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the response: %w", ErrUnavailable, err)
+	}
+	r, err := DecodeResponse(data, req.UID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: HTTP %d: %w", ErrUnavailable, resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		r.Allowed = false
+	}
+	return r, nil
+}

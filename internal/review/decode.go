@@ -1,0 +1,216 @@
+package review
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+// Bounds on a review.
+const (
+	// MaxReviewBytes bounds a request or response body: the act, and arguments up to the act
+	// package's 4 MiB input bound, with room for the envelope.
+	MaxReviewBytes = 5 << 20
+	// MaxUIDLength bounds request.uid.
+	MaxUIDLength = 128
+)
+
+// ErrBadReview is wrapped by every error of DecodeRequest and DecodeResponse.
+var ErrBadReview = errors.New("review: malformed ActReview")
+
+// FieldError is a malformed review, naming the field.
+type FieldError struct {
+	// Field is the JSON path of the offending member, e.g. "request.consume.authorityID".
+	Field string
+	// Detail says what is wrong; it never repeats argument values.
+	Detail string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrBadReview, e.Field, e.Detail)
+}
+
+// Unwrap makes a FieldError match ErrBadReview.
+func (e *FieldError) Unwrap() error { return ErrBadReview }
+
+func bad(field, format string, args ...any) error {
+	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// decodeStrict decodes exactly one JSON value into v: member names match case-sensitively, and
+// unknown or duplicate members are refused (sigs.k8s.io/json, as the API server decodes).
+func decodeStrict(body []byte, v any) error {
+	if len(body) > MaxReviewBytes {
+		return bad("$", "body of %d bytes exceeds %d", len(body), MaxReviewBytes)
+	}
+	if !utf8.Valid(body) {
+		return bad("$", "not UTF-8")
+	}
+	strict, err := sigsjson.UnmarshalStrict(body, v)
+	if err != nil {
+		return bad("$", "%s", jsonProblem(err))
+	}
+	if len(strict) > 0 {
+		return bad("$", "%s", clip(strict[0].Error()))
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without quoting the input.
+func jsonProblem(err error) string {
+	if ok, off := sigsjson.SyntaxErrorOffset(err); ok {
+		return fmt.Sprintf("invalid JSON at byte %d", off)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("member %s has the wrong JSON type", te.Field)
+	}
+	return clip(err.Error())
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func checkTypeMeta(r *ActReview) error {
+	if r.APIVersion != APIVersion {
+		return bad("apiVersion", "must be %s", APIVersion)
+	}
+	if r.Kind != Kind {
+		return bad("kind", "must be %s", Kind)
+	}
+	return nil
+}
+
+func checkUID(field string, uid types.UID) error {
+	if uid == "" || len(uid) > MaxUIDLength || !utf8.ValidString(string(uid)) {
+		return bad(field, "must be 1-%d characters", MaxUIDLength)
+	}
+	for _, c := range uid {
+		if c < 0x20 || c == 0x7f {
+			return bad(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// DecodeRequest parses a review as the service receives it. It accepts exactly one ActReview of
+// this group, version and kind with a request and no response, no unknown members, and the
+// members the operation needs, each well formed; the act and arguments are checked further by
+// the service. On error it still returns the uid when one could be read, so the response can
+// echo it.
+func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
+	var r ActReview
+	if err := decodeStrict(body, &r); err != nil {
+		return nil, "", err
+	}
+	var uid types.UID
+	if r.Request != nil && checkUID("request.uid", r.Request.UID) == nil {
+		uid = r.Request.UID
+	}
+	if err := checkTypeMeta(&r); err != nil {
+		return nil, uid, err
+	}
+	if r.Response != nil {
+		return nil, uid, bad("response", "a request must not carry a response")
+	}
+	req := r.Request
+	if req == nil {
+		return nil, "", bad("request", "required")
+	}
+	if err := checkUID("request.uid", req.UID); err != nil {
+		return nil, "", err
+	}
+	switch req.Operation {
+	case OperationReview:
+		if err := checkReview(req); err != nil {
+			return nil, uid, err
+		}
+	case OperationConsume:
+		if err := checkConsume(req); err != nil {
+			return nil, uid, err
+		}
+	default:
+		return nil, uid, bad("request.operation", "must be %s or %s", OperationReview, OperationConsume)
+	}
+	return &r, uid, nil
+}
+
+func checkReview(req *Request) error {
+	if req.Consume != nil {
+		return bad("request.consume", "only for operation %s", OperationConsume)
+	}
+	if errs := validation.IsDNS1123Label(req.Server); len(errs) > 0 {
+		return bad("request.server", "must be a ToolPolicy server name (a DNS label)")
+	}
+	if len(req.Act) == 0 || req.Act[0] != '{' {
+		return bad("request.act", "must be an AgentCandidateAct object")
+	}
+	if len(req.Arguments) == 0 || req.Arguments[0] != '{' {
+		return bad("request.arguments", "must be the arguments object")
+	}
+	return nil
+}
+
+func checkConsume(req *Request) error {
+	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
+		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
+	}
+	c := req.Consume
+	if c == nil {
+		return bad("request.consume", "required for operation %s", OperationConsume)
+	}
+	if !authority.ValidID(c.AuthorityID) {
+		return bad("request.consume.authorityID", "must be an authority ID (%s + 64 lowercase hex)", authority.IDPrefix)
+	}
+	if c.OperationID == "" || len(c.OperationID) > journal.MaxIDLength || !utf8.ValidString(c.OperationID) {
+		return bad("request.consume.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
+	}
+	// The namespace is the caller's; any valid one stands in for the check of the rest.
+	if err := c.Binding.In("x").Validate(); err != nil {
+		return bad("request.consume.binding", "%s", bindingProblem(err))
+	}
+	return nil
+}
+
+// bindingProblem is authority's validation message without its package prefix.
+func bindingProblem(err error) string {
+	s := err.Error()
+	if p := authority.ErrInvalid.Error() + ": "; len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}
+
+// DecodeResponse parses the service's answer to the request with uid. It accepts exactly one
+// ActReview of this group, version and kind with a response for that uid and no request.
+func DecodeResponse(body []byte, uid types.UID) (*Response, error) {
+	var r ActReview
+	if err := decodeStrict(body, &r); err != nil {
+		return nil, err
+	}
+	if err := checkTypeMeta(&r); err != nil {
+		return nil, err
+	}
+	if r.Request != nil {
+		return nil, bad("request", "a response must not carry a request")
+	}
+	if r.Response == nil {
+		return nil, bad("response", "required")
+	}
+	if r.Response.UID != uid {
+		return nil, bad("response.uid", "does not match the request")
+	}
+	return r.Response, nil
+}
