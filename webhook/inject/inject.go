@@ -38,7 +38,8 @@ var (
 //  4. agent containers get ACTGATE_MCP_URL_<SERVER> per server, and their MCP URL variables
 //     (Config.URLEnv, and any variable whose value is a server's URL) are pointed at the
 //     sidecar: http://127.0.0.1:<port>/mcp/<server> (/http/<server> for an HTTP server);
-//  5. the sidecar template is rendered and merged as an overlay;
+//  5. the sidecar template is rendered and merged as an overlay (a pod naming no service
+//     account gets "default" named, which the projected token requires);
 //  6. the Status annotation is written.
 //
 // The result depends only on the pod and the policies, so the same input gives byte-identical
@@ -50,6 +51,12 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 	out := Strip(pod)
 	if err := injectable(out, cfg); err != nil {
 		return nil, nil, err
+	}
+	if out.Spec.ServiceAccountName == "" && out.Spec.DeprecatedServiceAccount == "" {
+		// The token projection needs a named service account. A pod without one runs as
+		// "default"; the ServiceAccount admission plugin sets the same name, and an API
+		// server without that plugin would otherwise reject the injected pod.
+		out.Spec.ServiceAccountName = "default"
 	}
 	servers, policyNames, err := serversOf(policies)
 	if err != nil {

@@ -28,6 +28,9 @@ const (
 	ReasonPodOptedOut Reason = "PodOptedOut"
 	// ReasonNotEnabled: neither the namespace nor the pod opts in.
 	ReasonNotEnabled Reason = "NotEnabled"
+	// ReasonNoPolicy: the pod is a candidate but no ToolPolicy of its namespace selects it
+	// (decided by the caller with Select, after InjectRequired).
+	ReasonNoPolicy Reason = "NoToolPolicy"
 
 	// ReasonOptOutIgnored: the pod says "false" in a namespace where opting out is not
 	// allowed; it is injected anyway (anti-bypass: whoever writes the pod spec is not who
