@@ -612,7 +612,9 @@ func testMomentCreation(t *testing.T, e *envtest.Env) {
 		{"principal is the act's agent", func(b *v1alpha1.BindingMoment) { b.Spec.Principal = act.Spec.Agent }, "is the agent that initiated Act"},
 		{"no such act", func(b *v1alpha1.BindingMoment) { b.Spec.ActRef.Name = "no-such-act" }, "does not exist"},
 		{"envelope not canonical", func(b *v1alpha1.BindingMoment) { b.Spec.Envelope = " " + b.Spec.Envelope }, "canonical form"},
-		{"digest of another envelope", func(b *v1alpha1.BindingMoment) { b.Spec.EnvelopeDigest = "sha256:" + v1alpha1.Digest(strings.Repeat("a", 64)) }, "envelope's digest is"},
+		{"digest of another envelope", func(b *v1alpha1.BindingMoment) {
+			b.Spec.EnvelopeDigest = "sha256:" + v1alpha1.Digest(strings.Repeat("a", 64))
+		}, "envelope's digest is"},
 		{"envelope not an envelope", func(b *v1alpha1.BindingMoment) { b.Spec.Envelope = `{"synopsis":"x"}` }, "ENV_MISSING_MEMBER"},
 		{"synopsis differs from the envelope's", func(b *v1alpha1.BindingMoment) { b.Spec.Synopsis = "Send it now." }, "synopsis"},
 		{"created already resolved", func(b *v1alpha1.BindingMoment) {
