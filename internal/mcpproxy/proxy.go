@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +82,12 @@ type Config struct {
 	// for every upstream HTTP request, so a rotated credential file or Secret applies without a
 	// restart. The token is set only on the proxy→upstream leg.
 	Credential func(ctx context.Context) (string, error)
+	// CredentialOrigin is the origin (scheme://host[:port]) the credential belongs to: it is
+	// presented only on requests to that origin, so a proxy whose URL was swapped for another
+	// server's (tool-use-binding §12 MCP_SERVER_SWAP) never hands the credential over. Empty
+	// means the origin of URL; set it to the origin of the policy's server URL when URL comes
+	// from elsewhere.
+	CredentialOrigin string
 	// Transport is the base RoundTripper for upstream requests; nil means a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -101,6 +108,19 @@ type Config struct {
 }
 
 var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// origin is scheme://host[:port] of u, lowercased, without the scheme's default port.
+func origin(u *url.URL) string {
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	port := u.Port()
+	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		return scheme + "://" + host
+	}
+	return scheme + "://" + host + ":" + port
+}
 
 // Path returns the mount path of a server's proxy: /mcp/{server}.
 func Path(server string) string { return "/mcp/" + server }
@@ -146,6 +166,14 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
+	credOrigin := origin(u)
+	if cfg.CredentialOrigin != "" {
+		cu, err := url.Parse(cfg.CredentialOrigin)
+		if err != nil || cu.Host == "" {
+			return nil, fmt.Errorf("%w: CredentialOrigin must be scheme://host[:port]", ErrConfig)
+		}
+		credOrigin = origin(cu)
+	}
 	base := cfg.Transport
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
@@ -153,7 +181,7 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
-		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential}},
+		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}},
 		bridges: make(map[*mcp.ServerSession]*bridge),
 	}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -357,7 +358,10 @@ func TestEscalation(t *testing.T) {
 		t.Fatalf("authorised call ran %d times, want 1", n)
 	}
 	// A retry in the same session is answered from the journal, not run again (§9).
-	r.request("9", "tools/call", `{"name":"send_payment","arguments":{"to":"bob","amount":250}}`)
+	retry := r.request("9", "tools/call", `{"name":"send_payment","arguments":{"to":"bob","amount":250}}`)
+	if !strings.Contains(string(retry), `"`+MetaReplayed+`":true`) || !strings.Contains(string(retry), "paid: ") {
+		t.Errorf("retry not answered with the recorded result: %s", retry)
+	}
 	if n := f.up.Count("send_payment"); n != 1 {
 		t.Fatalf("retry ran the call again: %d", n)
 	}
@@ -496,4 +500,82 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestCredentialBoundToItsOrigin: a proxy pointed at another server than the one its
+// credential belongs to never presents the credential there (§12 MCP_SERVER_SWAP).
+func TestCredentialBoundToItsOrigin(t *testing.T) {
+	other, err := mcptest.Start(bankTools(), mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	f := newFixture(t, fixtureOpts{proxyURL: other.URL, configure: func(c *Config) { c.CredentialOrigin = "http://127.0.0.1:1" }})
+	res := call(t, f.agent(), "get_balance", `{}`, nil)
+	if efCode(res) != string(ef.EFDestinationMismatch) {
+		t.Fatalf("call to a swapped server: %s", mustJSON(t, res))
+	}
+	for _, a := range other.Authorizations() {
+		if a != "" {
+			t.Fatalf("the swapped server received Authorization %q", a)
+		}
+	}
+	if other.Count("") != 0 {
+		t.Fatal("the swapped server ran a tool")
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080/mcp":    "http://127.0.0.1:8080",
+		"HTTP://Example.COM:80/x?y":    "http://example.com",
+		"https://example.com:443/":     "https://example.com",
+		"https://example.com:8443":     "https://example.com:8443",
+		"http://[::1]:9/mcp":           "http://[::1]:9",
+		"http://user@example.com/path": "http://example.com",
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := origin(u); got != want {
+			t.Errorf("origin(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := New(Config{Server: "s", URL: "http://h", Gate: fakeGate{}, Agent: "a", CredentialOrigin: "not a url"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("bad CredentialOrigin: %v", err)
+	}
+}
+
+type fakeGate struct{}
+
+func (fakeGate) Handle(context.Context, sink.Call, sink.Invoker) (sink.Result, error) {
+	return sink.Result{}, errors.New("not used")
+}
+func (fakeGate) RequestMoment(context.Context, string, string, sink.Proposal) (sink.Result, error) {
+	return sink.Result{}, errors.New("not used")
+}
+func (fakeGate) CanEscalate(string, string) bool { return false }
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	ok := Config{Server: "bank", URL: "http://127.0.0.1:1/mcp", Gate: fakeGate{}, Agent: "a"}
+	for name, mut := range map[string]func(*Config){
+		"server not a DNS label": func(c *Config) { c.Server = "Bank" },
+		"server with a slash":    func(c *Config) { c.Server = "a/b" },
+		"no gate":                func(c *Config) { c.Gate = nil },
+		"no agent":               func(c *Config) { c.Agent = "" },
+		"relative URL":           func(c *Config) { c.URL = "/mcp" },
+		"ftp URL":                func(c *Config) { c.URL = "ftp://h/mcp" },
+		"user info in URL":       func(c *Config) { c.URL = "http://u:p@h/mcp" },
+		"negative timeout":       func(c *Config) { c.CallTimeout = -1 },
+	} {
+		c := ok
+		mut(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if p, err := New(ok); err != nil || p.Server() != "bank" || p.Destination() != ok.URL {
+		t.Fatalf("valid config: %v", err)
+	}
 }

@@ -128,7 +128,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		if progressToken != nil {
 			meta["progressToken"] = progressToken
 		}
+		// The sink calls the invoker only after the authority was consumed and, for a journaled
+		// dispatch, DISPATCH_PENDING committed: the instant tool-use-binding §22 T-G kills.
+		failpoint("after-consume")
 		res, err := cs.CallTool(a.bind(ctx), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
+		// The upstream has answered and nothing is recorded yet.
+		failpoint("after-invoke")
 		out, drop := classify(res, err, &a)
 		if drop {
 			b.drop(cs)

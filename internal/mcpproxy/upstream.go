@@ -21,10 +21,11 @@ import (
 type upstreamTransport struct {
 	base       http.RoundTripper
 	credential func(ctx context.Context) (string, error)
+	origin     string // the only origin the credential is presented to
 }
 
 func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.credential != nil {
+	if t.credential != nil && origin(r.URL) == t.origin {
 		tok, err := t.credential(r.Context())
 		if err != nil {
 			if r.Body != nil {
