@@ -55,6 +55,13 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/r
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@$(MAKE) --no-print-directory chart-crds
+
+.PHONY: chart-crds
+chart-crds: ## Copy the generated CRDs (config/crd/bases) and manager role (config/rbac/role.yaml) into charts/actgate; a test fails when they differ.
+	rm -f charts/actgate/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/actgate/crds/
+	cp config/rbac/role.yaml charts/actgate/files/manager-role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods (api/v1alpha1/zz_generated.deepcopy.go).

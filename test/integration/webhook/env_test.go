@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +29,16 @@ import (
 // honoured.
 const optOutNamespace = "sandbox-optout"
 
-var setLogger sync.Once
+// TestMain gives controller-runtime (the manager, envtest) a logger that writes under -v only.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		if testing.Verbose() {
+			fmt.Fprintln(os.Stderr, prefix, args)
+		}
+	}, funcr.Options{Verbosity: 1}))
+	os.Exit(m.Run())
+}
 
 // webhookEnv is an API server with actgate's webhook configurations installed from
 // `kubectl kustomize config/webhook` (the manifests `make manifests` generates plus the
@@ -42,13 +51,6 @@ type webhookEnv struct {
 func startWebhookEnv(t *testing.T) *webhookEnv {
 	t.Helper()
 	envtest.SkipIfShort(t)
-	setLogger.Do(func() {
-		ctrl.SetLogger(funcr.New(func(prefix, args string) {
-			if testing.Verbose() {
-				fmt.Fprintln(os.Stderr, prefix, args)
-			}
-		}, funcr.Options{Verbosity: 1}))
-	})
 	ctx := t.Context()
 	bin, err := envtest.BinDir(ctx, os.Stderr)
 	if err != nil {

@@ -1,0 +1,44 @@
+{{/* Common labels. */}}
+{{- define "actgate.labels" -}}
+app.kubernetes.io/name: actgate
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The one image. */}}
+{{- define "actgate.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* Exempt namespaces, always including the release namespace. */}}
+{{- define "actgate.exemptNamespaces" -}}
+{{- $ns := .Values.webhook.exemptNamespaces | default list -}}
+{{- if not (has .Release.Namespace $ns) -}}{{- $ns = append $ns .Release.Namespace -}}{{- end -}}
+{{- toJson $ns -}}
+{{- end -}}
+
+{{/* The webhook Service's DNS name. */}}
+{{- define "actgate.webhookHost" -}}
+actgate-webhook-service.{{ .Release.Namespace }}.svc
+{{- end -}}
+
+{{/* The authority Service's DNS name. */}}
+{{- define "actgate.authorityHost" -}}
+actgate-authority.{{ .Release.Namespace }}.svc
+{{- end -}}
+
+{{/* Pod security context of actgate's own pods (restricted Pod Security Standard). */}}
+{{- define "actgate.podSecurityContext" -}}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "actgate.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}

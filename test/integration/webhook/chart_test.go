@@ -1,0 +1,438 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/webhook"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/helm/*.yaml from the current `helm template` output")
+
+const chartDir = "charts/actgate"
+
+// templateCases are the value sets rendered against golden files in testdata/helm.
+var templateCases = []struct {
+	name string
+	args []string
+}{
+	{"default", nil},
+	{"cert-manager-principals", []string{
+		"--set", "certManager.enabled=true",
+		"--set", "rbac.principals[0].user=alice@example.com",
+		"--set", "rbac.principals[0].namespaces={billing,ops}",
+		"--set", "webhook.optOutNamespaces={sandbox}",
+		"--set", "image.tag=v1.2.3",
+	}},
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestChartInSyncWithGenerated: the chart's CRDs and manager role are the files `make
+// manifests` generates (copied by `make chart-crds`), byte for byte, and no stale copy is left.
+// It reads files only, so it runs under -short too.
+func TestChartInSyncWithGenerated(t *testing.T) {
+	root := repoRoot(t)
+	gen, err := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
+	if err != nil || len(gen) == 0 {
+		t.Fatalf("no generated CRDs: %v", err)
+	}
+	chart, err := filepath.Glob(filepath.Join(root, chartDir, "crds/*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := func(ps []string) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = filepath.Base(p)
+		}
+		return out
+	}
+	if !slices.Equal(base(gen), base(chart)) {
+		t.Fatalf("chart CRDs %v != config/crd/bases %v; run `make chart-crds`", base(chart), base(gen))
+	}
+	pairs := [][2]string{{"config/rbac/role.yaml", chartDir + "/files/manager-role.yaml"}}
+	for _, g := range gen {
+		pairs = append(pairs, [2]string{filepath.Join("config/crd/bases", filepath.Base(g)), filepath.Join(chartDir, "crds", filepath.Base(g))})
+	}
+	for _, p := range pairs {
+		a, errA := os.ReadFile(filepath.Join(root, p[0]))
+		b, errB := os.ReadFile(filepath.Join(root, p[1]))
+		if errA != nil || errB != nil {
+			t.Fatalf("%v %v", errA, errB)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s; run `make chart-crds`", p[1], p[0])
+		}
+	}
+}
+
+// helm runs the built helm binary (no API server needed).
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	envtest.SkipIfShort(t)
+	bin, err := envtest.BinDir(t.Context(), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "helm"), args...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home,
+		"HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func TestHelmLint(t *testing.T) {
+	for _, tc := range templateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := helm(t, append([]string{"lint", "--strict", "--kube-version", "1.37.2", chartDir}, tc.args...)...)
+			if !strings.Contains(out, "0 chart(s) failed") || strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+				t.Errorf("helm lint is not clean:\n%s", out)
+			}
+		})
+	}
+}
+
+func renderChart(t *testing.T, args ...string) string {
+	t.Helper()
+	return helm(t, append([]string{"template", "actgate", chartDir, "--namespace", "actgate-system", "--kube-version", "1.37.2"}, args...)...)
+}
+
+// docs splits a multi-document YAML stream into its non-empty documents.
+func docs(t *testing.T, stream string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	r := utilyaml.NewYAMLReader(bufioReader(stream))
+	for {
+		d, err := r.Read()
+		if err != nil {
+			break
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(d, &m); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, d)
+		}
+		if len(m) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func kindOf(t *testing.T, doc []byte) string {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		t.Fatal(err)
+	}
+	return tm.Kind
+}
+
+func TestHelmTemplateGolden(t *testing.T) {
+	root := repoRoot(t)
+	for _, tc := range templateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := renderChart(t, tc.args...)
+			golden := filepath.Join(root, "test/integration/webhook/testdata/helm", tc.name+".yaml")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("helm template differs from %s (run with -update if intended)", golden)
+			}
+
+			for _, d := range docs(t, got) {
+				switch kindOf(t, d) {
+				case "ConfigMap":
+					checkWebhookConfig(t, d)
+				case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+					if strings.Contains(string(d), "failurePolicy: Ignore") || strings.Count(string(d), "failurePolicy: Fail") < 3 {
+						t.Errorf("a webhook does not fail closed:\n%s", d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkWebhookConfig decodes the chart's webhook.yaml exactly as the manager will (strict) and
+// checks that the release namespace is exempt.
+func checkWebhookConfig(t *testing.T, doc []byte) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := yaml.UnmarshalStrict(doc, cm); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "webhook.yaml")
+	if err := os.WriteFile(f, []byte(cm.Data["webhook.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := webhook.LoadConfig(f)
+	if err != nil {
+		t.Fatalf("the chart's webhook.yaml is not a valid webhook.Config: %v", err)
+	}
+	if !slices.Contains(cfg.Injection.ExemptNamespaces, cm.Namespace) || cfg.Certs.Namespace != cm.Namespace {
+		t.Errorf("release namespace %s not exempt / not the certs namespace: %+v", cm.Namespace, cfg)
+	}
+}
+
+// TestChartWebhooksMatchKustomize: the chart renders the same webhooks (names, paths, rules,
+// selectors, policies) as config/webhook, which `make manifests` generates from the markers.
+func TestChartWebhooksMatchKustomize(t *testing.T) {
+	envtest.SkipIfShort(t)
+	bin, err := envtest.BinDir(t.Context(), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "kubectl"), "kustomize", "config/webhook")
+	cmd.Dir = repoRoot(t)
+	kust, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hook struct {
+		Path                              string
+		Rules                             []admissionregistrationv1.RuleWithOperations
+		NamespaceSelector, ObjectSelector *metav1.LabelSelector
+		FailurePolicy                     *admissionregistrationv1.FailurePolicyType
+		SideEffects                       *admissionregistrationv1.SideEffectClass
+		ReinvocationPolicy                *admissionregistrationv1.ReinvocationPolicyType
+		TimeoutSeconds                    *int32
+		AdmissionReviewVersions           []string
+	}
+	collect := func(stream string) map[string]hook {
+		out := map[string]hook{}
+		for _, d := range docs(t, stream) {
+			switch kindOf(t, d) {
+			case "MutatingWebhookConfiguration":
+				c := &admissionregistrationv1.MutatingWebhookConfiguration{}
+				if err := yaml.UnmarshalStrict(d, c); err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range c.Webhooks {
+					out[c.Name+"/"+w.Name] = hook{*w.ClientConfig.Service.Path, w.Rules, w.NamespaceSelector, w.ObjectSelector, w.FailurePolicy, w.SideEffects, w.ReinvocationPolicy, w.TimeoutSeconds, w.AdmissionReviewVersions}
+				}
+			case "ValidatingWebhookConfiguration":
+				c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+				if err := yaml.UnmarshalStrict(d, c); err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range c.Webhooks {
+					out[c.Name+"/"+w.Name] = hook{*w.ClientConfig.Service.Path, w.Rules, w.NamespaceSelector, w.ObjectSelector, w.FailurePolicy, w.SideEffects, nil, w.TimeoutSeconds, w.AdmissionReviewVersions}
+				}
+			}
+		}
+		return out
+	}
+	fromChart, fromKustomize := collect(renderChart(t)), collect(string(kust))
+	if len(fromChart) != 6 || len(fromKustomize) != 6 {
+		t.Fatalf("webhooks: chart %d, kustomize %d, want 6 each", len(fromChart), len(fromKustomize))
+	}
+	for name, k := range fromKustomize {
+		c, ok := fromChart[name]
+		if !ok {
+			t.Errorf("the chart lacks webhook %s", name)
+			continue
+		}
+		if !equality.Semantic.DeepEqual(c, k) {
+			t.Errorf("webhook %s differs:\n chart     %+v\n kustomize %+v", name, c, k)
+		}
+	}
+}
+
+// TestHelmInstall installs the chart into a real API server (never --wait: nothing rolls out
+// without a kubelet) and checks what the objects grant.
+func TestHelmInstall(t *testing.T) {
+	e := envtest.Start(t)
+	ctx := t.Context()
+	// The harness installed config/crd/bases; remove them so the chart's crds/ are what is
+	// installed (CRD deletion is the API server's own work, unlike namespace deletion).
+	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+		if err := e.Client.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool {
+		list := &apiextensionsv1.CustomResourceDefinitionList{}
+		return e.Client.List(ctx, list) == nil && len(list.Items) == 0
+	}, "CRDs deleted")
+	for _, ns := range []string{"billing", "ops"} {
+		namespace(t, e, ns, nil)
+	}
+
+	args := []string{"install", "actgate", chartDir, "--namespace", "actgate-system", "--create-namespace",
+		"--set", "rbac.principals[0].user=alice@example.com", "--set", "rbac.principals[0].namespaces={billing}"}
+	e.Helm(t, args...)
+
+	t.Run("CRDs from the chart are established", func(t *testing.T) {
+		waitFor(t, func() bool {
+			for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+				crd := &apiextensionsv1.CustomResourceDefinition{}
+				if e.Client.Get(ctx, client.ObjectKey{Name: name}, crd) != nil {
+					return false
+				}
+				if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+					return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+				}) {
+					return false
+				}
+			}
+			return true
+		}, "CRDs established")
+	})
+
+	t.Run("objects exist and webhooks fail closed", func(t *testing.T) {
+		out := e.Kubectl(t, "get", "deploy,svc,sa,cm,secret", "-n", "actgate-system", "-o", "name")
+		for _, want := range []string{"deployment.apps/actgate-manager", "deployment.apps/actgate-authority",
+			"service/actgate-webhook-service", "service/actgate-authority", "service/actgate-manager-metrics",
+			"configmap/actgate-webhook-config", "secret/actgate-webhook-server-cert"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("missing %s in:\n%s", want, out)
+			}
+		}
+		fp := e.Kubectl(t, "get", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "-o", "jsonpath={.items[*].webhooks[*].failurePolicy}")
+		if f := strings.Fields(fp); len(f) != 6 || slices.ContainsFunc(f, func(s string) bool { return s != "Fail" }) {
+			t.Errorf("failure policies %q, want six Fail", fp)
+		}
+	})
+
+	t.Run("least privilege", func(t *testing.T) {
+		agent := "system:serviceaccount:billing:billing-agent"
+		manager := "system:serviceaccount:actgate-system:actgate-manager"
+		for _, tc := range []struct {
+			as, verb, resource, ns string
+			want                   string
+		}{
+			// The agent's service account gets nothing in actgate.io.
+			{agent, "get", "toolpolicies.actgate.io", "billing", "no"},
+			{agent, "delete", "toolpolicies.actgate.io", "billing", "no"},
+			{agent, "create", "acts.actgate.io", "billing", "no"},
+			{agent, "get", "bindingmoments.actgate.io", "billing", "no"},
+			{agent, "patch", "bindingmoments.actgate.io", "billing", "no"},
+			{agent, "update", "leases.coordination.k8s.io", "billing", "no"},
+			// Principals resolve binding moments where they are bound, and only there.
+			{"alice@example.com", "patch", "bindingmoments.actgate.io", "billing", "yes"},
+			{"alice@example.com", "patch", "bindingmoments.actgate.io", "ops", "no"},
+			{"alice@example.com", "patch", "bindingmoments.actgate.io --subresource=status", "billing", "no"},
+			{"alice@example.com", "delete", "bindingmoments.actgate.io", "billing", "no"},
+			// The manager updates its own webhook configurations and certificate Secret only.
+			{manager, "update", "mutatingwebhookconfigurations/actgate-mutating-webhook-configuration", "", "yes"},
+			{manager, "update", "mutatingwebhookconfigurations/someone-else", "", "no"},
+			{manager, "update", "secrets/actgate-webhook-server-cert", "actgate-system", "yes"},
+			{manager, "update", "secrets/actgate-webhook-server-cert", "billing", "no"},
+			{manager, "create", "bindingmoments.actgate.io", "billing", "no"},
+			{manager, "patch", "bindingmoments.actgate.io", "billing", "no"},
+			// The authority service creates moments but cannot resolve them.
+			{"system:serviceaccount:actgate-system:actgate-authority", "create", "bindingmoments.actgate.io", "billing", "yes"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "patch", "bindingmoments.actgate.io", "billing", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "update", "leases.coordination.k8s.io", "billing", "yes"},
+		} {
+			args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
+			args = append(args, "--as", tc.as)
+			if tc.ns != "" {
+				args = append(args, "-n", tc.ns)
+			}
+			if strings.HasPrefix(tc.as, "system:serviceaccount:") {
+				ns := strings.Split(tc.as, ":")[2]
+				args = append(args, "--as-group", "system:serviceaccounts", "--as-group", "system:serviceaccounts:"+ns, "--as-group", "system:authenticated")
+			}
+			out, _, _ := run(t, e, "kubectl", args...) // can-i exits 1 for "no"
+			if got := strings.TrimSpace(out); got != tc.want {
+				t.Errorf("%s can-i %s %s -n %q = %q, want %q", tc.as, tc.verb, tc.resource, tc.ns, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("upgrade with the same values changes nothing it should not", func(t *testing.T) {
+		// The rotator fills the Secret; an upgrade must leave its data alone.
+		s := &corev1.Secret{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: "actgate-system", Name: "actgate-webhook-server-cert"}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data = map[string][]byte{"tls.crt": []byte("written by the manager")}
+		if err := e.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		e.Helm(t, append([]string{"upgrade"}, args[1:]...)...)
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			t.Fatal(err)
+		}
+		if string(s.Data["tls.crt"]) != "written by the manager" {
+			t.Errorf("helm upgrade reset the certificate Secret: %v", s.Data)
+		}
+	})
+}
+
+// TestKustomizeDefaultApplies applies config/default with the real kubectl and checks the
+// manager's webhook configuration in it.
+func TestKustomizeDefaultApplies(t *testing.T) {
+	e := envtest.Start(t)
+	e.Kubectl(t, "apply", "-k", "config/default")
+	cm := &corev1.ConfigMap{}
+	if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: "actgate-system", Name: "actgate-webhook-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Marshal(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWebhookConfig(t, doc)
+	for _, name := range []string{"actgate-manager", "actgate-authority"} {
+		if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: "actgate-system", Name: name}, &corev1.ServiceAccount{}); apierrors.IsNotFound(err) {
+			t.Errorf("service account %s not created", name)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
