@@ -1,0 +1,185 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// Labels and annotations the service writes on Acts and BindingMoments.
+const (
+	// LabelSession holds sessionLabel(session id): the act's or moment's agent session.
+	LabelSession = "actgate.io/session"
+	// AnnotationSessionID is the exact session id.
+	AnnotationSessionID = "actgate.io/session-id"
+	// AnnotationAgent is the service-account user of the agent that made the call.
+	AnnotationAgent = "actgate.io/agent"
+	// AnnotationServer, AnnotationDestination, AnnotationTool and AnnotationActionDigest
+	// describe the escalated call on its BindingMoments.
+	AnnotationServer       = "actgate.io/server"
+	AnnotationDestination  = "actgate.io/destination"
+	AnnotationTool         = "actgate.io/tool"
+	AnnotationActionDigest = "actgate.io/action-digest"
+	// AnnotationGrantedAct and AnnotationGrantedAuthority, on an escalated Act, record the one
+	// act its binding moments' resolution was granted to, and that act's authority. Written by
+	// compare-and-swap: a resolution authorises one call.
+	AnnotationGrantedAct       = "actgate.io/granted-act"
+	AnnotationGrantedAuthority = "actgate.io/granted-authority"
+	// AnnotationDelivered, on an escalated Act, records that an expiry or an answer of its
+	// binding moments was delivered to the agent (its value is the escalation state).
+	AnnotationDelivered = "actgate.io/delivered"
+)
+
+// sessionLabel is the LabelSession value of a session id: a digest, since session ids need not
+// be label values.
+func sessionLabel(session string) string {
+	sum := sha256.Sum256([]byte("actgate.io/session\x00" + session))
+	return "s-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// actName is the name of the Act object of an act id: the id itself when it is a valid object
+// name (actgate's act ids are), else a digest of it.
+func actName(id string) string {
+	if len(validation.IsDNS1123Subdomain(id)) == 0 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "act-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// stateRank is the lifecycle order the Act CRD enforces (state cannot move backwards).
+func stateRank(s v1alpha1.ActState) int {
+	switch s {
+	case v1alpha1.ActStateVerified:
+		return 1
+	case v1alpha1.ActStateMatch:
+		return 2
+	case v1alpha1.ActStateSatisfied:
+		return 3
+	case v1alpha1.ActStateAuthorized:
+		return 4
+	case v1alpha1.ActStateConsumed, v1alpha1.ActStateReserved:
+		return 5
+	case v1alpha1.ActStateDispatchPending:
+		return 6
+	case v1alpha1.ActStateInvoked:
+		return 7
+	case v1alpha1.ActStateIndeterminate:
+		return 8
+	case v1alpha1.ActStateExecuted, v1alpha1.ActStateFailed, v1alpha1.ActStateExpired:
+		return 9
+	}
+	return 0
+}
+
+// recordAct creates the Act of a reviewed call. A retried review of the same act finds its Act
+// with the same spec and continues; an Act of that name with another spec is an act id reused
+// for another call, and the review is refused.
+func (s *Service) recordAct(ctx context.Context, a *v1alpha1.Act) *outcome {
+	err := s.c.Create(ctx, a, client.FieldOwner(s.manager))
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		o := apiFailure(ctx, "record the act", err)
+		return &o
+	}
+	want := a.Spec
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+		o := apiFailure(ctx, "record the act", err)
+		return &o
+	}
+	if !equality.Semantic.DeepEqual(a.Spec, want) {
+		o := deny(http.StatusOK, ef.EFActInvalid, review.ReasonBadRequest, "The act id was already used for another call.")
+		return &o
+	}
+	return nil
+}
+
+// actStatus is a status change: the decision and, when it moves forward, the state.
+type actStatus struct {
+	decision     v1alpha1.ActDecision
+	state        v1alpha1.ActState
+	code         ef.EFCode
+	message      string
+	authority    string
+	moments      []string
+	operationID  string
+	settled      metav1.ConditionStatus
+	settleReason string
+}
+
+// setActStatus writes st into the Act's status with a merge patch. A state that would move the
+// act backwards (a retried review of an act already further along) is left as it is.
+func (s *Service) setActStatus(ctx context.Context, a *v1alpha1.Act, st actStatus) error {
+	orig := a.DeepCopy()
+	if st.decision != "" {
+		a.Status.Decision = st.decision
+	}
+	a.Status.Code = string(st.code)
+	if st.message != "" {
+		a.Status.Message = clipRunes(st.message, 1024)
+	}
+	if st.authority != "" {
+		a.Status.AuthorityRef = &v1alpha1.LocalObjectReference{Name: st.authority}
+	}
+	if len(st.moments) > 0 {
+		a.Status.BindingMomentRefs = nil
+		for _, m := range st.moments {
+			a.Status.BindingMomentRefs = append(a.Status.BindingMomentRefs, v1alpha1.LocalObjectReference{Name: m})
+		}
+	}
+	if st.operationID != "" {
+		a.Status.OperationID = st.operationID
+	}
+	if st.state != "" && stateRank(st.state) >= stateRank(a.Status.State) {
+		a.Status.State = st.state
+		if st.settled != "" {
+			meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{
+				Type: v1alpha1.ActSettledCondition, Status: st.settled, Reason: st.settleReason,
+				Message: clipRunes(a.Status.Message, 1024), ObservedGeneration: a.Generation,
+			})
+		}
+	}
+	if equality.Semantic.DeepEqual(orig.Status, a.Status) {
+		return nil
+	}
+	return s.c.Status().Patch(ctx, a, client.MergeFrom(orig), client.FieldOwner(s.manager))
+}
+
+// deniedStatus is the status of an act refused at state.
+func deniedStatus(code ef.EFCode, msg string, state v1alpha1.ActState) actStatus {
+	return actStatus{decision: v1alpha1.ActDecisionDenied, state: state, code: code, message: msg,
+		settled: metav1.ConditionTrue, settleReason: v1alpha1.ActDeniedReason}
+}
+
+func clipRunes(s string, max int) string {
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	return string(r[:max-1]) + "…"
+}
+
+// leaseLabels are copied onto Acts so the operator finds an act's Leases and moments by the
+// same act label.
+func actLabels(actID, session string) map[string]string {
+	return map[string]string{
+		leasestore.LabelManagedBy: leasestore.ManagedBy,
+		leasestore.LabelActID:     leasestore.ActLabelValue(actID),
+		LabelSession:              sessionLabel(session),
+	}
+}

@@ -1,0 +1,198 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// Extra keys of a bound service-account token's user info (k8s.io/apiserver's
+// serviceaccount.PodNameKey and PodUIDKey).
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// caller is an authenticated sidecar: its service account, pod and governing policy.
+type caller struct {
+	user           string // system:serviceaccount:<namespace>:<name>
+	namespace      string
+	serviceAccount string
+	podName        string // "" when resolved from the service account alone
+	labels         map[string]string
+	policy         *v1alpha1.ToolPolicy
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// authenticate resolves a bearer token to a caller and its governing policy, or the refusal.
+func (s *Service) authenticate(ctx context.Context, token string) (*caller, *outcome) {
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: s.audiences}}
+	if err := s.c.Create(ctx, tr); err != nil {
+		o := apiFailure(ctx, "authenticate the caller", err)
+		return nil, &o
+	}
+	unauthenticated := func(msg string) (*caller, *outcome) {
+		o := deny(http.StatusUnauthorized, ef.EFPolicyDenied, review.ReasonUnauthenticated, msg)
+		return nil, &o
+	}
+	if !tr.Status.Authenticated {
+		s.log.V(1).Info("token not authenticated", "error", tr.Status.Error)
+		return unauthenticated("The caller's token was not accepted.")
+	}
+	if !slices.ContainsFunc(tr.Status.Audiences, func(a string) bool { return slices.Contains(s.audiences, a) }) {
+		return unauthenticated("The caller's token is not for this service's audience.")
+	}
+	ns, sa, ok := splitServiceAccount(tr.Status.User.Username)
+	if !ok {
+		return unauthenticated("Only a pod's service account may call the authority service.")
+	}
+	c := &caller{user: tr.Status.User.Username, namespace: ns, serviceAccount: sa}
+	podNames := tr.Status.User.Extra[extraPodName]
+	podUIDs := tr.Status.User.Extra[extraPodUID]
+	if len(podNames) > 1 || len(podUIDs) > 1 {
+		return unauthenticated("The caller's token names more than one pod.")
+	}
+	if len(podNames) == 1 {
+		uid := ""
+		if len(podUIDs) == 1 {
+			uid = podUIDs[0]
+		}
+		return s.callerPod(ctx, c, podNames[0], uid)
+	}
+	return s.callerServiceAccount(ctx, c)
+}
+
+// splitServiceAccount parses system:serviceaccount:<namespace>:<name>.
+func splitServiceAccount(user string) (ns, name string, ok bool) {
+	rest, found := strings.CutPrefix(user, serviceAccountPrefix)
+	if !found {
+		return "", "", false
+	}
+	ns, name, found = strings.Cut(rest, ":")
+	if !found || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", false
+	}
+	return ns, name, true
+}
+
+func podServiceAccount(p *corev1.Pod) string {
+	if p.Spec.ServiceAccountName == "" {
+		return "default"
+	}
+	return p.Spec.ServiceAccountName
+}
+
+// callerPod resolves the pod a bound token names; it must exist with the token's UID and run
+// as the token's service account.
+func (s *Service) callerPod(ctx context.Context, c *caller, name, uid string) (*caller, *outcome) {
+	notFound := func() (*caller, *outcome) {
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonPodNotFound, "The caller's pod could not be identified.")
+		return nil, &o
+	}
+	var pod corev1.Pod
+	err := s.c.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return notFound()
+	case err != nil:
+		o := apiFailure(ctx, "read the caller's pod", err)
+		return nil, &o
+	}
+	if (uid != "" && string(pod.UID) != uid) || podServiceAccount(&pod) != c.serviceAccount {
+		return notFound()
+	}
+	c.podName, c.labels = pod.Name, pod.Labels
+	return s.governing(ctx, c, []map[string]string{pod.Labels})
+}
+
+// callerServiceAccount resolves a token without a pod (a legacy or unbound token): the pods
+// running as the service account, all of which must be governed by the same one policy.
+func (s *Service) callerServiceAccount(ctx context.Context, c *caller) (*caller, *outcome) {
+	var pods corev1.PodList
+	if err := s.c.List(ctx, &pods, client.InNamespace(c.namespace)); err != nil {
+		o := apiFailure(ctx, "list the caller's pods", err)
+		return nil, &o
+	}
+	var sets []map[string]string
+	for i := range pods.Items {
+		if podServiceAccount(&pods.Items[i]) == c.serviceAccount {
+			sets = append(sets, pods.Items[i].Labels)
+		}
+	}
+	if len(sets) == 0 {
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonPodNotFound, "No pod runs as the caller's service account.")
+		return nil, &o
+	}
+	return s.governing(ctx, c, sets)
+}
+
+// governing finds the one ToolPolicy that selects the caller's pods.
+func (s *Service) governing(ctx context.Context, c *caller, labelSets []map[string]string) (*caller, *outcome) {
+	var list v1alpha1.ToolPolicyList
+	if err := s.c.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
+		o := apiFailure(ctx, "read the ToolPolicies", err)
+		return nil, &o
+	}
+	var found []*v1alpha1.ToolPolicy
+	for i := range list.Items {
+		p := &list.Items[i]
+		for _, ls := range labelSets {
+			if selects(p, ls) {
+				found = append(found, p)
+				break
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonNotGoverned, "No ToolPolicy governs the caller's pod.")
+		return nil, &o
+	case 1:
+		c.policy = found[0]
+		return c, nil
+	}
+	names := make([]string, len(found))
+	for i, p := range found {
+		names[i] = p.Name
+	}
+	o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonAmbiguousPolicy,
+		fmt.Sprintf("More than one ToolPolicy governs the caller's pod (%s); none is applied.", strings.Join(names, ", ")))
+	return nil, &o
+}
+
+// selects reports whether p's podSelector selects labels. A selector that does not parse
+// counts as selecting: the policy may be meant to govern the pod, so it takes part in the
+// ambiguity check and, if it is the only one, is refused as not ready (fail closed).
+func selects(p *v1alpha1.ToolPolicy, podLabels map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil {
+		return true
+	}
+	return sel.Matches(labels.Set(podLabels))
+}

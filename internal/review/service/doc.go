@@ -1,0 +1,70 @@
+// Package service is the authority service of `actgate authority`: the Kubernetes-mode
+// counterpart of the embedded gate's policy, issue and consume steps (internal/sink), served to
+// sidecars over HTTPS in the style of an admission webhook (internal/review has the wire
+// types).
+//
+// # One review
+//
+//  1. Authenticate: the bearer token is checked with a TokenReview for the service's audience
+//     (Options.Audiences). The caller must be a service account; its pod is the one named by
+//     the token's authentication.kubernetes.io/pod-name extra (bound tokens carry it, and the
+//     pod's UID and service account must match), or else the pods running as that service
+//     account in its namespace. Failure is HTTP 401 (Unauthenticated) or 403 (PodNotFound).
+//  2. Find the policy: exactly one ToolPolicy in the pod's namespace must select the pod
+//     (spec.podSelector); none is NotGoverned, several is AmbiguousPolicy, both HTTP 403. The
+//     policy is served only when its Accepted condition is True for its current generation and
+//     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies are read
+//     from the API server on every review and compiled once per generation.
+//  3. Review: the act (internal/act) is parsed strictly and its arguments digest recomputed
+//     from the arguments the sidecar will send (a difference is EF_SCOPE_MISMATCH); the
+//     destination is the server's URL from the policy and the sink is the policy's sink.id (or
+//     the act's when the policy names none). The policy decides (internal/policy) with the
+//     caller's service-account user as the agent. An Act object named by the act id records
+//     the frozen action and the decision. Then:
+//     - Allow: allowed, no authority (the hot path).
+//     - Permit: a signed single-use authority bound to act id, arguments and action digests,
+//     tool, destination, sink, policy epoch, namespace and expiry is issued as a Lease
+//     (internal/authority/leasestore) and returned to the sidecar to verify and consume.
+//     - Escalate: see "Binding moments".
+//     - Deny: the decision's EF code.
+//     Audit mode lets everything through as allowed and records AuditDenied with the code
+//     enforcement would have returned; it is never called enforcement.
+//  4. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
+//     sidecar expects, in the caller's namespace, under the policy's current epoch; the Act
+//     moves to CONSUMED with the operation id.
+//
+// # Binding moments
+//
+// An escalated call gets a gate-authored envelope (as internal/sink builds one: a factual
+// briefing with digests and no argument values, the requested call and the rule's declared
+// alternatives as options) and one BindingMoment per eligible principal in the agent's
+// namespace, labelled with the session. A later review of an action in the same session, by
+// the same agent, to the same server and destination, looks at the moments whose envelope
+// offers that action, newest first:
+//   - declined: EF_MOMENT_DECLINED, in this session from then on;
+//   - question: deliberation is reopened for the agent (EF_ESCALATION_REQUIRED, state
+//     Reopened), and the action is not escalated again in this session;
+//   - answer: the answer is returned once (state Answered); the next call escalates anew;
+//   - option: when minPrincipals eligible principals chose the option whose action digest is
+//     this exact call (recomputed from the live arguments, envelope.AuthorizeCall), authority
+//     is issued for it — once: the grant is recorded on the escalated Act by compare-and-swap,
+//     so of several replicas and several calls exactly one act receives it;
+//   - pending: EF_ESCALATION_REQUIRED with the same moments;
+//   - expired unresolved: the act is denied once (EF_002, state Expired); the next call
+//     escalates anew.
+//
+// A moment counts as resolved only when the controller has recorded it (status.state
+// Resolved, status.resolvedBy equal to spec.principal) and its resolution names its envelope:
+// spec.resolution is written by the principal, admitted by the BindingMoment webhook.
+//
+// # Fail closed
+//
+// Every review runs under Options.ReviewTimeout. An API server that is slow or unreachable
+// gives EF_060 (reason Timeout); another API or store failure gives EF_STORE_UNAVAILABLE; an
+// invalid or ambiguous input or configuration gives a deny with its code. Nothing turns an
+// error into an allow.
+//
+// # What the service needs
+//
+// PolicyRules lists the RBAC rules of the service's ClusterRole.
+package service

@@ -1,0 +1,172 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
+)
+
+// DefaultOffer is slot 4 of a gate-authored envelope (envelope-04 §5.4); internal/sink's.
+const DefaultOffer = "Ask for detail on any item."
+
+// gateEnvelope builds the gate-authored binding moment of an escalated call (DESIGN.md "Human
+// decisions"), as internal/sink's escalateMoment builds it, so a principal sees the same
+// envelope from the embedded gate and from the cluster: a factual briefing (tool, server,
+// destination, class, digests, act, agent, provenance — never argument values), the requested
+// call as option 0 and the rule's declared alternatives (RFC 7396 merge patch over the
+// requested arguments) as the others, the first alternative recommended. Alternatives that do
+// not apply, or repeat an option, are left out; fewer than two options is an error.
+func gateEnvelope(x *call) (*envelope.Envelope, error) {
+	tool := x.tool()
+	draft := []envelope.DraftOption{{
+		Label:     slotText("Run "+tool+" as requested", envelope.MaxLabelRunes),
+		Reasoning: "Authorises exactly the call the agent made, once.",
+		Tool:      tool,
+		Args:      x.args,
+	}}
+	seen := map[string]bool{x.actionDigest(): true}
+	for _, alt := range x.d.Alternatives {
+		if len(draft) == envelope.MaxOptions {
+			break
+		}
+		patched, err := mergePatch(x.args, alt.Args.Raw)
+		if err != nil {
+			continue
+		}
+		canon, err := jcs.Canonicalize(patched, jcs.Strict)
+		if err != nil {
+			continue
+		}
+		d, err := action.Digest(tool, canon, jcs.Strict)
+		if err != nil || seen[d] {
+			continue
+		}
+		seen[d] = true
+		draft = append(draft, envelope.DraftOption{
+			Label:     slotText(alt.Label, envelope.MaxLabelRunes),
+			Reasoning: slotText(alt.Reasoning, envelope.MaxTextRunes),
+			Tool:      tool,
+			Args:      canon,
+		})
+	}
+	if len(draft) < envelope.MinOptions {
+		return nil, errors.New("the rule declares no usable alternative")
+	}
+	rule := x.d.Rule
+	if rule == "" {
+		rule = "policy"
+	}
+	prov := provenance(x.act)
+	if prov == "" {
+		prov = "unknown"
+	}
+	recommended := 0
+	if len(draft) > 1 {
+		// §5.7: the mark falls on the option that minimises the cost of being wrong; the rule's
+		// declared alternatives exist to be the narrower call.
+		recommended = 1
+	}
+	return envelope.Build(envelope.Draft{
+		Synopsis: slotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", rule, tool), envelope.MaxTextRunes),
+		Findings: []string{
+			slotText(fmt.Sprintf("Tool %s on server %s (%s).", tool, x.server, x.destination), envelope.MaxTextRunes),
+			fmt.Sprintf("Consequence class %s.", x.class),
+			fmt.Sprintf("Arguments digest %s.", x.binding.ArgumentsDigest),
+			fmt.Sprintf("Action digest %s.", x.actionDigest()),
+			slotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", x.c.user, x.binding.ActID, prov), envelope.MaxTextRunes),
+		},
+		Recommendations: []string{"Choose the requested call to let it run once as made.", "Choose an alternative to authorise that call instead."},
+		Offer:           DefaultOffer,
+		Stem:            slotText(fmt.Sprintf("Which call of %s may run?", tool), envelope.MaxTextRunes),
+		Options:         draft,
+		RecommendedIdx:  recommended,
+	})
+}
+
+// slotText makes a gate-written string fit an envelope slot: control and formatting characters
+// dropped, cut to max runes (the envelope refuses rather than repairs, so the gate repairs its
+// own text before handing it over). internal/sink's rule.
+func slotText(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range s {
+		if unicode.IsControl(c) || c == '\u2028' || c == '\u2029' || (c >= '\u202A' && c <= '\u202E') || (c >= '\u2066' && c <= '\u2069') || c == utf8.RuneError {
+			continue
+		}
+		if n == max-1 && utf8.RuneCountInString(s) > max {
+			b.WriteRune('…')
+			break
+		}
+		b.WriteRune(c)
+		n++
+	}
+	out := b.String()
+	if strings.TrimSpace(out) == "" {
+		return "-"
+	}
+	return out
+}
+
+// mergePatch applies an RFC 7396 JSON merge patch to a JSON object (internal/sink's, which is
+// unexported). A member whose patch value is null is removed, an object is merged
+// recursively, anything else replaces; numbers keep their text.
+func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
+	t, err := decodeObject(target)
+	if err != nil {
+		return nil, fmt.Errorf("merge patch target: %w", err)
+	}
+	p, err := decodeObject(patch)
+	if err != nil {
+		return nil, fmt.Errorf("merge patch: %w", err)
+	}
+	return json.Marshal(mergeValue(t, p))
+}
+
+func decodeObject(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not an object")
+	}
+	return m, nil
+}
+
+// mergeValue is MergePatch(Target, Patch) of RFC 7396 §2.
+func mergeValue(target, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	tm, ok := target.(map[string]any)
+	if !ok {
+		tm = map[string]any{}
+	}
+	out := make(map[string]any, len(tm)+len(pm))
+	for k, v := range tm {
+		out[k] = v
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = mergeValue(out[k], v)
+	}
+	return out
+}

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// ServeHTTP answers one ActReview POSTed to review.Path. The response body is always an
+// ActReview with the request's uid (when it could be read) and allowed false unless the review
+// allowed the call; the status is 200 for a decision, 400 for a malformed review, 401 when the
+// caller is not authenticated, 403 when its pod is not found or not governed by exactly one
+// ToolPolicy, 503 when the API server or the store failed or was too slow.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	op, uid, o := s.handle(ctx, r)
+	o.resp.UID = uid
+	s.metrics.observe(op, o.resp, time.Since(start))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(o.status)
+	_ = json.NewEncoder(w).Encode(review.ActReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: review.APIVersion, Kind: review.Kind},
+		Response: &o.resp,
+	})
+}
+
+func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation, types.UID, outcome) {
+	if r.Method != http.MethodPost {
+		return "", "", deny(http.StatusMethodNotAllowed, ef.EFPolicyDenied, review.ReasonBadRequest, "ActReviews are POSTed.")
+	}
+	if r.URL.Path != review.Path {
+		return "", "", deny(http.StatusNotFound, ef.EFPolicyDenied, review.ReasonBadRequest, "ActReviews are POSTed to "+review.Path+".")
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return "", "", deny(http.StatusUnsupportedMediaType, ef.EFPolicyDenied, review.ReasonBadRequest, "An ActReview is application/json.")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, review.MaxReviewBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return "", "", deny(http.StatusRequestEntityTooLarge, ef.EFPolicyDenied, review.ReasonBadRequest, "The ActReview is too large.")
+		}
+		return "", "", deny(http.StatusBadRequest, ef.EFPolicyDenied, review.ReasonBadRequest, "The ActReview could not be read.")
+	}
+	rv, uid, err := review.DecodeRequest(body)
+	if err != nil {
+		msg := "The ActReview is malformed."
+		var fe *review.FieldError
+		if errors.As(err, &fe) {
+			msg = "The ActReview is malformed: " + fe.Field + ": " + fe.Detail + "."
+		}
+		return "", uid, deny(http.StatusBadRequest, ef.EFPolicyDenied, review.ReasonBadRequest, msg)
+	}
+	req := rv.Request
+	token, ok := bearerToken(r)
+	if !ok {
+		return req.Operation, uid, deny(http.StatusUnauthorized, ef.EFPolicyDenied, review.ReasonUnauthenticated, "A bearer token is required.")
+	}
+	c, refused := s.authenticate(ctx, token)
+	if refused != nil {
+		return req.Operation, uid, *refused
+	}
+	switch req.Operation {
+	case review.OperationConsume:
+		return req.Operation, uid, s.consume(ctx, c, req)
+	default:
+		return req.Operation, uid, s.review(ctx, c, req)
+	}
+}

@@ -1,0 +1,304 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/policy"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// call is one Review on its way through the service.
+type call struct {
+	c           *caller
+	act         *act.AgentCandidateAct
+	args        json.RawMessage // canonical, in the act's canonicalization
+	strict      bool            // args fit the strict profile: may be bound to a human decision
+	session     string
+	server      string
+	destination string
+	d           policy.Decision
+	class       v1alpha1.ConsequenceClass
+	obj         *v1alpha1.Act
+	binding     authority.Binding
+	now         time.Time
+}
+
+func (x *call) tool() string         { return x.act.Tool.ToolID }
+func (x *call) actionDigest() string { return x.act.ArgumentsDigest.Value }
+
+// serve returns the policy of the caller if it may be served, or the refusal.
+func (s *Service) serve(c *caller) (*policy.Compiled, *outcome) {
+	p := c.policy
+	if why := ready(p); why != "" {
+		o := deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, fmt.Sprintf("ToolPolicy %s is not served: %s.", p.Name, why))
+		return nil, &o
+	}
+	compiled, err := s.policies.compiled(p)
+	if err != nil {
+		s.log.Error(err, "ToolPolicy does not compile; denying its calls", "policy", p.Namespace+"/"+p.Name)
+		o := deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, fmt.Sprintf("ToolPolicy %s is not served: it does not compile.", p.Name))
+		return nil, &o
+	}
+	return compiled, nil
+}
+
+// provenance is the ToolPolicy spelling of the act's instruction provenance ("" = unknown).
+func provenance(a *act.AgentCandidateAct) string {
+	if a.InstructionProvenance == nil {
+		return ""
+	}
+	switch a.InstructionProvenance.SourceType {
+	case act.SourceUser:
+		return string(v1alpha1.ProvenanceUser)
+	case act.SourceRetrieval:
+		return string(v1alpha1.ProvenanceRetrieval)
+	case act.SourceTool:
+		return string(v1alpha1.ProvenanceToolOutput)
+	}
+	return ""
+}
+
+// review answers a Review: map and check the act, ask policy, record the Act, then allow, issue,
+// escalate or deny.
+func (s *Service) review(ctx context.Context, c *caller, req *review.Request) outcome {
+	compiled, refused := s.serve(c)
+	if refused != nil {
+		return *refused
+	}
+	a, err := act.ParseCandidateAct(req.Act)
+	if err != nil {
+		code, _ := act.CodeOf(err)
+		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, fmt.Sprintf("The act is malformed (%s).", code))
+	}
+	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now()}
+	if !x.now.Before(a.ExpiresAt) {
+		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The act has expired.")
+	}
+	// §16 MUST 1–2: the digest is recomputed from the arguments the sidecar will send.
+	if err := a.MatchArguments(req.Arguments); err != nil {
+		return deny(http.StatusBadRequest, ef.EFScopeMismatch, review.ReasonBadRequest, "")
+	}
+	if x.args, err = jcs.Canonicalize(req.Arguments, a.ArgumentsDigest.Canonicalization.Mode()); err != nil {
+		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The arguments are not canonicalizable.")
+	}
+	_, strictErr := action.Digest(x.tool(), x.args, jcs.Strict)
+	x.strict = strictErr == nil
+
+	// The destination is the server's URL from the policy: the only place the sidecar forwards
+	// to, and what every authority for the server is bound to (tool-use-binding §22 T-D).
+	for _, srv := range compiled.Servers() {
+		if srv.Name == req.Server {
+			x.destination = srv.URL
+		}
+	}
+	if x.destination == "" {
+		return deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, req.Server))
+	}
+	if (a.Destination != nil && a.Destination.DestinationID != x.destination) || (a.Tool.ToolEndpoint != "" && a.Tool.ToolEndpoint != x.destination) {
+		return deny(http.StatusOK, ef.EFDestinationMismatch, review.ReasonPolicy, "")
+	}
+	sinkID := compiled.SinkID()
+	switch {
+	case sinkID == "":
+		sinkID = a.FinalitySink.SinkID
+	case a.FinalitySink.SinkID != sinkID:
+		return deny(http.StatusOK, ef.EF040, review.ReasonPolicy, "The act names another finality sink than the policy's.")
+	}
+
+	x.d = compiled.Evaluate(ctx, policy.Request{
+		Server: req.Server, Destination: x.destination, Tool: x.tool(), Args: x.args,
+		Class: a.ConsequenceClass, Provenance: provenance(a), Agent: c.user, StrictArgs: x.strict,
+	})
+	if ctx.Err() != nil {
+		return apiFailure(ctx, "decide", ctx.Err())
+	}
+	x.class = v1alpha1.ConsequenceClass(a.ConsequenceClass)
+	if x.d.Class != "" {
+		x.class = v1alpha1.ConsequenceClass(x.d.Class)
+	}
+	x.binding = authority.Binding{
+		ActID: a.CandidateActID, ArgumentsDigest: jcs.Digest(x.args), ActionDigest: x.actionDigest(),
+		Tool: x.tool(), Destination: x.destination, SinkID: sinkID,
+		PolicyEpoch: strconv.FormatInt(x.d.Epoch, 10), Namespace: c.namespace,
+	}
+	x.obj = &v1alpha1.Act{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: actName(a.CandidateActID), Namespace: c.namespace, Labels: actLabels(a.CandidateActID, x.session),
+			Annotations: map[string]string{AnnotationSessionID: x.session},
+		},
+		Spec: v1alpha1.ActSpec{
+			ActID: a.CandidateActID, SessionID: x.session, Agent: c.user, Tool: x.tool(), Server: req.Server,
+			Destination: x.destination, ConsequenceClass: x.class,
+			ArgumentsDigest: v1alpha1.Digest(x.binding.ArgumentsDigest), ActionDigest: v1alpha1.Digest(x.actionDigest()),
+			PolicyRef: v1alpha1.LocalObjectReference{Name: c.policy.Name}, Rule: x.d.Rule,
+			SinkID: sinkID, PolicyEpoch: x.d.Epoch,
+		},
+	}
+	if o := s.recordAct(ctx, x.obj); o != nil {
+		return *o
+	}
+	o := s.decide(ctx, x)
+	o.resp.Act = x.obj.Name
+	o.resp.ConsequenceClass = x.class
+	return o
+}
+
+// decide acts on the policy decision for a recorded act.
+func (s *Service) decide(ctx context.Context, x *call) outcome {
+	d := x.d
+	if d.Audit {
+		st := actStatus{decision: v1alpha1.ActDecisionAllowed, state: v1alpha1.ActStateAuthorized,
+			message: "Audit mode: not enforced.", settled: metav1.ConditionFalse, settleReason: v1alpha1.ActInProgressReason}
+		resp := review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonPolicy, Message: st.message}
+		if d.WouldDeny {
+			code := d.Code
+			if !code.Known() {
+				code = ef.EFPolicyDenied
+			}
+			st.decision, st.code = v1alpha1.ActDecisionAuditDenied, code
+			resp.Decision, resp.Code = v1alpha1.ActDecisionAuditDenied, code
+			s.log.Info("audit mode: call let through that enforcement would refuse", "act", x.binding.ActID,
+				"actionDigest", x.actionDigest(), "code", code, "policy", d.Policy, "rule", d.Rule)
+		}
+		if err := s.setActStatus(ctx, x.obj, st); err != nil {
+			return apiFailure(ctx, "record the decision", err)
+		}
+		return outcome{status: http.StatusOK, resp: resp}
+	}
+	switch d.Outcome {
+	case policy.OutcomeAllow:
+		// The hot path: no authority is issued or consumed.
+		st := actStatus{decision: v1alpha1.ActDecisionAllowed, state: v1alpha1.ActStateAuthorized,
+			settled: metav1.ConditionFalse, settleReason: v1alpha1.ActInProgressReason}
+		if err := s.setActStatus(ctx, x.obj, st); err != nil {
+			return apiFailure(ctx, "record the decision", err)
+		}
+		return outcome{status: http.StatusOK, resp: review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonPolicy}}
+	case policy.OutcomePermit:
+		groups, o := s.momentGroups(ctx, x)
+		if o != nil {
+			return *o
+		}
+		if g := declinedGroup(groups); g != nil {
+			return s.refuse(ctx, x, deny(http.StatusOK, ef.EFMomentDeclined, review.ReasonBindingMoment, ""))
+		}
+		return s.grant(ctx, x, d.AuthorityTTL, review.ReasonPolicy, nil)
+	case policy.OutcomeEscalate:
+		return s.escalate(ctx, x)
+	}
+	code := d.Code
+	if !code.Known() {
+		code = ef.EFPolicyDenied
+	}
+	s.log.V(1).Info("deny", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "code", code, "policy", d.Policy, "rule", d.Rule)
+	return s.refuse(ctx, x, deny(http.StatusOK, code, review.ReasonPolicy, d.Message))
+}
+
+// refuse records a refusal on the act and returns it.
+func (s *Service) refuse(ctx context.Context, x *call, o outcome) outcome {
+	if err := s.setActStatus(ctx, x.obj, deniedStatus(o.resp.Code, o.resp.Message, v1alpha1.ActStateMatch)); err != nil {
+		s.log.Error(err, "act status not recorded", "act", x.binding.ActID, "code", o.resp.Code)
+	}
+	return o
+}
+
+// grant issues authority for the act (machine permit, or a resolved binding moment) and
+// records it. A retried review of the same act finds the authority already issued and returns
+// it while it is unspent and unexpired.
+func (s *Service) grant(ctx context.Context, x *call, ttl time.Duration, reason review.Reason, esc *review.Escalation) outcome {
+	if ttl <= 0 {
+		ttl = time.Duration(60) * time.Second
+	}
+	ttl = min(ttl, authority.MaxTTL)
+	a, err := s.signer.Sign(x.binding, x.now, ttl)
+	if err != nil {
+		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
+	}
+	_, err = s.store.Issue(ctx, a)
+	if errors.Is(err, authority.ErrAlreadyIssued) {
+		var rec authority.Record
+		rec, err = s.store.Get(ctx, x.c.namespace, a.ID)
+		switch {
+		case err != nil:
+		case rec.State == authority.StateConsumed:
+			err = fmt.Errorf("%w: %s", authority.ErrConsumed, a.ID)
+		case !s.now().Before(rec.Authority.ExpiresAt):
+			err = fmt.Errorf("%w: %s", authority.ErrExpired, a.ID)
+		default:
+			a = rec.Authority
+		}
+	}
+	if err != nil {
+		o := authorityFailure(ctx, err)
+		if o.resp.Reason == review.ReasonAuthority {
+			return s.refuse(ctx, x, o)
+		}
+		return o
+	}
+	signed, err := review.Signed(a)
+	if err != nil {
+		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
+	}
+	st := actStatus{decision: v1alpha1.ActDecisionAllowed, state: v1alpha1.ActStateAuthorized, authority: a.ID,
+		settled: metav1.ConditionFalse, settleReason: v1alpha1.ActInProgressReason}
+	if err := s.setActStatus(ctx, x.obj, st); err != nil {
+		// The Lease exists but the ledger does not say so: refuse, the authority expires unused.
+		return apiFailure(ctx, "record the authority", err)
+	}
+	s.log.V(1).Info("authority issued", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "authority", a.ID,
+		"policy", x.d.Policy, "rule", x.d.Rule, "expires", a.ExpiresAt)
+	return outcome{status: http.StatusOK, resp: review.Response{
+		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: reason, Authority: signed, Escalation: esc,
+	}}
+}
+
+// consume answers a Consume: the Lease compare-and-swap for the binding the sidecar expects, in
+// the caller's namespace, under the governing policy's current epoch.
+func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) outcome {
+	cr := req.Consume
+	expect := cr.Binding.In(c.namespace)
+	if why := ready(c.policy); why != "" {
+		return deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, fmt.Sprintf("ToolPolicy %s is not served: %s.", c.policy.Name, why))
+	}
+	// tool-use-binding §16 MUST 5: an authority issued under another epoch than the current one
+	// is refused, even if it names that epoch correctly.
+	if current := strconv.FormatInt(c.policy.Status.PolicyEpoch, 10); expect.PolicyEpoch != current {
+		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The policy changed since this authority was issued.")
+	}
+	rec, err := s.store.Consume(ctx, cr.AuthorityID, expect, authority.Consumption{OperationID: cr.OperationID})
+	if err != nil {
+		s.log.V(1).Info("consume refused", "act", expect.ActID, "authority", cr.AuthorityID, "cause", authority.CodeOf(err))
+		return authorityFailure(ctx, err)
+	}
+	// The Lease is spent; the ledger follows. A failure here does not undo the consume.
+	obj := &v1alpha1.Act{}
+	obj.Name, obj.Namespace = actName(expect.ActID), c.namespace
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err == nil {
+		err = s.setActStatus(ctx, obj, actStatus{state: v1alpha1.ActStateConsumed, operationID: cr.OperationID,
+			settled: metav1.ConditionFalse, settleReason: v1alpha1.ActInProgressReason})
+		if err != nil {
+			s.log.Error(err, "act status not recorded after consume", "act", expect.ActID, "authority", cr.AuthorityID)
+		}
+	} else {
+		s.log.Error(err, "act not found after consume", "act", expect.ActID, "authority", cr.AuthorityID)
+	}
+	return outcome{status: http.StatusOK, resp: review.Response{
+		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonAuthority, Act: obj.Name,
+		Consumed: &review.Consumed{AuthorityID: rec.Authority.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
+	}}
+}

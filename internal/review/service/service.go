@@ -1,0 +1,188 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// Defaults for Options.
+const (
+	// DefaultAudience is the token audience the service accepts: sidecars present a projected
+	// service-account token requested for it.
+	DefaultAudience = "actgate-authority"
+	// DefaultReviewTimeout bounds one review, API calls included.
+	DefaultReviewTimeout = 5 * time.Second
+	// DefaultMomentTTL is how long a binding moment awaits its principal.
+	DefaultMomentTTL = 15 * time.Minute
+	// DefaultFieldManager names the service's writes.
+	DefaultFieldManager = "actgate-authority"
+)
+
+// Options wire a Service.
+type Options struct {
+	// Client talks to the API server on every call (client.New, never a cache): TokenReviews,
+	// Pods, ToolPolicies, Acts and BindingMoments. Its scheme must hold client-go's types and
+	// actgate's v1alpha1. Required.
+	Client client.Client
+	// Store holds authorities: the Lease store in production. Required.
+	Store authority.Store
+	// Signer signs the authorities the service issues; Store's verifier must trust its key.
+	// Required.
+	Signer *authority.Signer
+	// Audiences are the token audiences accepted (TokenReview spec.audiences). Optional:
+	// [DefaultAudience].
+	Audiences []string
+	// Now is the clock. Optional: time.Now.
+	Now func() time.Time
+	// ReviewTimeout bounds one review. Optional: DefaultReviewTimeout.
+	ReviewTimeout time.Duration
+	// MomentTTL is how long a binding moment awaits its principals. Optional: DefaultMomentTTL.
+	MomentTTL time.Duration
+	// Metrics records latency and decisions. Optional.
+	Metrics *Metrics
+	// Log receives act ids, digests and codes, never argument values. Optional: discard.
+	Log logr.Logger
+	// FieldManager names the service's writes. Optional: DefaultFieldManager.
+	FieldManager string
+}
+
+// Service answers ActReviews. Build it with New; it is safe for concurrent use, and any number
+// of replicas may serve the same cluster.
+type Service struct {
+	c         client.Client
+	store     authority.Store
+	signer    *authority.Signer
+	audiences []string
+	now       func() time.Time
+	timeout   time.Duration
+	momentTTL time.Duration
+	metrics   *Metrics
+	log       logr.Logger
+	manager   string
+	policies  *policyCache
+}
+
+// New returns a Service.
+func New(opts Options) (*Service, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("service: Options.Client is required")
+	case opts.Store == nil:
+		return nil, errors.New("service: Options.Store is required")
+	case opts.Signer == nil:
+		return nil, errors.New("service: Options.Signer is required")
+	case opts.ReviewTimeout < 0, opts.MomentTTL < 0:
+		return nil, errors.New("service: negative timeout")
+	}
+	s := &Service{
+		c: opts.Client, store: opts.Store, signer: opts.Signer, audiences: opts.Audiences,
+		now: opts.Now, timeout: opts.ReviewTimeout, momentTTL: opts.MomentTTL,
+		metrics: opts.Metrics, log: opts.Log, manager: opts.FieldManager, policies: newPolicyCache(),
+	}
+	if len(s.audiences) == 0 {
+		s.audiences = []string{DefaultAudience}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultReviewTimeout
+	}
+	if s.momentTTL == 0 {
+		s.momentTTL = DefaultMomentTTL
+	}
+	if s.log.GetSink() == nil {
+		s.log = logr.Discard()
+	}
+	if s.manager == "" {
+		s.manager = DefaultFieldManager
+	}
+	return s, nil
+}
+
+// outcome is a response and the HTTP status it is sent with.
+type outcome struct {
+	status int
+	resp   review.Response
+}
+
+// deny builds a refusal. The message defaults to the code's description.
+func deny(status int, code ef.EFCode, reason review.Reason, msg string) outcome {
+	if msg == "" {
+		msg = code.Description()
+	}
+	return outcome{status: status, resp: review.Response{
+		Decision: v1alpha1.ActDecisionDenied, Code: code, Reason: reason, Message: msg, Retryable: code.Retryable(),
+	}}
+}
+
+// unreachable reports whether err says the API server could not be reached or did not answer
+// in time: the conditions the issue calls "unreachable or slow".
+func unreachable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+// apiFailure is the refusal for an API server or store failure: EF_060 when the API server is
+// slow or unreachable (retryable as validation only, tool-use-binding §23), else
+// EF_STORE_UNAVAILABLE. Never an allow (DESIGN.md "Fail closed").
+func apiFailure(ctx context.Context, what string, err error) outcome {
+	if unreachable(ctx, err) {
+		return deny(503, ef.EF060, review.ReasonTimeout, fmt.Sprintf("The authority service could not %s in time; the tool was not invoked.", what))
+	}
+	return deny(503, ef.EFStoreUnavailable, review.ReasonUnavailable, fmt.Sprintf("The authority service could not %s; the tool was not invoked.", what))
+}
+
+// consumeCode maps an authority error to the EF code the sink would give (internal/sink's
+// mapping of the same sentinels, tool-use-binding §23, §30).
+func consumeCode(err error) ef.EFCode {
+	switch {
+	case errors.Is(err, authority.ErrConsumed):
+		return ef.EF005
+	case errors.Is(err, authority.ErrSinkMismatch):
+		return ef.EF040
+	case errors.Is(err, authority.ErrDestinationMismatch):
+		return ef.EFDestinationMismatch
+	case errors.Is(err, authority.ErrArgumentsMismatch), errors.Is(err, authority.ErrScopeMismatch):
+		return ef.EFScopeMismatch
+	case errors.Is(err, authority.ErrNotFound), errors.Is(err, authority.ErrExpired),
+		errors.Is(err, authority.ErrNotYetValid), errors.Is(err, authority.ErrEpochMismatch),
+		errors.Is(err, authority.ErrBadSignature), errors.Is(err, authority.ErrInvalid):
+		return ef.EF002
+	}
+	return ef.EFStoreUnavailable
+}
+
+// authorityFailure is the refusal for an error of the authority store.
+func authorityFailure(ctx context.Context, err error) outcome {
+	if errors.Is(err, authority.ErrStoreUnavailable) {
+		return apiFailure(ctx, "reach the authority store", err)
+	}
+	return deny(200, consumeCode(err), review.ReasonAuthority, "")
+}
