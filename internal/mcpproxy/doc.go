@@ -6,7 +6,9 @@
 // # One agent session, one upstream session
 //
 // The agent side is the SDK's stateful StreamableHTTPHandler, so every agent session has an
-// Mcp-Session-Id; that id is the sink.Call Session. When the agent initializes, the proxy opens
+// Mcp-Session-Id; that id is the sink.Call Session. Responses to POSTed requests are plain
+// application/json (the handler's JSONResponse mode); messages the upstream sends on its own
+// go to the agent's standalone SSE stream (GET). When the agent initializes, the proxy opens
 // its own client session to the upstream, advertising the agent's own client capabilities (so
 // the upstream asks for sampling, elicitation or roots only if the agent can answer), and
 // answers the agent with the upstream's capabilities, serverInfo and instructions. Protocol
@@ -92,10 +94,20 @@
 // each upstream HTTP request by the proxy's RoundTripper and is never part of anything returned
 // to the agent; the agent's own headers are never forwarded upstream.
 //
+// # Crash injection
+//
+// Binaries built with -tags failpoints (tests only) SIGKILL themselves when the environment
+// variable ACTGATE_FAILPOINT names the instant: "after-consume" (the invoker was entered: the
+// authority is consumed and DISPATCH_PENDING committed, nothing sent) or "after-invoke" (the
+// upstream answered, nothing recorded). Other builds contain no such code.
+//
 // # Limitations
 //
 // Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through.
 // Server-to-agent notifications and requests are delivered on the agent's standalone SSE
-// stream (GET), not on the stream of the request that caused them. Requests the SDK does not
+// stream (GET), not on the stream of the request that caused them. The agent-facing side
+// speaks the stateful (session) protocol versions; a client that starts with the sessionless
+// 2026-07-28 discovery is answered with the versions it supports and falls back, as the SDK's
+// own client does. Requests the SDK does not
 // know are answered with "method not found".
 package mcpproxy

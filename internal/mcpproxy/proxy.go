@@ -194,6 +194,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.server.AddReceivingMiddleware(p.receive)
 	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: cfg.SessionTimeout,
+		JSONResponse:   true,
 	})
 	return p, nil
 }

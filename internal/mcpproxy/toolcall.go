@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,25 +59,32 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken()))
-	log := b.p.log.WithValues("tool", params.Name, "session", call.Session)
-	if cerr == nil {
-		log = log.WithValues("argumentsDigest", jcs.Digest(canonical))
+	// The log line names the arguments by digest only (DESIGN.md "Privacy"); it is built only
+	// when something will be logged, to keep the hot path free of it.
+	logger := func() logr.Logger {
+		l := b.p.log.WithValues("tool", params.Name, "session", call.Session)
+		if cerr == nil {
+			l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
+		}
+		return l
 	}
 	switch {
 	case err == nil:
 	case errors.Is(err, sink.ErrUpstream):
 		// Dispatched, outcome unknown: the journal holds the act INDETERMINATE.
-		log.Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
+		logger().Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
 	default:
 		// The gate could not finish: refuse unless the upstream already answered (the journal
 		// has the truth; a refusal cannot undo an effect that happened).
-		log.Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
+		logger().Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
 		if res.Code == "" {
 			res.Code = ef.EFStoreUnavailable
 		}
 	}
 	if res.Allowed && len(res.Upstream) > 0 {
-		log.V(1).Info("Call allowed", "act", res.ActID, "invoked", res.Invoked, "replayed", res.Replayed, "state", res.State)
+		if b.p.log.V(1).Enabled() {
+			logger().V(1).Info("Call allowed", "act", res.ActID, "invoked", res.Invoked, "replayed", res.Replayed, "state", res.State)
+		}
 		return b.render(allowedResult(res))
 	}
 	if res.Code == "" || res.Allowed {
@@ -86,7 +94,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		}
 		res.Allowed = false
 	}
-	log.Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
+	logger().Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
 	return b.render(refusalResult(res))
 }
 
