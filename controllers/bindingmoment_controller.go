@@ -1,0 +1,164 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// BindingMomentReconciler records a binding moment's resolution and expires it unresolved at
+// spec.expiresAt. The act it gates is denied by the ActReconciler once all of the act's binding
+// moments have expired.
+type BindingMomentReconciler struct {
+	// Client reads binding moments from the cache and writes their status.
+	Client client.Client
+	// Recorder emits Events.
+	Recorder events.EventRecorder
+	// Clock is the trusted time expiry is measured against.
+	Clock clock.PassiveClock
+}
+
+// momentScope is what one reconcile of a BindingMoment decided.
+type momentScope struct {
+	bm  *v1alpha1.BindingMoment
+	now time.Time
+	// resolved: spec.resolution is present and the status does not record it yet.
+	resolved bool
+	// expired: spec.expiresAt has passed with no resolution.
+	expired bool
+}
+
+// Reconcile records the resolution or the expiry, or waits for expiresAt.
+func (r *BindingMomentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	bm := &v1alpha1.BindingMoment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, bm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &momentScope{bm: bm, now: r.Clock.Now()}
+	defer func() {
+		if err := r.patchStatus(ctx, s); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	return r.decide(s), nil
+}
+
+// decide records what happened: a final state stays (the CRD forbids leaving it); a resolution
+// is recorded (its author was checked at admission, and admission refuses a resolution past
+// expiresAt); otherwise the moment expires at expiresAt, and until then it is asked again then.
+func (r *BindingMomentReconciler) decide(s *momentScope) ctrl.Result {
+	bm := s.bm
+	switch {
+	case bm.Status.State == v1alpha1.BindingMomentResolved || bm.Status.State == v1alpha1.BindingMomentExpired:
+		return ctrl.Result{}
+	case bm.Spec.Resolution != nil:
+		s.resolved = true
+		return ctrl.Result{}
+	case !s.now.Before(bm.Spec.ExpiresAt.Time):
+		s.expired = true
+		return ctrl.Result{}
+	}
+	return after(bm.Spec.ExpiresAt.Sub(s.now))
+}
+
+func (r *BindingMomentReconciler) patchStatus(ctx context.Context, s *momentScope) error {
+	bm := s.bm
+	status := bindingMomentStatus(bm, s)
+	if apiequality.Semantic.DeepEqual(bm.Status, status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(bm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	bm.Status = status
+	if err := r.Client.Status().Patch(ctx, bm, patch); err != nil {
+		return fmt.Errorf("patch BindingMoment %s status: %w", klog.KObj(bm), err)
+	}
+	switch {
+	case s.expired:
+		r.Recorder.Eventf(bm, nil, corev1.EventTypeNormal, EventBindingMomentExpired, actionExpire,
+			"Expired unresolved at %s; it can authorize nothing", bm.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+	case s.resolved:
+		r.Recorder.Eventf(bm, nil, corev1.EventTypeNormal, EventBindingMomentResolved, actionRecord,
+			"Resolved by %s: %s", bm.Spec.Principal, bm.Spec.Resolution.Kind)
+	}
+	return nil
+}
+
+// bindingMomentStatus derives the status. It is pure.
+//
+//	state     Resolved condition
+//	Pending   False AwaitingPrincipal
+//	Expired   False Expired
+//	Resolved  True  OptionSelected | Answered | Questioned | Declined
+func bindingMomentStatus(bm *v1alpha1.BindingMoment, s *momentScope) v1alpha1.BindingMomentStatus {
+	st := *bm.Status.DeepCopy()
+	st.ObservedGeneration = bm.Generation
+	if st.State == "" {
+		st.State = v1alpha1.BindingMomentPending
+	}
+	switch {
+	case s.resolved:
+		st.State = v1alpha1.BindingMomentResolved
+		st.ResolvedBy = bm.Spec.Principal // admission admits the resolution from no one else
+		t := metav1.NewTime(s.now)
+		st.ResolvedAt = &t
+	case s.expired:
+		st.State = v1alpha1.BindingMomentExpired
+	}
+	c := metav1.Condition{Type: v1alpha1.BindingMomentResolvedCondition, Status: metav1.ConditionFalse}
+	switch st.State {
+	case v1alpha1.BindingMomentResolved:
+		c.Status = metav1.ConditionTrue
+		c.Reason, c.Message = resolutionReason(bm.Spec.Resolution)
+	case v1alpha1.BindingMomentExpired:
+		c.Reason = v1alpha1.BindingMomentExpiredReason
+		c.Message = "Expired unresolved at " + bm.Spec.ExpiresAt.UTC().Format(time.RFC3339) + "; it can authorize nothing"
+	default:
+		c.Reason = v1alpha1.BindingMomentAwaitingPrincipalReason
+		c.Message = "Waiting for " + bm.Spec.Principal + " until " + bm.Spec.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	setCondition(&st.Conditions, c, bm.Generation, s.now)
+	return st
+}
+
+func resolutionReason(res *v1alpha1.BindingMomentResolution) (string, string) {
+	if res == nil {
+		return v1alpha1.BindingMomentAwaitingPrincipalReason, "Resolved"
+	}
+	switch res.Kind {
+	case v1alpha1.ResolutionOption:
+		idx := int32(-1)
+		if res.OptionIdx != nil {
+			idx = *res.OptionIdx
+		}
+		return v1alpha1.BindingMomentOptionSelectedReason, fmt.Sprintf("The principal selected option %d", idx)
+	case v1alpha1.ResolutionAnswer:
+		return v1alpha1.BindingMomentAnsweredReason, "The principal answered"
+	case v1alpha1.ResolutionQuestion:
+		return v1alpha1.BindingMomentQuestionedReason, "The principal questioned the framing"
+	}
+	return v1alpha1.BindingMomentDeclinedReason, "The principal declined"
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BindingMomentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.BindingMoment{}).
+		Named("bindingmoment").
+		Complete(r)
+}
