@@ -70,6 +70,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newEnvelopeCmd(s),
 		newResolutionCmd(s),
 		newReceiptsCmd(s),
+		newManagerCmd(s),
 		newServeCmd(s),
 		newDemoCmd(s),
 		newMomentsCmd(s),
