@@ -15,7 +15,9 @@
 // Leases (consume = update with the resourceVersion of an uncached read; 409 = someone else
 // consumed it) while journaling to a local file. A store that holds both in one transaction
 // domain also implements ConsumeAndPender, which consumes and writes DISPATCH_PENDING in one
-// commit. The embedded implementation is internal/authority/boltstore.
+// commit, and IssueConsumeAndPender, which does the same for a freshly signed authority that it
+// stores in the same commit (created consumed: a machine Permit pays one durable commit before
+// its invoke instead of two). The embedded implementation is internal/authority/boltstore.
 //
 // Fail closed: a store that times out, fails, or answers ambiguously returns an error wrapping
 // ErrStoreUnavailable; nothing in this package turns an error into an allow.

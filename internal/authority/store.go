@@ -46,6 +46,27 @@ type ConsumeAndPender interface {
 	ConsumeAndPend(ctx context.Context, id string, expect Binding, rec journal.DispatchRecord, receipt []byte) (Record, journal.DispatchRecord, error)
 }
 
+// IssueConsumeAndPender is implemented by stores that can store a freshly signed authority
+// already spent: IssueConsumeAndPend is Issue, Consume and ConsumeAndPend in one commit. The
+// store verifies a as Issue and Consume would (signed by a trusted key, bound to exactly expect,
+// valid at the store's clock) and then, in one transaction, creates it in state CONSUMED by
+// rec.OperationID together with rec in DISPATCH_PENDING and the optional receipt: either the
+// authority, its consumption and the record are all durable or none is. If an authority with
+// a's ID already exists nothing is written: ErrConsumed if it has been consumed (what Consume
+// would say), ErrAlreadyIssued if it is still ISSUED (what Issue would say). Of concurrent
+// callers with the same authority, exactly one succeeds and every other gets ErrConsumed.
+// rec must describe the act of a (PendingMatches with a.ID and expect); its State must be empty
+// or DISPATCH_PENDING.
+//
+// It is how a machine Permit pays one durable commit instead of two (issue 6): the sink signs
+// an authority and consumes it a moment later, and no other party may consume it in between
+// (none can: it is created consumed). Stores that keep authorities elsewhere than the journal
+// (the Lease store) do not implement it; callers fall back to Issue then ConsumeAndPend, or
+// Issue, Consume and journal.Journal.Begin.
+type IssueConsumeAndPender interface {
+	IssueConsumeAndPend(ctx context.Context, a Authority, expect Binding, rec journal.DispatchRecord, receipt []byte) (Record, journal.DispatchRecord, error)
+}
+
 // PendingMatches checks that a dispatch record describes the act an authority is consumed for:
 // same authority ID, act, digests, tool, and upstream = destination. A record that disagrees
 // with the binding would journal one action and dispatch another; it is ErrInvalid.

@@ -109,6 +109,35 @@ func BenchmarkConsumeAndPend(b *testing.B) {
 	}
 }
 
+// BenchmarkIssueConsumeAndPend: the machine Permit's store operation (verify a freshly signed
+// authority once, create it already consumed, write its dispatch record and receipt, all in one
+// durable commit) with 1 and 64 concurrent callers. It replaces BenchmarkIssue followed by
+// BenchmarkConsumeAndPend on that path.
+func BenchmarkIssueConsumeAndPend(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			f := newFixture(b)
+			s := f.open(b)
+			auths := make([]authority.Authority, b.N)
+			for i := range auths {
+				bind := bindingN(i)
+				bind.ActID = "act-" + digestOf(fmt.Sprint("act", i))[7:39]
+				a, err := f.signer.Sign(bind, f.clock.Now(), 10*time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				auths[i] = a
+			}
+			receipt := make([]byte, 512)
+			runConcurrent(b, callers, b.N, func(i int) error {
+				a := auths[i]
+				_, _, err := s.IssueConsumeAndPend(context.Background(), a, a.Binding, pendingFor(a, journal.NewOperationID()), receipt)
+				return err
+			})
+		})
+	}
+}
+
 // BenchmarkIssue: storing a signed authority (signature check and durable create).
 func BenchmarkIssue(b *testing.B) {
 	for _, callers := range []int{1, 64} {

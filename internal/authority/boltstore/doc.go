@@ -1,7 +1,8 @@
 // Package boltstore is the embedded store of actgate: authorities (authority.Store) and the
 // dispatch journal (journal.Journal) in one bbolt file, so that consuming an authority and
 // writing its DISPATCH_PENDING record (plus the sink's receipt) is one transaction
-// (ConsumeAndPend). It is what `actgate serve` uses, and what a sidecar uses as its local journal
+// (ConsumeAndPend), and so is storing a freshly signed authority already consumed with its
+// record (IssueConsumeAndPend, the machine Permit's path). It is what `actgate serve` uses, and what a sidecar uses as its local journal
 // when authorities live in Kubernetes Leases.
 //
 // # Durability
@@ -19,7 +20,11 @@
 // Consume verifies the stored authority (signature, every bound field, expiry) outside the
 // write lock and then, inside the commit, checks that it is unchanged and still ISSUED and
 // flips it to CONSUMED. bbolt has one writer at a time, so among any number of concurrent
-// consumers exactly one sees ISSUED; the others get authority.ErrConsumed.
+// consumers exactly one sees ISSUED; the others get authority.ErrConsumed. IssueConsumeAndPend
+// verifies the new authority once (signature, binding, expiry) and, inside the commit, creates
+// it only if no authority with its ID exists, already CONSUMED: it is never ISSUED in the file,
+// so nothing else can consume it, and of concurrent callers with the same authority exactly one
+// creates it.
 //
 // # Several processes on one file
 //

@@ -186,6 +186,8 @@ func (l *local) do(ctx context.Context, inst string, req *wire.Request) (wire.Re
 	case wire.OpConsumeAndPend:
 		rec := req.Record
 		resp.Authority, resp.Record, err = l.consume(ctx, inst, req.ID, req.Expect, rec.OperationID, &rec, req.Receipt)
+	case wire.OpIssueConsumeAndPend:
+		resp.Authority, resp.Record, err = l.issueConsumeAndPend(ctx, inst, req.Authority, req.Expect, req.Record, req.Receipt)
 	case wire.OpBegin:
 		resp.Record, err = l.begin(ctx, inst, req.Record, req.Receipt)
 	case wire.OpTransition:
@@ -302,18 +304,8 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 	}
 	var pending journal.DispatchRecord
 	if pend != nil {
-		pending = *pend
-		switch pending.State {
-		case "":
-			pending.State = journal.StateDispatchPending
-		case journal.StateDispatchPending:
-		default:
-			return authority.Record{}, none, fmt.Errorf("%w: ConsumeAndPend writes %s, not %s", journal.ErrInvalidRecord, journal.StateDispatchPending, pending.State)
-		}
-		if err := authority.PendingMatches(pending, id, expect); err != nil {
-			return authority.Record{}, none, err
-		}
-		if _, err := journal.NewRecord(pending, receipt, inst, l.now()); err != nil {
+		var err error
+		if pending, err = l.checkPending(*pend, id, expect, receipt, inst); err != nil {
 			return authority.Record{}, none, err
 		}
 	}
@@ -427,6 +419,156 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 		return authority.Record{}, none, err
 	}
 	return res.auth, res.rec, res.err
+}
+
+// checkPending validates the DISPATCH_PENDING record a consume writes: in DISPATCH_PENDING
+// (an empty State means that), describing the act authority id is bound to, and well formed.
+func (l *local) checkPending(rec journal.DispatchRecord, id string, expect authority.Binding, receipt []byte, inst string) (journal.DispatchRecord, error) {
+	switch rec.State {
+	case "":
+		rec.State = journal.StateDispatchPending
+	case journal.StateDispatchPending:
+	default:
+		return journal.DispatchRecord{}, fmt.Errorf("%w: a consume writes %s, not %s", journal.ErrInvalidRecord, journal.StateDispatchPending, rec.State)
+	}
+	if err := authority.PendingMatches(rec, id, expect); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	if _, err := journal.NewRecord(rec, receipt, inst, l.now()); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	return rec, nil
+}
+
+// issueConsumeAndPend is IssueConsumeAndPend: a freshly signed authority is created already
+// CONSUMED, with its DISPATCH_PENDING record and receipt, in one group commit (one fsync shared
+// with every concurrent writer) instead of Issue's commit followed by ConsumeAndPend's.
+//
+// Every check of Issue and of Consume is made, once each:
+//   - the authority is well formed (Payload: ID derived from the binding, times, key ID) and its
+//     signature verifies under a trusted key — Issue's check. Issue then Consume verified the
+//     same bytes twice; here they are verified once, and the bytes verified are the bytes
+//     written (Payload and Signature, as Issue stores them);
+//   - its binding equals expect field by field and it is valid at the store's clock —
+//     Consume's Verifier.Verify, with the expiry checked again inside the commit;
+//   - the record describes the act the authority is bound to (PendingMatches) and is well formed;
+//   - inside the commit: no authority with this ID exists (create-only, so nobody can have
+//     consumed it before: it never existed unconsumed), and the operation ID is unused.
+//
+// Single use: bbolt has one writer at a time, and the authority comes into existence
+// CONSUMED in the same transaction, so a concurrent Consume or ConsumeAndPend sees either no
+// authority (ErrNotFound) or a consumed one (ErrConsumed), and a concurrent
+// IssueConsumeAndPend of the same authority sees it exists (ErrConsumed).
+func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authority.Authority, expect authority.Binding, pend journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+	var none journal.DispatchRecord
+	if err := expect.Validate(); err != nil {
+		return authority.Record{}, none, fmt.Errorf("expected binding: %w", err)
+	}
+	payload, err := a.Payload()
+	if err != nil {
+		return authority.Record{}, none, err
+	}
+	pending, err := l.checkPending(pend, a.ID, expect, receipt, inst)
+	if err != nil {
+		return authority.Record{}, none, err
+	}
+	key := []byte(a.ID)
+	// An authority that exists already is refused without verifying or committing anything: a
+	// cheap read, so that racing duplicates cost no signature check and no fsync. The commit
+	// checks again.
+	var existing error
+	if err := l.view(ctx, func(tx *bolt.Tx) error {
+		existing = nil
+		if v := tx.Bucket(bucketAuthorities).Get(key); v != nil {
+			existing = alreadyThere(v, a.ID)
+		}
+		return nil
+	}); err != nil {
+		return authority.Record{}, none, err
+	}
+	if existing != nil {
+		return authority.Record{}, none, existing
+	}
+	if err := l.verifier.Verify(a, expect, l.now()); err != nil {
+		return authority.Record{}, none, err
+	}
+	stored := storedAuthority{Payload: payload, Signature: a.Signature, State: authority.StateIssued}
+	issued, err := stored.record()
+	if err != nil {
+		return authority.Record{}, none, err
+	}
+	opKey := []byte(pending.OperationID)
+
+	var res struct {
+		auth authority.Record
+		rec  journal.DispatchRecord
+		err  error
+	}
+	err = l.batch(ctx, func(tx *bolt.Tx) error {
+		res.auth, res.rec, res.err = authority.Record{}, journal.DispatchRecord{}, nil
+		if err := ctx.Err(); err != nil {
+			res.err = unavailable(err)
+			return nil
+		}
+		b := tx.Bucket(bucketAuthorities)
+		if v := b.Get(key); v != nil {
+			res.err = alreadyThere(v, a.ID)
+			return nil
+		}
+		if tx.Bucket(bucketDispatch).Get(opKey) != nil {
+			res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, pending.OperationID)
+			return nil
+		}
+		now := l.now()
+		if err := authority.CheckTime(issued.Authority, now, authority.DefaultSkew); err != nil {
+			res.err = err
+			return nil
+		}
+		rec, err := journal.NewRecord(pending, receipt, inst, now)
+		if err != nil {
+			res.err = err
+			return nil
+		}
+		st := stored
+		st.State, st.ConsumedAt, st.ConsumedBy = authority.StateConsumed, now, pending.OperationID
+		enc, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(key, enc); err != nil {
+			return err
+		}
+		// No dispatch_by_authority entry: the record is found through ConsumedBy, as for
+		// ConsumeAndPend.
+		if err := putRecord(tx, rec, true, false); err != nil {
+			return err
+		}
+		res.auth = issued
+		res.auth.State, res.auth.ConsumedAt, res.auth.ConsumedBy = st.State, st.ConsumedAt, st.ConsumedBy
+		res.rec = rec
+		return nil
+	})
+	if err != nil {
+		return authority.Record{}, none, err
+	}
+	return res.auth, res.rec, res.err
+}
+
+// alreadyThere is IssueConsumeAndPend's refusal of an authority that exists: consumed, or still
+// issued.
+func alreadyThere(v []byte, id string) error {
+	st, err := decodeStored(v)
+	if err != nil {
+		return err
+	}
+	if st.State == authority.StateConsumed {
+		r, err := st.record()
+		if err != nil {
+			return err
+		}
+		return consumedErr(r)
+	}
+	return fmt.Errorf("%w: %s", authority.ErrAlreadyIssued, id)
 }
 
 func consumedErr(r authority.Record) error {

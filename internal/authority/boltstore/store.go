@@ -47,8 +47,8 @@ type Options struct {
 }
 
 // Store is the embedded store: authorities and the dispatch journal in one bbolt file, with
-// fsync on every commit. It implements authority.Store, authority.ConsumeAndPender and
-// journal.Journal. It is safe for concurrent use.
+// fsync on every commit. It implements authority.Store, authority.ConsumeAndPender,
+// authority.IssueConsumeAndPender and journal.Journal. It is safe for concurrent use.
 type Store struct {
 	path     string
 	sock     string
@@ -62,9 +62,10 @@ type Store struct {
 }
 
 var (
-	_ authority.Store            = (*Store)(nil)
-	_ authority.ConsumeAndPender = (*Store)(nil)
-	_ journal.Journal            = (*Store)(nil)
+	_ authority.Store                 = (*Store)(nil)
+	_ authority.ConsumeAndPender      = (*Store)(nil)
+	_ authority.IssueConsumeAndPender = (*Store)(nil)
+	_ journal.Journal                 = (*Store)(nil)
 )
 
 type owner struct {
@@ -308,6 +309,16 @@ func (s *Store) Consume(ctx context.Context, id string, expect authority.Binding
 // is rec.OperationID.
 func (s *Store) ConsumeAndPend(ctx context.Context, id string, expect authority.Binding, rec journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
 	resp, err := s.do(ctx, &wire.Request{Op: wire.OpConsumeAndPend, ID: id, Expect: expect, Record: rec, Receipt: receipt})
+	return resp.Authority, resp.Record, err
+}
+
+// IssueConsumeAndPend implements authority.IssueConsumeAndPender: Issue, Consume and
+// journal.Begin (in DISPATCH_PENDING, with receipt) of a freshly signed authority in one
+// transaction and one fsync, shared with every concurrent writer. The authority is verified
+// (signature, binding equal to expect, time) exactly once, and is created already CONSUMED by
+// rec.OperationID, so it never exists unconsumed.
+func (s *Store) IssueConsumeAndPend(ctx context.Context, a authority.Authority, expect authority.Binding, rec journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+	resp, err := s.do(ctx, &wire.Request{Op: wire.OpIssueConsumeAndPend, Authority: a, Expect: expect, Record: rec, Receipt: receipt})
 	return resp.Authority, resp.Record, err
 }
 

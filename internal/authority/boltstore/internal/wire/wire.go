@@ -13,20 +13,23 @@ import (
 // Op names an operation.
 type Op string
 
-// Operations, one per method of authority.Store, authority.ConsumeAndPender and journal.Journal.
+// Operations, one per method of authority.Store, authority.ConsumeAndPender,
+// authority.IssueConsumeAndPender and journal.Journal.
 const (
 	OpIssue          Op = "Issue"
 	OpGet            Op = "Get"
 	OpConsume        Op = "Consume"
 	OpConsumeAndPend Op = "ConsumeAndPend"
-	OpBegin          Op = "Begin"
-	OpTransition     Op = "Transition"
-	OpReconcile      Op = "Reconcile"
-	OpRecord         Op = "Record"
-	OpByAuthority    Op = "ByAuthority"
-	OpByAct          Op = "ByAct"
-	OpInState        Op = "InState"
-	OpRecoverOnStart Op = "RecoverOnStart"
+	// OpIssueConsumeAndPend is authority.IssueConsumeAndPender's method.
+	OpIssueConsumeAndPend Op = "IssueConsumeAndPend"
+	OpBegin               Op = "Begin"
+	OpTransition          Op = "Transition"
+	OpReconcile           Op = "Reconcile"
+	OpRecord              Op = "Record"
+	OpByAuthority         Op = "ByAuthority"
+	OpByAct               Op = "ByAct"
+	OpInState             Op = "InState"
+	OpRecoverOnStart      Op = "RecoverOnStart"
 )
 
 // Protocol is the first line a client sends after connecting, followed by a space, its instance
