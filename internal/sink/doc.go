@@ -13,19 +13,31 @@
 //     validation is EF_060 (retryable as validation only, §23); nothing is invoked.
 //  3. Deny: the decision's code, vendor-shaped (act.DenyResult), upstream never contacted.
 //  4. Allow (the hot path): an in-memory chained receipt, then invoke. No authority, no journal.
-//  5. Permit: issue a signed authority bound to act id, arguments digest, action digest, tool,
-//     destination, sink id, policy epoch and expiry (internal/authority); Enforce it — consume
-//     and write DISPATCH_PENDING in one group-committed transaction (ConsumeAndPend) — append
-//     the durable receipt; only then invoke, once, with the dispatch's operation id as the
+//  5. Permit: sign an authority bound to act id, arguments digest, action digest, tool,
+//     destination, sink id, policy epoch and expiry (internal/authority); enforce it (§16, the
+//     signed binding compared with the live call's) and, in one group-committed transaction,
+//     issue it, consume it and write DISPATCH_PENDING (IssueConsumeAndPend; a store that
+//     cannot — a Lease store — gets Issue, then the consume with the record). Concurrently
+//     with that commit the receipt log makes the dispatch receipt durable (AppendDurable):
+//     neither write depends on the other, so they cost one round of fsyncs, and the act is
+//     invoked only when both have succeeded. If the commit fails the call is refused and the
+//     receipt log follows the dispatch receipt with a deny naming the same operation; if the
+//     receipt fails the record is settled FAILED (not_dispatched) and the call refused, and if
+//     even that write fails the record stays DISPATCH_PENDING, which recovery makes
+//     INDETERMINATE (fail closed). Then invoke, once, with the dispatch's operation id as the
 //     idempotency key; then record EXECUTED or FAILED (only on the upstream's authoritative
-//     answer, or FAILED when the Invoker is certain nothing was sent) or INDETERMINATE (timeout,
-//     connection loss). The outcome is written on its own deadline even if the caller is gone.
+//     answer, or FAILED when the Invoker is certain nothing was sent) or INDETERMINATE
+//     (timeout, connection loss) — durably, in a group commit, before the result is returned.
+//     The outcome is written on its own deadline even if the caller is gone.
 //     INVOKED is not written as a separate commit: the journal lets DISPATCH_PENDING move
 //     straight to the outcome (AEB "Invoke the Frozen Action": INVOKED "or a terminal outcome"
 //     must be durable before success is reported), and a crash mid-invocation leaves
 //     DISPATCH_PENDING, which recovery turns into INDETERMINATE exactly as it would INVOKED.
 //  6. Escalate: if a resolved binding moment granted authority for exactly this action in this
-//     session, enforce and consume that authority and invoke once (as 5); otherwise deny with
+//     session, enforce and consume that authority and invoke once (as 5, but the authority was
+//     issued at the resolution, and the dispatch receipt is made durable after the consume:
+//     a grant's consume may be refused for ordinary reasons — a replay, a stale epoch — and
+//     the receipt log then carries no dispatch receipt for it); otherwise deny with
 //     EF_ESCALATION_REQUIRED and a gate-authored binding moment (Result.Moment).
 //
 // In audit mode (PolicyDecision.Audit) every call goes through the hot path; a call enforcement

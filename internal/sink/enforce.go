@@ -53,33 +53,55 @@ func bindingEpoch(epoch int64) string { return strconv.FormatInt(epoch, 10) }
 // The expected binding is built from the act and the live arguments, the gate's own sink id
 // and namespace, never from anything the agent supplies about the authority.
 func (g *gate) enforceAct(ctx context.Context, a *act.AgentCandidateAct, live json.RawMessage, info dispatchInfo) (Decision, journal.DispatchRecord) {
-	var none journal.DispatchRecord
+	p, dec := g.prepareDispatch(ctx, a, live, info, nil)
+	if p == nil {
+		return dec, journal.DispatchRecord{}
+	}
+	return g.commitDispatch(ctx, p, nil)
+}
+
+// pendingDispatch is a dispatch that passed every check that needs no store: what the sink
+// expects the authority to be bound to, the authority's id, and the DISPATCH_PENDING record and
+// its receipt that the consume writes.
+type pendingDispatch struct {
+	expect  authority.Binding
+	id      string
+	rec     journal.DispatchRecord
+	receipt receipt.Receipt
+}
+
+// prepareDispatch makes the checks of enforceAct that need no store (MUSTs 1–2, the act's
+// session, sink and destination) and builds the record and receipt. fresh, when not nil, is the
+// authority the gate has just signed for this act (a machine Permit): it must be bound to
+// exactly the binding the live call yields (authority.Match), so that what was signed is what
+// is about to be dispatched. On a refusal it returns nil and the refusing Decision.
+func (g *gate) prepareDispatch(ctx context.Context, a *act.AgentCandidateAct, live json.RawMessage, info dispatchInfo, fresh *authority.Authority) (*pendingDispatch, Decision) {
 	if ctx.Err() != nil {
-		return denyDecision(ef.EF060, ""), none
+		return nil, denyDecision(ef.EF060, "")
 	}
 	if a == nil {
-		return denyDecision(ef.EFActInvalid, ""), none
+		return nil, denyDecision(ef.EFActInvalid, "")
 	}
 	if err := a.Validate(); err != nil {
-		return denyDecision(ef.EFActInvalid, ""), none
+		return nil, denyDecision(ef.EFActInvalid, "")
 	}
 	if err := g.ids.CheckSession(a.CandidateActID, a.Freshness.SessionID); err != nil {
 		// An id this gate did not mint for the act's session (tool-use-binding §6, §24 T14).
-		return denyDecision(ef.EFActInvalid, "The act id was not issued for this session."), none
+		return nil, denyDecision(ef.EFActInvalid, "The act id was not issued for this session.")
 	}
 	if a.FinalitySink.SinkID != g.sinkID {
-		return denyDecision(ef.EF040, ""), none
+		return nil, denyDecision(ef.EF040, "")
 	}
 	if a.Destination == nil || a.Destination.DestinationID == "" {
-		return denyDecision(ef.EFDestinationMismatch, "The act names no destination."), none
+		return nil, denyDecision(ef.EFDestinationMismatch, "The act names no destination.")
 	}
 	// MUST 1–2: recompute from the live arguments with the act's own canonicalization.
 	if err := a.MatchArguments(live); err != nil {
-		return denyDecision(ef.EFScopeMismatch, ""), none
+		return nil, denyDecision(ef.EFScopeMismatch, "")
 	}
 	canon, err := jcs.Canonicalize(live, a.ArgumentsDigest.Canonicalization.Mode())
 	if err != nil { // MatchArguments canonicalized the same bytes in the same mode
-		return denyDecision(ef.EFScopeMismatch, ""), none
+		return nil, denyDecision(ef.EFScopeMismatch, "")
 	}
 	expect := authority.Binding{
 		ActID:           a.CandidateActID,
@@ -91,12 +113,24 @@ func (g *gate) enforceAct(ctx context.Context, a *act.AgentCandidateAct, live js
 		PolicyEpoch:     bindingEpoch(a.PolicyState.PolicyEpoch),
 		Namespace:       g.namespace,
 	}
-	// §30: auth = store.get(act.candidate_act_id). The gate remembers what it issued per act; an
-	// act it has no memory of (a restart) is looked up by the id its binding derives to.
-	id, ok := g.issuedFor(a.CandidateActID)
-	if !ok {
-		if id, err = authority.DeriveID(expect); err != nil {
-			return denyDecision(ef.EF002, ""), none
+	var id string
+	if fresh != nil {
+		// The binding comparison of MUST 3 for an authority signed a moment ago from the same
+		// candidate: any difference is a defect, refused like any other mismatch. (The store
+		// verifies the signature, binding and time again before writing.)
+		if err := authority.Match(fresh.Binding, expect); err != nil {
+			return nil, denyDecision(consumeCode(ctx, err), "")
+		}
+		id = fresh.ID
+	} else {
+		// §30: auth = store.get(act.candidate_act_id). The gate remembers what it issued per
+		// act; an act it has no memory of (a restart) is looked up by the id its binding
+		// derives to.
+		var ok bool
+		if id, ok = g.issuedFor(a.CandidateActID); !ok {
+			if id, err = authority.DeriveID(expect); err != nil {
+				return nil, denyDecision(ef.EF002, "")
+			}
 		}
 	}
 	rec := journal.DispatchRecord{
@@ -127,37 +161,63 @@ func (g *gate) enforceAct(ctx context.Context, a *act.AgentCandidateAct, live js
 		OperationID:     rec.OperationID,
 		State:           string(journal.StateDispatchPending),
 	}
-	// MUST 4: consume before allow, with the intent record in the same commit when the store
-	// can (action-evidence-boundary "Invoke the Frozen Action": dispatch only from a durable
-	// DISPATCH_PENDING).
-	var written journal.DispatchRecord
-	if g.pender != nil {
-		_, written, err = g.pender.ConsumeAndPend(ctx, id, expect, rec, receiptBytes(rcpt))
-	} else {
-		_, err = g.store.Consume(ctx, id, expect, authority.Consumption{OperationID: rec.OperationID})
-		if err == nil {
-			written, err = g.journal.Begin(ctx, rec, receiptBytes(rcpt))
-			if err != nil {
-				// The authority is spent and no intent record exists: nothing may be dispatched.
-				g.log.Error(err, "authority consumed but the dispatch record failed; not invoking",
-					"act", rec.ActID, "authority", id, "operation", rec.OperationID)
+	return &pendingDispatch{expect: expect, id: id, rec: rec, receipt: rcpt}, Decision{}
+}
+
+// commitDispatch is MUST 4: consume before allow, with the intent record in the same commit
+// when the store can (action-evidence-boundary "Invoke the Frozen Action": dispatch only from a
+// durable DISPATCH_PENDING). With fresh (a machine Permit) the authority is also issued: in the
+// same commit when the store implements authority.IssueConsumeAndPender (the embedded store:
+// one group-committed transaction instead of two), else by Issue just before the consume.
+func (g *gate) commitDispatch(ctx context.Context, p *pendingDispatch, fresh *authority.Authority) (Decision, journal.DispatchRecord) {
+	var (
+		none    journal.DispatchRecord
+		written journal.DispatchRecord
+		err     error
+		// tried: the consume was attempted (an Issue that failed stops before it).
+		tried = true
+	)
+	rb := receiptBytes(p.receipt)
+	switch {
+	case fresh != nil && g.issuer != nil:
+		_, written, err = g.issuer.IssueConsumeAndPend(ctx, *fresh, p.expect, p.rec, rb)
+	default:
+		if fresh != nil {
+			if _, err = g.store.Issue(ctx, *fresh); err != nil {
+				tried = false
+				break
 			}
+		}
+		if g.pender != nil {
+			_, written, err = g.pender.ConsumeAndPend(ctx, p.id, p.expect, p.rec, rb)
+			break
+		}
+		if _, err = g.store.Consume(ctx, p.id, p.expect, authority.Consumption{OperationID: p.rec.OperationID}); err != nil {
+			break
+		}
+		if written, err = g.journal.Begin(ctx, p.rec, rb); err != nil {
+			// The authority is spent and no intent record exists: nothing may be dispatched.
+			g.log.Error(err, "authority consumed but the dispatch record failed; not invoking",
+				"act", p.rec.ActID, "authority", p.id, "operation", p.rec.OperationID)
 		}
 	}
 	if err != nil {
 		code := consumeCode(ctx, err)
-		g.log.V(1).Info("enforce refused", "act", rec.ActID, "actionDigest", rec.ActionDigest,
-			"authority", id, "code", code, "cause", authority.CodeOf(err))
-		if code == ef.EF060 || code == ef.EFStoreUnavailable {
+		if fresh != nil && errors.Is(err, authority.ErrInvalid) {
+			code = ef.EFActInvalid // the authority the gate built for the act is unusable
+		}
+		g.log.V(1).Info("enforce refused", "act", p.rec.ActID, "actionDigest", p.rec.ActionDigest,
+			"authority", p.id, "code", code, "cause", authority.CodeOf(err))
+		if tried && (code == ef.EF060 || code == ef.EFStoreUnavailable) {
 			// The commit may have landed after the caller gave up (boltstore "Timeouts"): a
 			// stranded DISPATCH_PENDING we know was never dispatched is settled now rather than
 			// left for recovery to call INDETERMINATE.
-			g.settleUndispatched(rec)
+			g.settleUndispatched(p.rec)
 		}
 		return denyDecision(code, ""), none
 	}
-	g.forget(rec.ActID)
-	return Decision{Allow: true, AuthorityID: id, OperationID: written.OperationID, State: written.State}, written
+	g.forget(p.rec.ActID)
+	return Decision{Allow: true, AuthorityID: p.id, OperationID: written.OperationID, State: written.State}, written
 }
 
 // consumeCode maps a consume failure to the EF code the agent sees (tool-use-binding §23, §30).

@@ -36,7 +36,9 @@ type Options struct {
 	// Store holds authorities. When it also implements authority.ConsumeAndPender (the embedded
 	// bbolt store), consumption and the DISPATCH_PENDING record are one commit; otherwise the
 	// record is written by Journal.Begin right after the consume, and a failure there withholds
-	// the dispatch.
+	// the dispatch. When it implements authority.IssueConsumeAndPender (the embedded store), a
+	// machine Permit issues, consumes and pends in that one commit; otherwise (a Lease store)
+	// Issue comes first.
 	Store authority.Store
 	// Journal is the dispatch journal (the same bbolt store in embedded mode).
 	Journal journal.Journal
@@ -81,7 +83,8 @@ type gate struct {
 	sinkID, namespace string
 	policy            PolicyEvaluator
 	store             authority.Store
-	pender            authority.ConsumeAndPender // nil when the store cannot pend in the consume commit
+	pender            authority.ConsumeAndPender      // nil when the store cannot pend in the consume commit
+	issuer            authority.IssueConsumeAndPender // nil when the store cannot issue in the consume commit
 	journal           journal.Journal
 	signer            *authority.Signer
 	ids               *act.IDIssuer
@@ -171,6 +174,9 @@ func New(opts Options) (*Gate, error) {
 	}
 	if p, ok := opts.Store.(authority.ConsumeAndPender); ok {
 		g.pender = p
+	}
+	if p, ok := opts.Store.(authority.IssueConsumeAndPender); ok {
+		g.issuer = p
 	}
 	if g.registry == nil {
 		g.registry = envelope.NewMemoryRegistry(g.now)

@@ -220,6 +220,32 @@ func (g *gate) appendReceipt(r receipt.Receipt) error {
 	return err
 }
 
+// appendDurableAsync starts AppendDurable of r and returns where its result will arrive.
+func (g *gate) appendDurableAsync(ctx context.Context, r receipt.Receipt) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.receipts.AppendDurable(ctx, r)
+		done <- err
+	}()
+	return done
+}
+
+// refuseDispatch denies a call whose dispatch receipt may already be in the receipt log: the
+// deny receipt names the same operation and authority, so that the log records the operation
+// as refused, not dispatched.
+func (g *gate) refuseDispatch(cl *callState, code ef.EFCode, msg string, p *pendingDispatch) Result {
+	r := g.receiptFor(cl, receipt.DecisionDeny, string(code))
+	r.ActID, r.AuthorityID, r.OperationID = p.rec.ActID, p.id, p.rec.OperationID
+	if err := g.appendReceipt(r); err != nil {
+		g.log.Error(err, "receipt append failed", "act", r.ActID)
+	}
+	g.log.V(1).Info("deny", "act", r.ActID, "actionDigest", cl.cand.ActionDigest(), "operation", r.OperationID,
+		"server", cl.c.Server, "code", code, "policy", cl.dec.Policy, "rule", cl.dec.Rule)
+	res := denyResult(code, msg)
+	res.ActID = cl.cand.Act.CandidateActID
+	return res
+}
+
 // refuse denies the call: upstream never contacted.
 func (g *gate) refuse(cl *callState, code ef.EFCode, msg string) Result {
 	d := receipt.DecisionDeny
@@ -330,8 +356,9 @@ func (g *gate) bindingFor(cand *act.Candidate, destination string, epoch int64) 
 	}
 }
 
-// permit is machine-policy authority: issue a signed authority bound to the act, consume it
-// with a durable DISPATCH_PENDING, append the durable receipt, invoke once, classify.
+// permit is machine-policy authority: sign an authority bound to the act, then dispatch it
+// (issue, consume and DISPATCH_PENDING in one commit where the store can, with the durable
+// receipt written concurrently), invoke once, classify.
 func (g *gate) permit(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	k := dispatchKey{cl.cand.ActionDigest(), cl.c.Destination}
 	entry, res, done := g.reserve(ctx, cl, k)
@@ -339,17 +366,17 @@ func (g *gate) permit(ctx context.Context, cl *callState, inv Invoker) (Result, 
 		return res, nil
 	}
 	b := g.bindingFor(cl.cand, cl.c.Destination, cl.dec.Epoch)
-	a, err := g.issue(ctx, b, g.authorityTTLFor(cl.dec))
+	a, err := g.signer.Sign(b, g.now(), g.authorityTTLFor(cl.dec))
 	if err != nil {
 		g.dispatches.release(k, entry)
 		code := consumeCode(ctx, err)
 		if errors.Is(err, authority.ErrInvalid) {
 			code = ef.EFActInvalid
 		}
-		g.log.V(1).Info("authority not issued", "act", b.ActID, "code", code, "cause", authority.CodeOf(err))
+		g.log.V(1).Info("authority not signed", "act", b.ActID, "code", code, "cause", authority.CodeOf(err))
 		return g.refuse(cl, code, ""), nil
 	}
-	return g.dispatch(ctx, cl, inv, k, entry, a.ExpiresAt)
+	return g.dispatch(ctx, cl, inv, k, entry, a.ExpiresAt, &a)
 }
 
 // reserve consults the dispatch index for a call that would consume authority. done is true
@@ -405,31 +432,65 @@ func (g *gate) reserve(ctx context.Context, cl *callState, k dispatchKey) (*disp
 
 // dispatch enforces the act (§16: consume with DISPATCH_PENDING), makes the receipt durable,
 // invokes once and records the outcome. entry is the act's reservation in the dispatch index.
-func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time) (Result, error) {
-	dec, rec := g.enforceAct(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class})
+// fresh is the authority permit has just signed for the act (nil for a binding-moment grant,
+// which was issued at its resolution).
+//
+// Nothing is invoked before the consume, the DISPATCH_PENDING record and the dispatch receipt
+// are all durable (action-evidence-boundary "Atomically Consume or Reserve Before Invocation",
+// "Invoke the Frozen Action"). For a Permit the receipt's fsync runs concurrently with the
+// store's commit — neither depends on the other, and together they cost one round of fsyncs
+// instead of two — and both must succeed:
+//   - commit refused or failed: deny. The receipt log may then hold the dispatch receipt of an
+//     operation that never ran; the deny receipt that follows names the same operation and
+//     authority, so the log says the act was refused, never that it was dispatched.
+//   - receipt failed, commit durable: deny, and the DISPATCH_PENDING record is settled FAILED
+//     (not_dispatched: the gate is the only path to the upstream and did not take it). If that
+//     settling write fails too, the record stays DISPATCH_PENDING and recovery makes it
+//     INDETERMINATE at the next start — fail closed: it then needs reconciliation, and the
+//     action is refused until it has it, never replayed blindly.
+//
+// A grant's consume can be refused for ordinary reasons (a replay, an expired or stale grant),
+// so its receipt is written only after the consume succeeds: the log carries no dispatch
+// receipt for an act refused at its consume.
+func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time, fresh *authority.Authority) (Result, error) {
+	p, dec := g.prepareDispatch(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class}, fresh)
+	if p == nil {
+		g.dispatches.release(k, entry)
+		return g.refuse(cl, dec.Code, dec.Message), nil
+	}
+	var receiptDone <-chan error
+	if g.receipts != nil && fresh != nil {
+		receiptDone = g.appendDurableAsync(ctx, p.receipt)
+	}
+	dec, rec := g.commitDispatch(ctx, p, fresh)
+	var rerr error
+	switch {
+	case receiptDone != nil:
+		rerr = <-receiptDone
+	case g.receipts != nil && dec.Allow:
+		_, rerr = g.receipts.AppendDurable(ctx, p.receipt)
+	}
 	if !dec.Allow {
 		g.dispatches.release(k, entry)
+		if receiptDone != nil {
+			return g.refuseDispatch(cl, dec.Code, dec.Message, p), nil
+		}
 		return g.refuse(cl, dec.Code, dec.Message), nil
 	}
 	g.dispatches.update(entry, func(e *dispatchEntry) {
 		e.authorityID, e.operationID, e.state, e.expires = dec.AuthorityID, rec.OperationID, rec.State, expires
 	})
-	r := g.receiptFor(cl, receipt.DecisionAllow, ReceiptCodeDispatch)
-	r.ActID = rec.ActID
-	r.AuthorityID, r.OperationID, r.State = dec.AuthorityID, rec.OperationID, string(rec.State)
-	if g.receipts != nil {
-		if _, err := g.receipts.AppendDurable(ctx, r); err != nil {
-			// Not invoked: the intent exists, the receipt does not. Settle the record as never
-			// dispatched and refuse.
-			g.log.Error(err, "durable receipt failed; not invoking", "act", r.ActID, "operation", rec.OperationID)
-			g.settleUndispatched(rec)
-			g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.expires = journal.StateFailed, time.Time{} })
-			code := ef.EFStoreUnavailable
-			if ctx.Err() != nil {
-				code = ef.EF060
-			}
-			return g.refuse(cl, code, ""), nil
+	if rerr != nil {
+		// Not invoked: the intent exists, the durable receipt does not. Settle the record as
+		// never dispatched and refuse.
+		g.log.Error(rerr, "durable receipt failed; not invoking", "act", rec.ActID, "operation", rec.OperationID)
+		g.settleUndispatched(rec)
+		g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.expires = journal.StateFailed, time.Time{} })
+		code := ef.EFStoreUnavailable
+		if ctx.Err() != nil {
+			code = ef.EF060
 		}
+		return g.refuseDispatch(cl, code, "", p), nil
 	}
 	g.log.V(1).Info("dispatch", "act", rec.ActID, "actionDigest", rec.ActionDigest, "authority", dec.AuthorityID,
 		"operation", rec.OperationID, "server", cl.c.Server)

@@ -349,7 +349,7 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 		g.dispatches.release(k, entry)
 		return g.escalateMoment(ctx, cl), nil
 	}
-	res, err := g.dispatch(ctx, cl, inv, k, entry, gr.expires)
+	res, err := g.dispatch(ctx, cl, inv, k, entry, gr.expires, nil)
 	switch {
 	case res.Allowed, res.Code == ef.EF005, res.Code == ef.EF002:
 		g.moments.dropGrant(cl.c.Session, digest, gr.authorityID)
