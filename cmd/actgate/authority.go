@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/leasestore"
+	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/review/service"
+)
+
+// authorityOptions are the flags of `actgate authority`.
+type authorityOptions struct {
+	kubeconfig     string
+	bindAddress    string
+	metricsAddress string
+	certFile       string
+	keyFile        string
+	signingKey     string
+	audiences      []string
+	reviewTimeout  time.Duration
+	storeTimeout   time.Duration
+	momentTTL      time.Duration
+	qps            float32
+	burst          int
+	shutdownGrace  time.Duration
+	verbosity      int
+}
+
+func newAuthorityCmd(s streams) *cobra.Command {
+	o := authorityOptions{}
+	cmd := &cobra.Command{
+		Use:   "authority --tls-cert-file FILE --tls-private-key-file FILE --signing-key-file FILE",
+		Short: "Serve ActReviews to sidecars: policy, single-use authority as Leases, consume",
+		Long: `Run the authority service of a Kubernetes installation. Enforcing sidecars POST
+ActReviews (review.actgate.io/v1alpha1) to ` + review.Path + ` over TLS, authenticated by their
+pod's service-account token (TokenReview, audience --audience): a Review asks for a decision on
+a candidate act under the ToolPolicy that governs the caller's pod, and gets an allow, a signed
+single-use authority (held as a Lease in the agent's namespace), a deny with its EF code, or an
+escalation to a BindingMoment; a Consume spends an authority by compare-and-swap on its Lease,
+right before the sidecar invokes. The service records an Act for every reviewed call.
+
+Fail closed: an API server that is slow or unreachable is a deny with EF_060, never an allow.
+
+The TLS certificate and key are reloaded when their files change (the operator's
+cert-controller rotates them). The signing key is a PEM private key (Ed25519 or ECDSA P-256,
+PKCS#8 or SEC 1), typically mounted from a Secret; sidecars verify authorities with its public
+key. Metrics (actgate_authority_*) and /healthz, /readyz are served in plain HTTP on
+--metrics-bind-address ("0" disables). The Kubernetes connection comes from --kubeconfig,
+$KUBECONFIG or ~/.kube/config, or the in-cluster service account.
+
+Exit status: 0 after a clean shutdown (SIGINT, SIGTERM), 1 when it cannot start or serve
+(the stderr line begins with AUTHORITY_CONFIG or AUTHORITY_SERVE), 2 usage (including an
+unreadable kubeconfig).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runAuthority(ctx, o, s)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.bindAddress, "bind-address", ":8443", "HTTPS address of the review endpoint")
+	f.StringVar(&o.metricsAddress, "metrics-bind-address", ":8080", `HTTP address of /metrics, /healthz and /readyz ("0" disables)`)
+	f.StringVar(&o.certFile, "tls-cert-file", "", "PEM certificate (chain) of the review endpoint")
+	f.StringVar(&o.keyFile, "tls-private-key-file", "", "PEM private key of the review endpoint")
+	f.StringVar(&o.signingKey, "signing-key-file", "", "PEM private key that signs authorities (Ed25519 or ECDSA P-256)")
+	f.StringSliceVar(&o.audiences, "audience", []string{service.DefaultAudience}, "token audiences accepted from sidecars")
+	f.DurationVar(&o.reviewTimeout, "review-timeout", service.DefaultReviewTimeout, "deadline of one review, API calls included (past it: EF_060)")
+	f.DurationVar(&o.storeTimeout, "store-timeout", leasestore.DefaultTimeout, "deadline of one Lease operation")
+	f.DurationVar(&o.momentTTL, "binding-moment-ttl", service.DefaultMomentTTL, "how long a binding moment awaits its principals")
+	f.Float32Var(&o.qps, "kube-api-qps", 200, "client-side rate limit towards the API server (queries per second)")
+	f.IntVar(&o.burst, "kube-api-burst", 400, "client-side burst towards the API server")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight reviews may finish after SIGTERM")
+	f.IntVar(&o.verbosity, "v", 0, "log verbosity (JSON lines on stderr; 1 logs every deny)")
+	for _, name := range []string{"tls-cert-file", "tls-private-key-file", "signing-key-file"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// configFailure and serveFailure end the command with status 1 and a coded line.
+func configFailure(format string, args ...any) error {
+	return fail(exitRejected, "AUTHORITY_CONFIG "+fmt.Sprintf(format, args...))
+}
+
+func serveFailure(format string, args ...any) error {
+	return fail(exitRejected, "AUTHORITY_SERVE "+fmt.Sprintf(format, args...))
+}
+
+// kubeConfig loads the Kubernetes connection: --kubeconfig, else the default loading rules
+// ($KUBECONFIG, ~/.kube/config), else the in-cluster service account.
+func kubeConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
+	if o.reviewTimeout <= 0 || o.storeTimeout <= 0 || o.momentTTL <= 0 || o.shutdownGrace < 0 {
+		return usageError("--review-timeout, --store-timeout and --binding-moment-ttl must be positive")
+	}
+	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(s.err, obj) }, funcr.Options{Verbosity: o.verbosity, LogTimestamp: true})
+	ctrllog.SetLogger(log) // controller-runtime's certwatcher logs through it
+
+	signer, err := authority.LoadKey(o.signingKey)
+	if err != nil {
+		return configFailure("signing key: %v", err)
+	}
+	cfg, err := kubeConfig(o.kubeconfig)
+	if err != nil {
+		return usageError("kubeconfig: %v", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "actgate-authority"
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return configFailure("scheme: %v", err)
+		}
+	}
+	// Uncached: every review reads the API server (DESIGN.md "Authority").
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return configFailure("client: %v", err)
+	}
+	store, err := leasestore.NewForConfig(cfg, leasestore.Options{Verifier: signer.Verifier(), Timeout: o.storeTimeout})
+	if err != nil {
+		return configFailure("lease store: %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := service.NewMetrics(reg)
+	if err != nil {
+		return configFailure("metrics: %v", err)
+	}
+	svc, err := service.New(service.Options{
+		Client: c, Store: store, Signer: signer, Audiences: o.audiences, ReviewTimeout: o.reviewTimeout,
+		MomentTTL: o.momentTTL, Metrics: metrics, Log: log.WithName("authority"),
+	})
+	if err != nil {
+		return configFailure("%v", err)
+	}
+	certs, err := certwatcher.New(o.certFile, o.keyFile)
+	if err != nil {
+		return configFailure("TLS certificate: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	go func() {
+		if err := certs.Start(ctx); err != nil {
+			errs <- serveFailure("watching the TLS certificate: %v", err)
+		}
+	}()
+
+	mux := http.NewServeMux()
+	mux.Handle(review.Path, svc)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{
+		Handler:           mux,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate},
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      o.reviewTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          stdlog.New(logWriter{log.WithName("https")}, "", 0),
+	}
+	ln, err := net.Listen("tcp", o.bindAddress)
+	if err != nil {
+		return serveFailure("listening on %s: %v", o.bindAddress, err)
+	}
+	servers := []*http.Server{srv}
+	go func() { errs <- serveErr(srv.ServeTLS(ln, "", "")) }()
+	log.Info("serving ActReviews", "address", ln.Addr().String(), "path", review.Path, "keyID", signer.KeyID(), "audiences", o.audiences)
+
+	if o.metricsAddress != "0" && o.metricsAddress != "" {
+		mln, err := net.Listen("tcp", o.metricsAddress)
+		if err != nil {
+			_ = srv.Close()
+			return serveFailure("listening on %s: %v", o.metricsAddress, err)
+		}
+		mmux := http.NewServeMux()
+		mmux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+		mmux.HandleFunc("/healthz", ok)
+		mmux.HandleFunc("/readyz", ok)
+		msrv := &http.Server{Handler: mmux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, msrv)
+		go func() { errs <- serveErr(msrv.Serve(mln)) }()
+		log.Info("serving metrics", "address", mln.Addr().String())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+	}
+	log.Info("shutting down")
+	shutdown, done := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer done()
+	for _, s := range servers {
+		_ = s.Shutdown(shutdown)
+	}
+	return runErr
+}
+
+// logWriter sends the HTTP server's own messages (TLS handshake failures…) to the log.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// serveErr turns the end of Serve into a command error; a shutdown is not one.
+func serveErr(err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return serveFailure("%v", err)
+}
