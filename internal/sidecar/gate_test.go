@@ -1,0 +1,327 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// TestRefusalsNeverInvoke: every way the service can say no, fail, or hand over an authority
+// that is not for this call ends in a refusal with its EF code, and the upstream's own counter
+// stays at zero (DESIGN.md "Fail closed"; tool-use-binding §16 MUST 1–5).
+func TestRefusalsNeverInvoke(t *testing.T) {
+	f := newFixture(t)
+	f.stub.delay = 1500 * time.Millisecond // past the gate's 1 s review timeout
+	cs := f.agent()
+	for _, tc := range []struct {
+		tool        string
+		code        ef.EFCode
+		wantConsume bool // the sidecar got as far as the Consume (and must still not invoke)
+	}{
+		{"email_send", ef.EFPolicyDenied, false},
+		{"wire", ef.EFEscalationRequired, false},
+		{"slow", ef.EF060, false},
+		{"garbage", ef.EFStoreUnavailable, false},
+		{"lying", ef.EFPolicyDenied, false}, // HTTP 503 with allowed:true is not an allow
+		{"wrong_uid", ef.EFStoreUnavailable, false},
+		{"unauth", ef.EFPolicyDenied, false},
+		{"tamper", ef.EFScopeMismatch, false},
+		{"wrong_sink", ef.EF040, false},
+		{"wrong_dest", ef.EFDestinationMismatch, false},
+		{"wrong_ns", ef.EFScopeMismatch, false},
+		{"rogue", ef.EF002, false},
+		{"expired", ef.EF002, false},
+		{"consume_refused", ef.EF005, true},
+		{"consume_unconfirmed", ef.EFStoreUnavailable, true},
+		{"consume_wrong_op", ef.EFStoreUnavailable, true},
+		{"consume_slow", ef.EF060, true},
+		{"consume_garbage", ef.EFStoreUnavailable, true},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			before := f.stub.consumeCount()
+			res := call(t, cs, tc.tool, `{"amount":5}`)
+			if !res.IsError || efCode(res) != string(tc.code) {
+				t.Fatalf("got isError=%v code %q, want a refusal with %s: %s", res.IsError, efCode(res), tc.code, text(res))
+			}
+			if n := f.up.Count(tc.tool); n != 0 {
+				t.Fatalf("upstream ran %s %d times on a refusal", tc.tool, n)
+			}
+			if consumed := f.stub.consumeCount() > before; consumed != tc.wantConsume {
+				t.Fatalf("consume attempted = %v, want %v", consumed, tc.wantConsume)
+			}
+			recs, err := f.store.InState(context.Background(), journal.StateDispatchPending)
+			if err != nil || len(recs) != 0 {
+				t.Fatalf("journal holds %d DISPATCH_PENDING records after a refusal (%v)", len(recs), err)
+			}
+		})
+	}
+}
+
+// TestHotPath: an allow without authority invokes once, consumes nothing, journals nothing.
+func TestHotPath(t *testing.T) {
+	f := newFixture(t)
+	cs := f.agent()
+	res := call(t, cs, "get_balance", `{"account":"A-1"}`)
+	if res.IsError || !strings.Contains(text(res), `done: {"account":"A-1"}`) {
+		t.Fatalf("hot path result: %s", text(res))
+	}
+	if f.up.Count("get_balance") != 1 || f.stub.consumeCount() != 0 {
+		t.Fatalf("upstream %d calls, %d consumes; want 1 and 0", f.up.Count("get_balance"), f.stub.consumeCount())
+	}
+	if got := f.up.Authorizations(); len(got) == 0 || got[len(got)-1] != "Bearer "+upstreamTk {
+		t.Fatalf("upstream saw authorization %q, want the sidecar's credential", got)
+	}
+	if f.stub.lastToken() != testToken {
+		t.Fatalf("service saw bearer %q", f.stub.lastToken())
+	}
+	for _, st := range []journal.State{journal.StateDispatchPending, journal.StateExecuted} {
+		if recs, _ := f.store.InState(context.Background(), st); len(recs) != 0 {
+			t.Fatalf("hot path journaled %d %s records", len(recs), st)
+		}
+	}
+}
+
+// TestAuditMode: audit lets the call through and is never reported as enforcement.
+func TestAuditMode(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.gate.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+		Destination: f.up.URL, Tool: "audit_me", Args: json.RawMessage(`{}`)}, func(context.Context, string) (sink.InvokeResult, error) {
+		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
+	})
+	if err != nil || !res.Allowed || res.AuditCode != ef.EFPolicyDenied {
+		t.Fatalf("audit: %+v, %v", res, err)
+	}
+}
+
+// TestPermitDispatchesOnce: allow under authority — verified, consumed for the operation the
+// upstream receives as its idempotency key, journaled, invoked once, recorded EXECUTED.
+func TestPermitDispatchesOnce(t *testing.T) {
+	f := newFixture(t)
+	cs := f.agent()
+	res := call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)
+	if res.IsError {
+		t.Fatalf("permit refused: %s", text(res))
+	}
+	if n := f.up.Count("send_payment"); n != 1 {
+		t.Fatalf("upstream ran %d times, want 1", n)
+	}
+	calls := f.up.Calls()
+	op := calls[len(calls)-1].OperationID
+	if f.stub.consumeCount() != 1 {
+		t.Fatalf("%d consumes, want 1", f.stub.consumeCount())
+	}
+	c := f.stub.consumes[0]
+	if c.OperationID != op || op == "" {
+		t.Fatalf("consumed for operation %q, upstream got %q", c.OperationID, op)
+	}
+	if c.Binding.Destination != f.up.URL || c.Binding.SinkID != testSink || c.Binding.PolicyEpoch != "1" {
+		t.Fatalf("consume binding %+v", c.Binding)
+	}
+	rec, err := f.store.Record(context.Background(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != journal.StateExecuted || rec.AuthorityID != c.AuthorityID || rec.ActionDigest != c.Binding.ActionDigest {
+		t.Fatalf("journal record %+v", rec)
+	}
+	if len(rec.History) < 2 || rec.History[0].To != journal.StateDispatchPending {
+		t.Fatalf("record did not start DISPATCH_PENDING: %+v", rec.History)
+	}
+	// The same arguments again are a new act: a new review, a new authority; never a replay of
+	// the spent one.
+	call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)
+	if f.stub.consumeCount() != 2 || f.stub.consumes[1].AuthorityID == c.AuthorityID {
+		t.Fatalf("second call reused authority %s", c.AuthorityID)
+	}
+}
+
+// TestUpstreamFailureRecorded: the upstream's authoritative error result is FAILED.
+func TestUpstreamFailureRecorded(t *testing.T) {
+	f := newFixture(t)
+	res := call(t, f.agent(), "refuse", `{}`)
+	if !res.IsError || f.up.Count("refuse") != 1 {
+		t.Fatalf("refuse: isError=%v count=%d", res.IsError, f.up.Count("refuse"))
+	}
+	recs, err := f.store.InState(context.Background(), journal.StateFailed)
+	if err != nil || len(recs) != 1 || recs[0].Tool != "refuse" {
+		t.Fatalf("FAILED records: %+v %v", recs, err)
+	}
+}
+
+// TestEscalationNamesTheMoment: an escalation returns the EF code, the BindingMoment name and
+// the gate-authored envelope; nothing runs.
+func TestEscalationNamesTheMoment(t *testing.T) {
+	f := newFixture(t)
+	res := call(t, f.agent(), "wire", `{"amount":9000}`)
+	if efCode(res) != string(ef.EFEscalationRequired) || res.Meta[mcpproxy.MetaMomentID] != moment {
+		t.Fatalf("escalation: code %q moment %v", efCode(res), res.Meta[mcpproxy.MetaMomentID])
+	}
+	if res.Meta[mcpproxy.MetaEnvelopeDigest] != f.stub.env.Digest() {
+		t.Fatalf("envelope digest %v, want %s", res.Meta[mcpproxy.MetaEnvelopeDigest], f.stub.env.Digest())
+	}
+	if !strings.Contains(text(res), moment) || !strings.Contains(text(res), "kubectl actgate resolve") {
+		t.Fatalf("refusal text does not say how to resolve: %s", text(res))
+	}
+	if f.up.Count("wire") != 0 {
+		t.Fatal("escalated call ran")
+	}
+}
+
+// TestGrantDeliversResolution: a call granted by a binding moment runs once and the agent is
+// told which resolution authorised it.
+func TestGrantDeliversResolution(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.gate.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+		Destination: f.up.URL, Tool: "granted", Args: json.RawMessage(`{"amount":1}`)}, func(context.Context, string) (sink.InvokeResult, error) {
+		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
+	})
+	if err != nil || !res.Allowed || res.State != journal.StateExecuted {
+		t.Fatalf("grant: %+v %v", res, err)
+	}
+	if len(res.Resolutions) != 1 || !res.Resolutions[0].Authorized || res.Resolutions[0].MomentID != moment || *res.Resolutions[0].OptionIdx != 0 {
+		t.Fatalf("resolutions %+v", res.Resolutions)
+	}
+}
+
+// TestCallChecks: calls the sidecar refuses before asking anyone.
+func TestCallChecks(t *testing.T) {
+	f := newFixture(t)
+	never := func(context.Context, string) (sink.InvokeResult, error) {
+		t.Fatal("invoked")
+		return sink.InvokeResult{}, nil
+	}
+	for _, tc := range []struct {
+		name string
+		c    sink.Call
+		code ef.EFCode
+	}{
+		{"no session", sink.Call{Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance"}, ef.EFActInvalid},
+		{"unknown server", sink.Call{Session: "s", Agent: testAgent, Server: "mail", Destination: f.up.URL, Tool: "get_balance"}, ef.EFUnknownTool},
+		{"swapped destination", sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: "https://evil.example/mcp", Tool: "get_balance"}, ef.EFDestinationMismatch},
+		{"bad tool name", sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "no spaces allowed\n"}, ef.EFActInvalid},
+		{"arguments not an object", sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance", Args: json.RawMessage(`[1]`)}, ef.EFActInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.stub.reviewCount()
+			res, err := f.gate.Handle(context.Background(), tc.c, never)
+			if err != nil || res.Allowed || res.Code != tc.code {
+				t.Fatalf("got %+v %v, want %s", res, err, tc.code)
+			}
+			if f.stub.reviewCount() != before {
+				t.Fatal("the service was asked about a call the sidecar refuses itself")
+			}
+		})
+	}
+}
+
+// TestJournalUnavailableRefuses: with the journal closed, an allowed-under-authority call is
+// consumed but refused and never invoked (no dispatch without DISPATCH_PENDING).
+func TestJournalUnavailableRefuses(t *testing.T) {
+	f := newFixture(t)
+	if err := f.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, f.agent(), "send_payment", `{"amount":1}`)
+	if efCode(res) != string(ef.EFStoreUnavailable) || f.up.Count("send_payment") != 0 {
+		t.Fatalf("code %q, upstream %d", efCode(res), f.up.Count("send_payment"))
+	}
+}
+
+// TestTokenReadEachCall: the projected token is read anew for every review (the kubelet rotates
+// it), and an unreadable token refuses.
+func TestTokenReadEachCall(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	path := writeFile(t, dir, "token", []byte("first\n"))
+	g, err := NewGate(Options{Review: f.stub.client(review.TokenFile(path)), Verifier: f.stub.signer.Verifier(), Journal: f.store,
+		Namespace: testNS, SinkID: testSink, Servers: []Server{{Name: "payments", URL: f.up.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := func(context.Context, string) (sink.InvokeResult, error) {
+		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
+	}
+	c := sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance", Args: json.RawMessage(`{}`)}
+	if res, _ := g.Handle(context.Background(), c, inv); !res.Allowed || f.stub.lastToken() != "first" {
+		t.Fatalf("first: %+v token %q", res, f.stub.lastToken())
+	}
+	writeFile(t, dir, "token", []byte("second"))
+	if res, _ := g.Handle(context.Background(), c, inv); !res.Allowed || f.stub.lastToken() != "second" {
+		t.Fatalf("rotated: %+v token %q", res, f.stub.lastToken())
+	}
+	writeFile(t, dir, "token", nil)
+	if res, _ := g.Handle(context.Background(), c, inv); res.Allowed || res.Code != ef.EFStoreUnavailable {
+		t.Fatalf("empty token: %+v", res)
+	}
+}
+
+// TestInvokerErrorIsIndeterminate: an invoker error after a consume records INDETERMINATE and
+// returns sink.ErrUpstream.
+func TestInvokerErrorIsIndeterminate(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.gate.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+		Destination: f.up.URL, Tool: "send_payment", Args: json.RawMessage(`{"amount":3}`)}, func(context.Context, string) (sink.InvokeResult, error) {
+		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, errors.New("connection reset")
+	})
+	if !errors.Is(err, sink.ErrUpstream) || res.State != journal.StateIndeterminate || res.Code != ef.EFIndeterminate {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	rec, err := f.store.Record(context.Background(), res.OperationID)
+	if err != nil || rec.State != journal.StateIndeterminate {
+		t.Fatalf("journal %+v %v", rec, err)
+	}
+}
+
+func TestRequestMomentRefused(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.gate.RequestMoment(context.Background(), "s", testAgent, sink.Proposal{})
+	if err != nil || res.Allowed || res.Code != ef.EFMomentInvalid || f.stub.reviewCount() != 0 {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	if f.gate.CanEscalate("payments", "wire") {
+		t.Fatal("CanEscalate without the policy")
+	}
+}
+
+func TestNewGateConfig(t *testing.T) {
+	f := newFixture(t)
+	ok := Options{Review: f.stub.client(nil), Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS,
+		SinkID: testSink, Servers: []Server{{Name: "payments", URL: "https://payments.example/mcp"}}}
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+	}{
+		{"no review client", func(o *Options) { o.Review = nil }},
+		{"no verifier", func(o *Options) { o.Verifier = nil }},
+		{"no journal", func(o *Options) { o.Journal = nil }},
+		{"bad namespace", func(o *Options) { o.Namespace = "Billing" }},
+		{"no sink", func(o *Options) { o.SinkID = "" }},
+		{"no servers", func(o *Options) { o.Servers = nil }},
+		{"duplicate server", func(o *Options) { o.Servers = append(o.Servers, o.Servers[0]) }},
+		{"bad server name", func(o *Options) { o.Servers = []Server{{Name: "Pay_ments", URL: "https://x/mcp"}} }},
+		{"server URL with user info", func(o *Options) { o.Servers = []Server{{Name: "p", URL: "https://u:p@x/mcp"}} }},
+		{"relative server URL", func(o *Options) { o.Servers = []Server{{Name: "p", URL: "/mcp"}} }},
+		{"short id key", func(o *Options) { o.IDKey = []byte("short") }},
+		{"negative timeout", func(o *Options) { o.ReviewTimeout = -time.Second }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := ok
+			tc.edit(&o)
+			if _, err := NewGate(o); !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewGate: %v, want ErrConfig", err)
+			}
+		})
+	}
+	if _, err := NewGate(ok); err != nil {
+		t.Fatal(err)
+	}
+}

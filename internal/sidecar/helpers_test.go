@@ -1,0 +1,466 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/review"
+)
+
+const (
+	testNS     = "billing"
+	testAgent  = "system:serviceaccount:billing:billing-agent"
+	testSink   = "billing-agent-sink"
+	testToken  = "pod-token-1"
+	upstreamTk = "upstream-secret-7f3a"
+	moment     = "bm-0123456789abcdef0123456789abcdef01234567"
+)
+
+// How the stub authority service answers a Review, and then a Consume, for a tool.
+type reviewMode int
+
+const (
+	rvAllow reviewMode = iota // allowed, no authority (hot path)
+	rvPermit
+	rvDeny
+	rvEscalate
+	rvAudit // audit mode: allowed, AuditDenied
+	rvTimeout
+	rvGarbage
+	rvAllowed503 // HTTP 503 with a body saying allowed: the client must not believe it
+	rvWrongUID
+	rvUnauthenticated
+	rvTamperArgs
+	rvWrongSink
+	rvWrongDest
+	rvWrongNS
+	rvRogueKey
+	rvExpired
+	rvGranted // an escalation granted: authority plus the resolution
+)
+
+type consumeMode int
+
+const (
+	cmOK consumeMode = iota
+	cmRefused
+	cmUnconfirmed
+	cmWrongOperation
+	cmTimeout
+	cmGarbage
+)
+
+type mode struct {
+	review  reviewMode
+	consume consumeMode
+}
+
+// stub is an authority service over real HTTPS speaking review.actgate.io/v1alpha1 with the
+// real strict decoder: what the sidecar sends must be a valid review. It signs with signer (the
+// key the sidecar trusts) and remembers every consume.
+type stub struct {
+	t      *testing.T
+	signer *authority.Signer
+	rogue  *authority.Signer
+	modes  map[string]mode // by tool
+	srv    *httptest.Server
+	env    *envelope.Envelope
+	delay  time.Duration // for the timeout modes
+
+	mu       sync.Mutex
+	tokens   []string
+	reviews  int
+	consumes []review.ConsumeRequest
+	spent    map[string]bool
+}
+
+func signerFrom(t testing.TB, seed string) *authority.Signer {
+	t.Helper()
+	s := sha256.Sum256([]byte(seed))
+	signer, err := authority.NewSigner(ed25519.NewKeyFromSeed(s[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
+}
+
+func newStub(t *testing.T, modes map[string]mode) *stub {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/envelope.canonical.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := envelope.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stub{t: t, signer: signerFrom(t, "authority"), rogue: signerFrom(t, "rogue"), modes: modes, env: env,
+		delay: 3 * time.Second, spent: map[string]bool{}}
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *stub) client(token func() (string, error)) *review.Client {
+	return &review.Client{URL: s.srv.URL, HTTP: s.srv.Client(), Token: token}
+}
+
+func (s *stub) consumeCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.consumes)
+}
+
+func (s *stub) reviewCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reviews
+}
+
+func (s *stub) lastToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tokens) == 0 {
+		return ""
+	}
+	return s.tokens[len(s.tokens)-1]
+}
+
+func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rv, uid, err := review.DecodeRequest(body)
+	if err != nil {
+		s.t.Errorf("the sidecar sent a malformed review: %v\n%s", err, body)
+		http.Error(w, "bad review", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.tokens = append(s.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	s.mu.Unlock()
+	req := rv.Request
+	switch req.Operation {
+	case review.OperationConsume:
+		s.consume(w, uid, req.Consume)
+	default:
+		s.review(w, uid, req)
+	}
+}
+
+func (s *stub) answer(w http.ResponseWriter, status int, uid types.UID, resp review.Response) {
+	resp.UID = uid
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(review.ActReview{TypeMeta: metav1.TypeMeta{APIVersion: review.APIVersion, Kind: review.Kind}, Response: &resp})
+}
+
+func (s *stub) review(w http.ResponseWriter, uid types.UID, req *review.Request) {
+	s.mu.Lock()
+	s.reviews++
+	s.mu.Unlock()
+	a, err := act.ParseCandidateAct(req.Act)
+	if err != nil {
+		s.t.Errorf("the sidecar sent an invalid act: %v", err)
+		s.answer(w, 400, uid, review.Response{Code: ef.EFActInvalid})
+		return
+	}
+	if err := a.MatchArguments(req.Arguments); err != nil {
+		s.t.Errorf("the act's digest does not match the arguments sent: %v", err)
+	}
+	m := s.modes[a.Tool.ToolID]
+	canon, err := jcs.Canonicalize(req.Arguments, a.ArgumentsDigest.Canonicalization.Mode())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	b := authority.Binding{
+		ActID: a.CandidateActID, ArgumentsDigest: jcs.Digest(canon), ActionDigest: a.ArgumentsDigest.Value,
+		Tool: a.Tool.ToolID, Destination: a.Destination.DestinationID, SinkID: a.FinalitySink.SinkID,
+		PolicyEpoch: "1", Namespace: testNS,
+	}
+	signer, issued, ttl := s.signer, time.Now(), time.Minute
+	switch m.review {
+	case rvAllow:
+		s.answer(w, 200, uid, review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Act: a.CandidateActID})
+		return
+	case rvAudit:
+		s.answer(w, 200, uid, review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAuditDenied, Code: ef.EFPolicyDenied})
+		return
+	case rvDeny:
+		s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionDenied, Code: ef.EFPolicyDenied, Message: "Not this one."})
+		return
+	case rvEscalate:
+		exp := metav1.NewTime(time.Now().Add(10 * time.Minute))
+		s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionEscalated, Code: ef.EFEscalationRequired,
+			Escalation: &review.Escalation{State: review.EscalationPending, BindingMoments: []string{moment},
+				Envelope: string(s.env.Canonical()), EnvelopeDigest: s.env.Digest(), ExpiresAt: &exp}})
+		return
+	case rvTimeout:
+		time.Sleep(s.delay)
+		s.answer(w, 200, uid, review.Response{Allowed: true})
+		return
+	case rvGarbage:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","response":{"allowed":tru`))
+		return
+	case rvAllowed503:
+		s.answer(w, 503, uid, review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed})
+		return
+	case rvWrongUID:
+		s.answer(w, 200, "not-"+uid, review.Response{Allowed: true})
+		return
+	case rvUnauthenticated:
+		s.answer(w, 401, uid, review.Response{Code: ef.EFPolicyDenied, Reason: review.ReasonUnauthenticated, Message: "The caller's token was not accepted."})
+		return
+	case rvTamperArgs:
+		b.ArgumentsDigest = jcs.Digest([]byte(`{"amount":1000000}`))
+	case rvWrongSink:
+		b.SinkID = "someone-elses-sink"
+	case rvWrongDest:
+		b.Destination = "https://evil.example/mcp"
+	case rvWrongNS:
+		b.Namespace = "other"
+	case rvRogueKey:
+		signer = s.rogue
+	case rvExpired:
+		issued, ttl = time.Now().Add(-2*time.Minute), time.Minute
+	}
+	auth, err := signer.Sign(b, issued, ttl)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	signed, err := review.Signed(auth)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp := review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Authority: signed, Act: a.CandidateActID}
+	if m.review == rvGranted {
+		idx := int32(0)
+		resp.Escalation = &review.Escalation{State: review.EscalationGranted, BindingMoments: []string{moment}, EnvelopeDigest: s.env.Digest(),
+			Resolution: &review.Resolution{Kind: "option", OptionIdx: &idx, ResolvedBy: []string{"alice@example.com"}}}
+	}
+	s.answer(w, 200, uid, resp)
+}
+
+// consume spends an authority once, for the binding it was signed for; it finds the mode by the
+// binding's tool.
+func (s *stub) consume(w http.ResponseWriter, uid types.UID, c *review.ConsumeRequest) {
+	s.mu.Lock()
+	s.consumes = append(s.consumes, *c)
+	m := s.modes[c.Binding.Tool]
+	spent := s.spent[c.AuthorityID]
+	s.spent[c.AuthorityID] = true
+	s.mu.Unlock()
+	ok := review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonAuthority,
+		Consumed: &review.Consumed{AuthorityID: c.AuthorityID, OperationID: c.OperationID, ConsumedAt: time.Now()}}
+	switch {
+	case spent || m.consume == cmRefused:
+		s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionDenied, Code: ef.EF005, Reason: review.ReasonAuthority})
+	case m.consume == cmUnconfirmed:
+		ok.Consumed = nil
+		s.answer(w, 200, uid, ok)
+	case m.consume == cmWrongOperation:
+		ok.Consumed.OperationID = "op-someone-else"
+		s.answer(w, 200, uid, ok)
+	case m.consume == cmTimeout:
+		time.Sleep(s.delay)
+		s.answer(w, 200, uid, ok)
+	case m.consume == cmGarbage:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`<html>502 Bad Gateway</html>`))
+	default:
+		s.answer(w, 200, uid, ok)
+	}
+}
+
+// bankTools are the upstream's tools, named after what the stub does with them.
+func bankTools() []mcptest.Tool {
+	tools := []mcptest.Tool{{Name: "refuse", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+		return mcptest.ErrorText("insufficient funds"), nil
+	}}}
+	for _, name := range []string{"get_balance", "send_payment", "email_send", "wire", "audit_me", "slow", "garbage",
+		"lying", "wrong_uid", "unauth", "tamper", "wrong_sink", "wrong_dest", "wrong_ns", "rogue", "expired",
+		"consume_refused", "consume_unconfirmed", "consume_wrong_op", "consume_slow", "consume_garbage", "granted"} {
+		tools = append(tools, mcptest.Tool{Name: name, Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.Text("done: " + string(args)), nil
+		}})
+	}
+	return tools
+}
+
+var bankModes = map[string]mode{
+	"get_balance":         {review: rvAllow},
+	"send_payment":        {review: rvPermit},
+	"refuse":              {review: rvPermit},
+	"email_send":          {review: rvDeny},
+	"wire":                {review: rvEscalate},
+	"audit_me":            {review: rvAudit},
+	"slow":                {review: rvTimeout},
+	"garbage":             {review: rvGarbage},
+	"lying":               {review: rvAllowed503},
+	"wrong_uid":           {review: rvWrongUID},
+	"unauth":              {review: rvUnauthenticated},
+	"tamper":              {review: rvTamperArgs},
+	"wrong_sink":          {review: rvWrongSink},
+	"wrong_dest":          {review: rvWrongDest},
+	"wrong_ns":            {review: rvWrongNS},
+	"rogue":               {review: rvRogueKey},
+	"expired":             {review: rvExpired},
+	"consume_refused":     {review: rvPermit, consume: cmRefused},
+	"consume_unconfirmed": {review: rvPermit, consume: cmUnconfirmed},
+	"consume_wrong_op":    {review: rvPermit, consume: cmWrongOperation},
+	"consume_slow":        {review: rvPermit, consume: cmTimeout},
+	"consume_garbage":     {review: rvPermit, consume: cmGarbage},
+	"granted":             {review: rvGranted},
+}
+
+// fixture is the sidecar's gate (real journal) behind the real MCP proxy, in front of a real
+// upstream MCP server, asking the stub service.
+type fixture struct {
+	t     *testing.T
+	stub  *stub
+	up    *mcptest.Server
+	store *boltstore.Store
+	gate  *Gate
+	srv   *httptest.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	up, err := mcptest.Start(bankTools(), mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	f := &fixture{t: t, stub: newStub(t, bankModes), up: up}
+	f.store, err = boltstore.Open(filepath.Join(t.TempDir(), JournalFile), boltstore.Options{Verifier: f.stub.signer.Verifier()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.store.Close() })
+	f.gate, err = NewGate(Options{
+		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
+		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
+		Servers: []Server{{Name: "payments", URL: up.URL}}, ReviewTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Config{Server: "payments", URL: up.URL, Gate: f.gate, Agent: testAgent,
+		Credential: func(context.Context) (string, error) { return upstreamTk, nil }, CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpproxy.Path("payments"), p)
+	host := f.gate.HostLoopHandler(testAgent)
+	mux.Handle(EnforcePath, host)
+	mux.Handle(CompletePath, host)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		_ = p.Close()
+		f.srv.Close()
+	})
+	return f
+}
+
+// agent connects a real MCP client (the SDK's) to the sidecar.
+func (f *fixture) agent() *mcp.ClientSession {
+	f.t.Helper()
+	return connectTo(f.t, f.srv.URL+mcpproxy.Path("payments"))
+}
+
+func connectTo(t *testing.T, endpoint string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool, args string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", tool, err)
+	}
+	return res
+}
+
+func efCode(r *mcp.CallToolResult) string {
+	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
+	return s
+}
+
+func text(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// post sends a JSON body to the sidecar's host-loop endpoint.
+func (f *fixture) post(path, body string) (int, []byte) {
+	f.t.Helper()
+	resp, err := http.Post(f.srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func publicKeyPEM(t testing.TB, s *authority.Signer) []byte {
+	t.Helper()
+	b, err := EncodePublicKey(s.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func certPEM(srv *httptest.Server) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}

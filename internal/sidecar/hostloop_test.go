@@ -1,0 +1,246 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+func decode[T any](t *testing.T, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
+}
+
+// TestEnforceThenComplete is tool-use-binding §16 over HTTP for the three vendor shapes: allow
+// under authority only after the consume and the DISPATCH_PENDING record; the host reports the
+// outcome once.
+func TestEnforceThenComplete(t *testing.T) {
+	for _, tc := range []struct {
+		vendor, block string
+	}{
+		{"anthropic", `{"type":"tool_use","id":"toolu_01A","name":"send_payment","input":{"amount":250,"to":"ACME"}}`},
+		{"openai", `{"id":"call_9","type":"function","function":{"name":"send_payment","arguments":"{\"amount\":250,\"to\":\"ACME\"}"}}`},
+		{"openai-responses", `{"type":"function_call","id":"fc_1","call_id":"call_8f3","name":"send_payment","arguments":"{\"amount\":250,\"to\":\"ACME\"}","status":"completed"}`},
+	} {
+		t.Run(tc.vendor, func(t *testing.T) {
+			f := newFixture(t)
+			status, body := f.post(EnforcePath, `{"vendor":"`+tc.vendor+`","block":`+tc.block+`,"session":"conv-1","provenance":"user"}`)
+			d := decode[Decision](t, body)
+			if status != http.StatusOK || !d.Allow || d.AuthorityID == "" || d.OperationID == "" || d.State != journal.StateDispatchPending {
+				t.Fatalf("enforce: HTTP %d %+v", status, d)
+			}
+			if f.stub.consumeCount() != 1 || f.stub.consumes[0].AuthorityID != d.AuthorityID || f.stub.consumes[0].OperationID != d.OperationID {
+				t.Fatalf("allow returned without the consume of %s: %+v", d.AuthorityID, f.stub.consumes)
+			}
+			rec, err := f.store.Record(context.Background(), d.OperationID)
+			if err != nil || rec.State != journal.StateDispatchPending {
+				t.Fatalf("journal before complete: %+v %v", rec, err)
+			}
+			status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed","result":{"paid":true}}`)
+			if c := decode[CompleteResponse](t, body); status != http.StatusOK || c.State != journal.StateExecuted {
+				t.Fatalf("complete: HTTP %d %s", status, body)
+			}
+			rec, _ = f.store.Record(context.Background(), d.OperationID)
+			if rec.State != journal.StateExecuted || string(rec.Result) != `{"paid":true}` || rec.EvidenceDigest != evidenceDigest([]byte(`{"paid":true}`)) {
+				t.Fatalf("journal after complete: %+v", rec)
+			}
+			// Settled once: a second report is refused and changes nothing.
+			status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"failed"}`)
+			if e := decode[ErrorResponse](t, body); status != http.StatusConflict || e.Error.Code != CodeSettled {
+				t.Fatalf("second complete: HTTP %d %s", status, body)
+			}
+			if rec, _ = f.store.Record(context.Background(), d.OperationID); rec.State != journal.StateExecuted {
+				t.Fatalf("settled record moved to %s", rec.State)
+			}
+		})
+	}
+}
+
+// TestEnforceRefusals: a refused block gets allow false, the EF code and the deny in the
+// block's vendor shape, and nothing is consumed or journaled.
+func TestEnforceRefusals(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name, body string
+		code       ef.EFCode
+		denyHas    string
+	}{
+		{"policy deny, anthropic", `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_9","name":"email_send","input":{}}}`,
+			ef.EFPolicyDenied, `"tool_use_id":"toolu_9","is_error":true`},
+		{"escalation, openai", `{"vendor":"openai","block":{"id":"call_7","type":"function","function":{"name":"wire","arguments":"{\"amount\":9000}"}}}`,
+			ef.EFEscalationRequired, `"tool_call_id":"call_7"`},
+		{"tampered authority, responses", `{"vendor":"openai-responses","block":{"type":"function_call","call_id":"call_3","name":"tamper","arguments":"{}"}}`,
+			ef.EFScopeMismatch, `"call_id":"call_3"`},
+		{"unknown server", `{"vendor":"anthropic","server":"mail","block":{"type":"tool_use","id":"toolu_1","name":"get_balance","input":{}}}`,
+			ef.EFUnknownTool, `"tool_use_id":"toolu_1"`},
+		{"block not a tool_use", `{"vendor":"anthropic","block":{"type":"text","text":"hi"}}`, ef.EFActInvalid, ""},
+		{"arguments not JSON", `{"vendor":"openai","block":{"id":"call_1","type":"function","function":{"name":"get_balance","arguments":"{"}}}`, ef.EFActInvalid, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.stub.consumeCount()
+			status, body := f.post(EnforcePath, tc.body)
+			d := decode[Decision](t, body)
+			if status != http.StatusOK || d.Allow || d.Code != tc.code || d.AuthorityID != "" || d.OperationID != "" {
+				t.Fatalf("HTTP %d %+v, want a refusal with %s", status, d, tc.code)
+			}
+			if tc.denyHas != "" && !strings.Contains(string(d.Deny), tc.denyHas) {
+				t.Fatalf("vendor deny %s lacks %s", d.Deny, tc.denyHas)
+			}
+			if f.stub.consumeCount() > before && tc.code != ef.EFScopeMismatch {
+				t.Fatal("consumed on a refusal")
+			}
+		})
+	}
+	if recs, _ := f.store.InState(context.Background(), journal.StateDispatchPending); len(recs) != 0 {
+		t.Fatalf("%d DISPATCH_PENDING records after refusals", len(recs))
+	}
+	// The escalation names its moment and envelope.
+	_, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_2","name":"wire","input":{"amount":1}}}`)
+	d := decode[Decision](t, body)
+	if len(d.BindingMoments) != 1 || d.BindingMoments[0] != moment || d.EnvelopeDigest != f.stub.env.Digest() || len(d.BindingMoment) == 0 {
+		t.Fatalf("escalation decision %+v", d)
+	}
+}
+
+// TestEnforceHotPath: an allow without authority has nothing to consume or report.
+func TestEnforceHotPath(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"get_balance","input":{}}}`)
+	d := decode[Decision](t, body)
+	if !d.Allow || d.AuthorityID != "" || d.OperationID != "" || f.stub.consumeCount() != 0 {
+		t.Fatalf("hot path %+v, %d consumes", d, f.stub.consumeCount())
+	}
+}
+
+func TestCompleteErrors(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.post(CompletePath, `{"operation_id":"op-never-issued","outcome":"executed"}`)
+	if e := decode[ErrorResponse](t, body); status != http.StatusNotFound || e.Error.Code != CodeUnknownOperation {
+		t.Fatalf("unknown operation: HTTP %d %s", status, body)
+	}
+	// Indeterminate stays INDETERMINATE and is then settled (a later report cannot overwrite it).
+	_, body = f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":1}}}`)
+	d := decode[Decision](t, body)
+	if status, body := f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"indeterminate"}`); status != 200 || !strings.Contains(string(body), "INDETERMINATE") {
+		t.Fatalf("indeterminate: HTTP %d %s", status, body)
+	}
+	if status, _ := f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed"}`); status != http.StatusConflict {
+		t.Fatalf("executed after indeterminate: HTTP %d, want 409 (only reconciliation settles it)", status)
+	}
+	if _, err := f.gate.Complete(context.Background(), d.OperationID, HostExecuted, nil); !errors.Is(err, ErrSettled) {
+		t.Fatalf("Complete: %v", err)
+	}
+}
+
+// TestHostLoopBadRequests: malformed requests are refused with a stable code, never an allow,
+// and never reach the service.
+func TestHostLoopBadRequests(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name, path, ctype, body string
+		status                  int
+	}{
+		{"not JSON", EnforcePath, "application/json", `{`, 400},
+		{"unknown member", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"allow":true}`, 400},
+		{"duplicate member", EnforcePath, "application/json", `{"vendor":"anthropic","vendor":"openai","block":{}}`, 400},
+		{"member case", EnforcePath, "application/json", `{"Vendor":"anthropic","block":{}}`, 400},
+		{"no vendor", EnforcePath, "application/json", `{"block":{}}`, 400},
+		{"unknown vendor", EnforcePath, "application/json", `{"vendor":"gemini","block":{}}`, 400},
+		{"no block", EnforcePath, "application/json", `{"vendor":"anthropic"}`, 400},
+		{"null block", EnforcePath, "application/json", `{"vendor":"anthropic","block":null}`, 400},
+		{"bad server", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"server":"Pay ments"}`, 400},
+		{"bad provenance", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"provenance":"admin"}`, 400},
+		{"control char in session", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"session":"a\u0000b"}`, 400},
+		{"wrong type", EnforcePath, "application/json", `{"vendor":1,"block":{}}`, 400},
+		{"trailing data", EnforcePath, "application/json", `{"vendor":"anthropic","block":{}} {}`, 400},
+		{"not JSON media type", EnforcePath, "text/plain", `{"vendor":"anthropic","block":{}}`, 415},
+		{"complete without operation", CompletePath, "application/json", `{"outcome":"executed"}`, 400},
+		{"complete bad outcome", CompletePath, "application/json", `{"operation_id":"op","outcome":"done"}`, 400},
+		{"complete unknown member", CompletePath, "application/json", `{"operation_id":"op","outcome":"executed","state":"EXECUTED"}`, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.Post(f.srv.URL+tc.path, tc.ctype, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e ErrorResponse
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != tc.status || e.Error.Code != CodeBadRequest {
+				t.Fatalf("HTTP %d code %q (%v), want %d %s", resp.StatusCode, e.Error.Code, err, tc.status, CodeBadRequest)
+			}
+		})
+	}
+	resp, err := http.Get(f.srv.URL + EnforcePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: HTTP %d", resp.StatusCode)
+	}
+	if f.stub.reviewCount() != 0 {
+		t.Fatal("a malformed request reached the service")
+	}
+}
+
+func FuzzParseEnforceRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"x","input":{}}}`,
+		`{"vendor":"openai","block":{},"server":"payments","session":"s","provenance":"user"}`,
+		`{"vendor":"openai-responses","block":[]}`,
+		`{"vendor":"anthropic","vendor":"openai","block":{}}`,
+		`{"vendor":"anthropic","block":null}`,
+		`{`, ``, `[]`, `null`, `{"vendor":"\ud800","block":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseEnforceRequest(b)
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v is not a RequestError", err)
+			}
+			return
+		}
+		switch r.Vendor {
+		case HostAnthropic, HostOpenAI, HostOpenAIResponses:
+		default:
+			t.Fatalf("accepted vendor %q", r.Vendor)
+		}
+		if len(r.Block) == 0 {
+			t.Fatal("accepted without a block")
+		}
+	})
+}
+
+func FuzzParseCompleteRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"operation_id":"op-1","outcome":"executed","result":{"ok":true}}`,
+		`{"operation_id":"op-1","outcome":"indeterminate"}`,
+		`{"operation_id":"","outcome":"failed"}`,
+		`{"operation_id":"op","operation_id":"op2","outcome":"failed"}`,
+		`{`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseCompleteRequest(b)
+		if err != nil {
+			return
+		}
+		if r.OperationID == "" || (r.Outcome != HostExecuted && r.Outcome != HostFailed && r.Outcome != HostIndeterminate) {
+			t.Fatalf("accepted %+v", r)
+		}
+	})
+}

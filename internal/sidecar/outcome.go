@@ -1,0 +1,141 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// record classifies one invocation and records it in the journal (action-evidence-boundary
+// "Classify the Effect Outcome"), as internal/sink does: EXECUTED and FAILED only on the
+// upstream's authoritative answer (or, for FAILED, the invoker's certainty that nothing was
+// sent); a transport error or timeout after bytes may have left is INDETERMINATE. The write has
+// its own deadline: an outcome is recorded even when the caller has gone. A write that fails
+// leaves the record DISPATCH_PENDING (recovery makes it INDETERMINATE), and the call is
+// reported INDETERMINATE.
+func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr error) (journal.State, error) {
+	var (
+		to journal.State
+		o  journal.Outcome
+	)
+	switch {
+	case out.Outcome == sink.OutcomeNotSent:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonNotSent,
+			EvidenceDigest: evidenceDigest([]byte("not_sent:" + rec.OperationID))}
+	case ierr == nil && out.Outcome == sink.OutcomeExecuted:
+		to = journal.StateExecuted
+		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamExecuted, EvidenceDigest: evidenceDigest(out.Result)}
+	case ierr == nil && out.Outcome == sink.OutcomeFailed:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamFailed, EvidenceDigest: evidenceDigest(out.Result)}
+	default:
+		to = journal.StateIndeterminate
+		o = journal.Outcome{Reason: sink.ReasonUpstreamUnknown}
+		if len(out.Result) > 0 {
+			o.EvidenceDigest = evidenceDigest(out.Result)
+		}
+	}
+	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
+		o.Result = []byte(out.Result)
+	}
+	if _, err := g.transition(rec.OperationID, to, o); err != nil {
+		g.log.Error(err, "Outcome not recorded", "act", rec.ActID, "operation", rec.OperationID, "outcome", to)
+		return journal.StateIndeterminate, fmt.Errorf("sidecar: recording outcome %s of %s: %w", to, rec.OperationID, err)
+	}
+	return to, nil
+}
+
+func (g *Gate) transition(opID string, to journal.State, o journal.Outcome) (journal.DispatchRecord, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.recordTO)
+	defer cancel()
+	return g.journal.Transition(ctx, opID, to, o)
+}
+
+// HostOutcome is what a host loop reports about a tool it ran (POST /v1/complete).
+type HostOutcome string
+
+// Host outcomes.
+const (
+	// HostExecuted: the tool ran and returned its result.
+	HostExecuted HostOutcome = "executed"
+	// HostFailed: the tool refused or failed with an error of its own.
+	HostFailed HostOutcome = "failed"
+	// HostIndeterminate: the host does not know whether the tool took effect (it crashed, timed
+	// out, lost the connection). Only authenticated reconciliation settles it.
+	HostIndeterminate HostOutcome = "indeterminate"
+)
+
+// Sentinel errors of Complete.
+var (
+	// ErrUnknownOperation: no dispatch of this sidecar has that operation id.
+	ErrUnknownOperation = errors.New("sidecar: no such dispatch")
+	// ErrSettled: the dispatch already has an outcome; it is never overwritten.
+	ErrSettled = errors.New("sidecar: dispatch already settled")
+)
+
+// Complete records the outcome a host loop reports for a dispatch Enforce allowed. The host
+// loop is the executor of an in-process tool, so its report of executed or failed is the
+// authoritative evidence, digested with the result it returned; indeterminate stays
+// INDETERMINATE. A dispatch is settled once: a second report is ErrSettled.
+func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.recordTO)
+	defer cancel()
+	rec, err := g.journal.Record(rctx, operationID)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		return journal.DispatchRecord{}, fmt.Errorf("%w: %s", ErrUnknownOperation, clip(operationID))
+	case err != nil:
+		return journal.DispatchRecord{}, err
+	case !rec.State.InFlight():
+		return rec, fmt.Errorf("%w: %s is %s", ErrSettled, operationID, rec.State)
+	}
+	var (
+		to journal.State
+		o  journal.Outcome
+	)
+	switch outcome {
+	case HostExecuted:
+		to = journal.StateExecuted
+		o = journal.Outcome{Authoritative: true, Reason: ReasonHostExecuted, EvidenceDigest: evidenceDigest(result)}
+	case HostFailed:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: ReasonHostFailed, EvidenceDigest: evidenceDigest(result)}
+	case HostIndeterminate:
+		to = journal.StateIndeterminate
+		o = journal.Outcome{Reason: ReasonHostUnknown}
+	default:
+		return rec, fmt.Errorf("sidecar: outcome %q is not executed, failed or indeterminate", clip(string(outcome)))
+	}
+	if to.Terminal() && len(result) <= journal.MaxResultBytes {
+		o.Result = result
+	}
+	out, err := g.transition(operationID, to, o)
+	if err != nil {
+		if errors.Is(err, journal.ErrInvalidTransition) {
+			return rec, fmt.Errorf("%w: %w", ErrSettled, err)
+		}
+		return rec, err
+	}
+	g.log.Info("Dispatch outcome reported by the host loop", "act", out.ActID, "authority", out.AuthorityID,
+		"operation", out.OperationID, "actionDigest", out.ActionDigest, "state", out.State)
+	return out, nil
+}
+
+func evidenceDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// clip bounds an untrusted string for errors and logs.
+func clip(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
+}

@@ -1,0 +1,350 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// JournalFile is the journal's file name in Config.JournalDir.
+const JournalFile = "journal.db"
+
+// HealthPath answers 200 once the sidecar serves (the kubelet's startup probe of the native
+// sidecar, on the loopback listener).
+const HealthPath = "/healthz"
+
+// shutdownTimeout bounds a graceful shutdown.
+const shutdownTimeout = 10 * time.Second
+
+// Upstream is one protected server as the sidecar is configured for it.
+type Upstream struct {
+	// Name is the ToolPolicy server name; the agent reaches it at /mcp/{Name}.
+	Name string
+	// URL is the policy's spec.servers[].url: where the sidecar forwards, and the destination
+	// every authority is bound to.
+	URL string
+	// CredentialFile holds the bearer token presented upstream (the Secret the webhook moved
+	// into the sidecar). Read on every request, so a rotated Secret applies without a restart.
+	// Empty: no credential.
+	CredentialFile string
+}
+
+// Config is the whole sidecar process (`actgate sidecar`).
+type Config struct {
+	// Listen is the loopback address to listen on (127.0.0.1:port or [::1]:port).
+	Listen string
+	// AuthorityURL is the authority service's base URL. Required.
+	AuthorityURL string
+	// AuthorityCAFile is the PEM CA bundle the service's certificate is verified with; empty
+	// means the system roots.
+	AuthorityCAFile string
+	// TokenFile is the projected service-account token presented to the service. Required.
+	TokenFile string
+	// PublicKeyFile holds the service's authority-signing public keys (ParsePublicKeys).
+	// Required.
+	PublicKeyFile string
+	// Namespace is the pod's namespace. Required.
+	Namespace string
+	// Agent is the pod's identity, system:serviceaccount:<namespace>:<name>. Required.
+	Agent string
+	// SinkID is the governing ToolPolicy's spec.sink.id. Required.
+	SinkID string
+	// Principal is the acts' initiating principal; empty means Agent.
+	Principal string
+	// Upstreams are the protected servers. At least one.
+	Upstreams []Upstream
+	// UpstreamCAFile, when set, is a PEM CA bundle trusted for https upstreams in addition to
+	// the system roots.
+	UpstreamCAFile string
+	// JournalDir holds the dispatch journal (the pod's emptyDir). Required.
+	JournalDir string
+	// CallTimeout bounds one upstream tools/call; 0 means mcpproxy.DefaultCallTimeout.
+	CallTimeout time.Duration
+	// ReviewTimeout bounds one POST to the service; 0 means DefaultReviewTimeout.
+	ReviewTimeout time.Duration
+	// Log receives ids, digests and codes, never argument values.
+	Log logr.Logger
+	// Now is the clock; time.Now if nil.
+	Now func() time.Time
+}
+
+// CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
+// endpoints are for the containers of its own pod only.
+func CheckLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("listen address %q: the host must be a loopback IP (127.0.0.1 or ::1)", addr)
+	}
+	if port == "" {
+		return fmt.Errorf("listen address %q: a port is required", addr)
+	}
+	return nil
+}
+
+// Sidecar is the assembled process: the gate, one MCP proxy per upstream, the host-loop
+// endpoint and the journal. Build it with New, serve it with Serve.
+type Sidecar struct {
+	cfg     Config
+	gate    *Gate
+	store   *boltstore.Store
+	proxies []*mcpproxy.Proxy
+	handler http.Handler
+	log     logr.Logger
+}
+
+// New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
+// dispatch a previous run left in flight to INDETERMINATE) and builds the handlers.
+func New(cfg Config) (*Sidecar, error) {
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	verifier, err := LoadVerifier(cfg.PublicKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("authority public key: %w", err)
+	}
+	httpClient, err := authorityClient(cfg.AuthorityCAFile)
+	if err != nil {
+		return nil, err
+	}
+	token := review.TokenFile(cfg.TokenFile)
+	if _, err := token(); err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
+	}
+	upstreamTransport, err := upstreamTransport(cfg.UpstreamCAFile)
+	if err != nil {
+		return nil, err
+	}
+	creds := map[string]func(context.Context) (string, error){}
+	for _, u := range cfg.Upstreams {
+		if u.CredentialFile == "" {
+			continue
+		}
+		read := credentialFile(u.CredentialFile)
+		if _, err := read(context.Background()); err != nil {
+			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
+		}
+		creds[u.Name] = read
+	}
+
+	if err := os.MkdirAll(cfg.JournalDir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal dir: %w", err)
+	}
+	store, err := boltstore.Open(filepath.Join(cfg.JournalDir, JournalFile), boltstore.Options{Verifier: verifier, Now: cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	s := &Sidecar{cfg: cfg, store: store, log: cfg.Log}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
+	n, err := store.RecoverOnStart(ctx)
+	cancel()
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("journal: recovery: %w", err)
+	}
+	if n > 0 {
+		cfg.Log.Info("Dispatches left in flight by a previous run are INDETERMINATE until reconciled", "count", n)
+	}
+
+	servers := make([]Server, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		servers[i] = Server{Name: u.Name, URL: u.URL}
+	}
+	s.gate, err = NewGate(Options{
+		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token},
+		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
+		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
+	})
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	for _, u := range cfg.Upstreams {
+		p, err := mcpproxy.New(mcpproxy.Config{
+			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Credential: creds[u.Name],
+			Transport: upstreamTransport, CallTimeout: cfg.CallTimeout, SessionTimeout: time.Hour,
+			Logger: cfg.Log.WithName("mcp"),
+		})
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+		}
+		s.proxies = append(s.proxies, p)
+		mux.Handle(mcpproxy.Path(u.Name), p)
+	}
+	host := s.gate.HostLoopHandler(cfg.Agent)
+	mux.Handle(EnforcePath, host)
+	mux.Handle(CompletePath, host)
+	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.handler = mux
+	return s, nil
+}
+
+// check validates cfg before anything is opened.
+func (cfg *Config) check() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := CheckLoopback(cfg.Listen); err != nil {
+		bad("%w", err)
+	}
+	if u, err := url.Parse(cfg.AuthorityURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("authority URL %q must be an absolute https URL", cfg.AuthorityURL)
+	}
+	for name, v := range map[string]string{"token file": cfg.TokenFile, "public key file": cfg.PublicKeyFile,
+		"namespace": cfg.Namespace, "agent": cfg.Agent, "sink id": cfg.SinkID, "journal dir": cfg.JournalDir} {
+		if v == "" {
+			bad("%s is required", name)
+		}
+	}
+	if cfg.Agent != "" && cfg.Namespace != "" && !strings.HasPrefix(cfg.Agent, "system:serviceaccount:"+cfg.Namespace+":") {
+		bad("agent %q is not a service account of namespace %s", cfg.Agent, cfg.Namespace)
+	}
+	if len(cfg.Upstreams) == 0 {
+		bad("at least one upstream server is required")
+	}
+	if cfg.CallTimeout < 0 || cfg.ReviewTimeout < 0 {
+		bad("timeouts must not be negative")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// authorityClient is the HTTPS client for the service: TLS 1.2+, the CA bundle (or system
+// roots), no redirects (a review is answered by the service it was sent to, or not at all).
+func authorityClient(caFile string) (*http.Client, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := loadPool(caFile, false)
+		if err != nil {
+			return nil, fmt.Errorf("authority CA file: %w", err)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	tr.Proxy = nil // in-cluster traffic to the service never goes through an HTTP proxy
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
+}
+
+// upstreamTransport is the base transport to the upstreams, trusting caFile beside the system
+// roots when set.
+func upstreamTransport(caFile string) (http.RoundTripper, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		pool, err := loadPool(caFile, true)
+		if err != nil {
+			return nil, fmt.Errorf("upstream CA file: %w", err)
+		}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	return tr, nil
+}
+
+func loadPool(path string, withSystem bool) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if withSystem {
+		if sys, err := x509.SystemCertPool(); err == nil {
+			pool = sys
+		}
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// credentialFile reads a bearer token from path on every call.
+func credentialFile(path string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("%s is empty", path)
+		}
+		return t, nil
+	}
+}
+
+// Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz.
+func (s *Sidecar) Handler() http.Handler { return s.handler }
+
+// Gate is the sidecar's gate.
+func (s *Sidecar) Gate() *Gate { return s.gate }
+
+// Journal is the sidecar's dispatch journal.
+func (s *Sidecar) Journal() *boltstore.Store { return s.store }
+
+// Serve answers on ln until ctx ends, then shuts down gracefully and closes the sidecar.
+func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("Serving", "address", ln.Addr().String(), "sink", s.cfg.SinkID, "namespace", s.cfg.Namespace,
+		"agent", s.cfg.Agent, "servers", len(s.proxies), "authority", s.cfg.AuthorityURL)
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.log.Info("Shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(sctx) }()
+	// Ending the agent sessions ends their SSE streams, which Shutdown would otherwise wait for.
+	for _, p := range s.proxies {
+		_ = p.Close()
+	}
+	if err := <-done; err != nil {
+		_ = srv.Close()
+	}
+	if err := s.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// Close closes the proxies and the journal.
+func (s *Sidecar) Close() error {
+	for _, p := range s.proxies {
+		_ = p.Close()
+	}
+	return s.store.Close()
+}
