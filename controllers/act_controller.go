@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 )
 
@@ -54,7 +55,9 @@ type ActReconciler struct {
 	Clock clock.PassiveClock
 
 	// Retention is how long a settled act (denied, EXECUTED, FAILED, EXPIRED) is kept after it
-	// settled; then it and its authority Leases are deleted. Zero means DefaultRetention.
+	// settled; then it and its authority Leases are deleted (each Lease once it is also
+	// consumed or expired more than Retention ago, leasestore.Collectable). Zero means
+	// DefaultRetention.
 	Retention time.Duration
 	// LeaseGrace is how long past its expiry an unconsumed authority is declared expired, for
 	// clock skew with the sinks. Zero means DefaultLeaseGrace.
@@ -208,15 +211,15 @@ func (r *ActReconciler) actForMoment(_ context.Context, o client.Object) []recon
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: bm.Namespace, Name: bm.Spec.ActRef.Name}}}
 }
 
-// actsForLease maps an authority Lease to the acts naming it (status.authorityRef) or labelled
-// on it (actgate.io/act-id).
+// actsForLease maps an authority Lease to the acts naming it (status.authorityRef) or named by
+// its act-id label.
 func (r *ActReconciler) actsForLease(ctx context.Context, o client.Object) []reconcile.Request {
 	if !isAuthorityLease(o) {
 		return nil
 	}
 	reqs := r.actRequests(ctx, o.GetNamespace(), nil, client.MatchingFields{indexActAuthority: o.GetName()})
-	if id := o.GetLabels()[LabelActID]; id != "" {
-		reqs = append(reqs, r.actRequests(ctx, o.GetNamespace(), nil, client.MatchingFields{indexActID: id})...)
+	if id := o.GetLabels()[leasestore.LabelActID]; id != "" {
+		reqs = append(reqs, r.actRequests(ctx, o.GetNamespace(), nil, client.MatchingFields{indexActLabel: id})...)
 	}
 	return reqs
 }

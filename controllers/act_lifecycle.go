@@ -3,17 +3,18 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 )
 
 // retain deletes a settled act, and its authority Leases, once it has been settled for the
@@ -29,10 +30,20 @@ func (r *ActReconciler) retain(ctx context.Context, s *actScope) (ctrl.Result, e
 	if s.now.Before(due) {
 		return after(due.Sub(s.now)), nil
 	}
-	// Leases first: a crash between the two leaves an act whose next reconcile finishes the job,
-	// never a Lease no act names.
-	if err := r.deleteLeasesOf(ctx, act); err != nil {
+	// Leases first, each once the Lease store says it may go (consumed or expired more than the
+	// retention ago). While one may not, the act stays too: the ledger entry outlives the
+	// evidence it describes, never the other way round.
+	pending, wait, err := r.deleteLeasesOf(ctx, act, s.now)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if pending {
+		if wait <= 0 {
+			// A Lease whose times cannot be read is kept for an operator; look again later.
+			ctrl.LoggerFrom(ctx).Info("Keeping settled Act past retention: an authority Lease of it cannot be collected", "act", klog.KObj(act))
+			wait = r.retention()
+		}
+		return after(wait), nil
 	}
 	uid, rv := act.UID, act.ResourceVersion
 	if err := r.Client.Delete(ctx, act, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
@@ -49,9 +60,10 @@ func (r *ActReconciler) retain(ctx context.Context, s *actScope) (ctrl.Result, e
 	return ctrl.Result{}, nil
 }
 
-// deleteLeasesOf deletes the authority Leases of a settled act: the one status.authorityRef
-// names and those labelled with its act ID. Only Leases labelled managed-by actgate are touched.
-func (r *ActReconciler) deleteLeasesOf(ctx context.Context, act *v1alpha1.Act) error {
+// deleteLeasesOf deletes the collectable authority Leases of a settled act: the one
+// status.authorityRef names and those labelled with its act ID. pending is true when one is
+// not collectable yet; wait is how long until it is (zero if never).
+func (r *ActReconciler) deleteLeasesOf(ctx context.Context, act *v1alpha1.Act, now time.Time) (pending bool, wait time.Duration, _ error) {
 	leases := map[string]*coordinationv1.Lease{}
 	if name := authorityName(act); name != "" {
 		l := &coordinationv1.Lease{}
@@ -60,34 +72,48 @@ func (r *ActReconciler) deleteLeasesOf(ctx context.Context, act *v1alpha1.Act) e
 		case err == nil:
 			leases[name] = l
 		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("get Lease %s/%s: %w", act.Namespace, name, err)
+			return false, 0, fmt.Errorf("get Lease %s/%s: %w", act.Namespace, name, err)
 		}
 	}
-	if id := actIDLabelValue(act.Spec.ActID); id != "" {
+	if act.Spec.ActID != "" {
 		var list coordinationv1.LeaseList
-		sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy, LabelActID: id})
-		if err := r.Client.List(ctx, &list, client.InNamespace(act.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return fmt.Errorf("list Leases of act %s: %w", klog.KObj(act), err)
+		if err := r.Client.List(ctx, &list, client.InNamespace(act.Namespace),
+			client.MatchingLabelsSelector{Selector: leasestore.Selector()},
+			client.MatchingLabels{leasestore.LabelActID: leasestore.ActLabelValue(act.Spec.ActID)}); err != nil {
+			return false, 0, fmt.Errorf("list Leases of act %s: %w", klog.KObj(act), err)
 		}
 		for i := range list.Items {
-			leases[list.Items[i].Name] = &list.Items[i]
+			l := &list.Items[i]
+			// The label may be a digest of the ID; the annotation holds it exactly.
+			if id, ok := l.Annotations[leasestore.AnnotationActID]; ok && id != act.Spec.ActID {
+				continue
+			}
+			leases[l.Name] = l
 		}
 	}
 	for _, l := range leases {
 		if !isAuthorityLease(l) {
 			continue
 		}
-		uid := l.UID
-		if err := r.Client.Delete(ctx, l, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Lease %s: %w", klog.KObj(l), err)
+		ok, w := collectable(l, now, r.retention())
+		if !ok {
+			pending = true
+			if w > 0 && (wait == 0 || w < wait) {
+				wait = w
+			}
+			continue
+		}
+		uid, rv := l.UID, l.ResourceVersion
+		if err := r.Client.Delete(ctx, l, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+			return false, 0, fmt.Errorf("delete Lease %s: %w", klog.KObj(l), err)
 		}
 	}
-	return nil
+	return pending, wait, nil
 }
 
 // expireAuthority moves an act whose authority was issued but never consumed to EXPIRED once
-// the authority's expiry (plus the grace) has passed. The authority Lease itself is deleted by
-// the AuthorityLeaseReconciler once the act says EXPIRED.
+// the authority's signed expiry (plus the grace) has passed. The Lease stays, as evidence,
+// until retention collects it.
 func (r *ActReconciler) expireAuthority(ctx context.Context, s *actScope) (ctrl.Result, error) {
 	act := s.act
 	name := authorityName(act)

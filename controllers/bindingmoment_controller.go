@@ -59,19 +59,22 @@ func (r *BindingMomentReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return r.decide(s), nil
 }
 
-// decide records what happened: a final state stays (the CRD forbids leaving it); a resolution
-// is recorded (its author was checked at admission, and admission refuses a resolution past
-// expiresAt); otherwise the moment expires at expiresAt, and until then it is asked again then.
+// decide records what happened. A final state stays (the CRD forbids leaving it). At or after
+// expiresAt the moment expires, even if a resolution was written meanwhile: a resolution
+// recorded at or after expiry authorizes nothing (the authority service counts only those with
+// status.resolvedAt before expiresAt), so it is not recorded as one. Before then a resolution
+// is recorded (admission checked its author); otherwise the moment is looked at again at
+// expiresAt.
 func (r *BindingMomentReconciler) decide(s *momentScope) ctrl.Result {
 	bm := s.bm
 	switch {
 	case bm.Status.State == v1alpha1.BindingMomentResolved || bm.Status.State == v1alpha1.BindingMomentExpired:
 		return ctrl.Result{}
-	case bm.Spec.Resolution != nil:
-		s.resolved = true
-		return ctrl.Result{}
 	case !s.now.Before(bm.Spec.ExpiresAt.Time):
 		s.expired = true
+		return ctrl.Result{}
+	case bm.Spec.Resolution != nil:
+		s.resolved = true
 		return ctrl.Result{}
 	}
 	return after(bm.Spec.ExpiresAt.Sub(s.now))

@@ -14,11 +14,11 @@
 //   - ActReconciler keeps each Act's Settled condition, reconciles INDETERMINATE acts through
 //     the server's declared reconciliation endpoint (internal/reconcile: authenticated, matching,
 //     fresh answers only; never the tool itself; backoff between attempts), moves an act whose
-//     authority Lease expired unconsumed to EXPIRED, denies an escalated act whose every binding
-//     moment expired, and deletes settled acts (and their authority Leases) older than the
-//     retention. In-flight and INDETERMINATE acts are never deleted.
-//   - AuthorityLeaseReconciler deletes authority Leases that expired unconsumed and whose act
-//     is gone or settled.
+//     authority expired unconsumed to EXPIRED, denies an escalated act whose every binding
+//     moment expired, and deletes settled acts (and their authority Leases) once they have been
+//     settled for the retention. In-flight and INDETERMINATE acts are never deleted.
+//   - AuthorityLeaseReconciler deletes authority Leases consumed or expired more than the
+//     retention ago whose acts are gone or settled (expired unconsumed authorities included).
 //   - BindingMomentReconciler records a resolution and moves a Pending binding moment to
 //     Expired at spec.expiresAt.
 //
@@ -28,12 +28,11 @@
 //
 // # Authority Leases
 //
-// The authority service (internal/authority's Lease store) owns authority Leases; this package
-// only reads and deletes them (RBAC: get, list, watch, delete; never update, so the manager can
-// never consume an authority). It relies on this much of their shape: the labels
-// app.kubernetes.io/managed-by=actgate and actgate.io/act-id, the Act's status.authorityRef
-// naming the Lease, expiry at spec.acquireTime + spec.leaseDurationSeconds, and consumption
-// recorded by setting spec.holderIdentity. A Lease whose expiry cannot be read never expires
-// here, and a Lease with a holder is never treated as unconsumed: where the shape is not as
-// expected, nothing is deleted.
+// Authority Leases belong to internal/authority/leasestore, whose exported names this package
+// uses for their shape: leasestore.Selector() finds them (and restricts the manager's Lease
+// cache), the signed expires-at annotation says when an authority expires, any consumption
+// marker (spec.holderIdentity, the state label, the consumed-by annotation) means spent, and
+// leasestore.Collectable says when one may be deleted. The manager may get, list, watch and
+// delete Leases, never update them, so it can never consume an authority. A Lease whose times
+// cannot be read is never deleted; a Lease with any consumption marker is never called unused.
 package controllers

@@ -1,19 +1,20 @@
 package controllers_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
-	"github.com/actgate/actgate/controllers"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 )
 
 const (
@@ -77,22 +78,56 @@ func (h *harness) getAct(t *testing.T, name string) (*v1alpha1.Act, error) {
 	return act, err
 }
 
-// authorityLease returns an authority Lease for actID that expires ttl after issued; holder,
-// when not empty, marks it consumed.
-func (h *harness) authorityLease(name, actID string, issued time.Time, ttl time.Duration, holder string) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: map[string]string{
-			controllers.LabelManagedBy: controllers.ManagedBy, controllers.LabelActID: actID,
-		}},
-		Spec: coordinationv1.LeaseSpec{
-			AcquireTime:          ptr.To(metav1.NewMicroTime(issued)),
-			LeaseDurationSeconds: ptr.To(int32(ttl / time.Second)),
-		},
+// authorities issues and consumes authorities the way the authority service does: through the
+// real Lease store (internal/authority/leasestore), signed, on the harness's fake clock.
+type authorities struct {
+	h      *harness
+	store  *leasestore.Store
+	signer *authority.Signer
+}
+
+func (h *harness) authorities(t *testing.T) *authorities {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if holder != "" {
-		l.Spec.HolderIdentity = ptr.To(holder)
+	signer, err := authority.NewSigner(priv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return l
+	store, err := leasestore.NewForConfig(h.env.Config, leasestore.Options{Verifier: signer.Verifier(), Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &authorities{h: h, store: store, signer: signer}
+}
+
+// issue stores an authority for act (bound to its spec, in the harness namespace), issued now
+// on the fake clock and valid for ttl, and returns it; its ID names its Lease.
+func (a *authorities) issue(t *testing.T, act *v1alpha1.Act, ttl time.Duration) authority.Authority {
+	t.Helper()
+	b := authority.Binding{
+		ActID: act.Spec.ActID, ArgumentsDigest: string(act.Spec.ArgumentsDigest), ActionDigest: string(act.Spec.ActionDigest),
+		Tool: act.Spec.Tool, Destination: act.Spec.Destination, SinkID: act.Spec.SinkID,
+		PolicyEpoch: fmt.Sprint(act.Spec.PolicyEpoch), Namespace: a.h.ns,
+	}
+	auth, err := a.signer.Sign(b, a.h.clock.Now(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Issue(ctxFor(t), auth); err != nil {
+		t.Fatalf("issue authority for %s: %v", act.Spec.ActID, err)
+	}
+	return auth
+}
+
+// consume spends auth for operation op (the sink's consume review).
+func (a *authorities) consume(t *testing.T, auth authority.Authority, op string) {
+	t.Helper()
+	if _, err := a.store.Consume(ctxFor(t), auth.ID, auth.Binding, authority.Consumption{OperationID: op}); err != nil {
+		t.Fatalf("consume %s: %v", auth.ID, err)
+	}
 }
 
 func (h *harness) create(t *testing.T, objs ...client.Object) {

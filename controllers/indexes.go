@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 )
 
 // Field indexes the reconcilers look objects up by. SetupIndexes registers them, once per
@@ -18,8 +19,9 @@ const (
 	indexActPolicy = "actgate.io/act-policy"
 	// indexActAuthority indexes Acts by status.authorityRef.name (the authority Lease).
 	indexActAuthority = "actgate.io/act-authority"
-	// indexActID indexes Acts by spec.actID (the value of an authority Lease's act-id label).
-	indexActID = "actgate.io/act-id"
+	// indexActLabel indexes Acts by leasestore.ActLabelValue(spec.actID): the act-id label of
+	// their authority Leases.
+	indexActLabel = "actgate.io/act-label"
 	// indexMomentAct indexes BindingMoments by spec.actRef.name.
 	indexMomentAct = "actgate.io/moment-act"
 )
@@ -44,8 +46,11 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return nil
 		}},
-		{&v1alpha1.Act{}, indexActID, func(o client.Object) []string {
-			return nonEmpty(o.(*v1alpha1.Act).Spec.ActID)
+		{&v1alpha1.Act{}, indexActLabel, func(o client.Object) []string {
+			if id := o.(*v1alpha1.Act).Spec.ActID; id != "" {
+				return []string{leasestore.ActLabelValue(id)}
+			}
+			return nil
 		}},
 		{&v1alpha1.BindingMoment{}, indexMomentAct, func(o client.Object) []string {
 			return nonEmpty(o.(*v1alpha1.BindingMoment).Spec.ActRef.Name)

@@ -17,26 +17,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 )
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=actgate.io,resources=acts,verbs=get;list;watch
 
-// AuthorityLeaseReconciler deletes authority Leases that expired unconsumed and that no live act
-// still needs: the act is gone, or settled (EXPIRED, denied, EXECUTED, FAILED). A Lease that
-// was consumed, whose expiry cannot be read, or whose act is still in flight is never deleted
-// here (settled acts take theirs with them at retention).
+// AuthorityLeaseReconciler deletes authority Leases that the Lease store says may go
+// (leasestore.Collectable: consumed, or expired, more than the retention ago) and that no live
+// act still needs: every act naming the Lease is gone or settled. So an authority that expired
+// unconsumed, and whose act settled EXPIRED or was never recorded, is cleaned up; a Lease of an
+// in-flight or INDETERMINATE act, or one whose times cannot be read, is never deleted here.
+// Settled acts take their Leases with them at retention (ActReconciler).
 type AuthorityLeaseReconciler struct {
 	// Client reads Leases and Acts from the cache and deletes Leases.
 	Client client.Client
 	// Clock is the trusted time.
 	Clock clock.PassiveClock
-	// Grace is how long past its expiry an unconsumed authority is declared expired. Zero means
-	// DefaultLeaseGrace.
-	Grace time.Duration
+	// Retention is how long after consumption or expiry a Lease is kept. Zero means
+	// DefaultRetention.
+	Retention time.Duration
 }
 
-// Reconcile deletes l when it expired unconsumed and no unsettled act names it.
+// Reconcile deletes l when it is collectable and no unsettled act names it.
 func (r *AuthorityLeaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	l := &coordinationv1.Lease{}
 	if err := r.Client.Get(ctx, req.NamespacedName, l); err != nil {
@@ -45,12 +48,12 @@ func (r *AuthorityLeaseReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !isAuthorityLease(l) || !l.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	grace := r.Grace
-	if grace <= 0 {
-		grace = DefaultLeaseGrace
+	retention := r.Retention
+	if retention <= 0 {
+		retention = DefaultRetention
 	}
-	expired, wait := readLease(l).expiredUnconsumed(r.Clock.Now(), grace)
-	if !expired {
+	ok, wait := collectable(l, r.Clock.Now(), retention)
+	if !ok {
 		if wait > 0 {
 			return after(wait), nil
 		}
@@ -62,13 +65,13 @@ func (r *AuthorityLeaseReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	for _, a := range acts {
 		if !deletable(a.Status) {
-			// The act has not recorded the expiry (or says the authority was consumed): the Act
-			// controller decides first, and a change of the act brings this Lease back.
+			// In flight, INDETERMINATE, or not yet recorded EXPIRED: the act decides first, and a
+			// change of the act brings this Lease back.
 			return ctrl.Result{}, nil
 		}
 	}
-	// The read resourceVersion is a precondition: a consume racing this delete wins, and the
-	// delete fails with a conflict.
+	// The read resourceVersion is a precondition: a Lease that changed since (a consume racing
+	// this delete) wins, and the delete fails with a conflict.
 	uid, rv := l.UID, l.ResourceVersion
 	if err := r.Client.Delete(ctx, l, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -76,16 +79,17 @@ func (r *AuthorityLeaseReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		return ctrl.Result{}, fmt.Errorf("delete Lease %s: %w", klog.KObj(l), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleted authority Lease that expired unconsumed", "lease", klog.KObj(l), "acts", len(acts))
+	ctrl.LoggerFrom(ctx).Info("Deleted authority Lease past retention", "lease", klog.KObj(l),
+		"consumed", readLease(l).consumed, "acts", len(acts))
 	return ctrl.Result{}, nil
 }
 
-// actsOf lists the acts that name l (status.authorityRef) or whose act ID l is labelled with.
+// actsOf lists the acts that name l (status.authorityRef) or that l's act-id label names.
 func (r *AuthorityLeaseReconciler) actsOf(ctx context.Context, l *coordinationv1.Lease) ([]v1alpha1.Act, error) {
 	var out []v1alpha1.Act
 	matches := []client.MatchingFields{{indexActAuthority: l.Name}}
-	if id := l.Labels[LabelActID]; id != "" {
-		matches = append(matches, client.MatchingFields{indexActID: id})
+	if id := l.Labels[leasestore.LabelActID]; id != "" {
+		matches = append(matches, client.MatchingFields{indexActLabel: id})
 	}
 	for _, m := range matches {
 		var list v1alpha1.ActList

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/leasestore"
 	"github.com/actgate/actgate/internal/policy"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 )
@@ -158,6 +159,8 @@ func TestBindingMomentStatus(t *testing.T) {
 		{"answer", t0.Add(-time.Minute), &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionAnswer, Answer: "no"}, v1alpha1.BindingMomentResolved, "True/Answered", 0},
 		{"question", t0.Add(-time.Minute), &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionQuestion}, v1alpha1.BindingMomentResolved, "True/Questioned", 0},
 		{"declined", t0.Add(-time.Minute), &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionDeclined}, v1alpha1.BindingMomentResolved, "True/Declined", 0},
+		// Seen only at expiresAt: too late to count, so it is not recorded as a resolution.
+		{"resolution seen at expiresAt", t0, &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionOption, OptionIdx: ptr.To(int32(0))}, v1alpha1.BindingMomentExpired, "False/Expired", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := bm.DeepCopy()
@@ -171,7 +174,7 @@ func TestBindingMomentStatus(t *testing.T) {
 			if got := condition(st.Conditions); got != tc.cond {
 				t.Fatalf("Resolved = %s", got)
 			}
-			if tc.resolution != nil && (st.ResolvedBy != "alice@example.com" || st.ResolvedAt == nil) {
+			if tc.state == v1alpha1.BindingMomentResolved && (st.ResolvedBy != "alice@example.com" || st.ResolvedAt == nil || !st.ResolvedAt.Time.Equal(tc.now)) {
 				t.Fatalf("resolution not recorded: %+v", st)
 			}
 		})
@@ -195,14 +198,32 @@ func condition(conds []metav1.Condition) string {
 }
 
 func TestReadLease(t *testing.T) {
-	lease := func(holder *string, acquire *time.Time, secs *int32) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: holder, LeaseDurationSeconds: secs}}
-		if acquire != nil {
-			l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(*acquire))
+	type marks struct {
+		holder, label, annotation bool
+	}
+	lease := func(expires string, m marks) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Labels: map[string]string{leasestore.LabelManagedBy: leasestore.ManagedBy, leasestore.LabelComponent: leasestore.Component,
+				leasestore.LabelState: leasestore.StateIssued},
+			Annotations: map[string]string{},
+		}}
+		if expires != "" {
+			l.Annotations[leasestore.AnnotationExpiresAt] = expires
+		}
+		if m.holder {
+			l.Spec.HolderIdentity = ptr.To("op-1")
+			l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(t0))
+		}
+		if m.label {
+			l.Labels[leasestore.LabelState] = leasestore.StateConsumed
+		}
+		if m.annotation {
+			l.Annotations[leasestore.AnnotationConsumedBy] = "op-1"
 		}
 		return l
 	}
 	const grace = 10 * time.Second
+	exp := "2026-11-29T15:01:00.000Z" // t0 + 1m, in the Lease store's form
 	for _, tc := range []struct {
 		name    string
 		lease   *coordinationv1.Lease
@@ -210,19 +231,44 @@ func TestReadLease(t *testing.T) {
 		expired bool
 		wait    time.Duration
 	}{
-		{"fresh", lease(nil, &t0, ptr.To(int32(60))), t0, false, 70 * time.Second},
-		{"expired within grace", lease(nil, &t0, ptr.To(int32(60))), t0.Add(65 * time.Second), false, 5 * time.Second},
-		{"expired past grace", lease(nil, &t0, ptr.To(int32(60))), t0.Add(70 * time.Second), true, 0},
-		{"empty holder is unconsumed", lease(ptr.To(""), &t0, ptr.To(int32(60))), t0.Add(time.Hour), true, 0},
-		{"consumed never expires", lease(ptr.To("op-1"), &t0, ptr.To(int32(60))), t0.Add(time.Hour), false, 0},
-		{"no acquire time", lease(nil, nil, ptr.To(int32(60))), t0.Add(time.Hour), false, 0},
-		{"no duration", lease(nil, &t0, nil), t0.Add(time.Hour), false, 0},
-		{"zero duration", lease(nil, &t0, ptr.To(int32(0))), t0.Add(time.Hour), false, 0},
+		{"fresh", lease(exp, marks{}), t0, false, 70 * time.Second},
+		{"expired within grace", lease(exp, marks{}), t0.Add(65 * time.Second), false, 5 * time.Second},
+		{"expired past grace", lease(exp, marks{}), t0.Add(70 * time.Second), true, 0},
+		// Any consumption marker means spent, even when the others disagree.
+		{"holder", lease(exp, marks{holder: true}), t0.Add(time.Hour), false, 0},
+		{"state label only", lease(exp, marks{label: true}), t0.Add(time.Hour), false, 0},
+		{"consumed-by annotation only", lease(exp, marks{annotation: true}), t0.Add(time.Hour), false, 0},
+		// An expiry that cannot be read never expires.
+		{"no expiry", lease("", marks{}), t0.Add(time.Hour), false, 0},
+		{"unparseable expiry", lease("yesterday", marks{}), t0.Add(time.Hour), false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			expired, wait := readLease(tc.lease).expiredUnconsumed(tc.now, grace)
 			if expired != tc.expired || wait != tc.wait {
 				t.Fatalf("expiredUnconsumed = %v, %s; want %v, %s", expired, wait, tc.expired, tc.wait)
+			}
+		})
+	}
+
+	// collectable agrees with leasestore.Collectable and says when it will.
+	const retention = time.Hour
+	for _, tc := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+		now   time.Time
+		ok    bool
+		wait  time.Duration
+	}{
+		{"unconsumed before expiry+retention", lease(exp, marks{}), t0.Add(time.Minute), false, retention + time.Millisecond},
+		{"unconsumed after expiry+retention", lease(exp, marks{}), t0.Add(time.Minute + retention + time.Second), true, 0},
+		{"consumed before consumption+retention", lease(exp, marks{holder: true, label: true, annotation: true}), t0.Add(time.Minute), false, retention - time.Minute + time.Millisecond},
+		{"consumed after consumption+retention", lease(exp, marks{holder: true, label: true, annotation: true}), t0.Add(retention + time.Second), true, 0},
+		{"unreadable", lease("", marks{}), t0.Add(100 * retention), false, 0},
+	} {
+		t.Run("collectable/"+tc.name, func(t *testing.T) {
+			ok, wait := collectable(tc.lease, tc.now, retention)
+			if ok != tc.ok || wait != tc.wait || ok != leasestore.Collectable(tc.lease, tc.now, retention) {
+				t.Fatalf("collectable = %v, %s; want %v, %s", ok, wait, tc.ok, tc.wait)
 			}
 		})
 	}
@@ -248,13 +294,5 @@ func TestNote(t *testing.T) {
 	}
 	if note("short") != "short" {
 		t.Fatal("short note changed")
-	}
-}
-
-func TestActIDLabelValue(t *testing.T) {
-	for id, want := range map[string]string{"act-1": "act-1", "": "", strings.Repeat("a", 64): "", "has space": ""} {
-		if got := actIDLabelValue(id); got != want {
-			t.Errorf("actIDLabelValue(%q) = %q", id, got)
-		}
 	}
 }

@@ -117,7 +117,7 @@ func start(t *testing.T, set settings) *harness {
 			Retention: set.retention, LeaseGrace: set.grace,
 			Reconciler: &reconclient.Client{Timeout: 5 * time.Second},
 			Backoff:    set.backoff, MaxBackoff: set.maxBackoff, Freshness: set.freshness},
-		&controllers.AuthorityLeaseReconciler{Client: mgr.GetClient(), Clock: h.clock, Grace: set.grace},
+		&controllers.AuthorityLeaseReconciler{Client: mgr.GetClient(), Clock: h.clock, Retention: set.retention},
 		&controllers.BindingMomentReconciler{Client: mgr.GetClient(),
 			Recorder: mgr.GetEventRecorder("actgate-bindingmoment"), Clock: h.clock},
 	} {

@@ -92,7 +92,7 @@ or stops with an error; 2 (line USAGE) for bad flags or an unreadable file.`,
 	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	f.StringVar(&o.webhookConfig, "webhook-config", "", "webhook configuration file (webhook.Config YAML); serves the admission webhooks when set")
 	f.IntVar(&o.logVerbosity, "log-verbosity", 0, "log verbosity (0 is SRE-level information; higher is more)")
-	f.DurationVar(&o.retention, "act-retention", controllers.DefaultRetention, "how long a settled Act (denied, EXECUTED, FAILED, EXPIRED) is kept before it and its authority Leases are deleted")
+	f.DurationVar(&o.retention, "act-retention", controllers.DefaultRetention, "how long a settled Act (denied, EXECUTED, FAILED, EXPIRED) is kept before it is deleted, and an authority Lease after it was consumed or expired")
 	f.DurationVar(&o.leaseGrace, "lease-expiry-grace", controllers.DefaultLeaseGrace, "how long past its expiry an unconsumed authority is declared expired (clock skew with sinks)")
 	f.DurationVar(&o.reconcileBackoff, "reconcile-backoff", controllers.DefaultReconcileBackoff, "wait after the first reconciliation attempt of an INDETERMINATE act; doubles per attempt")
 	f.DurationVar(&o.reconcileMaxBackoff, "reconcile-max-backoff", controllers.DefaultReconcileMaxBackoff, "longest wait between reconciliation attempts")
@@ -210,9 +210,9 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		return managerFailed("Act controller: %v", err)
 	}
 	if err := (&controllers.AuthorityLeaseReconciler{
-		Client: mgr.GetClient(),
-		Clock:  realClock,
-		Grace:  o.leaseGrace,
+		Client:    mgr.GetClient(),
+		Clock:     realClock,
+		Retention: o.retention,
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("authority Lease controller: %v", err)
 	}
