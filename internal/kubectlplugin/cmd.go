@@ -540,8 +540,9 @@ func pickerHeader(in ShowInput) []string {
 	lines := []string{fmt.Sprintf("Binding moment %s/%s for %s, expires %s",
 		safe(bm.Namespace), safe(bm.Name), safe(bm.Spec.Principal), expiresIn(bm.Spec.ExpiresAt, in.Now))}
 	if a := in.Act; a != nil {
-		lines = append(lines, fmt.Sprintf("Act %s: %s on %s (%s), action %s",
-			safe(a.Name), safe(a.Spec.Tool), safe(a.Spec.Server), safe(string(a.Spec.ConsequenceClass)), safe(string(a.Spec.ActionDigest))))
+		lines = append(lines,
+			fmt.Sprintf("Act %s: %s on %s (%s)", safe(a.Name), safe(a.Spec.Tool), safe(a.Spec.Server), safe(string(a.Spec.ConsequenceClass))),
+			fmt.Sprintf("  action %s", safe(string(a.Spec.ActionDigest))))
 	} else {
 		lines = append(lines, fmt.Sprintf("Act %s (cannot be read)", safe(bm.Spec.ActRef.Name)))
 	}

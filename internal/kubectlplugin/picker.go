@@ -252,7 +252,7 @@ func (p *picker) describeChosen() string {
 	switch r.Kind {
 	case envelope.KindOption:
 		o, _ := p.env.Option(r.OptionIdx)
-		return fmt.Sprintf("option [%d] %q, which authorises %s", r.OptionIdx+1, o.Label, o.ActionDigest)
+		return fmt.Sprintf("option [%d] %q\n  authorising %s", r.OptionIdx+1, o.Label, o.ActionDigest)
 	case envelope.KindAnswer:
 		return fmt.Sprintf("answer \"%s\" (authorises no action)", r.Answer)
 	case envelope.KindQuestion:

@@ -207,7 +207,6 @@ func TestPickerAnswerBound(t *testing.T) {
 // TestPickerViewGolden renders each screen of the picker.
 func TestPickerViewGolden(t *testing.T) {
 	g := newGoldenSet("picker")
-	header := []string{"Binding moment payments/send-payment-inv-2291-alice for alice@example.com, expires in 60m", ""}
 	for _, tc := range []struct {
 		name string
 		file string
@@ -224,7 +223,8 @@ func TestPickerViewGolden(t *testing.T) {
 		{"four-options", "four-options", seq(r('3'))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPicker(envelopeOf(t, tc.file), header...)
+			in := showInput(t, "testdata/show/"+tc.file+".yaml")
+			p := newPicker(envelopeOf(t, tc.file), pickerHeader(in)...)
 			if done, _ := run(t, p, tc.keys); done {
 				t.Fatal("the picker finished")
 			}
