@@ -76,6 +76,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newMomentsCmd(s),
 		newResolveCmd(s),
 		newAuthorityCmd(s),
+		newSidecarCmd(s),
 	)
 	return root
 }

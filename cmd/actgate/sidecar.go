@@ -1,0 +1,238 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/sidecar"
+)
+
+// Environment variables of `actgate sidecar`. The injector (webhook/inject) sets the ones its
+// template knows; each has a flag of the same meaning, and a flag given explicitly wins.
+const (
+	envListen          = "ACTGATE_LISTEN"
+	envAuthorityURL    = "ACTGATE_AUTHORITY_URL"
+	envAuthorityCA     = "ACTGATE_AUTHORITY_CA_FILE"
+	envTokenFile       = "ACTGATE_AUTHORITY_TOKEN_FILE"
+	envPublicKey       = "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE"
+	envNamespace       = "ACTGATE_POD_NAMESPACE"
+	envServiceAccount  = "ACTGATE_SERVICE_ACCOUNT"
+	envSinkID          = "ACTGATE_SINK_ID"
+	envPrincipal       = "ACTGATE_PRINCIPAL"
+	envServers         = "ACTGATE_SERVERS"
+	envServerURLs      = "ACTGATE_SERVER_URLS"
+	envCredentialsDir  = "ACTGATE_CREDENTIALS_DIR"
+	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
+	envJournalDir      = "ACTGATE_JOURNAL_DIR"
+	defaultListen      = "127.0.0.1:15080"
+	defaultTokenFile   = "/var/run/secrets/actgate.io/token/token"
+	defaultJournalDir  = "/var/run/actgate/journal"
+	credentialFileName = "credential"
+)
+
+// sidecarOptions are the flags of `actgate sidecar`.
+type sidecarOptions struct {
+	listen, authorityURL, authorityCA, tokenFile, publicKey string
+	namespace, serviceAccount, sinkID, principal            string
+	servers, serverURLs, credentialFiles                    []string
+	credentialsDir, upstreamCA, journalDir                  string
+	callTimeout, reviewTimeout                              time.Duration
+	verbose                                                 bool
+}
+
+func newSidecarCmd(s streams) *cobra.Command {
+	var o sidecarOptions
+	cmd := &cobra.Command{
+		Use:   "sidecar [flags]",
+		Short: "Run the enforcing sidecar of an agent pod (Kubernetes mode)",
+		Long: `Run the finality sink injected into an agent pod. It listens on a loopback address only,
+proxies the agent's MCP traffic for each protected server at /mcp/{server}, and serves host
+loops that run tool calls in-process at /v1/enforce and /v1/complete (see internal/sidecar).
+
+Every tools/call is mapped to an act and reviewed by the authority service (ActReview over
+TLS, the pod's projected service-account token as bearer). An authority it issues is verified
+here against the live call with the service's public key, consumed (the Lease compare-and-swap)
+right before the call, journaled DISPATCH_PENDING in --journal-dir, and the upstream is called
+once with the credential only this container holds. Any error, timeout or undecodable answer
+of the service is a deny; the upstream is never contacted then.
+
+Every flag can come from the environment (the variable is named in the flag's help); a flag
+given on the command line wins. Servers are name=URL pairs where URL is the governing
+ToolPolicy's spec.servers[].url; every name in ACTGATE_SERVERS needs one. A server's
+credential is --credential-file name=PATH, else <credentials-dir>/<name>/credential when that
+file exists.
+
+Exit status: 0 after a clean shutdown (SIGINT, SIGTERM); 1 when it cannot start or serve (the
+stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.config(s)
+			if err != nil {
+				return err
+			}
+			sc, err := sidecar.New(cfg)
+			if err != nil {
+				return sidecarConfigError(err)
+			}
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				_ = sc.Close()
+				return fail(exitRejected, "SIDECAR_SERVE "+err.Error())
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			base := "http://" + ln.Addr().String()
+			fmt.Fprintf(s.out, "actgate sidecar serving on %s (sink %s, agent %s)\n", base, cfg.SinkID, cfg.Agent)
+			for _, u := range cfg.Upstreams {
+				fmt.Fprintf(s.out, "  MCP server %-16s %s%s -> %s\n", u.Name, base, mcpproxy.Path(u.Name), u.URL)
+			}
+			fmt.Fprintf(s.out, "  host loops             %s%s, %s%s\n", base, sidecar.EnforcePath, base, sidecar.CompletePath)
+			if err := sc.Serve(ctx, ln); err != nil {
+				return fail(exitRejected, "SIDECAR_SERVE "+err.Error())
+			}
+			return nil
+		},
+	}
+	o.bind(cmd.Flags())
+	return cmd
+}
+
+// bind defines the flags, with their defaults taken from the environment.
+func (o *sidecarOptions) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.listen, "listen", envOr(envListen, defaultListen), "loopback address to listen on, 127.0.0.1:PORT or [::1]:PORT ($"+envListen+")")
+	f.StringVar(&o.authorityURL, "authority-url", os.Getenv(envAuthorityURL), "the authority service's https URL ($"+envAuthorityURL+")")
+	f.StringVar(&o.authorityCA, "authority-ca-file", os.Getenv(envAuthorityCA), "PEM CA bundle of the authority service (default: system roots) ($"+envAuthorityCA+")")
+	f.StringVar(&o.tokenFile, "token-file", envOr(envTokenFile, defaultTokenFile), "projected service-account token presented to the service, read on every call ($"+envTokenFile+")")
+	f.StringVar(&o.publicKey, "authority-public-key-file", os.Getenv(envPublicKey), "PEM PUBLIC KEY block(s) of the service's authority-signing key ($"+envPublicKey+")")
+	f.StringVar(&o.namespace, "namespace", os.Getenv(envNamespace), "the pod's namespace ($"+envNamespace+")")
+	f.StringVar(&o.serviceAccount, "service-account", os.Getenv(envServiceAccount), "the pod's service account; the agent is system:serviceaccount:NAMESPACE:NAME ($"+envServiceAccount+")")
+	f.StringVar(&o.sinkID, "sink-id", os.Getenv(envSinkID), "the governing ToolPolicy's spec.sink.id ($"+envSinkID+")")
+	f.StringVar(&o.principal, "principal", os.Getenv(envPrincipal), "the acts' initiating principal (default: the agent) ($"+envPrincipal+")")
+	f.StringSliceVar(&o.servers, "servers", envList(envServers), "names of the protected servers; each needs a --server URL ($"+envServers+")")
+	f.StringArrayVar(&o.serverURLs, "server", envList(envServerURLs), "a protected server, NAME=URL; repeatable ($"+envServerURLs+", comma-separated)")
+	f.StringArrayVar(&o.credentialFiles, "credential-file", nil, "a server's upstream bearer token file, NAME=PATH; repeatable")
+	f.StringVar(&o.credentialsDir, "credentials-dir", os.Getenv(envCredentialsDir), "folder of NAME/credential files (the injected credentials volume) ($"+envCredentialsDir+")")
+	f.StringVar(&o.upstreamCA, "upstream-ca-file", os.Getenv(envUpstreamCA), "PEM CA bundle trusted for https upstreams beside the system roots ($"+envUpstreamCA+")")
+	f.StringVar(&o.journalDir, "journal-dir", envOr(envJournalDir, defaultJournalDir), "folder of the dispatch journal, the pod's emptyDir ($"+envJournalDir+")")
+	f.DurationVar(&o.callTimeout, "call-timeout", mcpproxy.DefaultCallTimeout, "bound of one upstream tools/call once dispatched")
+	f.DurationVar(&o.reviewTimeout, "review-timeout", sidecar.DefaultReviewTimeout, "bound of one request to the authority service (past it: EF_060)")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// envList splits a comma-separated variable, dropping empty items.
+func envList(name string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// config turns the flags into a sidecar.Config, or usage errors naming each problem.
+func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, "USAGE "+fmt.Sprintf(format, args...)) }
+	if o.callTimeout <= 0 || o.reviewTimeout <= 0 {
+		bad("--call-timeout and --review-timeout must be positive")
+	}
+	urls := map[string]string{}
+	for _, kv := range o.serverURLs {
+		name, u, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || name == "" || u == "":
+			bad("--server %q is not NAME=URL", kv)
+		case urls[name] != "":
+			bad("--server %s given twice", name)
+		default:
+			urls[name] = u
+		}
+	}
+	creds := map[string]string{}
+	for _, kv := range o.credentialFiles {
+		name, p, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || p == "" {
+			bad("--credential-file %q is not NAME=PATH", kv)
+			continue
+		}
+		if _, known := urls[name]; !known {
+			bad("--credential-file %s names no --server", name)
+		}
+		creds[name] = p
+	}
+	for _, name := range o.servers {
+		if urls[name] == "" {
+			bad("server %s (--servers) has no URL: give --server %s=URL (the ToolPolicy's spec.servers[].url)", name, name)
+		}
+	}
+	if len(urls) == 0 {
+		bad("at least one --server NAME=URL is required")
+	}
+	if o.namespace == "" || o.serviceAccount == "" {
+		bad("--namespace and --service-account are required (the downward API sets $%s and $%s)", envNamespace, envServiceAccount)
+	}
+	if len(problems) > 0 {
+		return sidecar.Config{}, fail(exitUsage, problems...)
+	}
+	names := make([]string, 0, len(urls))
+	for name := range urls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	cfg := sidecar.Config{
+		Listen: o.listen, AuthorityURL: o.authorityURL, AuthorityCAFile: o.authorityCA, TokenFile: o.tokenFile,
+		PublicKeyFile: o.publicKey, Namespace: o.namespace, Agent: "system:serviceaccount:" + o.namespace + ":" + o.serviceAccount,
+		SinkID: o.sinkID, Principal: o.principal, UpstreamCAFile: o.upstreamCA, JournalDir: o.journalDir,
+		CallTimeout: o.callTimeout, ReviewTimeout: o.reviewTimeout, Log: newLogger(s.err, o.verbose).WithName("sidecar"),
+	}
+	for _, name := range names {
+		cred := creds[name]
+		if cred == "" && o.credentialsDir != "" {
+			p := filepath.Join(o.credentialsDir, name, credentialFileName)
+			if _, err := os.Stat(p); err == nil {
+				cred = p
+			}
+		}
+		cfg.Upstreams = append(cfg.Upstreams, sidecar.Upstream{Name: name, URL: urls[name], CredentialFile: cred})
+	}
+	return cfg, nil
+}
+
+// sidecarConfigError reports a configuration sidecar.New refused: one line per problem.
+func sidecarConfigError(err error) error {
+	var lines []string
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			if j, ok := e.(interface{ Unwrap() []error }); ok {
+				for _, inner := range j.Unwrap() {
+					lines = append(lines, "SIDECAR_CONFIG "+inner.Error())
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		lines = []string{"SIDECAR_CONFIG " + err.Error()}
+	}
+	return fail(exitRejected, lines...)
+}

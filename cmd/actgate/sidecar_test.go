@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestSidecarRefusesBadConfiguration: `actgate sidecar` names every problem with a stable code
+// and never starts half-configured.
+func TestSidecarRefusesBadConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"sidecar", "--namespace", "billing", "--service-account", "agent", "--token-file", token,
+		"--authority-url", "https://actgate-authority.actgate-system.svc", "--sink-id", "s", "--journal-dir", filepath.Join(dir, "j")}
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		status int
+		want   []string
+	}{
+		{"no server", nil, base, exitUsage, []string{"USAGE at least one --server"}},
+		{"server without URL", nil, append(base, "--server", "payments"), exitUsage, []string{`USAGE --server "payments" is not NAME=URL`}},
+		{"injected server without URL", map[string]string{envServers: "payments,mail"}, append(base, "--server", "payments=https://p.example/mcp"),
+			exitUsage, []string{"USAGE server mail (--servers) has no URL"}},
+		{"credential for no server", nil, append(base, "--server", "payments=https://p.example/mcp", "--credential-file", "mail=/x"),
+			exitUsage, []string{"USAGE --credential-file mail names no --server"}},
+		{"no identity", nil, []string{"sidecar", "--server", "p=https://p.example/mcp"}, exitUsage, []string{"USAGE --namespace and --service-account are required"}},
+		{"listen on all interfaces", nil, append(base, "--server", "payments=https://p.example/mcp", "--listen", "0.0.0.0:15080"),
+			exitRejected, []string{"SIDECAR_CONFIG", "loopback"}},
+		{"no public key", nil, append(base, "--server", "payments=https://p.example/mcp"), exitRejected, []string{"SIDECAR_CONFIG public key file is required"}},
+		{"unknown flag", nil, append(base, "--listen-all"), exitUsage, []string{"USAGE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			status := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+			if status != tc.status {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", status, tc.status, stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("printed %q before failing", stdout.String())
+			}
+		})
+	}
+}
+
+// TestSidecarEnvironment: the variables the injector sets configure the sidecar.
+func TestSidecarEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "creds", "payments"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cred := filepath.Join(dir, "creds", "payments", "credential")
+	if err := os.WriteFile(cred, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		envListen: "127.0.0.1:15081", envNamespace: "billing", envServiceAccount: "billing-agent",
+		envServers: "payments", envServerURLs: "payments=https://payments-mcp.payments.svc/mcp,mail=https://mail.example/mcp",
+		envCredentialsDir: filepath.Join(dir, "creds"), envSinkID: "billing-agent-sink", envAuthorityURL: "https://a.example",
+	} {
+		t.Setenv(k, v)
+	}
+	var o sidecarOptions
+	f := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)
+	o.bind(f)
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(streams{err: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:15081" || cfg.Agent != "system:serviceaccount:billing:billing-agent" || cfg.SinkID != "billing-agent-sink" {
+		t.Fatalf("config %+v", cfg)
+	}
+	if len(cfg.Upstreams) != 2 || cfg.Upstreams[1].Name != "payments" || cfg.Upstreams[1].CredentialFile != cred || cfg.Upstreams[0].CredentialFile != "" {
+		t.Fatalf("upstreams %+v", cfg.Upstreams)
+	}
+}
