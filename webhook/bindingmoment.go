@@ -188,17 +188,23 @@ func parseStored(bm *v1alpha1.BindingMoment) (*envelope.Envelope, error) {
 }
 
 // checkResolution runs the resolution through the §7.3 parser in its wire form (so every rule
-// of the member set applies, not only those the CRD expresses) and verifies it against env.
+// of the member set applies, not only those the CRD expresses) and verifies it against env. The
+// wire form keeps what was present: option_idx only if set, answer only if non-empty (the CRD
+// cannot tell an empty answer from none), so an option without an index or a decline with one is
+// refused rather than read as index 0.
 func checkResolution(env *envelope.Envelope, r *v1alpha1.BindingMomentResolution) error {
-	res := envelope.Resolution{EnvelopeDigest: string(r.EnvelopeDigest), Kind: envelope.Kind(r.Kind), Answer: r.Answer}
+	wire := map[string]any{"envelope_digest": string(r.EnvelopeDigest), "resolution": string(r.Kind)}
 	if r.OptionIdx != nil {
-		res.OptionIdx = int(*r.OptionIdx)
+		wire["option_idx"] = *r.OptionIdx
 	}
-	wire, err := json.Marshal(res)
+	if r.Answer != "" {
+		wire["answer"] = r.Answer
+	}
+	raw, err := json.Marshal(map[string]any{envelope.MemberResolution: wire})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidResolution, err)
 	}
-	parsed, err := envelope.ParseResolution(wire)
+	parsed, err := envelope.ParseResolution(raw)
 	if err != nil {
 		return fmt.Errorf("%w: %s", ErrInvalidResolution, codedProblems(err))
 	}
