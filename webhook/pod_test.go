@@ -86,7 +86,7 @@ func TestPodInjector(t *testing.T) {
 		{name: "not selected, holds the credential: denied", objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
 			pod: tokenPod("agents", "b", map[string]string{"app": "other"}), code: http.StatusForbidden, msg: "no ToolPolicy selects this pod"},
 		{name: "not selected, no credential: skipped with an Event", objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
-			pod: func() *corev1.Pod { p := tokenPod("agents", "b", nil); p.Spec.Containers[0].Env = nil; return p }(),
+			pod:     func() *corev1.Pod { p := tokenPod("agents", "b", nil); p.Spec.Containers[0].Env = nil; return p }(),
 			allowed: true, event: "InjectionSkipped NoToolPolicy: actgate sidecar not injected into pod b", audit: "skipped: NoToolPolicy"},
 		{name: "dry run: skipped without an Event", objs: []client.Object{namespaceObj("agents", gov)}, dryRun: true,
 			pod: func() *corev1.Pod { p := tokenPod("agents", "b", nil); p.Spec.Containers[0].Env = nil; return p }(), allowed: true},
