@@ -503,6 +503,10 @@ func (p *plugin) resolve(ctx context.Context, name, pin string, choice *envelope
 		if choice == nil {
 			return exitWith(ExitAborted, errors.New("left the picker: nothing was written"))
 		}
+		// The principal may have taken longer than the moment had left.
+		if err := Resolvable(m, pin, p.Now()); err != nil {
+			return exitWith(ExitRefused, err)
+		}
 	}
 	choice.EnvelopeDigest = m.Envelope.Digest()
 	res, err := SpecResolution(m.Envelope, *choice)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/envelope"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current output")
@@ -154,4 +156,26 @@ func render(t *testing.T, f func(*bytes.Buffer) error) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// slotsInOrder is what a rendering of c must show, in order, to keep envelope-04 §9.1: the four
+// briefing slots, the stem, and each option with its reasoning and action digest, the
+// recommended one marked "* … (recommended)".
+func slotsInOrder(c envelope.Content) []string {
+	parts := []string{"Synopsis: " + c.Synopsis}
+	for _, f := range c.Findings {
+		parts = append(parts, "- "+f)
+	}
+	for _, r := range c.Recommendations {
+		parts = append(parts, "- "+r)
+	}
+	parts = append(parts, "Offer: "+c.Offer, "Question: "+c.Question.Stem)
+	for i, o := range c.Question.Options {
+		line := fmt.Sprintf("[%d] %s", i+1, o.Label)
+		if i == c.Question.RecommendedIdx {
+			line = "* " + line + "  (recommended)"
+		}
+		parts = append(parts, line, "Why: "+o.Reasoning, "Authorises: "+o.ActionDigest)
+	}
+	return parts
 }
