@@ -104,6 +104,8 @@
 // # Limitations
 //
 // Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through.
+// When the upstream session breaks, the next request opens a new one: per-session upstream
+// state (resource subscriptions) does not carry over.
 // Server-to-agent notifications and requests are delivered on the agent's standalone SSE
 // stream (GET), not on the stream of the request that caused them. The agent-facing side
 // speaks the stateful (session) protocol versions; a client that starts with the sessionless

@@ -236,3 +236,21 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// TestSafeCause: an upstream's error text never reaches the log; transport errors do.
+func TestSafeCause(t *testing.T) {
+	secret := "card 4111-1111-1111-1111"
+	sent := &attempt{}
+	sent.wrote.Store(true)
+	if c := safeCause(fmt.Errorf("x: %w", &jsonrpc.Error{Code: -32000, Message: secret}), sent); strings.Contains(c, secret) || !strings.Contains(c, "-32000") {
+		t.Errorf("JSON-RPC error: %q", c)
+	}
+	st := &attempt{}
+	st.status.Store(500)
+	if c := safeCause(errors.New("Internal Server Error: "+secret), st); strings.Contains(c, secret) || !strings.Contains(c, "500") {
+		t.Errorf("HTTP error: %q", c)
+	}
+	if c := safeCause(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), &attempt{}); !strings.Contains(c, "connection refused") {
+		t.Errorf("transport error: %q", c)
+	}
+}

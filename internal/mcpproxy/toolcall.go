@@ -149,7 +149,8 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		if err == nil {
 			return out, nil
 		}
-		b.p.log.Error(err, "Upstream tools/call failed", "tool", tool, "operation", operationID, "outcome", out.Outcome.String())
+		b.p.log.Info("Upstream tools/call failed", "tool", tool, "operation", operationID, "outcome", out.Outcome.String(),
+			"cause", safeCause(err, &a))
 		if out.Outcome == sink.OutcomeIndeterminate {
 			return out, err
 		}
