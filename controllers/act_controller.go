@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -191,6 +192,8 @@ func (r *ActReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ToolPolicy{}, handler.EnqueueRequestsFromMapFunc(r.actsForPolicy)).
 		Watches(&v1alpha1.BindingMoment{}, handler.EnqueueRequestsFromMapFunc(r.actForMoment)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.actsForLease)).
+		// A reconciliation query may wait up to its timeout on a slow endpoint; other acts go on.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("act").
 		Complete(r)
 }
