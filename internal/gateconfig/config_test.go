@@ -30,7 +30,7 @@ func TestSampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	abs, _ := filepath.Abs("../../testdata/gate")
-	if c.DataDir != filepath.Join(abs, "actgate-data") {
+	if c.DataDir != filepath.Join(abs, ".actgate") {
 		t.Errorf("dataDir %q not resolved against the file's directory", c.DataDir)
 	}
 	if u := c.Upstream("finance"); u.BearerTokenFile != filepath.Join(abs, "finance.token") {
