@@ -99,14 +99,15 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 // drop forgets cs if it is the current upstream session, so that the next request opens a new
-// one, and closes it.
+// one, and closes it in the background (closing sends a DELETE the upstream may never answer;
+// no agent request waits for it).
 func (b *bridge) drop(cs *mcp.ClientSession) {
 	b.mu.Lock()
 	if b.cs == cs {
 		b.cs = nil
 	}
 	b.mu.Unlock()
-	_ = cs.Close()
+	go func() { _ = cs.Close() }()
 }
 
 func (b *bridge) close() {
@@ -116,7 +117,7 @@ func (b *bridge) close() {
 	b.cs = nil
 	b.mu.Unlock()
 	if cs != nil {
-		_ = cs.Close()
+		go func() { _ = cs.Close() }()
 	}
 }
 
