@@ -1,0 +1,784 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/review/service"
+	"github.com/actgate/actgate/internal/sidecar"
+	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/webhook"
+)
+
+const (
+	releaseNS     = "actgate-system"
+	agentNS       = "billing"
+	agentSA       = "billing-agent"
+	agentPod      = "agent-0"
+	alice         = "alice@example.com"
+	bob           = "bob@example.com" // a principal of the namespace, but not the one the policy names
+	upstreamToken = "payments-mcp-credential-3c1e"
+	samplePolicy  = "config/samples/actgate_v1alpha1_toolpolicy.yaml"
+	paymentArgs   = `{"amount":250,"to":"ACME"}`
+)
+
+// sa is the user name of a service account, and the groups the API server gives it.
+func sa(ns, name string) (string, []string) {
+	return "system:serviceaccount:" + ns + ":" + name, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+}
+
+func TestMain(m *testing.M) {
+	// envtest's controller-runtime logging is not this test's concern.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+func TestEndToEnd(t *testing.T) {
+	envtest.SkipIfShort(t)
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	buildBinaries(t, root, bin)
+	actgate := filepath.Join(bin, "actgate")
+
+	env := envtest.Start(t)
+	ctx := t.Context()
+	c := env.Client
+	pki := newPKI(t)
+	work := t.TempDir()
+
+	// ---- 1. The chart, the manager and the authority service ----------------------------------
+	t.Log("step 1: helm install, manager and authority service as local processes")
+	// The harness installed config/crd/bases; remove them so the chart's crds/ are what is
+	// installed.
+	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+		if err := c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the harness's CRDs to be gone", func() (bool, string) {
+		var l apiextensionsv1.CustomResourceDefinitionList
+		err := c.List(ctx, &l)
+		return err == nil && len(l.Items) == 0, fmt.Sprint(len(l.Items), err)
+	})
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
+		t.Fatal(err)
+	}
+	env.Helm(t, "install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
+		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
+		"--set", "rbac.principals[1].user="+bob, "--set", "rbac.principals[1].namespaces={"+agentNS+"}")
+	out := env.Kubectl(t, "get", "deploy,svc,sa,cm", "-n", releaseNS, "-o", "name")
+	for _, want := range []string{"deployment.apps/actgate-manager", "deployment.apps/actgate-authority", "configmap/actgate-webhook-config",
+		"serviceaccount/actgate-manager", "serviceaccount/actgate-authority"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("helm install did not create %s:\n%s", want, out)
+		}
+	}
+	eventually(t, 30*time.Second, "the chart's CRDs to be established", func() (bool, string) {
+		for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+				return false, err.Error()
+			}
+			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}) {
+				return false, name + " not established"
+			}
+		}
+		return true, ""
+	})
+
+	// The manager runs as the chart's manager service account, with the chart's webhook
+	// configuration (certificates provided here instead of by the rotator), and the chart's
+	// webhook configurations pointed at it.
+	mgrName, mgrGroups := sa(releaseNS, "actgate-manager")
+	mgrUser, err := env.AddUser(mgrName, mgrGroups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whAddr := freeAddr(t)
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "actgate-webhook-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	var whCfg webhook.Config
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
+		t.Fatalf("the chart's webhook.yaml: %v", err)
+	}
+	whCfg.Server = webhook.ServerConfig{Host: "127.0.0.1", Port: portOf(t, whAddr), CertDir: pki.keyDir}
+	whCfg.Certs.Mode = webhook.CertModeExternal
+	whYAML, err := yaml.Marshal(whCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whFile := writeFile(t, work, "webhook.yaml", whYAML)
+	if _, err := webhook.LoadConfig(whFile); err != nil {
+		t.Fatalf("webhook config: %v", err)
+	}
+	pointWebhooksAt(t, c, "https://"+whAddr, pki.caPEM)
+	manager := start(t, "manager", actgate, os.Environ(), "manager", "--kubeconfig", mgrUser.Kubeconfig,
+		"--webhook-config", whFile, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	waitTLS(t, manager, whAddr, pki.pool)
+
+	// The authority service runs as the chart's authority service account. What the service
+	// documents it needs (service.PolicyRules) and the chart does not grant is a failure of the
+	// chart; it is granted here so the rest of the story still runs.
+	authName, authGroups := sa(releaseNS, "actgate-authority")
+	if missing := missingRules(t, c, authName, authGroups, agentNS, service.PolicyRules()); len(missing) > 0 {
+		t.Errorf("the chart's actgate-authority-role lacks what service.PolicyRules says the authority service needs: %s "+
+			"(charts/actgate/templates/rbac-authority.yaml; granted by the test to continue)", strings.Join(describe(missing), "; "))
+		grant(t, c, "e2e-authority-missing-rules", authName, missing)
+	}
+	authUser, err := env.AddUser(authName, authGroups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signKey, signPub := signingKey(t, work)
+	authAddr := freeAddr(t)
+	authorityProc := start(t, "authority", actgate, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
+		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.certFile,
+		"--tls-private-key-file", pki.keyFile, "--signing-key-file", signKey)
+	waitTLS(t, authorityProc, authAddr, pki.pool)
+
+	// ---- 2. The policy, and an agent Pod injected -----------------------------------------------
+	t.Log("step 2: kubectl apply the sample ToolPolicy; an agent Pod gets the sidecar")
+	up, err := mcptest.Start([]mcptest.Tool{
+		{Name: "get_balance", Description: "Reads a balance.", Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.Text(`{"balance":"1200.00"}`), nil
+		}},
+		{Name: "send_payment", Description: "Sends money.", Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.Text("paid: " + string(args)), nil
+		}},
+	}, mcptest.Options{Name: "payments-mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+
+	env.Kubectl(t, "label", "namespace", agentNS, "actgate.io/inject=true")
+	env.Kubectl(t, "-n", agentNS, "create", "secret", "generic", "payments-mcp", "--from-literal=token="+upstreamToken)
+	env.Kubectl(t, "-n", agentNS, "create", "serviceaccount", agentSA)
+	env.Kubectl(t, "-n", agentNS, "apply", "-f", samplePolicy)
+	// The sample names the in-cluster payments server; here the server is a local process, so
+	// the policy's server URL is pointed at it (the URL every authority is bound to).
+	env.Kubectl(t, "-n", agentNS, "patch", "toolpolicy", "payments", "--type=json",
+		"-p", `[{"op":"replace","path":"/spec/servers/0/url","value":"`+up.URL+`"}]`)
+	policy := &v1alpha1.ToolPolicy{}
+	eventually(t, 30*time.Second, "the ToolPolicy to be Accepted with a policy epoch", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "payments"}, policy); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ToolPolicyAcceptedCondition)
+		ok := cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == policy.Generation && policy.Status.PolicyEpoch > 0
+		return ok, fmt.Sprintf("%+v", policy.Status)
+	})
+	sinkID := policy.Spec.Sink.ID
+
+	podManifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: %s
+  labels: {app.kubernetes.io/name: billing-agent}
+spec:
+  serviceAccountName: %s
+  containers:
+  - name: agent
+    image: example.invalid/billing-agent:1
+    env:
+    - {name: MCP_SERVER_URL, value: %q}
+    - name: PAYMENTS_TOKEN
+      valueFrom: {secretKeyRef: {name: payments-mcp, key: token}}
+`, agentPod, agentNS, agentSA, up.URL)
+	env.Kubectl(t, "apply", "-f", writeFile(t, work, "pod.yaml", []byte(podManifest)))
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: agentPod}, pod); err != nil {
+		t.Fatal(err)
+	}
+	side := checkInjected(t, pod)
+
+	// ---- 3. The sidecar, a real MCP server and client -------------------------------------------
+	t.Log("step 3: the sidecar with the injected environment; a real MCP client through it")
+	token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", agentNS, "create", "token", agentSA,
+		"--audience", service.DefaultAudience, "--bound-object-kind", "Pod", "--bound-object-name", agentPod, "--duration", "1h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, stderr)
+	}
+	sideAddr := freeAddr(t)
+	journalDir := filepath.Join(work, "journal")
+	sideEnv := sidecarEnv(t, c, pod, side, work, map[string]string{
+		"ACTGATE_LISTEN":                    sideAddr,
+		"ACTGATE_AUTHORITY_URL":             "https://" + authAddr,
+		"ACTGATE_AUTHORITY_TOKEN_FILE":      writeFile(t, work, "sa-token", []byte(strings.TrimSpace(token))),
+		"ACTGATE_AUTHORITY_CA_FILE":         writeFile(t, work, "authority-ca.crt", pki.caPEM),
+		"ACTGATE_AUTHORITY_PUBLIC_KEY_FILE": signPub,
+		"ACTGATE_SINK_ID":                   sinkID,
+		"ACTGATE_SERVER_URLS":               "payments=" + up.URL,
+		"ACTGATE_JOURNAL_DIR":               journalDir,
+	})
+	sidecarProc := start(t, "sidecar", actgate, sideEnv, side.Args...)
+	waitTCP(t, sidecarProc, sideAddr)
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, nil)
+	if err != nil {
+		t.Fatalf("MCP client through the sidecar: %v\n%s", err, sidecarProc.output())
+	}
+	defer cs.Close()
+
+	// An INFORMATIONAL call passes, with the credential only the sidecar holds.
+	res := callTool(t, cs, "get_balance", `{"account":"ACME"}`)
+	if res.IsError || up.Count("get_balance") != 1 {
+		t.Fatalf("get_balance: isError=%v upstream count %d: %s", res.IsError, up.Count("get_balance"), text(res))
+	}
+	if auth := up.Authorizations(); len(auth) == 0 || auth[len(auth)-1] != "Bearer "+upstreamToken {
+		t.Fatalf("the upstream saw authorization %q, want the moved credential", auth)
+	}
+
+	// A FINANCIAL call escalates; a BindingMoment for alice appears; nothing runs.
+	res = callTool(t, cs, "send_payment", paymentArgs)
+	momentName, _ := res.Meta[mcpproxy.MetaMomentID].(string)
+	if efCode(res) != string(ef.EFEscalationRequired) || momentName == "" {
+		t.Fatalf("send_payment: code %q moment %q: %s", efCode(res), momentName, text(res))
+	}
+	if up.Count("send_payment") != 0 {
+		t.Fatal("an escalated call reached the upstream")
+	}
+	bm := &v1alpha1.BindingMoment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
+		t.Fatalf("BindingMoment %s: %v", momentName, err)
+	}
+	if bm.Spec.Principal != alice {
+		t.Fatalf("BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
+	}
+	if out := env.Kubectl(t, "-n", agentNS, "get", "bindingmoments"); !strings.Contains(out, momentName) || !strings.Contains(out, alice) {
+		t.Fatalf("kubectl get bindingmoments:\n%s", out)
+	}
+	option := optionFor(t, bm, "send_payment", paymentArgs)
+
+	// The agent's own identity cannot resolve its escalation; nor can another principal.
+	plugin := []string{bin}
+	agentName, agentGroups := sa(agentNS, agentSA)
+	agentUser, err := env.AddUser(agentName, agentGroups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobUser, err := env.AddUser(bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []*envtest.User{agentUser, bobUser} {
+		stdout, stderr, err := tool(t, env, plugin, u.Kubeconfig, "kubectl", "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option+1))
+		if err == nil {
+			t.Fatalf("%s resolved %s:\n%s%s", u.Name, momentName, stdout, stderr)
+		}
+		t.Logf("%s refused, as it must be: %s", u.Name, strings.TrimSpace(stderr))
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(bm), bm); err != nil || bm.Spec.Resolution != nil {
+		t.Fatalf("the moment carries a resolution nobody entitled wrote: %+v %v", bm.Spec.Resolution, err)
+	}
+	// Before the principal decides, the same call is still pending and still does not run.
+	if res := callTool(t, cs, "send_payment", paymentArgs); efCode(res) != string(ef.EFEscalationRequired) || up.Count("send_payment") != 0 {
+		t.Fatalf("unresolved retry: code %q, upstream %d", efCode(res), up.Count("send_payment"))
+	}
+
+	// The principal resolves it with the plugin.
+	aliceUser, err := env.AddUser(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := tool(t, env, plugin, aliceUser.Kubeconfig, "kubectl", "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option+1))
+	if err != nil {
+		t.Fatalf("alice's kubectl actgate resolve: %v\n%s%s", err, stdout, stderr)
+	}
+	eventually(t, 30*time.Second, "the BindingMoment to be recorded Resolved by alice", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(bm), bm); err != nil {
+			return false, err.Error()
+		}
+		return bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice, fmt.Sprintf("%+v", bm.Status)
+	})
+
+	// The retry of exactly that call runs once.
+	res = callTool(t, cs, "send_payment", paymentArgs)
+	if res.IsError || up.Count("send_payment") != 1 || !strings.Contains(text(res), "paid: ") {
+		t.Fatalf("granted retry: isError=%v upstream count %d: %s\n%s", res.IsError, up.Count("send_payment"), text(res), authorityProc.output())
+	}
+	calls := up.Calls()
+	opID := calls[len(calls)-1].OperationID
+	granted := grantedAct(t, c, opID)
+	if granted.Status.State != v1alpha1.ActStateConsumed || granted.Status.AuthorityRef == nil {
+		t.Fatalf("the granted Act %s: %+v", granted.Name, granted.Status)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: granted.Status.AuthorityRef.Name}, lease); err != nil {
+		t.Fatalf("authority Lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != opID {
+		t.Fatalf("Lease %s holder %v, want the operation %s the upstream received", lease.Name, lease.Spec.HolderIdentity, opID)
+	}
+
+	// A replay is denied: the same call again does not run, and the spent authority cannot
+	// be consumed again, even by the agent's own token straight at the service.
+	res = callTool(t, cs, "send_payment", paymentArgs)
+	if !res.IsError || up.Count("send_payment") != 1 {
+		t.Fatalf("replay: isError=%v upstream count %d: %s", res.IsError, up.Count("send_payment"), text(res))
+	}
+	if again, _ := res.Meta[mcpproxy.MetaMomentID].(string); efCode(res) != string(ef.EFEscalationRequired) || again == momentName {
+		t.Fatalf("replay: code %q moment %q; the spent resolution must not authorise it again", efCode(res), again)
+	}
+	replayConsume(t, authAddr, pki, strings.TrimSpace(token), granted)
+
+	// A host loop running tools in-process asks /v1/enforce: a policy-permit call is allowed only
+	// after its authority was consumed, and reports its outcome to /v1/complete; the same call
+	// from retrieved text is refused (the sample's prompt-injection rule).
+	hostBlock := `{"type":"tool_use","id":"toolu_01","name":"email_send","input":{"to":"ap@acme.example","subject":"Receipt"}}`
+	dec := enforce(t, sideAddr, `{"vendor":"anthropic","block":`+hostBlock+`,"session":"conv-1","provenance":"retrieval"}`)
+	if dec.Allow || dec.Code == "" || !strings.Contains(string(dec.Deny), `"is_error":true`) {
+		t.Fatalf("email_send from retrieved text: %+v", dec)
+	}
+	dec = enforce(t, sideAddr, `{"vendor":"anthropic","block":`+hostBlock+`,"session":"conv-1","provenance":"user"}`)
+	if !dec.Allow || dec.AuthorityID == "" || dec.OperationID == "" {
+		t.Fatalf("email_send from the user: %+v", dec)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: dec.AuthorityID}, lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != dec.OperationID {
+		t.Fatalf("allow returned before the Lease %s was consumed for %s: %v %+v", dec.AuthorityID, dec.OperationID, err, lease.Spec)
+	}
+	if status, body := post(t, "http://"+sideAddr+sidecar.CompletePath, `{"operation_id":"`+dec.OperationID+`","outcome":"executed","result":{"sent":true}}`); status != 200 || !strings.Contains(body, "EXECUTED") {
+		t.Fatalf("/v1/complete: HTTP %d %s", status, body)
+	}
+
+	// kubectl shows it all.
+	acts := env.Kubectl(t, "-n", agentNS, "get", "acts", "-o", "wide")
+	t.Logf("kubectl get acts -o wide:\n%s", acts)
+	for _, want := range [][]string{
+		{"get_balance", "INFORMATIONAL", "Allowed"},
+		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
+		{granted.Name, "send_payment", "FINANCIAL", "Allowed", "CONSUMED"},
+		{"email_send", "COMMUNICATION", "Allowed", "CONSUMED"},
+		{"email_send", "COMMUNICATION", "Denied"},
+	} {
+		if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {
+			t.Errorf("kubectl get acts has no line with %q", want)
+		}
+	}
+	if out, stderr, err := tool(t, env, plugin, "", "kubectl", "actgate", "acts", "-n", agentNS); err != nil || !strings.Contains(out, "send_payment") {
+		t.Errorf("kubectl actgate acts: %v\n%s%s", err, out, stderr)
+	} else {
+		t.Logf("kubectl actgate acts:\n%s", out)
+	}
+
+	// The sidecar journaled the dispatch and recorded its outcome.
+	sidecarProc.stop(t)
+	checkJournal(t, journalDir, signPub, opID, granted)
+}
+
+// pointWebhooksAt rewrites the chart's webhook configurations to call the local manager at
+// base (path kept) with the test CA: the API server cannot reach a Service here.
+func pointWebhooksAt(t *testing.T, c client.Client, base string, caPEM []byte) {
+	t.Helper()
+	ctx := t.Context()
+	var m admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: "actgate-mutating-webhook-configuration"}, &m); err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Webhooks {
+		m.Webhooks[i].ClientConfig = localClientConfig(t, m.Webhooks[i].ClientConfig, base, caPEM)
+	}
+	if err := c.Update(ctx, &m); err != nil {
+		t.Fatal(err)
+	}
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: "actgate-validating-webhook-configuration"}, &v); err != nil {
+		t.Fatal(err)
+	}
+	for i := range v.Webhooks {
+		v.Webhooks[i].ClientConfig = localClientConfig(t, v.Webhooks[i].ClientConfig, base, caPEM)
+	}
+	if err := c.Update(ctx, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Webhooks) == 0 || len(v.Webhooks) == 0 {
+		t.Fatalf("the chart installed %d mutating and %d validating webhooks", len(m.Webhooks), len(v.Webhooks))
+	}
+}
+
+func localClientConfig(t *testing.T, cc admissionregistrationv1.WebhookClientConfig, base string, caPEM []byte) admissionregistrationv1.WebhookClientConfig {
+	t.Helper()
+	if cc.Service == nil || cc.Service.Path == nil {
+		t.Fatalf("a chart webhook has no service path: %+v", cc)
+	}
+	u := base + *cc.Service.Path
+	return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caPEM}
+}
+
+// missingRules returns the rules user (with groups) is not allowed in namespace, asked of the
+// API server's authorizer with SubjectAccessReviews (what `kubectl auth can-i --as` does).
+func missingRules(t *testing.T, c client.Client, user string, groups []string, namespace string, rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	t.Helper()
+	var missing []rbacv1.PolicyRule
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				for _, verb := range r.Verbs {
+					sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+						User: user, Groups: groups,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: g, Resource: resource, Subresource: sub},
+					}}
+					if err := c.Create(t.Context(), sar); err != nil {
+						t.Fatal(err)
+					}
+					if !sar.Status.Allowed {
+						missing = append(missing, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: []string{res}, Verbs: []string{verb}})
+					}
+				}
+			}
+		}
+	}
+	return missing
+}
+
+func describe(rules []rbacv1.PolicyRule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		g := r.APIGroups[0]
+		if g == "" {
+			g = "core"
+		}
+		out[i] = fmt.Sprintf("%s %s/%s", r.Verbs[0], g, r.Resources[0])
+	}
+	return out
+}
+
+// grant binds user to a ClusterRole of rules.
+func grant(t *testing.T, c client.Client, name, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := t.Context()
+	if err := c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkInjected asserts the webhook's work on the agent Pod: the native sidecar is there, the
+// credential left the agent container for the sidecar, the agent's MCP URL points at the
+// sidecar, and the status annotation records it. It returns the sidecar container.
+func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
+	t.Helper()
+	var side *corev1.Container
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == "actgate-sidecar" {
+			side = &pod.Spec.InitContainers[i]
+		}
+	}
+	if side == nil {
+		t.Fatalf("no actgate-sidecar init container in the Pod: %+v", pod.Spec)
+	}
+	if side.RestartPolicy == nil || *side.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("the sidecar is not a native sidecar (restartPolicy Always): %v", side.RestartPolicy)
+	}
+	if len(side.Args) == 0 || side.Args[0] != "sidecar" {
+		t.Errorf("the sidecar runs %v, want `actgate sidecar`", side.Args)
+	}
+	if _, ok := pod.Annotations["actgate.io/status"]; !ok {
+		t.Errorf("no actgate.io/status annotation")
+	}
+	var agent *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == "agent" {
+			agent = &pod.Spec.Containers[i]
+		}
+	}
+	if agent == nil {
+		t.Fatal("the agent container is gone")
+	}
+	for _, e := range agent.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "payments-mcp" {
+			t.Errorf("the agent container still reads the credential Secret (%s)", e.Name)
+		}
+		if e.Name == "MCP_SERVER_URL" && !strings.HasPrefix(e.Value, "http://127.0.0.1:") {
+			t.Errorf("the agent's MCP_SERVER_URL is %q, not the sidecar", e.Value)
+		}
+	}
+	moved := slices.ContainsFunc(side.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "PAYMENTS_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "payments-mcp"
+	})
+	if !moved {
+		t.Errorf("the credential reference did not move to the sidecar: %+v", side.Env)
+	}
+	return *side
+}
+
+// sidecarEnv is the environment the kubelet would give the injected sidecar: its env values,
+// the downward API fields, Secret references resolved, and the credentials volume written
+// to a local folder. What `actgate sidecar` needs in a pod and the injected spec does not
+// provide is a failure; local values (overrides) are used in any case for what only exists
+// in this test (addresses, files).
+func sidecarEnv(t *testing.T, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, overrides map[string]string) []string {
+	t.Helper()
+	vars := map[string]string{}
+	for _, e := range side.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.name":
+				vars[e.Name] = pod.Name
+			case "metadata.namespace":
+				vars[e.Name] = pod.Namespace
+			case "metadata.uid":
+				vars[e.Name] = string(pod.UID)
+			case "spec.serviceAccountName":
+				vars[e.Name] = pod.Spec.ServiceAccountName
+			default:
+				t.Fatalf("sidecar env %s: unsupported field %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+		case e.ValueFrom.SecretKeyRef != nil:
+			var s corev1.Secret
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: e.ValueFrom.SecretKeyRef.Name}, &s); err != nil {
+				t.Fatal(err)
+			}
+			vars[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+		}
+	}
+	// The credentials volume, as the kubelet would project it.
+	credDir := filepath.Join(dir, "credentials")
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != "actgate-credentials" || v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.Secret == nil {
+				continue
+			}
+			var s corev1.Secret
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: src.Secret.Name}, &s); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range src.Secret.Items {
+				writeFile(t, credDir, it.Path, s.Data[it.Key])
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(credDir, "payments", "credential")); err != nil {
+		t.Errorf("the injected credentials volume does not project payments/credential: %v", err)
+	}
+	if vars["ACTGATE_CREDENTIALS_DIR"] == "" {
+		t.Errorf("the injected sidecar has no ACTGATE_CREDENTIALS_DIR")
+	}
+	vars["ACTGATE_CREDENTIALS_DIR"] = credDir
+	for name, want := range map[string]string{"ACTGATE_SERVERS": "payments", "ACTGATE_POD_NAMESPACE": agentNS, "ACTGATE_SERVICE_ACCOUNT": agentSA} {
+		if vars[name] != want {
+			t.Errorf("injected %s = %q, want %q", name, vars[name], want)
+		}
+	}
+	// What the sidecar cannot start without in a pod. The injected container must carry each
+	// (as a variable, or for the journal a writable volume); the test supplies its own anyway.
+	var missing []string
+	for _, name := range []string{"ACTGATE_AUTHORITY_CA_FILE", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE", "ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS"} {
+		if vars[name] == "" {
+			missing = append(missing, name)
+		}
+	}
+	if vars["ACTGATE_JOURNAL_DIR"] == "" && !slices.ContainsFunc(side.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/actgate/journal" }) {
+		missing = append(missing, "a writable journal folder (ACTGATE_JOURNAL_DIR or an emptyDir at /var/run/actgate/journal; the root filesystem is read-only)")
+	}
+	if len(missing) > 0 {
+		t.Errorf("the injected sidecar could not start in a pod: it lacks %s (webhook/inject/sidecar.yaml.tmpl); the test supplies them to continue",
+			strings.Join(missing, ", "))
+	}
+	for k, v := range overrides {
+		vars[k] = v
+	}
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// optionFor returns the index of the moment's option whose action digest is exactly tool with
+// args (envelope-04 §5.6, DESIGN.md "The action an option authorises").
+func optionFor(t *testing.T, bm *v1alpha1.BindingMoment, tool, args string) int {
+	t.Helper()
+	env, err := envelope.Parse([]byte(bm.Spec.Envelope))
+	if err != nil {
+		t.Fatalf("BindingMoment envelope: %v", err)
+	}
+	want, err := action.Digest(tool, json.RawMessage(args), jcs.Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < env.NumOptions(); i++ {
+		if o, _ := env.Option(i); o.ActionDigest == want {
+			return i
+		}
+	}
+	t.Fatalf("no option of %s authorises %s %s", bm.Name, tool, args)
+	return -1
+}
+
+// grantedAct finds the Act whose dispatch is operation opID.
+func grantedAct(t *testing.T, c client.Client, opID string) *v1alpha1.Act {
+	t.Helper()
+	var list v1alpha1.ActList
+	if err := c.List(t.Context(), &list, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.OperationID == opID {
+			return &list.Items[i]
+		}
+	}
+	t.Fatalf("no Act records operation %s", opID)
+	return nil
+}
+
+// replayConsume presents the spent authority again, straight to the service, as the agent.
+func replayConsume(t *testing.T, authAddr string, p *pki, token string, granted *v1alpha1.Act) {
+	t.Helper()
+	rc := &review.Client{
+		URL:   "https://" + authAddr,
+		HTTP:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}}},
+		Token: func() (string, error) { return token, nil },
+	}
+	s := granted.Spec
+	resp, err := rc.Do(t.Context(), review.Request{Operation: review.OperationConsume, Consume: &review.ConsumeRequest{
+		AuthorityID: granted.Status.AuthorityRef.Name, OperationID: journal.NewOperationID(),
+		Binding: review.Binding{ActID: s.ActID, ArgumentsDigest: string(s.ArgumentsDigest), ActionDigest: string(s.ActionDigest),
+			Tool: s.Tool, Destination: s.Destination, SinkID: s.SinkID, PolicyEpoch: fmt.Sprint(s.PolicyEpoch)},
+	}})
+	if err != nil {
+		t.Fatalf("replayed consume: %v", err)
+	}
+	if resp.Allowed || resp.Code != ef.EF005 {
+		t.Fatalf("a spent authority was consumed again: %+v", resp)
+	}
+}
+
+// checkJournal opens the stopped sidecar's journal: the granted dispatch went through
+// DISPATCH_PENDING to EXECUTED, for the authority the Act names.
+func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act) {
+	t.Helper()
+	verifier, err := sidecar.LoadVerifier(pubFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := boltstore.Open(filepath.Join(dir, sidecar.JournalFile), boltstore.Options{Verifier: verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.Record(t.Context(), opID)
+	if err != nil {
+		t.Fatalf("journal record of %s: %v", opID, err)
+	}
+	if rec.State != journal.StateExecuted || rec.AuthorityID != granted.Status.AuthorityRef.Name || rec.ActionDigest != string(granted.Spec.ActionDigest) ||
+		len(rec.History) == 0 || rec.History[0].To != journal.StateDispatchPending {
+		t.Fatalf("journal record %+v", rec)
+	}
+}
+
+// enforce posts a host-loop block to the sidecar's /v1/enforce.
+func enforce(t *testing.T, addr, body string) sidecar.Decision {
+	t.Helper()
+	status, b := post(t, "http://"+addr+sidecar.EnforcePath, body)
+	var d sidecar.Decision
+	if err := json.Unmarshal([]byte(b), &d); err != nil || status != http.StatusOK {
+		t.Fatalf("/v1/enforce: HTTP %d %v: %s", status, err, b)
+	}
+	return d
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name, args string) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	return res
+}
+
+func efCode(r *mcp.CallToolResult) string {
+	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
+	return s
+}
+
+func text(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
