@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,70 +41,84 @@ func canonicalObject(ms []member) ([]byte, error) {
 		}
 		return 0
 	})
-	var buf bytes.Buffer
-	buf.WriteByte('{')
+	// One allocation in the common case: every member's key and value, quoted, plus the
+	// separators, and room for a few escapes.
+	size := 2
+	for _, m := range ms {
+		size += len(m.key) + len(m.str) + 8
+		if m.isNum {
+			size += 16
+		}
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, '{')
+	var err error
 	for i, m := range ms {
 		if i > 0 {
 			if ms[i-1].key == m.key {
 				return nil, fmt.Errorf("%w: duplicate member %q", ErrInvalid, m.key)
 			}
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
 		for j := 0; j < len(m.key); j++ {
 			if m.key[j] >= utf8.RuneSelf {
 				return nil, fmt.Errorf("%w: non-ASCII member name %q", ErrInvalid, m.key)
 			}
 		}
-		if err := writeString(&buf, m.key); err != nil {
+		if buf, err = appendString(buf, m.key); err != nil {
 			return nil, err
 		}
-		buf.WriteByte(':')
+		buf = append(buf, ':')
 		if m.isNum {
 			if m.num > maxSafeInteger || m.num < -maxSafeInteger {
 				return nil, fmt.Errorf("%w: %s = %d is outside ±(2^53-1)", ErrInvalid, m.key, m.num)
 			}
-			buf.WriteString(strconv.FormatInt(m.num, 10))
+			buf = strconv.AppendInt(buf, m.num, 10)
 			continue
 		}
-		if err := writeString(&buf, m.str); err != nil {
+		if buf, err = appendString(buf, m.str); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.key, err)
 		}
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return append(buf, '}'), nil
 }
 
-func writeString(buf *bytes.Buffer, s string) error {
+// appendString appends s as a JCS string: quoted, with '"', '\\' and the controls below U+0020
+// escaped (the short forms where JSON has them) and every other byte copied as it is. Runs of
+// bytes that need no escape are copied at once.
+func appendString(buf []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("%w: string is not valid UTF-8", ErrInvalid)
+		return nil, fmt.Errorf("%w: string is not valid UTF-8", ErrInvalid)
 	}
 	const hex = "0123456789abcdef"
-	buf.WriteByte('"')
+	buf = append(buf, '"')
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == '"':
-			buf.WriteString(`\"`)
-		case c == '\\':
-			buf.WriteString(`\\`)
-		case c == '\b':
-			buf.WriteString(`\b`)
-		case c == '\f':
-			buf.WriteString(`\f`)
-		case c == '\n':
-			buf.WriteString(`\n`)
-		case c == '\r':
-			buf.WriteString(`\r`)
-		case c == '\t':
-			buf.WriteString(`\t`)
-		case c < 0x20:
-			buf.WriteString(`\u00`)
-			buf.WriteByte(hex[c>>4])
-			buf.WriteByte(hex[c&0xf])
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		start = i + 1
+		switch c {
+		case '"':
+			buf = append(buf, `\"`...)
+		case '\\':
+			buf = append(buf, `\\`...)
+		case '\b':
+			buf = append(buf, `\b`...)
+		case '\f':
+			buf = append(buf, `\f`...)
+		case '\n':
+			buf = append(buf, `\n`...)
+		case '\r':
+			buf = append(buf, `\r`...)
+		case '\t':
+			buf = append(buf, `\t`...)
 		default:
-			buf.WriteByte(c)
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 	}
-	buf.WriteByte('"')
-	return nil
+	buf = append(buf, s[start:]...)
+	return append(buf, '"'), nil
 }

@@ -138,14 +138,20 @@ func TestCommitterIsolatesFailures(t *testing.T) {
 	}
 	submit("leader", put("leader"))
 	waitLeaderBlocked(c)
+	// Queued one at a time so the group's order is known: ok1 runs before each failure and is
+	// re-run after each (goroutines started together would queue in any order, and with both
+	// failures first nothing would be re-run).
 	submit("ok1", put("ok1"))
+	waitQueued(c, 1)
 	submit("fails", func(tx *bolt.Tx) error {
 		if err := put("fails")(tx); err != nil {
 			return err
 		}
 		return boom
 	})
+	waitQueued(c, 2)
 	submit("panics", func(*bolt.Tx) error { panic("bad") })
+	waitQueued(c, 3)
 	submit("ok2", put("ok2"))
 	waitQueued(c, 4)
 	if err := hold.Rollback(); err != nil {

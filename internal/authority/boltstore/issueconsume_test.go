@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -35,23 +36,28 @@ func TestIssueConsumeAndPend(t *testing.T) {
 					t.Fatal("second handle owns the file")
 				}
 			}
+			f.clock.Advance(1234567 * time.Nanosecond) // times below the signed millisecond
+			now := f.clock.Now()
 			a := f.sign(t, 1)
 			rec := pendingFor(a, journal.NewOperationID())
 			got, pend, err := s.IssueConsumeAndPend(ctx, a, a.Binding, rec, []byte("receipt-1"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.State != authority.StateConsumed || got.ConsumedBy != rec.OperationID || got.Authority.ID != a.ID || !got.ConsumedAt.Equal(t0) {
+			if got.State != authority.StateConsumed || got.ConsumedBy != rec.OperationID || got.Authority.ID != a.ID || !got.ConsumedAt.Equal(now) {
 				t.Fatalf("authority %+v", got)
 			}
 			if pend.State != journal.StateDispatchPending || pend.Instance != s.Instance() || len(pend.Receipts) != 1 ||
-				string(pend.Receipts[0]) != "receipt-1" || pend.AuthorityID != a.ID || !pend.CreatedAt.Equal(t0) {
+				string(pend.Receipts[0]) != "receipt-1" || pend.AuthorityID != a.ID || !pend.CreatedAt.Equal(now) {
 				t.Fatalf("record %+v", pend)
 			}
 			// What the store holds, read back.
 			stored, err := s.Get(ctx, "", a.ID)
 			if err != nil || stored.State != authority.StateConsumed || stored.ConsumedBy != rec.OperationID {
 				t.Fatalf("Get: %+v, %v", stored, err)
+			}
+			if !reflect.DeepEqual(got, stored) {
+				t.Fatalf("IssueConsumeAndPend returned\n%+v\nGet reads back\n%+v", got, stored)
 			}
 			for name, read := range map[string]func() (journal.DispatchRecord, error){
 				"Record":      func() (journal.DispatchRecord, error) { return s.Record(ctx, rec.OperationID) },
@@ -342,5 +348,57 @@ func TestIssueConsumeAndPendDurableAcrossReopen(t *testing.T) {
 	}
 	if _, _, err := s2.ConsumeAndPend(ctx, a.ID, a.Binding, pendingFor(a, journal.NewOperationID()), nil); !errors.Is(err, authority.ErrConsumed) {
 		t.Fatalf("ConsumeAndPend after restart: %v, want ErrConsumed", err)
+	}
+}
+
+// TestUpdateRecordChangedMeanwhile: a transition is decided on the record as read, outside the
+// write lock; if the record changes before the commit (another writer got there first), the
+// transition is decided again on what is stored then — never written over it.
+func TestUpdateRecordChangedMeanwhile(t *testing.T) {
+	executed := journal.Outcome{Authoritative: true, EvidenceDigest: digestOf("response"), Result: []byte("ok")}
+	for _, tc := range []struct {
+		name      string
+		meanwhile journal.State // what another writer records between the read and the commit
+		want      error
+		history   []journal.State
+	}{
+		{"to INVOKED: EXECUTED follows it", journal.StateInvoked, nil,
+			[]journal.State{journal.StateDispatchPending, journal.StateInvoked, journal.StateExecuted}},
+		{"to INDETERMINATE: only reconciliation leaves it", journal.StateIndeterminate, journal.ErrInvalidTransition,
+			[]journal.State{journal.StateDispatchPending, journal.StateIndeterminate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			s := f.open(t)
+			a := f.sign(t, 1)
+			op := journal.NewOperationID()
+			if _, _, err := s.IssueConsumeAndPend(ctx, a, a.Binding, pendingFor(a, op), nil); err != nil {
+				t.Fatal(err)
+			}
+			first := true
+			_, err := s.own.l.update(ctx, op, func(r journal.DispatchRecord, now time.Time) (journal.DispatchRecord, error) {
+				if first {
+					first = false
+					if _, err := s.Transition(ctx, op, tc.meanwhile, journal.Outcome{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return journal.Apply(r, journal.StateExecuted, executed, now)
+			})
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("update: %v, want %v", err, tc.want)
+			}
+			rec, err := s.Record(ctx, op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []journal.State
+			for _, st := range rec.History {
+				got = append(got, st.To)
+			}
+			if !reflect.DeepEqual(got, tc.history) {
+				t.Fatalf("history %v, want %v", got, tc.history)
+			}
+		})
 	}
 }

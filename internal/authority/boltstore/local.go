@@ -493,65 +493,70 @@ func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authorit
 		return authority.Record{}, none, err
 	}
 	stored := storedAuthority{Payload: payload, Signature: a.Signature, State: authority.StateIssued}
-	issued, err := stored.record()
+	// The record as Get will read it back (ParsePayload of these bytes), built without parsing
+	// them again: Payload succeeded, so the bytes hold exactly a's fields, times at their signed
+	// millisecond precision in UTC.
+	issued := authority.Record{Authority: a, State: authority.StateIssued}
+	issued.Authority.IssuedAt = time.UnixMilli(a.IssuedAt.UnixMilli()).UTC()
+	issued.Authority.ExpiresAt = time.UnixMilli(a.ExpiresAt.UnixMilli()).UTC()
+	issued.Authority.Signature = bytes.Clone(a.Signature)
+	// Everything written is built and encoded here, outside the write lock, so that the group
+	// commit — one writer at a time — spends its time on the checks and the fsync. The
+	// timestamps (ConsumedAt, the record's CreatedAt) are therefore the time of the request,
+	// a moment before the commit; expiry is still checked at the commit's time, inside it.
+	now := l.now()
+	rec, err := journal.NewRecord(pending, receipt, inst, now)
 	if err != nil {
 		return authority.Record{}, none, err
 	}
-	opKey := []byte(pending.OperationID)
-
-	var res struct {
-		auth authority.Record
-		rec  journal.DispatchRecord
-		err  error
+	consumed := stored
+	consumed.State, consumed.ConsumedAt, consumed.ConsumedBy = authority.StateConsumed, now, rec.OperationID
+	encAuth, err := json.Marshal(consumed)
+	if err != nil {
+		return authority.Record{}, none, unavailable(err)
 	}
+	encRec, err := json.Marshal(rec)
+	if err != nil {
+		return authority.Record{}, none, unavailable(err)
+	}
+	opKey := []byte(rec.OperationID)
+
+	var refused error
 	err = l.batch(ctx, func(tx *bolt.Tx) error {
-		res.auth, res.rec, res.err = authority.Record{}, journal.DispatchRecord{}, nil
+		refused = nil
 		if err := ctx.Err(); err != nil {
-			res.err = unavailable(err)
+			refused = unavailable(err)
 			return nil
 		}
 		b := tx.Bucket(bucketAuthorities)
 		if v := b.Get(key); v != nil {
-			res.err = alreadyThere(v, a.ID)
+			refused = alreadyThere(v, a.ID)
 			return nil
 		}
 		if tx.Bucket(bucketDispatch).Get(opKey) != nil {
-			res.err = fmt.Errorf("%w: operation %s", journal.ErrExists, pending.OperationID)
+			refused = fmt.Errorf("%w: operation %s", journal.ErrExists, rec.OperationID)
 			return nil
 		}
-		now := l.now()
-		if err := authority.CheckTime(issued.Authority, now, authority.DefaultSkew); err != nil {
-			res.err = err
+		if err := authority.CheckTime(issued.Authority, l.now(), authority.DefaultSkew); err != nil {
+			refused = err
 			return nil
 		}
-		rec, err := journal.NewRecord(pending, receipt, inst, now)
-		if err != nil {
-			res.err = err
-			return nil
-		}
-		st := stored
-		st.State, st.ConsumedAt, st.ConsumedBy = authority.StateConsumed, now, pending.OperationID
-		enc, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(key, enc); err != nil {
+		if err := b.Put(key, encAuth); err != nil {
 			return err
 		}
 		// No dispatch_by_authority entry: the record is found through ConsumedBy, as for
 		// ConsumeAndPend.
-		if err := putRecord(tx, rec, true, false); err != nil {
-			return err
-		}
-		res.auth = issued
-		res.auth.State, res.auth.ConsumedAt, res.auth.ConsumedBy = st.State, st.ConsumedAt, st.ConsumedBy
-		res.rec = rec
-		return nil
+		return putEncodedRecord(tx, rec, encRec, true, false)
 	})
 	if err != nil {
 		return authority.Record{}, none, err
 	}
-	return res.auth, res.rec, res.err
+	if refused != nil {
+		return authority.Record{}, none, refused
+	}
+	out := issued
+	out.State, out.ConsumedAt, out.ConsumedBy = consumed.State, consumed.ConsumedAt, consumed.ConsumedBy
+	return out, rec, nil
 }
 
 // alreadyThere is IssueConsumeAndPend's refusal of an authority that exists: consumed, or still
@@ -582,6 +587,11 @@ func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew, indexAuthority bo
 	if err != nil {
 		return err
 	}
+	return putEncodedRecord(tx, rec, enc, isNew, indexAuthority)
+}
+
+// putEncodedRecord is putRecord with rec already encoded (enc = json.Marshal(rec)).
+func putEncodedRecord(tx *bolt.Tx, rec journal.DispatchRecord, enc []byte, isNew, indexAuthority bool) error {
 	if err := tx.Bucket(bucketDispatch).Put([]byte(rec.OperationID), enc); err != nil {
 		return err
 	}
@@ -669,8 +679,41 @@ func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchReco
 	return res.rec, res.err
 }
 
-// update applies a journal rule to one record inside the group commit.
+// update applies a journal rule to one record. The record is read, the rule applied and the
+// result encoded outside the write lock; inside the group commit the record is written only if
+// it is byte for byte the one read (a compare-and-swap on the stored bytes), so the commit's one
+// writer does no decoding or encoding. If the record changed in between (another process of a
+// shared store, recovery), the rule is applied again inside the commit, to what is there then.
+// A refusal computed outside (ErrNotFound, an invalid transition) is returned as it is: it was
+// true of the record as committed when read.
 func (l *local) update(ctx context.Context, operationID string, apply func(journal.DispatchRecord, time.Time) (journal.DispatchRecord, error)) (journal.DispatchRecord, error) {
+	key := []byte(operationID)
+	var seen []byte
+	if err := l.view(ctx, func(tx *bolt.Tx) error {
+		seen = bytes.Clone(tx.Bucket(bucketDispatch).Get(key))
+		return nil
+	}); err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	if seen == nil {
+		return journal.DispatchRecord{}, fmt.Errorf("%w: operation %s", journal.ErrNotFound, operationID)
+	}
+	cur, err := decodeRecord(seen)
+	if err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	next, err := apply(cur, l.now())
+	if err != nil {
+		return journal.DispatchRecord{}, err
+	}
+	write := len(next.History) != len(cur.History) // an idempotent repeat writes nothing
+	var enc []byte
+	if write {
+		if enc, err = json.Marshal(next); err != nil {
+			return journal.DispatchRecord{}, unavailable(err)
+		}
+	}
+
 	var res struct {
 		rec journal.DispatchRecord
 		err error
@@ -681,7 +724,17 @@ func (l *local) update(ctx context.Context, operationID string, apply func(journ
 			res.err = unavailable(err)
 			return nil
 		}
-		v := tx.Bucket(bucketDispatch).Get([]byte(operationID))
+		v := tx.Bucket(bucketDispatch).Get(key)
+		if bytes.Equal(v, seen) {
+			if write {
+				if err := putEncodedRecord(tx, next, enc, false, false); err != nil {
+					return err
+				}
+			}
+			res.rec = next
+			return nil
+		}
+		// Changed since it was read: decide again on what is there now.
 		if v == nil {
 			res.err = fmt.Errorf("%w: operation %s", journal.ErrNotFound, operationID)
 			return nil
@@ -691,17 +744,17 @@ func (l *local) update(ctx context.Context, operationID string, apply func(journ
 			res.err = err
 			return nil
 		}
-		next, err := apply(cur, l.now())
+		again, err := apply(cur, l.now())
 		if err != nil {
 			res.err = err
 			return nil
 		}
-		if len(next.History) != len(cur.History) { // an idempotent repeat writes nothing
-			if err := putRecord(tx, next, false, false); err != nil {
+		if len(again.History) != len(cur.History) {
+			if err := putRecord(tx, again, false, false); err != nil {
 				return err
 			}
 		}
-		res.rec = next
+		res.rec = again
 		return nil
 	}); err != nil {
 		return journal.DispatchRecord{}, err
