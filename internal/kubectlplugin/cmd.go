@@ -191,13 +191,8 @@ func (p *plugin) actsCmd() *cobra.Command {
 				fmt.Fprintf(p.Streams.ErrOut, "No acts found %s.\n", where(ns))
 				return nil
 			}
-			list := &v1alpha1.ActList{Items: acts}
-			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ActList"))
-			for i := range list.Items {
-				list.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Act"))
-			}
 			t := ActsTable(acts, output == OutputWide, p.Now())
-			return exitOnError(PrintList(p.Streams.Out, output, allNamespaces, t, list, "act.actgate.io"))
+			return exitOnError(PrintList(p.Streams.Out, output, allNamespaces, t, actList(acts), "act.actgate.io"))
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list acts in every namespace")
@@ -248,13 +243,8 @@ names, shows "<envelope discarded: CODE>" and cannot be resolved.`,
 				}
 				return nil
 			}
-			list := &v1alpha1.BindingMomentList{Items: items}
-			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BindingMomentList"))
-			for i := range list.Items {
-				list.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BindingMoment"))
-			}
 			t := MomentsTable(rows, everyone, output == OutputWide, p.Now())
-			return exitOnError(PrintList(p.Streams.Out, output, allNamespaces, t, list, "bindingmoment.actgate.io"))
+			return exitOnError(PrintList(p.Streams.Out, output, allNamespaces, t, momentList(items), "bindingmoment.actgate.io"))
 		},
 	}
 	cmd.Flags().BoolVar(&everyone, "all", false, "every pending binding moment you can read, whoever its principal")

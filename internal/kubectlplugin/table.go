@@ -206,3 +206,24 @@ func PrintList(w io.Writer, output string, allNamespaces bool, table *metav1.Tab
 	}
 	return fmt.Errorf("unknown output format %q (allowed: %s)", safe(output), strings.Join(Outputs(), ", "))
 }
+
+// actList wraps acts in a typed list with apiVersion and kind set on it and on every item, as
+// -o json|yaml prints them (a list decoded by a client carries no kinds).
+func actList(items []v1alpha1.Act) *v1alpha1.ActList {
+	l := &v1alpha1.ActList{Items: items}
+	l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ActList"))
+	for i := range l.Items {
+		l.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Act"))
+	}
+	return l
+}
+
+// momentList is actList for binding moments.
+func momentList(items []v1alpha1.BindingMoment) *v1alpha1.BindingMomentList {
+	l := &v1alpha1.BindingMomentList{Items: items}
+	l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BindingMomentList"))
+	for i := range l.Items {
+		l.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BindingMoment"))
+	}
+	return l
+}

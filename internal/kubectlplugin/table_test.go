@@ -118,8 +118,7 @@ func TestMomentsTableShowsWhatTheDigestNames(t *testing.T) {
 
 func TestPrintListJSONAndYAML(t *testing.T) {
 	acts := ledgerActs(t, "payments")
-	list := &v1alpha1.ActList{Items: acts}
-	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ActList"))
+	list := actList(acts)
 	for _, output := range []string{OutputJSON, OutputYAML} {
 		t.Run(output, func(t *testing.T) {
 			out := render(t, func(b *bytes.Buffer) error {
@@ -136,7 +135,7 @@ func TestPrintListJSONAndYAML(t *testing.T) {
 			if err := json.Unmarshal(raw, &back); err != nil {
 				t.Fatal(err)
 			}
-			if back.Kind != "ActList" || len(back.Items) != len(acts) || back.Items[1].Spec.ActionDigest != acts[1].Spec.ActionDigest {
+			if back.Kind != "ActList" || len(back.Items) != len(acts) || back.Items[1].Kind != "Act" || back.Items[1].Spec.ActionDigest != acts[1].Spec.ActionDigest {
 				t.Errorf("round trip lost the list: kind %q, %d items", back.Kind, len(back.Items))
 			}
 		})
