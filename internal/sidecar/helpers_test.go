@@ -84,7 +84,7 @@ type mode struct {
 // real strict decoder: what the sidecar sends must be a valid review. It signs with signer (the
 // key the sidecar trusts) and remembers every consume.
 type stub struct {
-	t      *testing.T
+	t      testing.TB
 	signer *authority.Signer
 	rogue  *authority.Signer
 	modes  map[string]mode // by tool
@@ -109,7 +109,7 @@ func signerFrom(t testing.TB, seed string) *authority.Signer {
 	return signer
 }
 
-func newStub(t *testing.T, modes map[string]mode) *stub {
+func newStub(t testing.TB, modes map[string]mode) *stub {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/envelope.canonical.json")
 	if err != nil {
@@ -340,7 +340,7 @@ var bankModes = map[string]mode{
 // fixture is the sidecar's gate (real journal) behind the real MCP proxy, in front of a real
 // upstream MCP server, asking the stub service.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	stub  *stub
 	up    *mcptest.Server
 	store *boltstore.Store
@@ -348,7 +348,7 @@ type fixture struct {
 	srv   *httptest.Server
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	up, err := mcptest.Start(bankTools(), mcptest.Options{})
 	if err != nil {
@@ -393,7 +393,7 @@ func (f *fixture) agent() *mcp.ClientSession {
 	return connectTo(f.t, f.srv.URL+mcpproxy.Path("payments"))
 }
 
-func connectTo(t *testing.T, endpoint string) *mcp.ClientSession {
+func connectTo(t testing.TB, endpoint string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
