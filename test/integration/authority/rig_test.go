@@ -148,7 +148,7 @@ func serviceUser(t testing.TB, env *envtest.Env) *rest.Config {
 	return u.Config
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	env := apiServer(t)
 	ctx := context.Background()
