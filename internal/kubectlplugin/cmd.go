@@ -392,7 +392,11 @@ names that envelope.`,
 					return usagef("no resolution given: pass --option N, --answer TEXT, --question or --decline, or run in a terminal for the picker")
 				}
 			}
-			return p.resolve(cmd.Context(), args[0], f.pin, choice)
+			c, err := p.client()
+			if err != nil {
+				return err
+			}
+			return p.resolve(cmd.Context(), c, args[0], f.pin, choice)
 		},
 	}
 	cmd.Flags().IntVar(&f.option, "option", 0, "select option N (1-based, as show numbers them)")
@@ -417,12 +421,12 @@ Without NAME it opens your pending binding moment in the namespace, if there is 
 			if _, ok := terminalOf(p.Streams.In); !ok {
 				return usagef("the picker needs a terminal on stdin; use kubectl actgate resolve NAME --option N | --answer TEXT | --question | --decline")
 			}
-			if len(args) == 1 {
-				return p.resolve(cmd.Context(), args[0], "", nil)
-			}
 			c, err := p.client()
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				return p.resolve(cmd.Context(), c, args[0], "", nil)
 			}
 			ns, err := p.namespace()
 			if err != nil {
@@ -441,7 +445,7 @@ Without NAME it opens your pending binding moment in the namespace, if there is 
 				fmt.Fprintf(p.Streams.ErrOut, "No pending binding moments for %s %s.\n", safe(me), where(ns))
 				return nil
 			case 1:
-				return p.resolve(cmd.Context(), items[0].Name, "", nil)
+				return p.resolve(cmd.Context(), c, items[0].Name, "", nil)
 			}
 			names := make([]string, len(items))
 			for i := range items {
@@ -471,11 +475,7 @@ func (p *plugin) answerText(v string) (string, error) {
 
 // resolve loads the moment, checks it can be resolved, gets the choice (given, or from the
 // picker when choice is nil), checks it against the envelope and writes it.
-func (p *plugin) resolve(ctx context.Context, name, pin string, choice *envelope.Resolution) error {
-	c, err := p.client()
-	if err != nil {
-		return err
-	}
+func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choice *envelope.Resolution) error {
 	in, err := p.load(ctx, c, name)
 	if err != nil {
 		return err
