@@ -16,9 +16,9 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 )
 
-// Durability mode of every benchmark here: fsync (fdatasync) on every commit, commits grouped
-// across concurrent callers (one commit, hence one sync of data and one of the meta page, per
-// group). Nothing is measured with NoSync.
+// Durability mode of every benchmark here, named in each sub-benchmark as "fsync-group-commit":
+// fsync (fdatasync) on every commit, commits grouped across concurrent callers (one commit,
+// hence one sync of data and one of the meta page, per group). Nothing is measured with NoSync.
 
 // prepare signs n authorities and writes them straight into the file in one transaction, so
 // that setting up a benchmark does not cost n commits.
@@ -95,7 +95,7 @@ func runConcurrent(b *testing.B, callers, n int, op func(i int) error) {
 // record and receipt in one durable commit) with 1 and 64 concurrent callers.
 func BenchmarkConsumeAndPend(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) {
 			f := newFixture(b)
 			s := f.open(b)
 			auths := prepare(b, f, s, b.N)
@@ -115,7 +115,7 @@ func BenchmarkConsumeAndPend(b *testing.B) {
 // BenchmarkConsumeAndPend on that path.
 func BenchmarkIssueConsumeAndPend(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) {
 			f := newFixture(b)
 			s := f.open(b)
 			auths := make([]authority.Authority, b.N)
@@ -141,7 +141,7 @@ func BenchmarkIssueConsumeAndPend(b *testing.B) {
 // BenchmarkIssue: storing a signed authority (signature check and durable create).
 func BenchmarkIssue(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) {
 			f := newFixture(b)
 			s := f.open(b)
 			auths := make([]authority.Authority, b.N)
@@ -161,7 +161,7 @@ func BenchmarkIssue(b *testing.B) {
 // another process would).
 func BenchmarkConsumeAndPendShared(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) {
 			f := newFixture(b)
 			owner := f.open(b, shared)
 			auths := prepare(b, f, owner, b.N)
@@ -183,7 +183,7 @@ func BenchmarkConsumeAndPendShared(b *testing.B) {
 // Compare ConsumeAndPend with it on the same machine at the same time.
 func BenchmarkBaselineCommit(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) {
 			f := newFixture(b)
 			s := f.open(b)
 			c := s.own.l.commit

@@ -10,10 +10,14 @@
 // Every write commits with fsync (bbolt's default; NoSync is never set): when a method returns
 // nil, its effect survives a crash. Writes go through a group commit (committer, commit.go):
 // concurrent callers share one transaction and one fsync, so the cost of durability is paid per
-// group, not per caller (BenchmarkConsumeAndPend, BenchmarkBaselineCommit). It keeps the contract of bbolt's DB.Batch
-// (a caller's function may run more than once; see local.batch for the rules every function
-// here follows) but groups everyone who arrived during the previous commit instead of closing
-// groups on a timer; commit.go says why, with measurements.
+// group, not per caller (BenchmarkConsumeAndPend, BenchmarkIssueConsumeAndPend,
+// BenchmarkBaselineCommit). It keeps the contract of bbolt's DB.Batch (a caller's function may
+// run more than once; see local.batch for the rules every function here follows) but groups
+// everyone who arrived during the previous commit instead of closing groups on a timer;
+// commit.go says why, with measurements. The functions run one after another inside the one
+// write transaction, so the hot ones (IssueConsumeAndPend, Transition) verify, decide and
+// encode before they enter it and only check and write inside; Transition writes only if the
+// stored record is byte for byte the one it decided on, and decides again otherwise.
 //
 // # Single use
 //
