@@ -145,7 +145,8 @@ func (s *Service) setActStatus(ctx context.Context, a *v1alpha1.Act, st actStatu
 	if st.operationID != "" {
 		a.Status.OperationID = st.operationID
 	}
-	if st.state != "" && stateRank(st.state) >= stateRank(a.Status.State) {
+	// A terminal state (rank 9) is final; the CRD refuses any change to it.
+	if cur := stateRank(a.Status.State); st.state != "" && cur < 9 && stateRank(st.state) >= cur {
 		a.Status.State = st.state
 		if st.settled != "" {
 			meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{
@@ -174,8 +175,8 @@ func clipRunes(s string, max int) string {
 	return string(r[:max-1]) + "…"
 }
 
-// leaseLabels are copied onto Acts so the operator finds an act's Leases and moments by the
-// same act label.
+// actLabels are the labels of an Act: the same act label as its Leases and BindingMoments
+// carry, so the operator finds all three by one selector, and the session.
 func actLabels(actID, session string) map[string]string {
 	return map[string]string{
 		leasestore.LabelManagedBy: leasestore.ManagedBy,

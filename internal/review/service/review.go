@@ -110,6 +110,7 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 		return deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, req.Server))
 	}
 	if (a.Destination != nil && a.Destination.DestinationID != x.destination) || (a.Tool.ToolEndpoint != "" && a.Tool.ToolEndpoint != x.destination) {
+		s.log.Info("act refused: its destination is not the policy's server", "act", a.CandidateActID, "agent", c.user, "server", req.Server)
 		return deny(http.StatusOK, ef.EFDestinationMismatch, review.ReasonPolicy, "")
 	}
 	sinkID := compiled.SinkID()
@@ -117,6 +118,7 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 	case sinkID == "":
 		sinkID = a.FinalitySink.SinkID
 	case a.FinalitySink.SinkID != sinkID:
+		s.log.Info("act refused: it names another finality sink than the policy's", "act", a.CandidateActID, "agent", c.user)
 		return deny(http.StatusOK, ef.EF040, review.ReasonPolicy, "The act names another finality sink than the policy's.")
 	}
 
@@ -222,7 +224,7 @@ func (s *Service) refuse(ctx context.Context, x *call, o outcome) outcome {
 // it while it is unspent and unexpired.
 func (s *Service) grant(ctx context.Context, x *call, ttl time.Duration, reason review.Reason, esc *review.Escalation) outcome {
 	if ttl <= 0 {
-		ttl = time.Duration(60) * time.Second
+		ttl = 60 * time.Second // v1alpha1.DefaultAuthorityTTL; policy always sets one for Permit and Escalate
 	}
 	ttl = min(ttl, authority.MaxTTL)
 	a, err := s.signer.Sign(x.binding, x.now, ttl)
