@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,6 +127,8 @@ func TestEndToEnd(t *testing.T) {
 		return true, ""
 	})
 
+	checkChartArgs(t, c, actgate, work)
+
 	// The manager runs as the chart's manager service account, with the chart's webhook
 	// configuration (certificates provided here instead of by the rotator), and the chart's
 	// webhook configurations pointed at it.
@@ -138,12 +142,29 @@ func TestEndToEnd(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "actgate-webhook-config"}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	var whCfg webhook.Config
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
+	// The chart's webhook.yaml, with what only exists in this test swapped in: the listener,
+	// certificates provided here (mode external), and the files that name the authority's CA
+	// and signing public key for the injector (in the chart: mounted Secrets).
+	var whCfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
 		t.Fatalf("the chart's webhook.yaml: %v", err)
 	}
-	whCfg.Server = webhook.ServerConfig{Host: "127.0.0.1", Port: portOf(t, whAddr), CertDir: pki.keyDir}
-	whCfg.Certs.Mode = webhook.CertModeExternal
+	caFile := writeFile(t, pki.keyDir, "ca.crt", pki.caPEM)
+	signKey, signPub := signingKey(t, work)
+	whCfg["server"] = map[string]any{"host": "127.0.0.1", "port": portOf(t, whAddr), "certDir": pki.keyDir}
+	certs, _ := whCfg["certs"].(map[string]any)
+	if certs == nil {
+		certs = map[string]any{}
+		whCfg["certs"] = certs
+	}
+	certs["mode"] = string(webhook.CertModeExternal)
+	if trust, ok := whCfg["authority"].(map[string]any); ok {
+		for k, local := range map[string]string{"caFile": caFile, "publicKeyFile": signPub} {
+			if _, set := trust[k]; set {
+				trust[k] = local
+			}
+		}
+	}
 	whYAML, err := yaml.Marshal(whCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +191,6 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signKey, signPub := signingKey(t, work)
 	authAddr := freeAddr(t)
 	authorityProc := start(t, "authority", actgate, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
 		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.certFile,
@@ -236,23 +256,24 @@ spec:
 
 	// ---- 3. The sidecar, a real MCP server and client -------------------------------------------
 	t.Log("step 3: the sidecar with the injected environment; a real MCP client through it")
-	token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", agentNS, "create", "token", agentSA,
-		"--audience", service.DefaultAudience, "--bound-object-kind", "Pod", "--bound-object-name", agentPod, "--duration", "1h")
-	if err != nil {
-		t.Fatalf("kubectl create token: %v\n%s", err, stderr)
-	}
 	sideAddr := freeAddr(t)
-	journalDir := filepath.Join(work, "journal")
-	sideEnv := sidecarEnv(t, c, pod, side, work, map[string]string{
-		"ACTGATE_LISTEN":                    sideAddr,
-		"ACTGATE_AUTHORITY_URL":             "https://" + authAddr,
-		"ACTGATE_AUTHORITY_TOKEN_FILE":      writeFile(t, work, "sa-token", []byte(strings.TrimSpace(token))),
-		"ACTGATE_AUTHORITY_CA_FILE":         writeFile(t, work, "authority-ca.crt", pki.caPEM),
-		"ACTGATE_AUTHORITY_PUBLIC_KEY_FILE": signPub,
+	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, map[string]string{
+		"ACTGATE_LISTEN":        sideAddr,
+		"ACTGATE_AUTHORITY_URL": "https://" + authAddr,
+	}, map[string]string{
 		"ACTGATE_SINK_ID":                   sinkID,
 		"ACTGATE_SERVER_URLS":               "payments=" + up.URL,
-		"ACTGATE_JOURNAL_DIR":               journalDir,
+		"ACTGATE_AUTHORITY_TOKEN_FILE":      fallbackToken(t, env),
+		"ACTGATE_AUTHORITY_CA_FILE":         caFile,
+		"ACTGATE_AUTHORITY_PUBLIC_KEY_FILE": signPub,
+		"ACTGATE_JOURNAL_DIR":               filepath.Join(work, "journal"),
 	})
+	journalDir := sideVars["ACTGATE_JOURNAL_DIR"]
+	tokenBytes, err := os.ReadFile(sideVars["ACTGATE_AUTHORITY_TOKEN_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tokenBytes))
 	sidecarProc := start(t, "sidecar", actgate, sideEnv, side.Args...)
 	waitTCP(t, sidecarProc, sideAddr)
 
@@ -363,7 +384,7 @@ spec:
 	if again, _ := res.Meta[mcpproxy.MetaMomentID].(string); efCode(res) != string(ef.EFEscalationRequired) || again == momentName {
 		t.Fatalf("replay: code %q moment %q; the spent resolution must not authorise it again", efCode(res), again)
 	}
-	replayConsume(t, authAddr, pki, strings.TrimSpace(token), granted)
+	replayConsume(t, authAddr, pki, token, granted)
 
 	// A host loop running tools in-process asks /v1/enforce: a policy-permit call is allowed only
 	// after its authority was consumed, and reports its outcome to /v1/complete; the same call
@@ -407,6 +428,56 @@ spec:
 	// The sidecar journaled the dispatch and recorded its outcome.
 	sidecarProc.stop(t)
 	checkJournal(t, journalDir, signPub, opID, granted)
+}
+
+// checkChartArgs runs the binary with the arguments of each container the chart deploys: a
+// flag the binary does not know (or a required one missing) would crash the pod at start,
+// which no kubelet here would show. Anything else (a missing file, no cluster) is expected.
+func checkChartArgs(t *testing.T, c client.Client, bin, dir string) {
+	t.Helper()
+	var deps appsv1.DeploymentList
+	if err := c.List(t.Context(), &deps, client.InNamespace(releaseNS)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) == 0 {
+		t.Fatal("the chart deployed nothing")
+	}
+	for _, d := range deps.Items {
+		for _, ct := range d.Spec.Template.Spec.Containers {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			cmd := exec.CommandContext(ctx, bin, ct.Args...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "KUBECONFIG=" + filepath.Join(dir, "no-such-kubeconfig")}
+			cmd.Dir = dir
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			_ = cmd.Run()
+			cancel()
+			for _, bad := range []string{"unknown flag", "unknown shorthand flag", "required flag", "invalid argument", "unknown command"} {
+				if strings.Contains(stderr.String(), bad) {
+					t.Errorf("Deployment %s container %s: `actgate %s` is refused by the binary: %s",
+						d.Name, ct.Name, strings.Join(ct.Args, " "), firstLine(stderr.String()))
+					break
+				}
+			}
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// fallbackToken is a pod-bound token for the authority's audience, for when the injection
+// projects none.
+func fallbackToken(t *testing.T, env *envtest.Env) string {
+	t.Helper()
+	token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", agentNS, "create", "token", agentSA,
+		"--audience", service.DefaultAudience, "--bound-object-kind", "Pod", "--bound-object-name", agentPod, "--duration", "1h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, stderr)
+	}
+	return writeFile(t, t.TempDir(), "token", []byte(strings.TrimSpace(token)))
 }
 
 // pointWebhooksAt rewrites the chart's webhook configurations to call the local manager at
@@ -552,84 +623,169 @@ func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
 	return *side
 }
 
-// sidecarEnv is the environment the kubelet would give the injected sidecar: its env values,
-// the downward API fields, Secret references resolved, and the credentials volume written
-// to a local folder. What `actgate sidecar` needs in a pod and the injected spec does not
-// provide is a failure; local values (overrides) are used in any case for what only exists
-// in this test (addresses, files).
-func sidecarEnv(t *testing.T, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, overrides map[string]string) []string {
+// sidecarEnv is what the kubelet would give the injected sidecar, made locally: its env
+// values with the downward API fields and Secret references resolved, and every volume it
+// mounts written to a local folder (Secrets, the downward API's annotations, the projected
+// service-account token — requested with the real kubectl for the projection's audience —
+// and emptyDirs), each variable pointing into a mount rewritten to the local folder. What
+// `actgate sidecar` needs in a pod and the injection does not provide is a failure, and
+// fallbacks fill it in so the story goes on; overrides replace what only exists in this test
+// (the listener, the authority's address). It returns the environment and the variables.
+func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, overrides, fallbacks map[string]string) ([]string, map[string]string) {
 	t.Helper()
+	ctx := t.Context()
+	secret := func(name string) *corev1.Secret {
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &s); err != nil {
+			t.Fatalf("Secret %s: %v", name, err)
+		}
+		return &s
+	}
+	field := func(path string) string {
+		switch {
+		case path == "metadata.name":
+			return pod.Name
+		case path == "metadata.namespace":
+			return pod.Namespace
+		case path == "metadata.uid":
+			return string(pod.UID)
+		case path == "spec.serviceAccountName":
+			return pod.Spec.ServiceAccountName
+		case strings.HasPrefix(path, "metadata.annotations['") && strings.HasSuffix(path, "']"):
+			return pod.Annotations[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")]
+		case strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']"):
+			return pod.Labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")]
+		}
+		t.Fatalf("unsupported downward API field %s", path)
+		return ""
+	}
 	vars := map[string]string{}
 	for _, e := range side.Env {
 		switch {
 		case e.ValueFrom == nil:
 			vars[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil:
-			switch e.ValueFrom.FieldRef.FieldPath {
-			case "metadata.name":
-				vars[e.Name] = pod.Name
-			case "metadata.namespace":
-				vars[e.Name] = pod.Namespace
-			case "metadata.uid":
-				vars[e.Name] = string(pod.UID)
-			case "spec.serviceAccountName":
-				vars[e.Name] = pod.Spec.ServiceAccountName
-			default:
-				t.Fatalf("sidecar env %s: unsupported field %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
-			}
+			vars[e.Name] = field(e.ValueFrom.FieldRef.FieldPath)
 		case e.ValueFrom.SecretKeyRef != nil:
-			var s corev1.Secret
-			if err := c.Get(t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: e.ValueFrom.SecretKeyRef.Name}, &s); err != nil {
-				t.Fatal(err)
-			}
-			vars[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+			vars[e.Name] = string(secret(e.ValueFrom.SecretKeyRef.Name).Data[e.ValueFrom.SecretKeyRef.Key])
+		default:
+			t.Fatalf("sidecar env %s: unsupported source", e.Name)
 		}
 	}
-	// The credentials volume, as the kubelet would project it.
-	credDir := filepath.Join(dir, "credentials")
-	for _, v := range pod.Spec.Volumes {
-		if v.Name != "actgate-credentials" || v.Projected == nil {
+
+	// The volumes, as the kubelet would mount them.
+	mounts := map[string]string{} // mount path in the pod → local folder
+	for _, m := range side.VolumeMounts {
+		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i < 0 {
+			t.Fatalf("the sidecar mounts volume %s, which the pod does not have", m.Name)
+		}
+		v := pod.Spec.Volumes[i]
+		local := filepath.Join(dir, "volumes", v.Name)
+		if err := os.MkdirAll(local, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		secretItems := func(name string, items []corev1.KeyToPath) {
+			s := secret(name)
+			if len(items) == 0 {
+				for k := range s.Data {
+					items = append(items, corev1.KeyToPath{Key: k, Path: k})
+				}
+			}
+			for _, it := range items {
+				writeFile(t, local, it.Path, s.Data[it.Key])
+			}
+		}
+		downward := func(items []corev1.DownwardAPIVolumeFile) {
+			for _, it := range items {
+				if it.FieldRef == nil {
+					t.Fatalf("volume %s: unsupported downward API item %s", v.Name, it.Path)
+				}
+				writeFile(t, local, it.Path, []byte(field(it.FieldRef.FieldPath)))
+			}
+		}
+		switch {
+		case v.EmptyDir != nil:
+		case v.Secret != nil:
+			secretItems(v.Secret.SecretName, v.Secret.Items)
+		case v.DownwardAPI != nil:
+			downward(v.DownwardAPI.Items)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				switch {
+				case src.Secret != nil:
+					secretItems(src.Secret.Name, src.Secret.Items)
+				case src.DownwardAPI != nil:
+					downward(src.DownwardAPI.Items)
+				case src.ServiceAccountToken != nil:
+					token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", pod.Namespace, "create", "token", pod.Spec.ServiceAccountName,
+						"--audience", src.ServiceAccountToken.Audience, "--bound-object-kind", "Pod", "--bound-object-name", pod.Name, "--duration", "1h")
+					if err != nil {
+						t.Fatalf("kubectl create token: %v\n%s", err, stderr)
+					}
+					writeFile(t, local, src.ServiceAccountToken.Path, []byte(strings.TrimSpace(token)))
+				default:
+					t.Fatalf("volume %s: unsupported projection %+v", v.Name, src)
+				}
+			}
+		default:
+			t.Fatalf("volume %s: unsupported kind", v.Name)
+		}
+		mounts[m.MountPath] = local
+	}
+	inMount := func(v string) (string, bool) {
+		for mp, local := range mounts {
+			if v == mp || strings.HasPrefix(v, strings.TrimSuffix(mp, "/")+"/") {
+				return local + strings.TrimPrefix(v, mp), true
+			}
+		}
+		return v, false
+	}
+
+	var missing []string
+	for _, name := range []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
+		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA_FILE", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE", "ACTGATE_JOURNAL_DIR", "ACTGATE_CREDENTIALS_DIR"} {
+		v := vars[name]
+		if v == "" {
+			missing = append(missing, name)
 			continue
 		}
-		for _, src := range v.Projected.Sources {
-			if src.Secret == nil {
-				continue
-			}
-			var s corev1.Secret
-			if err := c.Get(t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: src.Secret.Name}, &s); err != nil {
-				t.Fatal(err)
-			}
-			for _, it := range src.Secret.Items {
-				writeFile(t, credDir, it.Path, s.Data[it.Key])
-			}
+		if !strings.HasSuffix(name, "_FILE") && !strings.HasSuffix(name, "_DIR") {
+			continue
 		}
+		local, ok := inMount(v)
+		if !ok {
+			missing = append(missing, fmt.Sprintf("a volume mounted for %s=%s", name, v))
+			continue
+		}
+		if _, err := os.Stat(local); err != nil {
+			missing = append(missing, fmt.Sprintf("%s=%s (nothing there in the mounted volume)", name, v))
+			continue
+		}
+		vars[name] = local
 	}
-	if _, err := os.Stat(filepath.Join(credDir, "payments", "credential")); err != nil {
-		t.Errorf("the injected credentials volume does not project payments/credential: %v", err)
+	if len(missing) > 0 {
+		t.Errorf("the injected sidecar could not start in a pod: it lacks %s (webhook/inject/sidecar.yaml.tmpl); the test supplies them to continue",
+			strings.Join(missing, ", "))
 	}
-	if vars["ACTGATE_CREDENTIALS_DIR"] == "" {
-		t.Errorf("the injected sidecar has no ACTGATE_CREDENTIALS_DIR")
-	}
-	vars["ACTGATE_CREDENTIALS_DIR"] = credDir
 	for name, want := range map[string]string{"ACTGATE_SERVERS": "payments", "ACTGATE_POD_NAMESPACE": agentNS, "ACTGATE_SERVICE_ACCOUNT": agentSA} {
 		if vars[name] != want {
 			t.Errorf("injected %s = %q, want %q", name, vars[name], want)
 		}
 	}
-	// What the sidecar cannot start without in a pod. The injected container must carry each
-	// (as a variable, or for the journal a writable volume); the test supplies its own anyway.
-	var missing []string
-	for _, name := range []string{"ACTGATE_AUTHORITY_CA_FILE", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE", "ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS"} {
-		if vars[name] == "" {
-			missing = append(missing, name)
+	if got, want := vars["ACTGATE_SERVER_URLS"], fallbacks["ACTGATE_SERVER_URLS"]; got != "" && got != want {
+		t.Errorf("injected ACTGATE_SERVER_URLS = %q, want %q (the policy's server URL)", got, want)
+	}
+	if got, want := vars["ACTGATE_SINK_ID"], fallbacks["ACTGATE_SINK_ID"]; got != "" && got != want {
+		t.Errorf("injected ACTGATE_SINK_ID = %q, want the policy's %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(vars["ACTGATE_CREDENTIALS_DIR"], "payments", "credential")); err != nil {
+		t.Errorf("the injected credentials volume does not give the sidecar payments/credential: %v", err)
+	}
+	for k, v := range fallbacks {
+		if vars[k] == "" || slices.ContainsFunc(missing, func(m string) bool { return strings.Contains(m, k) }) {
+			vars[k] = v
 		}
-	}
-	if vars["ACTGATE_JOURNAL_DIR"] == "" && !slices.ContainsFunc(side.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/actgate/journal" }) {
-		missing = append(missing, "a writable journal folder (ACTGATE_JOURNAL_DIR or an emptyDir at /var/run/actgate/journal; the root filesystem is read-only)")
-	}
-	if len(missing) > 0 {
-		t.Errorf("the injected sidecar could not start in a pod: it lacks %s (webhook/inject/sidecar.yaml.tmpl); the test supplies them to continue",
-			strings.Join(missing, ", "))
 	}
 	for k, v := range overrides {
 		vars[k] = v
@@ -638,7 +794,7 @@ func sidecarEnv(t *testing.T, c client.Client, pod *corev1.Pod, side corev1.Cont
 	for k, v := range vars {
 		out = append(out, k+"="+v)
 	}
-	return out
+	return out, vars
 }
 
 // optionFor returns the index of the moment's option whose action digest is exactly tool with
