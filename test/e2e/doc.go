@@ -19,10 +19,15 @@
 //     `kubectl actgate resolve` as the principal succeeds; the retry runs exactly once; a
 //     replay is denied; `kubectl get acts` shows it all.
 //
-// What the pod would mount but a local process cannot get from the injected spec (the
-// authority's CA and public key, the server URLs, the sink id, a writable journal folder) is
-// checked for in the injected container and, when absent, reported as a failure and supplied
-// locally so the rest of the story still runs.
+// The sidecar is run with exactly what the injection gives it: its variables, the downward API
+// resolved, and each volume it mounts made in a local folder (Secrets, the annotations the
+// downward API projects, the service-account token requested with the real kubectl for the
+// projection's audience, emptyDirs), with every variable that points into a mount rewritten to
+// that folder. Only the listen address and the authority's address are replaced. Whatever the
+// sidecar needs and the injection does not provide is reported as a failure and supplied
+// locally, so the rest of the story still runs; so is RBAC the chart does not grant the
+// authority service (service.PolicyRules), and an argument of a chart Deployment that the
+// binary refuses.
 //
 // The test skips under -short and takes about a minute when the Go build cache is warm.
 package e2e
