@@ -60,4 +60,7 @@
 // The virtual request_binding_moment tool (agent-proposed binding moments) has no operation
 // in the review protocol; RequestMoment refuses with EF_MOMENT_INVALID and says so. CanEscalate
 // is false for every tool: the sidecar does not hold the policy, so it cannot annotate tools/list.
+// The HTTP tool proxy for ToolPolicy servers of protocol HTTP (/http/{server}, where the
+// injector points agents) does not exist yet: the sidecar answers 501 there and forwards
+// nothing.
 package sidecar

@@ -28,6 +28,10 @@ const JournalFile = "journal.db"
 // sidecar, on the loopback listener).
 const HealthPath = "/healthz"
 
+// HTTPToolPrefix is where the injector points agents for servers of protocol HTTP
+// (/http/{server}); the sidecar answers 501 there (see New).
+const HTTPToolPrefix = "/http/"
+
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 10 * time.Second
 
@@ -198,6 +202,12 @@ func New(cfg Config) (*Sidecar, error) {
 	mux.Handle(EnforcePath, host)
 	mux.Handle(CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	// The injector points agents at /http/{server} for ToolPolicy servers of protocol HTTP;
+	// that proxy does not exist yet, so such calls are refused here, visibly, and nothing is
+	// forwarded (the credential stays with the sidecar).
+	mux.HandleFunc(HTTPToolPrefix, func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "actgate sidecar: the HTTP tool proxy is not available; nothing was forwarded", http.StatusNotImplemented)
+	})
 	s.handler = mux
 	return s, nil
 }

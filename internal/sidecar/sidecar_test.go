@@ -191,6 +191,11 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatalf("health: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	resp, err = http.Post(base+HTTPToolPrefix+"payments", "application/json", strings.NewReader(`{}`))
+	if err != nil || resp.StatusCode != http.StatusNotImplemented {
+		t.Fatalf("/http/payments: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	resp, err = http.Post(base+EnforcePath, "application/json", strings.NewReader(
 		`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":2}}}`))
 	if err != nil {
