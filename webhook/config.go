@@ -43,6 +43,9 @@ var ErrConfig = errors.New("webhook: invalid configuration")
 type Config struct {
 	// Injection configures the sidecar and which namespaces are exempt or may opt out.
 	Injection inject.Config `json:"injection"`
+	// Authority names the files of the authority's CA bundle and public key(s) given to every
+	// sidecar.
+	Authority AuthorityTrust `json:"authority,omitempty"`
 	// NamespaceAdminGroups may take a namespace out of governance: set actgate.io/inject to
 	// anything but "true" on a namespace, or remove "true" (Gatekeeper's guarded exemption
 	// label). Default [system:masters].

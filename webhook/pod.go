@@ -46,6 +46,9 @@ type PodInjector struct {
 	Reader client.Reader
 	// Config is the defaulted, validated injection configuration.
 	Config *inject.Config
+	// Trust names the authority CA and public key files, read for every injection (they
+	// rotate); a file that cannot be read refuses the pod.
+	Trust AuthorityTrust
 	// Recorder records skip Events; nil records none.
 	Recorder events.EventRecorder
 	// Log is the handler's logger.
@@ -105,7 +108,11 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 		return h.skip(ctx, req, pod, append([]inject.Reason{inject.ReasonNoPolicy}, reasons...), log)
 	}
 
-	out, st, err := inject.Inject(pod, selected, h.Config)
+	cfg := *h.Config
+	if cfg.AuthorityCA, cfg.AuthorityPublicKey, err = h.Trust.load(); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("actgate: %w", err))
+	}
+	out, st, err := inject.Inject(pod, selected, &cfg)
 	if err != nil {
 		return h.deny(log, reasons, err.Error())
 	}

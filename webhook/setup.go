@@ -99,7 +99,7 @@ func SetupWithManager(mgr manager.Manager, cfg Config, opts ...Options) error {
 	// created right after its ToolPolicy is injected). It costs one GET and one LIST per pod
 	// created in a governed namespace.
 	server.Register(PathPod, &admission.Webhook{Handler: &PodInjector{
-		Reader: mgr.GetAPIReader(), Config: &injection, Log: log.WithName("pod"),
+		Reader: mgr.GetAPIReader(), Config: &injection, Trust: cfg.Authority, Log: log.WithName("pod"),
 		Recorder: mgr.GetEventRecorder("actgate-injector"),
 	}})
 	server.Register(PathToolPolicy, admission.WithValidator[*v1alpha1.ToolPolicy](scheme, &ToolPolicyValidator{

@@ -37,6 +37,21 @@ const (
 	// one folder per volume name.
 	MovedDir = "/var/run/secrets/actgate.io/moved"
 
+	// VolumeJournal is the sidecar's dispatch journal (an emptyDir: its root filesystem is
+	// read-only), mounted at JournalDir.
+	VolumeJournal = "actgate-journal"
+	JournalDir    = "/var/run/actgate/journal"
+
+	// AnnotationAuthorityCA and AnnotationAuthorityPublicKey carry the authority service's CA
+	// bundle and authority-signing public key(s) (PEM) into the pod; VolumeAuthority, a
+	// downwardAPI volume, projects them into AuthorityDir/ca.crt and AuthorityDir/public-key.pem
+	// for the sidecar. Agent namespaces hold no actgate Secret or ConfigMap, and a pod can
+	// carry file content only this way. Set only by the injector: a pod's own values are removed.
+	AnnotationAuthorityCA        = "actgate.io/authority-ca"
+	AnnotationAuthorityPublicKey = "actgate.io/authority-public-key"
+	VolumeAuthority              = "actgate-authority"
+	AuthorityDir                 = "/var/run/actgate/authority"
+
 	// ServerURLEnvPrefix starts the per-server variable every agent container gets:
 	// ACTGATE_MCP_URL_<SERVER> (server name upper-cased, "-" → "_") = the sidecar's URL for
 	// that server.
@@ -90,6 +105,14 @@ type Config struct {
 	// Template overrides the built-in sidecar template (DefaultTemplate), a text/template
 	// rendering a YAML Pod fragment; see TemplateData.
 	Template string `json:"template,omitempty"`
+
+	// AuthorityCA is the PEM CA bundle of the authority service and AuthorityPublicKey the PEM
+	// PUBLIC KEY block(s) verifying its authorities. They are not read from a configuration
+	// file: the pod handler loads them from the files webhook.Config.Authority names for each
+	// pod (they rotate). Empty leaves the sidecar without them (it then uses the system roots,
+	// and cannot verify authorities: it denies).
+	AuthorityCA        string `json:"-"`
+	AuthorityPublicKey string `json:"-"`
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -24,10 +24,17 @@
 //	ACTGATE_POD_NAME, ACTGATE_POD_NAMESPACE, ACTGATE_POD_UID, ACTGATE_SERVICE_ACCOUNT (downward API)
 //	ACTGATE_POLICIES              the selecting ToolPolicies, namespace/name, comma-separated
 //	ACTGATE_SERVERS               the protected servers' names, comma-separated
+//	ACTGATE_SERVER_URLS           the same as NAME=URL (spec.servers[].url), comma-separated
+//	ACTGATE_SINK_ID               the policies' spec.sink.id, else <namespace>/<pod name>
 //	ACTGATE_AUTHORITY_URL         the authority service
 //	ACTGATE_AUTHORITY_TOKEN_FILE  a projected service-account token whose audience is
 //	                              Config.AuthorityAudience (not the API server's), refreshed by
 //	                              the kubelet
+//	ACTGATE_AUTHORITY_CA_FILE     the authority's CA bundle and the PUBLIC KEY(s) verifying its
+//	ACTGATE_AUTHORITY_PUBLIC_KEY_FILE  authorities, projected from pod annotations the injector
+//	                              sets (a downwardAPI volume: agent namespaces hold no actgate
+//	                              Secret), when the manager is configured with them
+//	ACTGATE_JOURNAL_DIR           the dispatch journal, an emptyDir
 //	ACTGATE_CREDENTIALS_DIR       when a server has a credentialsSecretRef: <dir>/<server>/credential
 //
 // Every reference an agent container (init or regular) makes to a Secret that a selecting
@@ -40,7 +47,8 @@
 //
 // A pod the sidecar could not govern is refused rather than injected half-way
 // (ErrNotInjectable): hostNetwork, shareProcessNamespace, the sidecar's port in use. Policies
-// that cannot share one sidecar are refused too (ErrPolicy): two list the same server name.
+// that cannot share one sidecar are refused too (ErrPolicy): two list the same server name, or
+// name different sink ids.
 //
 // CredentialReferences finds credential references in a pod that is not injected (or in an
 // ephemeral container added later); the handler refuses those, so the credential can never

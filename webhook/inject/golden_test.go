@@ -26,9 +26,19 @@ const goldenDir = "../../testdata/inject"
 // goldenConfig is the configuration every golden file is rendered with.
 func goldenConfig(t testing.TB) *inject.Config {
 	t.Helper()
+	ca, err := os.ReadFile("testdata/authority-ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := os.ReadFile("testdata/authority-public-key.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := inject.Config{
-		Image:        "ghcr.io/actgate/actgate:v0.0.0-golden",
-		AuthorityURL: "https://actgate-authority.actgate-system.svc:443",
+		Image:              "ghcr.io/actgate/actgate:v0.0.0-golden",
+		AuthorityURL:       "https://actgate-authority.actgate-system.svc:443",
+		AuthorityCA:        string(ca),
+		AuthorityPublicKey: string(pub),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},

@@ -62,10 +62,16 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 	if err != nil {
 		return nil, nil, err
 	}
+	sinkID, err := sinkIDOf(policies)
+	if err != nil {
+		return nil, nil, err
+	}
 
 	st := &Status{Version: StatusVersion, Policies: policyNames}
+	var serverURLs []string
 	for _, s := range servers {
 		st.Servers = append(st.Servers, s.Name)
+		serverURLs = append(serverURLs, s.Name+"="+s.URL)
 	}
 	changes := map[string]*ContainerChange{}
 	var order []string
@@ -80,9 +86,12 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 
 	data := &TemplateData{
 		Config: *cfg, Listen: fmt.Sprintf("127.0.0.1:%d", cfg.Port), Policies: policyNames,
-		ServerNames: st.Servers, Credentials: credentialProjection(servers),
+		ServerNames: st.Servers, ServerURLs: serverURLs, SinkID: sinkID, Credentials: credentialProjection(servers),
 		SidecarName: SidecarName, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
+		VolumeJournal: VolumeJournal, VolumeAuthority: VolumeAuthority,
 		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
+		JournalDir: JournalDir, AuthorityDir: AuthorityDir,
+		AnnotationAuthorityCA: AnnotationAuthorityCA, AnnotationAuthorityPublicKey: AnnotationAuthorityPublicKey,
 	}
 	moveCredentials(out, CredentialSecrets(policies), data, changeOf)
 	rewriteURLs(out, servers, cfg, changeOf)
@@ -112,7 +121,8 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 // Status names (only those named actgate-…), the sidecar and the injector's volumes in any case
 // (a pod cannot bring its own "sidecar"), the agent containers' edits undone (moved credential
 // references put back at the end of their lists, rewritten variables restored in place, added
-// ones removed), and the annotation removed. A missing or unreadable annotation undoes only
+// ones removed), and the status and authority-trust annotations removed (also when the pod
+// brought them itself). A missing or unreadable annotation undoes only
 // what is recognisable by name.
 func Strip(pod *corev1.Pod) *corev1.Pod {
 	out := pod.DeepCopy()
@@ -134,7 +144,7 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 	}
 	dropInit := drop(st.InitContainers, SidecarName)
 	dropCont := drop(st.Containers, SidecarName)
-	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials)
+	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal, VolumeAuthority)
 	out.Spec.InitContainers = slices.DeleteFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return dropInit[c.Name] })
 	out.Spec.Containers = slices.DeleteFunc(out.Spec.Containers, func(c corev1.Container) bool { return dropCont[c.Name] })
 	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return dropVol[v.Name] })
@@ -170,6 +180,14 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 		}
 	}
 	delete(out.Annotations, AnnotationStatus)
+	// The authority trust annotations are the injector's alone, whoever wrote them.
+	delete(out.Annotations, AnnotationAuthorityCA)
+	delete(out.Annotations, AnnotationAuthorityPublicKey)
+	for _, a := range st.Annotations {
+		if strings.HasPrefix(a, "actgate.io/") {
+			delete(out.Annotations, a)
+		}
+	}
 	if len(out.Annotations) == 0 {
 		out.Annotations = nil
 	}
@@ -233,12 +251,43 @@ func serversOf(policies []v1alpha1.ToolPolicy) ([]v1alpha1.ToolServer, []string,
 				// internal/policy.Set fails the same ambiguity closed at evaluation.
 				return nil, nil, fmt.Errorf("%w: server %q is listed by both %s and %s, which both select the pod", ErrPolicy, s.Name, o, name)
 			}
+			if strings.Contains(s.URL, ",") {
+				// ACTGATE_SERVER_URLS is comma-separated.
+				return nil, nil, fmt.Errorf("%w: server %q of %s has a comma in its URL, which the sidecar's server list cannot carry", ErrPolicy, s.Name, name)
+			}
 			owner[s.Name] = name
 			servers = append(servers, s)
 		}
 	}
 	slices.Sort(names)
 	return servers, names, nil
+}
+
+// DefaultSinkID is the sink id of a sidecar whose policies name none (ToolPolicySpec.Sink:
+// "each enforcing sink binds authority to its own identity"): the pod's namespace and name,
+// expanded by the kubelet from the sidecar's own downward-API variables, so an authority
+// issued to one pod's sink is refused by every other.
+const DefaultSinkID = "$(ACTGATE_POD_NAMESPACE)/$(ACTGATE_POD_NAME)"
+
+// sinkIDOf returns the one spec.sink.id the policies name, DefaultSinkID when none does, and
+// ErrPolicy when they name different ones (the sidecar has one identity).
+func sinkIDOf(policies []v1alpha1.ToolPolicy) (string, error) {
+	id, from := "", ""
+	for _, p := range policies {
+		if p.Spec.Sink == nil || p.Spec.Sink.ID == "" {
+			continue
+		}
+		switch {
+		case id == "":
+			id, from = p.Spec.Sink.ID, p.Namespace+"/"+p.Name
+		case id != p.Spec.Sink.ID:
+			return "", fmt.Errorf("%w: %s names sink %q and %s/%s names %q; one sidecar has one sink id", ErrPolicy, from, id, p.Namespace, p.Name, p.Spec.Sink.ID)
+		}
+	}
+	if id == "" {
+		return DefaultSinkID, nil
+	}
+	return id, nil
 }
 
 // credentialProjection groups the servers' credential references by Secret, in order of first
@@ -418,11 +467,17 @@ func merge(pod, overlay *corev1.Pod, st *Status) error {
 	pod.Spec.InitContainers = append(slices.Clone(overlay.Spec.InitContainers), pod.Spec.InitContainers...)
 	pod.Spec.Containers = append(pod.Spec.Containers, overlay.Spec.Containers...)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, overlay.Spec.Volumes...)
-	for k, v := range overlay.Annotations {
+	keys := make([]string, 0, len(overlay.Annotations))
+	for k := range overlay.Annotations {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[k] = v
+		pod.Annotations[k] = overlay.Annotations[k]
+		st.Annotations = append(st.Annotations, k)
 	}
 	for k, v := range overlay.Labels {
 		if pod.Labels == nil {

@@ -21,6 +21,11 @@ func policy(name string, sel metav1.LabelSelector, servers ...v1alpha1.ToolServe
 	}
 }
 
+func withSink(p v1alpha1.ToolPolicy, id string) v1alpha1.ToolPolicy {
+	p.Spec.Sink = &v1alpha1.SinkIdentity{ID: id}
+	return p
+}
+
 func server(name, secret string) v1alpha1.ToolServer {
 	s := v1alpha1.ToolServer{Name: name, URL: "https://" + name + ".example/mcp"}
 	if secret != "" {
@@ -64,6 +69,16 @@ func TestInjectRefusesWhatTheSidecarCannotGovern(t *testing.T) {
 			policy("b", metav1.LabelSelector{}, server("tools", "")),
 		}, inject.ErrPolicy, `server "tools" is listed by both agents/a and agents/b`},
 		{"no policy", nil, nil, inject.ErrPolicy, "no ToolPolicy"},
+		{"two policies name different sinks", nil, []v1alpha1.ToolPolicy{
+			withSink(policy("a", metav1.LabelSelector{}, server("one", "")), "sink-a"),
+			withSink(policy("b", metav1.LabelSelector{}, server("two", "")), "sink-b"),
+		}, inject.ErrPolicy, `names sink "sink-a" and agents/b names "sink-b"`},
+		{"two policies name the same sink", nil, []v1alpha1.ToolPolicy{
+			withSink(policy("a", metav1.LabelSelector{}, server("one", "")), "sink-a"),
+			withSink(policy("b", metav1.LabelSelector{}, server("two", "")), "sink-a"),
+		}, nil, ""},
+		{"a server URL with a comma", nil, []v1alpha1.ToolPolicy{policy("a", metav1.LabelSelector{},
+			v1alpha1.ToolServer{Name: "odd", URL: "https://odd.example/mcp?a=1,2"})}, inject.ErrPolicy, "comma"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := agentPod()
@@ -272,5 +287,34 @@ func TestCustomTemplate(t *testing.T) {
 				t.Errorf("re-injection with a custom template is not idempotent:\n%s", lineDiff(a, b))
 			}
 		})
+	}
+}
+
+// A pod cannot bring its own authority trust: without configured values the injector removes
+// the pod's annotations and points the sidecar at no file; with them it overwrites them.
+func TestAuthorityTrustIsTheInjectors(t *testing.T) {
+	pod := agentPod()
+	pod.Annotations = map[string]string{inject.AnnotationAuthorityPublicKey: "forged", inject.AnnotationAuthorityCA: "forged", "keep": "me"}
+	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}
+	cfg := *goldenConfig(t)
+	cfg.AuthorityCA, cfg.AuthorityPublicKey = "", ""
+	out, _, err := inject.Inject(pod, one, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Annotations[inject.AnnotationAuthorityPublicKey]; ok || out.Annotations["keep"] != "me" {
+		t.Errorf("annotations %v", out.Annotations)
+	}
+	for _, e := range out.Spec.InitContainers[0].Env {
+		if e.Name == "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE" || e.Name == "ACTGATE_AUTHORITY_CA_FILE" {
+			t.Errorf("sidecar pointed at %s without configured trust", e.Name)
+		}
+	}
+	out, _, err = inject.Inject(pod, one, goldenConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Annotations[inject.AnnotationAuthorityPublicKey]; got != goldenConfig(t).AuthorityPublicKey {
+		t.Errorf("public key annotation %q", got)
 	}
 }

@@ -19,10 +19,11 @@ type Status struct {
 	Policies []string `json:"policies"`
 	// Servers are the protected servers the sidecar fronts.
 	Servers []string `json:"servers"`
-	// InitContainers, Containers and Volumes are the names the injector added.
+	// InitContainers, Containers, Volumes and Annotations are the names the injector added.
 	InitContainers []string `json:"initContainers,omitempty"`
 	Containers     []string `json:"containers,omitempty"`
 	Volumes        []string `json:"volumes,omitempty"`
+	Annotations    []string `json:"annotations,omitempty"`
 	// Changes are the edits to the pod's own containers, in container order.
 	Changes []ContainerChange `json:"changes,omitempty"`
 }

@@ -26,6 +26,11 @@ type TemplateData struct {
 	Policies []string
 	// ServerNames are the protected servers' names in policy then spec order.
 	ServerNames []string
+	// ServerURLs are the same servers as NAME=URL (the policies' spec.servers[].url).
+	ServerURLs []string
+	// SinkID is the sink id of the selecting policies (spec.sink.id, when they name one) or an
+	// expression of the pod's own namespace and name, expanded by the kubelet.
+	SinkID string
 	// Credentials are the credential Secrets to project into VolumeCredentials, in order of
 	// first use; empty when no server has a credentialsSecretRef.
 	Credentials []CredentialSecret
@@ -37,8 +42,9 @@ type TemplateData struct {
 	MovedVolumes []string
 
 	// The fixed names, so a template need not repeat them.
-	SidecarName, VolumeToken, VolumeCredentials   string
-	TokenDir, TokenFile, CredentialsDir, MovedDir string
+	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal, VolumeAuthority string
+	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir, AuthorityDir     string
+	AnnotationAuthorityCA, AnnotationAuthorityPublicKey                         string
 }
 
 // CredentialSecret is one Secret projected into the credentials volume.

@@ -42,3 +42,8 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* The Secret holding the authority-signing key. */}}
+{{- define "actgate.signingSecret" -}}
+{{ .Values.authority.signingKey.existingSecret | default "actgate-authority-signing-key" }}
+{{- end -}}

@@ -3,10 +3,14 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +18,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/webhook"
 )
@@ -130,6 +136,15 @@ func renderChart(t *testing.T, args ...string) string {
 	return helm(t, append([]string{"template", "actgate", chartDir, "--namespace", "actgate-system", "--kube-version", "1.37.2"}, args...)...)
 }
 
+// generatedKey matches the data of the signing-key Secret, which `helm template` generates
+// afresh on every run.
+var generatedKey = regexp.MustCompile(`(?m)^(  signing\.(key|crt)): [A-Za-z0-9+/=]+$`)
+
+// normalize replaces generated key material so the golden file is stable.
+func normalize(rendered string) string {
+	return generatedKey.ReplaceAllString(rendered, "$1: <generated>")
+}
+
 // docs splits a multi-document YAML stream into its non-empty documents.
 func docs(t *testing.T, stream string) [][]byte {
 	t.Helper()
@@ -163,7 +178,11 @@ func TestHelmTemplateGolden(t *testing.T) {
 	root := repoRoot(t)
 	for _, tc := range templateCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := renderChart(t, tc.args...)
+			raw := renderChart(t, tc.args...)
+			got := normalize(raw)
+			if tc.name == "default" && got == raw {
+				t.Errorf("the default rendering has no generated signing key to normalise")
+			}
 			golden := filepath.Join(root, "test/integration/webhook/testdata/helm", tc.name+".yaml")
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
@@ -181,10 +200,14 @@ func TestHelmTemplateGolden(t *testing.T) {
 				t.Errorf("helm template differs from %s (run with -update if intended)", golden)
 			}
 
-			for _, d := range docs(t, got) {
+			for _, d := range docs(t, raw) {
 				switch kindOf(t, d) {
 				case "ConfigMap":
 					checkWebhookConfig(t, d)
+				case "ClusterRole":
+					checkAuthorityRole(t, d)
+				case "Secret":
+					checkSigningKey(t, d)
 				case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
 					if strings.Contains(string(d), "failurePolicy: Ignore") || strings.Count(string(d), "failurePolicy: Fail") < 3 {
 						t.Errorf("a webhook does not fail closed:\n%s", d)
@@ -213,6 +236,54 @@ func checkWebhookConfig(t *testing.T, doc []byte) {
 	}
 	if !slices.Contains(cfg.Injection.ExemptNamespaces, cm.Namespace) || cfg.Certs.Namespace != cm.Namespace {
 		t.Errorf("release namespace %s not exempt / not the certs namespace: %+v", cm.Namespace, cfg)
+	}
+}
+
+// checkAuthorityRole: the chart grants the authority service exactly the rules the service
+// declares it needs.
+func checkAuthorityRole(t *testing.T, doc []byte) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(doc, role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Name != "actgate-authority-role" {
+		return
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, service.PolicyRules()) {
+		t.Errorf("actgate-authority-role rules differ from internal/review/service.PolicyRules:\n chart   %+v\n service %+v", role.Rules, service.PolicyRules())
+	}
+}
+
+// checkSigningKey: a generated signing key is one the authority accepts, and its certificate
+// gives the manager the matching public key.
+func checkSigningKey(t *testing.T, doc []byte) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := yaml.UnmarshalStrict(doc, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "actgate-authority-signing-key" {
+		return
+	}
+	block, _ := pem.Decode(s.Data["signing.key"])
+	if block == nil {
+		t.Fatalf("signing.key is not PEM")
+	}
+	key, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil || key.Curve != elliptic.P256() {
+		t.Fatalf("signing.key is not an ECDSA P-256 key: %v", err)
+	}
+	pub, err := webhook.PublicKeysPEM(s.Data["signing.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pem.Decode([]byte(pub)); got == nil || !bytes.Equal(got.Bytes, want) {
+		t.Errorf("signing.crt does not carry signing.key's public key")
 	}
 }
 
@@ -366,6 +437,8 @@ func TestHelmInstall(t *testing.T) {
 			{"system:serviceaccount:actgate-system:actgate-authority", "create", "bindingmoments.actgate.io", "billing", "yes"},
 			{"system:serviceaccount:actgate-system:actgate-authority", "patch", "bindingmoments.actgate.io", "billing", "no"},
 			{"system:serviceaccount:actgate-system:actgate-authority", "update", "leases.coordination.k8s.io", "billing", "yes"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "get", "pods", "billing", "yes"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "get", "secrets", "actgate-system", "no"},
 		} {
 			args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
 			args = append(args, "--as", tc.as)
@@ -393,7 +466,18 @@ func TestHelmInstall(t *testing.T) {
 		if err := e.Client.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
+		key := &corev1.Secret{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: "actgate-system", Name: "actgate-authority-signing-key"}, key); err != nil {
+			t.Fatal(err)
+		}
 		e.Helm(t, append([]string{"upgrade"}, args[1:]...)...)
+		again := &corev1.Secret{}
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(key), again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(key.Data["signing.key"], again.Data["signing.key"]) || len(key.Data["signing.key"]) == 0 {
+			t.Errorf("helm upgrade replaced the authority-signing key")
+		}
 		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
 			t.Fatal(err)
 		}
@@ -417,6 +501,16 @@ func TestKustomizeDefaultApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWebhookConfig(t, doc)
+	role := &rbacv1.ClusterRole{}
+	if err := e.Client.Get(t.Context(), client.ObjectKey{Name: "actgate-authority-role"}, role); err != nil {
+		t.Fatal(err)
+	}
+	role.APIVersion, role.Kind = "rbac.authorization.k8s.io/v1", "ClusterRole"
+	roleDoc, err := yaml.Marshal(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAuthorityRole(t, roleDoc)
 	for _, name := range []string{"actgate-manager", "actgate-authority"} {
 		if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: "actgate-system", Name: name}, &corev1.ServiceAccount{}); apierrors.IsNotFound(err) {
 			t.Errorf("service account %s not created", name)

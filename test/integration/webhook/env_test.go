@@ -88,6 +88,10 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 			ExemptNamespaces: []string{"kube-system", "kube-public", "kube-node-lease", "actgate-system"},
 			OptOutNamespaces: []string{optOutNamespace},
 		},
+		Authority: webhook.AuthorityTrust{
+			CAFile:        filepath.Join(root, "webhook/testdata/authority-ca.pem"),
+			PublicKeyFile: filepath.Join(root, "webhook/testdata/authority-ca.pem"), // a certificate: its key is taken
+		},
 		Server: webhook.ServerConfig{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
 		Certs:  webhook.CertConfig{Mode: webhook.CertModeExternal},
 	}.Default()

@@ -138,7 +138,17 @@ func TestWebhooks(t *testing.T) {
 		ns := namespace(t, e.Env, "", governed)
 		createPolicy(t, e.Env, paymentsPolicy(ns))
 		pod := agentPod(ns, "billing-agent", map[string]string{"app": "billing-agent"})
-		want, _, err := inject.Inject(pod, []v1alpha1.ToolPolicy{*paymentsPolicy(ns)}, &e.Config.Injection)
+		cfg := e.Config.Injection
+		pub, err := os.ReadFile(filepath.Join(e.Root, "webhook/testdata/authority-public-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := os.ReadFile(e.Config.Authority.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.AuthorityCA, cfg.AuthorityPublicKey = string(ca), string(pub)
+		want, _, err := inject.Inject(pod, []v1alpha1.ToolPolicy{*paymentsPolicy(ns)}, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +198,12 @@ func TestWebhooks(t *testing.T) {
 			if m.Name == inject.VolumeCredentials || m.Name == inject.VolumeToken {
 				t.Errorf("the agent mounts %s", m.Name)
 			}
+		}
+		if got.Annotations[inject.AnnotationAuthorityPublicKey] != string(pub) || got.Annotations[inject.AnnotationAuthorityCA] != string(ca) {
+			t.Errorf("authority trust annotations: %q %q", got.Annotations[inject.AnnotationAuthorityPublicKey], got.Annotations[inject.AnnotationAuthorityCA])
+		}
+		if v, _ := envValue(side, "ACTGATE_SERVER_URLS"); v.Value != "payments="+paymentsURL {
+			t.Errorf("ACTGATE_SERVER_URLS = %q", v.Value)
 		}
 		if got.Annotations[inject.AnnotationStatus] != want.Annotations[inject.AnnotationStatus] {
 			t.Errorf("status annotation differs from the pure injection:\n got %s\nwant %s", got.Annotations[inject.AnnotationStatus], want.Annotations[inject.AnnotationStatus])
