@@ -13,7 +13,7 @@
 //  2. Find the policy: exactly one ToolPolicy in the pod's namespace must select the pod
 //     (spec.podSelector); none is NotGoverned, several is AmbiguousPolicy, both HTTP 403. The
 //     policy is served only when its Accepted condition is True for its current generation and
-//     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies are read
+//     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies are listed
 //     from the API server on every review and compiled once per generation.
 //  3. Review: the act (internal/act) is parsed strictly and its arguments digest recomputed
 //     from the arguments the sidecar will send (a difference is EF_SCOPE_MISMATCH); the
@@ -56,6 +56,16 @@
 // A moment counts as resolved only when the controller has recorded it (status.state
 // Resolved, status.resolvedBy equal to spec.principal) and its resolution names its envelope:
 // spec.resolution is written by the principal, admitted by the BindingMoment webhook.
+//
+// # Reads
+//
+// Everything is read from the API server, never from an informer in this process. Lists of
+// ToolPolicies, Pods and BindingMoments are served from the API server's watch cache
+// (resourceVersion "0"), milliseconds behind etcd, because a consistent list waits for etcd's
+// progress notification (tens of milliseconds a review, measured on envtest). What single use
+// rests on is read by quorum: the Lease a consume spends (internal/authority/leasestore), and
+// the escalated Act whose annotation records, by compare-and-swap, the one call a resolution
+// was granted to.
 //
 // # Fail closed
 //

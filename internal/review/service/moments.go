@@ -102,7 +102,7 @@ func (s *Service) momentGroups(ctx context.Context, x *call) ([]*group, *outcome
 	var list v1alpha1.BindingMomentList
 	err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), client.MatchingLabels{
 		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelSession: sessionLabel(x.session),
-	})
+	}, fromWatchCache())
 	if err != nil {
 		o := apiFailure(ctx, "read the binding moments", err)
 		return nil, &o

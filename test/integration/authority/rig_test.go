@@ -92,6 +92,52 @@ func acceptPolicy(t testing.TB, c client.Client, p *v1alpha1.ToolPolicy, epoch i
 	if err := c.Status().Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	waitCached(t, c, p.Namespace, p.Name, p.ResourceVersion)
+}
+
+// waitCached waits until the API server's watch cache, from which the service lists policies
+// and binding moments (resourceVersion "0"), shows the ToolPolicy ns/name at resourceVersion
+// rv, or without it when rv is "". The cache lags etcd by milliseconds; tests that change an
+// object and then expect the service to act on the change wait for it.
+func waitCached(t testing.TB, c client.Client, ns, name, rv string) {
+	t.Helper()
+	waitListed(t, c, func() client.ObjectList { return &v1alpha1.ToolPolicyList{} }, ns, name, rv)
+}
+
+// waitListed is waitCached for any kind: newList makes an empty list of it.
+func waitListed(t testing.TB, c client.Client, newList func() client.ObjectList, ns, name, rv string) {
+	t.Helper()
+	for range 300 {
+		list := newList()
+		if err := c.List(context.Background(), list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, o := range items {
+			if m, ok := o.(client.Object); ok && m.GetName() == name {
+				got = m.GetResourceVersion()
+			}
+		}
+		if got == rv {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the watch cache never showed %s/%s at resourceVersion %q", ns, name, rv)
+}
+
+// waitMoment waits until the watch cache shows BindingMoment name as it is now in etcd.
+func (r *rig) waitMoment(t testing.TB, name string) {
+	t.Helper()
+	m := &v1alpha1.BindingMoment{}
+	if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	waitListed(t, r.env.Client, func() client.ObjectList { return &v1alpha1.BindingMomentList{} }, r.ns, name, m.ResourceVersion)
 }
 
 // rig is the authority service served over real HTTPS, talking to a real API server as a user

@@ -259,6 +259,7 @@ func (r *rig) resolve(t testing.TB, as client.Client, moment, principal string, 
 		t.Fatalf("principal %s resolving %s: %v", principal, moment, err)
 	}
 	if !record {
+		r.waitMoment(t, moment)
 		return
 	}
 	m.Status.State = v1alpha1.BindingMomentResolved
@@ -267,6 +268,7 @@ func (r *rig) resolve(t testing.TB, as client.Client, moment, principal string, 
 	if err := r.env.Client.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	r.waitMoment(t, moment)
 }
 
 // escalateOnce reviews a payment in session and expects a fresh escalation; it returns the
@@ -278,6 +280,9 @@ func (r *rig) escalateOnce(t testing.TB, session string) (sidecarCall, *review.R
 	expectDeny(t, resp, ef.EFEscalationRequired, review.ReasonBindingMoment)
 	if resp.Decision != v1alpha1.ActDecisionEscalated || resp.Escalation == nil || resp.Escalation.State != review.EscalationPending || len(resp.Escalation.BindingMoments) == 0 {
 		t.Fatalf("escalation: %+v / %+v", resp, resp.Escalation)
+	}
+	for _, n := range resp.Escalation.BindingMoments {
+		r.waitMoment(t, n)
 	}
 	return c, resp
 }
@@ -364,11 +369,13 @@ func TestServiceEscalation(t *testing.T) {
 	if err := r.env.Client.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	r.waitMoment(t, name)
 	expectDeny(t, r.do(t, third.req), ef.EFEscalationRequired, review.ReasonBindingMoment)
 	m.Status.ResolvedBy = alice
 	if err := r.env.Client.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	r.waitMoment(t, name)
 
 	// A call of another action (the dry run, which alice did not choose) is not authorised.
 	dry := r.call(t, session, "send_payment", `{"amount":"100.00","dry_run":true,"memo":"invoice 7","to":"acct-9"}`)
@@ -604,7 +611,12 @@ func TestServiceCallers(t *testing.T) {
 			t.Fatal(err)
 		}
 		acceptPolicy(t, r.env.Client, second, 1)
-		defer r.env.Client.Delete(context.Background(), second)
+		defer func() {
+			if err := r.env.Client.Delete(context.Background(), second); err != nil {
+				t.Error(err)
+			}
+			waitCached(t, r.env.Client, r.ns, second.Name, "")
+		}()
 		resp := r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"c"}`).req)
 		expectDeny(t, resp, ef.EFPolicyDenied, review.ReasonAmbiguousPolicy)
 		if !strings.Contains(resp.Message, "payments-too") {
@@ -620,6 +632,7 @@ func TestServiceCallers(t *testing.T) {
 		if err := r.env.Client.Update(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
+		waitCached(t, r.env.Client, r.ns, p.Name, p.ResourceVersion)
 		expectDeny(t, r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"d"}`).req), ef.EFPolicyDenied, review.ReasonPolicyNotReady)
 		acceptPolicy(t, r.env.Client, r.policy, 1)
 		if resp := r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"e"}`).req); !resp.Allowed {
