@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
@@ -225,6 +226,20 @@ func TestAuthorityServes(t *testing.T) {
 		Reason: v1alpha1.ToolPolicyCompiledReason, ObservedGeneration: tp.Generation})
 	if err := env.Client.Status().Update(ctx, tp); err != nil {
 		t.Fatal(err)
+	}
+	// The service lists policies from the API server's watch cache; wait until it has this one.
+	for i := 0; ; i++ {
+		var list v1alpha1.ToolPolicyList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 && list.Items[0].ResourceVersion == tp.ResourceVersion {
+			break
+		}
+		if i == 300 {
+			t.Fatal("the watch cache never showed the accepted policy")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
