@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/journal"
 )
@@ -141,8 +143,12 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkConsume(req); err != nil {
 			return nil, uid, err
 		}
+	case OperationReport:
+		if err := checkReport(req); err != nil {
+			return nil, uid, err
+		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s or %s", OperationReview, OperationConsume)
+		return nil, uid, bad("request.operation", "must be %s, %s or %s", OperationReview, OperationConsume, OperationReport)
 	}
 	return &r, uid, nil
 }
@@ -150,6 +156,9 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 func checkReview(req *Request) error {
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
+	}
+	if req.Report != nil {
+		return bad("request.report", "only for operation %s", OperationReport)
 	}
 	if errs := validation.IsDNS1123Label(req.Server); len(errs) > 0 {
 		return bad("request.server", "must be a ToolPolicy server name (a DNS label)")
@@ -167,6 +176,9 @@ func checkConsume(req *Request) error {
 	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
 		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
 	}
+	if req.Report != nil {
+		return bad("request.report", "only for operation %s", OperationReport)
+	}
 	c := req.Consume
 	if c == nil {
 		return bad("request.consume", "required for operation %s", OperationConsume)
@@ -174,7 +186,7 @@ func checkConsume(req *Request) error {
 	if !authority.ValidID(c.AuthorityID) {
 		return bad("request.consume.authorityID", "must be an authority ID (%s + 64 lowercase hex)", authority.IDPrefix)
 	}
-	if c.OperationID == "" || len(c.OperationID) > journal.MaxIDLength || !utf8.ValidString(c.OperationID) {
+	if !validOperationID(c.OperationID) {
 		return bad("request.consume.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
 	}
 	// The namespace is the caller's; any valid one stands in for the check of the rest.
@@ -182,6 +194,55 @@ func checkConsume(req *Request) error {
 		return bad("request.consume.binding", "%s", bindingProblem(err))
 	}
 	return nil
+}
+
+func validOperationID(id string) bool {
+	return id != "" && len(id) <= journal.MaxIDLength && utf8.ValidString(id)
+}
+
+// checkReport checks a Report: the consumed authority, its operation, an outcome state and the
+// evidence digest (never a result).
+func checkReport(req *Request) error {
+	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
+		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
+	}
+	if req.Consume != nil {
+		return bad("request.consume", "only for operation %s", OperationConsume)
+	}
+	r := req.Report
+	if r == nil {
+		return bad("request.report", "required for operation %s", OperationReport)
+	}
+	if !authority.ValidID(r.AuthorityID) {
+		return bad("request.report.authorityID", "must be an authority ID (%s + 64 lowercase hex)", authority.IDPrefix)
+	}
+	if !validOperationID(r.OperationID) {
+		return bad("request.report.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
+	}
+	if !slices.Contains(ReportStates, r.State) {
+		return bad("request.report.state", "must be %s, %s or %s", ReportStates[0], ReportStates[1], ReportStates[2])
+	}
+	switch {
+	case r.EvidenceDigest == "" && r.State != v1alpha1.ActStateIndeterminate:
+		return bad("request.report.evidenceDigest", "required for %s", r.State)
+	case r.EvidenceDigest != "" && !ValidDigest(r.EvidenceDigest):
+		return bad("request.report.evidenceDigest", "must be sha256: and 64 lowercase hex digits")
+	}
+	return nil
+}
+
+// ValidDigest reports whether d is sha256:<64 lowercase hex>.
+func ValidDigest(d string) bool {
+	const p = "sha256:"
+	if len(d) != len(p)+64 || d[:len(p)] != p {
+		return false
+	}
+	for _, c := range d[len(p):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // bindingProblem is authority's validation message without its package prefix.

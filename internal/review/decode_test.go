@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 const (
 	goodReview  = `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"u-1","operation":"Review","server":"payments","act":{"version":"1.0"},"arguments":{"amount":"10.00"}}}`
+	goodReport  = `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"u-3","operation":"Report","report":{"authorityID":"authz-0000000000000000000000000000000000000000000000000000000000000000","operationID":"op-1","state":"EXECUTED","evidenceDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333"}}}`
 	goodConsume = `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"u-2","operation":"Consume","consume":{"authorityID":"authz-0000000000000000000000000000000000000000000000000000000000000000","operationID":"op-1","binding":{"actID":"act-1","argumentsDigest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","actionDigest":"sha256:2222222222222222222222222222222222222222222222222222222222222222","tool":"send_payment","destination":"https://payments.example/mcp","sinkID":"sink-a","policyEpoch":"3"}}}}`
 )
 
@@ -39,6 +41,18 @@ func TestDecodeRequestAccepts(t *testing.T) {
 	c := r.Request.Consume
 	if uid != "u-2" || c.OperationID != "op-1" || c.Binding.In("agents").Namespace != "agents" || c.Binding.Tool != "send_payment" {
 		t.Fatalf("decoded %+v", c)
+	}
+	r, uid, err = DecodeRequest([]byte(goodReport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := r.Request.Report; uid != "u-3" || rp.OperationID != "op-1" || rp.State != "EXECUTED" || rp.EvidenceDigest != "sha256:"+strings.Repeat("3", 64) {
+		t.Fatalf("decoded %+v", rp)
+	}
+	// INDETERMINATE needs no evidence.
+	ind := strings.Replace(strings.Replace(goodReport, `"EXECUTED"`, `"INDETERMINATE"`, 1), `,"evidenceDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333"`, ``, 1)
+	if r, _, err = DecodeRequest([]byte(ind)); err != nil || r.Request.Report.State != "INDETERMINATE" || r.Request.Report.EvidenceDigest != "" {
+		t.Fatalf("INDETERMINATE without evidence: %v", err)
 	}
 }
 
@@ -87,6 +101,29 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"consume with long operation", replace(goodConsume, `"op-1"`, `"`+strings.Repeat("o", 300)+`"`), "request.consume.operationID", "u-2"},
 		{"consume with bad digest", replace(goodConsume, `sha256:1111`, `sha256:XXXX`), "request.consume.binding", "u-2"},
 		{"consume without sink", replace(goodConsume, `"sink-a"`, `""`), "request.consume.binding", "u-2"},
+		{"consume with report", replace(goodConsume, `"consume"`, `"report":{},"consume"`), "request.report", "u-2"},
+		{"review with report", replace(goodReview, `"server"`, `"report":{},"server"`), "request.report", "u-1"},
+		{"report without body", replace(goodReport, `"report":`, `"reportx":`), "$", ""},
+		{"report with null body", replace(goodReport, `"operation":"Report","report":{`, `"operation":"Report","report":null,"x":{`), "$", ""},
+		{"report with act", replace(goodReport, `"report"`, `"act":{},"report"`), "request", "u-3"},
+		{"report with server", replace(goodReport, `"report"`, `"server":"payments","report"`), "request", "u-3"},
+		{"report with consume", replace(goodReport, `"report"`, `"consume":{},"report"`), "request.consume", "u-3"},
+		{"report missing", `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"u-3","operation":"Report"}}`, "request.report", "u-3"},
+		{"report with bad authority ID", replace(goodReport, `authz-0000`, `authz-../`), "request.report.authorityID", "u-3"},
+		{"report without operation", replace(goodReport, `"op-1"`, `""`), "request.report.operationID", "u-3"},
+		{"report with long operation", replace(goodReport, `"op-1"`, `"`+strings.Repeat("o", 300)+`"`), "request.report.operationID", "u-3"},
+		{"report of INVOKED", replace(goodReport, `"EXECUTED"`, `"INVOKED"`), "request.report.state", "u-3"},
+		{"report of CONSUMED", replace(goodReport, `"EXECUTED"`, `"CONSUMED"`), "request.report.state", "u-3"},
+		{"report of EXPIRED", replace(goodReport, `"EXECUTED"`, `"EXPIRED"`), "request.report.state", "u-3"},
+		{"report of lowercase state", replace(goodReport, `"EXECUTED"`, `"executed"`), "request.report.state", "u-3"},
+		{"report without state", replace(goodReport, `"state":"EXECUTED",`, ``), "request.report.state", "u-3"},
+		{"EXECUTED without evidence", replace(goodReport, `,"evidenceDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333"`, ``), "request.report.evidenceDigest", "u-3"},
+		{"FAILED without evidence", replace(replace(goodReport, `"EXECUTED"`, `"FAILED"`), `,"evidenceDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333"`, ``), "request.report.evidenceDigest", "u-3"},
+		{"evidence in uppercase hex", replace(goodReport, `sha256:3333333333333333333333333333333333333333333333333333333333333333`, `sha256:`+strings.Repeat("A", 64)), "request.report.evidenceDigest", "u-3"},
+		{"evidence of another algorithm", replace(goodReport, `sha256:3333`, `sha512:3333`), "request.report.evidenceDigest", "u-3"},
+		{"evidence too short", replace(goodReport, `sha256:3333`, `sha256:333`), "request.report.evidenceDigest", "u-3"},
+		{"raw result instead of evidence", replace(goodReport, `"sha256:3333333333333333333333333333333333333333333333333333333333333333"`, `"10.00 paid"`), "request.report.evidenceDigest", "u-3"},
+		{"report with a result member", replace(goodReport, `"state"`, `"result":"10.00","state"`), "$", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,7 +278,8 @@ func TestClient(t *testing.T) {
 // FuzzDecodeRequest: whatever the body, DecodeRequest never panics; it returns either a request
 // that passed every check or a FieldError.
 func FuzzDecodeRequest(f *testing.F) {
-	for _, s := range []string{goodReview, goodConsume, ``, `{}`, `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":null}`,
+	for _, s := range []string{goodReview, goodConsume, goodReport, ``,
+		`{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"x","operation":"Report","report":{"authorityID":"authz-0000000000000000000000000000000000000000000000000000000000000000","operationID":"o","state":"INDETERMINATE"}}}`, `{}`, `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":null}`,
 		`{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"x","operation":"Consume","consume":null}}`} {
 		f.Add([]byte(s))
 	}
@@ -268,6 +306,13 @@ func FuzzDecodeRequest(f *testing.F) {
 			c := r.Request.Consume
 			if c == nil || !authority.ValidID(c.AuthorityID) || c.Binding.In("ns").Validate() != nil {
 				t.Fatalf("accepted an incomplete consume: %+v", r.Request)
+			}
+		case OperationReport:
+			rp := r.Request.Report
+			if rp == nil || r.Request.Consume != nil || len(r.Request.Act) != 0 || !authority.ValidID(rp.AuthorityID) ||
+				!slices.Contains(ReportStates, rp.State) || (rp.EvidenceDigest != "" && !ValidDigest(rp.EvidenceDigest)) ||
+				(rp.EvidenceDigest == "" && rp.State != "INDETERMINATE") {
+				t.Fatalf("accepted an incomplete report: %+v", r.Request)
 			}
 		default:
 			t.Fatalf("accepted operation %q", r.Request.Operation)

@@ -14,7 +14,7 @@
 //	 "response":{"uid":"…","allowed":true,"decision":"Allowed","act":"act-…",
 //	             "authority":{"id":"authz-…","payload":"…","signature":"…","expiresAt":"…"}}}
 //
-// There are two calls per protected act:
+// There are three calls per protected act:
 //
 //   - Review (policy, evidence requirement, issuance): the service evaluates the ToolPolicy that
 //     governs the caller's pod and answers allow (the hot path, no authority), allow with a
@@ -22,6 +22,9 @@
 //     BindingMoment the principal must resolve.
 //   - Consume (the compare-and-swap, right before the sidecar invokes): the service consumes
 //     the authority's Lease for the binding the sidecar expects, once.
+//   - Report (after the dispatch): the sidecar reports the outcome it journaled, EXECUTED,
+//     FAILED or INDETERMINATE, with the evidence digest and never the result; the service
+//     records it on the Act, which sidecars have no RBAC to write.
 //
 // The caller authenticates with its pod's service-account token as a bearer token; the
 // namespace of every Lease and object comes from that identity, never from the request.

@@ -43,13 +43,17 @@ const (
 	OperationReview Operation = "Review"
 	// OperationConsume consumes an issued authority, right before the sidecar invokes.
 	OperationConsume Operation = "Consume"
+	// OperationReport records the outcome of a consumed dispatch on its Act (EXECUTED, FAILED or
+	// INDETERMINATE), after the sidecar journaled it. Sidecars have no RBAC on Acts; this is
+	// how the ledger learns what happened.
+	OperationReport Operation = "Report"
 )
 
 // Request is what the sidecar asks.
 type Request struct {
 	// uid identifies the review; the response echoes it. 1–128 characters.
 	UID types.UID `json:"uid"`
-	// operation is Review or Consume.
+	// operation is Review, Consume or Report.
 	Operation Operation `json:"operation"`
 	// server is the ToolPolicy spec.servers[].name the call is addressed to. Review only.
 	Server string `json:"server,omitempty"`
@@ -62,7 +66,27 @@ type Request struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// consume says which authority to consume and for what. Consume only.
 	Consume *ConsumeRequest `json:"consume,omitempty"`
+	// report says which dispatch ended how. Report only.
+	Report *ReportRequest `json:"report,omitempty"`
 }
+
+// ReportRequest is the body of a Report review: the outcome the sidecar journaled for the
+// dispatch that consumed an authority. It carries digests only, never a result.
+type ReportRequest struct {
+	// authorityID is the consumed authority's ID.
+	AuthorityID string `json:"authorityID"`
+	// operationID is the dispatch the authority was consumed for.
+	OperationID string `json:"operationID"`
+	// state is EXECUTED, FAILED or INDETERMINATE (ReportStates).
+	State v1alpha1.ActState `json:"state"`
+	// evidenceDigest is sha256:<64 lowercase hex> over the outcome evidence the sidecar
+	// journaled. Required for EXECUTED and FAILED, optional for INDETERMINATE.
+	EvidenceDigest string `json:"evidenceDigest,omitempty"`
+}
+
+// ReportStates are the states a Report may record: the outcome states of
+// action-evidence-boundary "Classify the Effect Outcome".
+var ReportStates = []v1alpha1.ActState{v1alpha1.ActStateExecuted, v1alpha1.ActStateFailed, v1alpha1.ActStateIndeterminate}
 
 // ConsumeRequest is the body of a Consume review.
 type ConsumeRequest struct {
@@ -167,7 +191,8 @@ type Response struct {
 	// uid is the request's uid.
 	UID types.UID `json:"uid"`
 	// allowed is true when the sidecar may invoke: directly (no authority), or after consuming
-	// authority. It is false on every deny, escalation and error.
+	// authority. For a Report it is true when the outcome is recorded on the Act. It is false on
+	// every deny, escalation and error.
 	Allowed bool `json:"allowed"`
 	// decision is the Act's decision: Allowed, Denied, Escalated or AuditDenied.
 	Decision v1alpha1.ActDecision `json:"decision,omitempty"`
@@ -191,6 +216,8 @@ type Response struct {
 	Escalation *Escalation `json:"escalation,omitempty"`
 	// consumed confirms a Consume.
 	Consumed *Consumed `json:"consumed,omitempty"`
+	// reported confirms a Report.
+	Reported *Reported `json:"reported,omitempty"`
 }
 
 // SignedAuthority is an authority as the sink receives it: the exact signed payload and the
@@ -269,4 +296,11 @@ type Consumed struct {
 	AuthorityID string    `json:"authorityID"`
 	OperationID string    `json:"operationID"`
 	ConsumedAt  time.Time `json:"consumedAt"`
+}
+
+// Reported confirms a Report: the Act's state is now State.
+type Reported struct {
+	AuthorityID string            `json:"authorityID"`
+	OperationID string            `json:"operationID"`
+	State       v1alpha1.ActState `json:"state"`
 }

@@ -27,16 +27,16 @@
 //  7. journal DISPATCH_PENDING durably (a bbolt journal in the pod's emptyDir,
 //     internal/authority/boltstore), then invoke exactly once through the proxy's invoker;
 //  8. classify the outcome EXECUTED | FAILED | INDETERMINATE (action-evidence-boundary "Classify
-//     the Effect Outcome") and record it in the journal.
+//     the Effect Outcome") and record it in the journal;
+//  9. POST a Report review with that state and the evidence digest (never the result), so the
+//     service moves the Act from CONSUMED to the outcome. The report is best effort under
+//     Options.ReportTimeout: the journal is the source of truth, and a report that fails or is
+//     refused is logged with ids and digests and changes nothing of what the agent gets.
 //
 // Any error, timeout, non-200 or undecodable answer of the service is a deny (EF_060 for a
 // timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted (DESIGN.md "Fail
 // closed"). So is an authority that does not verify, a consume that is not confirmed for
 // exactly this authority and operation, and a journal that cannot record DISPATCH_PENDING.
-//
-// The review protocol (review.actgate.io/v1alpha1) has no operation to report an outcome, so
-// the Act object stays at CONSUMED with the operation id; the outcome is in the local journal
-// and the sidecar's log (digests and ids only).
 //
 // # Host loops
 //
@@ -52,8 +52,9 @@
 // entry or Responses function_call item is mapped to an act, reviewed, and — when the answer is
 // allow under authority — the authority is verified, consumed and the dispatch journaled
 // DISPATCH_PENDING before allow is returned; the host then runs the tool once and reports the
-// outcome with /v1/complete. A refusal carries the vendor-shaped deny payload to hand back to
-// the model as the tool result.
+// outcome with /v1/complete, which journals it and reports it to the service as step 9 does.
+// A refusal carries the vendor-shaped deny payload to hand back to the model as the tool
+// result.
 //
 // # Not available in Kubernetes mode
 //

@@ -29,6 +29,9 @@ const (
 	DefaultReviewTimeout = 6 * time.Second
 	// DefaultActTTL is expires_at - created_at of the acts the sidecar builds.
 	DefaultActTTL = 5 * time.Minute
+	// DefaultReportTimeout bounds one Report of an outcome to the service: short, because the
+	// report is best effort and the agent's answer waits for it.
+	DefaultReportTimeout = 2 * time.Second
 	// DefaultRecordTimeout bounds one journal write.
 	DefaultRecordTimeout = 10 * time.Second
 	// RuntimeID is the act's agent.runtime_id for calls through the sidecar.
@@ -83,6 +86,8 @@ type Options struct {
 	ActTTL time.Duration
 	// RecordTimeout bounds one journal write. Optional: DefaultRecordTimeout.
 	RecordTimeout time.Duration
+	// ReportTimeout bounds one Report of an outcome. Optional: DefaultReportTimeout.
+	ReportTimeout time.Duration
 	// Log receives act ids, digests and codes, never argument values. Optional: discard.
 	Log logr.Logger
 }
@@ -102,6 +107,7 @@ type Gate struct {
 	timeout   time.Duration
 	actTTL    time.Duration
 	recordTO  time.Duration
+	reportTO  time.Duration
 	log       logr.Logger
 }
 
@@ -124,7 +130,7 @@ func NewGate(opts Options) (*Gate, error) {
 		return nil, fmt.Errorf("%w: SinkID is required", ErrConfig)
 	case len(opts.Servers) == 0:
 		return nil, fmt.Errorf("%w: at least one server is required", ErrConfig)
-	case opts.ReviewTimeout < 0 || opts.ActTTL < 0 || opts.RecordTimeout < 0:
+	case opts.ReviewTimeout < 0 || opts.ActTTL < 0 || opts.RecordTimeout < 0 || opts.ReportTimeout < 0:
 		return nil, fmt.Errorf("%w: durations must not be negative", ErrConfig)
 	case opts.ActTTL > act.MaxTTL:
 		return nil, fmt.Errorf("%w: ActTTL above %s", ErrConfig, act.MaxTTL)
@@ -132,7 +138,7 @@ func NewGate(opts Options) (*Gate, error) {
 	g := &Gate{
 		review: opts.Review, verifier: opts.Verifier, journal: opts.Journal, namespace: opts.Namespace,
 		sinkID: opts.SinkID, servers: map[string]string{}, principal: opts.Principal, now: opts.Now,
-		timeout: opts.ReviewTimeout, actTTL: opts.ActTTL, recordTO: opts.RecordTimeout, log: opts.Log,
+		timeout: opts.ReviewTimeout, actTTL: opts.ActTTL, recordTO: opts.RecordTimeout, reportTO: opts.ReportTimeout, log: opts.Log,
 	}
 	for i, s := range opts.Servers {
 		if !dnsLabel.MatchString(s.Name) || len(s.Name) > 63 {
@@ -168,6 +174,9 @@ func NewGate(opts Options) (*Gate, error) {
 	}
 	if g.recordTO == 0 {
 		g.recordTO = DefaultRecordTimeout
+	}
+	if g.reportTO == 0 {
+		g.reportTO = DefaultReportTimeout
 	}
 	if g.log.GetSink() == nil {
 		g.log = logr.Discard()
@@ -282,8 +291,8 @@ func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, ad admis
 		res.Code = ef.EFIndeterminate
 		res.Message = ef.EFIndeterminate.Description()
 	}
-	// The review protocol has no outcome operation (package documentation): the outcome is the
-	// journal's and this log line's.
+	// The journal is the source of truth; record has reported the outcome to the service, best
+	// effort, for the Act.
 	g.log.Info("Dispatch outcome", "act", rec.ActID, "actObject", ad.actObject, "authority", rec.AuthorityID,
 		"operation", rec.OperationID, "actionDigest", rec.ActionDigest, "state", state)
 	switch {

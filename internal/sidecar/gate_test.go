@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -142,6 +143,79 @@ func TestPermitDispatchesOnce(t *testing.T) {
 	if f.stub.consumeCount() != 2 || f.stub.consumes[1].AuthorityID == c.AuthorityID {
 		t.Fatalf("second call reused authority %s", c.AuthorityID)
 	}
+}
+
+// TestOutcomeReported: after the journal records the outcome, the sidecar reports it (operation
+// Report) for the consumed authority and operation, with the journal's evidence digest and no
+// result; the hot path reports nothing. A report the service refuses or cannot take changes
+// nothing of what the agent gets, and the journal keeps the outcome.
+func TestOutcomeReported(t *testing.T) {
+	ctx := context.Background()
+	handle := func(f *fixture, tool, args string, inv sink.Invoker) sink.Result {
+		t.Helper()
+		res, _ := f.gate.Handle(ctx, sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+			Destination: f.up.URL, Tool: tool, Args: json.RawMessage(args)}, inv)
+		return res
+	}
+	check := func(t *testing.T, f *fixture, op string, want v1alpha1.ActState) {
+		t.Helper()
+		reps := f.stub.reported()
+		if len(reps) != 1 {
+			t.Fatalf("%d reports, want 1: %+v", len(reps), reps)
+		}
+		rec, err := f.store.Record(ctx, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := reps[0]
+		if r.State != want || r.OperationID != op || r.AuthorityID != rec.AuthorityID || r.AuthorityID != f.stub.consumes[0].AuthorityID ||
+			r.EvidenceDigest != rec.EvidenceDigest || string(rec.State) != string(want) {
+			t.Fatalf("report %+v, journal %+v", r, rec)
+		}
+	}
+	t.Run("executed", func(t *testing.T) {
+		f := newFixture(t)
+		res := call(t, f.agent(), "send_payment", `{"amount":250,"to":"ACME"}`)
+		if res.IsError {
+			t.Fatalf("permit refused: %s", text(res))
+		}
+		calls := f.up.Calls()
+		check(t, f, calls[len(calls)-1].OperationID, v1alpha1.ActStateExecuted)
+		if f.stub.reported()[0].EvidenceDigest == "" {
+			t.Fatal("EXECUTED reported without evidence")
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		f := newFixture(t)
+		call(t, f.agent(), "refuse", `{}`)
+		calls := f.up.Calls()
+		check(t, f, calls[len(calls)-1].OperationID, v1alpha1.ActStateFailed)
+	})
+	t.Run("indeterminate", func(t *testing.T) {
+		f := newFixture(t)
+		res := handle(f, "send_payment", `{"amount":3}`, func(context.Context, string) (sink.InvokeResult, error) {
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, errors.New("connection reset")
+		})
+		check(t, f, res.OperationID, v1alpha1.ActStateIndeterminate)
+	})
+	t.Run("hot path reports nothing", func(t *testing.T) {
+		f := newFixture(t)
+		call(t, f.agent(), "get_balance", `{}`)
+		if f.up.Count("get_balance") != 1 || len(f.stub.reported()) != 0 {
+			t.Fatalf("hot path: count %d, reports %+v", f.up.Count("get_balance"), f.stub.reported())
+		}
+	})
+	t.Run("a failed report changes nothing", func(t *testing.T) {
+		f := newFixture(t)
+		f.stub.reportFails = true
+		res := handle(f, "send_payment", `{"amount":4}`, func(context.Context, string) (sink.InvokeResult, error) {
+			return sink.InvokeResult{Outcome: sink.OutcomeExecuted, Result: json.RawMessage(`{"paid":true}`)}, nil
+		})
+		if !res.Allowed || !res.Invoked || res.State != journal.StateExecuted || res.Code != "" || string(res.Upstream) != `{"paid":true}` {
+			t.Fatalf("result with a failed report: %+v", res)
+		}
+		check(t, f, res.OperationID, v1alpha1.ActStateExecuted)
+	})
 }
 
 // TestUpstreamFailureRecorded: the upstream's authoritative error result is FAILED.

@@ -97,6 +97,15 @@ type stub struct {
 	reviews  int
 	consumes []review.ConsumeRequest
 	spent    map[string]bool
+	reports  []review.ReportRequest
+	// reportFails makes every Report answer 503 (the service unavailable).
+	reportFails bool
+}
+
+func (s *stub) reported() []review.ReportRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]review.ReportRequest(nil), s.reports...)
 }
 
 func signerFrom(t testing.TB, seed string) *authority.Signer {
@@ -166,6 +175,18 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	switch req.Operation {
 	case review.OperationConsume:
 		s.consume(w, uid, req.Consume)
+	case review.OperationReport:
+		s.mu.Lock()
+		s.reports = append(s.reports, *req.Report)
+		fails := s.reportFails
+		s.mu.Unlock()
+		if fails {
+			s.answer(w, 503, uid, review.Response{Code: ef.EFStoreUnavailable, Reason: review.ReasonUnavailable})
+			return
+		}
+		r := req.Report
+		s.answer(w, 200, uid, review.Response{Allowed: true, Reason: review.ReasonAuthority,
+			Reported: &review.Reported{AuthorityID: r.AuthorityID, OperationID: r.OperationID, State: r.State}})
 	default:
 		s.review(w, uid, req)
 	}

@@ -54,6 +54,11 @@ func TestEnforceThenComplete(t *testing.T) {
 			if rec.State != journal.StateExecuted || string(rec.Result) != `{"paid":true}` || rec.EvidenceDigest != evidenceDigest([]byte(`{"paid":true}`)) {
 				t.Fatalf("journal after complete: %+v", rec)
 			}
+			// The outcome is reported for the Act with the journal's evidence, never the result.
+			if reps := f.stub.reported(); len(reps) != 1 || reps[0].State != "EXECUTED" || reps[0].OperationID != d.OperationID ||
+				reps[0].AuthorityID != d.AuthorityID || reps[0].EvidenceDigest != rec.EvidenceDigest {
+				t.Fatalf("reports after complete: %+v", reps)
+			}
 			// Settled once: a second report is refused and changes nothing.
 			status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"failed"}`)
 			if e := decode[ErrorResponse](t, body); status != http.StatusConflict || e.Error.Code != CodeSettled {
@@ -61,6 +66,9 @@ func TestEnforceThenComplete(t *testing.T) {
 			}
 			if rec, _ = f.store.Record(context.Background(), d.OperationID); rec.State != journal.StateExecuted {
 				t.Fatalf("settled record moved to %s", rec.State)
+			}
+			if n := len(f.stub.reported()); n != 1 {
+				t.Fatalf("a refused second complete was reported: %d reports", n)
 			}
 		})
 	}

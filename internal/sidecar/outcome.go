@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -44,11 +46,48 @@ func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr er
 	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
 		o.Result = []byte(out.Result)
 	}
-	if _, err := g.transition(rec.OperationID, to, o); err != nil {
+	out2, err := g.transition(rec.OperationID, to, o)
+	if err != nil {
 		g.log.Error(err, "Outcome not recorded", "act", rec.ActID, "operation", rec.OperationID, "outcome", to)
 		return journal.StateIndeterminate, fmt.Errorf("sidecar: recording outcome %s of %s: %w", to, rec.OperationID, err)
 	}
+	g.report(out2)
 	return to, nil
+}
+
+// report tells the authority service the outcome just journaled (operation Report), so that
+// the Act moves from CONSUMED to EXECUTED, FAILED or INDETERMINATE: digests only, never the
+// result. It is best effort under its own short deadline: the journal is the source of truth,
+// and a report that fails or is refused is logged (ids and digests) and changes nothing of
+// what the agent gets.
+func (g *Gate) report(rec journal.DispatchRecord) {
+	var state v1alpha1.ActState
+	switch rec.State {
+	case journal.StateExecuted:
+		state = v1alpha1.ActStateExecuted
+	case journal.StateFailed:
+		state = v1alpha1.ActStateFailed
+	case journal.StateIndeterminate:
+		state = v1alpha1.ActStateIndeterminate
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.reportTO)
+	defer cancel()
+	resp, err := g.review.Do(ctx, review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
+		AuthorityID: rec.AuthorityID, OperationID: rec.OperationID, State: state, EvidenceDigest: rec.EvidenceDigest,
+	}})
+	switch {
+	case err != nil:
+		g.log.Error(err, "Outcome not reported to the authority service", "act", rec.ActID, "authority", rec.AuthorityID,
+			"operation", rec.OperationID, "actionDigest", rec.ActionDigest, "state", state, "evidence", rec.EvidenceDigest)
+	case !resp.Allowed || resp.Reported == nil || resp.Reported.State != state || resp.Reported.OperationID != rec.OperationID:
+		g.log.Info("Outcome report refused by the authority service", "act", rec.ActID, "authority", rec.AuthorityID,
+			"operation", rec.OperationID, "actionDigest", rec.ActionDigest, "state", state, "evidence", rec.EvidenceDigest,
+			"code", resp.Code, "reason", resp.Reason)
+	default:
+		g.log.V(1).Info("Outcome reported", "act", rec.ActID, "actObject", resp.Act, "operation", rec.OperationID, "state", state)
+	}
 }
 
 func (g *Gate) transition(opID string, to journal.State, o journal.Outcome) (journal.DispatchRecord, error) {
@@ -124,6 +163,7 @@ func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOut
 	}
 	g.log.Info("Dispatch outcome reported by the host loop", "act", out.ActID, "authority", out.AuthorityID,
 		"operation", out.OperationID, "actionDigest", out.ActionDigest, "state", out.State)
+	g.report(out)
 	return out, nil
 }
 

@@ -364,8 +364,11 @@ spec:
 	calls := up.Calls()
 	opID := calls[len(calls)-1].OperationID
 	granted := grantedAct(t, c, opID)
-	if granted.Status.State != v1alpha1.ActStateConsumed || granted.Status.AuthorityRef == nil {
-		t.Fatalf("the granted Act %s: %+v", granted.Name, granted.Status)
+	// The sidecar reported the outcome it journaled (operation Report) before answering the
+	// agent, so the Act has moved from CONSUMED to EXECUTED.
+	if granted.Status.State != v1alpha1.ActStateExecuted || granted.Status.AuthorityRef == nil ||
+		!meta.IsStatusConditionTrue(granted.Status.Conditions, v1alpha1.ActSettledCondition) {
+		t.Fatalf("the granted Act %s: %+v\n%s", granted.Name, granted.Status, sidecarProc.output())
 	}
 	lease := &coordinationv1.Lease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: granted.Status.AuthorityRef.Name}, lease); err != nil {
@@ -411,8 +414,8 @@ spec:
 	for _, want := range [][]string{
 		{"get_balance", "INFORMATIONAL", "Allowed"},
 		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
-		{granted.Name, "send_payment", "FINANCIAL", "Allowed", "CONSUMED"},
-		{"email_send", "COMMUNICATION", "Allowed", "CONSUMED"},
+		{granted.Name, "send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
+		{"email_send", "COMMUNICATION", "Allowed", "EXECUTED"},
 		{"email_send", "COMMUNICATION", "Denied"},
 	} {
 		if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {

@@ -32,6 +32,12 @@
 //  4. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
 //     sidecar expects, in the caller's namespace, under the policy's current epoch; the Act
 //     moves to CONSUMED with the operation id.
+//  5. Report: after the sidecar journaled the dispatch's outcome, it reports EXECUTED, FAILED or
+//     INDETERMINATE with the evidence digest (never the result). The authority's Lease in the
+//     caller's namespace must be CONSUMED by that operation, and the Act it names must record
+//     the same authority and operation; the Act moves from CONSUMED to the reported state, with
+//     the Settled condition (a repeated report of the same state is answered as recorded; any
+//     other move is refused). A report never changes what the agent got.
 //
 // # Binding moments
 //

@@ -76,6 +76,8 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 	switch req.Operation {
 	case review.OperationConsume:
 		return req.Operation, uid, s.consume(ctx, c, req)
+	case review.OperationReport:
+		return req.Operation, uid, s.report(ctx, c, req)
 	default:
 		return req.Operation, uid, s.review(ctx, c, req)
 	}

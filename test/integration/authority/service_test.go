@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -725,4 +726,102 @@ func mustRead(t testing.TB, res *http.Response) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func reportReq(id, op string, state v1alpha1.ActState, evidence string) review.Request {
+	return review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{AuthorityID: id, OperationID: op, State: state, EvidenceDigest: evidence}}
+}
+
+// TestServiceReport: the sidecar's Report moves the Act from CONSUMED to the outcome it
+// journaled, through the API server and the Act CRD's transition rules; a report for another
+// operation, or from a pod of another namespace, touches nothing.
+func TestServiceReport(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	other := newRig(t, rigOptions{}) // an agent governed in another namespace, on the same API server
+	evidence := digestOf(`{"sent":true}`)
+
+	permitConsume := func(t *testing.T, to, op string) (sidecarCall, string) {
+		t.Helper()
+		c := r.call(t, "s-report", "email_send", `{"to":"`+to+`"}`)
+		resp := r.do(t, c.req)
+		if !resp.Allowed || resp.Authority == nil {
+			t.Fatalf("permit: %+v", resp)
+		}
+		if got := r.do(t, consumeReq(resp.Authority.ID, op, c.binding(r.ns, 1))); !got.Allowed || got.Consumed == nil {
+			t.Fatalf("consume: %+v", got)
+		}
+		return c, resp.Authority.ID
+	}
+	state := func(t *testing.T, c sidecarCall) v1alpha1.ActState {
+		t.Helper()
+		return r.actObject(t, c.cand.Act.CandidateActID).Status.State
+	}
+
+	t.Run("EXECUTED", func(t *testing.T) {
+		c, id := permitConsume(t, "a@example.com", "op-x1")
+		// Refused before the right report: another operation, and another namespace's caller.
+		expectDeny(t, r.do(t, reportReq(id, "op-someone-else", v1alpha1.ActStateExecuted, evidence)), ef.EF002, review.ReasonAuthority)
+		expectDeny(t, r.doAs(t, other.agentTk, reportReq(id, "op-x1", v1alpha1.ActStateExecuted, evidence)), ef.EF002, review.ReasonAuthority)
+		if s := state(t, c); s != v1alpha1.ActStateConsumed {
+			t.Fatalf("a refused report moved the act to %s", s)
+		}
+
+		got := r.do(t, reportReq(id, "op-x1", v1alpha1.ActStateExecuted, evidence))
+		if !got.Allowed || got.Reported == nil || got.Reported.State != v1alpha1.ActStateExecuted || got.Act != c.cand.Act.CandidateActID {
+			t.Fatalf("report: %+v", got)
+		}
+		a := r.actObject(t, c.cand.Act.CandidateActID)
+		settled := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ActSettledCondition)
+		if a.Status.State != v1alpha1.ActStateExecuted || a.Status.OperationID != "op-x1" || settled == nil ||
+			settled.Status != metav1.ConditionTrue || settled.Reason != v1alpha1.ActExecutedReason || !strings.Contains(a.Status.Message, evidence) {
+			t.Fatalf("act status after report %+v", a.Status)
+		}
+		// Idempotent: the same report again is answered as recorded.
+		if again := r.do(t, reportReq(id, "op-x1", v1alpha1.ActStateExecuted, evidence)); !again.Allowed || again.Reported == nil {
+			t.Fatalf("repeated report: %+v", again)
+		}
+		// A terminal state is final: another outcome is refused and changes nothing.
+		expectDeny(t, r.do(t, reportReq(id, "op-x1", v1alpha1.ActStateFailed, evidence)), ef.EFActInvalid, review.ReasonAuthority)
+		if s := state(t, c); s != v1alpha1.ActStateExecuted {
+			t.Fatalf("a refused report moved the act to %s", s)
+		}
+	})
+
+	t.Run("INDETERMINATE stays until reconciliation", func(t *testing.T) {
+		c, id := permitConsume(t, "b@example.com", "op-x2")
+		if got := r.do(t, reportReq(id, "op-x2", v1alpha1.ActStateIndeterminate, "")); !got.Allowed {
+			t.Fatalf("report INDETERMINATE: %+v", got)
+		}
+		a := r.actObject(t, c.cand.Act.CandidateActID)
+		if settled := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ActSettledCondition); a.Status.State != v1alpha1.ActStateIndeterminate ||
+			settled == nil || settled.Status != metav1.ConditionFalse || settled.Reason != v1alpha1.ActIndeterminateReason {
+			t.Fatalf("act status %+v", a.Status)
+		}
+		expectDeny(t, r.do(t, reportReq(id, "op-x2", v1alpha1.ActStateExecuted, evidence)), ef.EFActInvalid, review.ReasonAuthority)
+		if s := state(t, c); s != v1alpha1.ActStateIndeterminate {
+			t.Fatalf("a sidecar's report moved an INDETERMINATE act to %s", s)
+		}
+	})
+
+	t.Run("not consumed", func(t *testing.T) {
+		c := r.call(t, "s-report", "email_send", `{"to":"c@example.com"}`)
+		resp := r.do(t, c.req)
+		if resp.Authority == nil {
+			t.Fatalf("permit: %+v", resp)
+		}
+		expectDeny(t, r.do(t, reportReq(resp.Authority.ID, "op-x3", v1alpha1.ActStateExecuted, evidence)), ef.EF002, review.ReasonAuthority)
+		if s := state(t, c); s != v1alpha1.ActStateAuthorized {
+			t.Fatalf("a report before consume moved the act to %s", s)
+		}
+	})
+
+	t.Run("FAILED", func(t *testing.T) {
+		c, id := permitConsume(t, "d@example.com", "op-x4")
+		if got := r.do(t, reportReq(id, "op-x4", v1alpha1.ActStateFailed, evidence)); !got.Allowed {
+			t.Fatalf("report FAILED: %+v", got)
+		}
+		if s := state(t, c); s != v1alpha1.ActStateFailed {
+			t.Fatalf("act %s, want FAILED", s)
+		}
+	})
 }

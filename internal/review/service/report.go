@@ -1,0 +1,110 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// reportAttempts bounds the compare-and-swap retries of one Report (a concurrent write of the
+// same Act, e.g. a retried report, is re-read and checked again).
+const reportAttempts = 3
+
+// report answers a Report: the outcome the sidecar journaled for a dispatch is recorded on its
+// Act. The Act is found through the authority's Lease in the caller's namespace (the namespace
+// is the caller's identity's, never the request's): the Lease must be CONSUMED by exactly this
+// operation, and the Act it names must record the same authority and operation. The Act moves
+// CONSUMED → EXECUTED | FAILED | INDETERMINATE (action-evidence-boundary "Classify the Effect
+// Outcome"; the Act CRD's transition rules); a report of the state the Act is already in is
+// answered as recorded (idempotent), and any other state is refused — an INDETERMINATE act
+// leaves that state only through authenticated reconciliation, never a sidecar's report.
+func (s *Service) report(ctx context.Context, c *caller, req *review.Request) outcome {
+	rr := req.Report
+	rec, err := s.store.Get(ctx, c.namespace, rr.AuthorityID)
+	if err != nil {
+		s.log.V(1).Info("report refused", "authority", rr.AuthorityID, "cause", authority.CodeOf(err))
+		if errors.Is(err, authority.ErrStoreUnavailable) {
+			return apiFailure(ctx, "read the authority", err)
+		}
+		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No authority of that ID in the caller's namespace.")
+	}
+	if rec.State != authority.StateConsumed || rec.ConsumedBy != rr.OperationID {
+		s.log.V(1).Info("report refused: authority not consumed by that operation", "act", rec.Authority.Binding.ActID,
+			"authority", rr.AuthorityID, "state", rec.State)
+		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation.")
+	}
+	obj := &v1alpha1.Act{}
+	obj.Name, obj.Namespace = actName(rec.Authority.Binding.ActID), c.namespace
+	for attempt := 1; ; attempt++ {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The authority's act is not recorded.")
+			}
+			return apiFailure(ctx, "read the act", err)
+		}
+		st := obj.Status
+		if st.AuthorityRef == nil || st.AuthorityRef.Name != rr.AuthorityID || st.OperationID != rr.OperationID {
+			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The act does not record that authority and operation.")
+		}
+		done := outcome{status: http.StatusOK, resp: review.Response{
+			Allowed: true, Decision: st.Decision, Reason: review.ReasonAuthority, Act: obj.Name,
+			Reported: &review.Reported{AuthorityID: rr.AuthorityID, OperationID: rr.OperationID, State: rr.State},
+		}}
+		switch st.State {
+		case rr.State:
+			return done
+		case v1alpha1.ActStateConsumed:
+		default:
+			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority,
+				fmt.Sprintf("The act is %s; its outcome cannot be reported as %s.", st.State, rr.State))
+		}
+		orig := obj.DeepCopy()
+		obj.Status.State = rr.State
+		msg := fmt.Sprintf("Outcome %s reported by the sink for operation %s", rr.State, clipRunes(rr.OperationID, 256))
+		if rr.EvidenceDigest != "" {
+			msg += " with evidence " + rr.EvidenceDigest
+		}
+		obj.Status.Message = clipRunes(msg+".", 1024)
+		settled, why := settledBy(rr.State)
+		meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ActSettledCondition, Status: settled, Reason: why,
+			Message: obj.Status.Message, ObservedGeneration: obj.Generation,
+		})
+		err := s.c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
+		switch {
+		case err == nil:
+			s.log.V(1).Info("outcome recorded", "act", rec.Authority.Binding.ActID, "authority", rr.AuthorityID,
+				"operation", rr.OperationID, "state", rr.State, "evidence", rr.EvidenceDigest)
+			return done
+		case apierrors.IsConflict(err) && attempt < reportAttempts:
+			continue
+		case apierrors.IsInvalid(err):
+			// The CRD's transition rules refused it (the act moved on concurrently).
+			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The act's state does not admit that outcome.")
+		default:
+			return apiFailure(ctx, "record the outcome", err)
+		}
+	}
+}
+
+// settledBy is the Settled condition of an outcome state.
+func settledBy(s v1alpha1.ActState) (metav1.ConditionStatus, string) {
+	switch s {
+	case v1alpha1.ActStateExecuted:
+		return metav1.ConditionTrue, v1alpha1.ActExecutedReason
+	case v1alpha1.ActStateFailed:
+		return metav1.ConditionTrue, v1alpha1.ActFailedReason
+	}
+	return metav1.ConditionFalse, v1alpha1.ActIndeterminateReason
+}
