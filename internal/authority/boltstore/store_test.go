@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -494,15 +495,26 @@ func TestContextDeadline(t *testing.T) {
 	})
 
 	t.Run("deadline while waiting for the commit", func(t *testing.T) {
-		// Hold the writer lock so that the consume cannot commit before its deadline.
+		// Hold the writer lock so that the consume cannot commit, and let its deadline pass
+		// only once it waits in the committer (a timer could fire earlier, during the verify,
+		// on a loaded machine — and then nothing would be waiting for the commit).
 		tx, err := s.own.db.Begin(true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		defer cancel()
-		_, _, err = s.ConsumeAndPend(short, a.ID, a.Binding, pendingFor(a, "op-slow"), nil)
-		if !errors.Is(err, authority.ErrStoreUnavailable) || !errors.Is(err, journal.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		c := s.own.l.commit
+		short := newDeadlineCtx()
+		res := make(chan error, 1)
+		go func() {
+			_, _, err := s.ConsumeAndPend(short, a.ID, a.Binding, pendingFor(a, "op-slow"), nil)
+			res <- err
+		}()
+		if !eventually(c, func() bool { return c.leading && len(c.queue) == 0 }) {
+			tx.Rollback()
+			t.Fatal("the consume never reached the commit")
+		}
+		short.expire()
+		if err := <-res; !errors.Is(err, authority.ErrStoreUnavailable) || !errors.Is(err, journal.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			tx.Rollback()
 			t.Fatalf("ConsumeAndPend past its deadline: %v", err)
 		}
@@ -513,11 +525,9 @@ func TestContextDeadline(t *testing.T) {
 			_, err := s.Consume(ctx, auths[1].ID, auths[1].Binding, authority.Consumption{OperationID: "op-other"})
 			done <- err
 		}()
-		for queued := 0; queued == 0; {
-			time.Sleep(time.Millisecond)
-			s.own.l.commit.mu.Lock()
-			queued = len(s.own.l.commit.queue)
-			s.own.l.commit.mu.Unlock()
+		if !eventually(c, func() bool { return len(c.queue) > 0 }) {
+			tx.Rollback()
+			t.Fatal("the second write was never queued")
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
@@ -533,6 +543,44 @@ func TestContextDeadline(t *testing.T) {
 			t.Fatalf("abandoned consume wrote its record: %v", err)
 		}
 	})
+}
+
+// deadlineCtx is a context whose deadline passes when the test calls expire.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *deadlineCtx) expire() { c.once.Do(func() { close(c.done) }) }
+
+// eventually polls cond under the committer's lock for up to ten seconds and reports whether
+// it became true.
+func eventually(c *committer, cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		ok := cond()
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 func TestExclusiveOpenRefusesSecondOpener(t *testing.T) {
