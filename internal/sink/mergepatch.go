@@ -10,11 +10,12 @@ import (
 // errPatch is returned for a merge patch or target that is not a JSON object.
 var errPatch = errors.New("sink: merge patch needs a JSON object target and patch")
 
-// mergePatch applies an RFC 7396 JSON merge patch to a JSON object and returns the result
+// MergePatch applies an RFC 7396 JSON merge patch to a JSON object and returns the result
 // (not canonicalized). A member of the patch whose value is null removes that member; an object
 // value is merged recursively; any other value replaces. Numbers keep their text (json.Number),
-// so no precision is lost on the way to the canonicalizer.
-func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
+// so no precision is lost on the way to the canonicalizer. The authority service builds its
+// gate-authored envelopes with it too.
+func MergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
 	t, err := decodeObject(target)
 	if err != nil {
 		return nil, fmt.Errorf("%w: target: %v", errPatch, err)

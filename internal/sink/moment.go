@@ -459,7 +459,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 // requested arguments, canonicalized in the strict profile. An alternative that fails, or
 // repeats an option already offered, is left out.
 func (g *gate) alternative(cl *callState, alt Alternative, have []momentOption) (momentOption, bool) {
-	patched, err := mergePatch(cl.cand.Arguments, alt.Args)
+	patched, err := MergePatch(cl.cand.Arguments, alt.Args)
 	if err != nil {
 		return momentOption{}, false
 	}

@@ -138,7 +138,7 @@ func TestMergePatch(t *testing.T) {
 		// Numbers keep their text: no float round trip.
 		{`{"amount":9007199254740991}`, `{"dry_run":true}`, `{"amount":9007199254740991,"dry_run":true}`},
 	} {
-		got, err := mergePatch(json.RawMessage(tc.target), json.RawMessage(tc.patch))
+		got, err := MergePatch(json.RawMessage(tc.target), json.RawMessage(tc.patch))
 		if err != nil {
 			t.Fatalf("%s + %s: %v", tc.target, tc.patch, err)
 		}
@@ -147,7 +147,7 @@ func TestMergePatch(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]string{{`[1]`, `{}`}, {`{}`, `"x"`}, {`{`, `{}`}, {`{}`, `{} {}`}} {
-		if _, err := mergePatch(json.RawMessage(bad[0]), json.RawMessage(bad[1])); !errors.Is(err, errPatch) {
+		if _, err := MergePatch(json.RawMessage(bad[0]), json.RawMessage(bad[1])); !errors.Is(err, errPatch) {
 			t.Fatalf("%s + %s: %v", bad[0], bad[1], err)
 		}
 	}
@@ -157,7 +157,7 @@ func FuzzMergePatch(f *testing.F) {
 	f.Add([]byte(`{"a":1}`), []byte(`{"a":null,"b":{"c":2}}`))
 	f.Add([]byte(`{}`), []byte(`[]`))
 	f.Fuzz(func(t *testing.T, target, patch []byte) {
-		out, err := mergePatch(target, patch)
+		out, err := MergePatch(target, patch)
 		if err != nil {
 			return
 		}

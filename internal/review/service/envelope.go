@@ -1,8 +1,6 @@
 package service
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/actgate/actgate/internal/action"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 // DefaultOffer is slot 4 of a gate-authored envelope (envelope-04 §5.4); internal/sink's.
@@ -37,7 +36,7 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		if len(draft) == envelope.MaxOptions {
 			break
 		}
-		patched, err := mergePatch(x.args, alt.Args.Raw)
+		patched, err := sink.MergePatch(x.args, alt.Args.Raw)
 		if err != nil {
 			continue
 		}
@@ -111,62 +110,6 @@ func slotText(s string, max int) string {
 	out := b.String()
 	if strings.TrimSpace(out) == "" {
 		return "-"
-	}
-	return out
-}
-
-// mergePatch applies an RFC 7396 JSON merge patch to a JSON object (internal/sink's, which is
-// unexported). A member whose patch value is null is removed, an object is merged
-// recursively, anything else replaces; numbers keep their text.
-func mergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
-	t, err := decodeObject(target)
-	if err != nil {
-		return nil, fmt.Errorf("merge patch target: %w", err)
-	}
-	p, err := decodeObject(patch)
-	if err != nil {
-		return nil, fmt.Errorf("merge patch: %w", err)
-	}
-	return json.Marshal(mergeValue(t, p))
-}
-
-func decodeObject(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data")
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("not an object")
-	}
-	return m, nil
-}
-
-// mergeValue is MergePatch(Target, Patch) of RFC 7396 §2.
-func mergeValue(target, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	tm, ok := target.(map[string]any)
-	if !ok {
-		tm = map[string]any{}
-	}
-	out := make(map[string]any, len(tm)+len(pm))
-	for k, v := range tm {
-		out[k] = v
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = mergeValue(out[k], v)
 	}
 	return out
 }
