@@ -100,6 +100,14 @@ bench: ## Run the Go benchmarks (benchstat-friendly output in bin/bench.txt).
 	@mkdir -p $(LOCALBIN)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $(LOCALBIN)/bench.txt
 
+LOADTIME ?= 10s
+LOADTARGET ?= both
+.PHONY: load
+load: ## Load and soak on loopback only (127.0.0.1): gate and sidecar at concurrency 1, 16, 64 for LOADTIME (10s) each, invariants checked; bin/load/report.{txt,json}.
+	@mkdir -p $(LOCALBIN)/load
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" $(GO) run ./test/load -target $(LOADTARGET) -concurrency 1,16,64 \
+		-duration $(LOADTIME) -listen 127.0.0.1 -out $(LOCALBIN)/load/report.json | tee $(LOCALBIN)/load/report.txt
+
 .PHONY: verify
 verify: lint ## Fail when generated files or go.mod are stale.
 	./hack/verify.sh
