@@ -96,10 +96,12 @@
 //
 // # Crash injection
 //
-// Binaries built with -tags failpoints (tests only) SIGKILL themselves when the environment
-// variable ACTGATE_FAILPOINT names the instant: "after-consume" (the invoker was entered: the
-// authority is consumed and DISPATCH_PENDING committed, nothing sent) or "after-invoke" (the
-// upstream answered, nothing recorded). Other builds contain no such code.
+// The invoker carries three of the failpoints of internal/failpoint (active only in binaries
+// built with -tags failpoints, for tests): AfterPending when it is entered (for a journaled
+// dispatch the authority is consumed and DISPATCH_PENDING committed; nothing is sent),
+// DuringInvoke when the tools/call request has been written upstream and no response read, and
+// AfterInvoke when the upstream has answered and nothing is recorded. Other builds contain no
+// such code.
 //
 // # Limitations
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -138,10 +139,10 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		}
 		// The sink calls the invoker only after the authority was consumed and, for a journaled
 		// dispatch, DISPATCH_PENDING committed: the instant tool-use-binding §22 T-G kills.
-		failpoint("after-consume")
+		_ = failpoint.Inject(failpoint.AfterPending)
 		res, err := cs.CallTool(a.bind(ctx), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 		// The upstream has answered and nothing is recorded yet.
-		failpoint("after-invoke")
+		_ = failpoint.Inject(failpoint.AfterInvoke)
 		out, drop := classify(res, err, &a)
 		if drop {
 			b.drop(cs)

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -63,6 +64,7 @@ func (a *attempt) bind(ctx context.Context) context.Context {
 		// may be before they reach the wire: treating that as sent errs towards
 		// INDETERMINATE, never towards a second dispatch.
 		WroteHeaders: func() { a.wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { _ = failpoint.Inject(failpoint.DuringInvoke) }, // request out, no response read
 	})
 }
 

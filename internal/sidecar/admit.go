@@ -11,6 +11,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
@@ -92,6 +93,7 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 	// Consume (the Lease compare-and-swap) right before invoking, for the operation whose id
 	// the upstream will receive.
 	opID := journal.NewOperationID()
+	_ = failpoint.Inject(failpoint.BeforeConsume)
 	cresp, err := g.ask(ctx, review.Request{Operation: review.OperationConsume, Consume: &review.ConsumeRequest{
 		AuthorityID: a.ID, OperationID: opID, Binding: review.BindingOf(expect),
 	}})
@@ -116,6 +118,7 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 	// DISPATCH_PENDING, durably, before anything leaves (action-evidence-boundary "Invoke the
 	// Frozen Action"). The authority is spent either way: a failure here refuses, and nothing
 	// was dispatched for it.
+	_ = failpoint.Inject(failpoint.AfterConsume) // the Lease is spent; the journal has nothing yet
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.recordTO)
 	defer cancel()
 	rec, err := g.journal.Begin(rctx, journal.DispatchRecord{

@@ -9,6 +9,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/receipt"
@@ -178,6 +179,7 @@ func (g *gate) commitDispatch(ctx context.Context, p *pendingDispatch, fresh *au
 		tried = true
 	)
 	rb := receiptBytes(p.receipt)
+	_ = failpoint.Inject(failpoint.BeforeConsume)
 	switch {
 	case fresh != nil && g.issuer != nil:
 		_, written, err = g.issuer.IssueConsumeAndPend(ctx, *fresh, p.expect, p.rec, rb)
@@ -195,6 +197,7 @@ func (g *gate) commitDispatch(ctx context.Context, p *pendingDispatch, fresh *au
 		if _, err = g.store.Consume(ctx, p.id, p.expect, authority.Consumption{OperationID: p.rec.OperationID}); err != nil {
 			break
 		}
+		_ = failpoint.Inject(failpoint.AfterConsume) // only here: a store that consumes and journals in one commit has no such instant
 		if written, err = g.journal.Begin(ctx, p.rec, rb); err != nil {
 			// The authority is spent and no intent record exists: nothing may be dispatched.
 			g.log.Error(err, "authority consumed but the dispatch record failed; not invoking",

@@ -21,6 +21,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -118,7 +119,7 @@ func (p *serveProcess) wait(t *testing.T) error {
 // T-G (tool-use-binding §22; §9; action-evidence-boundary "Classify the Effect Outcome"): kill
 // the host after consume and before invoke; on restart do not invoke again. The gate runs as a
 // real `actgate serve` process built with -tags failpoints; ACTGATE_FAILPOINT makes it SIGKILL
-// itself at the named instant. A second case kills it after the upstream answered and before
+// itself at the named instant (internal/failpoint; test/faults runs every boundary). A second case kills it after the upstream answered and before
 // the outcome was recorded: the upstream ran once and never runs again.
 func TestTG_CrashRecovery(t *testing.T) {
 	bin := buildActgate(t)
@@ -126,8 +127,10 @@ func TestTG_CrashRecovery(t *testing.T) {
 		failpoint string
 		ranBefore int // the upstream's count when the process died
 	}{
-		{"after-consume", 0},
-		{"after-invoke", 1},
+		// failpoint.AfterPending: consumed and DISPATCH_PENDING committed (one commit in the
+		// embedded store), nothing sent.
+		{string(failpoint.AfterPending), 0},
+		{string(failpoint.AfterInvoke), 1},
 	} {
 		t.Run(tc.failpoint, func(t *testing.T) {
 			u := startUpstreams(t)
@@ -206,7 +209,7 @@ func TestTG_CrashRecovery(t *testing.T) {
 			if rec.Reason != journal.ReasonRecoveredOnStart {
 				t.Errorf("reason %q, want %q", rec.Reason, journal.ReasonRecoveredOnStart)
 			}
-			if tc.failpoint == "after-invoke" {
+			if tc.failpoint == string(failpoint.AfterInvoke) {
 				calls := u.tools.Calls()
 				if calls[len(calls)-1].OperationID != rec.OperationID {
 					t.Errorf("the upstream saw operation %q, the journal has %q", calls[len(calls)-1].OperationID, rec.OperationID)
