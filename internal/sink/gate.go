@@ -76,6 +76,9 @@ type Options struct {
 	RecordTimeout time.Duration
 	// StartTimeout bounds recovery in New. Optional: DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Observer is told every decision and every moment's life (metrics, Events,
+	// notifications). Optional: NopObserver. Combine several with Observers.
+	Observer Observer
 }
 
 // gate is the implementation behind Gate.
@@ -98,6 +101,7 @@ type gate struct {
 	momentTTL         time.Duration
 	authorityTTL      time.Duration
 	recordTimeout     time.Duration
+	observer          Observer
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -163,11 +167,15 @@ func New(opts Options) (*Gate, error) {
 		momentTTL:     orDefault(opts.MomentTTL, DefaultMomentTTL),
 		authorityTTL:  orDefault(opts.AuthorityTTL, DefaultAuthorityTTL),
 		recordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout),
+		observer:      opts.Observer,
 		issued:        map[string]issuedAuthority{},
 		issuedSweepAt: minSweep,
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.observer == nil {
+		g.observer = NopObserver{}
 	}
 	if g.log.GetSink() == nil {
 		g.log = logr.Discard()

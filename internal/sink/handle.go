@@ -38,12 +38,31 @@ func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) 
 	if inv == nil {
 		return Result{}, errors.New("sink: Handle needs an Invoker")
 	}
-	res, err := g.handleCall(ctx, c, inv)
+	cl := &callState{c: c, received: g.now()}
+	res, err := g.handleCall(ctx, cl, inv)
 	res.Resolutions = g.moments.takeDeliveries(c.Session)
 	if !res.Allowed && res.Code != "" {
 		res.Deny = g.vendorDeny(c, res)
 	}
+	g.observer.CallDecided(cl.event(res, g.now()))
 	return res, err
+}
+
+// event describes the answered call for the Observer.
+func (cl *callState) event(res Result, now time.Time) CallEvent {
+	e := CallEvent{
+		ActID: res.ActID, Server: cl.c.Server, Tool: safeTool(cl.c.Tool), Class: cl.class,
+		Policy: cl.dec.Policy, Rule: cl.dec.Rule, Outcome: cl.dec.Outcome, Audit: cl.dec.Audit,
+		Allowed: res.Allowed, Invoked: res.Invoked, Replayed: res.Replayed, State: res.State,
+		Code: res.Code, Duration: now.Sub(cl.received),
+	}
+	if cl.cand != nil {
+		e.ActionDigest = cl.cand.ActionDigest()
+		if e.ActID == "" {
+			e.ActID = cl.cand.Act.CandidateActID
+		}
+	}
+	return e
 }
 
 // vendorDeny renders the deny in the caller's vendor shape (tool-use-binding §17, §23).
@@ -66,7 +85,8 @@ func denyResult(code ef.EFCode, msg string) Result {
 	return Result{Code: code, Message: msg}
 }
 
-func (g *gate) handleCall(ctx context.Context, c Call, inv Invoker) (Result, error) {
+func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
+	c := cl.c
 	if ctx.Err() != nil {
 		return denyResult(ef.EF060, ""), nil
 	}
@@ -76,7 +96,7 @@ func (g *gate) handleCall(ctx context.Context, c Call, inv Invoker) (Result, err
 	if len(c.Args) == 0 {
 		c.Args = json.RawMessage(`{}`) // MCP tools/call: arguments are optional; none is {}
 	}
-	cl := &callState{c: c, received: g.now(), provSrc: sourceType(c.Provenance)}
+	cl.provSrc = sourceType(c.Provenance)
 	cand, err := g.candidate(c, cl.provSrc)
 	if err != nil {
 		g.log.V(1).Info("call not mapped to an act", "tool", safeTool(c.Tool), "server", c.Server, "cause", actCode(err))

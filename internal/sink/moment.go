@@ -71,11 +71,13 @@ type moment struct {
 	created      time.Time
 	expires      time.Time
 	policy, rule string
+	class        act.ConsequenceClass // for observers: the escalated call's, or the first human option's
 
-	mu       sync.Mutex // serialises resolutions of this moment
-	votes    map[string]int
-	resolved bool
-	kind     envelope.Kind
+	mu             sync.Mutex // serialises resolutions of this moment
+	votes          map[string]int
+	resolved       bool
+	kind           envelope.Kind
+	expiryReported bool // the Observer was told this moment expired
 }
 
 func (m *moment) ref() *MomentRef {
@@ -442,12 +444,14 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		principals: slices.Clone(ev.Principals), min: minPrincipals(ev), sod: ev.SeparationOfDuties,
 		epoch: cl.dec.Epoch, authorityTTL: g.authorityTTLFor(cl.dec), created: now,
 		expires: now.Add(g.momentTTL), policy: cl.dec.Policy, rule: cl.dec.Rule, votes: map[string]int{},
+		class: cl.class,
 	}
 	if err := g.register(ctx, m); err != nil {
 		g.log.Error(err, "binding moment not registered", "act", m.actID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; the binding moment could not be registered.")
 	}
 	g.moments.add(m, &pk, now)
+	g.observer.MomentEmitted(m.event())
 	g.log.Info("escalated to a binding moment", "act", m.actID, "actionDigest", digest, "moment", m.id,
 		"envelope", env.Digest(), "policy", cl.dec.Policy, "rule", cl.dec.Rule)
 	res := g.refuse(cl, ef.EFEscalationRequired, "")
@@ -622,7 +626,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		id: newMomentID(), env: env, session: session, agent: agent, options: opts,
 		principals: principals, min: minPrincipals(req.Evidence), sod: req.Evidence.SeparationOfDuties,
 		epoch: req.Epoch, authorityTTL: g.authorityTTLFor(*req), created: now, expires: now.Add(g.momentTTL),
-		policy: req.Policy, rule: req.Rule, votes: map[string]int{},
+		policy: req.Policy, rule: req.Rule, votes: map[string]int{}, class: proposalClass(req, opts),
 	}
 	if err := g.register(ctx, m); err != nil {
 		if errors.Is(err, envelope.ErrAlreadyEmitted) {
@@ -633,6 +637,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		return momentRefused("The binding moment could not be registered.")
 	}
 	g.moments.add(m, nil, now)
+	g.observer.MomentEmitted(m.event())
 	// A new moment about these actions lifts an earlier decline or reopening of them.
 	digests := make([]string, len(opts))
 	for i, o := range opts {
@@ -735,6 +740,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		m.resolved, m.kind = true, r.Kind
 		g.closeOut(m, r)
 		g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind)
+		g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 		return out, nil
 	}
 	opt := m.options[r.OptionIdx]
@@ -773,6 +779,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	m.resolved, m.kind = true, r.Kind
 	g.moments.reopen(m.session, []string{opt.actionDigest})
 	g.moments.deliver(m.session, d)
+	g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 	g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind, "option", r.OptionIdx,
 		"actionDigest", opt.actionDigest, "authority", out.AuthorityID)
 	return out, nil
@@ -931,6 +938,7 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 		return nil, errNoGate
 	}
 	now := g.now()
+	g.sweepExpired(now)
 	var out []Moment
 	for _, m := range g.moments.list() {
 		m.mu.Lock()

@@ -1,0 +1,200 @@
+package sink
+
+import (
+	"time"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/journal"
+)
+
+// Observer is told what the gate decided, for metrics, Kubernetes Events and notifications.
+// Its methods are called synchronously on the request path once the decision is final, possibly
+// while the gate holds the moment's lock: an implementation must be fast, must never block
+// (queue slow work such as an outgoing webhook) and must not call back into the Gate. It receives identities, classes, codes and digests, never
+// argument values (the synopsis of a moment is envelope text meant for the principal).
+type Observer interface {
+	// CallDecided is called once for every call Handle answered.
+	CallDecided(CallEvent)
+	// MomentEmitted is called when a binding moment is registered (gate-authored or proposed).
+	MomentEmitted(MomentEvent)
+	// MomentResolved is called when a moment gets its final resolution (for `option`, when the
+	// quorum of distinct principals is reached).
+	MomentResolved(MomentEvent, ResolutionEvent)
+	// MomentExpired is called once for a moment that reached its expiry unresolved; the gate
+	// notices expiry lazily (listing, new moments) and in SweepMoments.
+	MomentExpired(MomentEvent)
+}
+
+// NopObserver observes nothing; embed it to implement part of Observer.
+type NopObserver struct{}
+
+func (NopObserver) CallDecided(CallEvent)                       {}
+func (NopObserver) MomentEmitted(MomentEvent)                   {}
+func (NopObserver) MomentResolved(MomentEvent, ResolutionEvent) {}
+func (NopObserver) MomentExpired(MomentEvent)                   {}
+
+// Observers fans each event out to every non-nil observer in order.
+func Observers(obs ...Observer) Observer {
+	out := make(multiObserver, 0, len(obs))
+	for _, o := range obs {
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) CallDecided(e CallEvent) {
+	for _, o := range m {
+		o.CallDecided(e)
+	}
+}
+
+func (m multiObserver) MomentEmitted(e MomentEvent) {
+	for _, o := range m {
+		o.MomentEmitted(e)
+	}
+}
+
+func (m multiObserver) MomentResolved(e MomentEvent, r ResolutionEvent) {
+	for _, o := range m {
+		o.MomentResolved(e, r)
+	}
+}
+
+func (m multiObserver) MomentExpired(e MomentEvent) {
+	for _, o := range m {
+		o.MomentExpired(e)
+	}
+}
+
+// CallEvent is one answered call.
+type CallEvent struct {
+	ActID  string // "" when the call could not be mapped to an act
+	Server string
+	Tool   string
+	// Class is the consequence class the act ended with (policy may override the default).
+	Class act.ConsequenceClass
+	// Policy and Rule name the ToolPolicy (or standalone policy) and the rule that decided;
+	// empty when no policy was evaluated.
+	Policy, Rule string
+	// Outcome is the policy outcome ("" when no policy was evaluated).
+	Outcome PolicyOutcome
+	// Audit: the policy is in Audit mode; Code then says what enforcement would have done.
+	Audit bool
+	// Allowed, Invoked, Replayed and State are those of the Result.
+	Allowed  bool
+	Invoked  bool
+	Replayed bool
+	State    journal.State
+	// Code is the deny or escalation code ("" when allowed).
+	Code ef.EFCode
+	// ActionDigest is the act's digest over {"tool","args"} ("" when no act was made).
+	ActionDigest string
+	// Duration is the time from receipt of the call to its answer, invocation included.
+	Duration time.Duration
+}
+
+// MomentEvent describes a binding moment.
+type MomentEvent struct {
+	ID             string
+	EnvelopeDigest string
+	Session        string
+	Agent          string
+	Principals     []string
+	// Policy and Rule that required the human decision.
+	Policy, Rule string
+	// Class is the consequence class of the escalated call (gate-authored moments) or of the
+	// first option that needs a human (agent-proposed moments).
+	Class act.ConsequenceClass
+	// DecisionClass is the envelope's meta.decision_class, if any (envelope-04 §5.9).
+	DecisionClass string
+	Server, Tool  string
+	GateAuthored  bool
+	// Synopsis is the envelope's synopsis slot (envelope-04 §5.1).
+	Synopsis string
+	// FreeTextHatch and DialogueHatch are the envelope's two hatches (§5.8); false means the
+	// hatch is disabled (§12.3).
+	FreeTextHatch, DialogueHatch bool
+	// CalibrationNote: the envelope carries meta.calibration_note (§5.9).
+	CalibrationNote  bool
+	Created, Expires time.Time
+}
+
+// ResolutionEvent is the final resolution of a moment.
+type ResolutionEvent struct {
+	Kind      string // option | answer | question | declined (envelope-04 §7.3)
+	Principal string // the principal whose resolution was final
+	At        time.Time
+}
+
+// event describes m for an Observer. The caller holds m.mu or m is not yet shared.
+func (m *moment) event() MomentEvent {
+	c := m.env.Content()
+	e := MomentEvent{
+		ID: m.id, EnvelopeDigest: m.env.Digest(), Session: m.session, Agent: m.agent,
+		Principals: append([]string(nil), m.principals...), Policy: m.policy, Rule: m.rule,
+		Class: m.class, GateAuthored: m.gateAuthored, Synopsis: c.Synopsis,
+		FreeTextHatch: m.env.Hatches().FreeText, DialogueHatch: m.env.Hatches().Dialogue,
+		Created: m.created, Expires: m.expires,
+	}
+	if c.Meta != nil {
+		e.DecisionClass = c.Meta.DecisionClass
+		e.CalibrationNote = c.Meta.CalibrationNote != ""
+	}
+	if len(m.options) > 0 {
+		o := m.options[0]
+		for _, x := range m.options {
+			if x.needsHuman {
+				o = x
+				break
+			}
+		}
+		e.Server, e.Tool = o.server, o.tool
+	}
+	return e
+}
+
+// proposalClass is the class of an agent-proposed moment: policy's class for the option that
+// needs a human, else that tool's default class (tool-use-binding §20).
+func proposalClass(req *PolicyDecision, opts []momentOption) act.ConsequenceClass {
+	if req != nil && req.Class != "" && req.Class.Valid() {
+		return req.Class
+	}
+	for _, o := range opts {
+		if o.needsHuman {
+			return act.DefaultClass(o.tool)
+		}
+	}
+	return ""
+}
+
+// sweepExpired reports every moment that expired unresolved and was not yet reported.
+func (g *gate) sweepExpired(now time.Time) int {
+	var expired []MomentEvent
+	for _, m := range g.moments.list() {
+		m.mu.Lock()
+		if !m.resolved && !m.expiryReported && !now.Before(m.expires) {
+			m.expiryReported = true
+			expired = append(expired, m.event())
+		}
+		m.mu.Unlock()
+	}
+	for _, e := range expired {
+		g.observer.MomentExpired(e)
+	}
+	return len(expired)
+}
+
+// SweepMoments reports to the Observer every binding moment that expired unresolved since the
+// last sweep and returns how many. Serve calls it periodically so expiries are counted when
+// they happen rather than when someone next looks.
+func (g *Gate) SweepMoments() int {
+	if g == nil || g.g == nil {
+		return 0
+	}
+	return g.g.sweepExpired(g.g.now())
+}
