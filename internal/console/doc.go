@@ -1,0 +1,25 @@
+// Package console is the binding-moment web console: one page, served on loopback only, on
+// which a principal sees the binding moments addressed to them and resolves each with one of
+// the four resolutions of envelope-04 §7.3.
+//
+// The page is rendered on the server from html/template with embedded CSS and a few lines of
+// embedded JavaScript (embed.FS): no CDN, no web fonts, nothing fetched from elsewhere, and
+// every affordance is a plain form, so the page works offline and with scripts off. Each
+// moment keeps every invariant of envelope-04 §9.1 — the four briefing slots, the recommended
+// option visibly distinct (a class and a "Recommended" label, not colour alone), the
+// reasoning with each option, an affordance for each hatch that is true, and a Decline
+// button — beside the facts of the act it decides (tool, server, consequence class, action
+// digest). A moment whose envelope was discarded as malformed shows its conventional payload
+// as text with a diagnostic listing the problem codes, and offers no decision (§9.3, §12.8).
+//
+// Where moments come from and where a resolution goes is a Backend: the standalone gate's
+// local moments API (cmd/actgate) or BindingMoment objects read and written with the user's
+// kubeconfig (internal/kubectlplugin), so the console never holds authority of its own — it
+// resolves as the principal whose credential the process was started with, on a surface bound
+// to that principal (§12.4), and a refusal (the webhook's admission denial, the gate's
+// answer) is shown as the backend gave it.
+//
+// The console listens on a loopback address only (Listen refuses anything else). Requests
+// whose Host is not a loopback name are refused (DNS rebinding), and a POST must carry the
+// per-process random token the page embeds and an Origin naming the console itself (CSRF).
+package console

@@ -1,0 +1,140 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/actgate/actgate/internal/envelope"
+)
+
+// pageData is what the page template renders.
+type pageData struct {
+	Principal, Surface, Token string
+	// MaxAnswer bounds the answer box (envelope.MaxAnswerRunes).
+	MaxAnswer int
+	Outcome   *outcome
+	ListError string
+	Moments   []momentView
+}
+
+// momentView is one moment prepared for the template. Every string that did not pass the
+// envelope profile (act facts, ids, payload) went through safeLine or safeText first;
+// html/template escapes all of them.
+type momentView struct {
+	ID, Principal, Agent string
+	Expires              string
+	Act                  Act
+	// Well is true when the envelope is shown as a decision.
+	Well           bool
+	EnvelopeDigest string
+	Content        envelope.Content
+	Options        []optionView
+	Hatches        envelope.Hatches
+	// ActOption is the 1-based number of the option that authorises exactly the act's action,
+	// 0 when none does.
+	ActOption int
+	Problems  []envelope.Problem
+	Payload   string
+}
+
+// optionView is one option of slot 6.
+type optionView struct {
+	Idx, Number                     int
+	Label, Reasoning, ActionDigest  string
+	Recommended, AuthorisesActsCall bool
+}
+
+// viewOf prepares m for the template at now.
+func viewOf(m Moment, now time.Time) momentView {
+	v := momentView{
+		ID: safeLine(m.ID), Principal: safeLine(m.Principal), Agent: safeLine(m.Agent),
+		Act: Act{Name: safeLine(m.Act.Name), Tool: safeLine(m.Act.Tool), Server: safeLine(m.Act.Server),
+			Class: safeLine(m.Act.Class), ActionDigest: safeLine(m.Act.ActionDigest), Unavailable: safeLine(m.Act.Unavailable)},
+	}
+	if !m.Expires.IsZero() {
+		v.Expires = expiresText(m.Expires, now)
+	}
+	if m.Envelope == nil {
+		v.Problems = make([]envelope.Problem, len(m.Problems))
+		for i, p := range m.Problems {
+			v.Problems[i] = envelope.Problem{Code: envelope.Code(safeLine(string(p.Code))), Path: safeLine(p.Path), Message: safeLine(p.Message)}
+		}
+		if len(v.Problems) == 0 {
+			v.Problems = []envelope.Problem{{Code: envelope.CodeInternal, Path: "$", Message: "the envelope was discarded"}}
+		}
+		v.Payload = safeText(m.Payload)
+		return v
+	}
+	v.Well = true
+	v.EnvelopeDigest = m.Envelope.Digest()
+	v.Content = m.Envelope.Content()
+	v.Hatches = v.Content.Question.Hatches
+	for i, o := range v.Content.Question.Options {
+		ov := optionView{Idx: i, Number: i + 1, Label: o.Label, Reasoning: o.Reasoning, ActionDigest: o.ActionDigest,
+			Recommended: i == v.Content.Question.RecommendedIdx, AuthorisesActsCall: o.ActionDigest == m.Act.ActionDigest}
+		if ov.AuthorisesActsCall {
+			v.ActOption = i + 1
+		}
+		v.Options = append(v.Options, ov)
+	}
+	return v
+}
+
+// expiresText says when a moment expires, relative and absolute.
+func expiresText(at, now time.Time) string {
+	abs := at.UTC().Format(time.RFC3339)
+	d := at.Sub(now)
+	if d <= 0 {
+		return "expired at " + abs
+	}
+	return fmt.Sprintf("expires in %s (%s)", d.Round(time.Second), abs)
+}
+
+// parsePage parses the embedded page template.
+func parsePage() (*template.Template, error) {
+	t, err := template.New("page.html.tmpl").Funcs(template.FuncMap{
+		"add1": func(i int) int { return i + 1 },
+	}).ParseFS(assets, "templates/page.html.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("console: page template: %w", err)
+	}
+	return t, nil
+}
+
+// safeLine makes one line of text from outside the envelope safe to show: invalid UTF-8,
+// control, line-break and bidi-override characters become U+FFFD, so a field cannot pose as
+// several lines or reorder what is around it. (html/template still escapes markup.)
+func safeLine(s string) string {
+	return strings.Map(func(c rune) rune {
+		if unsafeRune(c) {
+			return utf8.RuneError
+		}
+		return c
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
+}
+
+// safeText is safeLine that keeps newlines and tabs, for a payload shown as preformatted text.
+func safeText(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c != '\n' && c != '\t' && unsafeRune(c) {
+			return utf8.RuneError
+		}
+		return c
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
+}
+
+func unsafeRune(c rune) bool {
+	switch {
+	case unicode.IsControl(c):
+		return true
+	case c == '\u2028' || c == '\u2029':
+		return true
+	case c >= '\u202A' && c <= '\u202E', c >= '\u2066' && c <= '\u2069', c == '\u200E' || c == '\u200F' || c == '\u061C':
+		return true
+	}
+	return false
+}
