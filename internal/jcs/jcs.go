@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 )
 
 // Mode selects which rules Canonicalize applies.
@@ -76,15 +77,48 @@ func canonicalize(raw []byte, mode Mode, enclosing int) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("jcs: unknown mode %v", mode)
 	}
-	// Most documents never hold more than 16 open members at once; the
-	// stack lives on the goroutine stack until one does.
-	var memberBuf [16]member
-	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth, enclosing: enclosing, members: memberBuf[:0]}
+	s := scratchPool.Get().(*scratch)
+	defer s.put()
+	p := parser{in: raw, strict: mode == Strict, maxDepth: maxDepth, enclosing: enclosing,
+		members: s.members[:0], keys: s.keys[:0], objs: s.objs[:0], spans: s.spans[:0]}
 	p.out = make([]byte, 0, len(raw)+8)
-	if err := p.document(); err != nil {
+	err := p.document()
+	var out []byte
+	if err == nil {
+		out = p.assemble()
+	}
+	s.members, s.keys, s.objs, s.spans = p.members, p.keys, p.objs, p.spans
+	if err != nil {
 		return nil, err
 	}
-	return p.assemble(), nil
+	return out, nil
+}
+
+// scratch holds the parser's working stacks between calls. They never hold pointers into the
+// input or the output (offsets only), so reusing them leaks nothing between documents; the
+// canonical output itself is always a fresh slice owned by the caller.
+type scratch struct {
+	members []member
+	keys    []byte
+	objs    []object
+	spans   []span
+}
+
+// maxPooled bounds the stacks kept for reuse (in elements), so one hostile document does not
+// pin a large buffer for the life of the process.
+const maxPooled = 1 << 12
+
+// scratchPool reuses parser stacks: the enforce hot path canonicalizes every call's arguments
+// twice (tool-use-binding §16 MUST 1), and allocating the stacks each time doubled the garbage
+// per call. A sync.Pool is the one piece of package-level state here; it holds no data that
+// outlives a call.
+var scratchPool = sync.Pool{New: func() any { return &scratch{members: make([]member, 0, 16)} }}
+
+func (s *scratch) put() {
+	if cap(s.members) > maxPooled || cap(s.keys) > 16*maxPooled || cap(s.objs) > maxPooled || cap(s.spans) > maxPooled {
+		return
+	}
+	scratchPool.Put(s)
 }
 
 // Digest returns the envelope-04 §6.2 string form of the SHA-256 of
