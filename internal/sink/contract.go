@@ -202,6 +202,11 @@ type Moment struct {
 	Expires    time.Time
 	Resolved   bool
 	Resolution string // kind of the final resolution, if resolved
+	// Class is the consequence class of the call the moment decides (the escalated call's, or
+	// the first option that needs a human); ActionDigest is that call's action digest. Both
+	// are "" when no option needs a human. The web console shows them beside the envelope.
+	Class        string
+	ActionDigest string
 }
 
 // Gate is the finality sink: policy, authority store, journal, receipt log, moments, clock and

@@ -953,11 +953,11 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 		mm := Moment{
 			ID: m.id, Session: m.session, Agent: m.agent, ActID: m.actID, Envelope: m.env,
 			Digest: m.env.Digest(), Principals: slices.Clone(m.principals), Created: m.created,
-			Expires: m.expires, Resolved: resolved, Resolution: string(kind),
+			Expires: m.expires, Resolved: resolved, Resolution: string(kind), Class: string(m.class),
 		}
 		for _, o := range m.options {
 			if o.needsHuman {
-				mm.Server, mm.Tool = o.server, o.tool
+				mm.Server, mm.Tool, mm.ActionDigest = o.server, o.tool, o.actionDigest
 				break
 			}
 		}
