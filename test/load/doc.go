@@ -1,0 +1,64 @@
+// Command load is actgate's load generator (issue 5, "Load and soak"): it drives the standalone
+// gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate authority` on a real
+// kube-apiserver, test/envtest) with real MCP clients (the official Go SDK over streamable HTTP)
+// at fixed concurrency for a bounded time, reports throughput and latency through the sink and
+// straight to the upstream, and after every run checks the invariants the sink promises.
+//
+//	go run ./test/load -target standalone|sidecar|both -concurrency 1,16,64 -duration 10s \
+//	    -mix hot=60,permit=20,escalate=8,replay=6,substitute=6 -out report.json
+//
+// `make load` runs it at 1, 16 and 64 on both targets (LOADTIME per run) into bin/load/. Every
+// listener is on the loopback interface: -listen accepts only a loopback IP.
+//
+// # One run
+//
+// A run is one target at one concurrency, on fresh state (a new data dir and gate process, or a
+// new namespace, policy and sidecar process) and a fresh counting upstream (internal/mcpproxy/
+// mcptest: the upstream's own record of every invocation, with its arguments and the operation
+// id the sink forwarded). Each worker owns one MCP client session to the sink and, for the
+// direct phase, one to an identical second upstream. The direct phase runs first (the same
+// tools, no sink) for -direct-duration; then the mix runs through the sink for -duration:
+//
+//   - hot: get_balance, an INFORMATIONAL call on the policy's hot path (no authority);
+//   - permit: email_send under PolicyPermit (authority issued, consumed, DISPATCH_PENDING);
+//   - escalate: send_payment needs a human: the direct call is refused EF_ESCALATION_REQUIRED
+//     with a gate-authored binding moment; the scripted principal resolves the option that is
+//     exactly the requested call; the agent's retry runs once ("granted");
+//   - replay: the worker's last call that ran is sent again in the same session: it must come
+//     back as the recorded result or a refusal, never as a second invocation;
+//   - substitute: a payment is escalated and approved, then the agent calls send_payment with
+//     another payee: it must be refused and the upstream must never see those arguments.
+//
+// Every argument set is unique to its worker and sequence number, so a second invocation of
+// the same act is visible upstream. A call whose answer is not what its kind expects is counted
+// in the report (check "expected-answers").
+//
+// # Invariants checked after every run (named checks, PASS/FAIL; any FAIL exits 1)
+//
+//   - authority-single-use: each authority was consumed at most once — one dispatch record per
+//     authority, and the store's consumer (bbolt ConsumedBy, or the Lease's holderIdentity)
+//     is that record's operation;
+//   - upstream-equals-executed: per tool, the upstream's own invocation count equals the
+//     journal's EXECUTED records plus the hot-path allows (the standalone gate's receipt log;
+//     the sidecar journals nothing on the hot path, so there the agent's observed allows), and
+//     every upstream invocation carries the operation id of one of them;
+//   - no-dangling-dispatch: no record is left CONSUMED, DISPATCH_PENDING or INVOKED (an
+//     INDETERMINATE record is allowed and counted: it is the honest answer to an unknown outcome);
+//   - denied-never-reached: no refused call's arguments, and no substitution's, reached the
+//     upstream, and no protected act was invoked twice;
+//   - receipt-chain: the standalone gate's receipt log verifies (internal/receipt); the sidecar
+//     writes no receipts yet (docs/operations.md), so there the check is N/A, never PASS;
+//   - expected-answers: every call got the answer its kind expects.
+//
+// The checks are pure functions of a World (what the upstream, the journal, the store and the
+// receipt log hold after the gate stopped) and the workload's own tally, so a test feeds them
+// deliberately broken worlds and sees each FAIL.
+//
+// # In the sidecar rig
+//
+// Nothing runs Pods and no manager runs (test/e2e covers the chart, the manager, admission and
+// the injection): the rig writes the status the ToolPolicy controller would (Accepted, epoch 1),
+// and the scripted principal writes the BindingMoment resolution and the status the
+// BindingMoment controller records after admission, then waits until the API server's watch
+// cache shows it (the authority service reads moments from the cache).
+package main

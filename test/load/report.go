@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Latency is one series' percentiles in milliseconds (nearest rank).
+type Latency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// Overhead is the sink's latency minus the direct call's at each percentile, for a series
+// through the sink and the tool it reaches.
+type Overhead struct {
+	Series string  `json:"series"`
+	Tool   string  `json:"tool"`
+	P50    float64 `json:"p50_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+}
+
+// RunReport is one target at one concurrency.
+type RunReport struct {
+	Target         string             `json:"target"`
+	Concurrency    int                `json:"concurrency"`
+	Mix            string             `json:"mix"`
+	Duration       float64            `json:"duration_s"`
+	Elapsed        float64            `json:"elapsed_s"`
+	Calls          int                `json:"calls"`
+	Throughput     float64            `json:"calls_per_s"`
+	Ops            map[string]int     `json:"ops"`
+	Gate           map[string]Latency `json:"gate"`
+	DirectDuration float64            `json:"direct_elapsed_s"`
+	DirectCalls    int                `json:"direct_calls"`
+	Direct         map[string]Latency `json:"direct"`
+	Overhead       []Overhead         `json:"overhead"`
+	Checks         []Check            `json:"checks"`
+	Pass           bool               `json:"pass"`
+	Error          string             `json:"error,omitempty"`
+}
+
+// Machine records what the numbers were measured on.
+type Machine struct {
+	GoVersion    string     `json:"go_version"`
+	OS           string     `json:"os"`
+	Arch         string     `json:"arch"`
+	NumCPU       int        `json:"num_cpu"`
+	GOMAXPROCS   int        `json:"gomaxprocs"`
+	LoadAvgStart [3]float64 `json:"loadavg_start"`
+	LoadAvgEnd   [3]float64 `json:"loadavg_end"`
+	Started      time.Time  `json:"started"`
+}
+
+// Report is the whole output.
+type Report struct {
+	Machine Machine     `json:"machine"`
+	Runs    []RunReport `json:"runs"`
+	Pass    bool        `json:"pass"`
+}
+
+func machine() Machine {
+	return Machine{GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), LoadAvgStart: loadAvg(), Started: time.Now().UTC().Truncate(time.Second)}
+}
+
+// loadAvg reads /proc/loadavg (zeros where there is none).
+func loadAvg() [3]float64 {
+	var out [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return out
+	}
+	for i, f := range strings.Fields(string(b)) {
+		if i == 3 {
+			break
+		}
+		out[i], _ = strconv.ParseFloat(f, 64)
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile is the nearest-rank percentile of sorted samples.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.999999) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+func summarize(l latencies) map[string]Latency {
+	out := map[string]Latency{}
+	for s, ds := range l {
+		sorted := slices.Clone(ds)
+		slices.Sort(sorted)
+		out[s] = Latency{N: len(sorted), P50: ms(percentile(sorted, 50)), P95: ms(percentile(sorted, 95)), P99: ms(percentile(sorted, 99))}
+	}
+	return out
+}
+
+func overheads(gate, direct map[string]Latency) []Overhead {
+	var out []Overhead
+	for _, pair := range overheadPairs {
+		g, ok1 := gate[pair.series]
+		d, ok2 := direct[pair.tool]
+		if !ok1 || !ok2 || g.N == 0 || d.N == 0 {
+			continue
+		}
+		out = append(out, Overhead{Series: pair.series, Tool: pair.tool, P50: g.P50 - d.P50, P95: g.P95 - d.P95, P99: g.P99 - d.P99})
+	}
+	return out
+}
+
+// writeText writes the plain report: the machine, then per run the throughput, a latency
+// table (through the sink, direct, overhead) and the checks.
+func writeText(w io.Writer, r Report) {
+	m := r.Machine
+	fmt.Fprintf(w, "actgate load report  %s  %s %s/%s  NumCPU=%d GOMAXPROCS=%d  loadavg start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
+		m.Started.Format(time.RFC3339), m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS,
+		m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2], m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2])
+	fmt.Fprintln(w, "(the sink, its upstreams and the clients share the machine; numbers from a loaded machine are not benchmarks)")
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "\n== %s  concurrency %d  %.1fs  mix %s\n", run.Target, run.Concurrency, run.Elapsed, run.Mix)
+		if run.Error != "" {
+			fmt.Fprintf(w, "RUN FAILED: %s\n", run.Error)
+			continue
+		}
+		var ops []string
+		for _, k := range kinds {
+			if n := run.Ops[string(k)]; n > 0 {
+				ops = append(ops, fmt.Sprintf("%s %d", k, n))
+			}
+		}
+		fmt.Fprintf(w, "throughput %.1f calls/s through the sink (%d calls; ops: %s); direct %d calls in %.1fs\n",
+			run.Throughput, run.Calls, strings.Join(ops, ", "), run.DirectCalls, run.DirectDuration)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "series\tn\tp50 ms\tp95 ms\tp99 ms\t")
+		for _, s := range gateSeries {
+			if l, ok := run.Gate[s]; ok {
+				fmt.Fprintf(tw, "sink %s\t%d\t%.2f\t%.2f\t%.2f\t\n", s, l.N, l.P50, l.P95, l.P99)
+			}
+		}
+		for _, s := range sortedKeys(run.Direct) {
+			l := run.Direct[s]
+			fmt.Fprintf(tw, "direct %s\t%d\t%.2f\t%.2f\t%.2f\t\n", s, l.N, l.P50, l.P95, l.P99)
+		}
+		for _, o := range run.Overhead {
+			fmt.Fprintf(tw, "overhead %s−%s\t\t%+.2f\t%+.2f\t%+.2f\t\n", o.Series, o.Tool, o.P50, o.P95, o.P99)
+		}
+		_ = tw.Flush()
+		for _, c := range run.Checks {
+			fmt.Fprintf(w, "  %-4s %-26s %s\n", c.Status, c.Name, c.Detail)
+			for _, e := range c.Errors {
+				fmt.Fprintf(w, "         %s\n", e)
+			}
+		}
+	}
+	verdict := "PASS: every invariant held in every run"
+	if !r.Pass {
+		verdict = "FAIL: see the runs above"
+	}
+	fmt.Fprintf(w, "\n%s\n", verdict)
+}
+
+func writeJSON(path string, r Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// target is a kind of sink under load: the standalone gate or the sidecar.
+type target interface {
+	name() string
+	// startRun starts a sink on fresh state in front of the upstream at upstreamURL.
+	startRun(ctx context.Context, runID, upstreamURL string) (sinkRun, error)
+	// close stops what the target shares between runs.
+	close() error
+}
+
+// sinkRun is one running sink.
+type sinkRun interface {
+	// endpoint is the MCP endpoint of the protected server through the sink.
+	endpoint() string
+	principal() principal
+	// finish stops the sink and reads what it recorded.
+	finish(ctx context.Context) (World, error)
+}
+
+// runConfig is what one run does.
+type runConfig struct {
+	concurrency    int
+	duration       time.Duration
+	directDuration time.Duration
+	mix            Mix
+	host           string
+	seed           uint64
+}
+
+// runOnce runs one target at one concurrency: the direct phase, the mix through the sink, the
+// sink stopped, the checks.
+func runOnce(ctx context.Context, t target, rc runConfig, runID string) (RunReport, error) {
+	rep := RunReport{Target: t.name(), Concurrency: rc.concurrency, Duration: rc.duration.Seconds(), Mix: rc.mix.String()}
+	up, err := startUpstream(net.JoinHostPort(rc.host, "0"))
+	if err != nil {
+		return rep, err
+	}
+	defer up.Close()
+	twin, err := startUpstream(net.JoinHostPort(rc.host, "0"))
+	if err != nil {
+		return rep, err
+	}
+	defer twin.Close()
+
+	if rc.directDuration > 0 {
+		hc := &http.Client{Transport: bearer{base: http.DefaultTransport}}
+		direct, err := runPhase(ctx, rc.concurrency, rc.directDuration, 1, rc.seed, twin.URL, hc, nil, directOp(rc.mix))
+		if err != nil {
+			return rep, fmt.Errorf("direct phase: %w", err)
+		}
+		rep.DirectDuration = direct.elapsed.Seconds()
+		rep.DirectCalls = direct.tally.Calls
+		rep.Direct = summarize(direct.lat)
+		if direct.tally.Unexpected > 0 {
+			return rep, fmt.Errorf("direct phase: %d calls failed: %v", direct.tally.Unexpected, direct.tally.Samples)
+		}
+	}
+
+	sr, err := t.startRun(ctx, runID, up.URL)
+	if err != nil {
+		return rep, fmt.Errorf("%s: %w", t.name(), err)
+	}
+	mix := rc.mix
+	gate, perr := runPhase(ctx, rc.concurrency, rc.duration, len(mix.kinds()), rc.seed+1, sr.endpoint(), &http.Client{}, sr.principal(),
+		func(ctx context.Context, w *worker) { w.op(ctx, mix.nextKind(w.rnd, w.done)) })
+	world, ferr := sr.finish(ctx)
+	if perr != nil {
+		return rep, fmt.Errorf("%s: %w", t.name(), perr)
+	}
+	if ferr != nil {
+		return rep, fmt.Errorf("%s: reading what the sink recorded: %w", t.name(), ferr)
+	}
+	world.Upstream = up.Calls()
+	rep.Elapsed = gate.elapsed.Seconds()
+	rep.Calls = gate.tally.Calls
+	rep.Throughput = float64(gate.tally.Calls) / gate.elapsed.Seconds()
+	rep.Ops = map[string]int{}
+	for k, v := range gate.tally.Ops {
+		rep.Ops[string(k)] = v
+	}
+	rep.Gate = summarize(gate.lat)
+	rep.Overhead = overheads(rep.Gate, rep.Direct)
+	rep.Checks = RunChecks(world, gate.tally)
+	rep.Pass = Passed(rep.Checks)
+	return rep, nil
+}
