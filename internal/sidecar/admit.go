@@ -90,6 +90,19 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 		return withDeliveries(deny(code, ""), ad)
 	}
 
+	// An earlier dispatch of this very action without an outcome (in flight, or INDETERMINATE
+	// since a crash or an unknown upstream answer) stops the call before anything is spent
+	// (unsettled.go).
+	k := actionKey{cand.ActionDigest(), g.servers[server]}
+	if !g.unsettled.reserve(k) {
+		g.log.Info("Call refused: an earlier dispatch of this action has no outcome", "act", cand.Act.CandidateActID,
+			"actionDigest", cand.ActionDigest(), "authority", a.ID)
+		d := withDeliveries(deny(ef.EFIndeterminate, ""), ad)
+		d.res.State = journal.StateIndeterminate
+		return d
+	}
+	defer g.unsettled.release(k, "") // a no-op once the journal has the record (pending below)
+
 	// Consume (the Lease compare-and-swap) right before invoking, for the operation whose id
 	// the upstream will receive.
 	opID := journal.NewOperationID()
@@ -131,6 +144,7 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 			"act", cand.Act.CandidateActID, "authority", a.ID, "operation", opID)
 		return withDeliveries(deny(ef.EFStoreUnavailable, "The dispatch could not be journaled; the tool was not invoked."), ad)
 	}
+	g.unsettled.pending(k, opID)
 	g.log.V(1).Info("Dispatch", "act", rec.ActID, "actionDigest", rec.ActionDigest, "authority", a.ID, "operation", opID, "server", server)
 	ad.ok, ad.rec = true, &rec
 	return ad

@@ -22,8 +22,12 @@
 //     against a binding rebuilt from the live call and this sidecar's configuration (never from
 //     the authority): namespace, act id, tool, arguments and action digests, destination, sink
 //     (tool-use-binding §16 MUST 1–3); the policy epoch is the service's to check at consume;
-//  6. POST a Consume review (the Lease compare-and-swap) right before invoking, naming the
-//     operation id that will be forwarded upstream as the idempotency key;
+//  6. refuse with EF_INDETERMINATE, before consuming, a call of an action (action digest and
+//     destination) whose earlier dispatch by this sidecar has no outcome yet — in flight, or
+//     INDETERMINATE after a crash or an unknown upstream answer — in any session and after a
+//     restart (unsettled.go); otherwise POST a Consume review (the Lease compare-and-swap)
+//     right before invoking, naming the operation id that will be forwarded upstream as the
+//     idempotency key;
 //  7. journal DISPATCH_PENDING durably (a bbolt journal in the pod's emptyDir,
 //     internal/authority/boltstore), then invoke exactly once through the proxy's invoker;
 //  8. classify the outcome EXECUTED | FAILED | INDETERMINATE (action-evidence-boundary "Classify

@@ -109,6 +109,8 @@ type Gate struct {
 	recordTO  time.Duration
 	reportTO  time.Duration
 	log       logr.Logger
+	// unsettled refuses a call of an action whose earlier dispatch has no outcome yet.
+	unsettled *unsettled
 }
 
 var _ mcpproxy.Gate = (*Gate)(nil)
@@ -180,6 +182,11 @@ func NewGate(opts Options) (*Gate, error) {
 	}
 	if g.log.GetSink() == nil {
 		g.log = logr.Discard()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.recordTO)
+	defer cancel()
+	if g.unsettled, err = loadUnsettled(ctx, g.journal); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

@@ -93,7 +93,11 @@ func (g *Gate) report(rec journal.DispatchRecord) {
 func (g *Gate) transition(opID string, to journal.State, o journal.Outcome) (journal.DispatchRecord, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.recordTO)
 	defer cancel()
-	return g.journal.Transition(ctx, opID, to, o)
+	rec, err := g.journal.Transition(ctx, opID, to, o)
+	if err == nil {
+		g.unsettled.settled(rec)
+	}
+	return rec, err
 }
 
 // HostOutcome is what a host loop reports about a tool it ran (POST /v1/complete).
