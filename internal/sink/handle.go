@@ -56,6 +56,9 @@ func (cl *callState) event(res Result, now time.Time) CallEvent {
 		Allowed: res.Allowed, Invoked: res.Invoked, Replayed: res.Replayed, State: res.State,
 		Code: res.Code, Duration: now.Sub(cl.received),
 	}
+	if e.Audit && e.Code == "" {
+		e.Code = res.AuditCode // in Audit mode Code says what enforcement would have done
+	}
 	if cl.cand != nil {
 		e.ActionDigest = cl.cand.ActionDigest()
 		if e.ActID == "" {
