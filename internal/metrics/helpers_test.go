@@ -68,7 +68,9 @@ func (p *tablePolicy) Servers() []sink.ServerInfo {
 	return []sink.ServerInfo{{Name: "tools", URL: toolsURL}, {Name: "pay", URL: payURL}}
 }
 
-func (p *tablePolicy) CanEscalate(_, tool string) bool { return p.rules[tool].outcome == sink.PolicyEscalate }
+func (p *tablePolicy) CanEscalate(_, tool string) bool {
+	return p.rules[tool].outcome == sink.PolicyEscalate
+}
 
 func (p *tablePolicy) Evaluate(ctx context.Context, r sink.PolicyRequest) sink.PolicyDecision {
 	d := sink.PolicyDecision{Epoch: 3, Policy: policyName, Audit: p.audit}
