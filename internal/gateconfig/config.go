@@ -26,6 +26,11 @@ const (
 	DefaultListen      = "127.0.0.1:8787"
 	DefaultSinkID      = "actgate-local"
 	DefaultCallTimeout = 60 * time.Second
+	// DefaultMetricsAddress is where `actgate serve` answers /metrics when metrics.address is
+	// not set: loopback, beside DefaultListen.
+	DefaultMetricsAddress = "127.0.0.1:9787"
+	// MetricsOff as metrics.address disables the metrics listener.
+	MetricsOff = "off"
 	// MaxFileBytes bounds a configuration file.
 	MaxFileBytes = 2 << 20
 	// PolicyName is the name compiled policies carry in decisions, receipts and logs.
@@ -58,6 +63,8 @@ type Config struct {
 	CallTimeout string `json:"callTimeout,omitempty"`
 	// Policy is the ToolPolicy spec the gate enforces.
 	Policy v1alpha1.ToolPolicySpec `json:"policy"`
+	// Metrics configures the Prometheus endpoint (internal/metrics).
+	Metrics Metrics `json:"metrics,omitempty"`
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
@@ -76,6 +83,27 @@ type Agent struct {
 	// tools/call params._meta to policy; without it provenance is unknown (see
 	// internal/mcpproxy).
 	TrustDeclaredProvenance bool `json:"trustDeclaredProvenance,omitempty"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Address is the host:port of the plain-HTTP /metrics listener. It must be a loopback
+	// address other than listen. Default DefaultMetricsAddress; MetricsOff ("off") disables
+	// it. Read it with MetricsAddress.
+	Address string `json:"address,omitempty"`
+}
+
+// MetricsAddress returns the metrics listener's address ("" when disabled) and whether the
+// file set it (an address the file names must be bound; the default may be taken by another
+// gate on the same machine).
+func (c *Config) MetricsAddress() (addr string, explicit bool) {
+	switch c.Metrics.Address {
+	case "":
+		return DefaultMetricsAddress, false
+	case MetricsOff:
+		return "", true
+	}
+	return c.Metrics.Address, true
 }
 
 // Principal is a person who may resolve binding moments.
@@ -192,6 +220,13 @@ func (c *Config) validate() error {
 	}
 	if err := checkLoopback(c.Listen); err != nil {
 		bad("listen", "%v", err)
+	}
+	if a := c.Metrics.Address; a != "" && a != MetricsOff {
+		if err := checkLoopback(a); err != nil {
+			bad("metrics.address", "%v (or %q)", err, MetricsOff)
+		} else if a == c.Listen {
+			bad("metrics.address", "must differ from listen")
+		}
 	}
 	if c.DataDir == "" {
 		bad("dataDir", "required")

@@ -82,6 +82,29 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestMetricsAddress: loopback by default, "off" disables, an address the file names is
+// reported as explicit (serve must bind it or fail).
+func TestMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, addr string
+		explicit        bool
+	}{
+		{"default", minimal, DefaultMetricsAddress, false},
+		{"off", minimal + "metrics:\n  address: \"off\"\n", "", true},
+		{"explicit", minimal + "metrics:\n  address: '[::1]:9100'\n", "[::1]:9100", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.doc), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if addr, explicit := c.MetricsAddress(); addr != tc.addr || explicit != tc.explicit {
+				t.Fatalf("MetricsAddress() = %q, %v; want %q, %v", addr, explicit, tc.addr, tc.explicit)
+			}
+		})
+	}
+}
+
 // TestBadConfigs: every refusal names the field it is about.
 func TestBadConfigs(t *testing.T) {
 	edit := func(old, new string) string {
@@ -106,6 +129,10 @@ func TestBadConfigs(t *testing.T) {
 		{"non-loopback listen", minimal + "listen: 0.0.0.0:8787\n", "listen"},
 		{"listen without port", minimal + "listen: 127.0.0.1\n", "listen"},
 		{"public host", minimal + "listen: example.com:80\n", "listen"},
+		{"non-loopback metrics address", minimal + "metrics:\n  address: 0.0.0.0:9787\n", "metrics.address"},
+		{"metrics address without port", minimal + "metrics:\n  address: 127.0.0.1\n", "metrics.address"},
+		{"metrics on the gate's listener", minimal + "listen: 127.0.0.1:8787\nmetrics:\n  address: 127.0.0.1:8787\n", "metrics.address"},
+		{"unknown metrics field", minimal + "metrics:\n  addr: 127.0.0.1:1\n", "addr"},
 		{"agent as principal", edit("- name: alice", "- name: agent-1"), "principals[0].name"},
 		{"duplicate principal", edit("- name: alice", "- name: alice\n- name: alice"), "principals[1].name"},
 		{"bad principal name", edit("- name: alice", "- name: Alice/x"), "principals[0].name"},
