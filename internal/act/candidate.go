@@ -142,6 +142,8 @@ type Candidate struct {
 	Vendor    Vendor
 	// VendorID addresses the vendor-shaped result (see Input.VendorID).
 	VendorID string
+
+	argsDigest string // jcs.Digest(Arguments), computed once by NewCandidate
 }
 
 // ActionDigest is the act's arguments binding: the digest of the canonical action object
@@ -151,7 +153,12 @@ func (c *Candidate) ActionDigest() string { return c.Act.ArgumentsDigest.Value }
 
 // ArgumentsDigest is the digest of the canonical arguments alone: tool-use-binding §6's
 // "hash of JCS(input)", for comparison with implementations that bind the arguments only.
-func (c *Candidate) ArgumentsDigest() string { return jcs.Digest(c.Arguments) }
+func (c *Candidate) ArgumentsDigest() string {
+	if c.argsDigest != "" {
+		return c.argsDigest
+	}
+	return jcs.Digest(c.Arguments)
+}
 
 // Strict reports whether the arguments are within the strict JCS profile, i.e. may be bound to
 // a human decision (DESIGN.md "Digests").
@@ -256,7 +263,7 @@ func NewCandidate(in Input, mc MappingContext) (*Candidate, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
-	return &Candidate{Act: a, Arguments: canon, Vendor: in.Vendor, VendorID: in.VendorID}, nil
+	return &Candidate{Act: a, Arguments: canon, Vendor: in.Vendor, VendorID: in.VendorID, argsDigest: jcs.Digest(canon)}, nil
 }
 
 func firstNonEmpty(ss ...string) string {

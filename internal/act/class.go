@@ -52,7 +52,8 @@ func DefaultClass(toolName string) ConsequenceClass {
 
 // LookupClass is DefaultClass that also reports whether any §20 row matched the name.
 func LookupClass(toolName string) (ConsequenceClass, bool) {
-	words := nameWords(toolName)
+	var buf [8]string
+	words := nameWordsInto(buf[:0], toolName)
 	best, matched := ClassPersistentStateChange, false
 	if isComputerFamily(toolName) {
 		best, matched = ClassCommunication, true
@@ -132,7 +133,18 @@ func severity(c ConsequenceClass) int {
 
 // nameWords splits a tool name into lowercase words at non-alphanumerics, lower→upper case
 // changes ("emailSend"), acronym ends ("IAMAttach" → iam, attach) and letter/digit changes.
-func nameWords(name string) []string {
+func nameWords(name string) []string { return nameWordsInto(nil, name) }
+
+// nameWordsInto is nameWords appending to dst (pass a stack buffer to avoid allocating).
+func nameWordsInto(dst []string, name string) []string {
+	if w, ok := asciiNameWords(dst, name); ok {
+		return w
+	}
+	return append(dst, runeNameWords(name)...)
+}
+
+// runeNameWords is nameWords for any UTF-8 name.
+func runeNameWords(name string) []string {
 	var words []string
 	rs := []rune(name)
 	start := -1
@@ -168,6 +180,49 @@ func nameWords(name string) []string {
 	return words
 }
 
+// asciiNameWords is nameWords for an ASCII name (every real tool name), on bytes, appending to
+// dst: no rune slice, and a word already in lower case is a substring of name, not a copy, so a
+// caller's stack buffer makes it allocation-free. It reports false for a name with a non-ASCII
+// byte, which nameWords then splits rune by rune with the same rules.
+func asciiNameWords(dst []string, name string) ([]string, bool) {
+	start := -1
+	for i := 0; i <= len(name); i++ {
+		split, begin := i == len(name), false
+		if !split {
+			c := name[i]
+			if c >= 0x80 {
+				return nil, false
+			}
+			switch {
+			case !asciiLower(c) && !asciiUpper(c) && !asciiDigit(c):
+				split = true
+			case start < 0:
+				start = i
+			default:
+				p := name[i-1]
+				split = asciiLower(p) && asciiUpper(c) ||
+					asciiUpper(p) && asciiUpper(c) && i+1 < len(name) && asciiLower(name[i+1]) ||
+					asciiDigit(p) != asciiDigit(c)
+				begin = split
+			}
+		}
+		if split {
+			if start >= 0 && i > start {
+				dst = append(dst, strings.ToLower(name[start:i]))
+			}
+			start = -1
+			if begin {
+				start = i
+			}
+		}
+	}
+	return dst, true
+}
+
+func asciiLower(c byte) bool { return 'a' <= c && c <= 'z' }
+func asciiUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
+func asciiDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 func hasAny(words []string, want ...string) bool {
 	for _, w := range words {
 		for _, x := range want {
@@ -185,7 +240,8 @@ func hasAny(words []string, want ...string) bool {
 // ("computer_20250124") is accepted as a name too, as are "computer_use" and "computer-use".
 // Other "computer_*" names ("computer_inventory") are ordinary tools.
 func isComputerFamily(name string) bool {
-	w := nameWords(name)
+	var buf [8]string
+	w := nameWordsInto(buf[:0], name)
 	switch {
 	case len(w) == 1 && w[0] == "computer":
 		return true
@@ -231,7 +287,8 @@ func computerActionClass(canonicalArgs []byte) ConsequenceClass {
 // shells (SHELL_ACTION) and HTTP API actions (API_REQUEST, §7 "GPT Actions that HTTP POST to a
 // customer API are API_REQUEST acts").
 func inferActType(name string, proto ToolProtocol) ActType {
-	w := nameWords(name)
+	var buf [8]string
+	w := nameWordsInto(buf[:0], name)
 	switch {
 	case isComputerFamily(name):
 		return ActComputerUse

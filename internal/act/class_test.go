@@ -1,6 +1,10 @@
 package act
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 // tool-use-binding §20 defaults, with the variants the doc of DefaultClass promises.
 func TestDefaultClass(t *testing.T) {
@@ -133,5 +137,29 @@ func TestNameWords(t *testing.T) {
 		if got != want {
 			t.Errorf("nameWords(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestASCIINameWordsAgreesWithRunes: the byte fast path splits every ASCII name exactly as the
+// rune path does (the class of a tool must not depend on which path ran).
+func TestASCIINameWordsAgreesWithRunes(t *testing.T) {
+	const alphabet = "abcxyzABCXYZ0189_-. /:"
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n < 20000; n++ {
+		b := make([]byte, rng.IntN(16))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		name := string(b)
+		fast, ok := asciiNameWords(nil, name)
+		if !ok {
+			t.Fatalf("asciiNameWords(%q) refused an ASCII name", name)
+		}
+		if slow := runeNameWords(name); !slices.Equal(fast, slow) {
+			t.Fatalf("asciiNameWords(%q) = %q, runeNameWords = %q", name, fast, slow)
+		}
+	}
+	if _, ok := asciiNameWords(nil, "envoyer_café"); ok {
+		t.Fatal("non-ASCII name taken by the ASCII path")
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"io"
 	"strings"
+	"sync"
 )
 
 // MinIDKeyBytes is the shortest IDIssuer key accepted.
@@ -40,6 +42,9 @@ const (
 type IDIssuer struct {
 	key  []byte
 	rand io.Reader
+	// macs reuses keyed HMAC states (hmac.New costs two SHA-256 states and the key schedule
+	// on every act otherwise).
+	macs sync.Pool
 }
 
 // NewIDIssuer returns an issuer with a secret key of at least MinIDKeyBytes and a random
@@ -63,13 +68,14 @@ func (i *IDIssuer) New(sessionID string) (string, error) {
 	if _, err := io.ReadFull(i.rand, r[:]); err != nil {
 		return "", &Error{Code: CodeIDGeneration, Field: "candidate_act_id", Detail: "random source failed", Err: err}
 	}
-	var b strings.Builder
-	b.Grow(idLen)
-	b.WriteString(idPrefix)
-	b.WriteString(hex.EncodeToString(r[:]))
-	b.WriteByte('-')
-	b.WriteString(hex.EncodeToString(i.mac(sessionID, r[:])))
-	return b.String(), nil
+	var b [idLen]byte
+	n := copy(b[:], idPrefix)
+	n += hex.Encode(b[n:], r[:])
+	b[n] = '-'
+	n++
+	var sum [sha256.Size]byte
+	hex.Encode(b[n:], i.mac(sum[:0], sessionID, r[:]))
+	return string(b[:]), nil
 }
 
 // Nonce returns 128 random bits as 32 lowercase hex characters (freshness.nonce).
@@ -78,7 +84,9 @@ func (i *IDIssuer) Nonce() (string, error) {
 	if _, err := io.ReadFull(i.rand, r[:]); err != nil {
 		return "", &Error{Code: CodeIDGeneration, Field: "freshness.nonce", Detail: "random source failed", Err: err}
 	}
-	return hex.EncodeToString(r[:]), nil
+	var b [2 * len(r)]byte
+	hex.Encode(b[:], r[:])
+	return string(b[:]), nil
 }
 
 // CheckSession reports whether actID was minted by this issuer for sessionID. It returns an
@@ -96,7 +104,7 @@ func (i *IDIssuer) CheckSession(actID, sessionID string) error {
 	if err != nil {
 		return newErr(CodeIDInvalid, "candidate_act_id", "not an actgate candidate act id")
 	}
-	if checkID("session_id", sessionID) != nil || !hmac.Equal(got, i.mac(sessionID, r)) {
+	if checkID("session_id", sessionID) != nil || !hmac.Equal(got, i.mac(nil, sessionID, r)) {
 		return newErr(CodeIDSessionMismatch, "candidate_act_id", "id was not issued for this session")
 	}
 	return nil
@@ -111,13 +119,23 @@ func (i *IDIssuer) CheckAct(a *AgentCandidateAct, sessionID string) error {
 	return i.CheckSession(a.CandidateActID, sessionID)
 }
 
-func (i *IDIssuer) mac(sessionID string, r []byte) []byte {
-	m := hmac.New(sha256.New, i.key)
-	m.Write([]byte(idDomain))
-	m.Write([]byte(sessionID))
-	m.Write([]byte{0})
-	m.Write(r)
-	return m.Sum(nil)[:idMACSize]
+func (i *IDIssuer) mac(dst []byte, sessionID string, r []byte) []byte {
+	st, _ := i.macs.Get().(*macState)
+	if st == nil {
+		st = &macState{h: hmac.New(sha256.New, i.key)}
+	}
+	st.h.Reset()
+	st.buf = append(append(append(append(st.buf[:0], idDomain...), sessionID...), 0), r...)
+	st.h.Write(st.buf)
+	out := st.h.Sum(dst)[len(dst) : len(dst)+idMACSize]
+	i.macs.Put(st)
+	return out
+}
+
+// macState is a keyed HMAC and its input buffer, reused through IDIssuer.macs.
+type macState struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // isLowerHex reports whether s is lowercase hex, allowing the single '-' separator.
