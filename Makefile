@@ -85,7 +85,7 @@ build: ## Build the actgate binaries into bin/.
 
 .PHONY: test
 test: ## Run every test: unit, conformance, fuzz seeds, envtest integration (builds what it needs).
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: test-short
 test-short: ## Unit tests only (no API server).
