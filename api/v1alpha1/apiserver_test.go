@@ -233,6 +233,19 @@ func TestToolPolicyValidation(t *testing.T) {
 		{"destinations by name and origin are valid", func(s *v1alpha1.ToolPolicySpec) {
 			s.Rules[0].Destinations = []string{"payments", "https://payments.example:8443"}
 		}, ""},
+		// envelope-04 §12.4: only INFORMATIONAL moments may be offered as an MCP elicitation.
+		{"elicitation of INFORMATIONAL is valid", func(s *v1alpha1.ToolPolicySpec) {
+			s.Elicitation = &v1alpha1.ElicitationPolicy{Classes: []v1alpha1.ConsequenceClass{v1alpha1.ConsequenceInformational}}
+		}, ""},
+		{"elicitation of FINANCIAL", func(s *v1alpha1.ToolPolicySpec) {
+			s.Elicitation = &v1alpha1.ElicitationPolicy{Classes: []v1alpha1.ConsequenceClass{v1alpha1.ConsequenceInformational, v1alpha1.ConsequenceFinancial}}
+		}, "only INFORMATIONAL moments may be offered as an elicitation"},
+		{"elicitation of PERSISTENT_STATE_CHANGE", func(s *v1alpha1.ToolPolicySpec) {
+			s.Elicitation = &v1alpha1.ElicitationPolicy{Classes: []v1alpha1.ConsequenceClass{v1alpha1.ConsequencePersistentStateChange}}
+		}, "only INFORMATIONAL moments may be offered as an elicitation"},
+		{"elicitation without classes", func(s *v1alpha1.ToolPolicySpec) {
+			s.Elicitation = &v1alpha1.ElicitationPolicy{}
+		}, "spec.elicitation.classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := samplePolicy(t)

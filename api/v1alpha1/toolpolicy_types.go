@@ -175,6 +175,32 @@ type ToolPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(r, self.exists_one(o, o.name == r.name))",message="rule names must be unique"
 	Rules []ToolRule `json:"rules,omitempty"`
+
+	// elicitation lets the sink ALSO offer a binding moment of the listed consequence classes
+	// as an MCP elicitation to an agent whose MCP client declared elicitation support
+	// (envelope-04 §8; additional: the tool result still carries binding_moment). Only
+	// INFORMATIONAL may be listed: an elicitation is answered in the very client the agent
+	// runs in, so an agent session holding the principal's session credential could resolve
+	// it, which envelope-04 §12.4 rules out for a consequential action — every other class of
+	// tool-use-binding §20 (money, permissions, deploys, deletes and other durable writes,
+	// messages and disclosures to other parties, computer use, the physical world, OTHER)
+	// stays on the principal's own surface. Omitted: never.
+	// +optional
+	Elicitation *ElicitationPolicy `json:"elicitation,omitempty"`
+}
+
+// ElicitationPolicy names the consequence classes whose binding moments may also be offered
+// as an MCP elicitation.
+type ElicitationPolicy struct {
+	// classes are the consequence classes whose moments may be offered as an elicitation,
+	// without duplicates. Only INFORMATIONAL is accepted (envelope-04 §12.4; see
+	// spec.elicitation).
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c == 'INFORMATIONAL')",message="only INFORMATIONAL moments may be offered as an elicitation: every other class must be resolved on the principal's own surface (envelope-04 §12.4)"
+	Classes []ConsequenceClass `json:"classes,omitempty"`
 }
 
 // SinkIdentity names a finality sink.

@@ -85,6 +85,8 @@ type Compiled struct {
 	byName   map[string]*server
 	rules    []*rule
 	chain    chain
+	// elicitation holds the classes spec.elicitation lists (ElicitationAllowed).
+	elicitation map[act.ConsequenceClass]bool
 }
 
 type server struct {
@@ -174,6 +176,7 @@ func Compile(name string, spec *v1alpha1.ToolPolicySpec, epoch int64) (*Compiled
 		seen[r.Name] = true
 		c.rules = append(c.rules, compileRule(&ps, c, env, f, r))
 	}
+	compileElicitation(&ps, c, spec.Elicitation)
 
 	if len(ps) > 0 {
 		return nil, &CompileError{Policy: name, Problems: ps}
