@@ -105,6 +105,12 @@ type Config struct {
 	// Logger receives one line per refused call and per upstream failure; it is given digests
 	// and codes, never tool arguments. The zero Logger discards.
 	Logger logr.Logger
+	// Elicitation, when set, lets a binding moment of a class it allows be offered also as an
+	// MCP elicitation to an agent client that declared elicitation (elicit.go); nil: never.
+	Elicitation ElicitationPolicy
+	// ElicitationTimeout bounds the wait for an elicitation's answer; 0 means
+	// DefaultElicitationTimeout.
+	ElicitationTimeout time.Duration
 }
 
 var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

@@ -96,6 +96,11 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		res.Allowed = false
 	}
 	logger().Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
+	if res.Moment != nil { // also offered as an elicitation where policy allows (elicit.go)
+		out := b.elicit(ctx, res.Moment)
+		r, err := b.render(refusalResult(res))
+		return withElicitation(r, out), err
+	}
 	return b.render(refusalResult(res))
 }
 
@@ -182,7 +187,9 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	}
 	if res.Moment != nil && res.Moment.Envelope != nil {
 		b.p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
-		return b.render(registeredMoment(res.Moment, res.Resolutions))
+		out := b.elicit(ctx, res.Moment) // where policy allows (elicit.go)
+		r, err := b.render(registeredMoment(res.Moment, res.Resolutions))
+		return withElicitation(r, out), err
 	}
 	if res.Code == "" {
 		res.Code = ef.EFMomentInvalid
