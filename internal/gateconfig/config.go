@@ -65,6 +65,9 @@ type Config struct {
 	Policy v1alpha1.ToolPolicySpec `json:"policy"`
 	// Metrics configures the Prometheus endpoint (internal/metrics).
 	Metrics Metrics `json:"metrics,omitempty"`
+	// Notifications announces pending binding moments to outgoing webhooks
+	// (notifications.go). Optional.
+	Notifications *Notifications `json:"notifications,omitempty"`
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
@@ -313,6 +316,8 @@ func (c *Config) validate() error {
 			c.callTimeout = d
 		}
 	}
+
+	c.validateNotifications(bad)
 
 	if _, err := c.Compile(); err != nil {
 		var ce *policy.CompileError

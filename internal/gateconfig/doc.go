@@ -17,6 +17,11 @@
 //	- server: bank                  # a policy.servers[].name
 //	  bearerTokenFile: ./bank.token # presented only on the gate→upstream leg
 //	callTimeout: 60s
+//	notifications:                  # announce pending moments (internal/notify); optional
+//	  consoleURL: "http://127.0.0.1:8788/console?moment={id}"
+//	  webhooks:
+//	  - url: https://hooks.slack.com/services/T000/B000/XXXX # https, or http to loopback
+//	    headersFrom: ./hook.headers # "Name: value" lines, read per delivery, never logged
 //	policy:                         # a ToolPolicySpec
 //	  podSelector: {}
 //	  servers: [...]
