@@ -29,8 +29,9 @@ type Options struct {
 	Signer signature.Signer
 	// KeyID names the key in checkpoints; default KeyID(Signer's public key).
 	KeyID string
-	// MaxBatch is the most receipts one checkpoint covers; reaching it starts a commit at
-	// once. Default DefaultMaxBatch.
+	// MaxBatch pending receipts start a commit at once (before MaxDelay). A commit takes every
+	// receipt pending when it starts, so one checkpoint covers at least one receipt and, when
+	// the committer fell behind, more than MaxBatch. Default DefaultMaxBatch.
 	MaxBatch int
 	// MaxDelay is the longest a receipt from Append waits before its group commit starts.
 	// Default DefaultMaxDelay. AppendDurable and Flush do not wait for it.
@@ -76,11 +77,12 @@ type Log struct {
 	durable    uint64    // highest seq written, checkpointed and fsync'ed
 	committed  chan struct{}
 	spare      []byte // the committer's previous batch buffer, for reuse
+	spareEnt   []entry
 	closing    bool
-	err        error // sticky failure (wraps ErrFailed)
-	scratch    []byte
+	err        error  // sticky failure (wraps ErrFailed)
 	signedSeq  uint64 // seq of the last checkpoint written; the committer's alone after Open
 	sigScratch []byte
+	out        []byte // the committer's interleaving buffer for a batch of several checkpoints
 }
 
 type entry struct {
@@ -302,16 +304,22 @@ func (l *Log) appendLocked(r Receipt) (out Receipt, wake bool, err error) {
 	}
 	r.Seq = l.seq + 1
 	r.Prev = l.head
-	r.Digest, l.scratch, err = digestOf(l.scratch, &r)
-	if err != nil {
-		return Receipt{}, false, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
+	// Encode once, without the digest member, straight into pending; the digest is the hash of
+	// exactly those bytes, and its member is then inserted where JCS order puts it.
 	n := len(l.pending)
-	if l.pending, err = appendCanonical(l.pending, &r, true); err != nil {
-		l.pending = l.pending[:n]
+	buf, at, err := appendCanonicalAt(l.pending, &r, false)
+	if err != nil {
+		l.pending = buf[:n]
 		return Receipt{}, false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	l.pending = append(l.pending, '\n')
+	r.Digest = jcs.Digest(buf[n:])
+	var member [len(`,"digest":""`) + len(ZeroDigest)]byte
+	m := append(append(append(member[:0], `,"digest":"`...), r.Digest...), '"')
+	end := len(buf)
+	buf = append(buf, m...)
+	copy(buf[at+len(m):], buf[at:end])
+	copy(buf[at:], m)
+	l.pending = append(buf, '\n')
 	l.seq, l.head = r.Seq, r.Digest
 	l.entries = append(l.entries, entry{end: len(l.pending), seq: r.Seq, digest: r.Digest})
 	if len(l.entries) == 1 {
@@ -352,9 +360,9 @@ func (l *Log) waitDurable(ctx context.Context, seq uint64) error {
 
 // batch is what one group commit writes.
 type batch struct {
-	buf     []byte // receipt lines; the checkpoint line is appended
+	buf     []byte  // receipt lines
+	entries []entry // the receipts in buf
 	lastSeq uint64
-	head    string
 }
 
 // run is the committer: the only goroutine that writes, signs and fsyncs.
@@ -405,55 +413,73 @@ func (l *Log) takeLocked() (batch, bool) {
 	if !due {
 		return batch{}, false
 	}
-	k := min(n, l.maxBatch)
-	last := l.entries[k-1]
-	b := batch{lastSeq: last.seq, head: last.digest}
-	if k == n {
-		b.buf, l.pending, l.spare = l.pending, l.spare[:0], nil
-		l.entries = l.entries[:0]
-	} else {
-		b.buf = append(l.spare[:0], l.pending[:last.end]...)
-		l.spare = nil
-		l.pending = l.pending[:copy(l.pending, l.pending[last.end:])]
-		rest := copy(l.entries, l.entries[k:])
-		l.entries = l.entries[:rest]
-		for i := range l.entries {
-			l.entries[i].end -= last.end
-		}
-		// firstAt stays: the rest were appended after it, so they are committed no later
-		// than MaxDelay after their own append.
-	}
+	// Take everything pending, swapping buffers: nothing is copied under the lock (appenders
+	// wait on it), and a committer that fell behind catches up in one write and one fsync;
+	// commit still signs a checkpoint every MaxBatch receipts.
+	b := batch{buf: l.pending, entries: l.entries, lastSeq: l.entries[n-1].seq}
+	l.pending, l.entries = l.spare[:0], l.spareEnt[:0]
+	l.spare, l.spareEnt = nil, nil
 	return b, true
 }
 
-// commit signs a checkpoint over b and writes b and the checkpoint with one write and one
-// fsync. It runs without the lock: appends continue into the other buffer meanwhile.
+// commit signs a checkpoint after every MaxBatch receipts of b (and after its last) and writes
+// the receipts and checkpoints with one write and one fsync. It runs without the lock: appends
+// continue into the other buffer meanwhile.
 func (l *Log) commit(b *batch) error {
+	if len(b.entries) <= l.maxBatch {
+		// The common case: one checkpoint, appended to the batch's own buffer.
+		var err error
+		if b.buf, err = l.appendCheckpoint(b.buf, b.entries[len(b.entries)-1]); err != nil {
+			return err
+		}
+		return l.write(b.buf, b.lastSeq)
+	}
+	out, start := l.out[:0], 0
+	for lo := 0; lo < len(b.entries); lo += l.maxBatch {
+		last := b.entries[min(lo+l.maxBatch, len(b.entries))-1]
+		out = append(out, b.buf[start:last.end]...)
+		start = last.end
+		var err error
+		if out, err = l.appendCheckpoint(out, last); err != nil {
+			return err
+		}
+	}
+	l.out = out
+	return l.write(out, b.lastSeq)
+}
+
+// appendCheckpoint signs a checkpoint over the chain up to last and appends its line.
+func (l *Log) appendCheckpoint(dst []byte, last entry) ([]byte, error) {
 	cp := Checkpoint{
 		Type:    CheckpointType,
-		Seq:     b.lastSeq,
+		Seq:     last.seq,
 		PrevSeq: l.signedSeq,
-		Head:    b.head,
+		Head:    last.digest,
 		Time:    l.now().UTC(),
 		KeyID:   l.keyID,
 	}
 	body, err := cp.appendCanonical(l.sigScratch[:0])
 	l.sigScratch = body
 	if err != nil {
-		return fmt.Errorf("%w: encoding checkpoint: %v", ErrFailed, err)
+		return dst, fmt.Errorf("%w: encoding checkpoint: %v", ErrFailed, err)
 	}
 	sig, err := l.signer.SignMessage(bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%w: signing checkpoint %d: %v", ErrFailed, cp.Seq, err)
-	}
-	b.buf = appendCheckpointLine(b.buf, body, sig)
-	if _, err := l.f.Write(b.buf); err != nil {
-		return fmt.Errorf("%w: writing batch ending at %d: %v", ErrFailed, cp.Seq, err)
-	}
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync of batch ending at %d: %v", ErrFailed, cp.Seq, err)
+		return dst, fmt.Errorf("%w: signing checkpoint %d: %v", ErrFailed, cp.Seq, err)
 	}
 	l.signedSeq = cp.Seq
+	return appendCheckpointLine(dst, body, sig), nil
+}
+
+// write writes one commit's bytes and fsyncs them. On failure the log is failed for good (the
+// signed checkpoints in memory no longer match the file), so signedSeq need not be restored.
+func (l *Log) write(buf []byte, lastSeq uint64) error {
+	if _, err := l.f.Write(buf); err != nil {
+		return fmt.Errorf("%w: writing batch ending at %d: %v", ErrFailed, lastSeq, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("%w: fsync of batch ending at %d: %v", ErrFailed, lastSeq, err)
+	}
 	return nil
 }
 
@@ -463,7 +489,7 @@ func (l *Log) finishLocked(b *batch, err error) {
 	} else {
 		l.durable = b.lastSeq
 	}
-	l.spare = b.buf[:0]
+	l.spare, l.spareEnt = b.buf[:0], b.entries[:0]
 	close(l.committed)
 	l.committed = make(chan struct{})
 }

@@ -136,6 +136,14 @@ func validateChained(r *Receipt) error {
 // UTC as time.Time.MarshalJSON writes it, so that the result equals
 // jcs.Canonicalize(json.Marshal(r)) (TestCanonicalMatchesJCS) without a parse.
 func appendCanonical(dst []byte, r *Receipt, withDigest bool) ([]byte, error) {
+	out, _, err := appendCanonicalAt(dst, r, withDigest)
+	return out, err
+}
+
+// appendCanonicalAt is appendCanonical that also returns the offset in the result at which the
+// digest member is (withDigest) or would be (without it) written: the log encodes a receipt
+// once without its digest, hashes those bytes, and inserts the member there.
+func appendCanonicalAt(dst []byte, r *Receipt, withDigest bool) ([]byte, int, error) {
 	var err error
 	str := func(name, v string, omitEmpty bool) {
 		if err != nil || (omitEmpty && v == "") {
@@ -148,7 +156,7 @@ func appendCanonical(dst []byte, r *Receipt, withDigest bool) ([]byte, error) {
 	}
 	dst = append(dst, `{"act_id":`...)
 	if dst, err = jcs.AppendString(dst, r.ActID); err != nil {
-		return dst, err
+		return dst, 0, err
 	}
 	str("action_digest", r.ActionDigest, true)
 	str("arguments_digest", r.ArgumentsDigest, false)
@@ -156,29 +164,30 @@ func appendCanonical(dst []byte, r *Receipt, withDigest bool) ([]byte, error) {
 	str("class", r.Class, true)
 	str("code", r.Code, true)
 	str("decision", r.Decision, false)
+	digestAt := len(dst)
 	if withDigest {
 		str("digest", r.Digest, false)
 	}
 	str("operation_id", r.OperationID, true)
 	str("prev", r.Prev, false)
 	if err != nil {
-		return dst, err
+		return dst, 0, err
 	}
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, r.Seq, 10)
 	str("server", r.Server, true)
 	str("state", r.State, true)
 	if err != nil {
-		return dst, err
+		return dst, 0, err
 	}
 	dst = append(dst, `,"time":"`...)
 	dst = r.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, '"')
 	str("tool", r.Tool, false)
 	if err != nil {
-		return dst, err
+		return dst, 0, err
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}'), digestAt, nil
 }
 
 // digestOf returns the receipt digest of r: the digest of its canonical form without the
