@@ -179,19 +179,23 @@ func NewCandidate(in Input, mc MappingContext) (*Candidate, error) {
 	if len(in.Arguments) > mc.maxInput() {
 		return nil, newErr(CodeInputTooLarge, "arguments", "larger than the mapping context allows")
 	}
-	canon, err := canonicalArgs("arguments", in.Arguments, jcs.Full)
-	if err != nil {
-		return nil, err
-	}
 	// Strict first: in-profile arguments give the same bytes under both modes, and the act
 	// records that they may be bound to a human decision. Out of profile (a non-integer, a
 	// number beyond 2^53-1, nesting deeper than 64 counting the action object), full RFC 8785.
+	// The arguments are canonicalized once and the action digest is taken over those bytes.
 	mode := jcs.Strict
-	digest, err := action.Digest(in.ToolName, canon, jcs.Strict)
-	if code, _ := action.CodeOf(err); code == action.CodeOutOfProfile {
+	canon, err := jcs.CanonicalizeNested(in.Arguments, jcs.Strict, 1)
+	if code, _ := jcs.CodeOf(err); code == jcs.CodeNumberOutOfProfile || code == jcs.CodeDepthExceeded {
 		mode = jcs.Full
-		digest, err = action.Digest(in.ToolName, canon, jcs.Full)
+		canon, err = jcs.Canonicalize(in.Arguments, jcs.Full)
 	}
+	if err != nil {
+		return nil, jcsErr(CodeArgumentsInvalid, "arguments", err)
+	}
+	if canon[0] != '{' {
+		return nil, newErr(CodeArgumentsInvalid, "arguments", "must be a JSON object")
+	}
+	digest, err := action.DigestOfCanonical(in.ToolName, canon)
 	if err != nil {
 		return nil, jcsErr(CodeArgumentsInvalid, "arguments", err)
 	}
@@ -284,18 +288,4 @@ type Item struct {
 	VendorID  string
 	Candidate *Candidate
 	Err       error
-}
-
-// canonicalArgs canonicalizes raw arguments in mode and requires a JSON object (every vendor
-// shape's arguments are an object: Anthropic input, OpenAI function.arguments, MCP
-// params.arguments).
-func canonicalArgs(field string, raw []byte, mode jcs.Mode) ([]byte, error) {
-	canon, err := jcs.Canonicalize(raw, mode)
-	if err != nil {
-		return nil, jcsErr(CodeArgumentsInvalid, field, err)
-	}
-	if canon[0] != '{' {
-		return nil, newErr(CodeArgumentsInvalid, field, "must be a JSON object")
-	}
-	return canon, nil
 }

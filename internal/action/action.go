@@ -183,3 +183,29 @@ func Digest(tool string, args json.RawMessage, mode jcs.Mode) (string, error) {
 	}
 	return jcs.Digest(c), nil
 }
+
+// DigestOfCanonical is Digest for arguments that are already the output of
+// jcs.CanonicalizeNested(args, mode, 1) (or of jcs.Canonicalize in Full mode)
+// for an object: the enforce hot path canonicalizes a call's arguments once
+// and binds the same bytes, instead of canonicalizing them a second time.
+// The arguments are not re-checked beyond being an object; a caller holding
+// anything but canonicalizer output must use Digest. The action object is
+// assembled on the stack when it fits, so a small call costs no allocation
+// beyond the digest string.
+func DigestOfCanonical(tool string, canonArgs []byte) (string, error) {
+	if tool == "" {
+		return "", &Error{Code: CodeEmptyTool}
+	}
+	if len(canonArgs) < 2 || canonArgs[0] != '{' || canonArgs[len(canonArgs)-1] != '}' {
+		return "", &Error{Code: CodeArgsNotObject, Tool: tool}
+	}
+	var stack [1024]byte
+	out := append(stack[:0], `{"args":`...)
+	out = append(out, canonArgs...)
+	out = append(out, `,"tool":`...)
+	out, err := jcs.AppendString(out, tool)
+	if err != nil {
+		return "", &Error{Code: CodeInvalidTool, Tool: tool, Err: err}
+	}
+	return jcs.Digest(append(out, '}')), nil
+}

@@ -58,6 +58,15 @@ func TestToolCallBindingVectors(t *testing.T) {
 			if digest != want {
 				t.Fatalf("Full digest %s, want %s", digest, want)
 			}
+			// DigestOfCanonical over the canonicalizer's output of the args alone is the same
+			// digest (the hot path canonicalizes once).
+			ca, err := jcs.CanonicalizeNested(v.Args, jcs.Full, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := DigestOfCanonical(v.Tool, ca); err != nil || d != want {
+				t.Fatalf("DigestOfCanonical = %s, %v; want %s", d, err, want)
+			}
 			canon, err := Canonical(v.Tool, v.Args, jcs.Full)
 			if err != nil {
 				t.Fatal(err)
@@ -216,5 +225,32 @@ func TestErrorMessages(t *testing.T) {
 	}
 	if _, ok := CodeOf(errors.New("x")); ok {
 		t.Fatal("CodeOf found a code in a plain error")
+	}
+}
+
+func TestDigestOfCanonicalRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		tool, args string
+		code       Code
+	}{
+		{"", `{}`, CodeEmptyTool},
+		{"t", ``, CodeArgsNotObject},
+		{"t", `[]`, CodeArgsNotObject},
+		{"t", `"x"`, CodeArgsNotObject},
+		{"bad\xff", `{}`, CodeInvalidTool},
+	} {
+		tool := tc.tool
+		if d, err := DigestOfCanonical(tool, []byte(tc.args)); d != "" || err == nil {
+			t.Fatalf("DigestOfCanonical(%q, %s) = %q, %v", tool, tc.args, d, err)
+		} else if code, _ := CodeOf(err); code != tc.code {
+			t.Fatalf("DigestOfCanonical(%q, %s): code %s, want %s", tool, tc.args, code, tc.code)
+		}
+	}
+	// A large action (beyond the stack buffer) digests like Digest.
+	big := `{"a":"` + strings.Repeat("x", 5000) + `"}`
+	d1, err1 := DigestOfCanonical("t", []byte(big))
+	d2, err2 := Digest("t", []byte(big), jcs.Strict)
+	if err1 != nil || err2 != nil || d1 != d2 {
+		t.Fatalf("large: %s %v / %s %v", d1, err1, d2, err2)
 	}
 }

@@ -54,6 +54,9 @@ func (e *Error) Error() string {
 
 // CodeOf returns the Code of the first *Error in err's chain.
 func CodeOf(err error) (Code, bool) {
+	if err == nil {
+		return "", false // no errors.As: its target would escape on every successful call
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code, true
