@@ -29,9 +29,10 @@
 // # Cost and durability
 //
 // Append is the hot path: it assigns seq and prev, encodes the canonical bytes directly (no
-// reflection, no parse) and hashes them under a mutex, and returns. A single committer
-// goroutine takes what is pending, signs one checkpoint, and writes the batch and checkpoint
-// with one write and one fsync. A batch is taken when an AppendDurable or Flush caller waits for
+// reflection, no parse) once, hashes them and inserts the digest member, under a mutex, and
+// returns. A single committer goroutine takes everything pending (a buffer swap, no copy under
+// the mutex), signs a checkpoint after every MaxBatch receipts of it and after its last, and
+// writes the receipts and checkpoints with one write and one fsync. A batch is taken when an AppendDurable or Flush caller waits for
 // one of its receipts (at once, or as soon as the previous fsync returns, so that concurrent
 // durable callers share one fsync), when MaxBatch receipts are pending, or when the oldest has
 // waited MaxDelay. AppendDurable returns only after the fsync of the batch holding its receipt,
