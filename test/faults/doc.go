@@ -1,32 +1,91 @@
-// Package faults is actgate's fault suite (issue 5): the failpoint matrix — the gate killed at
+// Package faults is actgate's fault suite (issue 5): the failpoint matrix — the sink killed at
 // each dispatch boundary, restarted, and the call retried — and the dependency faults, each of
 // which must fail closed for protected tools and say why with its EF code (tool-use-binding
-// §16, §22 T-G, §23; action-evidence-boundary "Classify the Effect Outcome").
+// §16, §22 T-G, §23; action-evidence-boundary "Classify the Effect Outcome", "prohibit a blind
+// replay").
 //
-// Everything runs as real processes and real servers on loopback: `actgate serve` built once
-// per package with -tags failpoints (internal/failpoint), counting MCP upstreams
-// (internal/mcpproxy/mcptest), the SDK's MCP client as the agent. What is asserted is the state
-// of the world read after the process exited: the upstream's own invocation count, the bbolt
-// journal and authority store, and `actgate receipts verify` on the receipt log.
+// Everything is real and on loopback: `actgate` built once per package with -tags failpoints
+// (internal/failpoint; TestMain), run as `actgate serve`, `actgate authority` and `actgate
+// sidecar` processes; envtest's kube-apiserver and etcd (test/envtest, started once, only by the
+// Kubernetes tests; they skip under -short); counting MCP upstreams (internal/mcpproxy/mcptest);
+// the SDK's MCP client as the agent. Faults are injected only at the wire: a fault-injecting
+// reverse proxy in front of the API server (apiFaults) and one in front of the authority
+// service (authorityFaults); the Lease store, the journal and the compare-and-swap are the real
+// ones. What is asserted is the state of the world after the processes exit: the upstream's own
+// invocation count, the bbolt journal, the authority store or the Leases in etcd, and
+// `actgate receipts verify --key` on the standalone gate's receipt log.
 //
-// # The matrix (standalone gate, `actgate serve`, embedded bbolt store)
+// # The matrix
 //
-// A call of a protected tool (a machine permit: issued, consumed and journaled) is killed at
-// the boundary; the gate restarts over the same data dir; the agent retries in a new session.
+// A call of a protected tool (a PolicyPermit: authority issued, consumed, journaled) is killed
+// at the boundary with ACTGATE_FAILPOINT; the process restarts over the same data; the agent
+// retries the same arguments in a new session.
 //
-//	boundary        upstream at crash  journal after restart                    authority  retry
-//	before-consume  0                  no record of the call                     none       runs once (first dispatch)
-//	after-consume   —  (no such instant: consume and DISPATCH_PENDING are one commit; the call completes)
-//	after-pending   0                  INDETERMINATE, reason recovered_on_start  consumed   EF_INDETERMINATE, not sent
-//	during-invoke   0 or 1             INDETERMINATE, reason recovered_on_start  consumed   EF_INDETERMINATE, not sent
-//	after-invoke    1                  INDETERMINATE, reason recovered_on_start  consumed   EF_INDETERMINATE, not sent
+// Standalone gate (`actgate serve`, embedded bbolt store; TestStandaloneMatrix):
 //
-// In every row the receipt log verifies after the restart, and where a dispatch was journaled
-// its DISPATCH_PENDING receipt is in the log (it is durable before anything is sent).
+//	boundary        upstream  journal after restart                     authority   retry
+//	before-consume  0         nothing                                   none        runs once (the first dispatch)
+//	after-consume   —         no such instant: consume and DISPATCH_PENDING are one bbolt commit;
+//	                          the armed failpoint never fires and the call completes EXECUTED
+//	after-pending   0         INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, not sent
+//	during-invoke   0 or 1    INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, not sent
+//	after-invoke    1         INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, not sent
 //
-// after-consume collapses in the embedded store: IssueConsumeAndPend spends the authority and
-// writes the DISPATCH_PENDING record in one bbolt transaction, so a crash leaves either both or
-// neither. That is the stronger guarantee: there is no state in which authority is spent and no
-// intent record exists to tell recovery that an effect may be under way. The test shows the
-// instant is never reached there (the armed failpoint does not fire and the call completes).
+// In every row `actgate receipts verify` accepts the receipt log after the restart, and where
+// the call was journaled its DISPATCH_PENDING receipt is in the log (durable before anything is
+// sent).
+//
+// Sidecar (`actgate sidecar` → `actgate authority` → kube-apiserver; TestSidecarMatrix):
+//
+//	boundary        upstream  sidecar journal after restart             Lease       retry
+//	before-consume  0         nothing                                   ISSUED      runs once, own authority
+//	after-consume   0         nothing                                   CONSUMED    runs once, own authority
+//	after-pending   0         INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, nothing consumed
+//	during-invoke   0 or 1    INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, nothing consumed
+//	after-invoke    1         INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, nothing consumed
+//
+// The sidecar writes no receipt log; its evidence is the journal, the Leases and the Act
+// objects.
+//
+// Where the boundary collapses, and why that is stronger: in the embedded store
+// IssueConsumeAndPend spends the authority and writes DISPATCH_PENDING in one bbolt
+// transaction, so a crash leaves both or neither. In the sidecar they are two writes in two
+// places (the Lease compare-and-swap in etcd, then the pod's journal), and a crash between them
+// leaves an authority spent by an operation nobody recorded: nothing ran for it (the upstream
+// never saw that operation id — asserted), but the act is lost rather than INDETERMINATE, and
+// its Act object stays CONSUMED with no outcome for an operator to find. The one-commit path has
+// no such state.
+//
+// during-invoke kills the process the moment the tools/call request is written to the upstream
+// connection; whether the upstream read it first is a race, so 0 or 1 is accepted, and the
+// retry must not change the count either way.
+//
+// # Dependency faults
+//
+// Upstream (TestUpstreamFaults, standalone; TestSidecarUpstreamHang, sidecar): the call was
+// dispatched, so the question is its outcome. Hanging past CallTimeout, resetting the connection
+// mid-response, a non-JSON body, a result of the wrong shape, HTTP 500 and a JSON-RPC internal
+// error are INDETERMINATE (EF_INDETERMINATE) and are never re-invoked by a retry, in any
+// session, after a restart; JSON-RPC invalid params is the upstream's refusal before execution,
+// FAILED.
+//
+// Authority service (TestAuthorityServiceFaults): connection refused, connection closed
+// unanswered, non-JSON, JSON that is not an ActReview → EF_STORE_UNAVAILABLE; slower than the
+// sidecar's --review-timeout → EF_060; an authority whose signature does not verify → EF_002,
+// with the Lease left ISSUED. Nothing is consumed or sent, hot-path tools included.
+//
+// API server (TestAPIServerFaults, behind the authority service): down → EF_060; 500 to
+// everything or to Leases → EF_STORE_UNAVAILABLE; 409 to every Lease update → the consume did
+// not happen, EF_STORE_UNAVAILABLE, Lease ISSUED. After each fault clears the same call runs
+// once.
+//
+// # Found and fixed
+//
+// The sidecar re-dispatched an action whose earlier dispatch was INDETERMINATE: every new act
+// gets a fresh authority from the service, so a retry after a crash or an unknown upstream
+// answer ran the action again. internal/sidecar now refuses such a call with EF_INDETERMINATE
+// before consuming anything (unsettled.go), as internal/sink's dispatch index does.
+//
+// The package runs in `make test`; it takes about a minute and a half with a warm build cache
+// (the envtest start and the failpoints build are most of it).
 package faults

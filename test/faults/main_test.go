@@ -8,18 +8,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // actgateBin is the actgate binary built once for the package with -tags failpoints.
 var actgateBin string
 
 // TestMain builds cmd/actgate with the failpoints tag once (the build is most of the cost on a
-// loaded machine) and removes it afterwards.
+// loaded machine), and afterwards removes it and stops the control plane if a test started it.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
+	// controller-runtime's envtest logs through its package logger; without one it prints a
+	// stack trace per start.
+	ctrllog.SetLogger(logr.Discard())
 	dir, err := os.MkdirTemp("", "actgate-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -33,5 +39,14 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go build -tags failpoints ./cmd/actgate: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if sharedEnv.env != nil {
+		if err := sharedEnv.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
 }

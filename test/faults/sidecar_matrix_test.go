@@ -1,0 +1,129 @@
+//go:build unix
+
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/review"
+)
+
+// TestSidecarMatrix is the failpoint matrix for the Kubernetes path (doc.go, "The matrix"): a
+// real `actgate sidecar` built with -tags failpoints, in front of a real `actgate authority`
+// on envtest, is killed at each boundary during a call of a protected tool, restarted over the
+// same journal, and the agent retries in a new session. Here consume and DISPATCH_PENDING are
+// two writes in two places — the Lease compare-and-swap at the service, then the sidecar's own
+// journal — so after-consume exists. Asserted each time: the upstream's own count, the
+// journal's state, the Lease (ISSUED or CONSUMED by the journaled operation), and that the
+// retry is never a second invocation of an action that may have run.
+func TestSidecarMatrix(t *testing.T) {
+	for _, tc := range []struct {
+		point          failpoint.Point
+		ranMin, ranMax int
+		// consumed: the first call's authority is spent.
+		consumed bool
+		// unsettled: the first call was journaled, so recovery makes it INDETERMINATE and the
+		// retry is refused; otherwise the first call left no record and the retry is the
+		// action's first dispatch.
+		unsettled bool
+	}{
+		{point: failpoint.BeforeConsume},
+		{point: failpoint.AfterConsume, consumed: true},
+		{point: failpoint.AfterPending, consumed: true, unsettled: true},
+		{point: failpoint.DuringInvoke, ranMax: 1, consumed: true, unsettled: true},
+		{point: failpoint.AfterInvoke, ranMin: 1, ranMax: 1, consumed: true, unsettled: true},
+	} {
+		t.Run(string(tc.point), func(t *testing.T) {
+			r := newK8sRig(t, rigOptions{})
+
+			// 1. The call, with the failpoint armed in the sidecar.
+			endpoint, p1 := r.startSidecar(t, "", failpoint.EnvVar+"="+string(tc.point))
+			if res, err := callTool(agent(t, endpoint), protectedTool, ticketArgs, 30*time.Second); err == nil {
+				t.Fatalf("the call returned although the sidecar was killed: %s\n%s", js(res), p1.out.String())
+			}
+			p1.waitKilled(t)
+			if tc.point == failpoint.DuringInvoke {
+				time.Sleep(500 * time.Millisecond) // let the upstream read what was written, or see the close
+			}
+			ran := r.up.Count(protectedTool)
+			if ran < tc.ranMin || ran > tc.ranMax {
+				t.Fatalf("upstream ran %d times before the crash, want %d..%d", ran, tc.ranMin, tc.ranMax)
+			}
+			t.Logf("upstream invocations at the crash: %d", ran)
+			issued := r.authF.issuedIDs()
+			if len(issued) != 1 {
+				t.Fatalf("authorities issued for the first call: %v", issued)
+			}
+			first := issued[0]
+
+			// 2. Restart over the same journal; 3. the agent retries in a new session.
+			endpoint, p2 := r.startSidecar(t, "")
+			retry := mustCall(t, agent(t, endpoint), protectedTool, ticketArgs)
+			recovered := strings.Contains(p2.out.String(), "Dispatches left in flight by a previous run are INDETERMINATE")
+			if recovered != tc.unsettled {
+				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.unsettled, p2.out.String())
+			}
+			consumes := r.authF.count(review.OperationConsume)
+			if tc.unsettled {
+				if efCode(retry) != string(ef.EFIndeterminate) || !retry.IsError {
+					t.Fatalf("retry of an unsettled action: %s", js(retry))
+				}
+				if n := r.up.Count(protectedTool); n != ran || consumes != 1 {
+					t.Fatalf("the retry reached the upstream (count %d, was %d) or consumed (%d consumes)", n, ran, consumes)
+				}
+			} else {
+				// Nothing was sent for the first call: the retry is the action's first dispatch.
+				if retry.IsError || r.up.Count(protectedTool) != 1 {
+					t.Fatalf("retry: %s, upstream count %d", js(retry), r.up.Count(protectedTool))
+				}
+			}
+			p2.stop(t)
+
+			// 4. The state of the world: the journal, the Leases, what the upstream saw.
+			recs := r.readJournal(t)
+			lease := r.lease(t, first)
+			switch {
+			case !tc.consumed:
+				if lease.State != authority.StateIssued {
+					t.Errorf("the first call's authority is %s, want ISSUED (never consumed)", lease.State)
+				}
+			case lease.State != authority.StateConsumed || lease.ConsumedBy == "":
+				t.Errorf("the first call's authority is %s (consumed by %q), want CONSUMED", lease.State, lease.ConsumedBy)
+			}
+			if tc.unsettled {
+				if len(recs) != 1 || recs[0].State != journal.StateIndeterminate || recs[0].Reason != journal.ReasonRecoveredOnStart ||
+					recs[0].AuthorityID != first || recs[0].OperationID != lease.ConsumedBy {
+					t.Fatalf("journal %s, want one INDETERMINATE (recovered_on_start) record of authority %s, operation %s",
+						js(recs), first, lease.ConsumedBy)
+				}
+				if calls := r.up.Calls(); len(calls) == 1 && calls[0].OperationID != recs[0].OperationID {
+					t.Errorf("the upstream saw operation %q, the journal has %q", calls[0].OperationID, recs[0].OperationID)
+				}
+				return
+			}
+			// The retry's own dispatch, EXECUTED, under a second authority.
+			if len(recs) != 1 || recs[0].State != journal.StateExecuted || recs[0].AuthorityID == first {
+				t.Fatalf("journal %s, want one EXECUTED record of the retry's own authority", js(recs))
+			}
+			if l := r.lease(t, recs[0].AuthorityID); l.State != authority.StateConsumed || l.ConsumedBy != recs[0].OperationID {
+				t.Errorf("the retry's authority is %s, consumed by %q", l.State, l.ConsumedBy)
+			}
+			if tc.point == failpoint.AfterConsume {
+				// The weaker state of a split commit: the first authority is spent by an
+				// operation the journal never recorded and the upstream never saw. Nothing ran
+				// for it; its Act stays CONSUMED with no outcome, for operators to see.
+				for _, c := range r.up.Calls() {
+					if c.OperationID == lease.ConsumedBy {
+						t.Errorf("the upstream saw the spent, unjournaled operation %s", c.OperationID)
+					}
+				}
+			}
+		})
+	}
+}
