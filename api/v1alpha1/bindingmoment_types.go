@@ -52,6 +52,21 @@ const (
 	BindingMomentQuestionedReason = "Questioned"
 	// BindingMomentDeclinedReason (Resolved=True): resolution kind declined.
 	BindingMomentDeclinedReason = "Declined"
+
+	// BindingMomentAnnouncedCondition records the announcement of the pending moment to the
+	// manager's notification webhooks (internal/notify). It is set once and never repeated:
+	// restarts and resyncs do not announce a moment again.
+	BindingMomentAnnouncedCondition = "Announced"
+	// BindingMomentAnnouncingReason (Announced=Unknown): the announcement is being delivered.
+	BindingMomentAnnouncingReason = "Announcing"
+	// BindingMomentDeliveredReason (Announced=True): every webhook took the announcement.
+	BindingMomentDeliveredReason = "Delivered"
+	// BindingMomentDeliveryFailedReason (Announced=False): a webhook refused it or every
+	// attempt failed; it is not retried after the notifier's own attempts.
+	BindingMomentDeliveryFailedReason = "DeliveryFailed"
+	// BindingMomentInterruptedReason (Announced=False): the manager stopped while delivering;
+	// whether the announcement arrived is unknown, and it is not repeated (at most once).
+	BindingMomentInterruptedReason = "Interrupted"
 )
 
 // BindingMomentSpec is one envelope addressed to one principal, and that principal's resolution.
