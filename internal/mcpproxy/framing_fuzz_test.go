@@ -329,17 +329,19 @@ func FuzzUpstreamAnswer(f *testing.F) {
 // upstreamAnswerTarget builds FuzzUpstreamAnswer's rig and returns its fuzz function.
 func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse bool, body []byte) {
 
-	// The answer the upstream gives the next tools/call, and what it saw.
+	// The answer the upstream gives the tools/call of the current input (matched by its
+	// arguments, so that a late request of an earlier input, possible on a loaded machine, is
+	// neither counted nor answered with this input's bytes), and what it saw.
 	type answer struct {
+		args   string
 		status int
 		sse    bool
 		body   []byte
 	}
 	var (
-		next    atomic.Pointer[answer]
-		asked   atomic.Int64
-		lastOp  atomic.Value // operation id of the last tools/call
-		lastReq atomic.Value // JSON-RPC id text of the last tools/call
+		next   atomic.Pointer[answer]
+		asked  atomic.Int64
+		lastOp atomic.Value // operation id of the current input's tools/call
 	)
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
 		a := next.Load()
@@ -347,16 +349,19 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 			return false
 		}
 		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
 		var req struct {
 			ID     json.RawMessage `json:"id"`
 			Params struct {
-				Meta map[string]any `json:"_meta"`
+				Arguments json.RawMessage `json:"arguments"`
+				Meta      map[string]any  `json:"_meta"`
 			} `json:"params"`
 		}
-		_ = json.Unmarshal(b, &req)
+		if json.Unmarshal(b, &req) != nil || string(req.Params.Arguments) != a.args {
+			return false // not this input's call: the real server answers it
+		}
 		op, _ := req.Params.Meta[MetaOperationID].(string)
 		lastOp.Store(op)
-		lastReq.Store(string(req.ID))
 		asked.Add(1)
 		body := bytes.ReplaceAll(a.body, []byte("$ID"), req.ID)
 		if a.sse {
@@ -378,13 +383,13 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 	var n atomic.Int64
 
 	return func(t *testing.T, statusIdx byte, sse bool, body []byte) {
-		a := &answer{status: upstreamStatuses[int(statusIdx)%len(upstreamStatuses)], sse: sse, body: body}
-		next.Store(a)
-		defer next.Store(nil)
-		lastOp.Store("")
 		// Distinct arguments per input: each is a new act (a retry would be refused or replayed).
 		args := json.RawMessage(fmt.Sprintf(`{"n":%d}`, n.Add(1)))
+		a := &answer{args: string(args), status: upstreamStatuses[int(statusIdx)%len(upstreamStatuses)], sse: sse, body: body}
+		lastOp.Store("")
 		before := asked.Load()
+		next.Store(a)
+		defer next.Store(nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args})
