@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority/leasestore"
+	"github.com/actgate/actgate/internal/metrics"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 )
 
@@ -75,6 +77,16 @@ type ActReconciler struct {
 	// RootCAs verify reconciliation endpoints whose Secret has no ca.crt; nil means the system
 	// roots.
 	RootCAs *x509.CertPool
+
+	// Metrics counts reconciliation attempts by result; nil counts nothing.
+	Metrics *metrics.Reconciliation
+	// Started is when this manager started: Denied and Indeterminate Events are not emitted
+	// for transitions recorded before it (a new leader does not repeat a previous one's
+	// Events). Zero emits them for every act not yet notified by this process.
+	Started time.Time
+
+	// notified holds the acts this process emitted Denied or Indeterminate Events for.
+	notified notified
 }
 
 // actScope is what one reconcile of an Act observed and decided.
@@ -102,6 +114,9 @@ type actScope struct {
 func (r *ActReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	act := &v1alpha1.Act{}
 	if err := r.Client.Get(ctx, req.NamespacedName, act); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.notified.forget(req.NamespacedName, "")
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !act.DeletionTimestamp.IsZero() {
@@ -111,7 +126,9 @@ func (r *ActReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	defer func() {
 		if err := r.patchStatus(ctx, s); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
+			return
 		}
+		r.notify(s)
 	}()
 
 	var res ctrl.Result
@@ -140,9 +157,13 @@ func (r *ActReconciler) patchStatus(ctx context.Context, s *actScope) error {
 		return nil
 	}
 	act := s.act
-	if s.notConfigured != "" {
-		r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, EventReconciliationNotConfigured, actionReconcile, "%s", note(s.notConfigured))
-	}
+	// Events follow the status they describe: whoever sees one can read that status.
+	defer func() {
+		if s.notConfigured != "" {
+			r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, EventReconciliationNotConfigured, actionReconcile, "%s", note(s.notConfigured))
+			r.Metrics.Observe(metrics.ResultNotConfigured)
+		}
+	}()
 	if act.Status.State == "" && act.Status.Decision == "" {
 		return nil // the authority service has not written the act's status yet
 	}
@@ -171,6 +192,7 @@ func (r *ActReconciler) emitEvents(s *actScope) {
 	}
 	if s.attempted {
 		v := s.verdict
+		r.Metrics.Observe(string(v.Finding))
 		switch v.Finding {
 		case reconclient.FindingExecuted:
 			r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, EventReconciledExecuted, actionReconcile,

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/metrics"
 )
 
 // +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments,verbs=get;list;watch
@@ -32,6 +33,10 @@ type BindingMomentReconciler struct {
 	Recorder events.EventRecorder
 	// Clock is the trusted time expiry is measured against.
 	Clock clock.PassiveClock
+	// Metrics counts moments emitted, resolved by kind and expired, disabled hatches and
+	// calibration notes (envelope-04 §5.8, §5.9, §12.2, §12.3); nil counts nothing. Each is
+	// counted in the status transition that records it (see observeMoment).
+	Metrics *metrics.Moments
 }
 
 // momentScope is what one reconcile of a BindingMoment decided.
@@ -87,10 +92,12 @@ func (r *BindingMomentReconciler) patchStatus(ctx context.Context, s *momentScop
 		return nil
 	}
 	patch := client.MergeFromWithOptions(bm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	emitted := bm.Status.State == ""
 	bm.Status = status
 	if err := r.Client.Status().Patch(ctx, bm, patch); err != nil {
 		return fmt.Errorf("patch BindingMoment %s status: %w", klog.KObj(bm), err)
 	}
+	r.observeMoment(ctx, s, emitted)
 	switch {
 	case s.expired:
 		r.Recorder.Eventf(bm, nil, corev1.EventTypeNormal, EventBindingMomentExpired, actionExpire,

@@ -25,6 +25,15 @@ const (
 	EventBindingMomentExpired = "Expired"
 	// EventBindingMomentResolved (Normal): the principal's resolution was recorded.
 	EventBindingMomentResolved = "Resolved"
+	// EventDenied (Warning): the act was denied; the note carries the EF code, tool, server,
+	// class and action digest, never arguments. Once per act (see ActReconciler.notify).
+	EventDenied = "Denied"
+	// EventIndeterminate (Warning): the act's outcome is unknown (INDETERMINATE) until
+	// authenticated reconciliation; it is never retried. Once per act.
+	EventIndeterminate = "Indeterminate"
+	// EventHatchDisabled (Warning): the binding moment's envelope disables an escape hatch
+	// (envelope-04 §12.3), one Event per disabled hatch, when the moment is first recorded.
+	EventHatchDisabled = "HatchDisabled"
 )
 
 // Event actions (events.k8s.io/v1 requires one).
@@ -35,6 +44,7 @@ const (
 	actionExpire     = "Expire"
 	actionDeny       = "Deny"
 	actionRecord     = "RecordResolution"
+	actionEmit       = "Emit"
 	maxEventNoteSize = 1000 // events.k8s.io/v1 note is at most 1 kB
 )
 

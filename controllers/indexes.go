@@ -52,6 +52,9 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return nil
 		}},
+		{&v1alpha1.Act{}, indexActState, func(o client.Object) []string {
+			return nonEmpty(string(o.(*v1alpha1.Act).Status.State))
+		}},
 		{&v1alpha1.BindingMoment{}, indexMomentAct, func(o client.Object) []string {
 			return nonEmpty(o.(*v1alpha1.BindingMoment).Spec.ActRef.Name)
 		}},

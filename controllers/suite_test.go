@@ -11,8 +11,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/actgate/actgate/controllers"
+	"github.com/actgate/actgate/internal/metrics"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/test/envtest"
 )
@@ -75,11 +80,42 @@ type harness struct {
 	c     client.Client
 	ns    string
 	clock *clocktesting.FakeClock
+	// reg holds the reconcilers' metrics (internal/metrics) and the INDETERMINATE Acts gauge.
+	reg *prometheus.Registry
+	// rec counts the Events the reconcilers emit, by object and reason, and passes them on.
+	rec *countingRecorder
+}
+
+// countingRecorder counts Events by regarding object name and reason before recording them:
+// the events.k8s.io recorder folds repeats into a series it writes minutes later, so the API
+// alone cannot show that an Event was emitted once.
+type countingRecorder struct {
+	events.EventRecorder
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	if o, err := meta.Accessor(regarding); err == nil {
+		r.mu.Lock()
+		r.n[o.GetName()+"/"+reason]++
+		r.mu.Unlock()
+	}
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// count is how many Events with reason were emitted about the object named name.
+func (r *countingRecorder) count(name, reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[name+"/"+reason]
 }
 
 // settings adjusts the reconcilers a harness runs.
 type settings struct {
 	retention, grace, backoff, maxBackoff, freshness time.Duration
+	// started is the ActReconciler's Started (zero: every act is notified).
+	started time.Time
 }
 
 // start runs a manager for t in a fresh namespace; t's cleanup stops it (before TestMain stops
@@ -89,7 +125,8 @@ func start(t *testing.T, set settings) *harness {
 	env := apiServer(t)
 	// The fake clock starts an hour ahead of the API server's, so objects the server stamps
 	// (creationTimestamp) are never in the fake clock's future however long a test runs.
-	h := &harness{env: env, c: env.Client, ns: env.Namespace(t), clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour).Truncate(time.Second))}
+	h := &harness{env: env, c: env.Client, ns: env.Namespace(t), clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour).Truncate(time.Second)),
+		reg: prometheus.NewPedanticRegistry()}
 
 	log := testLogger()
 	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{h.ns: {}}, ByObject: controllers.CacheByObject()}
@@ -109,17 +146,30 @@ func start(t *testing.T, set settings) *harness {
 	if err := controllers.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
+	h.rec = &countingRecorder{EventRecorder: mgr.GetEventRecorder("actgate-test"), n: map[string]int{}}
+	moments, err := metrics.NewMoments(h.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := metrics.NewReconciliation(h.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RegisterIndeterminate(h.reg, metrics.SourceActs, 5*time.Second, controllers.CountIndeterminateActs(mgr.GetClient())); err != nil {
+		t.Fatal(err)
+	}
 	for _, setup := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controllers.ToolPolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("actgate-toolpolicy"), Clock: h.clock},
 		&controllers.ActReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("actgate-act"), Clock: h.clock,
+			Recorder: h.rec, Clock: h.clock,
 			Retention: set.retention, LeaseGrace: set.grace,
 			Reconciler: &reconclient.Client{Timeout: 5 * time.Second},
-			Backoff:    set.backoff, MaxBackoff: set.maxBackoff, Freshness: set.freshness},
+			Backoff:    set.backoff, MaxBackoff: set.maxBackoff, Freshness: set.freshness,
+			Metrics: results, Started: set.started},
 		&controllers.AuthorityLeaseReconciler{Client: mgr.GetClient(), Clock: h.clock, Retention: set.retention},
 		&controllers.BindingMomentReconciler{Client: mgr.GetClient(),
-			Recorder: mgr.GetEventRecorder("actgate-bindingmoment"), Clock: h.clock},
+			Recorder: h.rec, Clock: h.clock, Metrics: moments},
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)

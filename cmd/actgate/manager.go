@@ -20,10 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/controllers"
+	actmetrics "github.com/actgate/actgate/internal/metrics"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/webhook"
 )
@@ -65,7 +67,9 @@ controller (resolution and expiry); with --webhook-config, the admission webhook
 
 The cluster is the one --kubeconfig names, else $KUBECONFIG, the in-cluster service account
 or ~/.kube/config. Prometheus metrics are served over plain HTTP on --metrics-bind-address
-("0", the default, disables them); /healthz and /readyz on --health-probe-bind-address.
+("0", the default, disables them): controller-runtime's, and actgate's binding-moment,
+reconciliation and INDETERMINATE-Act series (docs/operations.md); /healthz and /readyz on
+--health-probe-bind-address.
 
 Reconciliation asks a server's declared reconciliation endpoint, never the tool, and moves an
 act only on an answer MAC'd with the endpoint's response-mac-key (see internal/reconcile).
@@ -186,6 +190,21 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 	if err := controllers.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return managerFailed("%v", err)
 	}
+	// actgate's own series beside controller-runtime's, on its registry (docs/operations.md,
+	// "Metrics and Events"): the cluster's binding moments, reconciliation results and
+	// INDETERMINATE Acts (counted from the cache at scrape time).
+	reg := actmetrics.Replacing(ctrlmetrics.Registry)
+	moments, err := actmetrics.NewMoments(reg)
+	if err != nil {
+		return managerFailed("metrics: %v", err)
+	}
+	results, err := actmetrics.NewReconciliation(reg)
+	if err != nil {
+		return managerFailed("metrics: %v", err)
+	}
+	if err := actmetrics.RegisterIndeterminate(reg, actmetrics.SourceActs, 5*time.Second, controllers.CountIndeterminateActs(mgr.GetClient())); err != nil {
+		return managerFailed("metrics: %v", err)
+	}
 	if err := (&controllers.ToolPolicyReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -206,6 +225,8 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		MaxBackoff: o.reconcileMaxBackoff,
 		Freshness:  o.reconcileFreshness,
 		RootCAs:    roots,
+		Metrics:    results,
+		Started:    time.Now(),
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("Act controller: %v", err)
 	}
@@ -220,6 +241,7 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("actgate-bindingmoment"),
 		Clock:    realClock,
+		Metrics:  moments,
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("BindingMoment controller: %v", err)
 	}

@@ -84,6 +84,8 @@ func TestManagerRuns(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitHTTP(t, done, "http://"+metrics+"/metrics", `controller_runtime_reconcile_total{controller="toolpolicy"`)
+	// actgate's own series are on the same endpoint (internal/metrics).
+	waitHTTP(t, done, "http://"+metrics+"/metrics", `actgate_indeterminate_outstanding{source="acts"} 0`)
 
 	cancel()
 	select {

@@ -527,3 +527,29 @@ func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), c.src)
 }
+
+// Replacing returns a Registerer that, when a collector with the same descriptors is already
+// registered with reg, unregisters it and registers the new one instead of failing. It is for
+// a process-wide registry (controller-runtime's metrics.Registry) that a component may be
+// wired into more than once in one process, as a restarted manager in a test is.
+func Replacing(reg prometheus.Registerer) prometheus.Registerer { return replacing{reg} }
+
+type replacing struct{ prometheus.Registerer }
+
+func (r replacing) Register(c prometheus.Collector) error {
+	err := r.Registerer.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		r.Registerer.Unregister(are.ExistingCollector)
+		return r.Registerer.Register(c)
+	}
+	return err
+}
+
+func (r replacing) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}

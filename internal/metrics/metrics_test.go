@@ -361,3 +361,23 @@ func TestNilRegistererIsAnError(t *testing.T) {
 		t.Fatal("a second NewGate on the same registry succeeded")
 	}
 }
+
+func TestReplacingRegistersTwice(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	first, err := metrics.NewReconciliation(metrics.Replacing(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Observe("Executed")
+	second, err := metrics.NewReconciliation(metrics.Replacing(reg))
+	if err != nil {
+		t.Fatalf("second registration: %v", err)
+	}
+	second.Observe("Failed")
+	ss := gather(t, reg)
+	// The registry now reports the second set only.
+	if _, ok := find(ss, metrics.NameReconciliationResults, map[string]string{"result": "Executed"}); ok {
+		t.Fatal("the replaced collector is still gathered")
+	}
+	check(t, ss, []want{{name: metrics.NameReconciliationResults, labels: map[string]string{"result": "Failed"}, value: 1}})
+}
