@@ -229,6 +229,18 @@ func FuzzAgentMessage(f *testing.F) {
 	}
 	rig := newFuzzRig(f, nil, 5*time.Second)
 	sess := &fuzzSession{endpoint: rig.endpoint, client: &http.Client{Timeout: 30 * time.Second}}
+	// The harness sees invocations: a well-formed call with non-canonical arguments runs once,
+	// with the canonical bytes (otherwise every "no invocation" below would be vacuous).
+	id, err := sess.session()
+	if err != nil {
+		f.Fatal(err)
+	}
+	if status, resp, _, err := sess.post(id, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_balance","arguments":{"b":1.0,"a":"x"}}}`)); err != nil || status != http.StatusOK {
+		f.Fatalf("self-check call: HTTP %d %v %s", status, err, resp)
+	}
+	if calls := rig.up.Calls(); len(calls) != 1 || string(calls[0].Args) != `{"a":"x","b":1}` {
+		f.Fatalf("self-check: upstream calls %+v", calls)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		id, err := sess.session()
 		if err != nil {
