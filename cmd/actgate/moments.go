@@ -11,14 +11,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
+	"github.com/actgate/actgate/internal/console"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/sink"
@@ -27,7 +30,7 @@ import (
 // The local moments API of `actgate serve` (embedded mode). Every request carries
 // "Authorization: Bearer <token>" with a principal's token from DataDir/principals/NAME.token;
 // the token decides who the caller is, so only a user who can read that file resolves as that
-// principal. The web console will speak the same API.
+// principal. The web console (`actgate console`) speaks the same API.
 //
 //	GET  /v1/moments[?all=1]        moments addressed to the caller (pending only, unless all)
 //	GET  /v1/moments/{id}           one moment
@@ -53,6 +56,10 @@ type momentJSON struct {
 	Expires        time.Time       `json:"expires"`
 	Resolved       bool            `json:"resolved"`
 	Resolution     string          `json:"resolution,omitempty"`
+	// Class and ActionDigest describe the call the moment decides (the escalated call, or the
+	// first option that needs a human); empty when no option does.
+	Class        string `json:"class,omitempty"`
+	ActionDigest string `json:"actionDigest,omitempty"`
 }
 
 // resolveJSON is the answer to a resolution.
@@ -203,7 +210,7 @@ func (a *momentsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 func toMomentJSON(m sink.Moment) momentJSON {
 	out := momentJSON{ID: m.ID, Session: m.Session, Agent: m.Agent, Server: m.Server, Tool: m.Tool, ActID: m.ActID,
 		EnvelopeDigest: m.Digest, Principals: m.Principals, Created: m.Created.UTC(), Expires: m.Expires.UTC(),
-		Resolved: m.Resolved, Resolution: m.Resolution}
+		Resolved: m.Resolved, Resolution: m.Resolution, Class: m.Class, ActionDigest: m.ActionDigest}
 	if m.Envelope != nil {
 		out.Envelope = m.Envelope.Canonical()
 	}
@@ -529,5 +536,148 @@ another envelope.`,
 	cmd.Flags().StringVar(&answer, "answer", "", "answer in your own words")
 	cmd.Flags().BoolVar(&question, "question", false, "reject the question as put")
 	cmd.Flags().BoolVar(&decline, "decline", false, "answer no to the question as put")
+	return cmd
+}
+
+// ---- the web console: actgate console ----
+
+// codeMomentDigestMismatch: the gate reported an envelope digest other than the envelope's
+// own; the console discards such an envelope (envelope-04 §6.2, §12.5).
+const codeMomentDigestMismatch envelope.Code = "MOMENT_DIGEST_MISMATCH"
+
+// consoleBackend is the web console's console.Backend for a running gate: the local moments
+// API, as the principal whose token the client holds. The gate authenticates every call, so
+// the console can list and resolve exactly what that principal could with 'actgate moments'
+// and 'actgate resolve'.
+type consoleBackend struct{ c *apiClient }
+
+var _ console.Backend = consoleBackend{}
+
+// List implements console.Backend.
+func (b consoleBackend) List(ctx context.Context) ([]console.Moment, error) {
+	ms, err := b.c.moments(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.Moment, 0, len(ms))
+	for _, m := range ms {
+		cm := console.Moment{
+			ID: m.ID, Principal: b.c.principal, Agent: m.Agent, Expires: m.Expires,
+			Act: console.Act{Name: m.ActID, Tool: m.Tool, Server: m.Server, Class: m.Class, ActionDigest: m.ActionDigest},
+		}
+		env, err := envelope.Parse(m.Envelope)
+		switch {
+		case err != nil:
+			cm.Problems = envelope.ProblemsOf(err)
+		case env.Digest() != m.EnvelopeDigest:
+			cm.Problems = []envelope.Problem{{Code: codeMomentDigestMismatch, Path: "envelopeDigest",
+				Message: fmt.Sprintf("the gate reported %s, but the envelope hashes to %s", m.EnvelopeDigest, env.Digest())}}
+		default:
+			cm.Envelope = env
+		}
+		if cm.Envelope == nil {
+			// The conventional payload of a moment on the local API: what the gate recorded.
+			cm.Payload = fmt.Sprintf("Agent %s asked for a decision on %s on %s (session %s).", m.Agent, orUnknown(m.Tool), orUnknown(m.Server), m.Session)
+		}
+		out = append(out, cm)
+	}
+	return out, nil
+}
+
+// Resolve implements console.Backend. The gate's refusals (not a principal, expired, already
+// resolved, invalid) wrap console.ErrRefused; an unreachable or failing gate leaves the
+// outcome unknown.
+func (b consoleBackend) Resolve(ctx context.Context, id string, resolution []byte) (console.Result, error) {
+	r, err := b.c.resolve(ctx, id, resolution)
+	if err != nil {
+		msg := err.Error()
+		for _, code := range []string{"GATE_UNREACHABLE", "GATE_ERROR", codeUnavailable} {
+			if strings.HasPrefix(msg, code) {
+				return console.Result{}, errors.New(msg)
+			}
+		}
+		return console.Result{}, fmt.Errorf("%w: %s", console.ErrRefused, msg)
+	}
+	res := console.Result{Kind: envelope.Kind(r.Kind)}
+	switch {
+	case r.Kind == "option" && r.Pending:
+		res.Message = fmt.Sprintf("%s: your choice of option %s is recorded; %d of %d principals have chosen it", r.MomentID, r.Option, r.Votes, r.Required)
+	case r.Kind == "option" && r.AuthorityID != "":
+		res.Message = fmt.Sprintf("%s resolved by %s: option %s; authority %s issued for exactly that call", r.MomentID, b.c.principal, r.Option, r.AuthorityID)
+	default:
+		res.Message = fmt.Sprintf("%s resolved by %s: %s", r.MomentID, b.c.principal, r.Kind)
+	}
+	return res, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown call"
+	}
+	return s
+}
+
+func newConsoleCmd(s streams) *cobra.Command {
+	var (
+		f       apiFlags
+		address string
+		open    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "console [--as PRINCIPAL] [--address 127.0.0.1:0] [--open]",
+		Short: "Serve the binding-moment web console for a principal, on loopback",
+		Long: `Serve the web console for the binding moments a running 'actgate serve' holds for one
+principal, on a loopback address only, and print its URL.
+
+The console reads the principal's token file (DATA_DIR/principals/PRINCIPAL.token) and speaks the
+gate's moments API with it, as 'actgate moments' and 'actgate resolve' do: the browser never sees
+the token, and whoever can read the token file is that principal. Each pending moment is shown
+with every envelope-04 §9.1 invariant (the four briefing slots, the recommended option marked,
+the reasoning and action digest of each option, the open hatches and Decline) and the call it
+decides; each button writes one of the four resolutions of §7.3. A malformed envelope is shown
+as a diagnostic, never as a decision (§9.3).
+
+The page accepts resolutions only from itself (a per-process token in the page and a
+same-origin check) and answers only on its loopback address. Stop it with Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			// Fail now, not in the browser, if the gate is down or refuses the token.
+			if _, err := c.moments(cmd.Context(), false); err != nil {
+				return err
+			}
+			ln, err := console.Listen(address)
+			if err != nil {
+				return usageError("--address: %v", err)
+			}
+			con, err := console.New(console.Options{
+				Backend: consoleBackend{c}, Principal: c.principal, Surface: "actgate serve at " + c.server,
+				Log: newLogger(s.err, false).WithName("console"),
+			})
+			if err != nil {
+				_ = ln.Close()
+				return fail(exitRejected, "CONSOLE_FAILED "+err.Error())
+			}
+			url := console.URL(ln)
+			fmt.Fprintf(s.out, "actgate console for %s: %s\n", c.principal, url)
+			if open {
+				if err := console.OpenBrowser(url); err != nil {
+					fmt.Fprintf(s.err, "could not open a browser (%v); open %s yourself\n", err, url)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if err := console.Serve(ctx, ln, con); err != nil {
+				return fail(exitRejected, "CONSOLE_FAILED "+err.Error())
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&address, "address", console.DefaultAddress, "the loopback address to serve on (a non-loopback address is refused)")
+	cmd.Flags().BoolVar(&open, "open", false, "open the console in the desktop's browser")
 	return cmd
 }

@@ -75,6 +75,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newDemoCmd(s),
 		newMomentsCmd(s),
 		newResolveCmd(s),
+		newConsoleCmd(s),
 		newAuthorityCmd(s),
 		newSidecarCmd(s),
 	)

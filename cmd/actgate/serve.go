@@ -50,7 +50,8 @@ func newServeCmd(s streams) *cobra.Command {
 Each server of the configured policy is proxied at /mcp/{server}: point the agent's MCP
 client there instead of at the server. Every tools/call goes through the sink; everything else
 passes through. The moments API (/v1/moments) lets the configured principals list and resolve
-binding moments: see 'actgate moments' and 'actgate resolve'.
+binding moments: see 'actgate moments' and 'actgate resolve', or the web console,
+'actgate console --as PRINCIPAL'.
 
 State lives in the configuration's dataDir: the store (authorities and the dispatch journal),
 the signed receipt log, the keys (generated on first start, mode 0600) and one token per
@@ -242,6 +243,7 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
 	}
 	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
+	fmt.Fprintf(out, "  web console            actgate console --as PRINCIPAL --data-dir %s\n", rt.cfg.DataDir)
 	rt.log.Info("Serving", "address", base, "sink", rt.cfg.SinkID, "servers", len(rt.proxies))
 
 	var serveErr error
