@@ -24,8 +24,9 @@
 //   - escalate: send_payment needs a human: the direct call is refused EF_ESCALATION_REQUIRED
 //     with a gate-authored binding moment; the scripted principal resolves the option that is
 //     exactly the requested call; the agent's retry runs once ("granted");
-//   - replay: the worker's last call that ran is sent again in the same session: it must come
-//     back as the recorded result or a refusal, never as a second invocation;
+//   - replay: the worker's latest permitted call and latest approved payment that ran are sent
+//     again in the same session: each must come back as the recorded result or a refusal, never
+//     as a second invocation (tool-use-binding §9; internal/sink "Retries");
 //   - substitute: a payment is escalated and approved, then the agent calls send_payment with
 //     another payee: it must be refused and the upstream must never see those arguments.
 //

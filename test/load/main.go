@@ -125,6 +125,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 // runAll runs every target at every concurrency. A run that cannot complete is recorded as
 // failed and the next one still runs.
 func runAll(ctx context.Context, o options) (rep Report, err error) {
+	t0 := time.Now()
 	rep = Report{Machine: machine(), Pass: true}
 	defer func() { rep.Machine.LoadAvgEnd = loadAvg() }()
 	root, err := envtest.RepoRoot()
@@ -144,7 +145,7 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 		}
 	}
 	for _, name := range o.targets {
-		fmt.Fprintf(o.log, "starting target %s …\n", name)
+		fmt.Fprintf(o.log, "%s starting target %s …\n", since(t0), name)
 		t, err := newTarget(ctx, name, o, bin, filepath.Join(work, name))
 		if err != nil {
 			rep.Pass = false
@@ -155,7 +156,7 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			if ctx.Err() != nil {
 				break
 			}
-			fmt.Fprintf(o.log, "run %s concurrency %d for %s (direct %s) …\n", name, n, o.duration, o.directDuration)
+			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), name, n, o.duration, o.directDuration)
 			rc := runConfig{concurrency: n, duration: o.duration, directDuration: o.directDuration, mix: o.mix, host: o.listen, seed: o.seed + uint64(i)*1000}
 			run, err := runOnce(ctx, t, rc, fmt.Sprintf("run-%d", i))
 			if err != nil {
@@ -170,11 +171,17 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			fmt.Fprintf(o.log, "stopping %s: %v\n", name, err)
 		}
 	}
+	fmt.Fprintf(o.log, "%s done\n", since(t0))
 	if ctx.Err() != nil {
 		rep.Pass = false
 		return rep, ctx.Err()
 	}
 	return rep, nil
+}
+
+// since is the time since t0 for progress lines.
+func since(t0 time.Time) string {
+	return "[" + time.Since(t0).Round(100*time.Millisecond).String() + "]"
 }
 
 func newTarget(ctx context.Context, name string, o options, bin, dir string) (target, error) {

@@ -46,6 +46,7 @@ type RunReport struct {
 	DirectCalls    int                `json:"direct_calls"`
 	Direct         map[string]Latency `json:"direct"`
 	Overhead       []Overhead         `json:"overhead"`
+	Unexpected     map[string]int     `json:"unexpected,omitempty"`
 	Checks         []Check            `json:"checks"`
 	Pass           bool               `json:"pass"`
 	Error          string             `json:"error,omitempty"`

@@ -53,7 +53,7 @@ func runOnce(ctx context.Context, t target, rc runConfig, runID string) (RunRepo
 
 	if rc.directDuration > 0 {
 		hc := &http.Client{Transport: bearer{base: http.DefaultTransport}}
-		direct, err := runPhase(ctx, rc.concurrency, rc.directDuration, 1, rc.seed, twin.URL, hc, nil, directOp(rc.mix))
+		direct, err := runPhase(ctx, rc.concurrency, rc.directDuration, func(int) int { return 0 }, rc.seed, twin.URL, hc, nil, directOp(rc.mix))
 		if err != nil {
 			return rep, fmt.Errorf("direct phase: %w", err)
 		}
@@ -70,8 +70,10 @@ func runOnce(ctx context.Context, t target, rc runConfig, runID string) (RunRepo
 		return rep, fmt.Errorf("%s: %w", t.name(), err)
 	}
 	mix := rc.mix
-	gate, perr := runPhase(ctx, rc.concurrency, rc.duration, len(mix.kinds()), rc.seed+1, sr.endpoint(), &http.Client{}, sr.principal(),
-		func(ctx context.Context, w *worker) { w.op(ctx, mix.nextKind(w.rnd, w.done)) })
+	n := rc.concurrency
+	gate, perr := runPhase(ctx, n, rc.duration, func(id int) int { return len(mix.firstKinds(id, n)) }, rc.seed+1,
+		sr.endpoint(), &http.Client{}, sr.principal(),
+		func(ctx context.Context, w *worker) { w.op(ctx, mix.nextKind(w.rnd, w.id, n, w.done)) })
 	world, ferr := sr.finish(ctx)
 	if perr != nil {
 		return rep, fmt.Errorf("%s: %w", t.name(), perr)
@@ -89,6 +91,9 @@ func runOnce(ctx context.Context, t target, rc runConfig, runID string) (RunRepo
 	}
 	rep.Gate = summarize(gate.lat)
 	rep.Overhead = overheads(rep.Gate, rep.Direct)
+	if len(gate.tally.UnexpectedBy) > 0 {
+		rep.Unexpected = gate.tally.UnexpectedBy
+	}
 	rep.Checks = RunChecks(world, gate.tally)
 	rep.Pass = Passed(rep.Checks)
 	return rep, nil

@@ -132,11 +132,23 @@ func (m Mix) kinds() []Kind {
 	return out
 }
 
-// nextKind is the kind of a worker's operation number done: one of each kind of the mix
-// first (so that even a slow run exercises every kind), then random by weight.
-func (m Mix) nextKind(r *rand.Rand, done int) Kind {
-	if ks := m.kinds(); done < len(ks) {
-		return ks[done]
+// firstKinds are the kinds worker id of n runs first, before drawing at random: the kinds of
+// the mix dealt round-robin over the workers, so that every run exercises every kind even when
+// it is slow (one worker runs them all) without making each of many workers run them all.
+func (m Mix) firstKinds(id, n int) []Kind {
+	ks := m.kinds()
+	var out []Kind
+	for j := id; j < len(ks); j += n {
+		out = append(out, ks[j])
+	}
+	return out
+}
+
+// nextKind is the kind of operation number done of worker id of n: its first kinds, then
+// random by weight.
+func (m Mix) nextKind(r *rand.Rand, id, n, done int) Kind {
+	if first := m.firstKinds(id, n); done < len(first) {
+		return first[done]
 	}
 	return m.pick(r)
 }
@@ -236,15 +248,17 @@ type Tally struct {
 	Refused []ToolArgs
 	// Substituted are the arguments of every substitution attempt.
 	Substituted []ToolArgs
-	// Unexpected counts answers that were not what the kind expects; Samples describe a few.
-	Unexpected int
-	Samples    []string
+	// Unexpected counts answers that were not what the kind expects, in all and by "kind: step";
+	// Samples describe a few.
+	Unexpected   int
+	UnexpectedBy map[string]int
+	Samples      []string
 	// Codes counts EF codes the agents got.
 	Codes map[string]int
 }
 
 func newTally() Tally {
-	return Tally{Ops: map[Kind]int{}, Invoked: map[string]int{}, Codes: map[string]int{}}
+	return Tally{Ops: map[Kind]int{}, Invoked: map[string]int{}, Codes: map[string]int{}, UnexpectedBy: map[string]int{}}
 }
 
 func (t *Tally) merge(o Tally) {
@@ -257,6 +271,9 @@ func (t *Tally) merge(o Tally) {
 	}
 	for k, v := range o.Codes {
 		t.Codes[k] += v
+	}
+	for k, v := range o.UnexpectedBy {
+		t.UnexpectedBy[k] += v
 	}
 	t.InvokedArgs = append(t.InvokedArgs, o.InvokedArgs...)
 	t.Refused = append(t.Refused, o.Refused...)
@@ -271,8 +288,9 @@ func (t *Tally) merge(o Tally) {
 
 const maxSamples = 8
 
-func (t *Tally) unexpected(format string, args ...any) {
+func (t *Tally) unexpected(step string, format string, args ...any) {
 	t.Unexpected++
+	t.UnexpectedBy[step]++
 	if len(t.Samples) < maxSamples {
 		t.Samples = append(t.Samples, fmt.Sprintf(format, args...))
 	}
@@ -288,10 +306,12 @@ type worker struct {
 	principal principal
 	rnd       *rand.Rand
 	seq       int
-	last      *ToolArgs // the worker's latest call that ran, for replays
-	done      int       // operations finished
-	lat       latencies
-	tally     Tally
+	// lastPermit and lastGranted are the worker's latest email_send and approved payment that
+	// ran, for replays.
+	lastPermit, lastGranted *ToolArgs
+	done                    int // operations finished
+	lat                     latencies
+	tally                   Tally
 }
 
 // answer is what the agent made of one result.
@@ -354,7 +374,7 @@ func firstText(r *mcp.CallToolResult) string {
 }
 
 func (w *worker) describe(kind Kind, step string, a answer) {
-	w.tally.unexpected("worker %d %s %s: code=%q replayed=%v ran=%v err=%v", w.id, kind, step, a.code, a.replayed, a.ran, a.err)
+	w.tally.unexpected(string(kind)+": "+step, "worker %d %s %s: code=%q replayed=%v ran=%v err=%v", w.id, kind, step, a.code, a.replayed, a.ran, a.err)
 }
 
 // next returns a fresh sequence number: every argument set of the run is unique.
@@ -388,14 +408,20 @@ func (w *worker) op(ctx context.Context, kind Kind) {
 			w.describe(kind, "approved retry", a)
 			return
 		}
-		w.last = &ToolArgs{Tool: toolPayment, Args: args}
+		w.lastGranted = &ToolArgs{Tool: toolPayment, Args: args}
 	case KindReplay:
-		if w.last == nil && !w.permit(ctx) {
+		// Both protected paths: the worker's latest permitted call and latest approved call.
+		if w.lastPermit == nil && w.lastGranted == nil && !w.permit(ctx) {
 			return
 		}
-		a := w.call(ctx, seriesReplay, w.last.Tool, w.last.Args)
-		if a.ran || a.err != nil || (a.code == "" && !a.replayed) {
-			w.describe(kind, "replay of "+w.last.Tool, a)
+		for _, last := range []*ToolArgs{w.lastPermit, w.lastGranted} {
+			if last == nil {
+				continue
+			}
+			a := w.call(ctx, seriesReplay, last.Tool, last.Args)
+			if a.ran || a.err != nil || (a.code == "" && !a.replayed) {
+				w.describe(kind, "replay of "+last.Tool, a)
+			}
 		}
 	case KindSubstitute:
 		n := w.next()
@@ -421,7 +447,7 @@ func (w *worker) permit(ctx context.Context) bool {
 		w.describe(KindPermit, "email_send", a)
 		return false
 	}
-	w.last = &ToolArgs{Tool: toolEmail, Args: args}
+	w.lastPermit = &ToolArgs{Tool: toolEmail, Args: args}
 	return true
 }
 
@@ -453,9 +479,9 @@ type phaseResult struct {
 }
 
 // runPhase runs n workers for d: each connects its own session to endpoint and loops fn until
-// d has passed and it has run at least minOps operations (an operation started is always
+// d has passed and it has run at least minOps(id) operations (an operation started is always
 // finished).
-func runPhase(ctx context.Context, n int, d time.Duration, minOps int, seed uint64, endpoint string, hc *http.Client, pr principal,
+func runPhase(ctx context.Context, n int, d time.Duration, minOps func(id int) int, seed uint64, endpoint string, hc *http.Client, pr principal,
 	fn func(ctx context.Context, w *worker)) (phaseResult, error) {
 	workers := make([]*worker, n)
 	for i := range workers {
@@ -478,7 +504,7 @@ func runPhase(ctx context.Context, n int, d time.Duration, minOps int, seed uint
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Go(func() {
-			for (time.Now().Before(deadline) || w.done < minOps) && ctx.Err() == nil {
+			for (time.Now().Before(deadline) || w.done < minOps(w.id)) && ctx.Err() == nil {
 				fn(ctx, w)
 				w.done++
 			}
