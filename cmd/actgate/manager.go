@@ -49,6 +49,8 @@ type managerOptions struct {
 	reconcileTimeout    time.Duration
 	reconcileCAFile     string
 	reconcileAllowHTTP  bool
+
+	notify notifyFlags // announcements of pending BindingMoments (manager_notify.go)
 }
 
 // leaderElectionID names the leader-election Lease (in --leader-election-namespace).
@@ -104,6 +106,7 @@ or stops with an error; 2 (line USAGE) for bad flags or an unreadable file.`,
 	f.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconclient.DefaultTimeout, "time limit of one reconciliation query")
 	f.StringVar(&o.reconcileCAFile, "reconcile-ca-file", "", "PEM CA bundle for reconciliation endpoints whose Secret has no ca.crt (default: system roots)")
 	f.BoolVar(&o.reconcileAllowHTTP, "reconcile-allow-http", false, "allow plain-http reconciliation endpoints (the bearer token travels in the clear; test backends only)")
+	o.notify.register(f)
 	return cmd
 }
 
@@ -119,6 +122,9 @@ func (o managerOptions) validate() error {
 		if d.v <= 0 {
 			return usageError("%s must be positive, not %s", d.flag, d.v)
 		}
+	}
+	if _, err := o.notify.webhook(); err != nil {
+		return err
 	}
 	if o.reconcileMaxBackoff < o.reconcileBackoff {
 		return usageError("--reconcile-max-backoff (%s) is shorter than --reconcile-backoff (%s)", o.reconcileMaxBackoff, o.reconcileBackoff)
@@ -244,6 +250,9 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		Metrics:  moments,
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("BindingMoment controller: %v", err)
+	}
+	if err := setupAnnouncer(mgr, o.notify, realClock, reg, log); err != nil {
+		return err
 	}
 	if webhookCfg != nil {
 		if err := webhook.SetupWithManager(mgr, *webhookCfg); err != nil {

@@ -49,6 +49,12 @@ var templateCases = []struct {
 		"--set", "webhook.optOutNamespaces={sandbox}",
 		"--set", "image.tag=v1.2.3",
 	}},
+	{"notifications", []string{
+		"--set", "notifications.enabled=true",
+		"--set", "notifications.webhook.existingSecret=actgate-notify",
+		"--set", "notifications.webhook.headersKey=headers",
+		"--set", "notifications.consoleURL=https://console.example/moments/{id}",
+	}},
 }
 
 func repoRoot(t *testing.T) string {
