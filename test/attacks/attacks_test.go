@@ -436,7 +436,7 @@ func agentOptOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentSA := serviceAccountUser(t, e, ns, "billing-agent")
-	grant(t, e, ns, agentSA.Name, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get"}}})
+	grant(t, e, ns, agentSA.Name, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "patch"}}})
 	grant(t, e, "", agentSA.Name, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"patch", "get", "update"}}})
 
 	for i, tc := range []struct {
@@ -457,6 +457,23 @@ func agentOptOut(t *testing.T) {
 		if !sidecarInjected(p) {
 			t.Fatalf("opt-out by %s was honoured: the pod runs without the sidecar or keeps the credential", tc.name)
 		}
+	}
+	// Its own running pod, opted out after the fact: labels and annotations change, the pod does
+	// not (injection happens at creation; a pod's containers cannot be changed by a patch).
+	if err := e.Client.Create(kctx(t), agentPod(ns, "running", nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	optOut := `{"metadata":{"labels":{"` + inject.LabelInject + `":"false"},"annotations":{"` + inject.LabelInject + `":"false"}}}`
+	if err := agentSA.Client.Patch(kctx(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}},
+		client.RawPatch(types.MergePatchType, []byte(optOut))); err != nil {
+		t.Fatalf("patching its own pod's metadata: %v", err)
+	}
+	running := &corev1.Pod{}
+	if err := e.Client.Get(kctx(t), client.ObjectKey{Namespace: ns, Name: "running"}, running); err != nil {
+		t.Fatal(err)
+	}
+	if running.Labels[inject.LabelInject] != "false" || !sidecarInjected(running) {
+		t.Fatalf("after the opt-out patch: label %q, injected %v", running.Labels[inject.LabelInject], sidecarInjected(running))
 	}
 	err := agentSA.Client.Patch(kctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+inject.LabelInject+`":"false"}}}`)))
