@@ -94,6 +94,17 @@
 // each upstream HTTP request by the proxy's RoundTripper and is never part of anything returned
 // to the agent; the agent's own headers are never forwarded upstream.
 //
+// # Elicitation
+//
+// With Config.Elicitation (the compiled ToolPolicy), a binding moment whose class the policy's
+// spec.elicitation lists (only INFORMATIONAL can be: envelope-04 §12.4) is also offered, during
+// the tools/call that surfaced it, as elicitation/create to an agent client that declared form
+// elicitation, when the moment names exactly one principal other than the agent (elicit.go).
+// The message is the §9.1 text rendering; the form enumerates the options, the open hatches and
+// decline. An accepted form is applied through the gate's Resolve as that principal; a
+// dismissed one resolves nothing. The result still carries binding_moment, and
+// _meta["actgate.io/elicitation"] says what became of the offer.
+//
 // # Crash injection
 //
 // The invoker carries three of the failpoints of internal/failpoint (active only in binaries
