@@ -312,3 +312,12 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("a non-loopback listener: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestNoRunIsNoPass: a generator that could not run anything reports FAIL and exits 1.
+func TestNoRunIsNoPass(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := realMain([]string{"-target", "standalone", "-concurrency", "1", "-duration", "1s", "-actgate", "/nonexistent/actgate"}, &stdout, &stderr)
+	if code != exitFail || !strings.Contains(stdout.String(), "FAIL") || strings.Contains(stdout.String(), "PASS: every invariant") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+}

@@ -127,7 +127,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 func runAll(ctx context.Context, o options) (rep Report, err error) {
 	t0 := time.Now()
 	rep = Report{Machine: machine(), Pass: true}
-	defer func() { rep.Machine.LoadAvgEnd = loadAvg() }()
+	defer func() {
+		rep.Machine.LoadAvgEnd = loadAvg()
+		// Nothing measured and checked is never a pass.
+		rep.Pass = rep.Pass && err == nil && len(rep.Runs) > 0
+	}()
 	root, err := envtest.RepoRoot()
 	if err != nil {
 		return rep, err
