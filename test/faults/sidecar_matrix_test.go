@@ -3,10 +3,14 @@
 package faults
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
@@ -95,6 +99,18 @@ func TestSidecarMatrix(t *testing.T) {
 				}
 			case lease.State != authority.StateConsumed || lease.ConsumedBy == "":
 				t.Errorf("the first call's authority is %s (consumed by %q), want CONSUMED", lease.State, lease.ConsumedBy)
+			}
+			// The first call's Act: CONSUMED by the spent authority's operation, with no outcome
+			// (the sidecar died before it could report one, and recovery reports nothing).
+			var a v1alpha1.Act
+			if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: lease.Authority.Binding.ActID}, &a); err != nil {
+				t.Fatalf("the first call's Act: %v", err)
+			}
+			if tc.consumed && (a.Status.State != v1alpha1.ActStateConsumed || a.Status.OperationID != lease.ConsumedBy) {
+				t.Errorf("the first call's Act is %s (operation %q), want CONSUMED by %q", a.Status.State, a.Status.OperationID, lease.ConsumedBy)
+			}
+			if !tc.consumed && a.Status.State == v1alpha1.ActStateConsumed {
+				t.Errorf("the first call's Act is CONSUMED although its authority was not")
 			}
 			if tc.unsettled {
 				if len(recs) != 1 || recs[0].State != journal.StateIndeterminate || recs[0].Reason != journal.ReasonRecoveredOnStart ||
