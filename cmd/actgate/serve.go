@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
@@ -30,6 +33,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -57,7 +61,8 @@ State lives in the configuration's dataDir: the store (authorities and the dispa
 the signed receipt log, the keys (generated on first start, mode 0600) and one token per
 principal. Dispatches a previous process left in flight are marked INDETERMINATE before the
 gate listens. SIGTERM or SIGINT shuts down gracefully. Logs go to stderr and carry digests,
-never tool arguments.`,
+never tool arguments. Prometheus metrics are served at /metrics on metrics.address (default
+127.0.0.1:9787, "off" disables them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := gateconfig.Load(configFile)
@@ -71,6 +76,12 @@ never tool arguments.`,
 			if err != nil {
 				return fail(exitRejected, "SERVE_FAILED "+err.Error())
 			}
+			stopMetrics, err := rt.serveMetrics(log)
+			if err != nil {
+				_ = rt.Close()
+				return fail(exitRejected, "SERVE_FAILED metrics.address: "+err.Error())
+			}
+			defer stopMetrics()
 			ln, err := net.Listen("tcp", cfg.Listen)
 			if err != nil {
 				_ = rt.Close()
@@ -125,6 +136,9 @@ type gateRuntime struct {
 	gate     *sink.Gate
 	proxies  []*mcpproxy.Proxy
 	handler  http.Handler
+	// metrics is the registry of the gate's Prometheus metrics (internal/metrics), served on
+	// metrics.address by serveMetrics.
+	metrics *prometheus.Registry
 }
 
 // openGate opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
@@ -190,12 +204,23 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	if err != nil {
 		return nil, err
 	}
+	rt.metrics = prometheus.NewRegistry()
+	rt.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gateMetrics, err := metrics.NewGate(rt.metrics)
+	if err != nil {
+		return nil, err
+	}
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
+		Observer: gateMetrics,
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Recovery (above) has made every dispatch left in flight INDETERMINATE: count them.
+	if err := gateMetrics.SeedIndeterminate(ctx, rt.store); err != nil {
+		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
 	}
 
 	mux := http.NewServeMux()
@@ -238,6 +263,9 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go rt.sweepMoments(sweepCtx)
 	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
@@ -271,6 +299,55 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// momentSweepInterval is how often serve looks for binding moments that expired unresolved, so
+// actgate_moments_expired_total counts them when they expire rather than when someone next
+// lists moments.
+const momentSweepInterval = 10 * time.Second
+
+// sweepMoments reports expired moments to the gate's Observer until ctx ends.
+func (rt *gateRuntime) sweepMoments(ctx context.Context) {
+	t := time.NewTicker(momentSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rt.gate.SweepMoments()
+		}
+	}
+}
+
+// metricsHandler serves the gate's registry in the Prometheus exposition format.
+func (rt *gateRuntime) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(rt.metrics, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// serveMetrics serves /metrics on metrics.address (plain HTTP, loopback: counts, durations and
+// bounded labels, never digests or arguments). An address the file names must be free; when
+// the default is taken (another gate on this machine) the gate serves without metrics and says
+// so. The returned function stops the listener.
+func (rt *gateRuntime) serveMetrics(log logr.Logger) (func(), error) {
+	addr, explicit := rt.cfg.MetricsAddress()
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if explicit {
+			return nil, err
+		}
+		log.Info("Metrics not served: the default metrics address is in use; set metrics.address (or \"off\")", "address", addr, "error", err.Error())
+		return func() {}, nil
+	}
+	srv := &http.Server{Handler: rt.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("Serving metrics", "address", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
 }
 
 // Close closes the proxies, the receipt log (flushing it) and the store.

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// logBuffer is a bytes.Buffer safe for the logger's writes and the test's read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *logBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *logBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeMetricsAndLogs runs the standalone gate with metrics.address set: calls through its
+// MCP endpoint are counted on /metrics (internal/metrics), and the gate's log at full verbosity
+// carries act ids and digests but never an argument value.
+func TestServeMetricsAndLogs(t *testing.T) {
+	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "finance.token")
+	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	cfgFile := filepath.Join(dir, "actgate.yaml")
+	doc := string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)) + "metrics:\n  address: " + metricsAddr + "\n"
+	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := gateconfig.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	log := newLogger(&logs, true)
+	rt, err := openGate(context.Background(), cfg, log, gateHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopMetrics, err := rt.serveMetrics(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopMetrics()
+	// A second gate cannot take an address the file names.
+	if _, err := rt.serveMetrics(log); err == nil {
+		t.Fatal("a second metrics listener on the same explicit address started")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.serve(ctx, ln, io.Discard) }()
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "SECRET-ARG-4242"
+	for _, tc := range []struct{ tool, args string }{
+		{"get_balance", `{"account":"` + secret + `"}`},
+		{"send_payment", `{"amount":50,"to":"` + secret + `"}`}, // escalates: a binding moment
+		{"email_send", `{"to":"` + secret + `"}`},
+	} {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: json.RawMessage(tc.args)}); err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+	}
+	_ = cs.Close()
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`actgate_decisions_total{class="INFORMATIONAL",code="",decision="Allowed"} 1`,
+		`actgate_decisions_total{class="FINANCIAL",code="EF_ESCALATION_REQUIRED",decision="Escalated"} 1`,
+		`actgate_decisions_total{class="COMMUNICATION",code="EF_INSTRUCTION_PROVENANCE_FAILURE",decision="Denied"} 1`, // unknown provenance matches the deny rule
+		`actgate_side_effect_denies_total{class="FINANCIAL",code="EF_ESCALATION_REQUIRED"} 1`,
+		`actgate_moments_emitted_total{class="FINANCIAL",decision_class="none",policy="` + gateconfig.PolicyName + `"} 1`,
+		`actgate_enforce_duration_seconds_count{path="hot"} 1`,
+		`actgate_enforce_duration_seconds_count{path="deny"} 1`,
+		`actgate_indeterminate_outstanding{source="journal"} 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(body), secret) {
+		t.Error("/metrics carries an argument value")
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	all := logs.String()
+	if strings.Contains(all, secret) {
+		t.Fatalf("an argument value reached the gate's log:\n%s", all)
+	}
+	if !strings.Contains(all, "actionDigest") || !strings.Contains(all, "sha256:") {
+		t.Fatalf("the gate's log names no digest:\n%s", all)
+	}
+}
