@@ -35,6 +35,28 @@ type admission struct {
 	retryable      bool
 	// actObject is the name of the Act object the service recorded.
 	actObject string
+	// class, outcome and audit are the service's consequence class and decision, for the
+	// Observer (metrics); outcome is "" when the service was not asked or did not answer.
+	class   act.ConsequenceClass
+	outcome sink.PolicyOutcome
+	audit   bool
+}
+
+// outcomeOf maps the service's decision onto the gate's policy outcomes, for the Observer.
+func outcomeOf(resp *review.Response) sink.PolicyOutcome {
+	switch resp.Decision {
+	case v1alpha1.ActDecisionEscalated:
+		return sink.PolicyEscalate
+	case v1alpha1.ActDecisionDenied:
+		return sink.PolicyDeny
+	}
+	if !resp.Allowed {
+		return sink.PolicyDeny
+	}
+	if resp.Authority != nil {
+		return sink.PolicyPermit
+	}
+	return sink.PolicyAllow
 }
 
 // admit asks the service about cand (addressed to server) and, when it is allowed under
@@ -56,7 +78,8 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 		g.log.Error(err, "Review failed; refusing", "act", cand.Act.CandidateActID, "actionDigest", cand.ActionDigest(), "code", code)
 		return deny(code, "The authority service could not be asked; the tool was not invoked.")
 	}
-	ad := admission{actObject: resp.Act}
+	ad := admission{actObject: resp.Act, class: act.ConsequenceClass(resp.ConsequenceClass), outcome: outcomeOf(resp),
+		audit: resp.Decision == v1alpha1.ActDecisionAuditDenied}
 	ad.deliveries = g.deliveries(resp.Escalation, cand, server)
 	if !resp.Allowed {
 		return g.refused(cand, resp, ad)
@@ -153,6 +176,7 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 // withDeliveries keeps the resolutions of ad on a refusal d.
 func withDeliveries(d, ad admission) admission {
 	d.deliveries, d.actObject = ad.deliveries, ad.actObject
+	d.class, d.outcome, d.audit = ad.class, ad.outcome, ad.audit
 	d.res.Resolutions = ad.deliveries
 	return d
 }

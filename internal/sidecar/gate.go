@@ -90,6 +90,10 @@ type Options struct {
 	ReportTimeout time.Duration
 	// Log receives act ids, digests and codes, never argument values. Optional: discard.
 	Log logr.Logger
+	// Observer is told every call Handle answered (internal/metrics). Optional: nothing. The
+	// sidecar emits no binding moments itself (the authority service does), so only
+	// CallDecided is called.
+	Observer sink.Observer
 }
 
 // Gate is the sidecar's finality sink: it satisfies mcpproxy.Gate with decisions from the
@@ -109,6 +113,7 @@ type Gate struct {
 	recordTO  time.Duration
 	reportTO  time.Duration
 	log       logr.Logger
+	observer  sink.Observer
 	// unsettled refuses a call of an action whose earlier dispatch has no outcome yet.
 	unsettled *unsettled
 }
@@ -141,6 +146,10 @@ func NewGate(opts Options) (*Gate, error) {
 		review: opts.Review, verifier: opts.Verifier, journal: opts.Journal, namespace: opts.Namespace,
 		sinkID: opts.SinkID, servers: map[string]string{}, principal: opts.Principal, now: opts.Now,
 		timeout: opts.ReviewTimeout, actTTL: opts.ActTTL, recordTO: opts.RecordTimeout, reportTO: opts.ReportTimeout, log: opts.Log,
+		observer: opts.Observer,
+	}
+	if g.observer == nil {
+		g.observer = sink.NopObserver{}
 	}
 	for i, s := range opts.Servers {
 		if !dnsLabel.MatchString(s.Name) || len(s.Name) > 63 {
@@ -205,16 +214,40 @@ func (g *Gate) Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.
 	if inv == nil {
 		return sink.Result{}, errors.New("sidecar: Handle needs an Invoker")
 	}
-	res, err := g.handle(ctx, c, inv)
+	start := g.now()
+	var obs callObservation
+	res, err := g.handle(ctx, c, inv, &obs)
 	if !res.Allowed && res.Code != "" && c.Vendor != "" {
 		if b, derr := act.DenyResult(c.Vendor, c.VendorID, act.Denial{Code: res.Code, Message: res.Message}); derr == nil {
 			res.Deny = b
 		}
 	}
+	g.observer.CallDecided(obs.event(c, res, g.now().Sub(start)))
 	return res, err
 }
 
-func (g *Gate) handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.Result, error) {
+// callObservation is what handle learnt about a call for the Observer: classes, the service's
+// decision and the action digest, never arguments.
+type callObservation struct {
+	class        act.ConsequenceClass
+	outcome      sink.PolicyOutcome
+	audit        bool
+	actionDigest string
+}
+
+func (o *callObservation) event(c sink.Call, res sink.Result, d time.Duration) sink.CallEvent {
+	e := sink.CallEvent{
+		ActID: res.ActID, Server: c.Server, Tool: c.Tool, Class: o.class, Outcome: o.outcome, Audit: o.audit,
+		Allowed: res.Allowed, Invoked: res.Invoked, Replayed: res.Replayed, State: res.State, Code: res.Code,
+		ActionDigest: o.actionDigest, Duration: d,
+	}
+	if e.Audit && e.Code == "" {
+		e.Code = res.AuditCode
+	}
+	return e
+}
+
+func (g *Gate) handle(ctx context.Context, c sink.Call, inv sink.Invoker, obs *callObservation) (sink.Result, error) {
 	if c.Session == "" || c.Agent == "" || c.Server == "" || c.Destination == "" {
 		return refusal(ef.EFActInvalid, "The call is missing its session, agent, server or destination."), nil
 	}
@@ -237,7 +270,12 @@ func (g *Gate) handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.
 		d := act.DenialFor(err)
 		return refusal(d.Code, d.Message), nil
 	}
+	obs.class, obs.actionDigest = cand.Act.ConsequenceClass, cand.ActionDigest()
 	ad := g.admit(ctx, cand, c.Server)
+	if ad.class != "" {
+		obs.class = ad.class
+	}
+	obs.outcome, obs.audit = ad.outcome, ad.audit
 	if !ad.ok {
 		return ad.res, nil
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 // JournalFile is the journal's file name in Config.JournalDir.
@@ -85,6 +87,10 @@ type Config struct {
 	Log logr.Logger
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
+	// Metrics, when set, observes every call (internal/metrics: enforce latency, decisions,
+	// side-effect denies) and counts the journal's INDETERMINATE records, seeded at start. The
+	// caller serves its registry.
+	Metrics *metrics.Gate
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -171,6 +177,18 @@ func New(cfg Config) (*Sidecar, error) {
 		cfg.Log.Info("Dispatches left in flight by a previous run are INDETERMINATE until reconciled", "count", n)
 	}
 
+	var observer sink.Observer
+	if cfg.Metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
+		err := cfg.Metrics.SeedIndeterminate(ctx, store)
+		cancel()
+		if err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("journal: counting INDETERMINATE records: %w", err)
+		}
+		observer = cfg.Metrics
+	}
+
 	servers := make([]Server, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		servers[i] = Server{Name: u.Name, URL: u.URL}
@@ -179,6 +197,7 @@ func New(cfg Config) (*Sidecar, error) {
 		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token},
 		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
+		Observer: observer,
 	})
 	if err != nil {
 		_ = store.Close()

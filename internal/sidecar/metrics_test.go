@@ -1,0 +1,110 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// counterValue is the value of the counter (or a histogram's sample count) of name with
+// exactly labels, or 0.
+func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			if mf.GetType() == dto.MetricType_HISTOGRAM {
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestObserverMetrics: the sidecar tells its Observer every call Handle answered, with the
+// service's decision and the act's class, so internal/metrics counts a pod's sink as it counts
+// the standalone gate's.
+func TestObserverMetrics(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.NewGate(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGate(Options{
+		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
+		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
+		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Observer: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoked := 0
+	inv := func(context.Context, string) (sink.InvokeResult, error) {
+		invoked++
+		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
+	}
+	for _, tool := range []string{"get_balance", "send_payment", "email_send", "wire", "audit_me"} {
+		if _, err := g.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+			Destination: f.up.URL, Tool: tool, Args: json.RawMessage(`{"secret":"S-991"}`)}, inv); err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+	}
+	if invoked != 3 {
+		t.Fatalf("invoked %d times, want 3 (hot, permit, audit)", invoked)
+	}
+	cls := func(tool string) string { return string(act.DefaultClass(tool)) }
+	for _, c := range []struct {
+		decision, code, tool string
+	}{
+		{"Allowed", "", "get_balance"},
+		{"Allowed", "", "send_payment"},
+		{"Denied", string(ef.EFPolicyDenied), "email_send"},
+		{"Escalated", string(ef.EFEscalationRequired), "wire"},
+		{"AuditDenied", string(ef.EFPolicyDenied), "audit_me"},
+	} {
+		if n := counterValue(t, reg, metrics.NameDecisions, map[string]string{"decision": c.decision, "code": c.code, "class": cls(c.tool)}); n != 1 {
+			t.Errorf("decisions{%s,%s,%s} = %v, want 1", c.decision, c.code, cls(c.tool), n)
+		}
+	}
+	for _, p := range []metrics.Path{metrics.PathHot, metrics.PathPermit, metrics.PathDeny, metrics.PathEscalate, metrics.PathAudit} {
+		if n := counterValue(t, reg, metrics.NameEnforceDuration, map[string]string{"path": string(p)}); n != 1 {
+			t.Errorf("enforce duration{path=%s} has %v samples, want 1", p, n)
+		}
+	}
+	for _, tool := range []string{"email_send", "wire"} {
+		want := 0.0
+		if act.DefaultClass(tool) != act.ClassInformational {
+			want = 1
+		}
+		code := map[string]ef.EFCode{"email_send": ef.EFPolicyDenied, "wire": ef.EFEscalationRequired}[tool]
+		if n := counterValue(t, reg, metrics.NameSideEffectDenies, map[string]string{"code": string(code), "class": cls(tool)}); n != want {
+			t.Errorf("side-effect denies{%s,%s} = %v, want %v", code, cls(tool), n, want)
+		}
+	}
+}
