@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,10 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sidecar"
 )
 
@@ -36,6 +41,7 @@ const (
 	envCredentialsDir  = "ACTGATE_CREDENTIALS_DIR"
 	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
 	envJournalDir      = "ACTGATE_JOURNAL_DIR"
+	envMetricsAddress  = "ACTGATE_METRICS_BIND_ADDRESS"
 	defaultListen      = "127.0.0.1:15080"
 	defaultTokenFile   = "/var/run/secrets/actgate.io/token/token"
 	defaultJournalDir  = "/var/run/actgate/journal"
@@ -48,6 +54,7 @@ type sidecarOptions struct {
 	namespace, serviceAccount, sinkID, principal            string
 	servers, serverURLs, credentialFiles                    []string
 	credentialsDir, upstreamCA, journalDir                  string
+	metricsAddr                                             string
 	callTimeout, reviewTimeout                              time.Duration
 	verbose                                                 bool
 }
@@ -82,9 +89,32 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 			if err != nil {
 				return err
 			}
+			var reg *prometheus.Registry
+			if o.metricsAddr != "" {
+				reg = prometheus.NewRegistry()
+				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+				if cfg.Metrics, err = metrics.NewGate(reg); err != nil {
+					return fail(exitRejected, "SIDECAR_CONFIG metrics: "+err.Error())
+				}
+			}
 			sc, err := sidecar.New(cfg)
 			if err != nil {
 				return sidecarConfigError(err)
+			}
+			if reg != nil {
+				// Plain HTTP on the pod's network for Prometheus: counts, durations and bounded
+				// labels (internal/metrics), never digests or arguments.
+				mln, err := net.Listen("tcp", o.metricsAddr)
+				if err != nil {
+					_ = sc.Close()
+					return fail(exitRejected, "SIDECAR_SERVE metrics: "+err.Error())
+				}
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = msrv.Serve(mln) }()
+				defer msrv.Close()
+				fmt.Fprintf(s.out, "  metrics                http://%s/metrics\n", mln.Addr())
 			}
 			ln, err := net.Listen("tcp", cfg.Listen)
 			if err != nil {
@@ -128,6 +158,7 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.journalDir, "journal-dir", envOr(envJournalDir, defaultJournalDir), "folder of the dispatch journal, the pod's emptyDir ($"+envJournalDir+")")
 	f.DurationVar(&o.callTimeout, "call-timeout", mcpproxy.DefaultCallTimeout, "bound of one upstream tools/call once dispatched")
 	f.DurationVar(&o.reviewTimeout, "review-timeout", sidecar.DefaultReviewTimeout, "bound of one request to the authority service (past it: EF_060)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", os.Getenv(envMetricsAddress), "address of a plain-HTTP Prometheus /metrics endpoint, e.g. \":15090\"; empty disables it ($"+envMetricsAddress+")")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
 }
 

@@ -74,6 +74,7 @@ func TestSidecarEnvironment(t *testing.T) {
 		envListen: "127.0.0.1:15081", envNamespace: "billing", envServiceAccount: "billing-agent",
 		envServers: "payments", envServerURLs: "payments=https://payments-mcp.payments.svc/mcp,mail=https://mail.example/mcp",
 		envCredentialsDir: filepath.Join(dir, "creds"), envSinkID: "billing-agent-sink", envAuthorityURL: "https://a.example",
+		envMetricsAddress: ":15090",
 	} {
 		t.Setenv(k, v)
 	}
@@ -89,6 +90,9 @@ func TestSidecarEnvironment(t *testing.T) {
 	}
 	if cfg.Listen != "127.0.0.1:15081" || cfg.Agent != "system:serviceaccount:billing:billing-agent" || cfg.SinkID != "billing-agent-sink" {
 		t.Fatalf("config %+v", cfg)
+	}
+	if o.metricsAddr != ":15090" {
+		t.Fatalf("metrics address %q", o.metricsAddr)
 	}
 	if len(cfg.Upstreams) != 2 || cfg.Upstreams[1].Name != "payments" || cfg.Upstreams[1].CredentialFile != cred || cfg.Upstreams[0].CredentialFile != "" {
 		t.Fatalf("upstreams %+v", cfg.Upstreams)
