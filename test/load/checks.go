@@ -64,10 +64,14 @@ type World struct {
 	Dispatches []journal.DispatchRecord
 	// Consumed lists every consumed authority of the authority store.
 	Consumed []Consumption
-	// HotAllows are the hot-path allows the sink recorded; nil with HotFromAgents when the sink
-	// records none (the sidecar), and then the agents' observed allows are used.
-	HotAllows     []HotAllow
-	HotFromAgents bool
+	// HotAllows are the hot-path allows the sink's side recorded: the standalone gate's allow
+	// receipts without authority, or the authority service's Allowed Acts without authority.
+	HotAllows []HotAllow
+	// HotSource names where HotAllows come from, for the report.
+	HotSource string
+	// HotOpsUnknown is set when HotAllows carry no operation ids (the sidecar mints a hot call's
+	// operation id itself and records it nowhere): upstream hot calls are then matched by count.
+	HotOpsUnknown bool
 	// Receipts is the receipt log's verification; nil when the target writes none.
 	Receipts *ReceiptCheck
 	// ReceiptsNA says why Receipts is nil.
@@ -99,7 +103,7 @@ func verdict(name, detail string, p problems) Check {
 func RunChecks(w World, t Tally) []Check {
 	return []Check{
 		checkSingleUse(w),
-		checkUpstreamExecuted(w, t),
+		checkUpstreamExecuted(w),
 		checkNoDangling(w),
 		checkDeniedNeverReached(w, t),
 		checkReceipts(w),
@@ -151,7 +155,7 @@ func checkSingleUse(w World) Check {
 // checkUpstreamExecuted: per tool, the upstream's own invocation count equals the journal's
 // EXECUTED records plus the hot-path allows, and every invocation carries the operation id of
 // one of them (AEB: a dispatch only from a durable DISPATCH_PENDING record).
-func checkUpstreamExecuted(w World, t Tally) Check {
+func checkUpstreamExecuted(w World) Check {
 	var p problems
 	want := map[string]int{}
 	allowedOps := map[string]string{}
@@ -165,21 +169,17 @@ func checkUpstreamExecuted(w World, t Tally) Check {
 			indeterminate++
 		}
 	}
-	if w.HotFromAgents {
-		for tool := range hotTools {
-			want[tool] += t.Invoked[tool]
-		}
-	} else {
-		for _, h := range w.HotAllows {
-			want[h.Tool]++
+	for _, h := range w.HotAllows {
+		want[h.Tool]++
+		if h.OperationID != "" {
 			allowedOps[h.OperationID] = h.Tool
 		}
 	}
 	got := map[string]int{}
 	for _, c := range w.Upstream {
 		got[c.Tool]++
-		if w.HotFromAgents && hotTools[c.Tool] {
-			continue // the sidecar records no operation for a hot call
+		if w.HotOpsUnknown && hotTools[c.Tool] {
+			continue
 		}
 		tool, ok := allowedOps[c.OperationID]
 		switch {
@@ -205,11 +205,7 @@ func checkUpstreamExecuted(w World, t Tally) Check {
 			p.add("%s: upstream ran %d, the sink recorded %d (EXECUTED + hot allows)", tool, got[tool], want[tool])
 		}
 	}
-	hot := "hot allows from the receipt log"
-	if w.HotFromAgents {
-		hot = "hot allows as the agents saw them (the sidecar records none)"
-	}
-	detail := fmt.Sprintf("upstream/recorded per tool: %s; %s; %d INDETERMINATE", strings.Join(parts, ", "), hot, indeterminate)
+	detail := fmt.Sprintf("upstream/recorded per tool: %s; hot allows from %s; %d INDETERMINATE", strings.Join(parts, ", "), w.HotSource, indeterminate)
 	return verdict(CheckUpstreamExecuted, detail, p)
 }
 

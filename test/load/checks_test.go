@@ -150,16 +150,20 @@ func TestReceiptsNA(t *testing.T) {
 	}
 }
 
-// TestHotFromAgents: where the sink records no hot allows (the sidecar), the agents' observed
-// allows stand in, and an upstream hot call beyond them fails.
-func TestHotFromAgents(t *testing.T) {
+// TestHotOpsUnknown: where hot allows carry no operation ids (the sidecar's Acts), upstream hot
+// calls are matched by count, and one beyond them fails.
+func TestHotOpsUnknown(t *testing.T) {
 	w, tl := goodRun()
-	w.HotAllows, w.HotFromAgents = nil, true
+	w.HotOpsUnknown = true
+	for i := range w.HotAllows {
+		w.HotAllows[i].OperationID = ""
+	}
 	w.Upstream[0].OperationID = ""
 	if c := statusOf(RunChecks(w, tl), CheckUpstreamExecuted); c.Status != StatusPass {
 		t.Fatalf("%+v", c)
 	}
 	w.Upstream = append(w.Upstream, mcptest.Call{Tool: toolBalance, Args: json.RawMessage(`{"account":"x"}`)})
+	tl.Invoked[toolBalance]++
 	if c := statusOf(RunChecks(w, tl), CheckUpstreamExecuted); c.Status != StatusFail {
 		t.Fatalf("an extra hot call upstream: %+v", c)
 	}

@@ -40,9 +40,11 @@
 //     authority, and the store's consumer (bbolt ConsumedBy, or the Lease's holderIdentity)
 //     is that record's operation;
 //   - upstream-equals-executed: per tool, the upstream's own invocation count equals the
-//     journal's EXECUTED records plus the hot-path allows (the standalone gate's receipt log;
-//     the sidecar journals nothing on the hot path, so there the agent's observed allows), and
-//     every upstream invocation carries the operation id of one of them;
+//     journal's EXECUTED records plus the hot-path allows (the standalone gate's allow receipts
+//     without authority; the sidecar journals nothing on the hot path, so there the authority
+//     service's Allowed Acts without authority), and every upstream invocation carries the
+//     operation id of one of them (a hot call's id through the sidecar is recorded nowhere: those
+//     are matched by count);
 //   - no-dangling-dispatch: no record is left CONSUMED, DISPATCH_PENDING or INVOKED (an
 //     INDETERMINATE record is allowed and counted: it is the honest answer to an unknown outcome);
 //   - denied-never-reached: no refused call's arguments, and no substitution's, reached the

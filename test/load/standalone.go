@@ -150,6 +150,7 @@ func (r *standaloneRun) finish(context.Context) (World, error) {
 		}
 	}
 	logPath := filepath.Join(r.dataDir, gateconfig.ReceiptsFile)
+	w.HotSource = "the receipt log"
 	w.HotAllows, err = hotAllows(logPath)
 	if err != nil {
 		return World{}, err
