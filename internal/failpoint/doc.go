@@ -11,8 +11,10 @@
 //	kill       SIGKILL this process at the point (the default): a crash at exactly that
 //	           instant, with nothing after it run and nothing flushed
 //	sleep:DUR  sleep DUR (a time.ParseDuration string) at the point, then go on
-//	error      Inject returns ErrInjected; call sites that can fail treat it as their own
-//	           failure (sites that cannot fail ignore it, and the action is then a no-op)
+//	error      Inject returns ErrInjected; a call site that can fail treats it as its own
+//	           failure: AfterPending as an upstream that cannot be reached (nothing sent),
+//	           AfterInvoke as an answer lost on the way back (internal/mcpproxy). The other
+//	           sites ignore it, and the action is a no-op there
 //
 // The points (tool-use-binding §22 T-G; action-evidence-boundary "Atomically Consume or
 // Reserve Before Invocation", "Invoke the Frozen Action", "Classify the Effect Outcome"):

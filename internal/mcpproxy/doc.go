@@ -111,8 +111,10 @@
 // built with -tags failpoints, for tests): AfterPending when it is entered (for a journaled
 // dispatch the authority is consumed and DISPATCH_PENDING committed; nothing is sent),
 // DuringInvoke when the tools/call request has been written upstream and no response read, and
-// AfterInvoke when the upstream has answered and nothing is recorded. Other builds contain no
-// such code.
+// AfterInvoke when the upstream has answered and nothing is recorded. Their "error" action makes
+// AfterPending behave as an upstream that cannot be reached (nothing sent: FAILED) and
+// AfterInvoke as an answer lost on the way back (INDETERMINATE). Other builds contain no such
+// code.
 //
 // # Limitations
 //

@@ -144,10 +144,14 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		}
 		// The sink calls the invoker only after the authority was consumed and, for a journaled
 		// dispatch, DISPATCH_PENDING committed: the instant tool-use-binding §22 T-G kills.
-		_ = failpoint.Inject(failpoint.AfterPending)
+		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
+			return notSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
+		}
 		res, err := cs.CallTool(a.bind(ctx), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 		// The upstream has answered and nothing is recorded yet.
-		_ = failpoint.Inject(failpoint.AfterInvoke)
+		if ferr := failpoint.Inject(failpoint.AfterInvoke); ferr != nil && err == nil {
+			res, err = nil, ferr // the upstream answered and the answer was lost on the way back
+		}
 		out, drop := classify(res, err, &a)
 		if drop {
 			b.drop(cs)

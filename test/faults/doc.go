@@ -69,6 +69,11 @@
 // session, after a restart; JSON-RPC invalid params is the upstream's refusal before execution,
 // FAILED.
 //
+// Injected errors (TestInjectedErrors, standalone): ACTGATE_FAILPOINT=after-pending=error is an
+// upstream that cannot be reached after DISPATCH_PENDING — FAILED, reason not_sent, and the
+// identical call later runs as a new act; after-invoke=error is an answer lost on its way back —
+// the upstream ran once, INDETERMINATE, the retry refused.
+//
 // Authority service (TestAuthorityServiceFaults): connection refused, connection closed
 // unanswered, non-JSON, JSON that is not an ActReview → EF_STORE_UNAVAILABLE; slower than the
 // sidecar's --review-timeout → EF_060; an authority whose signature does not verify → EF_002,

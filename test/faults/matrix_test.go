@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 // after is what the journal holds for the first call's operation once the gate restarted.
@@ -160,4 +161,52 @@ func TestStandaloneMatrix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInjectedErrors: the failpoints' "error" action, in the standalone gate. At after-pending
+// the invoker behaves as an upstream that cannot be reached — nothing was sent, which the gate
+// knows for certain, so the dispatch is FAILED (reason not_sent) and an identical call later is
+// a new act that runs. At after-invoke the upstream's answer is lost on the way back: the
+// upstream ran, the gate cannot know it, so the dispatch is INDETERMINATE and a retry in a new
+// session is refused and not sent (action-evidence-boundary "Classify the Effect Outcome").
+func TestInjectedErrors(t *testing.T) {
+	t.Run("after-pending", func(t *testing.T) {
+		up := startUpstream(t, false, nil)
+		g := newStandalone(t, up.URL, 5*time.Second)
+		p := g.start(t, failpoint.EnvVar+"="+string(failpoint.AfterPending)+"=error")
+		r := mustCall(t, agent(t, p.endpoint()), protectedTool, ticketArgs)
+		if !r.IsError || up.Count(protectedTool) != 0 {
+			t.Fatalf("got %s, upstream count %d; want an error result and nothing sent", js(r), up.Count(protectedTool))
+		}
+		p.stop(t)
+		p = g.start(t)
+		if r := mustCall(t, agent(t, p.endpoint()), protectedTool, ticketArgs); r.IsError || up.Count(protectedTool) != 1 {
+			t.Fatalf("the call again, nothing injected: %s, upstream count %d", js(r), up.Count(protectedTool))
+		}
+		p.stop(t)
+		w := g.readWorld(t)
+		failed, executed := w.records[journal.StateFailed], w.records[journal.StateExecuted]
+		if len(failed) != 1 || failed[0].Reason != sink.ReasonNotSent || len(executed) != 1 || len(w.all()) != 2 {
+			t.Fatalf("journal: %s; want one FAILED (not_sent) and one EXECUTED record", js(w.all()))
+		}
+		g.verifyReceipts(t)
+	})
+	t.Run("after-invoke", func(t *testing.T) {
+		up := startUpstream(t, false, nil)
+		g := newStandalone(t, up.URL, 5*time.Second)
+		p := g.start(t, failpoint.EnvVar+"="+string(failpoint.AfterInvoke)+"=error")
+		r := mustCall(t, agent(t, p.endpoint()), protectedTool, ticketArgs)
+		if efCode(r) != string(ef.EFIndeterminate) || up.Count(protectedTool) != 1 {
+			t.Fatalf("got %s, upstream count %d; want EF_INDETERMINATE after one invocation", js(r), up.Count(protectedTool))
+		}
+		if r := mustCall(t, agent(t, p.endpoint()), protectedTool, ticketArgs); efCode(r) != string(ef.EFIndeterminate) || up.Count(protectedTool) != 1 {
+			t.Fatalf("retry in a new session: %s, upstream count %d", js(r), up.Count(protectedTool))
+		}
+		p.stop(t)
+		w := g.readWorld(t)
+		if recs := w.all(); len(recs) != 1 || recs[0].State != journal.StateIndeterminate || recs[0].Reason != sink.ReasonUpstreamUnknown {
+			t.Fatalf("journal: %s; want one INDETERMINATE (%s) record", js(recs), sink.ReasonUpstreamUnknown)
+		}
+		g.verifyReceipts(t)
+	})
 }
