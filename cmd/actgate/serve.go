@@ -34,6 +34,7 @@ import (
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/notify"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -139,6 +140,9 @@ type gateRuntime struct {
 	// metrics is the registry of the gate's Prometheus metrics (internal/metrics), served on
 	// metrics.address by serveMetrics.
 	metrics *prometheus.Registry
+	// notifier announces pending moments to the configured webhooks (serve_notify.go); nil
+	// without a notifications section.
+	notifier *notify.Notifier
 }
 
 // openGate opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
@@ -210,10 +214,14 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	if err != nil {
 		return nil, err
 	}
+	rt.notifier, err = startNotifier(ctx, cfg, log, rt.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("notifications: %w", err)
+	}
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
-		Observer: gateMetrics,
+		Observer: sink.Observers(gateMetrics, observer(rt.notifier)),
 	})
 	if err != nil {
 		return nil, err
@@ -238,6 +246,7 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
 			Transport: hooks.transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
 			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
+			Elicitation: compiled, // spec.elicitation: moments of the classes it lists are also elicited
 		})
 		if err != nil {
 			return nil, fmt.Errorf("policy.servers[%d]: %w", i, err)
@@ -356,6 +365,10 @@ func (rt *gateRuntime) Close() error {
 	for _, p := range rt.proxies {
 		errs = append(errs, p.Close())
 	}
+	// Queued announcements are delivered (bounded) before the store closes; they need nothing
+	// from it, but a shutdown should not lose what was already decided to be said.
+	stopNotifier(rt.notifier, rt.log)
+	rt.notifier = nil
 	if rt.receipts != nil {
 		errs = append(errs, rt.receipts.Close())
 		rt.receipts = nil

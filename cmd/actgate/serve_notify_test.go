@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// TestServeNotifications: `actgate serve` with a notifications section announces an escalated
+// call's moment to a local receiver, with the bearer header from its file, and without the
+// call's arguments; shutdown drains the queue.
+func TestServeNotifications(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	var auth []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	t.Cleanup(recv.Close)
+
+	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "finance.token")
+	headers := filepath.Join(dir, "hook.headers")
+	for p, c := range map[string]string{tok: "tok\n", headers: "Authorization: Bearer hook-5ec\n"} {
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)) + `notifications:
+  consoleURL: "http://127.0.0.1:8788/console?moment={id}"
+  webhooks:
+  - url: ` + recv.URL + `
+    headersFrom: hook.headers
+`
+	cfgFile := filepath.Join(dir, "actgate.yaml")
+	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := &testGate{t: t, dir: dir, cfgFile: cfgFile, up: up}
+	g.start()
+
+	const payee = "PAYEE-UNIQUE-4471"
+	id := escalate(t, g.agent(), `{"to":"`+payee+`","amount":250}`)
+	g.stop() // drains the announcement queue
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 1 {
+		t.Fatalf("receiver got %d announcements, want 1", len(bodies))
+	}
+	for _, want := range []string{id, "alice", "send_payment", "http://127.0.0.1:8788/console?moment=" + id} {
+		if !strings.Contains(bodies[0], want) {
+			t.Errorf("announcement lacks %q: %s", want, bodies[0])
+		}
+	}
+	if strings.Contains(bodies[0], payee) || strings.Contains(bodies[0], "250") {
+		t.Errorf("announcement carries the call's arguments: %s", bodies[0])
+	}
+	if auth[0] != "Bearer hook-5ec" {
+		t.Errorf("Authorization %q", auth[0])
+	}
+}
+
+// TestServeElicitation: the standalone gate hands its compiled policy to the proxy, so a
+// moment of a class spec.elicitation lists is offered to an MCP client that declared
+// elicitation, and the answer resolves it as the principal; the chosen call then runs once.
+func TestServeElicitation(t *testing.T) {
+	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "finance.token")
+	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "actgate.yaml")
+	doc := `listen: 127.0.0.1:0
+dataDir: data
+agent:
+  name: demo-agent
+principals:
+- name: alice
+upstreams:
+- server: finance
+  bearerTokenFile: finance.token
+policy:
+  podSelector: {}
+  elicitation:
+    classes: [INFORMATIONAL]
+  servers:
+  - name: finance
+    url: ` + up.URL + `
+  rules:
+  - name: balances
+    tools: [get_balance]
+    consequenceClass: INFORMATIONAL
+    evidence:
+      role: HumanAuthorization
+      principals: [alice]
+    alternatives:
+    - label: Read the main account
+      reasoning: The usual one.
+      args: {account: main}
+`
+	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := &testGate{t: t, dir: dir, cfgFile: cfgFile, up: up}
+	g.start()
+
+	var asked int
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"choice": "option:0"}}, nil
+		},
+	})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_balance", Arguments: map[string]any{"account": "savings"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 || res.Meta[mcpproxy.MetaMomentID] == nil {
+		t.Fatalf("asked %d times; result meta %v", asked, res.Meta)
+	}
+	if up.Count("get_balance") != 0 {
+		t.Fatal("invoked before the resolved call was made")
+	}
+	again, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_balance", Arguments: map[string]any{"account": "savings"}})
+	if err != nil || again.IsError || up.Count("get_balance") != 1 {
+		t.Fatalf("the elicited option did not run once: %v %+v (count %d)", err, again, up.Count("get_balance"))
+	}
+}
