@@ -231,8 +231,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	log := c.o.Log.WithValues("moment", id, "kind", res.Kind, "envelope", res.EnvelopeDigest)
 	switch {
 	case errors.Is(err, ErrRefused):
-		log.Info("Resolution refused", "reason", safeLine(err.Error()))
-		c.render(r.Context(), w, http.StatusConflict, &outcome{outcomeRefused, safeLine(err.Error())})
+		// The banner already says "Refused"; show the refuser's own words.
+		msg := safeLine(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+		log.Info("Resolution refused", "reason", msg)
+		c.render(r.Context(), w, http.StatusConflict, &outcome{outcomeRefused, msg})
 	case err != nil:
 		log.Error(err, "Resolution not confirmed")
 		c.render(r.Context(), w, http.StatusBadGateway, &outcome{outcomeUnknown,
