@@ -1,0 +1,59 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestWriteTextGolden: the plain report of a fixed two-run report (one passing, one with a
+// failed check) matches testdata/report.golden (`go test ./test/load -run TestWriteTextGolden
+// -update` rewrites it).
+func TestWriteTextGolden(t *testing.T) {
+	w, tl := goodRun()
+	w.HotSource = "the receipt log"
+	pass := RunChecks(w, tl)
+	w.Upstream = append(w.Upstream, w.Upstream[2])
+	w.Receipts, w.ReceiptsNA = nil, "the sidecar writes no signed receipts yet"
+	fail := RunChecks(w, tl)
+	gate := map[string]Latency{seriesHot: {N: 120, P50: 1.5, P95: 4.25, P99: 9}, seriesPermit: {N: 40, P50: 4, P95: 10, P99: 16.5},
+		seriesGranted: {N: 8, P50: 5, P95: 11, P99: 20}}
+	direct := map[string]Latency{toolBalance: {N: 300, P50: 0.2, P95: 2, P99: 4}, toolEmail: {N: 100, P50: 0.25, P95: 2, P99: 5},
+		toolPayment: {N: 90, P50: 0.2, P95: 1.75, P99: 4.5}}
+	rep := Report{
+		Machine: Machine{GoVersion: "go1.26.8", OS: "linux", Arch: "amd64", NumCPU: 2, GOMAXPROCS: 2,
+			LoadAvgStart: [3]float64{1.5, 1.25, 1}, LoadAvgEnd: [3]float64{2, 1.5, 1.25}, Started: time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)},
+		Runs: []RunReport{
+			{Target: "standalone", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.02, Calls: 1500, Throughput: 298.8,
+				Ops: map[string]int{"hot": 800, "permit": 250, "escalate": 100, "replay": 60, "substitute": 70},
+				Gate: gate, Direct: direct, DirectCalls: 490, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true},
+			{Target: "sidecar", Concurrency: 1, Mix: "hot=1", Error: "sidecar: actgate-sidecar exited before listening"},
+			{Target: "sidecar", Concurrency: 4, Mix: DefaultMix, Duration: 5, Elapsed: 5.3, Calls: 40, Throughput: 7.5,
+				Ops: map[string]int{"hot": 20, "permit": 5}, Gate: gate, Direct: direct, Overhead: overheads(gate, direct), Checks: fail},
+		},
+	}
+	var buf strings.Builder
+	writeText(&buf, rep)
+	b := []byte(buf.String())
+	golden := filepath.Join("testdata", "report.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(b) != string(want) {
+		t.Fatalf("report differs from %s (-update rewrites it):\n%s", golden, b)
+	}
+}
