@@ -30,7 +30,7 @@ func TestWriteTextGolden(t *testing.T) {
 			LoadAvgStart: [3]float64{1.5, 1.25, 1}, LoadAvgEnd: [3]float64{2, 1.5, 1.25}, Started: time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)},
 		Runs: []RunReport{
 			{Target: "standalone", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.02, Calls: 1500, Throughput: 298.8,
-				Ops: map[string]int{"hot": 800, "permit": 250, "escalate": 100, "replay": 60, "substitute": 70},
+				Ops:  map[string]int{"hot": 800, "permit": 250, "escalate": 100, "replay": 60, "substitute": 70},
 				Gate: gate, Direct: direct, DirectCalls: 490, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true},
 			{Target: "sidecar", Concurrency: 1, Mix: "hot=1", Error: "sidecar: actgate-sidecar exited before listening"},
 			{Target: "sidecar", Concurrency: 4, Mix: DefaultMix, Duration: 5, Elapsed: 5.3, Calls: 40, Throughput: 7.5,
