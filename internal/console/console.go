@@ -14,6 +14,9 @@ import (
 type Moment struct {
 	// ID names the moment to its Backend (a gate moment id, or a BindingMoment's name).
 	ID string
+	// Ref is the moment's name in announcements (internal/notify links to the console with
+	// "#moment-REF"; in Kubernetes "namespace/name"). Empty: ID.
+	Ref string
 	// Principal is who the moment is addressed to.
 	Principal string
 	// Agent is the initiating agent, when known.

@@ -26,8 +26,11 @@ type pageData struct {
 // html/template escapes all of them.
 type momentView struct {
 	ID, Principal, Agent string
-	Expires              string
-	Act                  Act
+	// Anchor is the section's element id, "moment-" + Ref (or ID): the fragment announcement
+	// links point at.
+	Anchor  string
+	Expires string
+	Act     Act
 	// Well is true when the envelope is shown as a decision.
 	Well           bool
 	EnvelopeDigest string
@@ -51,9 +54,12 @@ type optionView struct {
 // viewOf prepares m for the template at now.
 func viewOf(m Moment, now time.Time) momentView {
 	v := momentView{
-		ID: safeLine(m.ID), Principal: safeLine(m.Principal), Agent: safeLine(m.Agent),
+		ID: safeLine(m.ID), Principal: safeLine(m.Principal), Agent: safeLine(m.Agent), Anchor: "moment-" + safeLine(m.ID),
 		Act: Act{Name: safeLine(m.Act.Name), Tool: safeLine(m.Act.Tool), Server: safeLine(m.Act.Server),
 			Class: safeLine(m.Act.Class), ActionDigest: safeLine(m.Act.ActionDigest), Unavailable: safeLine(m.Act.Unavailable)},
+	}
+	if m.Ref != "" {
+		v.Anchor = "moment-" + safeLine(m.Ref)
 	}
 	if !m.Expires.IsZero() {
 		v.Expires = expiresText(m.Expires, now)

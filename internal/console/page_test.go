@@ -42,6 +42,9 @@ func TestPageInvariants(t *testing.T) {
 			}
 			c := tc.env.Content()
 			sec := one(t, doc, "moment section", by("data-moment-id", "bm-1"))
+			if a, _ := attr(sec, "id"); a != "moment-bm-1" {
+				t.Errorf("section id %q: announcement links (#moment-ID) would not find it", a)
+			}
 			if d, _ := attr(sec, "data-envelope-digest"); d != tc.env.Digest() {
 				t.Errorf("data-envelope-digest %q, want %q", d, tc.env.Digest())
 			}
@@ -286,7 +289,7 @@ func TestPageGolden(t *testing.T) {
 	env := exampleEnvelope(t)
 	good := wellMoment("bm-example", env)
 	good.Act = Act{Name: "act-7", Tool: "book_hotel", Server: "travel", Class: "EXTERNAL_COMMUNICATION", ActionDigest: "sha256:ff91e3166e64b892004d4b43b05ad6ed7ff0819463da80c72f27f47039c033fa"}
-	bad := Moment{ID: "bm-malformed", Principal: "alice", Expires: testNow.Add(30 * 60e9),
+	bad := Moment{ID: "bm-malformed", Ref: "payments/bm-malformed", Principal: "alice", Expires: testNow.Add(30 * 60e9),
 		Problems: []envelope.Problem{{Code: "BM_OPTION_COUNT", Path: "$.question.options", Message: "holds 1; envelope-04 §5.6 requires 2 to 4 options"}},
 		Act:      Act{Name: "act-8", Unavailable: "forbidden"}, Payload: "The booking awaits a decision."}
 	rec, _ := get(t, newTestConsole(t, &fakeBackend{moments: []Moment{good, bad}}))

@@ -68,7 +68,7 @@ func (b *ConsoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 	for _, bm := range items {
 		m := OpenMoment(bm)
 		cm := console.Moment{
-			ID: bm.Name, Principal: bm.Spec.Principal, Expires: bm.Spec.ExpiresAt.Time,
+			ID: bm.Name, Ref: bm.Namespace + "/" + bm.Name, Principal: bm.Spec.Principal, Expires: bm.Spec.ExpiresAt.Time,
 			Envelope: m.Envelope, Problems: m.Problems,
 			Act: console.Act{Name: bm.Spec.ActRef.Name},
 		}

@@ -69,7 +69,8 @@ func TestConsoleBackendList(t *testing.T) {
 			check: func(t *testing.T, ms map[string]console.Moment) {
 				m := ms["send-payment-inv-2291-alice"]
 				if m.Envelope == nil || m.Act.Tool != "send_payment" || m.Act.Server != "payments" || m.Act.Class != "FINANCIAL" ||
-					m.Act.ActionDigest == "" || m.Act.Unavailable != "" || m.Agent == "" || m.Principal != "alice@example.com" {
+					m.Act.ActionDigest == "" || m.Act.Unavailable != "" || m.Agent == "" || m.Principal != "alice@example.com" ||
+					m.Ref != "payments/send-payment-inv-2291-alice" {
 					t.Errorf("send-payment moment %+v", m)
 				}
 				if got := ms["share-dates-alice"].Act; got.Unavailable == "" || got.Tool != "" {
