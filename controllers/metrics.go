@@ -112,23 +112,28 @@ type notifiedKey struct {
 // notified remembers which Denied and Indeterminate Events this process emitted, so a resync or
 // any other reconcile of the same act does not emit them again. It holds one entry per act
 // notified (fewer than the Acts the cache holds); entries go when the act is deleted, and an
-// Indeterminate entry when the act leaves INDETERMINATE.
+// Indeterminate entry when the act leaves INDETERMINATE. Every operation is O(1).
 type notified struct {
 	mu   sync.Mutex
-	keys map[notifiedKey]bool
+	acts map[types.NamespacedName]map[string]types.UID // act → reason → uid notified
 }
 
-// first records k and reports whether it was new.
+// first records k and reports whether it was new (a new object under the same name is new).
 func (n *notified) first(k notifiedKey) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.keys == nil {
-		n.keys = map[notifiedKey]bool{}
+	if n.acts == nil {
+		n.acts = map[types.NamespacedName]map[string]types.UID{}
 	}
-	if n.keys[k] {
+	reasons := n.acts[k.act]
+	if reasons == nil {
+		reasons = map[string]types.UID{}
+		n.acts[k.act] = reasons
+	}
+	if uid, ok := reasons[k.reason]; ok && uid == k.uid {
 		return false
 	}
-	n.keys[k] = true
+	reasons[k.reason] = k.uid
 	return true
 }
 
@@ -136,10 +141,17 @@ func (n *notified) first(k notifiedKey) bool {
 func (n *notified) forget(act types.NamespacedName, reason string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for k := range n.keys {
-		if k.act == act && (reason == "" || k.reason == reason) {
-			delete(n.keys, k)
-		}
+	reasons := n.acts[act]
+	if reasons == nil {
+		return
+	}
+	if reason == "" {
+		delete(n.acts, act)
+		return
+	}
+	delete(reasons, reason)
+	if len(reasons) == 0 {
+		delete(n.acts, act)
 	}
 }
 
