@@ -234,6 +234,18 @@ func printable(s string) bool {
 // only after the authority was verified and consumed and the dispatch journaled, or when the
 // policy allows the call without authority. agent is the pod's identity.
 func (g *Gate) Enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
+	start := g.now()
+	var obs callObservation
+	dec := g.enforce(ctx, agent, r, &obs)
+	// The host invokes the tool after an allow: the event is the decision alone (Invoked false,
+	// the duration is enforce's), its outcome arrives by Complete.
+	g.observer.CallDecided(obs.event(sink.Call{Server: r.Server},
+		sink.Result{Allowed: dec.Allow, ActID: dec.ActID, State: dec.State, Code: dec.Code, AuditCode: dec.AuditCode},
+		g.now().Sub(start)))
+	return dec
+}
+
+func (g *Gate) enforce(ctx context.Context, agent string, r EnforceRequest, obs *callObservation) Decision {
 	server := r.Server
 	if server == "" && len(g.servers) == 1 {
 		for name := range g.servers {
@@ -275,8 +287,13 @@ func (g *Gate) Enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 	}
 	var dec Decision
 	ad := admission{}
+	obs.class, obs.actionDigest = cand.Act.ConsequenceClass, cand.ActionDigest()
 	if known {
 		ad = g.admit(ctx, cand, server)
+		if ad.class != "" {
+			obs.class = ad.class
+		}
+		obs.outcome, obs.audit = ad.outcome, ad.audit
 	} else {
 		ad.res = refusal(ef.EFUnknownTool, "Name the server the tool belongs to; this sidecar does not front that one.")
 	}

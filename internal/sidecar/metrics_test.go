@@ -108,3 +108,39 @@ func TestObserverMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverSeesHostLoopEnforce: a host loop's enforce() decision is observed too, as a
+// decision that invoked nothing (the host runs the tool and reports with Complete).
+func TestObserverSeesHostLoopEnforce(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.NewGate(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGate(Options{
+		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
+		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
+		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Observer: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tool := range []string{"send_payment", "email_send"} {
+		block := json.RawMessage(`{"type":"tool_use","id":"toolu_0` + string(rune('1'+i)) + `","name":"` + tool + `","input":{"amount":5}}`)
+		d := g.Enforce(context.Background(), testAgent, EnforceRequest{Vendor: HostAnthropic, Block: block, Session: "host-1"})
+		if want := tool == "send_payment"; d.Allow != want {
+			t.Fatalf("%s: allow %v (%s %s)", tool, d.Allow, d.Code, d.Message)
+		}
+	}
+	cls := func(tool string) string { return string(act.DefaultClass(tool)) }
+	if n := counterValue(t, reg, metrics.NameDecisions, map[string]string{"decision": "Allowed", "code": "", "class": cls("send_payment")}); n != 1 {
+		t.Errorf("allowed enforce counted %v times", n)
+	}
+	if n := counterValue(t, reg, metrics.NameDecisions, map[string]string{"decision": "Denied", "code": string(ef.EFPolicyDenied), "class": cls("email_send")}); n != 1 {
+		t.Errorf("denied enforce counted %v times", n)
+	}
+	if n := counterValue(t, reg, metrics.NameEnforceDuration, map[string]string{"path": string(metrics.PathPermit)}); n != 1 {
+		t.Errorf("permit path has %v samples", n)
+	}
+}
