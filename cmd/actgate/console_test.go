@@ -55,7 +55,7 @@ func startConsole(t *testing.T, g *testGate, args ...string) string {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if line, ok := strings.CutPrefix(out.String(), "actgate console for "); ok && strings.HasSuffix(line, "/\n") {
+		if line, ok := strings.CutPrefix(out.String(), "actgate console for "); ok && strings.HasSuffix(line, "\n") {
 			_, url, _ := strings.Cut(strings.TrimSpace(line), ": ")
 			return url
 		}

@@ -661,7 +661,7 @@ same-origin check) and answers only on its loopback address. Stop it with Ctrl-C
 				_ = ln.Close()
 				return fail(exitRejected, "CONSOLE_FAILED "+err.Error())
 			}
-			url := console.URL(ln)
+			url := con.URL(ln)
 			fmt.Fprintf(s.out, "actgate console for %s: %s\n", c.principal, url)
 			if open {
 				if err := console.OpenBrowser(url); err != nil {

@@ -109,7 +109,7 @@ func TestBrowserFakeBackend(t *testing.T) {
 	srv := &http.Server{Handler: con}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	url := console.URL(ln)
+	url := con.URL(ln)
 
 	ctx := consoletest.Browser(t)
 	if err := consoletest.Load(ctx, url); err != nil {

@@ -19,7 +19,10 @@
 // to that principal (§12.4), and a refusal (the webhook's admission denial, the gate's
 // answer) is shown as the backend gave it.
 //
-// The console listens on a loopback address only (Listen refuses anything else). Requests
-// whose Host is not a loopback name are refused (DNS rebinding), and a POST must carry the
-// per-process random token the page embeds and an Origin naming the console itself (CSRF).
+// The console listens on a loopback address only (Listen refuses anything else). The URL it
+// prints carries a per-process random key, exchanged on first load for an HttpOnly cookie
+// that every request but the static files must carry, so another user of the same machine
+// who can reach the loopback port cannot use it (as Jupyter does). Requests whose Host is not
+// a loopback name are refused (DNS rebinding), and a POST must also carry the key as the
+// page's anti-CSRF token and an Origin naming the console itself.
 package console

@@ -35,6 +35,7 @@ func FuzzResolveForm(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/resolve", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", "http://127.0.0.1:8080")
+		req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 		rec := httptest.NewRecorder()
 		c.ServeHTTP(rec, req)
 		calls := b.calls()

@@ -141,6 +141,7 @@ func newTestConsole(t testing.TB, b Backend) *Console {
 func get(t testing.TB, c *Console) (*httptest.ResponseRecorder, *html.Node) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/", nil)
+	req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 	rec := httptest.NewRecorder()
 	c.ServeHTTP(rec, req)
 	doc, err := html.Parse(strings.NewReader(rec.Body.String()))
@@ -156,6 +157,7 @@ func post(t testing.TB, c *Console, form url.Values, hdr map[string]string) *htt
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/resolve", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "http://127.0.0.1:8080")
+	req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v

@@ -35,9 +35,6 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	return nil
 }
 
-// URL is the address a browser opens for a console on ln.
-func URL(ln net.Listener) string { return "http://" + ln.Addr().String() + "/" }
-
 // OpenBrowser asks the desktop to open url (xdg-open, open or rundll32), without waiting for
 // it. An error means no browser could be started; the caller prints the URL either way.
 func OpenBrowser(url string) error {

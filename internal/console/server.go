@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +58,10 @@ type Options struct {
 	// Surface names where the moments live ("actgate serve at http://127.0.0.1:8443",
 	// "namespace payments"), shown in the header.
 	Surface string
-	// Token is the anti-CSRF token embedded in the page and required on every POST. Empty:
-	// 32 random bytes, hex. Tests may fix it.
+	// Token is the console's secret: the key in the URL it prints (exchanged on first load for
+	// a cookie that every request must carry, so another user of the machine who can reach
+	// the loopback port cannot use the console) and the anti-CSRF token embedded in the page
+	// and required on every POST. Empty: 32 random bytes, hex. Tests may fix it.
 	Token string
 	// Now is the clock (expiry shown on the page). Nil: time.Now.
 	Now func() time.Time
@@ -112,6 +116,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the console answers on its loopback address only", http.StatusMisdirectedRequest)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, pathStatic) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		c.static.ServeHTTP(w, r) // the stylesheet and script hold nothing secret
+		return
+	}
+	if !c.authorized(w, r) {
+		return
+	}
 	switch {
 	case r.URL.Path == pathPage:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -127,11 +138,45 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.resolve(w, r)
-	case strings.HasPrefix(r.URL.Path, pathStatic) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		c.static.ServeHTTP(w, r)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// queryKey is the URL parameter carrying the console's key on first load.
+const queryKey = "key"
+
+// URL is the address to open for a console listening on ln: its root with the key, which the
+// first load exchanges for a cookie.
+func (c *Console) URL(ln net.Listener) string {
+	return "http://" + ln.Addr().String() + "/?" + queryKey + "=" + url.QueryEscape(c.o.Token)
+}
+
+// cookieName is per port: cookies are scoped by host, not port, and two consoles (two
+// principals) on one machine must not overwrite each other's.
+func cookieName(r *http.Request) string {
+	_, port, _ := net.SplitHostPort(r.Host)
+	return "actgate_console_" + port
+}
+
+// authorized admits a request carrying the console's cookie. A GET of the page with the key
+// in the URL sets the cookie and redirects to the bare page (so the key leaves the address bar
+// and history); anything else is refused with how to get in.
+func (c *Console) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if ck, err := r.Cookie(cookieName(r)); err == nil && subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.o.Token)) == 1 {
+		return true
+	}
+	if key := r.URL.Query().Get(queryKey); key != "" && r.URL.Path == pathPage && r.Method == http.MethodGet &&
+		subtle.ConstantTimeCompare([]byte(key), []byte(c.o.Token)) == 1 {
+		// Lax, not Strict: an announcement's link (internal/notify) is a cross-site top-level
+		// GET and must open the page; a cross-site POST still gets no cookie, and POSTs need
+		// the page's token and a same-origin Origin besides.
+		http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: c.o.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		http.Redirect(w, r, pathPage, http.StatusSeeOther)
+		return false
+	}
+	http.Error(w, "open the URL the console command printed (it carries the key to this console)", http.StatusUnauthorized)
+	return false
 }
 
 // securityHeaders forbid everything the page does not need: no script or style but its own,

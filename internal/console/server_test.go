@@ -178,6 +178,7 @@ func TestRoutes(t *testing.T) {
 		t.Run(tc.method+" "+tc.host+tc.path, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, "http://"+tc.host+tc.path, nil)
 			req.Host = tc.host
+			req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 			rec := httptest.NewRecorder()
 			c.ServeHTTP(rec, req)
 			if rec.Code != tc.status {
@@ -224,5 +225,59 @@ func TestListen(t *testing.T) {
 				t.Errorf("error %v does not wrap ErrNotLoopback", err)
 			}
 		})
+	}
+}
+
+// TestKey: without the console's cookie nothing but the static files is served; the URL the
+// command prints (with the key) sets the cookie, per port, and redirects to the bare page.
+func TestKey(t *testing.T) {
+	env := built(t, envelope.Draft{})
+	b := &fakeBackend{moments: []Moment{wellMoment("bm-1", env)}}
+	c := newTestConsole(t, b)
+	do := func(method, target string, cookie string, body url.Values) *httptest.ResponseRecorder {
+		var req *http.Request
+		if body != nil {
+			req = httptest.NewRequest(method, target, strings.NewReader(body.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "http://127.0.0.1:8080")
+		} else {
+			req = httptest.NewRequest(method, target, nil)
+		}
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: cookie})
+		}
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, tc := range []struct {
+		name, method, target, cookie string
+		body                         url.Values
+		status                       int
+	}{
+		{"page without cookie", http.MethodGet, "http://127.0.0.1:8080/", "", nil, http.StatusUnauthorized},
+		{"page with a wrong cookie", http.MethodGet, "http://127.0.0.1:8080/", strings.Repeat("f", 32), nil, http.StatusUnauthorized},
+		{"page with a wrong key", http.MethodGet, "http://127.0.0.1:8080/?key=nope", "", nil, http.StatusUnauthorized},
+		{"POST without cookie", http.MethodPost, "http://127.0.0.1:8080/resolve", "", form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
+		{"POST with the key in the URL", http.MethodPost, "http://127.0.0.1:8080/resolve?key=" + testToken, "", form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
+		{"static without cookie", http.MethodGet, "http://127.0.0.1:8080/static/console.css", "", nil, http.StatusOK},
+		{"page with cookie", http.MethodGet, "http://127.0.0.1:8080/", testToken, nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if rec := do(tc.method, tc.target, tc.cookie, tc.body); rec.Code != tc.status {
+				t.Fatalf("status %d, want %d", rec.Code, tc.status)
+			}
+		})
+	}
+	if calls := b.calls(); len(calls) != 0 {
+		t.Fatalf("an unauthorized POST reached the backend: %s", calls[0].raw)
+	}
+	rec := do(http.MethodGet, "http://127.0.0.1:8080/?key="+testToken, "", nil)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
+		t.Fatalf("the key: status %d, Location %q", rec.Code, rec.Header().Get("Location"))
+	}
+	ck := rec.Result().Cookies()
+	if len(ck) != 1 || ck[0].Name != "actgate_console_8080" || ck[0].Value != testToken || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteLaxMode {
+		t.Fatalf("cookie %+v", ck)
 	}
 }

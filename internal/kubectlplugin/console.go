@@ -176,7 +176,7 @@ answers only on its loopback address. Stop it with Ctrl-C.`,
 				_ = ln.Close()
 				return exitWith(ExitError, err)
 			}
-			u := console.URL(ln)
+			u := con.URL(ln)
 			fmt.Fprintf(p.Streams.Out, "kubectl actgate console for %s (%s): %s\n", safe(me), safe(surface), u)
 			if open {
 				if err := console.OpenBrowser(u); err != nil {
