@@ -6,6 +6,7 @@
 //	kubectl actgate show NAME            a binding moment's envelope and act
 //	kubectl actgate resolve NAME --option N | --answer TEXT | --question | --decline
 //	kubectl actgate pick [NAME]          the arrow-key picker
+//	kubectl actgate console              the web console, on loopback
 package main
 
 import (

@@ -15,6 +15,8 @@
 //	kubectl actgate resolve NAME --option N | --answer TEXT | --question | --decline
 //	kubectl actgate resolve NAME                           in a terminal: the arrow-key picker (§9.2)
 //	kubectl actgate pick [NAME]                            the picker
+//	kubectl actgate console [-n NS] [--address A] [--open]  the web console (internal/console), on
+//	                                                       loopback, resolving as the kubeconfig user
 //
 // What is shown is what the digest names. An envelope is parsed from spec.envelope under the
 // strict profile (internal/envelope) and must reproduce spec.envelopeDigest and spec.synopsis;
