@@ -44,9 +44,14 @@ func Chromium(t testing.TB) string {
 }
 
 // Browser starts a headless Chromium with a fresh profile and returns a chromedp context for
-// one tab. The browser is stopped when t ends.
+// one tab. The browser is stopped when t ends. Under -short (the project's "unit tests only",
+// make test-short) the test is skipped, saying so, as the envtest tests are; otherwise a
+// missing browser fails it.
 func Browser(t testing.TB) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: not run under -short (make test runs it, with Chromium from hack/chromium.sh)")
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(Chromium(t)),
 		chromedp.Flag("headless", true),
