@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
@@ -35,6 +36,9 @@ type admission struct {
 	retryable      bool
 	// actObject is the name of the Act object the service recorded.
 	actObject string
+	// expires is the consumed authority's expiry (the window in which a retry is answered
+	// from the journal, retries.go).
+	expires time.Time
 	// class, outcome and audit are the service's consequence class and decision, for the
 	// Observer (metrics); outcome is "" when the service was not asked or did not answer.
 	class   act.ConsequenceClass
@@ -169,7 +173,7 @@ func (g *Gate) admit(ctx context.Context, cand *act.Candidate, server string) ad
 	}
 	g.unsettled.pending(k, opID)
 	g.log.V(1).Info("Dispatch", "act", rec.ActID, "actionDigest", rec.ActionDigest, "authority", a.ID, "operation", opID, "server", server)
-	ad.ok, ad.rec = true, &rec
+	ad.ok, ad.rec, ad.expires = true, &rec, a.ExpiresAt
 	return ad
 }
 

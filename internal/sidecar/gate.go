@@ -116,6 +116,8 @@ type Gate struct {
 	observer  sink.Observer
 	// unsettled refuses a call of an action whose earlier dispatch has no outcome yet.
 	unsettled *unsettled
+	// retries answers a same-session retry of a settled dispatch with its recorded result.
+	retries *retries
 }
 
 var _ mcpproxy.Gate = (*Gate)(nil)
@@ -197,6 +199,7 @@ func NewGate(opts Options) (*Gate, error) {
 	if g.unsettled, err = loadUnsettled(ctx, g.journal); err != nil {
 		return nil, err
 	}
+	g.retries = newRetries()
 	return g, nil
 }
 
@@ -271,6 +274,9 @@ func (g *Gate) handle(ctx context.Context, c sink.Call, inv sink.Invoker, obs *c
 		return refusal(d.Code, d.Message), nil
 	}
 	obs.class, obs.actionDigest = cand.Act.ConsequenceClass, cand.ActionDigest()
+	if res, ok := g.replay(cand, c.Session, dest); ok {
+		return res, nil
+	}
 	ad := g.admit(ctx, cand, c.Server)
 	if ad.class != "" {
 		obs.class = ad.class
@@ -328,6 +334,16 @@ func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, ad admis
 	rec := *ad.rec
 	out, ierr := inv(ctx, rec.OperationID)
 	state, cerr := g.record(rec, out, ierr)
+	if cerr == nil && state.Terminal() {
+		recorded := out.Result
+		if len(recorded) > journal.MaxResultBytes {
+			recorded = nil // as the journal keeps it
+		}
+		g.retries.add(actionKey{rec.ActionDigest, rec.Upstream}, settledDispatch{
+			actID: rec.ActID, operationID: rec.OperationID, state: state,
+			result: append(json.RawMessage(nil), recorded...), expires: ad.expires,
+		}, g.now())
+	}
 	res := sink.Result{
 		Allowed: true, Invoked: out.Outcome != sink.OutcomeNotSent, Upstream: out.Result,
 		ActID: cand.Act.CandidateActID, State: state, OperationID: rec.OperationID, Resolutions: ad.deliveries,
@@ -347,6 +363,24 @@ func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, ad admis
 		return res, cerr
 	}
 	return res, nil
+}
+
+// replay answers a retry of a settled dispatch of this session (retries.go) without asking the
+// service and without invoking: Allowed, Replayed, the recorded result, Invoked false.
+func (g *Gate) replay(cand *act.Candidate, session, dest string) (sink.Result, bool) {
+	d, ok := g.retries.lookup(actionKey{cand.ActionDigest(), dest}, g.now(), func(actID string) bool {
+		return g.ids.CheckSession(actID, session) == nil
+	})
+	if !ok {
+		return sink.Result{}, false
+	}
+	g.log.V(1).Info("Retry answered from the journal", "act", d.actID, "operation", d.operationID,
+		"actionDigest", cand.ActionDigest(), "state", d.state)
+	return sink.Result{
+		Allowed: true, Replayed: true, Upstream: d.result, ActID: d.actID, State: d.state,
+		OperationID: d.operationID,
+		Message:     "A retry of an act already dispatched: the recorded result, not a second invocation.",
+	}, true
 }
 
 // RequestMoment is the virtual request_binding_moment tool. The review protocol has no

@@ -137,11 +137,25 @@ func TestPermitDispatchesOnce(t *testing.T) {
 	if len(rec.History) < 2 || rec.History[0].To != journal.StateDispatchPending {
 		t.Fatalf("record did not start DISPATCH_PENDING: %+v", rec.History)
 	}
-	// The same arguments again are a new act: a new review, a new authority; never a replay of
-	// the spent one.
-	call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)
+	// The same call again in the same session, while the consumed authority is unexpired, is
+	// a retry of that act (retries.go; internal/sink "Retries"): the recorded result, no new
+	// review or consume, and the upstream does not run again.
+	reviews := f.stub.reviewCount()
+	again := call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)
+	if again.IsError || text(again) != text(res) {
+		t.Fatalf("retry: %s, want the recorded %s", text(again), text(res))
+	}
+	if n := f.up.Count("send_payment"); n != 1 || f.stub.consumeCount() != 1 || f.stub.reviewCount() != reviews {
+		t.Fatalf("retry ran again: upstream %d, consumes %d, reviews %d → %d", n, f.stub.consumeCount(), reviews, f.stub.reviewCount())
+	}
+	// In another session the same arguments are a new act: a new review, a new authority; never
+	// a replay of the spent one.
+	call(t, f.agent(), "send_payment", `{"amount":250,"to":"ACME"}`)
 	if f.stub.consumeCount() != 2 || f.stub.consumes[1].AuthorityID == c.AuthorityID {
 		t.Fatalf("second call reused authority %s", c.AuthorityID)
+	}
+	if n := f.up.Count("send_payment"); n != 2 {
+		t.Fatalf("upstream ran %d times, want 2", n)
 	}
 }
 

@@ -65,13 +65,18 @@ func TestUnsettledActionNotRedispatched(t *testing.T) {
 		})
 	}
 
-	// Another action is not held up; once it has an authoritative outcome, the same call is
-	// a new act with its own authority (tool-use-binding §23).
+	// Another action is not held up. Once it has an authoritative outcome, the same call in
+	// the same session is its retry, answered from the journal (retries.go); in another
+	// session it is a new act with its own authority (tool-use-binding §23).
 	args = json.RawMessage(`{"amount":8,"to":"ACME"}`)
-	for i := 1; i <= 2; i++ {
-		if res, err := callIn(f.gate, "s1", ok); err != nil || !res.Allowed || res.State != journal.StateExecuted {
-			t.Fatalf("call %d of a settled action: %+v %v", i, res, err)
-		}
+	if res, err := callIn(f.gate, "s1", ok); err != nil || !res.Allowed || res.State != journal.StateExecuted || res.Replayed {
+		t.Fatalf("call of a new action: %+v %v", res, err)
+	}
+	if res, err := callIn(f.gate, "s1", ok); err != nil || !res.Allowed || !res.Replayed || res.Invoked || res.State != journal.StateExecuted {
+		t.Fatalf("same-session retry of a settled action: %+v %v", res, err)
+	}
+	if res, err := callIn(f.gate, "s2", ok); err != nil || !res.Allowed || res.Replayed || res.State != journal.StateExecuted {
+		t.Fatalf("another session's call of a settled action: %+v %v", res, err)
 	}
 	if invoked != 3 || f.stub.consumeCount() != 3 {
 		t.Fatalf("invoked %d, consumes %d; want 3 and 3", invoked, f.stub.consumeCount())
