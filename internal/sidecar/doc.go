@@ -13,7 +13,11 @@
 //     the act id minted for the agent's MCP session, the destination the sidecar itself
 //     forwards to and the configured sink id; nothing in it comes from the model but the tool
 //     name and the arguments;
-//  2. POST an ActReview (operation Review) to the authority service (internal/review), with the
+//  2. answer a retry — the same action at the same destination in the same session (the act id
+//     is a MAC over the session) while the authority consumed for its EXECUTED or FAILED
+//     dispatch is unexpired — with the recorded result, without asking the service or invoking
+//     (retries.go; internal/sink "Retries"; tool-use-binding §9); otherwise
+//     POST an ActReview (operation Review) to the authority service (internal/review), with the
 //     pod's projected service-account token as bearer;
 //  3. on a deny or an escalation, return the refusal with its EF code (and, for an escalation,
 //     the BindingMoment names and the gate-authored envelope) without contacting the upstream;
