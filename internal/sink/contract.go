@@ -159,14 +159,18 @@ type Option struct {
 // Proposal is the input of the virtual request_binding_moment tool. The gate computes every
 // action digest itself; the agent never supplies one.
 type Proposal struct {
-	Synopsis        string          `json:"synopsis"`
-	Findings        []string        `json:"findings,omitempty"`
-	Recommendations []string        `json:"recommendations,omitempty"`
-	Offer           string          `json:"offer,omitempty"`
-	Stem            string          `json:"stem"`
-	Options         []Option        `json:"options"`
-	Recommended     int             `json:"recommended"`
-	Hatches         []string        `json:"hatches,omitempty"`
+	Synopsis        string   `json:"synopsis"`
+	Findings        []string `json:"findings,omitempty"`
+	Recommendations []string `json:"recommendations,omitempty"`
+	Offer           string   `json:"offer,omitempty"`
+	Stem            string   `json:"stem"`
+	Options         []Option `json:"options"`
+	Recommended     int      `json:"recommended"`
+	Hatches         []string `json:"hatches,omitempty"`
+	// DecisionClass and CalibrationNote are the envelope's optional meta slot (envelope-04
+	// §5.9), authored by the agent; empty means absent.
+	DecisionClass   string          `json:"decision_class,omitempty"`
+	CalibrationNote string          `json:"calibration_note,omitempty"`
 	Raw             json.RawMessage `json:"-"`
 }
 

@@ -617,6 +617,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		Stem: p.Stem, Options: draft, RecommendedIdx: p.Recommended,
 		CloseFreeText: p.Hatches != nil && !slices.Contains(p.Hatches, HatchFreeText),
 		CloseDialogue: p.Hatches != nil && !slices.Contains(p.Hatches, HatchDialogue),
+		Meta:          proposalMeta(p),
 	})
 	if err != nil {
 		return momentRefused(problemSummary(err))

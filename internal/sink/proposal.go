@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
 )
 
@@ -46,6 +47,10 @@ func ParseProposal(raw []byte) (Proposal, error) {
 		Options         []wireOpt `json:"options"`
 		Recommended     *int64    `json:"recommended"`
 		Hatches         []string  `json:"hatches"`
+		Meta            *struct {
+			DecisionClass   *string `json:"decision_class"`
+			CalibrationNote *string `json:"calibration_note"`
+		} `json:"meta"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()
@@ -75,6 +80,22 @@ func ParseProposal(raw []byte) (Proposal, error) {
 	}
 	if w.Offer != nil {
 		p.Offer = *w.Offer
+	}
+	if w.Meta != nil {
+		// An empty member is refused by the envelope (a present but empty member and an absent
+		// one must not be confused, envelope.Meta); an empty meta object means no meta.
+		if w.Meta.DecisionClass != nil {
+			if *w.Meta.DecisionClass == "" {
+				return Proposal{}, fmt.Errorf("%w: meta.decision_class is empty; omit it instead", ErrProposal)
+			}
+			p.DecisionClass = *w.Meta.DecisionClass
+		}
+		if w.Meta.CalibrationNote != nil {
+			if *w.Meta.CalibrationNote == "" {
+				return Proposal{}, fmt.Errorf("%w: meta.calibration_note is empty; omit it instead", ErrProposal)
+			}
+			p.CalibrationNote = *w.Meta.CalibrationNote
+		}
 	}
 	for i, o := range w.Options {
 		if o.Tool == nil || o.Args == nil || o.Label == nil {
@@ -159,6 +180,22 @@ const proposalSchema = `{
       }
     },
     "recommended": {"type": "integer", "minimum": 0, "maximum": 3, "description": "Zero-based index of the option you recommend (§5.7)."},
-    "hatches": {"type": "array", "items": {"enum": ["free_text", "dialogue"]}, "uniqueItems": true, "description": "Escape hatches left open; omit to leave both open (§5.8)."}
+    "hatches": {"type": "array", "items": {"enum": ["free_text", "dialogue"]}, "uniqueItems": true, "description": "Escape hatches left open; omit to leave both open (§5.8)."},
+    "meta": {
+      "type": "object", "additionalProperties": false,
+      "description": "Optional (§5.9).",
+      "properties": {
+        "decision_class": {"type": "string", "minLength": 1, "description": "The category of the decision (e.g. consent, permission-delta, recompute)."},
+        "calibration_note": {"type": "string", "minLength": 1, "description": "A short correcting preface, ONLY when your earlier framing in this session now reads as materially understating what you have since concluded. Not ritual: its rate is monitored (§5.9)."}
+      }
+    }
   }
 }`
+
+// proposalMeta is the envelope's meta slot from a proposal, or nil when it has none.
+func proposalMeta(p Proposal) *envelope.Meta {
+	if p.DecisionClass == "" && p.CalibrationNote == "" {
+		return nil
+	}
+	return &envelope.Meta{DecisionClass: p.DecisionClass, CalibrationNote: p.CalibrationNote}
+}
