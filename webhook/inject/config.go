@@ -52,6 +52,20 @@ const (
 	VolumeAuthority              = "actgate-authority"
 	AuthorityDir                 = "/var/run/actgate/authority"
 
+	// MetricsPortName names the sidecar's metrics port (a PodMonitor selects it by this name).
+	// A port name has at most 15 characters; this one has 15.
+	MetricsPortName = "actgate-metrics"
+	// MetricsPath is where the sidecar serves Prometheus metrics (cmd/actgate sidecar.go).
+	MetricsPath = "/metrics"
+	// The conventional scrape annotations read by Prometheus's `kubernetes-pods` job (the
+	// example configuration shipped with Prometheus and the prometheus-community chart). The
+	// injector sets them only on a pod that has no prometheus.io/ annotation of its own
+	// (PrometheusAnnotationPrefix); a pod's own scrape configuration is never changed.
+	AnnotationPrometheusScrape = "prometheus.io/scrape"
+	AnnotationPrometheusPort   = "prometheus.io/port"
+	AnnotationPrometheusPath   = "prometheus.io/path"
+	PrometheusAnnotationPrefix = "prometheus.io/"
+
 	// ServerURLEnvPrefix starts the per-server variable every agent container gets:
 	// ACTGATE_MCP_URL_<SERVER> (server name upper-cased, "-" → "_") = the sidecar's URL for
 	// that server.
@@ -65,6 +79,7 @@ const (
 	DefaultTokenExpirationSeconds = 3600
 	DefaultRunAsUser              = 65532
 	DefaultURLEnv                 = "MCP_SERVER_URL"
+	DefaultMetricsPort            = 9788
 )
 
 // ErrConfig is matched (errors.Is) by every error Validate returns.
@@ -79,6 +94,15 @@ type Config struct {
 	// Port is the loopback port the sidecar listens on (127.0.0.1 only); default 15080. A pod
 	// that declares this port on a container is refused.
 	Port int32 `json:"port,omitempty"`
+	// MetricsPort is the port on which the sidecar serves Prometheus metrics at /metrics
+	// (`actgate sidecar --metrics-bind-address`, set as ACTGATE_METRICS_BIND_ADDRESS=:PORT), on
+	// every address of the pod so Prometheus can reach it; declared as the container port
+	// actgate-metrics. Absent: 9788; 0: the sidecar serves no metrics and gets no port or
+	// scrape annotations. It must differ from Port: the metrics listener binds all addresses,
+	// 127.0.0.1 included. A pod that declares this port on a container is refused. The
+	// endpoint carries counts, durations and bounded labels only (internal/metrics), never
+	// digests or arguments.
+	MetricsPort *int32 `json:"metricsPort,omitempty"`
 	// AuthorityURL is the authority service's base URL the sidecar asks (https://…). Required.
 	AuthorityURL string `json:"authorityURL"`
 	// AuthorityAudience is the audience of the projected service-account token the sidecar
@@ -125,6 +149,10 @@ func (c Config) Default() Config {
 	if c.Port == 0 {
 		c.Port = DefaultPort
 	}
+	if c.MetricsPort == nil {
+		p := int32(DefaultMetricsPort)
+		c.MetricsPort = &p
+	}
 	if c.AuthorityAudience == "" {
 		c.AuthorityAudience = DefaultAuthorityAudience
 	}
@@ -153,6 +181,11 @@ func (c *Config) Validate() error {
 	if c.Port < 1 || c.Port > 65535 {
 		bad("port %d is not a TCP port", c.Port)
 	}
+	if m := c.metricsPort(); m < 0 || m > 65535 {
+		bad("metricsPort %d is not a TCP port (0 disables metrics)", m)
+	} else if m == c.Port {
+		bad("metricsPort %d is the sidecar's port: the metrics listener binds every address, 127.0.0.1 included, so both cannot listen", m)
+	}
 	if u, err := url.Parse(c.AuthorityURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("authorityURL %q must be an absolute http(s) URL", c.AuthorityURL)
 	}
@@ -174,4 +207,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// metricsPort is the sidecar's metrics port, 0 when disabled (or not defaulted).
+func (c *Config) metricsPort() int32 {
+	if c.MetricsPort == nil {
+		return 0
+	}
+	return *c.MetricsPort
 }

@@ -36,6 +36,19 @@
 //	                              Secret), when the manager is configured with them
 //	ACTGATE_JOURNAL_DIR           the dispatch journal, an emptyDir
 //	ACTGATE_CREDENTIALS_DIR       when a server has a credentialsSecretRef: <dir>/<server>/credential
+//	ACTGATE_METRICS_BIND_ADDRESS  :<Config.MetricsPort> (default 9788; absent when metricsPort is 0)
+//
+// # Metrics
+//
+// Like Istio's and Linkerd's proxies, the sidecar is scrapeable: with Config.MetricsPort
+// (default 9788, 0 disables) it serves Prometheus metrics at /metrics on every address of the
+// pod, declared as the container port actgate-metrics (what a PodMonitor selects), and a pod
+// gets prometheus.io/scrape "true", prometheus.io/port and prometheus.io/path /metrics (what
+// Prometheus's kubernetes-pods job reads) only when it has no prometheus.io/ annotation of its
+// own: a pod that configures its own scraping keeps that configuration whole, and the
+// sidecar is then scraped through the named port. The overlay never overwrites an annotation
+// the pod has. The metrics port must differ from Config.Port (Validate), and a pod declaring
+// it is refused (ErrNotInjectable).
 //
 // Every reference an agent container (init or regular) makes to a Secret that a selecting
 // policy names in servers[].credentialsSecretRef (env valueFrom.secretKeyRef, envFrom

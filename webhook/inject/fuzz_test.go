@@ -21,6 +21,7 @@ func FuzzStatusAnnotation(f *testing.F) {
 		`{"version":"v1","changes":[{"container":"agent","env":[{"name":"TOKEN"},{"name":"X","original":{"name":"TOKEN","valueFrom":{"secretKeyRef":{"name":"creds","key":"k"}}}}]}]}`,
 		`{"version":"v1","changes":[{"container":"agent","movedVolumeMounts":[{"name":"creds-vol","mountPath":"/x"}],"movedEnvFrom":[{"secretRef":{"name":"creds"}}]}]}`,
 		`{"version":"v1","changes":[{"container":"nope"},{"container":"agent","env":[{"name":""}]}]}`,
+		`{"version":"v1","annotations":["prometheus.io/scrape","prometheus.io/port","prometheus.io/path","team.example/owner"]}`,
 	} {
 		f.Add(seed)
 	}

@@ -31,7 +31,7 @@ var (
 //  1. a previous injection is undone (Strip), so Inject(Inject(p)) equals Inject(p);
 //  2. the pod is refused if the sidecar could not govern it (ErrNotInjectable): hostNetwork
 //     (127.0.0.1 would be the node's), shareProcessNamespace (the agent could read the
-//     sidecar's process), a container already using Config.Port;
+//     sidecar's process), a container already using Config.Port or Config.MetricsPort;
 //  3. every reference an agent container makes to a credential Secret (the servers'
 //     credentialsSecretRef) is removed from it: env valueFrom.secretKeyRef, envFrom secretRef,
 //     mounts of volumes projecting such a Secret (DESIGN "Anti-bypass"); the sidecar gets them;
@@ -39,7 +39,10 @@ var (
 //     (Config.URLEnv, and any variable whose value is a server's URL) are pointed at the
 //     sidecar: http://127.0.0.1:<port>/mcp/<server> (/http/<server> for an HTTP server);
 //  5. the sidecar template is rendered and merged as an overlay (a pod naming no service
-//     account gets "default" named, which the projected token requires);
+//     account gets "default" named, which the projected token requires); with
+//     Config.MetricsPort set the sidecar serves metrics on it (port actgate-metrics), and a pod
+//     with no prometheus.io/ annotation of its own gets prometheus.io/scrape, port and path;
+//     the overlay never overwrites an annotation the pod has;
 //  6. the Status annotation is written.
 //
 // The result depends only on the pod and the policies, so the same input gives byte-identical
@@ -92,6 +95,13 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
 		JournalDir: JournalDir, AuthorityDir: AuthorityDir,
 		AnnotationAuthorityCA: AnnotationAuthorityCA, AnnotationAuthorityPublicKey: AnnotationAuthorityPublicKey,
+		MetricsPortName: MetricsPortName, MetricsPath: MetricsPath,
+		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
+		AnnotationPrometheusPath: AnnotationPrometheusPath,
+	}
+	if m := cfg.metricsPort(); m != 0 {
+		data.MetricsListen, data.MetricsPort = fmt.Sprintf(":%d", m), m
+		data.PrometheusAnnotations = !hasPrometheusAnnotations(out)
 	}
 	moveCredentials(out, CredentialSecrets(policies), data, changeOf)
 	rewriteURLs(out, servers, cfg, changeOf)
@@ -184,7 +194,10 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 	delete(out.Annotations, AnnotationAuthorityCA)
 	delete(out.Annotations, AnnotationAuthorityPublicKey)
 	for _, a := range st.Annotations {
-		if strings.HasPrefix(a, "actgate.io/") {
+		// The scrape annotations the injector added (it adds them only to a pod that had
+		// none), so that a new injection decides afresh with the current MetricsPort. Others
+		// outside actgate.io/ are never removed, whatever a status names.
+		if strings.HasPrefix(a, "actgate.io/") || a == AnnotationPrometheusScrape || a == AnnotationPrometheusPort || a == AnnotationPrometheusPath {
 			delete(out.Annotations, a)
 		}
 	}
@@ -228,14 +241,31 @@ func injectable(pod *corev1.Pod, cfg *Config) error {
 	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
 		return fmt.Errorf("%w: shareProcessNamespace is true, so agent containers could reach the sidecar's process and its credentials", ErrNotInjectable)
 	}
+	metrics := cfg.metricsPort()
 	for _, c := range agentContainers(pod) {
 		for _, p := range c.Ports {
 			if p.ContainerPort == cfg.Port {
 				return fmt.Errorf("%w: container %s uses port %d, the sidecar's", ErrNotInjectable, c.Name, cfg.Port)
 			}
+			if metrics != 0 && p.ContainerPort == metrics {
+				// The sidecar could not bind its metrics listener and would not start, so
+				// neither would the pod: refuse it now, saying why.
+				return fmt.Errorf("%w: container %s uses port %d, the sidecar's metrics port (the injection configuration's metricsPort)", ErrNotInjectable, c.Name, metrics)
+			}
 		}
 	}
 	return nil
+}
+
+// hasPrometheusAnnotations: the pod carries its own scrape configuration (any prometheus.io/
+// annotation), which the injector leaves whole rather than pointing it at the sidecar.
+func hasPrometheusAnnotations(pod *corev1.Pod) bool {
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, PrometheusAnnotationPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // serversOf lists the policies' servers in policy order, each server name once.
@@ -427,7 +457,7 @@ func rewriteURLs(pod *corev1.Pod, servers []v1alpha1.ToolServer, cfg *Config, ch
 }
 
 // merge applies the rendered overlay to pod: init containers first, containers last, volumes
-// appended, annotations and labels set. Added names must start with "actgate-" and be new.
+// appended, annotations the pod does not have added, labels set. Added names must start with "actgate-" and be new.
 func merge(pod, overlay *corev1.Pod, st *Status) error {
 	taken := map[string]bool{}
 	for _, c := range agentContainers(pod) {
@@ -475,6 +505,11 @@ func merge(pod, overlay *corev1.Pod, st *Status) error {
 	for _, k := range keys {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
+		}
+		if _, own := pod.Annotations[k]; own {
+			// Never overwrite a user's annotation. The injector's own (actgate.io/status,
+			// the authority trust) were removed by Strip, so they are set afresh.
+			continue
 		}
 		pod.Annotations[k] = overlay.Annotations[k]
 		st.Annotations = append(st.Annotations, k)

@@ -22,6 +22,14 @@ type TemplateData struct {
 	Config Config
 	// Listen is the sidecar's listen address, 127.0.0.1:<Config.Port>.
 	Listen string
+	// MetricsListen is the sidecar's metrics address, ":<Config.MetricsPort>", and MetricsPort
+	// that port; "" and 0 when metrics are disabled.
+	MetricsListen string
+	MetricsPort   int32
+	// PrometheusAnnotations is true when the template should set the prometheus.io/scrape,
+	// port and path annotations: metrics are enabled and the pod carries no prometheus.io/
+	// annotation of its own (its own scrape configuration wins, whole).
+	PrometheusAnnotations bool
 	// Policies are the selecting ToolPolicies as namespace/name, sorted.
 	Policies []string
 	// ServerNames are the protected servers' names in policy then spec order.
@@ -45,6 +53,9 @@ type TemplateData struct {
 	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal, VolumeAuthority string
 	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir, AuthorityDir     string
 	AnnotationAuthorityCA, AnnotationAuthorityPublicKey                         string
+	MetricsPortName, MetricsPath                                                string
+	AnnotationPrometheusScrape, AnnotationPrometheusPort                        string
+	AnnotationPrometheusPath                                                    string
 }
 
 // CredentialSecret is one Secret projected into the credentials volume.
