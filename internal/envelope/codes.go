@@ -76,6 +76,10 @@ const (
 	// CodeResAnswer: answer is empty, too long, or carries control characters other than
 	// tab and line breaks (actgate profile).
 	CodeResAnswer Code = "RES_ANSWER"
+	// CodeResHatchClosed: an answer or question resolution of an envelope whose free_text or
+	// dialogue hatch is false (§5.8: the emitter removed that veto path; a surface does not
+	// offer it, and a resolution through it is not one the envelope allows).
+	CodeResHatchClosed Code = "RES_HATCH_CLOSED"
 	// CodeResEnvelopeMismatch: envelope_digest does not name the envelope held (§7.3, §12.5).
 	CodeResEnvelopeMismatch Code = "RES_ENVELOPE_MISMATCH"
 	// CodeResUnknownEnvelope: envelope_digest names no envelope this registry emitted (§7.3, §12.5).

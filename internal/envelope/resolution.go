@@ -172,8 +172,9 @@ func (w walker) resolution(v any, path string) *Resolution {
 }
 
 // Verify checks r against the envelope it names (envelope-04 §7.3): the envelope held
-// must have r.EnvelopeDigest, and an option resolution's option_idx must be within range
-// for its options. It says nothing about authority; see Authorize.
+// must have r.EnvelopeDigest, an option resolution's option_idx must be within range
+// for its options, and an answer or question resolution needs its hatch open (§5.8). It says
+// nothing about authority; see Authorize.
 func Verify(env *Envelope, r *Resolution) error {
 	ps := &problems{}
 	if env == nil || r == nil {
@@ -191,6 +192,15 @@ func Verify(env *Envelope, r *Resolution) error {
 	if r.Kind == KindOption && (r.OptionIdx < 0 || r.OptionIdx >= env.NumOptions()) {
 		ps.add(CodeResOptionIdx, "$.binding_moment_resolution.option_idx",
 			"is %d; the envelope's options are numbered 0 to %d (§7.3)", r.OptionIdx, env.NumOptions()-1)
+	}
+	h := env.Hatches()
+	if r.Kind == KindAnswer && !h.FreeText {
+		ps.add(CodeResHatchClosed, "$.binding_moment_resolution.resolution",
+			"is answer, but the envelope's free_text hatch is false (§5.8)")
+	}
+	if r.Kind == KindQuestion && !h.Dialogue {
+		ps.add(CodeResHatchClosed, "$.binding_moment_resolution.resolution",
+			"is question, but the envelope's dialogue hatch is false (§5.8)")
 	}
 	return ps.err("resolution")
 }

@@ -135,3 +135,39 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyClosedHatch: a resolution through a hatch the envelope closed is refused (§5.8):
+// the emitter removed that veto path, so no surface offers it and none may record it.
+func TestVerifyClosedHatch(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		closeFree, closeDlg bool
+		kind                Kind
+		answer              string
+		refused             bool
+	}{
+		{"answer, free_text open", false, false, KindAnswer, "Pay 1,000.", false},
+		{"answer, free_text closed", true, false, KindAnswer, "Pay 1,000.", true},
+		{"question, dialogue open", true, false, KindQuestion, "", false},
+		{"question, dialogue closed", false, true, KindQuestion, "", true},
+		{"declined, both closed", true, true, KindDeclined, "", false},
+		{"option, both closed", true, true, KindOption, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := paymentDraft()
+			d.CloseFreeText, d.CloseDialogue = tc.closeFree, tc.closeDlg
+			env, err := Build(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Verify(env, &Resolution{EnvelopeDigest: env.Digest(), Kind: tc.kind, Answer: tc.answer})
+			var got []Code
+			for _, p := range ProblemsOf(err) {
+				got = append(got, p.Code)
+			}
+			if tc.refused != (err != nil) || (tc.refused && !reflect.DeepEqual(got, []Code{CodeResHatchClosed})) {
+				t.Fatalf("Verify = %v (codes %v), refused want %v", err, got, tc.refused)
+			}
+		})
+	}
+}

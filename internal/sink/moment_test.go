@@ -513,3 +513,24 @@ func TestConcurrentEscalationsAndResolutions(t *testing.T) {
 		t.Fatal("a declined or questioned payout ran")
 	}
 }
+
+// TestClosedHatchResolutionRefused: an agent that closed the question-space hatch (envelope-04
+// §5.8) gets no question resolution through any surface: Resolve refuses it and records nothing.
+func TestClosedHatchResolutionRefused(t *testing.T) {
+	f := newFixture(t)
+	capped := Option{Label: "Pay 100 now", Reasoning: "Settles the urgent part.", Tool: "payout_create", Server: "pay", Args: json.RawMessage(`{"amount":100,"to":"acct-9"}`)}
+	none := Option{Label: "Search first", Reasoning: "Looks up the invoice before paying.", Tool: "search", Server: "tools", Args: json.RawMessage(`{"q":"invoice"}`)}
+	p := proposal(capped, none)
+	p.Hatches = []string{HatchFreeText}
+	res, err := f.gate.RequestMoment(context.Background(), "s1", agentID, p)
+	if err != nil || res.Moment == nil {
+		t.Fatalf("request: %+v %v", res, err)
+	}
+	if _, err := f.resolve(res.Moment, "alice", "question", 0, ""); !errors.Is(err, ErrResolutionInvalid) {
+		t.Fatalf("question through a closed hatch: %v", err)
+	}
+	// The moment is still open: an allowed resolution goes through.
+	if rr, err := f.resolve(res.Moment, "alice", "answer", 0, "Pay 50 instead."); err != nil || rr.Kind != "answer" {
+		t.Fatalf("answer: %+v %v", rr, err)
+	}
+}
