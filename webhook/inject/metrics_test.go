@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/webhook/inject"
@@ -195,6 +196,17 @@ func TestConfigMetricsPort(t *testing.T) {
 	def := inject.Config{Image: "i", AuthorityURL: "https://authority:443"}.Default()
 	if def.MetricsPort == nil || *def.MetricsPort != inject.DefaultMetricsPort {
 		t.Fatalf("default metricsPort = %v, want %d", def.MetricsPort, inject.DefaultMetricsPort)
+	}
+	// As the manager reads it (webhook.LoadConfig: strict YAML, then Default): an explicit 0
+	// stays 0 (disabled), absent becomes the default.
+	for doc, want := range map[string]int32{"image: i\nmetricsPort: 0\n": 0, "image: i\n": inject.DefaultMetricsPort, "image: i\nmetricsPort: 9100\n": 9100} {
+		var c inject.Config
+		if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c = c.Default(); c.MetricsPort == nil || *c.MetricsPort != want {
+			t.Errorf("%q: metricsPort %v after Default, want %d", doc, c.MetricsPort, want)
+		}
 	}
 	for _, tc := range []struct {
 		name string

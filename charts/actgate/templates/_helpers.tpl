@@ -47,3 +47,20 @@ capabilities:
 {{- define "actgate.signingSecret" -}}
 {{ .Values.authority.signingKey.existingSecret | default "actgate-authority-signing-key" }}
 {{- end -}}
+
+{{/* The injection's metricsPort: sidecar.metrics.port, or 0 when sidecar.metrics.enabled is
+false. Checked here too, so a bad value fails the install rather than the manager's start. */}}
+{{- define "actgate.sidecarMetricsPort" -}}
+{{- if .Values.sidecar.metrics.enabled -}}
+{{- $port := int .Values.sidecar.metrics.port -}}
+{{- if or (lt $port 1) (gt $port 65535) -}}
+{{- fail (printf "sidecar.metrics.port %d is not a TCP port (set sidecar.metrics.enabled=false to disable metrics)" $port) -}}
+{{- end -}}
+{{- if eq $port (int .Values.sidecar.port) -}}
+{{- fail (printf "sidecar.metrics.port %d must differ from sidecar.port: the metrics listener binds every address, 127.0.0.1 included" $port) -}}
+{{- end -}}
+{{- $port -}}
+{{- else -}}
+0
+{{- end -}}
+{{- end -}}

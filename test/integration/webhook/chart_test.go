@@ -55,6 +55,13 @@ var templateCases = []struct {
 		"--set", "notifications.webhook.headersKey=headers",
 		"--set", "notifications.consoleURL=https://console.example/moments/{id}",
 	}},
+	{"sidecar-metrics", []string{
+		"--set", "sidecar.metrics.port=9100",
+		"--set", "sidecar.metrics.podMonitor.enabled=true",
+		"--set", "sidecar.metrics.podMonitor.labels.release=kube-prometheus-stack",
+		"--set", "sidecar.metrics.podMonitor.interval=30s",
+	}},
+	{"sidecar-metrics-off", []string{"--set", "sidecar.metrics.enabled=false", "--set", "sidecar.metrics.podMonitor.enabled=true"}},
 }
 
 func repoRoot(t *testing.T) string {
