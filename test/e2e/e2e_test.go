@@ -39,6 +39,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/internal/sidecar"
@@ -256,10 +257,18 @@ spec:
 
 	// ---- 3. The sidecar, a real MCP server and client -------------------------------------------
 	t.Log("step 3: the sidecar with the injected environment; a real MCP client through it")
-	sideAddr := freeAddr(t)
+	sideAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	// The injection makes the sidecar scrapeable (issue 5; webhook/inject "Metrics"); the
+	// binary must accept its setting, served here on a free loopback address instead of :9788.
+	if i := slices.IndexFunc(side.Env, func(e corev1.EnvVar) bool { return e.Name == "ACTGATE_METRICS_BIND_ADDRESS" }); i < 0 || side.Env[i].Value != ":9788" ||
+		!slices.ContainsFunc(side.Ports, func(p corev1.ContainerPort) bool { return p.Name == "actgate-metrics" && p.ContainerPort == 9788 }) ||
+		pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9788" {
+		t.Errorf("the injected sidecar is not scrapeable on :9788: env %+v, ports %+v, annotations %v", side.Env, side.Ports, pod.Annotations)
+	}
 	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, map[string]string{
-		"ACTGATE_LISTEN":        sideAddr,
-		"ACTGATE_AUTHORITY_URL": "https://" + authAddr,
+		"ACTGATE_LISTEN":               sideAddr,
+		"ACTGATE_AUTHORITY_URL":        "https://" + authAddr,
+		"ACTGATE_METRICS_BIND_ADDRESS": metricsAddr,
 	}, map[string]string{
 		"ACTGATE_SINK_ID":                   sinkID,
 		"ACTGATE_SERVER_URLS":               "payments=" + up.URL,
@@ -291,6 +300,15 @@ spec:
 	}
 	if auth := up.Authorizations(); len(auth) == 0 || auth[len(auth)-1] != "Bearer "+upstreamToken {
 		t.Fatalf("the upstream saw authorization %q, want the moved credential", auth)
+	}
+	if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err != nil {
+		t.Errorf("the sidecar's metrics endpoint: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), metrics.NameDecisions) {
+			t.Errorf("GET /metrics on the sidecar: %s, no %s in:\n%.2000s", resp.Status, metrics.NameDecisions, body)
+		}
 	}
 
 	// A FINANCIAL call escalates; a BindingMoment for alice appears; nothing runs.
