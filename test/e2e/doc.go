@@ -17,7 +17,8 @@
 //     drive a real MCP client through it: an INFORMATIONAL call passes; a FINANCIAL call
 //     escalates and a BindingMoment appears; the agent's identity fails to resolve it;
 //     `kubectl actgate resolve` as the principal succeeds; the retry runs exactly once; a
-//     replay is denied; `kubectl get acts` shows it all, the calls that ran EXECUTED (the
+//     replay never runs again (the recorded result in the same session, a new escalation from
+//     another); `kubectl get acts` shows it all, the calls that ran EXECUTED (the
 //     sidecar reports each outcome it journaled to the authority service).
 //
 // The sidecar is run with exactly what the injection gives it: its variables, the downward API

@@ -396,14 +396,28 @@ spec:
 		t.Fatalf("Lease %s holder %v, want the operation %s the upstream received", lease.Name, lease.Spec.HolderIdentity, opID)
 	}
 
-	// A replay is denied: the same call again does not run, and the spent authority cannot
-	// be consumed again, even by the agent's own token straight at the service.
+	// A replay never runs again. In the same session, while the spent authority is unexpired,
+	// it is the granted act's retry: the recorded result, upstream not called (tool-use-binding
+	// §9; internal/sidecar retries.go, as the standalone gate). From another session it is a new
+	// act that needs a new binding moment: the spent resolution does not authorise it. And the
+	// spent authority cannot be consumed again, even by the agent's own token straight at the
+	// service.
 	res = callTool(t, cs, "send_payment", paymentArgs)
+	if replayed, _ := res.Meta[mcpproxy.MetaReplayed].(bool); res.IsError || !replayed || up.Count("send_payment") != 1 {
+		t.Fatalf("same-session replay: isError=%v replayed=%v upstream count %d: %s", res.IsError, replayed, up.Count("send_payment"), text(res))
+	}
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, nil)
+	if err != nil {
+		t.Fatalf("second MCP session through the sidecar: %v", err)
+	}
+	defer cs2.Close()
+	res = callTool(t, cs2, "send_payment", paymentArgs)
 	if !res.IsError || up.Count("send_payment") != 1 {
-		t.Fatalf("replay: isError=%v upstream count %d: %s", res.IsError, up.Count("send_payment"), text(res))
+		t.Fatalf("replay from another session: isError=%v upstream count %d: %s", res.IsError, up.Count("send_payment"), text(res))
 	}
 	if again, _ := res.Meta[mcpproxy.MetaMomentID].(string); efCode(res) != string(ef.EFEscalationRequired) || again == momentName {
-		t.Fatalf("replay: code %q moment %q; the spent resolution must not authorise it again", efCode(res), again)
+		t.Fatalf("replay from another session: code %q moment %q; the spent resolution must not authorise it again", efCode(res), again)
 	}
 	replayConsume(t, authAddr, pki, token, granted)
 
