@@ -30,6 +30,12 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 // §27.8): map the call to an act, evaluate the compiled ToolPolicy, append the in-memory
 // chained receipt, invoke a no-op upstream. No authority, no consume, no fsync on the path.
 // Goal: p99 < 50 µs.
+//
+// Measured 2026-11-29 on the 2-core build VM at load average ~1 (6 rounds of 3 s): p50
+// 5.1–5.4 µs, p95 6.6–7.4 µs, p99 48–62 µs, 16 allocs and ~1.5 KB per call (before this
+// session's allocation work: p50 7.6 µs, p99 95–120 µs, 41 allocs, 5.2 KB). The tail is the
+// receipt log's committer working on the other core: the same loop without a receipt log gives
+// p99 25–28 µs, and a bare 5.5 µs busy loop on this VM has p99 5.6–25 µs and p999 ~50 µs.
 func BenchmarkEnforceHotPath(b *testing.B) {
 	f := compiledFixture(b, false)
 	inv := func(context.Context, string) (InvokeResult, error) {
