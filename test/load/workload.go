@@ -383,8 +383,12 @@ func (w *worker) next() int {
 	return w.seq
 }
 
+// paymentArgs never asks for amount 1: that is the policy's declared alternative (standalone.go),
+// and an alternative equal to the requested call is dropped, which leaves the rule nothing to
+// offer beside it — the gate then refuses with EF_ESCALATION_REQUIRED and no binding moment
+// ("policy declares no alternative to offer"), which the workload would count as unexpected.
 func paymentArgs(to string, n int) string {
-	return fmt.Sprintf(`{"amount":%d,"to":%q}`, 1+n%500, to)
+	return fmt.Sprintf(`{"amount":%d,"to":%q}`, 2+n%500, to)
 }
 
 // op runs one operation of kind.
