@@ -60,6 +60,43 @@ func BenchmarkEnforceHotPath(b *testing.B) {
 	reportLatencies(b, lat)
 }
 
+// BenchmarkEnforceHotPathPaced is BenchmarkEnforceHotPath at a fixed arrival rate instead of a
+// closed loop: calls start every 200 µs (5,000 calls/s, more than the MCP front end can hand the
+// sink on 2 cores: a tools/call through the go-sdk costs ~0.4 ms of CPU, see T-F in
+// test/conformance), so the receipt committer runs at the pace a deployment drives it rather than
+// flat out beside a saturated core. Latency is still measured from each call's start. It does not
+// replace the closed-loop benchmark, whose p99 is the issue's goal.
+//
+// Measured 2026-11-29 on the quiet 2-core build VM (4 rounds of 3 s): p50 7.3–7.6 µs, p95
+// 33–49 µs, p99 104–120 µs — worse than the closed loop: each call starts on a goroutine just
+// woken from a timer sleep, with cold caches, which is also how calls arrive from a network.
+func BenchmarkEnforceHotPathPaced(b *testing.B) {
+	f := compiledFixture(b, false)
+	inv := func(context.Context, string) (InvokeResult, error) {
+		return InvokeResult{Result: []byte(`{"content":[]}`), Outcome: OutcomeExecuted}, nil
+	}
+	c := call("s1", "tools", "search", `{"q":"weather in Lisbon","limit":10,"filters":{"lang":"en","safe":true}}`)
+	const interval = 200 * time.Microsecond
+	lat := make([]time.Duration, 0, 1<<16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	next := time.Now()
+	for b.Loop() {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		next = next.Add(interval)
+		start := time.Now()
+		res, err := f.gate.Handle(context.Background(), c, inv)
+		lat = append(lat, time.Since(start))
+		if err != nil || !res.Invoked {
+			b.Fatalf("%+v %v", res, err)
+		}
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
+}
+
 // BenchmarkHandlePermitDurable: a PERSISTENT_STATE_CHANGE call under a machine permit, 1 and
 // 64 concurrent callers, each call distinct: sign the authority; issue it, consume it and write
 // DISPATCH_PENDING in one commit (IssueConsumeAndPend) while the receipt log makes the dispatch
