@@ -1,7 +1,6 @@
 package gateconfig
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +12,9 @@ import (
 	"strings"
 	"time"
 
-	yamlv3 "go.yaml.in/yaml/v3"
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
-
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/policy"
+	"github.com/actgate/actgate/internal/strictyaml"
 )
 
 // Defaults.
@@ -159,28 +155,13 @@ func Parse(data []byte, dir string) (*Config, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrConfig, MaxFileBytes)
 	}
-	if err := singleDocument(data); err != nil {
-		return nil, err
-	}
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := strictyaml.MappingJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
-	}
-	j = bytes.TrimSpace(j)
-	if len(j) == 0 || j[0] != '{' {
-		return nil, fmt.Errorf("%w: the document is not a mapping", ErrConfig)
 	}
 	var c Config
-	strictErrs, err := sigsjson.UnmarshalStrict(j, &c)
-	if err != nil {
+	if err := strictyaml.Unmarshal(j, &c); err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
-	}
-	if len(strictErrs) > 0 {
-		msgs := make([]string, len(strictErrs))
-		for i, e := range strictErrs {
-			msgs[i] = oneLine(e.Error())
-		}
-		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(msgs, "; "))
 	}
 	c.dir = dir
 	if err := c.validate(); err != nil {
@@ -397,26 +378,6 @@ func checkLoopback(hostport string) error {
 		return fmt.Errorf("host %q is not a loopback address: the gate's MCP endpoints and moments API are for this machine only", host)
 	}
 	return nil
-}
-
-// singleDocument refuses an empty stream and a stream of more than one YAML document.
-func singleDocument(data []byte) error {
-	dec := yamlv3.NewDecoder(bytes.NewReader(data))
-	var first yamlv3.Node
-	if err := dec.Decode(&first); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: empty document", ErrConfig)
-		}
-		return fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
-	}
-	var next yamlv3.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: %s", ErrConfig, oneLine(err.Error()))
-	}
-	return fmt.Errorf("%w: more than one YAML document", ErrConfig)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

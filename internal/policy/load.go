@@ -1,18 +1,15 @@
 package policy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	yamlv3 "go.yaml.in/yaml/v3"
 	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/strictyaml"
 )
 
 // MaxFileBytes bounds a policy file.
@@ -55,16 +52,9 @@ func ParseSpec(data []byte) (*v1alpha1.ToolPolicySpec, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrPolicyFile, MaxFileBytes)
 	}
-	if err := singleDocument(data); err != nil {
-		return nil, err
-	}
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := strictyaml.MappingJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrPolicyFile, oneLine(err.Error()))
-	}
-	j = bytes.TrimSpace(j)
-	if len(j) == 0 || j[0] != '{' {
-		return nil, fmt.Errorf("%w: the document is not a mapping", ErrPolicyFile)
 	}
 
 	var probe struct {
@@ -92,37 +82,8 @@ func ParseSpec(data []byte) (*v1alpha1.ToolPolicySpec, error) {
 }
 
 func strictDecode(j []byte, into any) error {
-	strictErrs, err := sigsjson.UnmarshalStrict(j, into)
-	if err != nil {
+	if err := strictyaml.Unmarshal(j, into); err != nil {
 		return fmt.Errorf("%w: %s", ErrPolicyFile, oneLine(err.Error()))
-	}
-	if len(strictErrs) > 0 {
-		msgs := make([]string, len(strictErrs))
-		for i, e := range strictErrs {
-			msgs[i] = oneLine(e.Error())
-		}
-		return fmt.Errorf("%w: %s", ErrPolicyFile, strings.Join(msgs, "; "))
 	}
 	return nil
-}
-
-// singleDocument refuses an empty stream and a stream of more than one YAML document: the YAML
-// decoder behind sigs.k8s.io/yaml reads the first document and silently drops the rest.
-func singleDocument(data []byte) error {
-	dec := yamlv3.NewDecoder(bytes.NewReader(data))
-	var first yamlv3.Node
-	if err := dec.Decode(&first); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: empty document", ErrPolicyFile)
-		}
-		return fmt.Errorf("%w: %s", ErrPolicyFile, oneLine(err.Error()))
-	}
-	var next yamlv3.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: %s", ErrPolicyFile, oneLine(err.Error()))
-	}
-	return fmt.Errorf("%w: more than one YAML document", ErrPolicyFile)
 }
