@@ -148,12 +148,17 @@ func Canonical(tool string, args json.RawMessage, mode jcs.Mode) ([]byte, error)
 	if cargs[0] != '{' {
 		return nil, &Error{Code: CodeArgsNotObject, Tool: tool}
 	}
-	out := make([]byte, 0, len(cargs)+len(name)+18)
-	out = append(out, `{"args":`...)
-	out = append(out, cargs...)
-	out = append(out, `,"tool":`...)
-	out = append(out, name...)
-	return append(out, '}'), nil
+	return appendAction(make([]byte, 0, len(cargs)+len(name)+18), cargs, name), nil
+}
+
+// appendAction appends the canonical action object {"args":<cargs>,"tool":<name>} (members in
+// JCS order) to dst; cargs are canonical arguments and name the tool as a JSON string.
+func appendAction(dst, cargs, name []byte) []byte {
+	dst = append(dst, `{"args":`...)
+	dst = append(dst, cargs...)
+	dst = append(dst, `,"tool":`...)
+	dst = append(dst, name...)
+	return append(dst, '}')
 }
 
 // classify decides whether a Strict rejection is only a profile bound
@@ -199,13 +204,11 @@ func DigestOfCanonical(tool string, canonArgs []byte) (string, error) {
 	if len(canonArgs) < 2 || canonArgs[0] != '{' || canonArgs[len(canonArgs)-1] != '}' {
 		return "", &Error{Code: CodeArgsNotObject, Tool: tool}
 	}
-	var stack [1024]byte
-	out := append(stack[:0], `{"args":`...)
-	out = append(out, canonArgs...)
-	out = append(out, `,"tool":`...)
-	out, err := jcs.AppendString(out, tool)
+	var nameBuf [128]byte
+	name, err := jcs.AppendString(nameBuf[:0], tool)
 	if err != nil {
 		return "", &Error{Code: CodeInvalidTool, Tool: tool, Err: err}
 	}
-	return jcs.Digest(append(out, '}')), nil
+	var stack [1024]byte
+	return jcs.Digest(appendAction(stack[:0], canonArgs, name)), nil
 }
