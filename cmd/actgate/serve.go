@@ -233,14 +233,9 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 
 	mux := http.NewServeMux()
 	for i, srv := range cfg.Policy.Servers {
-		up := cfg.Upstream(srv.Name)
-		var cred func(context.Context) (string, error)
-		if up.BearerTokenFile != "" {
-			if _, err := readToken(up.BearerTokenFile); err != nil {
-				return nil, fmt.Errorf("upstreams[%s].bearerTokenFile: %w", srv.Name, err)
-			}
-			file := up.BearerTokenFile
-			cred = func(context.Context) (string, error) { return readToken(file) }
+		cred, err := cfg.Upstream(srv.Name).Credential()
+		if err != nil {
+			return nil, fmt.Errorf("upstreams[%s].bearerTokenFile: %w", srv.Name, err)
 		}
 		p, err := mcpproxy.New(mcpproxy.Config{
 			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
@@ -494,19 +489,6 @@ func readPrivate(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s has mode %v: it must not be accessible to group or others (chmod 600)", path, fi.Mode().Perm())
 	}
 	return os.ReadFile(path)
-}
-
-// readToken reads a bearer token file (surrounding whitespace removed).
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }
 
 // createExclusive writes a new file with mode 0600, failing with fs.ErrExist if it exists.

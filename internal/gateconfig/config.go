@@ -1,6 +1,7 @@
 package gateconfig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -333,6 +334,35 @@ func (c *Config) Upstream(server string) Upstream {
 		}
 	}
 	return Upstream{Server: server}
+}
+
+// Credential returns what the gate's MCP proxy calls for the bearer token it presents to the
+// server (mcpproxy.Config.Credential), or nil when none is configured. The file is read on every
+// call, so it can be rotated in place; an unreadable or empty file fails the call, and the
+// request is not sent. It is read once here too, so a gate does not start with a credential it
+// cannot present.
+func (u Upstream) Credential() (func(context.Context) (string, error), error) {
+	if u.BearerTokenFile == "" {
+		return nil, nil
+	}
+	file := u.BearerTokenFile
+	if _, err := readToken(file); err != nil {
+		return nil, err
+	}
+	return func(context.Context) (string, error) { return readToken(file) }, nil
+}
+
+// readToken reads a token file: its content without surrounding whitespace, never empty.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return tok, nil
 }
 
 // Principal reports whether name is a configured principal.

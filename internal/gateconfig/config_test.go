@@ -1,7 +1,9 @@
 package gateconfig
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,4 +184,45 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a policy that does not compile: %v", err)
 		}
 	})
+}
+
+// TestUpstreamCredential: the token file is read at start (an unreadable or empty one is an
+// error then) and again on every call, so it can be rotated in place.
+func TestUpstreamCredential(t *testing.T) {
+	if cred, err := (Upstream{Server: "s"}).Credential(); cred != nil || err != nil {
+		t.Fatalf("no token file: %v %v", cred != nil, err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if _, err := (Upstream{Server: "s", BearerTokenFile: file}).Credential(); err == nil {
+		t.Fatal("a missing token file was accepted")
+	}
+	if err := os.WriteFile(file, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Upstream{Server: "s", BearerTokenFile: file}).Credential(); err == nil {
+		t.Fatal("an empty token file was accepted")
+	}
+	if err := os.WriteFile(file, []byte("one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := (Upstream{Server: "s", BearerTokenFile: file}).Credential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := cred(context.Background()); tok != "one" || err != nil {
+		t.Fatalf("token %q %v", tok, err)
+	}
+	if err := os.WriteFile(file, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := cred(context.Background()); tok != "two" || err != nil {
+		t.Fatalf("rotated token %q %v", tok, err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cred(context.Background()); err == nil {
+		t.Fatal("an emptied token file was presented")
+	}
 }

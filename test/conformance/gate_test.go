@@ -135,13 +135,9 @@ func newGate(t testing.TB) *gate {
 // proxy is the gate's MCP proxy for server, contacting url.
 func (g *gate) proxy(server, url string) *mcpproxy.Proxy {
 	g.t.Helper()
-	up := g.cfg.Upstream(server)
-	var cred func(context.Context) (string, error)
-	if up.BearerTokenFile != "" {
-		cred = func(context.Context) (string, error) {
-			b, err := os.ReadFile(up.BearerTokenFile)
-			return strings.TrimSpace(string(b)), err
-		}
+	cred, err := g.cfg.Upstream(server).Credential()
+	if err != nil {
+		g.t.Fatal(err)
 	}
 	var credOrigin string
 	for _, s := range g.cfg.Policy.Servers {
