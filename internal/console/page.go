@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/actgate/actgate/internal/envelope"
@@ -133,14 +132,8 @@ func safeText(s string) string {
 	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
+// unsafeRune is the envelope profile's rule (envelope.ForbiddenRune) plus the implicit
+// directional marks (LRM, RLM, ALM), which a page also must not let reorder a decision.
 func unsafeRune(c rune) bool {
-	switch {
-	case unicode.IsControl(c):
-		return true
-	case c == '\u2028' || c == '\u2029':
-		return true
-	case c >= '\u202A' && c <= '\u202E', c >= '\u2066' && c <= '\u2069', c == '\u200E' || c == '\u200F' || c == '\u061C':
-		return true
-	}
-	return false
+	return envelope.ForbiddenRune(c) || c == '\u200E' || c == '\u200F' || c == '\u061C'
 }

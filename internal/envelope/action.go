@@ -83,7 +83,7 @@ func checkToolName(name string) error {
 		return fmt.Errorf("the tool name is not valid UTF-8")
 	}
 	for _, c := range name {
-		if unicode.IsSpace(c) || forbiddenRune(c) {
+		if unicode.IsSpace(c) || ForbiddenRune(c) {
 			return fmt.Errorf("the tool name contains the character %U", c)
 		}
 	}

@@ -110,3 +110,15 @@ func TestBuildMessageNamesTheProfileCode(t *testing.T) {
 		t.Errorf("error does not name the profile code: %v", err)
 	}
 }
+
+func TestSlotText(t *testing.T) {
+	if got := SlotText("a\u202Eb\nc", 10); got != "abc" {
+		t.Errorf("control and bidi characters kept: %q", got)
+	}
+	if got := SlotText(strings.Repeat("x", 20), 10); got != strings.Repeat("x", 9)+"…" {
+		t.Errorf("not cut to 10 runes: %q", got)
+	}
+	if got := SlotText("\n\t", 10); got != "-" {
+		t.Errorf("empty text: %q", got)
+	}
+}

@@ -124,7 +124,7 @@ func (TextRenderer) RenderFallback(w io.Writer, payload string, problems []Probl
 // U+FFFD, so a tool's payload cannot drive a terminal or pose as a decision block.
 func sanitizePayload(s string) string {
 	return strings.Map(func(c rune) rune {
-		if c == '\n' || c == '\t' || !forbiddenRune(c) {
+		if c == '\n' || c == '\t' || !ForbiddenRune(c) {
 			return c
 		}
 		return '\uFFFD'

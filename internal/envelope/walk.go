@@ -170,16 +170,18 @@ func (w walker) text(s, path string, r textRule) {
 		if r.multiline && (c == '\t' || c == '\n' || c == '\r') {
 			continue
 		}
-		if forbiddenRune(c) {
+		if ForbiddenRune(c) {
 			w.ps.add(r.ctrlCode, path, "contains the control or formatting character %U", c)
 			return
 		}
 	}
 }
 
-// forbiddenRune reports control characters (C0, DEL, C1), the Unicode line and paragraph
-// separators, and the bidi embedding, override and isolate controls.
-func forbiddenRune(c rune) bool {
+// ForbiddenRune reports control characters (C0, DEL, C1), the Unicode line and paragraph
+// separators, and the bidi embedding, override and isolate controls: the runes the envelope's
+// text slots refuse (actgate profile of envelope-04 §6.3), and what every surface that prints
+// text from an envelope or the API server replaces.
+func ForbiddenRune(c rune) bool {
 	switch {
 	case unicode.IsControl(c):
 		return true

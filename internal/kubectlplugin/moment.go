@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
@@ -112,17 +111,8 @@ func safe(s string) string {
 	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
-func unsafeRune(c rune) bool {
-	switch {
-	case unicode.IsControl(c):
-		return true
-	case c == '\u2028' || c == '\u2029':
-		return true
-	case c >= '\u202A' && c <= '\u202E', c >= '\u2066' && c <= '\u2069':
-		return true
-	}
-	return false
-}
+// unsafeRune is the envelope profile's rule (envelope.ForbiddenRune).
+func unsafeRune(c rune) bool { return envelope.ForbiddenRune(c) }
 
 // truncate shortens s to at most n runes, marking the cut with "…".
 func truncate(s string, n int) string {

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/action"
@@ -293,30 +291,6 @@ func newMomentID() string {
 	return "bm-" + hex.EncodeToString(b[:])
 }
 
-// slotText makes a gate-written string fit an envelope slot: control and formatting characters
-// dropped, cut to max runes (the envelope refuses rather than repairs, so the gate repairs its
-// own text before handing it over).
-func slotText(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range s {
-		if unicode.IsControl(c) || c == '\u2028' || c == '\u2029' || (c >= '\u202A' && c <= '\u202E') || (c >= '\u2066' && c <= '\u2069') || c == utf8.RuneError {
-			continue
-		}
-		if n == max-1 && utf8.RuneCountInString(s) > max {
-			b.WriteRune('…')
-			break
-		}
-		b.WriteRune(c)
-		n++
-	}
-	out := b.String()
-	if strings.TrimSpace(out) == "" {
-		return "-"
-	}
-	return out
-}
-
 // DefaultOffer is slot 4 when a proposal leaves it empty (envelope-04 §5.4).
 const DefaultOffer = "Ask for detail on any item."
 
@@ -382,7 +356,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	}
 	opts := []momentOption{requested}
 	draft := []envelope.DraftOption{{
-		Label:     slotText("Run "+cl.c.Tool+" as requested", envelope.MaxLabelRunes),
+		Label:     envelope.SlotText("Run "+cl.c.Tool+" as requested", envelope.MaxLabelRunes),
 		Reasoning: "Authorises exactly the call the agent made, once.",
 		Tool:      cl.c.Tool,
 		Args:      cl.cand.Arguments,
@@ -397,8 +371,8 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		}
 		opts = append(opts, o)
 		draft = append(draft, envelope.DraftOption{
-			Label:     slotText(alt.Label, envelope.MaxLabelRunes),
-			Reasoning: slotText(alt.Reasoning, envelope.MaxTextRunes),
+			Label:     envelope.SlotText(alt.Label, envelope.MaxLabelRunes),
+			Reasoning: envelope.SlotText(alt.Reasoning, envelope.MaxTextRunes),
 			Tool:      o.tool,
 			Args:      o.args,
 		})
@@ -413,11 +387,11 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		ruleName = "policy"
 	}
 	findings := []string{
-		slotText(fmt.Sprintf("Tool %s on server %s (%s).", cl.c.Tool, cl.c.Server, cl.c.Destination), envelope.MaxTextRunes),
+		envelope.SlotText(fmt.Sprintf("Tool %s on server %s (%s).", cl.c.Tool, cl.c.Server, cl.c.Destination), envelope.MaxTextRunes),
 		fmt.Sprintf("Consequence class %s.", cl.class),
 		fmt.Sprintf("Arguments digest %s.", cl.cand.ArgumentsDigest()),
 		fmt.Sprintf("Action digest %s.", digest),
-		slotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", cl.c.Agent, cl.cand.Act.CandidateActID, cl.provSrc), envelope.MaxTextRunes),
+		envelope.SlotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", cl.c.Agent, cl.cand.Act.CandidateActID, cl.provSrc), envelope.MaxTextRunes),
 	}
 	recommended := 0
 	if len(opts) > 1 {
@@ -426,11 +400,11 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		recommended = 1
 	}
 	env, err := envelope.Build(envelope.Draft{
-		Synopsis:        slotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", ruleName, cl.c.Tool), envelope.MaxTextRunes),
+		Synopsis:        envelope.SlotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", ruleName, cl.c.Tool), envelope.MaxTextRunes),
 		Findings:        findings,
 		Recommendations: []string{"Choose the requested call to let it run once as made.", "Choose an alternative to authorise that call instead."},
 		Offer:           DefaultOffer,
-		Stem:            slotText(fmt.Sprintf("Which call of %s may run?", cl.c.Tool), envelope.MaxTextRunes),
+		Stem:            envelope.SlotText(fmt.Sprintf("Which call of %s may run?", cl.c.Tool), envelope.MaxTextRunes),
 		Options:         draft,
 		RecommendedIdx:  recommended,
 	})

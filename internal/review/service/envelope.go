@@ -3,9 +3,6 @@ package service
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/actgate/actgate/internal/action"
 	"github.com/actgate/actgate/internal/envelope"
@@ -26,7 +23,7 @@ const DefaultOffer = "Ask for detail on any item."
 func gateEnvelope(x *call) (*envelope.Envelope, error) {
 	tool := x.tool()
 	draft := []envelope.DraftOption{{
-		Label:     slotText("Run "+tool+" as requested", envelope.MaxLabelRunes),
+		Label:     envelope.SlotText("Run "+tool+" as requested", envelope.MaxLabelRunes),
 		Reasoning: "Authorises exactly the call the agent made, once.",
 		Tool:      tool,
 		Args:      x.args,
@@ -50,8 +47,8 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		}
 		seen[d] = true
 		draft = append(draft, envelope.DraftOption{
-			Label:     slotText(alt.Label, envelope.MaxLabelRunes),
-			Reasoning: slotText(alt.Reasoning, envelope.MaxTextRunes),
+			Label:     envelope.SlotText(alt.Label, envelope.MaxLabelRunes),
+			Reasoning: envelope.SlotText(alt.Reasoning, envelope.MaxTextRunes),
 			Tool:      tool,
 			Args:      canon,
 		})
@@ -74,42 +71,18 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		recommended = 1
 	}
 	return envelope.Build(envelope.Draft{
-		Synopsis: slotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", rule, tool), envelope.MaxTextRunes),
+		Synopsis: envelope.SlotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", rule, tool), envelope.MaxTextRunes),
 		Findings: []string{
-			slotText(fmt.Sprintf("Tool %s on server %s (%s).", tool, x.server, x.destination), envelope.MaxTextRunes),
+			envelope.SlotText(fmt.Sprintf("Tool %s on server %s (%s).", tool, x.server, x.destination), envelope.MaxTextRunes),
 			fmt.Sprintf("Consequence class %s.", x.class),
 			fmt.Sprintf("Arguments digest %s.", x.binding.ArgumentsDigest),
 			fmt.Sprintf("Action digest %s.", x.actionDigest()),
-			slotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", x.c.user, x.binding.ActID, prov), envelope.MaxTextRunes),
+			envelope.SlotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", x.c.user, x.binding.ActID, prov), envelope.MaxTextRunes),
 		},
 		Recommendations: []string{"Choose the requested call to let it run once as made.", "Choose an alternative to authorise that call instead."},
 		Offer:           DefaultOffer,
-		Stem:            slotText(fmt.Sprintf("Which call of %s may run?", tool), envelope.MaxTextRunes),
+		Stem:            envelope.SlotText(fmt.Sprintf("Which call of %s may run?", tool), envelope.MaxTextRunes),
 		Options:         draft,
 		RecommendedIdx:  recommended,
 	})
-}
-
-// slotText makes a gate-written string fit an envelope slot: control and formatting characters
-// dropped, cut to max runes (the envelope refuses rather than repairs, so the gate repairs its
-// own text before handing it over). internal/sink's rule.
-func slotText(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range s {
-		if unicode.IsControl(c) || c == '\u2028' || c == '\u2029' || (c >= '\u202A' && c <= '\u202E') || (c >= '\u2066' && c <= '\u2069') || c == utf8.RuneError {
-			continue
-		}
-		if n == max-1 && utf8.RuneCountInString(s) > max {
-			b.WriteRune('…')
-			break
-		}
-		b.WriteRune(c)
-		n++
-	}
-	out := b.String()
-	if strings.TrimSpace(out) == "" {
-		return "-"
-	}
-	return out
 }

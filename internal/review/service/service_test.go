@@ -247,18 +247,6 @@ func FuzzMergePatch(f *testing.F) {
 	})
 }
 
-func TestSlotText(t *testing.T) {
-	if got := slotText("a\u202Eb\nc", 10); got != "abc" {
-		t.Errorf("control and bidi characters kept: %q", got)
-	}
-	if got := slotText(strings.Repeat("x", 20), 10); got != strings.Repeat("x", 9)+"…" {
-		t.Errorf("not cut to 10 runes: %q", got)
-	}
-	if got := slotText("\n\t", 10); got != "-" {
-		t.Errorf("empty text: %q", got)
-	}
-}
-
 func testCall(t *testing.T, args string, alts ...string) *call {
 	t.Helper()
 	canon, err := jcs.Canonicalize([]byte(args), jcs.Strict)
