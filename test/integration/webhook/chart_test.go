@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/webhook"
@@ -370,7 +371,16 @@ func TestHelmInstall(t *testing.T) {
 	e := envtest.Start(t)
 	ctx := t.Context()
 	// The harness installed config/crd/bases; remove them so the chart's crds/ are what is
-	// installed (CRD deletion is the API server's own work, unlike namespace deletion).
+	// installed (CRD deletion is the API server's own work, unlike namespace deletion). First
+	// wait until each resource's storage serves lists from its watch cache: a CRD deleted while
+	// that cache is still initializing has its instance cleanup fail ("storage is
+	// (re)initializing") and retried with a backoff that outlasts the wait below.
+	waitFor(t, func() bool {
+		cached := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+		return e.Client.List(ctx, &v1alpha1.ToolPolicyList{}, cached) == nil &&
+			e.Client.List(ctx, &v1alpha1.ActList{}, cached) == nil &&
+			e.Client.List(ctx, &v1alpha1.BindingMomentList{}, cached) == nil
+	}, "the custom resources' watch caches")
 	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
 		if err := e.Client.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			t.Fatal(err)
