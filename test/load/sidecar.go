@@ -375,10 +375,14 @@ func waitCached(ctx context.Context, c client.Client, list client.ObjectList, ns
 func waitCachedObject(ctx context.Context, c client.Client, obj *v1alpha1.BindingMoment) error {
 	got := &v1alpha1.BindingMoment{}
 	for range 2000 {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}); err != nil {
+		// A read at resourceVersion "0" is served by the watch cache, which may not yet hold a
+		// moment created a moment ago: NotFound there means "not yet", like an older version.
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), got, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			return err
-		}
-		if got.ResourceVersion == obj.ResourceVersion {
+		case got.ResourceVersion == obj.ResourceVersion:
 			return nil
 		}
 		select {
