@@ -86,6 +86,7 @@ build: ## Build the actgate binaries into bin/.
 .PHONY: test
 test: ## Run every test: unit, conformance, fuzz seeds, envtest integration (builds what it needs).
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
+	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
 
 .PHONY: test-short
 test-short: ## Unit tests only (no API server).
