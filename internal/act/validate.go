@@ -178,6 +178,19 @@ func checkToken(field, s string, max int) error {
 	if len(s) > max {
 		return newErr(CodeFieldInvalid, field, "longer than "+strconv.Itoa(max)+" bytes")
 	}
+	// ASCII fast path (ids, names and URLs on the hot path are ASCII): among bytes below
+	// 0x80, exactly '!'..'~' are graphic and not spaces. A string with any other byte takes
+	// the rune-by-rune check below, which gives the same answer for the ASCII part.
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return nil
+	}
 	if !utf8.ValidString(s) {
 		return newErr(CodeFieldInvalid, field, "invalid UTF-8")
 	}
@@ -193,6 +206,16 @@ func checkToken(field, s string, max int) error {
 func checkOptText(field, s string, max int) error {
 	if len(s) > max {
 		return newErr(CodeFieldInvalid, field, "longer than "+strconv.Itoa(max)+" bytes")
+	}
+	ascii := true // among bytes below 0x80, exactly ' '..'~' are graphic
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= 0x7f {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return nil
 	}
 	if !utf8.ValidString(s) {
 		return newErr(CodeFieldInvalid, field, "invalid UTF-8")
@@ -219,10 +242,16 @@ func checkNonce(field, s string) error {
 		return newErr(CodeFieldInvalid, field, "must be 16..128 hex characters")
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		if !hexDigit[s[i]] {
 			return newErr(CodeFieldInvalid, field, "must be hexadecimal")
 		}
 	}
 	return nil
 }
+
+var hexDigit = func() (t [256]bool) {
+	for _, c := range "0123456789abcdefABCDEF" {
+		t[c] = true
+	}
+	return t
+}()

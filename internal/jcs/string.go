@@ -313,12 +313,18 @@ func AppendString(dst []byte, s string) ([]byte, error) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if safeASCII[c] {
-				dst = append(dst, c)
-			} else {
+			if !safeASCII[c] {
 				dst = appendCanonicalRune(dst, rune(c))
+				i++
+				continue
 			}
-			i++
+			// Copy the whole run of bytes that need no escaping at once.
+			j := i + 1
+			for j < len(s) && s[j] < utf8.RuneSelf && safeASCII[s[j]] {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])

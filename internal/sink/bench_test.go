@@ -31,11 +31,15 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 // chained receipt, invoke a no-op upstream. No authority, no consume, no fsync on the path.
 // Goal: p99 < 50 µs.
 //
-// Measured 2026-11-29 on the 2-core build VM at load average ~1 (6 rounds of 3 s): p50
-// 5.1–5.4 µs, p95 6.6–7.4 µs, p99 48–62 µs, 16 allocs and ~1.5 KB per call (before this
-// session's allocation work: p50 7.6 µs, p99 95–120 µs, 41 allocs, 5.2 KB). The tail is the
-// receipt log's committer working on the other core: the same loop without a receipt log gives
-// p99 25–28 µs, and a bare 5.5 µs busy loop on this VM has p99 5.6–25 µs and p999 ~50 µs.
+// Measured 2026-11-29 on the 2-core build VM at load average ~1.1 (4 rounds of 3 s): p50
+// 4.3–5.1 µs, p95 6.6–7.0 µs, p99 28–42 µs, 16 allocs and ~1.5 KB per call. Where the tail came
+// from: this VM stalls a running vCPU for 40–60 µs about once a millisecond (a bare 7 µs busy
+// loop has 1% of its iterations over 30 µs, at 1 ms intervals), and every fsync of the receipt
+// log adds completion interrupts on the vCPU the block device's interrupt is bound to. With the
+// receipt log's earlier defaults (a commit every 512 receipts or 5 ms: ~300 fsyncs/s at this
+// rate) the p99 was 53–73 µs; with no fsync at all, 22–38 µs; with the current defaults (2,048
+// or 10 ms, receipt.DefaultMaxBatch and DefaultMaxDelay) it is the figure above. Before the
+// ASCII fast paths of act's text checks and jcs.AppendString, p50 was 5.1–7.2 µs.
 func BenchmarkEnforceHotPath(b *testing.B) {
 	f := compiledFixture(b, false)
 	inv := func(context.Context, string) (InvokeResult, error) {
@@ -67,9 +71,10 @@ func BenchmarkEnforceHotPath(b *testing.B) {
 // flat out beside a saturated core. Latency is still measured from each call's start. It does not
 // replace the closed-loop benchmark, whose p99 is the issue's goal.
 //
-// Measured 2026-11-29 on the quiet 2-core build VM (4 rounds of 3 s): p50 7.3–7.6 µs, p95
-// 33–49 µs, p99 104–120 µs — worse than the closed loop: each call starts on a goroutine just
-// woken from a timer sleep, with cold caches, which is also how calls arrive from a network.
+// Measured 2026-11-29 on the quiet 2-core build VM (4 rounds of 3 s): p50 5.1–6.0 µs, p95
+// 23–30 µs, p99 61–81 µs (104–120 µs with the receipt log's earlier 512 / 5 ms defaults) —
+// worse than the closed loop: each call starts on a goroutine just woken from a timer sleep,
+// with cold caches, which is also how calls arrive from a network.
 func BenchmarkEnforceHotPathPaced(b *testing.B) {
 	f := compiledFixture(b, false)
 	inv := func(context.Context, string) (InvokeResult, error) {
@@ -110,12 +115,12 @@ func BenchmarkEnforceHotPathPaced(b *testing.B) {
 // calls/s means 32 ms, so p99 < 10 ms at that concurrency needs > 6,400 calls/s; callers=1
 // measures the latency of one call on its own.)
 //
-// Measured on the 2-core build machine at load average 1.8-2.6 (4 KiB pwrite+fdatasync p50
-// 0.15 ms, p99 0.33 ms), 6 rounds of 3 s: callers=1 p50 1.8-3.0 ms, p99 5.2-9.3 ms, 311-485
-// calls/s; callers=64 2,376-2,942 calls/s, p50 21-26 ms, p99 37-45 ms. The same binary at
-// load average 28 (other builds): callers=1 p50 ~6.7 ms, p99 ~54 ms; callers=64 ~520 calls/s.
-// Before IssueConsumeAndPend and the concurrent receipt (four durable writes in sequence), at
-// the same low load: callers=64 1,456-1,686 calls/s, p99 57-71 ms.
+// Measured 2026-11-29 on the 2-core build VM at load average ~1.1, 4 rounds of 3 s:
+// callers=1 p50 2.9-3.3 ms, p99 5.6-6.0 ms, 290-327 calls/s; callers=64 2,503-2,744 calls/s,
+// p50 23-25 ms, p99 42-46 ms. The same binary at load average 28 (other builds): callers=1
+// p50 ~6.7 ms, p99 ~54 ms; callers=64 ~520 calls/s. Before IssueConsumeAndPend and the
+// concurrent receipt (four durable writes in sequence), at low load: callers=64 1,456-1,686
+// calls/s, p99 57-71 ms.
 func BenchmarkHandlePermitDurable(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) { benchPermit(b, callers) })
