@@ -1,15 +1,25 @@
 package conformance
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/mcpproxy"
 )
 
 // T-F (tool-use-binding §22, §27.8): measure the latency enforce() adds to a hot-path call. Each
@@ -47,7 +57,120 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 	})
 }
 
-func roundTrips(b *testing.B, direct, gated *mcp.ClientSession, next func(int) (string, json.RawMessage)) {
+// BenchmarkToolsCallRoundTripServe is BenchmarkToolsCallRoundTrip as deployed: agent, gate and
+// upstream are three processes. The gate is a real `actgate serve`, built as shipped (no
+// failpoints tag) and run as the README runs it (not verbose), with its receipt log, metrics and
+// logs; the upstream is this test binary re-executed (TestMain, upstreamProcessEnv); the agent
+// is this process. Direct calls go from the agent to the upstream process, gated calls through
+// the gate process. Besides the latencies it reports the gate process's own CPU per gated call
+// (serve-cpu-µs/call, from /proc; 10 ms resolution over thousands of calls).
+//
+// Measured 2026-11-29 on the 2-core build VM, 3 rounds of 3 s: direct p50 318-412 µs, p99
+// 0.9-1.6 ms; through actgate serve p50 825-1,078 µs, p99 2.8-3.4 ms; overhead p50 507-666 µs,
+// p95 871-1,171 µs, p99 1.8-1.9 ms; the gate process spends 700-883 µs of CPU per call. Against
+// issue 6's goal (overhead under 1 ms at p99) this misses; the in-process measurement above
+// meets it. BenchmarkToolsCallRoundTripReverseProxy shows why: a process that only forwards
+// HTTP adds p50 295-305 µs and p99 588-818 µs here, spending ~390 µs of CPU per call (loopback
+// socket I/O and cross-process wake-ups are expensive on this VM), so a separate gate process
+// is within ~0.2-0.4 ms of the goal before it parses anything. The gate's extra cost over that
+// floor is the MCP SDK on both of its hops (a server session toward the agent, a client
+// session toward the upstream, each decoding every message and handing it across goroutines).
+// GOGC=400 in the gate changed nothing measurable.
+func BenchmarkToolsCallRoundTripServe(b *testing.B) {
+	bin := buildActgateTags(b, "")
+	toolsURL := startUpstreamProcess(b)
+	u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
+	dir := b.TempDir()
+	cfgFile := filepath.Join(dir, "actgate.yaml")
+	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.tools.URL, toolsURL)
+	if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := gateconfig.Load(cfgFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := startServeArgs(b, bin, []string{"serve", "--config", cfgFile}, cfg)
+	direct := agent(b, toolsURL)
+	gated := agent(b, p.base+mcpproxy.Path("tools"))
+	pid := p.cmd.Process.Pid
+	args := json.RawMessage(`{"q":"invoice 42"}`)
+	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
+		func() time.Duration { return procCPU(b, pid) })
+}
+
+// BenchmarkToolsCallRoundTripReverseProxy is the floor under BenchmarkToolsCallRoundTripServe:
+// the same three processes with, in the gate's place, a process that does nothing but forward
+// HTTP (net/http/httputil.ReverseProxy, streaming responses as they come). What it adds over
+// direct is what any process in the path costs on this machine before it does any work.
+func BenchmarkToolsCallRoundTripReverseProxy(b *testing.B) {
+	toolsURL := startUpstreamProcess(b)
+	proxyURL, pid := startHelperProcess(b, reverseProxyEnv+"="+toolsURL)
+	direct := agent(b, toolsURL)
+	gated := agent(b, proxyURL)
+	args := json.RawMessage(`{"q":"invoice 42"}`)
+	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
+		func() time.Duration { return procCPU(b, pid) })
+}
+
+// startUpstreamProcess re-executes this test binary as the tools upstream and returns its URL.
+func startUpstreamProcess(b *testing.B) string {
+	u, _ := startHelperProcess(b, upstreamProcessEnv+"=1")
+	return u
+}
+
+// startHelperProcess re-executes this test binary with env (TestMain serves instead of testing)
+// and returns the URL it prints and its pid.
+func startHelperProcess(b *testing.B, env string) (string, int) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), env)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("helper process %s: %v", env, err)
+	}
+	return strings.TrimSpace(line), cmd.Process.Pid
+}
+
+// procCPU is the CPU time (user and system) process pid has used, from /proc/pid/stat.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticksPerSecond
+}
+
+// roundTrips measures next's calls straight to the upstream (direct) and through the gate
+// (gated), alternately. gateCPU, when given, is the gate process's CPU time (a gate in another
+// process); the in-process gates' CPU is in this process's.
+func roundTrips(b *testing.B, direct, gated *mcp.ClientSession, next func(int) (string, json.RawMessage), gateCPU ...func() time.Duration) {
 	ctx := context.Background()
 	once := func(cs *mcp.ClientSession, i int) time.Duration {
 		tool, args := next(i)
@@ -82,9 +205,16 @@ func roundTrips(b *testing.B, direct, gated *mcp.ClientSession, next func(int) (
 		return (cpuTime() - start) / time.Duration(n)
 	}
 	dc := cpu(direct, b.N)
+	var sc0 time.Duration
+	if len(gateCPU) > 0 {
+		sc0 = gateCPU[0]()
+	}
 	gc := cpu(gated, b.N+n)
 	b.ReportMetric(us(dc), "direct-cpu-µs/call")
 	b.ReportMetric(us(gc), "gate-cpu-µs/call")
+	if len(gateCPU) > 0 {
+		b.ReportMetric(us((gateCPU[0]()-sc0)/time.Duration(n)), "serve-cpu-µs/call")
+	}
 	slices.Sort(ds)
 	slices.Sort(gs)
 	for _, p := range []struct {

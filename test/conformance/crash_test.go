@@ -28,10 +28,13 @@ import (
 )
 
 // buildActgate builds cmd/actgate with the failpoints tag into a temp dir.
-func buildActgate(t *testing.T) string {
+func buildActgate(t testing.TB) string { return buildActgateTags(t, "failpoints") }
+
+// buildActgateTags builds cmd/actgate with the given build tags ("" for the shipped binary).
+func buildActgateTags(t testing.TB, tags string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "actgate")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/actgate")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/actgate")
 	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -66,13 +69,21 @@ type serveProcess struct {
 	err    error
 }
 
-// startServe runs `actgate serve --config cfgFile` (with env added) and waits until it serves.
-func startServe(t *testing.T, bin, cfgFile string, cfg *gateconfig.Config, env ...string) *serveProcess {
+// startServe runs `actgate serve --verbose --config cfgFile` (with env added) and waits until
+// it serves.
+func startServe(t testing.TB, bin, cfgFile string, cfg *gateconfig.Config, env ...string) *serveProcess {
+	t.Helper()
+	return startServeArgs(t, bin, []string{"serve", "--verbose", "--config", cfgFile}, cfg, env...)
+}
+
+// startServeArgs runs bin with args (an `actgate serve` command line for cfg) and waits until
+// it serves.
+func startServeArgs(t testing.TB, bin string, args []string, cfg *gateconfig.Config, env ...string) *serveProcess {
 	t.Helper()
 	endpoint := cfg.Path(gateconfig.EndpointFile)
 	_ = os.Remove(endpoint) // a killed process leaves its own behind
 	p := &serveProcess{stderr: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "serve", "--verbose", "--config", cfgFile)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout = &lockedBuffer{}
 	p.cmd.Stderr = p.stderr

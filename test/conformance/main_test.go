@@ -1,0 +1,82 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// upstreamProcessEnv makes the test binary, re-executed by BenchmarkToolsCallRoundTripServe,
+// serve the conformance policy's tools upstream in a process of its own instead of running
+// tests: agent, gate and upstream are then three processes, as deployed.
+const upstreamProcessEnv = "ACTGATE_CONFORMANCE_UPSTREAM_PROCESS"
+
+// reverseProxyEnv makes the re-executed test binary a plain HTTP reverse proxy to the URL it
+// names (BenchmarkToolsCallRoundTripReverseProxy).
+const reverseProxyEnv = "ACTGATE_CONFORMANCE_REVERSE_PROXY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(upstreamProcessEnv) != "" {
+		os.Exit(serveUpstreamProcess())
+	}
+	if target := os.Getenv(reverseProxyEnv); target != "" {
+		os.Exit(serveReverseProxy(target))
+	}
+	os.Exit(m.Run())
+}
+
+// serveReverseProxy forwards every request to target's host, prints the URL that reaches
+// target through it on stdout and serves until stdin closes.
+func serveReverseProxy(target string) int {
+	u, err := url.Parse(target)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.FlushInterval = -1 // stream event-stream responses as they come
+	// The upstream process exits first at the end, cutting the agent's open event stream;
+	// that is not news.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = http.Serve(ln, rp) }()
+	fmt.Printf("http://%s%s\n", ln.Addr(), u.Path)
+	_, _ = os.Stdin.Read(make([]byte, 1))
+	return 0
+}
+
+// serveUpstreamProcess runs the tools upstream, prints its URL on stdout and serves until stdin
+// closes (the parent exited or closed it).
+func serveUpstreamProcess() int {
+	var ts []mcptest.Tool
+	for _, name := range []string{"search", "ticket_create", "email_send"} {
+		ts = append(ts, mcptest.Tool{Name: name, Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.Text(name + " " + string(args)), nil
+		}})
+	}
+	s, err := mcptest.Start(ts, mcptest.Options{Name: "tools"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	fmt.Println(s.URL)
+	_, _ = os.Stdin.Read(make([]byte, 1))
+	return 0
+}
