@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -24,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
@@ -405,29 +403,7 @@ func ensurePrivateDir(dir string) error {
 // loadReceiptKey loads (creating on first start) the key that signs receipt checkpoints, and
 // writes its public key beside it for `actgate receipts verify --key`.
 func loadReceiptKey(cfg *gateconfig.Config) (signature.SignerVerifier, error) {
-	path := cfg.Path(gateconfig.ReceiptKeyFile)
-	if _, err := authority.LoadOrCreateKey(path); err != nil { // creates it 0600, refuses loose modes
-		return nil, err
-	}
-	sv, err := signature.LoadSignerVerifierFromPEMFile(path, crypto.SHA256, cryptoutils.SkipPassword)
-	if err != nil {
-		return nil, fmt.Errorf("receipt key %s: %w", path, err)
-	}
-	pub, err := sv.PublicKey()
-	if err != nil {
-		return nil, err
-	}
-	pem, err := cryptoutils.MarshalPublicKeyToPEM(pub)
-	if err != nil {
-		return nil, err
-	}
-	pubPath := cfg.Path(gateconfig.ReceiptPubFile)
-	if old, err := os.ReadFile(pubPath); err != nil || !bytes.Equal(old, pem) {
-		if err := writeFileAtomic(pubPath, pem, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return sv, nil
+	return receipt.LoadOrCreateSigner(cfg.Path(gateconfig.ReceiptKeyFile), cfg.Path(gateconfig.ReceiptPubFile))
 }
 
 // loadOrCreateSecret returns the n random bytes stored at path, creating the file (mode 0600)

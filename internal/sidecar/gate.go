@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -94,6 +95,9 @@ type Options struct {
 	// sidecar emits no binding moments itself (the authority service does), so only
 	// CallDecided is called.
 	Observer sink.Observer
+	// Receipts is the signed, hash-chained receipt log (receipts.go). Optional: no receipts
+	// (unit tests); the sidecar always opens one in its journal directory.
+	Receipts *receipt.Log
 }
 
 // Gate is the sidecar's finality sink: it satisfies mcpproxy.Gate with decisions from the
@@ -114,6 +118,7 @@ type Gate struct {
 	reportTO  time.Duration
 	log       logr.Logger
 	observer  sink.Observer
+	receipts  *receipt.Log
 	// unsettled refuses a call of an action whose earlier dispatch has no outcome yet.
 	unsettled *unsettled
 	// retries answers a same-session retry of a settled dispatch with its recorded result.
@@ -148,7 +153,7 @@ func NewGate(opts Options) (*Gate, error) {
 		review: opts.Review, verifier: opts.Verifier, journal: opts.Journal, namespace: opts.Namespace,
 		sinkID: opts.SinkID, servers: map[string]string{}, principal: opts.Principal, now: opts.Now,
 		timeout: opts.ReviewTimeout, actTTL: opts.ActTTL, recordTO: opts.RecordTimeout, reportTO: opts.ReportTimeout, log: opts.Log,
-		observer: opts.Observer,
+		observer: opts.Observer, receipts: opts.Receipts,
 	}
 	if g.observer == nil {
 		g.observer = sink.NopObserver{}
@@ -283,12 +288,13 @@ func (g *Gate) handle(ctx context.Context, c sink.Call, inv sink.Invoker, obs *c
 	}
 	obs.outcome, obs.audit = ad.outcome, ad.audit
 	if !ad.ok {
+		g.receiptRefusal(cand, c.Server, ad.class, ad.res.Code)
 		return ad.res, nil
 	}
 	if ad.rec == nil {
-		return g.invokeHot(ctx, cand, ad, inv)
+		return g.invokeHot(ctx, cand, c.Server, ad, inv)
 	}
-	return g.invokeDispatch(ctx, cand, ad, inv)
+	return g.invokeDispatch(ctx, cand, c.Server, ad, inv)
 }
 
 // mapping is the act.MappingContext of a call: what the sidecar knows, never the model.
@@ -314,8 +320,15 @@ func (g *Gate) mapping(session, agent, server string, prov act.SourceType) act.M
 
 // invokeHot invokes a call the service allowed without authority (the policy's hot path, or
 // audit mode): nothing to consume, nothing journaled (as internal/sink's hot path).
-func (g *Gate) invokeHot(ctx context.Context, cand *act.Candidate, ad admission, inv sink.Invoker) (sink.Result, error) {
+func (g *Gate) invokeHot(ctx context.Context, cand *act.Candidate, server string, ad admission, inv sink.Invoker) (sink.Result, error) {
 	opID := journal.NewOperationID()
+	if err := g.receiptHot(cand, server, ad, opID); err != nil {
+		// No record of the decision, no dispatch (fail closed), as internal/sink.
+		g.log.Error(err, "Receipt append failed; not invoking", "act", cand.Act.CandidateActID)
+		res := refusal(ef.EFStoreUnavailable, "")
+		res.ActID = cand.Act.CandidateActID
+		return res, nil
+	}
 	out, ierr := inv(ctx, opID)
 	res := sink.Result{
 		Allowed: true, Invoked: out.Outcome != sink.OutcomeNotSent, Upstream: out.Result,
@@ -330,8 +343,11 @@ func (g *Gate) invokeHot(ctx context.Context, cand *act.Candidate, ad admission,
 }
 
 // invokeDispatch invokes a consumed, journaled dispatch exactly once and records its outcome.
-func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, ad admission, inv sink.Invoker) (sink.Result, error) {
+func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, server string, ad admission, inv sink.Invoker) (sink.Result, error) {
 	rec := *ad.rec
+	if res, ok := g.receiptDispatch(ctx, cand, server, ad); !ok {
+		return res, nil
+	}
 	out, ierr := inv(ctx, rec.OperationID)
 	state, cerr := g.record(rec, out, ierr)
 	if cerr == nil && state.Terminal() {
@@ -376,6 +392,11 @@ func (g *Gate) replay(cand *act.Candidate, session, dest string) (sink.Result, b
 	}
 	g.log.V(1).Info("Retry answered from the journal", "act", d.actID, "operation", d.operationID,
 		"actionDigest", cand.ActionDigest(), "state", d.state)
+	r := g.receiptFor(cand, g.serverOf(dest), "", receipt.DecisionOutcome, "")
+	r.Code, r.ActID, r.OperationID, r.State = sink.ReceiptCodeReplayed, d.actID, d.operationID, string(d.state)
+	if err := g.appendReceipt(r); err != nil {
+		g.log.Error(err, "Receipt append failed", "act", d.actID, "operation", d.operationID)
+	}
 	return sink.Result{
 		Allowed: true, Replayed: true, Upstream: d.result, ActID: d.actID, State: d.state,
 		OperationID: d.operationID,

@@ -1,7 +1,9 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -29,6 +33,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 )
 
@@ -367,6 +372,10 @@ type fixture struct {
 	store *boltstore.Store
 	gate  *Gate
 	srv   *httptest.Server
+	// log is the gate's receipt log in dir, signed with logKey.
+	log    *receipt.Log
+	dir    string
+	logKey signature.SignerVerifier
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -382,10 +391,18 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.store.Close() })
+	f.dir = t.TempDir()
+	if f.logKey, err = receipt.LoadOrCreateSigner(filepath.Join(f.dir, ReceiptKeyFile), filepath.Join(f.dir, ReceiptPubFile)); err != nil {
+		t.Fatal(err)
+	}
+	if f.log, err = receipt.Open(receipt.Options{Path: filepath.Join(f.dir, ReceiptsFile), Signer: f.logKey}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.log.Close() })
 	f.gate, err = NewGate(Options{
 		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
 		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: up.URL}}, ReviewTimeout: time.Second,
+		Servers: []Server{{Name: "payments", URL: up.URL}}, ReviewTimeout: time.Second, Receipts: f.log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -484,4 +501,44 @@ func publicKeyPEM(t testing.TB, s *authority.Signer) []byte {
 
 func certPEM(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// receipts flushes the receipt log, verifies the file with the public key the sidecar wrote
+// beside it, and returns its receipts in order.
+func (f *fixture) receipts() []receipt.Receipt {
+	f.t.Helper()
+	if err := f.log.Flush(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, ReceiptsFile))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pub, err := os.ReadFile(filepath.Join(f.dir, ReceiptPubFile))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pk, err := cryptoutils.UnmarshalPEMToPublicKey(pub)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	v, err := signature.LoadVerifier(pk, crypto.SHA256)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := receipt.Verify(bytes.NewReader(b), v); err != nil {
+		f.t.Fatalf("receipt log does not verify: %v", err)
+	}
+	var out []receipt.Receipt
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(line, `{"checkpoint"`) {
+			continue
+		}
+		var r receipt.Receipt
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
 }

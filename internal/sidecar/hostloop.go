@@ -297,13 +297,28 @@ func (g *Gate) enforce(ctx context.Context, agent string, r EnforceRequest, obs 
 	} else {
 		ad.res = refusal(ef.EFUnknownTool, "Name the server the tool belongs to; this sidecar does not front that one.")
 	}
-	if !ad.ok {
+	switch {
+	case !ad.ok:
+		g.receiptRefusal(cand, server, ad.class, ad.res.Code)
 		dec = decisionOf(ad.res, ad)
-	} else {
-		dec = Decision{Allow: true, ActID: cand.Act.CandidateActID, AuditCode: ad.auditCode, Resolutions: ad.deliveries}
-		if ad.rec != nil {
-			dec.AuthorityID, dec.OperationID, dec.State = ad.rec.AuthorityID, ad.rec.OperationID, ad.rec.State
+	case ad.rec == nil:
+		// The host invokes after this answer: the allow is in the log first (receipts.go). The
+		// hot path has no operation of its own here; the act id names the decision.
+		if err := g.receiptHot(cand, server, ad, ""); err != nil {
+			g.log.Error(err, "Receipt append failed; not allowing", "act", cand.Act.CandidateActID)
+			res := refusal(ef.EFStoreUnavailable, "")
+			res.ActID = cand.Act.CandidateActID
+			dec = decisionOf(res, admission{})
+			break
 		}
+		dec = Decision{Allow: true, ActID: cand.Act.CandidateActID, AuditCode: ad.auditCode, Resolutions: ad.deliveries}
+	default:
+		if res, ok := g.receiptDispatch(ctx, cand, server, ad); !ok {
+			dec = decisionOf(res, admission{})
+			break
+		}
+		dec = Decision{Allow: true, ActID: cand.Act.CandidateActID, AuditCode: ad.auditCode, Resolutions: ad.deliveries}
+		dec.AuthorityID, dec.OperationID, dec.State = ad.rec.AuthorityID, ad.rec.OperationID, ad.rec.State
 	}
 	if !dec.Allow {
 		if b, derr := act.DenyResult(vendor, cand.VendorID, act.Denial{Code: dec.Code, Message: dec.Message}); derr == nil {

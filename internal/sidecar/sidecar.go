@@ -19,12 +19,22 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
 )
 
 // JournalFile is the journal's file name in Config.JournalDir.
 const JournalFile = "journal.db"
+
+// The receipt log's files in Config.JournalDir (receipts.go): the log, the Ed25519 key that
+// signs its checkpoints (generated on the first start, mode 0600) and that key's public half for
+// `actgate receipts verify --key`. The names are the standalone gate's.
+const (
+	ReceiptsFile   = "receipts.jsonl"
+	ReceiptKeyFile = "receipts.key"
+	ReceiptPubFile = "receipts.pub.pem"
+)
 
 // HealthPath answers 200 once the sidecar serves (the kubelet's startup probe of the native
 // sidecar, on the loopback listener).
@@ -113,12 +123,13 @@ func CheckLoopback(addr string) error {
 // Sidecar is the assembled process: the gate, one MCP proxy per upstream, the host-loop
 // endpoint and the journal. Build it with New, serve it with Serve.
 type Sidecar struct {
-	cfg     Config
-	gate    *Gate
-	store   *boltstore.Store
-	proxies []*mcpproxy.Proxy
-	handler http.Handler
-	log     logr.Logger
+	cfg      Config
+	gate     *Gate
+	store    *boltstore.Store
+	receipts *receipt.Log
+	proxies  []*mcpproxy.Proxy
+	handler  http.Handler
+	log      logr.Logger
 }
 
 // New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
@@ -177,6 +188,22 @@ func New(cfg Config) (*Sidecar, error) {
 		cfg.Log.Info("Dispatches left in flight by a previous run are INDETERMINATE until reconciled", "count", n)
 	}
 
+	signer, err := receipt.LoadOrCreateSigner(filepath.Join(cfg.JournalDir, ReceiptKeyFile), filepath.Join(cfg.JournalDir, ReceiptPubFile))
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	// Open verifies what a previous run wrote and continues its chain (internal/receipt).
+	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now})
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	if rec := s.receipts.Recovered(); rec.SavedTo != "" {
+		cfg.Log.Info("Receipt log cut back to its last signed checkpoint after an unclean stop",
+			"unsignedReceipts", rec.UnsignedReceipts, "tornBytes", rec.TornBytes, "savedTo", rec.SavedTo)
+	}
+
 	var observer sink.Observer
 	if cfg.Metrics != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
@@ -197,9 +224,10 @@ func New(cfg Config) (*Sidecar, error) {
 		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token},
 		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
-		Observer: observer,
+		Observer: observer, Receipts: s.receipts,
 	})
 	if err != nil {
+		_ = s.receipts.Close()
 		_ = store.Close()
 		return nil, err
 	}
@@ -370,10 +398,14 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	return serveErr
 }
 
-// Close closes the proxies and the journal.
+// Close closes the proxies, commits and closes the receipt log, and closes the journal.
 func (s *Sidecar) Close() error {
 	for _, p := range s.proxies {
 		_ = p.Close()
 	}
-	return s.store.Close()
+	rerr := s.receipts.Close()
+	if err := s.store.Close(); err != nil {
+		return err
+	}
+	return rerr
 }

@@ -44,8 +44,9 @@
 //	during-invoke   0 or 1    INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, nothing consumed
 //	after-invoke    1         INDETERMINATE, reason recovered_on_start  CONSUMED    EF_INDETERMINATE, nothing consumed
 //
-// The sidecar writes no receipt log; its evidence is the journal, the Leases and the Act
-// objects.
+// The sidecar's evidence is its journal, its receipt log (in the journal directory: the
+// allow of a dispatch is durable before the invoke, as in the standalone gate), the Leases and
+// the Act objects.
 //
 // Where the boundary collapses, and why that is stronger: in the embedded store
 // IssueConsumeAndPend spends the authority and writes DISPATCH_PENDING in one bbolt

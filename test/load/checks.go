@@ -64,14 +64,11 @@ type World struct {
 	Dispatches []journal.DispatchRecord
 	// Consumed lists every consumed authority of the authority store.
 	Consumed []Consumption
-	// HotAllows are the hot-path allows the sink's side recorded: the standalone gate's allow
-	// receipts without authority, or the authority service's Allowed Acts without authority.
+	// HotAllows are the hot-path allows the sink recorded: the allow receipts without authority
+	// of its receipt log (the standalone gate's or the sidecar's).
 	HotAllows []HotAllow
 	// HotSource names where HotAllows come from, for the report.
 	HotSource string
-	// HotOpsUnknown is set when HotAllows carry no operation ids (the sidecar mints a hot call's
-	// operation id itself and records it nowhere): upstream hot calls are then matched by count.
-	HotOpsUnknown bool
 	// Receipts is the receipt log's verification; nil when the target writes none.
 	Receipts *ReceiptCheck
 	// ReceiptsNA says why Receipts is nil.
@@ -178,9 +175,6 @@ func checkUpstreamExecuted(w World) Check {
 	got := map[string]int{}
 	for _, c := range w.Upstream {
 		got[c.Tool]++
-		if w.HotOpsUnknown && hotTools[c.Tool] {
-			continue
-		}
 		tool, ok := allowedOps[c.OperationID]
 		switch {
 		case c.OperationID == "":

@@ -49,8 +49,8 @@
 //     INDETERMINATE record is allowed and counted: it is the honest answer to an unknown outcome);
 //   - denied-never-reached: no refused call's arguments, and no substitution's, reached the
 //     upstream, and no protected act was invoked twice;
-//   - receipt-chain: the standalone gate's receipt log verifies (internal/receipt); the sidecar
-//     writes no receipts yet (docs/operations.md), so there the check is N/A, never PASS;
+//   - receipt-chain: the receipt log verifies (internal/receipt): the standalone gate's in its
+//     data directory, the sidecar's in its journal directory;
 //   - expected-answers: every call got the answer its kind expects.
 //
 // The checks are pure functions of a World (what the upstream, the journal, the store and the

@@ -19,7 +19,7 @@ func TestWriteTextGolden(t *testing.T) {
 	w.HotSource = "the receipt log"
 	pass := RunChecks(w, tl)
 	w.Upstream = append(w.Upstream, w.Upstream[2])
-	w.Receipts, w.ReceiptsNA = nil, "the sidecar writes no signed receipts yet"
+	w.Receipts, w.ReceiptsNA = nil, "this target writes no signed receipts"
 	fail := RunChecks(w, tl)
 	gate := map[string]Latency{seriesHot: {N: 120, P50: 1.5, P95: 4.25, P99: 9}, seriesPermit: {N: 40, P50: 4, P95: 10, P99: 16.5},
 		seriesGranted: {N: 8, P50: 5, P95: 11, P99: 20}}

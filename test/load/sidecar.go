@@ -259,19 +259,15 @@ func (r *sidecarRun) finish(ctx context.Context) (World, error) {
 	if err != nil {
 		return World{}, err
 	}
-	w := World{Dispatches: snap.Dispatches, HotSource: "the authority service's Acts", HotOpsUnknown: true,
-		ReceiptsNA: "the sidecar writes no signed receipts yet (docs/operations.md, status)"}
-	// The sidecar journals nothing on the hot path; the authority service records an Act for
-	// every call it reviews, Allowed without authority on the hot path.
-	var acts v1alpha1.ActList
-	if err := r.t.env.Client.List(ctx, &acts, client.InNamespace(r.ns)); err != nil {
+	w := World{Dispatches: snap.Dispatches}
+	// The sidecar journals nothing on the hot path; its receipt log (in the journal directory)
+	// has an allow, with the operation id sent upstream, for every hot call it let through.
+	logPath := filepath.Join(r.journalDir, sidecar.ReceiptsFile)
+	w.HotSource = "the receipt log"
+	if w.HotAllows, err = hotAllows(logPath); err != nil {
 		return World{}, err
 	}
-	for _, a := range acts.Items {
-		if hotTools[a.Spec.Tool] && a.Status.Decision == v1alpha1.ActDecisionAllowed && a.Status.AuthorityRef == nil {
-			w.HotAllows = append(w.HotAllows, HotAllow{Tool: a.Spec.Tool, OperationID: a.Status.OperationID})
-		}
-	}
+	w.Receipts = verifyReceipts(logPath, filepath.Join(r.journalDir, sidecar.ReceiptPubFile))
 	var leases coordinationv1.LeaseList
 	if err := r.t.env.Client.List(ctx, &leases, client.InNamespace(r.ns)); err != nil {
 		return World{}, err

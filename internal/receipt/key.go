@@ -1,0 +1,63 @@
+package receipt
+
+import (
+	"bytes"
+	"crypto"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/actgate/actgate/internal/authority"
+)
+
+// LoadOrCreateSigner loads the Ed25519 key at keyPath that signs a log's checkpoints, creating
+// it (mode 0600) on first use and refusing a key file group or others can read, and writes its
+// public key to pubPath (PEM, mode 0644) for `actgate receipts verify --key` when that file is
+// missing or differs. The standalone gate keeps both in its data directory, a sidecar in its
+// journal directory.
+func LoadOrCreateSigner(keyPath, pubPath string) (signature.SignerVerifier, error) {
+	if _, err := authority.LoadOrCreateKey(keyPath); err != nil {
+		return nil, err
+	}
+	sv, err := signature.LoadSignerVerifierFromPEMFile(keyPath, crypto.SHA256, cryptoutils.SkipPassword)
+	if err != nil {
+		return nil, fmt.Errorf("receipt key %s: %w", keyPath, err)
+	}
+	pub, err := sv.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(pub)
+	if err != nil {
+		return nil, err
+	}
+	if old, err := os.ReadFile(pubPath); err != nil || !bytes.Equal(old, pem) {
+		if err := writeFileAtomic(pubPath, pem, 0o644); err != nil {
+			return nil, fmt.Errorf("receipt public key %s: %w", pubPath, err)
+		}
+	}
+	return sv, nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
