@@ -570,6 +570,22 @@ func (r *k8sRig) startSidecar(t *testing.T, authorityURL string, env ...string) 
 	return p.addr(t) + mcpproxy.Path("tools"), p
 }
 
+// verifyReceipts runs `actgate receipts verify --key` on the stopped sidecar's receipt log (in
+// its journal directory): it must exit 0. It returns the log's lines.
+func (r *k8sRig) verifyReceipts(t *testing.T) []string {
+	t.Helper()
+	log := filepath.Join(r.journal, sidecar.ReceiptsFile)
+	out, err := exec.Command(actgateBin, "receipts", "verify", "--key", filepath.Join(r.journal, sidecar.ReceiptPubFile), log).CombinedOutput()
+	if err != nil {
+		t.Fatalf("actgate receipts verify: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
 // readJournal reads every record of the stopped sidecar's journal.
 func (r *k8sRig) readJournal(t *testing.T) []journal.DispatchRecord {
 	t.Helper()

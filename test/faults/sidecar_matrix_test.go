@@ -89,9 +89,18 @@ func TestSidecarMatrix(t *testing.T) {
 			}
 			p2.stop(t)
 
-			// 4. The state of the world: the journal, the Leases, what the upstream saw.
+			// 4. The state of the world: the journal, the Leases, what the upstream saw, and the
+			// sidecar's receipt log, which still verifies after the crash and, where the first
+			// call was journaled, holds its allow: durable before anything was sent.
 			recs := r.readJournal(t)
 			lease := r.lease(t, first)
+			lines := r.verifyReceipts(t)
+			if tc.unsettled {
+				got := mentioning(lines, lease.ConsumedBy)
+				if len(got) == 0 || !strings.Contains(got[0], `"decision":"allow"`) {
+					t.Errorf("no durable allow receipt for operation %s before its invocation: %q", lease.ConsumedBy, got)
+				}
+			}
 			switch {
 			case !tc.consumed:
 				if lease.State != authority.StateIssued {
