@@ -29,6 +29,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
@@ -258,7 +259,7 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 	srv := &http.Server{Handler: rt.handler, ReadHeaderTimeout: 10 * time.Second}
 	base := "http://" + ln.Addr().String()
 	endpoint := rt.cfg.Path(gateconfig.EndpointFile)
-	if err := writeFileAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
+	if err := fileutil.WriteAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
 		_ = ln.Close()
 		_ = rt.Close()
 		return err
@@ -484,25 +485,4 @@ func createExclusive(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeFileAtomic replaces path with data through a temporary file and a rename.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

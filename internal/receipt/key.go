@@ -5,12 +5,12 @@ import (
 	"crypto"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/fileutil"
 )
 
 // LoadOrCreateSigner loads the Ed25519 key at keyPath that signs a log's checkpoints, creating
@@ -35,29 +35,9 @@ func LoadOrCreateSigner(keyPath, pubPath string) (signature.SignerVerifier, erro
 		return nil, err
 	}
 	if old, err := os.ReadFile(pubPath); err != nil || !bytes.Equal(old, pem) {
-		if err := writeFileAtomic(pubPath, pem, 0o644); err != nil {
+		if err := fileutil.WriteAtomic(pubPath, pem, 0o644); err != nil {
 			return nil, fmt.Errorf("receipt public key %s: %w", pubPath, err)
 		}
 	}
 	return sv, nil
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -1,0 +1,29 @@
+// Package fileutil holds small file helpers shared by actgate's commands and packages.
+package fileutil
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// WriteAtomic replaces path with data (mode) through a temporary file in the same directory and
+// a rename, so that a reader sees the old content or the new, never a part.
+func WriteAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
