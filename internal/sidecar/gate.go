@@ -356,7 +356,7 @@ func (g *Gate) invokeDispatch(ctx context.Context, cand *act.Candidate, server s
 			recorded = nil // as the journal keeps it
 		}
 		g.retries.add(actionKey{rec.ActionDigest, rec.Upstream}, settledDispatch{
-			actID: rec.ActID, operationID: rec.OperationID, state: state,
+			actID: rec.ActID, operationID: rec.OperationID, authorityID: rec.AuthorityID, state: state,
 			result: append(json.RawMessage(nil), recorded...), expires: ad.expires,
 		}, g.now())
 	}
@@ -393,7 +393,7 @@ func (g *Gate) replay(cand *act.Candidate, session, dest string) (sink.Result, b
 	g.log.V(1).Info("Retry answered from the journal", "act", d.actID, "operation", d.operationID,
 		"actionDigest", cand.ActionDigest(), "state", d.state)
 	r := g.receiptFor(cand, g.serverOf(dest), "", receipt.DecisionOutcome, "")
-	r.Code, r.ActID, r.OperationID, r.State = sink.ReceiptCodeReplayed, d.actID, d.operationID, string(d.state)
+	r.Code, r.ActID, r.AuthorityID, r.OperationID, r.State = sink.ReceiptCodeReplayed, d.actID, d.authorityID, d.operationID, string(d.state)
 	if err := g.appendReceipt(r); err != nil {
 		g.log.Error(err, "Receipt append failed", "act", d.actID, "operation", d.operationID)
 	}

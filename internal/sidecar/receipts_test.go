@@ -66,7 +66,8 @@ func TestReceipts(t *testing.T) {
 			op = c.OperationID
 		}
 	}
-	if rs[1].AuthorityID != f.stub.consumes[0].AuthorityID || rs[1].OperationID != op || rs[2].OperationID != op {
+	if rs[1].AuthorityID != f.stub.consumes[0].AuthorityID || rs[1].OperationID != op || rs[2].OperationID != op ||
+		rs[3].AuthorityID != rs[1].AuthorityID || rs[3].OperationID != op {
 		t.Errorf("permit receipts name authority %s operation %s/%s; consumed %s, upstream got %s",
 			rs[1].AuthorityID, rs[1].OperationID, rs[2].OperationID, f.stub.consumes[0].AuthorityID, op)
 	}

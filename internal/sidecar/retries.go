@@ -29,10 +29,10 @@ type retries struct {
 
 // settledDispatch is one dispatch with an authoritative outcome.
 type settledDispatch struct {
-	actID, operationID string
-	state              journal.State
-	result             json.RawMessage
-	expires            time.Time // the consumed authority's expiry: the retry window
+	actID, operationID, authorityID string
+	state                           journal.State
+	result                          json.RawMessage
+	expires                         time.Time // the consumed authority's expiry: the retry window
 }
 
 const minRetrySweep = 1024

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -40,9 +42,11 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/internal/sidecar"
+	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/webhook"
 )
@@ -911,6 +915,43 @@ func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act
 	if rec.State != journal.StateExecuted || rec.AuthorityID != granted.Status.AuthorityRef.Name || rec.ActionDigest != string(granted.Spec.ActionDigest) ||
 		len(rec.History) == 0 || rec.History[0].To != journal.StateDispatchPending {
 		t.Fatalf("journal record %+v", rec)
+	}
+	// The sidecar's receipt log beside the journal verifies with the key it wrote there, and
+	// holds, under the same authority, the dispatch's allow, its EXECUTED outcome and the
+	// same-session replay answered from the journal (step 3), which invoked nothing.
+	pemBytes, err := os.ReadFile(filepath.Join(dir, sidecar.ReceiptPubFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := receipt.NewVerifier(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, err := os.ReadFile(filepath.Join(dir, sidecar.ReceiptsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := receipt.Verify(bytes.NewReader(logBytes), v); err != nil {
+		t.Fatalf("the sidecar's receipt log does not verify: %v", err)
+	}
+	var decisions []string
+	for _, line := range strings.Split(strings.TrimSpace(string(logBytes)), "\n") {
+		var r receipt.Receipt
+		if json.Unmarshal([]byte(line), &r) != nil || r.OperationID != opID {
+			continue
+		}
+		if r.AuthorityID != rec.AuthorityID {
+			t.Errorf("receipt %s names authority %s, the journal %s", r.Decision, r.AuthorityID, rec.AuthorityID)
+		}
+		decisions = append(decisions, strings.TrimSpace(r.Decision+" "+r.State+" "+r.Code))
+	}
+	executed := receipt.DecisionOutcome + " " + string(journal.StateExecuted)
+	if want := []string{receipt.DecisionAllow, executed, executed + " " + sink.ReceiptCodeReplayed}; !slices.Equal(decisions, want) {
+		t.Errorf("receipts of operation %s: %q, want %q", opID, decisions, want)
 	}
 }
 
