@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
@@ -107,11 +106,7 @@ func loadVerifyKey(path string) (signature.Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
-	if err != nil {
-		return nil, usageError("--key %s: not a PEM public key: %v", path, err)
-	}
-	v, err := receipt.NewVerifier(pub)
+	v, err := receipt.NewVerifierPEM(pemBytes)
 	if err != nil {
 		return nil, usageError("--key %s: %v", path, err)
 	}

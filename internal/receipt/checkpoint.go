@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/actgate/actgate/internal/jcs"
@@ -155,4 +156,14 @@ func NewVerifier(pub crypto.PublicKey) (signature.Verifier, error) {
 		return nil, fmt.Errorf("%w: loading verifier: %v", ErrInvalid, err)
 	}
 	return v, nil
+}
+
+// NewVerifierPEM is NewVerifier for a PEM-encoded public key (the receipts.pub.pem a gate or a
+// sidecar writes beside its log).
+func NewVerifierPEM(pemBytes []byte) (signature.Verifier, error) {
+	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a PEM public key: %v", ErrInvalid, err)
+	}
+	return NewVerifier(pub)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -314,5 +315,35 @@ func TestVerifyBadInput(t *testing.T) {
 	}
 	if _, err := Verify(iotest.ErrReader(errors.New("disk")), sv); err == nil || ProblemsOf(err) != nil {
 		t.Fatalf("read error: %v", err)
+	}
+}
+
+// TestNewVerifierPEM: the public key a log's owner writes beside it loads; anything else is
+// ErrInvalid.
+func TestNewVerifierPEM(t *testing.T) {
+	dir := t.TempDir()
+	sv, err := LoadOrCreateSigner(dir+"/receipts.key", dir+"/receipts.pub.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile(dir + "/receipts.pub.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifierPEM(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := sv.SignMessage(strings.NewReader("checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.VerifySignature(bytes.NewReader(sig), strings.NewReader("checkpoint")); err != nil {
+		t.Fatalf("the loaded key does not verify its signer's signature: %v", err)
+	}
+	for _, bad := range []string{"", "not pem", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"} {
+		if _, err := NewVerifierPEM([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewVerifierPEM(%q): %v, want ErrInvalid", bad, err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -518,11 +516,7 @@ func (f *fixture) receipts() []receipt.Receipt {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	pk, err := cryptoutils.UnmarshalPEMToPublicKey(pub)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	v, err := signature.LoadVerifier(pk, crypto.SHA256)
+	v, err := receipt.NewVerifierPEM(pub)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -923,11 +922,7 @@ func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := receipt.NewVerifier(pub)
+	v, err := receipt.NewVerifierPEM(pemBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

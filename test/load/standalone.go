@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
-
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/gateconfig"
@@ -192,13 +190,9 @@ func verifyReceipts(logPath, pubPath string) *ReceiptCheck {
 	if err != nil {
 		return &ReceiptCheck{Err: err}
 	}
-	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	v, err := receipt.NewVerifierPEM(pemBytes)
 	if err != nil {
 		return &ReceiptCheck{Err: fmt.Errorf("%s: %w", pubPath, err)}
-	}
-	v, err := receipt.NewVerifier(pub)
-	if err != nil {
-		return &ReceiptCheck{Err: err}
 	}
 	b, err := os.ReadFile(logPath)
 	if err != nil {
