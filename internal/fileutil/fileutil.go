@@ -2,8 +2,10 @@
 package fileutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteAtomic replaces path with data (mode) through a temporary file in the same directory and
@@ -26,4 +28,19 @@ func WriteAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// ReadToken reads a token or credential file: its content without surrounding whitespace. An
+// empty file is an error (no caller should present an empty bearer token). Callers read it anew
+// on each use where the file rotates (projected service-account tokens, mounted Secrets).
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return t, nil
 }

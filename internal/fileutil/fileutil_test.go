@@ -30,3 +30,27 @@ func TestWriteAtomic(t *testing.T) {
 		t.Fatal("no error for a missing directory")
 	}
 }
+
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content, want string
+		ok                  bool
+	}{
+		{"trimmed", " tok-1\n", "tok-1", true},
+		{"empty", "", "", false},
+		{"only whitespace", " \r\n\t", "", false},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadToken(p)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%s: ReadToken = %q, %v; want %q (ok %v)", tc.name, got, err, tc.want, tc.ok)
+		}
+	}
+	if _, err := ReadToken(filepath.Join(dir, "missing")); err == nil {
+		t.Error("no error for a missing file")
+	}
+}

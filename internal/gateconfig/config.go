@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/strictyaml"
 )
@@ -346,23 +347,10 @@ func (u Upstream) Credential() (func(context.Context) (string, error), error) {
 		return nil, nil
 	}
 	file := u.BearerTokenFile
-	if _, err := readToken(file); err != nil {
+	if _, err := fileutil.ReadToken(file); err != nil {
 		return nil, err
 	}
-	return func(context.Context) (string, error) { return readToken(file) }, nil
-}
-
-// readToken reads a token file: its content without surrounding whitespace, never empty.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
+	return func(context.Context) (string, error) { return fileutil.ReadToken(file) }, nil
 }
 
 // Principal reports whether name is a configured principal.

@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/actgate/actgate/internal/fileutil"
 )
 
 // ErrUnavailable wraps every error of Client.Do: the service could not be asked or its answer
@@ -35,17 +36,7 @@ type Client struct {
 
 // TokenFile returns a Token function reading a projected service-account token file.
 func TokenFile(path string) func() (string, error) {
-	return func() (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", err
-		}
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return "", fmt.Errorf("token file %s is empty", path)
-		}
-		return t, nil
-	}
+	return func() (string, error) { return fileutil.ReadToken(path) }
 }
 
 // NewUID returns a random request uid.

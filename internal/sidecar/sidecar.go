@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/receipt"
@@ -343,17 +344,7 @@ func loadPool(path string, withSystem bool) (*x509.CertPool, error) {
 
 // credentialFile reads a bearer token from path on every call.
 func credentialFile(path string) func(context.Context) (string, error) {
-	return func(context.Context) (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", err
-		}
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return "", fmt.Errorf("%s is empty", path)
-		}
-		return t, nil
-	}
+	return func(context.Context) (string, error) { return fileutil.ReadToken(path) }
 }
 
 // Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz.
