@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,31 +15,14 @@ import (
 	"github.com/actgate/actgate/internal/console/consoletest"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/test/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startConsole runs `actgate console` with args against g until the test ends, and returns
 // the URL it prints.
 func startConsole(t *testing.T, g *testGate, args ...string) string {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	root := newRootCmd(streams{in: strings.NewReader(""), out: &out, err: &errb})
 	root.SetArgs(append([]string{"console", "--data-dir", g.cfg.DataDir}, args...))
 	ctx, cancel := context.WithCancel(context.Background())

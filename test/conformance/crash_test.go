@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // buildActgate builds cmd/actgate with the failpoints tag into a temp dir.
@@ -42,28 +42,10 @@ func buildActgateTags(t testing.TB, tags string) string {
 	return bin
 }
 
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // serveProcess is one `actgate serve` process.
 type serveProcess struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testutil.Buffer
 	base   string
 	done   chan struct{}
 	err    error
@@ -82,10 +64,10 @@ func startServeArgs(t testing.TB, bin string, args []string, cfg *gateconfig.Con
 	t.Helper()
 	endpoint := cfg.Path(gateconfig.EndpointFile)
 	_ = os.Remove(endpoint) // a killed process leaves its own behind
-	p := &serveProcess{stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &serveProcess{stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = &lockedBuffer{}
+	p.cmd.Stdout = &testutil.Buffer{}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,18 +60,6 @@ type proc struct {
 	err  error
 }
 
-// lockedFile serialises writes of stdout and stderr into one file.
-type lockedFile struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (l *lockedFile) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Write(b)
-}
-
 // start runs bin with args and env; it is stopped with SIGTERM (then killed after 15 s) when
 // the test ends, before the API server stops (cleanups run last-registered first).
 func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
@@ -82,10 +69,11 @@ func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &lockedFile{f: f}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = w, w
+	// Both to the file itself: exec connects it to the child directly, and the kernel
+	// serialises the two streams' writes.
+	cmd.Stdout, cmd.Stderr = f, f
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // Tools of testdata/actgate.yaml.
@@ -35,24 +35,6 @@ const (
 	hotTool       = "search"        // hot path: nothing consumed
 	ticketArgs    = `{"title":"rotate the keys"}`
 )
-
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // standalone is one gate's configuration and data dir; each start is a new `actgate serve`
 // process over the same data.
@@ -84,7 +66,7 @@ func newStandalone(t *testing.T, url string, callTimeout time.Duration) *standal
 // serveProcess is one `actgate serve` process.
 type serveProcess struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testutil.Buffer
 	base   string
 	done   chan struct{}
 	err    error
@@ -95,10 +77,10 @@ func (s *standalone) start(t *testing.T, env ...string) *serveProcess {
 	t.Helper()
 	endpoint := s.cfg.Path(gateconfig.EndpointFile)
 	_ = os.Remove(endpoint) // a killed process leaves its own behind
-	p := &serveProcess{stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &serveProcess{stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(actgateBin, "serve", "--verbose", "--config", s.cfgFile)
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = &lockedBuffer{}
+	p.cmd.Stdout = &testutil.Buffer{}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,7 @@ import (
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/internal/sidecar"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // The Kubernetes rig (doc.go, "The sidecar path"): envtest's API server behind apiFaults,
@@ -343,7 +344,7 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 // proc is one actgate process with its output.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *testutil.Buffer
 	done   chan struct{}
 	err    error
 	addrRE *regexp.Regexp
@@ -351,7 +352,7 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, addrRE string, args ...string) *proc {
 	t.Helper()
-	p := &proc{out: &lockedBuffer{}, done: make(chan struct{}), addrRE: regexp.MustCompile(addrRE)}
+	p := &proc{out: &testutil.Buffer{}, done: make(chan struct{}), addrRE: regexp.MustCompile(addrRE)}
 	p.cmd = exec.Command(actgateBin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -41,18 +40,6 @@ type proc struct {
 	err  error
 }
 
-// lockedWriter serialises the process's stdout and stderr into one file.
-type lockedWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Write(b)
-}
-
 // startProc runs bin with args; its output goes to dir/name.log.
 func startProc(name, dir, bin string, env []string, args ...string) (*proc, error) {
 	logPath := filepath.Join(dir, name+".log")
@@ -60,10 +47,11 @@ func startProc(name, dir, bin string, env []string, args ...string) (*proc, erro
 	if err != nil {
 		return nil, err
 	}
-	w := &lockedWriter{f: f}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = w, w
+	// Both to the file itself: exec connects it to the child directly, and the kernel
+	// serialises the two streams' writes.
+	cmd.Stdout, cmd.Stderr = f, f
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()

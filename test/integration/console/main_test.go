@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/webhook"
 	"github.com/actgate/actgate/webhook/inject"
 )
@@ -151,24 +151,6 @@ func pluginEnv(env *envtest.Env, pluginDir, kubeconfig string) []string {
 	return out
 }
 
-// lockedBuffer collects a process's stderr for the failure message.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startConsole runs `kubectl actgate console` through the real kubectl as the user of
 // kubeconfig until the test ends, and returns the URL it prints.
 func startConsole(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, args ...string) string {
@@ -180,7 +162,7 @@ func startConsole(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
