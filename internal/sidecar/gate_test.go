@@ -330,8 +330,9 @@ func TestTokenReadEachCall(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
 	path := writeFile(t, dir, "token", []byte("first\n"))
-	g, err := NewGate(Options{Review: f.stub.client(review.TokenFile(path)), Verifier: f.stub.signer.Verifier(), Journal: f.store,
-		Namespace: testNS, SinkID: testSink, Servers: []Server{{Name: "payments", URL: f.up.URL}}})
+	o := f.options()
+	o.Review, o.ReviewTimeout = f.stub.client(review.TokenFile(path)), 0
+	g, err := NewGate(o)
 	if err != nil {
 		t.Fatal(err)
 	}

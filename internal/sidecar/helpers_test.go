@@ -397,11 +397,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.log.Close() })
-	f.gate, err = NewGate(Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: up.URL}}, ReviewTimeout: time.Second, Receipts: f.log,
-	})
+	f.gate, err = NewGate(f.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +417,17 @@ func newFixture(t testing.TB) *fixture {
 		f.srv.Close()
 	})
 	return f
+}
+
+// options are the fixture gate's Options: the stub service with the test token, its signer's
+// keys, the fixture's journal and receipt log, the upstream as server "payments". A test that
+// needs another gate on the same parts changes a copy.
+func (f *fixture) options() Options {
+	return Options{
+		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
+		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
+		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Receipts: f.log,
+	}
 }
 
 // agent connects a real MCP client (the SDK's) to the sidecar.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr/funcr"
 
@@ -25,11 +24,9 @@ func TestLogsCarryDigestsNotArguments(t *testing.T) {
 		lines = append(lines, obj)
 		mu.Unlock()
 	}, funcr.Options{Verbosity: 10})
-	g, err := NewGate(Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Log: logger,
-	})
+	o := f.options()
+	o.Log = logger
+	g, err := NewGate(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -56,11 +55,9 @@ func TestObserverMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGate(Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Observer: m,
-	})
+	o := f.options()
+	o.Observer = m
+	g, err := NewGate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +115,9 @@ func TestObserverSeesHostLoopEnforce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGate(Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Observer: m,
-	})
+	o := f.options()
+	o.Observer = m
+	g, err := NewGate(o)
 	if err != nil {
 		t.Fatal(err)
 	}

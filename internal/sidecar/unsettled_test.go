@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -37,11 +36,7 @@ func TestUnsettledActionNotRedispatched(t *testing.T) {
 	if !errors.Is(err, sink.ErrUpstream) || res.State != journal.StateIndeterminate || invoked != 1 || f.stub.consumeCount() != 1 {
 		t.Fatalf("first call: %+v %v, invoked %d, consumes %d", res, err, invoked, f.stub.consumeCount())
 	}
-	restarted, err := NewGate(Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
-		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second,
-	})
+	restarted, err := NewGate(f.options())
 	if err != nil {
 		t.Fatal(err)
 	}
