@@ -17,7 +17,6 @@ import (
 
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
-	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
 // logBuffer is a bytes.Buffer safe for the logger's writes and the test's read.
@@ -42,16 +41,7 @@ func (s *logBuffer) String() string {
 // MCP endpoint are counted on /metrics (internal/metrics), and the gate's log at full verbosity
 // carries act ids and digests but never an argument value.
 func TestServeMetricsAndLogs(t *testing.T) {
-	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = up.Close() })
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "finance.token")
-	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	up, dir, tok := countingDemoUpstream(t)
 	metricsAddr := freeAddr(t)
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	doc := string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)) + "metrics:\n  address: " + metricsAddr + "\n"

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy"
-	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
 // TestServeNotifications: `actgate serve` with a notifications section announces an escalated
@@ -34,15 +33,9 @@ func TestServeNotifications(t *testing.T) {
 	}))
 	t.Cleanup(recv.Close)
 
-	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = up.Close() })
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "finance.token")
+	up, dir, tok := countingDemoUpstream(t)
 	headers := filepath.Join(dir, "hook.headers")
-	for p, c := range map[string]string{tok: "tok\n", headers: "Authorization: Bearer hook-5ec\n"} {
+	for p, c := range map[string]string{headers: "Authorization: Bearer hook-5ec\n"} {
 		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -85,16 +78,7 @@ func TestServeNotifications(t *testing.T) {
 // moment of a class spec.elicitation lists is offered to an MCP client that declared
 // elicitation, and the answer resolves it as the principal; the chosen call then runs once.
 func TestServeElicitation(t *testing.T) {
-	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = up.Close() })
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "finance.token")
-	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	up, dir, _ := countingDemoUpstream(t)
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	doc := `listen: 127.0.0.1:0
 dataDir: data

@@ -33,18 +33,26 @@ type testGate struct {
 	stop    func()
 }
 
-func startTestGate(t *testing.T) *testGate {
+// countingDemoUpstream starts a counting upstream with the demo policy's tools and writes the finance
+// server's token file into a fresh directory: what demoConfig(up.URL, …, tok) needs.
+func countingDemoUpstream(t *testing.T) (up *mcptest.Server, dir, tok string) {
 	t.Helper()
 	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}, {Name: "send_payment"}, {Name: "email_send"}}, mcptest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "finance.token")
+	dir = t.TempDir()
+	tok = filepath.Join(dir, "finance.token")
 	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return up, dir, tok
+}
+
+func startTestGate(t *testing.T) *testGate {
+	t.Helper()
+	up, dir, tok := countingDemoUpstream(t)
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	doc := strings.Replace(string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)), "- name: alice\n", "- name: alice\n- name: bob\n", 1)
 	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
