@@ -322,11 +322,7 @@ func (g *Gate) mapping(session, agent, server string, prov act.SourceType) act.M
 // audit mode): nothing to consume, nothing journaled (as internal/sink's hot path).
 func (g *Gate) invokeHot(ctx context.Context, cand *act.Candidate, server string, ad admission, inv sink.Invoker) (sink.Result, error) {
 	opID := journal.NewOperationID()
-	if err := g.receiptHot(cand, server, ad, opID); err != nil {
-		// No record of the decision, no dispatch (fail closed), as internal/sink.
-		g.log.Error(err, "Receipt append failed; not invoking", "act", cand.Act.CandidateActID)
-		res := refusal(ef.EFStoreUnavailable, "")
-		res.ActID = cand.Act.CandidateActID
+	if res, ok := g.receiptHot(cand, server, ad, opID); !ok {
 		return res, nil
 	}
 	out, ierr := inv(ctx, opID)

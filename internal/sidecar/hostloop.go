@@ -304,10 +304,7 @@ func (g *Gate) enforce(ctx context.Context, agent string, r EnforceRequest, obs 
 	case ad.rec == nil:
 		// The host invokes after this answer: the allow is in the log first (receipts.go). The
 		// hot path has no operation of its own here; the act id names the decision.
-		if err := g.receiptHot(cand, server, ad, ""); err != nil {
-			g.log.Error(err, "Receipt append failed; not allowing", "act", cand.Act.CandidateActID)
-			res := refusal(ef.EFStoreUnavailable, "")
-			res.ActID = cand.Act.CandidateActID
+		if res, ok := g.receiptHot(cand, server, ad, ""); !ok {
 			dec = decisionOf(res, admission{})
 			break
 		}

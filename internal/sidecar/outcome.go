@@ -52,7 +52,7 @@ func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr er
 		return journal.StateIndeterminate, fmt.Errorf("sidecar: recording outcome %s of %s: %w", to, rec.OperationID, err)
 	}
 	g.report(out2)
-	g.receiptOutcome(out2, "")
+	g.receiptOutcome(out2)
 	return to, nil
 }
 
@@ -169,7 +169,7 @@ func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOut
 	g.log.Info("Dispatch outcome reported by the host loop", "act", out.ActID, "authority", out.AuthorityID,
 		"operation", out.OperationID, "actionDigest", out.ActionDigest, "state", out.State)
 	g.report(out)
-	g.receiptOutcome(out, "")
+	g.receiptOutcome(out)
 	return out, nil
 }
 

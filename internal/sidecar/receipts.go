@@ -55,16 +55,24 @@ func (g *Gate) receiptRefusal(cand *act.Candidate, server string, class act.Cons
 	}
 }
 
-// receiptHot appends the allow of a hot-path call before it is invoked; an error means the
-// call must not be invoked.
-func (g *Gate) receiptHot(cand *act.Candidate, server string, ad admission, opID string) error {
+// receiptHot appends the allow of a hot-path call before it is invoked. If that fails the call
+// must not be invoked: no record of the decision, no dispatch (fail closed, as internal/sink);
+// it returns the refusal to give.
+func (g *Gate) receiptHot(cand *act.Candidate, server string, ad admission, opID string) (sink.Result, bool) {
 	d := receipt.DecisionAllow
 	if ad.audit && ad.auditCode != "" {
 		d = receipt.DecisionAuditAllow
 	}
 	r := g.receiptFor(cand, server, ad.class, d, ad.auditCode)
 	r.OperationID = opID
-	return g.appendReceipt(r)
+	err := g.appendReceipt(r)
+	if err == nil {
+		return sink.Result{}, true
+	}
+	g.log.Error(err, "Receipt append failed; not invoking", "act", cand.Act.CandidateActID)
+	res := refusal(ef.EFStoreUnavailable, "")
+	res.ActID = cand.Act.CandidateActID
+	return res, false
 }
 
 // receiptDispatch makes the allow of a dispatch durable before it is invoked. On failure it
@@ -100,15 +108,14 @@ func (g *Gate) receiptDispatch(ctx context.Context, cand *act.Candidate, server 
 	return res, false
 }
 
-// receiptOutcome appends the outcome of a dispatch, or with code sink.ReceiptCodeReplayed the
-// answer to a retry of it (best effort).
-func (g *Gate) receiptOutcome(rec journal.DispatchRecord, code string) {
+// receiptOutcome appends the outcome of a dispatch (best effort).
+func (g *Gate) receiptOutcome(rec journal.DispatchRecord) {
 	if g.receipts == nil {
 		return
 	}
 	r := receipt.Receipt{
 		Time: g.now().UTC(), ActID: rec.ActID, Tool: rec.Tool, Server: g.serverOf(rec.Upstream),
-		Decision: receipt.DecisionOutcome, Code: code, ArgumentsDigest: rec.ArgumentsDigest,
+		Decision: receipt.DecisionOutcome, ArgumentsDigest: rec.ArgumentsDigest,
 		ActionDigest: rec.ActionDigest, AuthorityID: rec.AuthorityID, OperationID: rec.OperationID,
 		State: string(rec.State),
 	}
