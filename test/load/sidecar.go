@@ -291,24 +291,10 @@ type k8sPrincipal struct {
 
 func (k *k8sPrincipal) resolve(ctx context.Context, momentID, _, tool string, args json.RawMessage) error {
 	m := &v1alpha1.BindingMoment{}
-	// The authority service creates the BindingMoment before it answers the escalation, so a
-	// read should find it at once. One CI run saw NotFound here (not reproduced in later runs);
-	// read again for a short while so that a late read is not reported as a broken world, and
-	// say so when it happens.
-	var err error
-	try := 0
-	for ; ; try++ {
-		err = k.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: momentID}, m)
-		if !apierrors.IsNotFound(err) || try == 30 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
+	// The authority service creates the BindingMoment before it answers the escalation, and
+	// this read is a quorum read (the client has no cache), so it finds it.
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: momentID}, m); err != nil {
 		return fmt.Errorf("BindingMoment %s: %w", momentID, err)
-	}
-	if try > 0 {
-		fmt.Fprintf(os.Stderr, "load: BindingMoment %s/%s was found only at read %d after the escalation named it\n", k.ns, momentID, try+1)
 	}
 	idx, err := optionFor(m, tool, args)
 	if err != nil {
