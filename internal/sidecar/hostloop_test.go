@@ -10,6 +10,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 func decode[T any](t *testing.T, b []byte) T {
@@ -51,7 +52,7 @@ func TestEnforceThenComplete(t *testing.T) {
 				t.Fatalf("complete: HTTP %d %s", status, body)
 			}
 			rec, _ = f.store.Record(context.Background(), d.OperationID)
-			if rec.State != journal.StateExecuted || string(rec.Result) != `{"paid":true}` || rec.EvidenceDigest != evidenceDigest([]byte(`{"paid":true}`)) {
+			if rec.State != journal.StateExecuted || string(rec.Result) != `{"paid":true}` || rec.EvidenceDigest != sink.EvidenceDigest([]byte(`{"paid":true}`)) {
 				t.Fatalf("journal after complete: %+v", rec)
 			}
 			// The outcome is reported for the Act with the journal's evidence, never the result.

@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -29,18 +27,18 @@ func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr er
 	case out.Outcome == sink.OutcomeNotSent:
 		to = journal.StateFailed
 		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonNotSent,
-			EvidenceDigest: evidenceDigest([]byte("not_sent:" + rec.OperationID))}
+			EvidenceDigest: sink.EvidenceDigest([]byte("not_sent:" + rec.OperationID))}
 	case ierr == nil && out.Outcome == sink.OutcomeExecuted:
 		to = journal.StateExecuted
-		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamExecuted, EvidenceDigest: evidenceDigest(out.Result)}
+		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamExecuted, EvidenceDigest: sink.EvidenceDigest(out.Result)}
 	case ierr == nil && out.Outcome == sink.OutcomeFailed:
 		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamFailed, EvidenceDigest: evidenceDigest(out.Result)}
+		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamFailed, EvidenceDigest: sink.EvidenceDigest(out.Result)}
 	default:
 		to = journal.StateIndeterminate
 		o = journal.Outcome{Reason: sink.ReasonUpstreamUnknown}
 		if len(out.Result) > 0 {
-			o.EvidenceDigest = evidenceDigest(out.Result)
+			o.EvidenceDigest = sink.EvidenceDigest(out.Result)
 		}
 	}
 	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
@@ -146,10 +144,10 @@ func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOut
 	switch outcome {
 	case HostExecuted:
 		to = journal.StateExecuted
-		o = journal.Outcome{Authoritative: true, Reason: ReasonHostExecuted, EvidenceDigest: evidenceDigest(result)}
+		o = journal.Outcome{Authoritative: true, Reason: ReasonHostExecuted, EvidenceDigest: sink.EvidenceDigest(result)}
 	case HostFailed:
 		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: ReasonHostFailed, EvidenceDigest: evidenceDigest(result)}
+		o = journal.Outcome{Authoritative: true, Reason: ReasonHostFailed, EvidenceDigest: sink.EvidenceDigest(result)}
 	case HostIndeterminate:
 		to = journal.StateIndeterminate
 		o = journal.Outcome{Reason: ReasonHostUnknown}
@@ -171,11 +169,6 @@ func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOut
 	g.report(out)
 	g.receiptOutcome(out)
 	return out, nil
-}
-
-func evidenceDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // clip bounds an untrusted string for errors and logs.

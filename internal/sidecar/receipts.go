@@ -89,10 +89,7 @@ func (g *Gate) receiptDispatch(ctx context.Context, cand *act.Candidate, server 
 		return sink.Result{}, true
 	}
 	g.log.Error(err, "Durable receipt failed; not invoking", "act", rec.ActID, "operation", rec.OperationID)
-	if settled, err := g.transition(rec.OperationID, journal.StateFailed, journal.Outcome{
-		Authoritative: true, EvidenceDigest: evidenceDigest([]byte("not_dispatched:" + rec.OperationID)),
-		Reason: sink.ReasonNotDispatched,
-	}); err != nil {
+	if settled, err := g.transition(rec.OperationID, journal.StateFailed, sink.NotDispatchedOutcome(rec.OperationID)); err != nil {
 		// It stays DISPATCH_PENDING: INDETERMINATE at the next start, refused until reconciled.
 		g.log.Error(err, "Could not settle an undispatched record", "operation", rec.OperationID)
 	} else {

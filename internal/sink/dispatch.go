@@ -2,8 +2,6 @@ package sink
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
 )
 
@@ -227,8 +226,17 @@ func (g *gate) recover(ctx context.Context) error {
 	return nil
 }
 
-// evidenceDigest is the journal's evidence digest of an outcome: SHA-256 of the bytes.
-func evidenceDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+// EvidenceDigest is the journal's evidence digest of an outcome: "sha256:" and the hex SHA-256
+// of the bytes (jcs.Digest). The sidecar's journal uses it too.
+func EvidenceDigest(b []byte) string { return jcs.Digest(b) }
+
+// NotDispatchedOutcome settles a DISPATCH_PENDING record FAILED when its act was never sent
+// (the durable receipt could not be written): authoritative, because the sink is the only path
+// to the upstream and did not take it.
+func NotDispatchedOutcome(operationID string) journal.Outcome {
+	return journal.Outcome{
+		Authoritative:  true,
+		EvidenceDigest: EvidenceDigest([]byte("not_dispatched:" + operationID)),
+		Reason:         ReasonNotDispatched,
+	}
 }

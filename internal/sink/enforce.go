@@ -261,11 +261,7 @@ func (g *gate) settleUndispatched(rec journal.DispatchRecord) {
 	if err != nil || cur.State != journal.StateDispatchPending {
 		return
 	}
-	if _, err := g.journal.Transition(ctx, rec.OperationID, journal.StateFailed, journal.Outcome{
-		Authoritative:  true,
-		EvidenceDigest: evidenceDigest([]byte("not_dispatched:" + rec.OperationID)),
-		Reason:         ReasonNotDispatched,
-	}); err != nil {
+	if _, err := g.journal.Transition(ctx, rec.OperationID, journal.StateFailed, NotDispatchedOutcome(rec.OperationID)); err != nil {
 		g.log.Error(err, "could not settle an undispatched record", "operation", rec.OperationID)
 	}
 }

@@ -565,18 +565,18 @@ func (g *gate) complete(rec journal.DispatchRecord, out InvokeResult, ierr error
 	case out.Outcome == OutcomeNotSent:
 		to = journal.StateFailed
 		o = journal.Outcome{Authoritative: true, Reason: ReasonNotSent,
-			EvidenceDigest: evidenceDigest([]byte("not_sent:" + rec.OperationID))}
+			EvidenceDigest: EvidenceDigest([]byte("not_sent:" + rec.OperationID))}
 	case ierr == nil && out.Outcome == OutcomeExecuted:
 		to = journal.StateExecuted
-		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamExecuted, EvidenceDigest: evidenceDigest(out.Result)}
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamExecuted, EvidenceDigest: EvidenceDigest(out.Result)}
 	case ierr == nil && out.Outcome == OutcomeFailed:
 		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: evidenceDigest(out.Result)}
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: EvidenceDigest(out.Result)}
 	default:
 		to = journal.StateIndeterminate
 		o = journal.Outcome{Reason: ReasonUpstreamUnknown}
 		if len(out.Result) > 0 {
-			o.EvidenceDigest = evidenceDigest(out.Result)
+			o.EvidenceDigest = EvidenceDigest(out.Result)
 		}
 	}
 	var result json.RawMessage

@@ -439,7 +439,7 @@ func TestReconciledOutcomeIsReplayed(t *testing.T) {
 	result := []byte(`{"content":[{"type":"text","text":"ticket 7 exists"}]}`)
 	if _, err := f.store.Reconcile(context.Background(), rec.OperationID, journal.Reconciliation{
 		Authenticated: true, OperationID: rec.OperationID, ActionDigest: rec.ActionDigest, Upstream: rec.Upstream,
-		Outcome: journal.StateExecuted, EvidenceDigest: evidenceDigest(result), Result: result,
+		Outcome: journal.StateExecuted, EvidenceDigest: EvidenceDigest(result), Result: result,
 	}); err != nil {
 		t.Fatal(err)
 	}

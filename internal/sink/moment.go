@@ -821,7 +821,7 @@ func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool,
 	}
 	evidence := make([]aeb.Evidence, 0, len(voters))
 	for _, p := range voters {
-		unit := evidenceDigest([]byte(m.env.Digest() + "\x00" + p + "\x00" + opt.actionDigest))
+		unit := EvidenceDigest([]byte(m.env.Digest() + "\x00" + p + "\x00" + opt.actionDigest))
 		evidence = append(evidence, aeb.Evidence{
 			WrapperDigest:      unit,
 			NativeReplayUnit:   unit,
@@ -846,7 +846,7 @@ func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool,
 // digest, destination and sink (internal/aeb doc: "NormalizedActionDigest").
 func normalizedAction(o momentOption, sinkID string) string {
 	b, _ := json.Marshal([]string{"actgate.normalized-action.1", o.tool, o.argsDigest, o.destination, sinkID})
-	return evidenceDigest(b)
+	return EvidenceDigest(b)
 }
 
 // aebID spells an identity in the AEB identifier syntax: as is when it fits, else a digest of
