@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -46,11 +48,19 @@ type bridge struct {
 	ss   *mcp.ServerSession
 	info *mcp.Implementation
 	caps *mcp.ClientCapabilities
+	// version is the protocol version negotiated with the agent.
+	version string
 
 	mu     sync.Mutex
 	cs     *mcp.ClientSession
 	send   mcp.MethodHandler // the upstream client's own sending handler
 	closed bool
+	// idle closes the agent session after Config.SessionTimeout without a request in flight
+	// (nil: never). The proxy keeps this timer rather than the SDK's handler because the
+	// direct tools/call path (agentcall.go) does not pass through the SDK's handler.
+	idle     *time.Timer
+	active   int                     // requests in flight, either path
+	inflight map[jsonrpc.ID]struct{} // ids of direct-path calls in flight
 }
 
 func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams) *bridge {
@@ -68,6 +78,56 @@ func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams) *b
 		b.info = &mcp.Implementation{Name: "actgate-agent", Version: "unknown"}
 	}
 	return b
+}
+
+// startIdle arms the session's idle timeout, if the proxy has one.
+func (b *bridge) startIdle() {
+	d := b.p.cfg.SessionTimeout
+	if d <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.idle == nil && !b.closed {
+		b.idle = time.AfterFunc(d, func() {
+			b.p.log.V(1).Info("Agent session closed after being idle", "session", b.ss.ID(), "timeout", d.String())
+			_ = b.ss.Close()
+		})
+	}
+}
+
+// begin records a request in flight on the session (pausing its idle timeout) and, for a valid
+// id, that a call with this id is in flight; it returns false, recording nothing, when one is.
+func (b *bridge) begin(id jsonrpc.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id.IsValid() {
+		if _, dup := b.inflight[id]; dup {
+			return false
+		}
+		if b.inflight == nil {
+			b.inflight = make(map[jsonrpc.ID]struct{})
+		}
+		b.inflight[id] = struct{}{}
+	}
+	b.active++
+	if b.idle != nil {
+		b.idle.Stop()
+	}
+	return true
+}
+
+// end is begin's counterpart: the idle timeout restarts when nothing is in flight.
+func (b *bridge) end(id jsonrpc.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id.IsValid() {
+		delete(b.inflight, id)
+	}
+	b.active--
+	if b.active == 0 && b.idle != nil && !b.closed {
+		b.idle.Reset(b.p.cfg.SessionTimeout)
+	}
 }
 
 // upstream returns the open upstream session, opening one if there is none (first use, or
@@ -113,6 +173,9 @@ func (b *bridge) drop(cs *mcp.ClientSession) {
 func (b *bridge) close() {
 	b.mu.Lock()
 	b.closed = true
+	if b.idle != nil {
+		b.idle.Stop()
+	}
 	cs := b.cs
 	b.cs = nil
 	b.mu.Unlock()

@@ -27,6 +27,40 @@
 // that of the SDK's MCP schema: a member the SDK's types do not model is not carried (see
 // Limitations).
 //
+// # Direct tools/call paths
+//
+// A tools/call is the one message on the hot path, so it does not cross the SDK's sessions
+// when it need not (agentcall.go, upstreamcall.go); everything else does:
+//
+//   - Toward the agent, a plain tools/call POST on a session this proxy bridged (the
+//     session's negotiated protocol version in Mcp-Protocol-Version, below 2026-07-28; one
+//     JSON-RPC request with object params; a Host, Content-Type and Accept the SDK's handler
+//     would accept) is decoded with the SDK's own decoder and answered with the same
+//     bridge.callTool and the same JSON the SDK's handler writes in its JSONResponse mode. Any
+//     other request is left to the SDK's handler, unread or with its body restored. The agent
+//     sessions' idle timeout (Config.SessionTimeout) is kept by the bridges, since direct calls
+//     do not pass through the SDK's handler; a tools/call whose id is already in flight on the
+//     session is refused as the SDK refuses it.
+//   - Toward the upstream, on a stateful session negotiated below 2026-07-28, the call is one
+//     HTTP POST of the proxy's own on the SDK client session's id, with a string JSON-RPC id
+//     ("actgate-N", never one the SDK client uses), read on the calling goroutine. An
+//     event-stream answer may carry, before the response, the upstream's notifications
+//     (forwarded to the agent as the SDK client's handlers forward them) and requests
+//     (sampling, elicitation, roots/list, ping: answered as the SDK client would, by asking the
+//     agent, and POSTed back). A stream that ends before the response is not resumed: the
+//     outcome is unknown (INDETERMINATE). A call abandoned at its deadline is followed by
+//     notifications/cancelled, as the SDK client sends.
+//
+// Both are measured against the SDK-only proxy (Config.sdkOnly, for tests):
+// TestDirectAgentPathMatchesSDK sends both the same raw requests and requires the same answers;
+// TestInvokeOutcomes, TestUpstreamMessagesDuringCall and TestSessionIdleTimeout run on both.
+// The SDK path costs a tools/call several goroutine hand-offs on each hop; as a separate
+// process on 2 cores that was most of the gate's overhead (BenchmarkToolsCallRoundTripServe).
+//
+// A POSTed body that is not exactly one well-formed JSON value is refused with HTTP 400 on
+// both paths: the SDK's decoder would read its first value and ignore the rest (envelope-04
+// §12.7: malformed input is never repaired into an action).
+//
 // # tools/list
 //
 // tools/list is discovery and never issues authority (tool-use-binding §8). The upstream's list
@@ -118,7 +152,8 @@
 //
 // # Limitations
 //
-// Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through.
+// Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through (the
+// direct paths decode and encode with the SDK's types too).
 // When the upstream session breaks, the next request opens a new one: per-session upstream
 // state (resource subscriptions) does not carry over.
 // Server-to-agent notifications and requests are delivered on the agent's standalone SSE

@@ -31,6 +31,8 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			// Hop-by-hop methods and whatever the SDK itself refuses before initialize.
 			return next(ctx, method, req)
 		}
+		b.begin(jsonrpc.ID{})
+		defer b.end(jsonrpc.ID{})
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
 			return b.callTool(ctx, r)
@@ -111,10 +113,12 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 		b.close()
 		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: unexpected initialize result"}
 	}
+	b.version = ir.ProtocolVersion
 	if err := p.addBridge(b); err != nil {
 		b.close()
 		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: shutting down"}
 	}
+	b.startIdle()
 	go func() {
 		_ = ss.Wait()
 		p.removeBridge(b)

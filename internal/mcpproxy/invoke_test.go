@@ -53,6 +53,13 @@ func isToolsCall(r *http.Request) bool {
 // by the journal the sink wrote and the upstream's own count (action-evidence-boundary
 // "Classify the Effect Outcome"; sink.Invoker contract).
 func TestInvokeOutcomes(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { invokeOutcomes(t, m.sdkOnly) })
+	}
+}
+
+// invokeOutcomes is TestInvokeOutcomes through one of the two paths (sdk: the SDK sessions only).
+func invokeOutcomes(t *testing.T, sdk bool) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	tools := append(bankTools(),
@@ -97,7 +104,7 @@ func TestInvokeOutcomes(t *testing.T) {
 		return true
 	}
 	f := newFixture(t, fixtureOpts{tools: tools, upstream: mcptest.Options{Intercept: intercept},
-		configure: func(c *Config) { c.CallTimeout = 300 * time.Millisecond }})
+		configure: func(c *Config) { c.CallTimeout = 300 * time.Millisecond; c.sdkOnly = sdk }})
 	cs := f.agent()
 
 	cases := []struct {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -111,6 +112,10 @@ type Config struct {
 	// ElicitationTimeout bounds the wait for an elicitation's answer; 0 means
 	// DefaultElicitationTimeout.
 	ElicitationTimeout time.Duration
+
+	// sdkOnly turns the direct tools/call paths off (agentcall.go, upstreamcall.go): every
+	// message goes through the SDK's server and client sessions. Tests compare the two.
+	sdkOnly bool
 }
 
 var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -145,8 +150,13 @@ type Proxy struct {
 	// which upstream notifications are forwarded to an agent session verbatim.
 	send mcp.MethodHandler
 
+	// directAgent and directUpstream count the tools/calls the direct paths carried
+	// (agentcall.go, upstreamcall.go).
+	directAgent, directUpstream atomic.Int64
+
 	mu      sync.Mutex
 	bridges map[*mcp.ServerSession]*bridge
+	byID    map[string]*bridge
 	closed  bool
 }
 
@@ -189,6 +199,7 @@ func New(cfg Config) (*Proxy, error) {
 		log:     cfg.Logger.WithValues("server", cfg.Server),
 		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}},
 		bridges: make(map[*mcp.ServerSession]*bridge),
+		byID:    make(map[string]*bridge),
 	}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: p.rootsListChanged,
@@ -198,15 +209,22 @@ func New(cfg Config) (*Proxy, error) {
 		return next
 	})
 	p.server.AddReceivingMiddleware(p.receive)
+	// The agent sessions' idle timeout is the bridges' (bridge.startIdle), not the handler's:
+	// the direct tools/call path does not pass through the handler. A session that never
+	// completes initialize has no bridge; the SDK closes it when its initialize fails.
 	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: cfg.SessionTimeout,
-		JSONResponse:   true,
+		JSONResponse: true,
 	})
 	return p, nil
 }
 
 // ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && p.servePOST(w, r) {
+		return
+	}
+	p.handler.ServeHTTP(w, r)
+}
 
 // Server returns the upstream's ToolServer name.
 func (p *Proxy) Server() string { return p.cfg.Server }
@@ -233,6 +251,13 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
+// bridgeByID returns the bridge of the initialized agent session with this Mcp-Session-Id.
+func (p *Proxy) bridgeByID(id string) *bridge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byID[id]
+}
+
 // bridgeFor returns the bridge of an initialized agent session.
 func (p *Proxy) bridgeFor(ss *mcp.ServerSession) (*bridge, bool) {
 	p.mu.Lock()
@@ -248,6 +273,7 @@ func (p *Proxy) addBridge(b *bridge) error {
 		return errors.New("mcpproxy: proxy closed")
 	}
 	p.bridges[b.ss] = b
+	p.byID[b.ss.ID()] = b
 	return nil
 }
 
@@ -255,6 +281,9 @@ func (p *Proxy) removeBridge(b *bridge) {
 	p.mu.Lock()
 	if p.bridges[b.ss] == b {
 		delete(p.bridges, b.ss)
+	}
+	if p.byID[b.ss.ID()] == b {
+		delete(p.byID, b.ss.ID())
 	}
 	p.mu.Unlock()
 	b.close()

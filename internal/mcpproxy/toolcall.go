@@ -136,7 +136,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 			return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.cfg.CallTimeout)
-		defer cancel()
+		release := cancel // the direct path takes it over (callDirect)
+		defer func() {
+			if release != nil {
+				release()
+			}
+		}()
 		var a attempt
 		meta := mcp.Meta{MetaOperationID: operationID}
 		if progressToken != nil {
@@ -147,7 +152,15 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
 			return notSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
 		}
-		res, err := cs.CallTool(a.bind(ctx), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
+		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
+		var res *mcp.CallToolResult
+		if version, ok := directVersion(cs); ok && !b.p.cfg.sdkOnly {
+			rel := release
+			release = nil
+			res, err = b.callDirect(a.bind(ctx), cs, version, params, rel)
+		} else {
+			res, err = cs.CallTool(a.bind(ctx), params)
+		}
 		// The upstream has answered and nothing is recorded yet.
 		if ferr := failpoint.Inject(failpoint.AfterInvoke); ferr != nil && err == nil {
 			res, err = nil, ferr // the upstream answered and the answer was lost on the way back

@@ -1,0 +1,197 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCP streamable-HTTP headers the direct paths read and write.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerLastEventID     = "Last-Event-ID"
+)
+
+// versionStandardHeaders is the first MCP protocol version (SEP-2575) whose requests carry
+// per-request versions and standard Mcp-Method/Mcp-Name headers. Sessions at or after it are
+// served by the SDK alone, both toward the agent and toward the upstream.
+const versionStandardHeaders = "2026-07-28"
+
+// servePOST reads an agent's JSON POST, refuses a body that is not exactly one JSON value, and
+// answers a plain tools/call through the direct path (serveToolsCall). It returns false, with
+// the body readable again, for everything it leaves to the SDK's handler; requests the SDK
+// refuses for their headers (Host, Content-Type, Accept, Last-Event-ID) are left to it unread.
+//
+// The SDK's decoder reads the first JSON value of a body and ignores what follows it, so
+// `{...tools/call...}0` ran as a tools/call (FuzzAgentMessage found it). Input that is not
+// well-formed is never repaired into an action (envelope-04 §12.7): such a body is refused here,
+// on both paths, with 400 as the SDK refuses JSON it cannot parse.
+func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get(headerLastEventID) != "" || rebinding(r) {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	body := buf.Bytes()
+	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
+		// Give the SDK the request as it came (it refuses an oversized body with 413): what was
+		// read, then the rest.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		return false
+	}
+	if len(body) > 0 && !json.Valid(body) {
+		http.Error(w, "malformed payload: the body is not one well-formed JSON value", http.StatusBadRequest)
+		return true
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return !p.cfg.sdkOnly && p.serveToolsCall(w, r, body)
+}
+
+// serveToolsCall answers the agent's tools/call POST on an initialized session itself, without
+// the SDK's server session: it decodes the request, runs bridge.callTool (the same code the SDK
+// path reaches through Proxy.receive) and writes the JSON-RPC response as the SDK's handler does
+// in its JSONResponse mode. The SDK path costs a tools/call several goroutine hand-offs and a
+// reflective decode and encode; on a 2-core machine that was most of the gate's overhead as a
+// separate process (BenchmarkToolsCallRoundTripServe).
+//
+// It takes only the plainest request, one the SDK would accept as it is: besides servePOST's
+// checks, a session this proxy bridged, the session's own negotiated protocol version (below
+// 2026-07-28) in Mcp-Protocol-Version, and a body of one JSON-RPC request with an id, method
+// tools/call and object params that decode as the SDK decodes them (no per-request
+// protocolVersion in _meta). Anything else returns false, and the SDK's handler answers it with
+// its own checks and errors. TestDirectAgentPathMatchesSDK compares both paths on the same
+// requests.
+func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	b := p.bridgeByID(r.Header.Get(headerSessionID))
+	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
+	if err != nil {
+		return false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() || req.Method != methodCallTool || !isObject(req.Params) {
+		return false // absent or null params included: the SDK has its own answers
+	}
+	var params mcp.CallToolParamsRaw
+	if unmarshal(req.Params, &params) != nil {
+		return false
+	}
+	if _, ok := params.Meta["protocolVersion"]; ok {
+		return false // SEP-2575 per-request version: the SDK validates it
+	}
+	if !b.begin(req.ID) {
+		// As the SDK answers a call whose id is in flight on the session.
+		writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
+		return true
+	}
+	p.directAgent.Add(1)
+	res, err := func() (mcp.Result, error) {
+		defer b.end(req.ID)
+		return b.callTool(r.Context(), &mcp.CallToolRequest{Session: b.ss, Params: &params})
+	}()
+	var result json.RawMessage
+	if err == nil {
+		result, err = marshalNoEscape(res)
+	}
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
+	if err != nil {
+		b.p.log.Error(err, "Response could not be encoded", "tool", params.Name)
+		http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		return true
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+	return true
+}
+
+// isObject reports whether raw is a JSON object (as far as its first byte says; the decoder
+// checks the rest).
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// writeRPCError writes a JSON-RPC error response with an HTTP status, as the SDK does.
+func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+// marshalNoEscape encodes v as the SDK encodes results: encoding/json without HTML escaping.
+func marshalNoEscape(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// rebinding reports whether r reached a loopback listener under a Host name that is not
+// loopback: the SDK handler's DNS-rebinding protection refuses such requests (403), so the
+// direct path leaves them to it.
+func rebinding(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && isLoopback(local.String()) && !isLoopback(r.Host)
+}
+
+// isLoopback is the SDK's test (internal/util.IsLoopback): localhost or a loopback IP, with or
+// without a port.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// accepts is the SDK's reading of the Accept header (streamableAccepts): whether it admits
+// application/json and text/event-stream.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for raw := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}

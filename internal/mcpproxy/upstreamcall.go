@@ -1,0 +1,373 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	sjson "github.com/segmentio/encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxEventSize bounds one upstream message, in an event stream or a JSON body (the SDK
+// client's default).
+const maxEventSize = mcp.DefaultMaxEventSize
+
+// callSeq numbers the direct path's tools/call requests. Their JSON-RPC ids are strings
+// ("actgate-N"); the SDK client on the same session numbers its own, so the two never collide.
+var callSeq atomic.Uint64
+
+// errNoAnswer: the upstream's answer ended without a response to the call.
+var errNoAnswer = errors.New("mcpproxy: the upstream's answer ended without a response to the call")
+
+// codeUnsupportedMethod is the SDK client's answer to a request it has no handler for
+// (sampling without a sampling handler).
+const codeUnsupportedMethod = -31001
+
+// directVersion returns the protocol version of cs's session when a tools/call can be sent on
+// it by callDirect: a stateful session (it has an id) negotiated below 2026-07-28.
+func directVersion(cs *mcp.ClientSession) (string, bool) {
+	ir := cs.InitializeResult()
+	if ir == nil || cs.ID() == "" || ir.ProtocolVersion == "" || ir.ProtocolVersion >= versionStandardHeaders {
+		return "", false
+	}
+	return ir.ProtocolVersion, true
+}
+
+// callDirect sends one tools/call on the upstream session cs as an HTTP POST of its own, through
+// the proxy's HTTP client (so the credential and the attempt's trace apply as for the SDK's
+// POST), and reads the answer on the calling goroutine. The SDK client would hand the request
+// and its answer across four goroutines; this is the same exchange, as MCP streamable HTTP
+// defines it, without them.
+//
+// The answer is either one JSON-RPC response (application/json) or an event stream that may
+// carry, before the response, the upstream's notifications (forwarded to the agent session, as
+// the SDK client's handlers do: bridge.client) and requests (sampling, elicitation, roots/list,
+// ping: answered as the SDK client would, by asking the agent, and POSTed back on the session).
+// A stream that ends or breaks before the response is not resumed: the call's outcome is then
+// unknown (classify: INDETERMINATE), never retried.
+//
+// release is called once the answer's body is finished with, which for an event stream can be
+// after callDirect returns: the stream's end is read in the background, so that the connection
+// goes back to the pool instead of being cut by the call's context.
+func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams, release func()) (*mcp.CallToolResult, error) {
+	b.p.directUpstream.Add(1)
+	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	res, err := b.sendCall(ctx, cs, version, id, params, &release)
+	if release != nil {
+		release()
+	}
+	if err != nil && ctx.Err() != nil {
+		// Abandoned at its deadline: tell the upstream, as the SDK client does, so that its
+		// handler can stop.
+		go b.notifyCancelled(cs.ID(), version, id)
+	}
+	return res, err
+}
+
+func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID, params *mcp.CallToolParams, release *func()) (*mcp.CallToolResult, error) {
+	raw, err := marshalNoEscape(params)
+	if err != nil {
+		return nil, err
+	}
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodCallTool, Params: raw})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.post(ctx, cs.ID(), version, body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("mcpproxy: upstream answered tools/call with HTTP %d", resp.StatusCode)
+	}
+	var answer *jsonrpc.Response
+	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+	case "application/json":
+		answer, err = readJSONAnswer(resp.Body, id)
+		_ = resp.Body.Close()
+	case "text/event-stream":
+		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
+		if err != nil {
+			_ = resp.Body.Close()
+			break
+		}
+		rel := *release
+		*release = nil
+		go func() {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if rel != nil {
+				rel()
+			}
+		}()
+	default:
+		_ = resp.Body.Close()
+		err = fmt.Errorf("mcpproxy: upstream answered tools/call with content type %q", mt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if answer.Error != nil {
+		var we *jsonrpc.Error
+		if errors.As(answer.Error, &we) {
+			return nil, we
+		}
+		return nil, answer.Error
+	}
+	var res mcp.CallToolResult
+	if err := unmarshal(answer.Result, &res); err != nil {
+		return nil, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
+	}
+	return &res, nil
+}
+
+// unmarshal decodes as the SDK does (its internal/json: case-sensitive member names).
+func unmarshal(data []byte, v any) error {
+	if len(data) == 0 {
+		return errors.New("empty JSON")
+	}
+	_, err := sjson.Parse(data, v, sjson.DontMatchCaseInsensitiveStructFields)
+	return err
+}
+
+// post sends one JSON-RPC message on upstream session sid.
+func (b *bridge) post(ctx context.Context, sid, version string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set(headerSessionID, sid)
+	h.Set(headerProtocolVersion, version)
+	return b.p.http.Do(req)
+}
+
+// postMessage sends a response or notification upstream; the upstream answers 202 with no body.
+func (b *bridge) postMessage(ctx context.Context, sid, version string, msg jsonrpc.Message) error {
+	body, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	resp, err := b.post(ctx, sid, version, body)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// notifyCancelled sends notifications/cancelled for the call id on upstream session sid.
+func (b *bridge) notifyCancelled(sid, version string, id jsonrpc.ID) {
+	params, err := json.Marshal(&mcp.CancelledParams{RequestID: id.Raw(), Reason: "actgate: the call timed out"})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.ConnectTimeout)
+	defer cancel()
+	if err := b.postMessage(ctx, sid, version, &jsonrpc.Request{Method: "notifications/cancelled", Params: params}); err != nil {
+		b.p.log.V(1).Info("Cancellation not delivered upstream", "error", err.Error())
+	}
+}
+
+// readJSONAnswer reads a JSON body holding the response to id.
+func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxEventSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxEventSize {
+		return nil, fmt.Errorf("mcpproxy: upstream answer exceeds %d bytes", maxEventSize)
+	}
+	msg, err := jsonrpc.DecodeMessage(raw)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id {
+		return r, nil
+	}
+	return nil, errNoAnswer
+}
+
+// readStream reads a text/event-stream answer until the response to id, handling the
+// upstream's notifications and requests before it. Events other than "message" (and priming
+// events without data) are skipped, as by the SDK client.
+func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	r := bufio.NewReaderSize(body, 4096)
+	var data []byte
+	var name string
+	hasData := false
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errNoAnswer
+			}
+			return nil, err
+		}
+		if len(line) > 0 {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "data":
+				if hasData {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+				hasData = true
+				if len(data) > maxEventSize {
+					return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
+				}
+			case "event":
+				name = string(value)
+			}
+			continue
+		}
+		// A blank line ends the event.
+		if hasData && len(data) > 0 && (name == "" || name == "message") {
+			msg, err := jsonrpc.DecodeMessage(data)
+			if err != nil {
+				return nil, fmt.Errorf("mcpproxy: upstream event: %w", err)
+			}
+			switch m := msg.(type) {
+			case *jsonrpc.Response:
+				if m.ID == id {
+					return m, nil
+				}
+			case *jsonrpc.Request:
+				b.fromUpstream(ctx, sid, version, m)
+			}
+		}
+		data, name, hasData = data[:0], "", false
+	}
+}
+
+// readLine reads one line of an event stream without its end (LF or CRLF).
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, isPrefix, err := r.ReadLine()
+	if err != nil || !isPrefix {
+		return line, err
+	}
+	long := append([]byte(nil), line...)
+	for isPrefix {
+		line, isPrefix, err = r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		long = append(long, line...)
+		if len(long) > maxEventSize {
+			return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
+		}
+	}
+	return long, nil
+}
+
+// fromUpstream handles a message the upstream sent on a call's stream: a notification is
+// forwarded to the agent session; a request is answered as the SDK client would answer it
+// (bridge.client) and the answer POSTed upstream.
+func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
+	if !req.IsCall() {
+		if params, ok := notificationParams(req.Method); ok {
+			if len(req.Params) > 0 && unmarshal(req.Params, params) != nil {
+				b.p.log.V(1).Info("Upstream notification not decodable; not forwarded", "method", req.Method)
+				return
+			}
+			b.notify(ctx, req.Method, params)
+		}
+		return
+	}
+	result, err := b.answer(ctx, req)
+	resp := &jsonrpc.Response{ID: req.ID, Error: err}
+	if err == nil {
+		if resp.Result, err = marshalNoEscape(result); err != nil {
+			resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+		}
+	}
+	if err := b.postMessage(ctx, sid, version, resp); err != nil {
+		b.p.log.V(1).Info("Answer not delivered upstream", "method", req.Method, "error", err.Error())
+	}
+}
+
+// notificationParams returns the params type of an upstream notification the proxy forwards
+// (the SDK client's notification handlers in bridge.client), or false for one it drops.
+func notificationParams(method string) (mcp.Params, bool) {
+	switch method {
+	case notifyProgress:
+		return &mcp.ProgressNotificationParams{}, true
+	case notifyMessage:
+		return &mcp.LoggingMessageParams{}, true
+	case notifyToolsChanged:
+		return &mcp.ToolListChangedParams{}, true
+	case notifyPromptsChanged:
+		return &mcp.PromptListChangedParams{}, true
+	case notifyResourcesChanged:
+		return &mcp.ResourceListChangedParams{}, true
+	case notifyResourceUpdated:
+		return &mcp.ResourceUpdatedNotificationParams{}, true
+	case notifyElicitationComplete:
+		return &mcp.ElicitationCompleteParams{}, true
+	}
+	return nil, false
+}
+
+// answer answers an upstream request as the upstream client (bridge.client) would.
+func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) {
+	decode := func(v any) error {
+		if len(req.Params) == 0 {
+			return nil
+		}
+		if err := unmarshal(req.Params, v); err != nil {
+			return &jsonrpc.Error{Code: codeInvalidParams, Message: "invalid params: " + clip(err.Error(), 200)}
+		}
+		return nil
+	}
+	switch req.Method {
+	case methodPing:
+		return struct{}{}, nil
+	case "sampling/createMessage":
+		if b.caps.Sampling == nil {
+			return nil, &jsonrpc.Error{Code: codeUnsupportedMethod, Message: "client does not support CreateMessage"}
+		}
+		var p mcp.CreateMessageWithToolsParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return b.ss.CreateMessageWithTools(ctx, &p)
+	case "elicitation/create":
+		if b.caps.Elicitation == nil {
+			return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: "client does not support elicitation"}
+		}
+		var p mcp.ElicitParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return b.ss.Elicit(ctx, &p)
+	case methodListRoots:
+		if b.caps.RootsV2 == nil {
+			return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil // the SDK client's own (empty) roots
+		}
+		var p mcp.ListRootsParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return b.ss.ListRoots(ctx, &p)
+	}
+	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: "method not found: " + clip(req.Method, 100)}
+}
