@@ -153,7 +153,10 @@
 // # Limitations
 //
 // Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through (the
-// direct paths decode and encode with the SDK's types too).
+// direct paths decode and encode with the SDK's types too). The agent's notifications/cancelled
+// for a tools/call the direct path carries is not seen by that call: a call at the sink is never
+// abandoned half way anyway (its own deadline is Config.CallTimeout), and an elicitation wait
+// ends when the agent's HTTP request does.
 // When the upstream session breaks, the next request opens a new one: per-session upstream
 // state (resource subscriptions) does not carry over.
 // Server-to-agent notifications and requests are delivered on the agent's standalone SSE
