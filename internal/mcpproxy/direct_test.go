@@ -63,6 +63,42 @@ func TestDirectPathsCarryToolsCalls(t *testing.T) {
 	}
 }
 
+// TestUpstreamAnswerForms: an upstream that answers a call as an event stream (the SDK's
+// default), as one JSON body, or without sessions at all. The direct upstream path carries the
+// first two and leaves the stateless server to the SDK client; the call runs once and its result
+// reaches the agent every way.
+func TestUpstreamAnswerForms(t *testing.T) {
+	for _, form := range []struct {
+		name   string
+		opts   mcptest.Options
+		direct bool
+	}{
+		{"event stream", mcptest.Options{}, true},
+		{"JSON", mcptest.Options{JSONResponse: true}, true},
+		{"stateless", mcptest.Options{Stateless: true}, false},
+	} {
+		for _, m := range modes {
+			t.Run(form.name+"/"+m.name, func(t *testing.T) {
+				f := newFixture(t, fixtureOpts{upstream: form.opts, configure: sdkOnly(m.sdkOnly)})
+				res := call(t, f.agent(), "ticket_create", `{"title":"form"}`, nil)
+				if res.IsError || text(res) != `ticket created: {"title":"form"}` {
+					t.Fatalf("result isError=%v %q", res.IsError, text(res))
+				}
+				if n := f.up.Count("ticket_create"); n != 1 {
+					t.Fatalf("upstream ran ticket_create %d times, want 1", n)
+				}
+				want := int64(0)
+				if form.direct && !m.sdkOnly {
+					want = 1
+				}
+				if got := f.proxy.directUpstream.Load(); got != want {
+					t.Fatalf("the direct upstream path carried %d calls, want %d", got, want)
+				}
+			})
+		}
+	}
+}
+
 // TestUpstreamMessagesDuringCall: while it runs a tools/call, the upstream sends progress and
 // a log message and asks the client to ping, sample, elicit and list roots, on the call's own
 // event stream. The agent receives the notifications and answers the requests, and the

@@ -43,6 +43,10 @@ type Options struct {
 	Intercept func(w http.ResponseWriter, r *http.Request) bool
 	// Addr is the listen address; default 127.0.0.1:0.
 	Addr string
+	// JSONResponse answers POSTed requests with application/json instead of an event stream;
+	// Stateless serves without sessions (no Mcp-Session-Id). The SDK's StreamableHTTPOptions
+	// of the same names.
+	JSONResponse, Stateless bool
 }
 
 // Call is one invocation as the upstream saw it.
@@ -85,7 +89,8 @@ func Start(tools []Tool, opts Options) (*Server, error) {
 	if opts.Samples {
 		s.addSamples()
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{JSONResponse: opts.JSONResponse, Stateless: opts.Stateless})
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, err
