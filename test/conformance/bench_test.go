@@ -74,9 +74,10 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 // with this VM's scheduling as the proxy's does. Issue 6's goal (overhead under 1 ms at p99) is
 // met in one process (above) and not reliably through a separate process on this machine. Before
 // the direct tools/call paths (both hops on the SDK's sessions): overhead p50 507-666 µs, p99
-// 1.8-1.9 ms, 700-883 µs of CPU per call, a new upstream connection per call (the SDK's stream
-// drain raced the call's context cancel). GOGC=400 changed nothing measurable; GOMAXPROCS=1 in
-// the gate cut its CPU per call to 396-460 µs (no spinning threads) without a clear p99 change.
+// 1.8-1.9 ms, 700-883 µs of CPU per call, a new upstream connection for most calls (the SDK's
+// stream drain raced the call's context cancel). GOGC=400 changed nothing measurable;
+// GOMAXPROCS=1 in the gate cut its CPU per call to 396-460 µs (no spinning threads) without a
+// clear p99 change.
 func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	bin := buildActgateTags(b, "")
 	toolsURL := startUpstreamProcess(b)
