@@ -38,9 +38,9 @@ import (
 const (
 	DefaultRetention           = 24 * time.Hour
 	DefaultLeaseGrace          = 30 * time.Second
-	DefaultReconcileBackoff    = 30 * time.Second
-	DefaultReconcileMaxBackoff = 30 * time.Minute
-	DefaultReconcileFreshness  = 5 * time.Minute
+	DefaultReconcileBackoff    = reconclient.DefaultSettleBackoff
+	DefaultReconcileMaxBackoff = reconclient.DefaultSettleMaxBackoff
+	DefaultReconcileFreshness  = reconclient.DefaultFreshness
 )
 
 // ActReconciler keeps Acts' Settled condition, reconciles INDETERMINATE outcomes, expires

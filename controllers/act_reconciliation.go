@@ -139,15 +139,7 @@ func (r *ActReconciler) asker() *reconclient.Client {
 
 // backoff is the wait after attempt n (n ≥ 1): Backoff·2^(n-1), at most MaxBackoff.
 func (r *ActReconciler) backoff(n int32) time.Duration {
-	d := r.Backoff
-	if d <= 0 {
-		d = DefaultReconcileBackoff
-	}
-	limit := r.maxBackoff()
-	for i := int32(1); i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+	return reconclient.BackoffAfter(r.Backoff, r.maxBackoff(), int(n))
 }
 
 func (r *ActReconciler) maxBackoff() time.Duration {

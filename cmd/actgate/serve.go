@@ -35,6 +35,7 @@ import (
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/notify"
 	"github.com/actgate/actgate/internal/receipt"
+	"github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -142,6 +143,9 @@ type gateRuntime struct {
 	// notifier announces pending moments to the configured webhooks (serve_notify.go); nil
 	// without a notifications section.
 	notifier *notify.Notifier
+	// settler settles INDETERMINATE dispatches through the servers' reconciliation endpoints
+	// (serve_reconcile.go); nil when no server has one.
+	settler *reconcile.Settler
 }
 
 // openGate opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
@@ -225,6 +229,9 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	if err != nil {
 		return nil, err
 	}
+	if rt.settler, err = rt.newSettler(); err != nil {
+		return nil, err
+	}
 	// Recovery (above) has made every dispatch left in flight INDETERMINATE: count them.
 	if err := gateMetrics.SeedIndeterminate(ctx, rt.store); err != nil {
 		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
@@ -269,6 +276,8 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go rt.sweepMoments(sweepCtx)
+	settled := make(chan struct{})
+	go func() { defer close(settled); rt.runSettler(sweepCtx) }()
 	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
@@ -283,6 +292,8 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 	case serveErr = <-errc:
 	}
 	rt.log.Info("Shutting down")
+	stopSweep()
+	<-settled // a query in flight ends with its context: the store is closed below
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	done := make(chan error, 1)

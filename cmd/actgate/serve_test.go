@@ -31,6 +31,7 @@ type testGate struct {
 	up      *mcptest.Server
 	base    string
 	stop    func()
+	rt      *gateRuntime
 }
 
 // countingDemoUpstream starts a counting upstream with the demo policy's tools and writes the finance
@@ -74,6 +75,7 @@ func (g *testGate) start() {
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	g.rt = rt
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		g.t.Fatal(err)

@@ -66,15 +66,23 @@ type Config struct {
 	// Notifications announces pending binding moments to outgoing webhooks
 	// (notifications.go). Optional.
 	Notifications *Notifications `json:"notifications,omitempty"`
+	// Reconciliation tunes the settling of INDETERMINATE dispatches by the servers'
+	// reconciliation endpoints (upstreams[].reconciliation).
+	Reconciliation Reconciliation `json:"reconciliation,omitempty"`
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
 	// callTimeout is CallTimeout parsed.
 	callTimeout time.Duration
+	// reconcileInterval is Reconciliation.Interval parsed, or its default.
+	reconcileInterval time.Duration
 }
 
 // Timeout returns CallTimeout as a duration (the default when unset).
 func (c *Config) Timeout() time.Duration { return c.callTimeout }
+
+// ReconcileInterval is reconciliation.interval, defaulted.
+func (c *Config) ReconcileInterval() time.Duration { return c.reconcileInterval }
 
 // Agent is the agent behind the gate.
 type Agent struct {
@@ -121,7 +129,36 @@ type Upstream struct {
 	// (Authorization: Bearer). It is read for every upstream request, so it can be rotated in
 	// place. The agent never sees it.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	// Reconciliation holds the credentials of the server's reconciliation endpoint
+	// (policy.servers[].reconciliation.url), through which the gate settles this server's
+	// INDETERMINATE dispatches (internal/reconcile.Settler).
+	Reconciliation *UpstreamReconciliation `json:"reconciliation,omitempty"`
 }
+
+// UpstreamReconciliation is where the credentials of a reconciliation endpoint are read from
+// (the files of the Kubernetes Secret the cluster's ToolServer names; internal/reconcile's
+// wire protocol). The files are read at start.
+type UpstreamReconciliation struct {
+	// BearerTokenFile holds the token the gate presents to the endpoint. Required.
+	BearerTokenFile string `json:"bearerTokenFile"`
+	// MACKeyFile holds the key, at least 32 bytes, that authenticates the endpoint's answers.
+	// Required.
+	MACKeyFile string `json:"macKeyFile"`
+	// CAFile, if set, is a PEM bundle verifying the endpoint's certificate instead of the
+	// system roots.
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// Reconciliation tunes how the gate settles INDETERMINATE dispatches.
+type Reconciliation struct {
+	// Interval is how often the journal is scanned for INDETERMINATE dispatches whose next
+	// attempt is due (each dispatch backs off from 30s to 30m between attempts); default 30s,
+	// between 1s and 1h.
+	Interval string `json:"interval,omitempty"`
+}
+
+// DefaultReconcileInterval is Reconciliation.Interval's default.
+const DefaultReconcileInterval = 30 * time.Second
 
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -277,10 +314,36 @@ func (c *Config) validate() error {
 		if u.BearerTokenFile != "" {
 			u.BearerTokenFile = c.resolve(u.BearerTokenFile)
 		}
+		if r := u.Reconciliation; r != nil {
+			f := fmt.Sprintf("upstreams[%d].reconciliation", i)
+			if r.BearerTokenFile == "" {
+				bad(f+".bearerTokenFile", "required")
+			}
+			if r.MACKeyFile == "" {
+				bad(f+".macKeyFile", "required: without it no answer can be authenticated")
+			}
+			for _, p := range []*string{&r.BearerTokenFile, &r.MACKeyFile, &r.CAFile} {
+				if *p != "" {
+					*p = c.resolve(*p)
+				}
+			}
+			if servers[u.Server] && reconciliationURL(c.Policy.Servers, u.Server) == "" {
+				bad(f, "policy.servers %q declares no reconciliation.url", u.Server)
+			}
+		}
 	}
 	for i, s := range c.Policy.Servers {
 		if s.CredentialsSecretRef != nil {
 			bad(fmt.Sprintf("policy.servers[%d].credentialsSecretRef", i), "Secrets exist only in Kubernetes: set upstreams[].bearerTokenFile for %q instead", s.Name)
+		}
+		if r := s.Reconciliation; r != nil {
+			f := fmt.Sprintf("policy.servers[%d].reconciliation", i)
+			if r.CredentialsSecretRef != nil {
+				bad(f+".credentialsSecretRef", "Secrets exist only in Kubernetes: set upstreams[].reconciliation for %q instead", s.Name)
+			}
+			if up := c.Upstream(s.Name); up.Reconciliation == nil {
+				bad(f, "set upstreams[].reconciliation (bearerTokenFile, macKeyFile) for %q: without them no answer can be authenticated", s.Name)
+			}
 		}
 		if s.Protocol != "" && s.Protocol != v1alpha1.ServerProtocolMCP {
 			bad(fmt.Sprintf("policy.servers[%d].protocol", i), "the standalone gate proxies MCP servers only")
@@ -300,6 +363,19 @@ func (c *Config) validate() error {
 		}
 	}
 
+	c.reconcileInterval = DefaultReconcileInterval
+	if v := c.Reconciliation.Interval; v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			bad("reconciliation.interval", "must be a duration such as \"30s\"")
+		case d < time.Second || d > time.Hour:
+			bad("reconciliation.interval", "must be between 1s and 1h")
+		default:
+			c.reconcileInterval = d
+		}
+	}
+
 	c.validateNotifications(bad)
 
 	if _, err := c.Compile(); err != nil {
@@ -316,6 +392,21 @@ func (c *Config) validate() error {
 		return es
 	}
 	return nil
+}
+
+// reconciliationURL is the reconciliation.url policy.servers declares for server, or "".
+func reconciliationURL(servers []v1alpha1.ToolServer, server string) string {
+	for _, s := range servers {
+		if s.Name == server && s.Reconciliation != nil {
+			return s.Reconciliation.URL
+		}
+	}
+	return ""
+}
+
+// ReconciliationURL is the reconciliation endpoint policy.servers declares for server, or "".
+func (c *Config) ReconciliationURL(server string) string {
+	return reconciliationURL(c.Policy.Servers, server)
 }
 
 // Compile compiles the policy (epoch 1: a standalone gate serves one policy per process).

@@ -148,6 +148,14 @@ func TestBadConfigs(t *testing.T) {
 		{"HTTP protocol server", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    protocol: HTTP"), "policy.servers[0].protocol"},
 		{"policy does not compile", edit("    tools: [get_balance]", "    tools: [get_balance]\n    arguments:\n    - name: c\n      expression: 'args.x +'"), "policy.rules[0].arguments[0].expression"},
 		{"rule names an unknown server", edit("    tools: [get_balance]", "    tools: [get_balance]\n    servers: [ghost]"), "policy.rules[0].servers"},
+		{"reconciliation endpoint without credentials", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    reconciliation: {url: 'https://bank.example/operations'}"), "policy.servers[0].reconciliation"},
+		{"reconciliation Secret ref in embedded mode", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    reconciliation: {url: 'https://bank.example/operations', credentialsSecretRef: {name: s, key: k}}") +
+			"upstreams:\n- server: bank\n  reconciliation: {bearerTokenFile: t, macKeyFile: m}\n", "policy.servers[0].reconciliation.credentialsSecretRef"},
+		{"reconciliation credentials without an endpoint", minimal + "upstreams:\n- server: bank\n  reconciliation: {bearerTokenFile: t, macKeyFile: m}\n", "upstreams[0].reconciliation"},
+		{"reconciliation without a MAC key", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    reconciliation: {url: 'https://bank.example/operations'}") +
+			"upstreams:\n- server: bank\n  reconciliation: {bearerTokenFile: t}\n", "upstreams[0].reconciliation.macKeyFile"},
+		{"reconciliation interval too short", minimal + "reconciliation: {interval: 10ms}\n", "reconciliation.interval"},
+		{"reconciliation interval not a duration", minimal + "reconciliation: {interval: soon}\n", "reconciliation.interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.doc), "")
@@ -224,5 +232,31 @@ func TestUpstreamCredential(t *testing.T) {
 	}
 	if _, err := cred(context.Background()); err == nil {
 		t.Fatal("an emptied token file was presented")
+	}
+}
+
+// TestReconciliationConfig: a server's reconciliation endpoint with its credential files; the
+// files resolve against the configuration's directory and the interval defaults to 30s.
+func TestReconciliationConfig(t *testing.T) {
+	doc := strings.Replace(minimal, "    url: http://127.0.0.1:9000/mcp",
+		"    url: http://127.0.0.1:9000/mcp\n    reconciliation: {url: 'https://bank.example/operations'}", 1) +
+		"upstreams:\n- server: bank\n  reconciliation: {bearerTokenFile: rec.token, macKeyFile: rec.mac, caFile: /etc/rec-ca.pem}\n"
+	c, err := Parse([]byte(doc), "/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Upstream("bank").Reconciliation
+	if r == nil || r.BearerTokenFile != "/base/rec.token" || r.MACKeyFile != "/base/rec.mac" || r.CAFile != "/etc/rec-ca.pem" {
+		t.Fatalf("reconciliation %+v", r)
+	}
+	if got := c.ReconciliationURL("bank"); got != "https://bank.example/operations" {
+		t.Fatalf("ReconciliationURL = %q", got)
+	}
+	if c.ReconcileInterval() != DefaultReconcileInterval {
+		t.Fatalf("interval %v", c.ReconcileInterval())
+	}
+	c, err = Parse([]byte(doc+"reconciliation: {interval: 2s}\n"), "/base")
+	if err != nil || c.ReconcileInterval() != 2*time.Second {
+		t.Fatalf("interval 2s: %v %v", c.ReconcileInterval(), err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -81,6 +82,11 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		if res.Code == "" {
 			res.Code = ef.EFStoreUnavailable
 		}
+	}
+	if res.Allowed && res.Replayed && len(res.Upstream) == 0 && res.State.Terminal() {
+		// A retry of an act whose outcome was settled after the fact, by authenticated
+		// reconciliation: the upstream's result was never received, so there is none to give.
+		res.Upstream = settledResult(res.State)
 	}
 	if res.Allowed && len(res.Upstream) > 0 {
 		if b.p.log.V(1).Enabled() {
@@ -213,6 +219,18 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	}
 	b.p.log.Info("Binding moment refused", "code", res.Code)
 	return b.render(refusalResult(res))
+}
+
+// settledResult is the result given to a retry of an act that ran once and whose outcome was
+// settled by authenticated reconciliation without the upstream's result: what happened, never
+// a second invocation. FAILED is an error result; EXECUTED is not.
+func settledResult(state journal.State) json.RawMessage {
+	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. The upstream's result was not received, so none is returned; the call is not run again.", state)
+	raw, _ := json.Marshal(struct {
+		Content []textBlock `json:"content"`
+		IsError bool        `json:"isError"`
+	}{[]textBlock{{Type: "text", Text: text}}, state != journal.StateExecuted})
+	return raw
 }
 
 // allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.

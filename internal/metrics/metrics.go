@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -461,7 +462,7 @@ type Reconciliation struct {
 }
 
 // Reconciliation results that are not findings of internal/reconcile.
-const ResultNotConfigured = "NotConfigured"
+const ResultNotConfigured = reconcile.ResultNotConfigured
 
 var reconciliationResults = map[string]bool{
 	"Executed": true, "Failed": true, "Unknown": true, "Stale": true, "Malformed": true,
