@@ -24,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/reconcile"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // TestServeReconcilesIndeterminate: through `actgate serve`, a PolicyPermit call whose upstream
@@ -164,20 +165,9 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	}
 }
 
-func efCodeOf(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func efCodeOf(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
-func resultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func resultText(r *mcp.CallToolResult) string { return testutil.Text(r) }
 
 // counterValue reads one labelled counter of the gate's registry.
 func counterValue(t *testing.T, g *testGate, name, result string) float64 {

@@ -25,6 +25,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 const (
@@ -175,21 +176,10 @@ func call(t *testing.T, cs *mcp.ClientSession, tool, args string, meta mcp.Meta)
 }
 
 // text joins a result's text blocks.
-func text(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(r *mcp.CallToolResult) string { return testutil.Text(r) }
 
 // efCode is the EF code a refusal carries in _meta.
-func efCode(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[MetaEFCode].(string)
-	return s
-}
+func efCode(r *mcp.CallToolResult) string { return testutil.MetaString(r, MetaEFCode) }
 
 // rawSession is an MCP client written by hand over net/http, to see the JSON-RPC responses
 // exactly as they are on the wire.

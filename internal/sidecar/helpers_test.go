@@ -33,6 +33,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 const (
@@ -456,20 +457,9 @@ func call(t *testing.T, cs *mcp.ClientSession, tool, args string) *mcp.CallToolR
 	return res
 }
 
-func efCode(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func efCode(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
-func text(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(r *mcp.CallToolResult) string { return testutil.Text(r) }
 
 // post sends a JSON body to the sidecar's host-loop endpoint.
 func (f *fixture) post(path, body string) (int, []byte) {

@@ -24,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // The standalone rows mount their attack on the parts `actgate serve` wires — gateconfig, the
@@ -241,21 +242,10 @@ func call(t testing.TB, cs *mcp.ClientSession, tool, args, provenance string) *m
 	return res
 }
 
-func code(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func code(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
 // text joins a result's text blocks.
-func text(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(r *mcp.CallToolResult) string { return testutil.Text(r) }
 
 // refused checks that r is a refusal with code whose §17 error object says invoked=false.
 func refused(t testing.TB, r *mcp.CallToolResult, want string) {

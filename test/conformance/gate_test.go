@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 const payToken = "pay-upstream-token"
@@ -197,10 +198,7 @@ func call(t testing.TB, cs *mcp.ClientSession, tool, args, provenance string) *m
 	return res
 }
 
-func code(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func code(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
 // invokedFalse checks the refusal's §17 error object says invoked=false.
 func invokedFalse(t testing.TB, r *mcp.CallToolResult) {

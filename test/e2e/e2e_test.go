@@ -47,6 +47,7 @@ import (
 	"github.com/actgate/actgate/internal/sidecar"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/webhook"
 )
 
@@ -986,20 +987,9 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name, args string) *mcp.CallT
 	return res
 }
 
-func efCode(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func efCode(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
-func text(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(r *mcp.CallToolResult) string { return testutil.Text(r) }
 
 func containsAll(s string, subs ...string) bool {
 	for _, sub := range subs {

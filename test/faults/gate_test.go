@@ -192,16 +192,10 @@ func mustCall(t *testing.T, cs *mcp.ClientSession, tool, args string) *mcp.CallT
 }
 
 // efCode is the EF code of a result (tool-use-binding §23), "" when none.
-func efCode(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaEFCode].(string)
-	return s
-}
+func efCode(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
 
 // metaState is the dispatch state the gate reported, "" when none.
-func metaState(r *mcp.CallToolResult) string {
-	s, _ := r.Meta[mcpproxy.MetaState].(string)
-	return s
-}
+func metaState(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaState) }
 
 func js(v any) string {
 	b, _ := json.Marshal(v)
