@@ -151,10 +151,14 @@ type gateRuntime struct {
 // openGate opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
 // before anything is served), the receipt log and the gate, and builds the HTTP handler.
 func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks gateHooks) (rt *gateRuntime, err error) {
-	rt = &gateRuntime{cfg: cfg, log: log}
+	opened := &gateRuntime{cfg: cfg, log: log}
+	rt = opened
 	defer func() {
+		// Every failure closes what was opened. It closes opened, not rt: `return nil, err`
+		// has set rt to nil by the time this runs (it used to panic on a nil *gateRuntime
+		// instead of reporting the error).
 		if err != nil {
-			_ = rt.Close()
+			_ = opened.Close()
 			rt = nil
 		}
 	}()
