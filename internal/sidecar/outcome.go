@@ -11,39 +11,13 @@ import (
 	"github.com/actgate/actgate/internal/sink"
 )
 
-// record classifies one invocation and records it in the journal (action-evidence-boundary
-// "Classify the Effect Outcome"), as internal/sink does: EXECUTED and FAILED only on the
-// upstream's authoritative answer (or, for FAILED, the invoker's certainty that nothing was
-// sent); a transport error or timeout after bytes may have left is INDETERMINATE. The write has
-// its own deadline: an outcome is recorded even when the caller has gone. A write that fails
+// record classifies one invocation as internal/sink does (sink.ClassifyOutcome) and records it
+// in the journal. The write has its own deadline: an outcome is recorded even when the caller
+// has gone. A write that fails
 // leaves the record DISPATCH_PENDING (recovery makes it INDETERMINATE), and the call is
 // reported INDETERMINATE.
 func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr error) (journal.State, error) {
-	var (
-		to journal.State
-		o  journal.Outcome
-	)
-	switch {
-	case out.Outcome == sink.OutcomeNotSent:
-		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonNotSent,
-			EvidenceDigest: sink.EvidenceDigest([]byte("not_sent:" + rec.OperationID))}
-	case ierr == nil && out.Outcome == sink.OutcomeExecuted:
-		to = journal.StateExecuted
-		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamExecuted, EvidenceDigest: sink.EvidenceDigest(out.Result)}
-	case ierr == nil && out.Outcome == sink.OutcomeFailed:
-		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: sink.ReasonUpstreamFailed, EvidenceDigest: sink.EvidenceDigest(out.Result)}
-	default:
-		to = journal.StateIndeterminate
-		o = journal.Outcome{Reason: sink.ReasonUpstreamUnknown}
-		if len(out.Result) > 0 {
-			o.EvidenceDigest = sink.EvidenceDigest(out.Result)
-		}
-	}
-	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
-		o.Result = []byte(out.Result)
-	}
+	to, o := sink.ClassifyOutcome(rec.OperationID, out, ierr)
 	out2, err := g.transition(rec.OperationID, to, o)
 	if err != nil {
 		g.log.Error(err, "Outcome not recorded", "act", rec.ActID, "operation", rec.OperationID, "outcome", to)

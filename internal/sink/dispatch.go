@@ -230,6 +230,41 @@ func (g *gate) recover(ctx context.Context) error {
 // of the bytes (jcs.Digest). The sidecar's journal uses it too.
 func EvidenceDigest(b []byte) string { return jcs.Digest(b) }
 
+// ClassifyOutcome is what one invocation of a dispatch establishes (action-evidence-boundary
+// "Classify the Effect Outcome"): EXECUTED and FAILED only on the upstream's authoritative
+// answer (or, for FAILED, the invoker's certainty that nothing was sent); a transport error or
+// timeout after bytes may have left is INDETERMINATE. The outcome carries its evidence digest
+// and, for a terminal state, the result when it fits the journal (journal.MaxResultBytes). The
+// embedded gate and the sidecar record their dispatches with it.
+func ClassifyOutcome(operationID string, out InvokeResult, ierr error) (journal.State, journal.Outcome) {
+	var (
+		to journal.State
+		o  journal.Outcome
+	)
+	switch {
+	case out.Outcome == OutcomeNotSent:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: ReasonNotSent,
+			EvidenceDigest: EvidenceDigest([]byte("not_sent:" + operationID))}
+	case ierr == nil && out.Outcome == OutcomeExecuted:
+		to = journal.StateExecuted
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamExecuted, EvidenceDigest: EvidenceDigest(out.Result)}
+	case ierr == nil && out.Outcome == OutcomeFailed:
+		to = journal.StateFailed
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: EvidenceDigest(out.Result)}
+	default:
+		to = journal.StateIndeterminate
+		o = journal.Outcome{Reason: ReasonUpstreamUnknown}
+		if len(out.Result) > 0 {
+			o.EvidenceDigest = EvidenceDigest(out.Result)
+		}
+	}
+	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
+		o.Result = []byte(out.Result)
+	}
+	return to, o
+}
+
 // NotDispatchedOutcome settles a DISPATCH_PENDING record FAILED when its act was never sent
 // (the durable receipt could not be written): authoritative, because the sink is the only path
 // to the upstream and did not take it.

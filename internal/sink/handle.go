@@ -551,39 +551,10 @@ func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispa
 	return res, nil
 }
 
-// complete classifies an invocation and records it (action-evidence-boundary "Classify the
-// Effect Outcome"): EXECUTED and FAILED only on the upstream's authoritative answer (or, for
-// FAILED, the invoker's certainty that nothing was sent); a transport error or timeout after
-// bytes may have left is INDETERMINATE. The write runs on its own deadline: an outcome is
-// recorded even when the caller has gone.
+// complete classifies an invocation (ClassifyOutcome) and records it. The write runs on its own
+// deadline: an outcome is recorded even when the caller has gone.
 func (g *gate) complete(rec journal.DispatchRecord, out InvokeResult, ierr error) (journal.State, json.RawMessage, error) {
-	var (
-		to journal.State
-		o  journal.Outcome
-	)
-	switch {
-	case out.Outcome == OutcomeNotSent:
-		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: ReasonNotSent,
-			EvidenceDigest: EvidenceDigest([]byte("not_sent:" + rec.OperationID))}
-	case ierr == nil && out.Outcome == OutcomeExecuted:
-		to = journal.StateExecuted
-		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamExecuted, EvidenceDigest: EvidenceDigest(out.Result)}
-	case ierr == nil && out.Outcome == OutcomeFailed:
-		to = journal.StateFailed
-		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: EvidenceDigest(out.Result)}
-	default:
-		to = journal.StateIndeterminate
-		o = journal.Outcome{Reason: ReasonUpstreamUnknown}
-		if len(out.Result) > 0 {
-			o.EvidenceDigest = EvidenceDigest(out.Result)
-		}
-	}
-	var result json.RawMessage
-	if to.Terminal() && len(out.Result) <= journal.MaxResultBytes {
-		result = out.Result
-		o.Result = []byte(out.Result)
-	}
+	to, o := ClassifyOutcome(rec.OperationID, out, ierr)
 	ctx, cancel := context.WithTimeout(context.Background(), g.recordTimeout)
 	defer cancel()
 	if _, err := g.journal.Transition(ctx, rec.OperationID, to, o); err != nil {
@@ -593,5 +564,5 @@ func (g *gate) complete(rec journal.DispatchRecord, out InvokeResult, ierr error
 		g.log.Error(err, "outcome not recorded", "act", rec.ActID, "operation", rec.OperationID, "outcome", to)
 		return journal.StateIndeterminate, nil, fmt.Errorf("sink: recording outcome %s of %s: %w", to, rec.OperationID, err)
 	}
-	return to, result, nil
+	return to, json.RawMessage(o.Result), nil
 }
