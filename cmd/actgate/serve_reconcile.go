@@ -76,11 +76,8 @@ func (rt *gateRuntime) newSettler() (*reconcile.Settler, error) {
 			return e.server, ep, true
 		},
 		Settled: func(rec journal.DispatchRecord, _ reconcile.Verdict) {
-			r := receipt.Receipt{
-				Time: time.Now().UTC(), ActID: rec.ActID, Tool: rec.Tool, Server: eps[rec.Upstream].server,
-				ArgumentsDigest: rec.ArgumentsDigest, ActionDigest: rec.ActionDigest, Decision: receipt.DecisionOutcome,
-				Code: ReceiptCodeReconciled, AuthorityID: rec.AuthorityID, OperationID: rec.OperationID, State: string(rec.State),
-			}
+			r := receipt.OutcomeOf(rec, eps[rec.Upstream].server, time.Now())
+			r.Code = ReceiptCodeReconciled
 			if _, err := rt.receipts.Append(r); err != nil {
 				log.Error(err, "Receipt append failed", "operation", rec.OperationID)
 			}

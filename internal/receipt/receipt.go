@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/journal"
 )
 
 // Receipt is one enforcement decision or outcome: a Ledger-Anchored Validation Receipt
@@ -209,4 +210,16 @@ func (r Receipt) Canonical() ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return b, nil
+}
+
+// OutcomeOf is the receipt of a dispatch's outcome as the journal recorded it: decision
+// "outcome" with the record's state, act, authority, operation and digests. server names the
+// record's upstream; at is the receipt's time. The sidecar records each outcome with it, and
+// `actgate serve` each dispatch it settles by reconciliation (code RECONCILED).
+func OutcomeOf(rec journal.DispatchRecord, server string, at time.Time) Receipt {
+	return Receipt{
+		Time: at.UTC(), ActID: rec.ActID, Tool: rec.Tool, Server: server,
+		ArgumentsDigest: rec.ArgumentsDigest, ActionDigest: rec.ActionDigest, Decision: DecisionOutcome,
+		AuthorityID: rec.AuthorityID, OperationID: rec.OperationID, State: string(rec.State),
+	}
 }

@@ -110,13 +110,7 @@ func (g *Gate) receiptOutcome(rec journal.DispatchRecord) {
 	if g.receipts == nil {
 		return
 	}
-	r := receipt.Receipt{
-		Time: g.now().UTC(), ActID: rec.ActID, Tool: rec.Tool, Server: g.serverOf(rec.Upstream),
-		Decision: receipt.DecisionOutcome, ArgumentsDigest: rec.ArgumentsDigest,
-		ActionDigest: rec.ActionDigest, AuthorityID: rec.AuthorityID, OperationID: rec.OperationID,
-		State: string(rec.State),
-	}
-	if err := g.appendReceipt(r); err != nil {
+	if err := g.appendReceipt(receipt.OutcomeOf(rec, g.serverOf(rec.Upstream), g.now())); err != nil {
 		g.log.Error(err, "Receipt append failed", "act", rec.ActID, "operation", rec.OperationID)
 	}
 }
