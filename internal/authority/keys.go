@@ -76,6 +76,11 @@ func KeyID(pub crypto.PublicKey) (string, error) {
 // KeyID returns the ID of the signer's key.
 func (s *Signer) KeyID() string { return s.keyID }
 
+// SignerVerifier returns the key as a sigstore SignerVerifier (Ed25519, or ECDSA P-256 with
+// SHA-256), for signing other things than authorities with the same key file: the receipt
+// log's checkpoints (receipt.LoadOrCreateSigner).
+func (s *Signer) SignerVerifier() signature.SignerVerifier { return s.sv }
+
 // PublicKey returns the signer's public key.
 func (s *Signer) PublicKey() crypto.PublicKey { return s.pub }
 

@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"bytes"
-	"crypto"
 	"fmt"
 	"os"
 
@@ -19,18 +18,11 @@ import (
 // missing or differs. The standalone gate keeps both in its data directory, a sidecar in its
 // journal directory.
 func LoadOrCreateSigner(keyPath, pubPath string) (signature.SignerVerifier, error) {
-	if _, err := authority.LoadOrCreateKey(keyPath); err != nil {
-		return nil, err
-	}
-	sv, err := signature.LoadSignerVerifierFromPEMFile(keyPath, crypto.SHA256, cryptoutils.SkipPassword)
-	if err != nil {
-		return nil, fmt.Errorf("receipt key %s: %w", keyPath, err)
-	}
-	pub, err := sv.PublicKey()
+	key, err := authority.LoadOrCreateKey(keyPath)
 	if err != nil {
 		return nil, err
 	}
-	pem, err := cryptoutils.MarshalPublicKeyToPEM(pub)
+	pem, err := cryptoutils.MarshalPublicKeyToPEM(key.PublicKey())
 	if err != nil {
 		return nil, err
 	}
@@ -39,5 +31,5 @@ func LoadOrCreateSigner(keyPath, pubPath string) (signature.SignerVerifier, erro
 			return nil, fmt.Errorf("receipt public key %s: %w", pubPath, err)
 		}
 	}
-	return sv, nil
+	return key.SignerVerifier(), nil
 }
