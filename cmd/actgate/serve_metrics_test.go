@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,32 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/test/testutil"
 )
-
-// logBuffer is a bytes.Buffer safe for the logger's writes and the test's read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeMetricsAndLogs runs the standalone gate with metrics.address set: calls through its
 // MCP endpoint are counted on /metrics (internal/metrics), and the gate's log at full verbosity
@@ -52,7 +33,7 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs testutil.Buffer
 	log := newLogger(&logs, true)
 	rt, err := openGate(context.Background(), cfg, log, gateHooks{})
 	if err != nil {
