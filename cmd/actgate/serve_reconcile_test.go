@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -24,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/test/testutil"
 )
@@ -82,13 +82,7 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	t.Cleanup(ep.Close)
 
 	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, b []byte) string { return writeIn(t, dir, name, b) }
 	tok := write("finance.token", []byte("tok\n"))
 	recTok := write("rec.token", []byte("rec-token\n"))
 	mac := write("rec.mac", macKey)
@@ -152,18 +146,33 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	}
 
 	g.stop()
-	log := g.cfg.Path(gateconfig.ReceiptsFile)
-	raw, err := os.ReadFile(log)
+	pub, err := os.ReadFile(g.cfg.Path(gateconfig.ReceiptPubFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(raw, []byte(`"code":"`+ReceiptCodeReconciled+`"`)) || !bytes.Contains(raw, []byte(q.OperationID)) {
-		t.Fatalf("no %s receipt for %s in the receipt log", ReceiptCodeReconciled, q.OperationID)
+	v, err := receipt.NewVerifierPEM(pub)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out, errb bytes.Buffer
-	if code := run([]string{"receipts", "verify", "--key", g.cfg.Path(gateconfig.ReceiptPubFile), log}, strings.NewReader(""), &out, &errb); code != 0 {
-		t.Fatalf("receipts verify: %d %s %s", code, out.String(), errb.String())
+	reconciled := false
+	for _, r := range testutil.VerifiedReceipts(t, g.cfg.Path(gateconfig.ReceiptsFile), v) {
+		if r.Code == ReceiptCodeReconciled {
+			reconciled = r.OperationID == q.OperationID && r.State == "EXECUTED" && r.Decision == receipt.DecisionOutcome
+		}
 	}
+	if !reconciled {
+		t.Fatalf("no %s outcome receipt (EXECUTED) for %s in the receipt log", ReceiptCodeReconciled, q.OperationID)
+	}
+}
+
+// writeIn writes b to dir/name (mode 0600) and returns the path.
+func writeIn(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func efCodeOf(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
@@ -214,13 +223,7 @@ func TestServeRefusesBadReconciliationCredentials(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			write := func(name string, b []byte) string {
-				p := filepath.Join(dir, name)
-				if err := os.WriteFile(p, b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
+			write := func(name string, b []byte) string { return writeIn(t, dir, name, b) }
 			tok := write("finance.token", []byte("tok\n"))
 			ca := ""
 			if tc.caFile != nil {

@@ -3,13 +3,10 @@ package mcpproxy
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/act"
-	"github.com/actgate/actgate/internal/authority"
-	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // elicitFixture is a real gate compiled from testdata/elicitation-policy.yaml behind a real
@@ -52,16 +48,7 @@ func newElicitFixture(t *testing.T) *elicitFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := sha256.Sum256([]byte("mcpproxy elicitation tests"))
-	signer, err := authority.NewSigner(ed25519.NewKeyFromSeed(seed[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "actgate.db"), boltstore.Options{Verifier: signer.Verifier()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, signer := testutil.SeededStore(t, "mcpproxy elicitation tests")
 	ids, err := act.NewIDIssuer([]byte("0123456789abcdef0123456789abcdef"), nil)
 	if err != nil {
 		t.Fatal(err)

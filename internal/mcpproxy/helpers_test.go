@@ -3,15 +3,12 @@ package mcpproxy
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/act"
-	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -124,16 +120,7 @@ func newGate(t *testing.T, bankURL string) (*boltstore.Store, *sink.Gate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := sha256.Sum256([]byte("mcpproxy tests"))
-	signer, err := authority.NewSigner(ed25519.NewKeyFromSeed(seed[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "actgate.db"), boltstore.Options{Verifier: signer.Verifier()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, signer := testutil.SeededStore(t, "mcpproxy tests")
 	ids, err := act.NewIDIssuer([]byte("0123456789abcdef0123456789abcdef"), nil)
 	if err != nil {
 		t.Fatal(err)

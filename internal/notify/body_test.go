@@ -3,8 +3,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"os"
@@ -14,10 +12,9 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/internal/act"
-	"github.com/actgate/actgate/internal/authority"
-	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -231,16 +228,7 @@ func newGate(t *testing.T, obs sink.Observer) *sink.Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := sha256.Sum256([]byte("notify tests"))
-	signer, err := authority.NewSigner(ed25519.NewKeyFromSeed(seed[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "actgate.db"), boltstore.Options{Verifier: signer.Verifier()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, signer := testutil.SeededStore(t, "notify tests")
 	ids, err := act.NewIDIssuer([]byte("0123456789abcdef0123456789abcdef"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,37 +2,17 @@ package reconcile
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"maps"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/actgate/actgate/internal/authority"
-	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/test/testutil"
 )
-
-// openJournal opens a real bbolt dispatch journal.
-func openJournal(t *testing.T) *boltstore.Store {
-	t.Helper()
-	seed := sha256.Sum256([]byte("settler tests"))
-	signer, err := authority.NewSigner(ed25519.NewKeyFromSeed(seed[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "actgate.db"), boltstore.Options{Verifier: signer.Verifier()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
-}
 
 // indeterminate writes a record of operation op to upstream and leaves it INDETERMINATE, as a
 // dispatch whose answer was lost does.
@@ -70,7 +50,7 @@ func states(t *testing.T, j journal.Journal, ops ...string) map[string]journal.S
 // Reconciliation").
 func TestSettler(t *testing.T) {
 	const withEndpoint, without = "https://payments.example/mcp", "https://other.example/mcp"
-	j := openJournal(t)
+	j, _ := testutil.SeededStore(t, "settler tests")
 	ops := []string{"op-exec", "op-fail", "op-unknown", "op-badmac", "op-mismatch", "op-stale", "op-none"}
 	for _, op := range ops {
 		up := withEndpoint

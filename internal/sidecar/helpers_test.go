@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -505,10 +504,6 @@ func (f *fixture) receipts() []receipt.Receipt {
 	if err := f.log.Flush(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(f.dir, ReceiptsFile))
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	pub, err := os.ReadFile(filepath.Join(f.dir, ReceiptPubFile))
 	if err != nil {
 		f.t.Fatal(err)
@@ -517,19 +512,5 @@ func (f *fixture) receipts() []receipt.Receipt {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := receipt.Verify(bytes.NewReader(b), v); err != nil {
-		f.t.Fatalf("receipt log does not verify: %v", err)
-	}
-	var out []receipt.Receipt
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if strings.HasPrefix(line, `{"checkpoint"`) {
-			continue
-		}
-		var r receipt.Receipt
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			f.t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.VerifiedReceipts(f.t, filepath.Join(f.dir, ReceiptsFile), v)
 }

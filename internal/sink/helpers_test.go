@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/receipt"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 var t0 = time.Date(2026, 7, 27, 12, 0, 0, 0, time.UTC)
@@ -333,31 +333,13 @@ func resolution(digest, kind string, option int, answer string) []byte {
 	return b
 }
 
-// receipts reads and verifies the receipt log and returns its receipts.
+// receipts flushes, reads and verifies the receipt log and returns its receipts.
 func (f *fixture) receipts() []receipt.Receipt {
 	f.t.Helper()
 	if err := f.log.Flush(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(f.dir, "receipts.jsonl"))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := receipt.Verify(strings.NewReader(string(b)), f.logKey); err != nil {
-		f.t.Fatalf("receipt log does not verify: %v", err)
-	}
-	var out []receipt.Receipt
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if strings.HasPrefix(line, `{"checkpoint"`) {
-			continue
-		}
-		var r receipt.Receipt
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			f.t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.VerifiedReceipts(f.t, filepath.Join(f.dir, "receipts.jsonl"), f.logKey)
 }
 
 // records returns every journal record in state s.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -938,17 +937,9 @@ func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act
 	if err != nil {
 		t.Fatal(err)
 	}
-	logBytes, err := os.ReadFile(filepath.Join(dir, sidecar.ReceiptsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := receipt.Verify(bytes.NewReader(logBytes), v); err != nil {
-		t.Fatalf("the sidecar's receipt log does not verify: %v", err)
-	}
 	var decisions []string
-	for _, line := range strings.Split(strings.TrimSpace(string(logBytes)), "\n") {
-		var r receipt.Receipt
-		if json.Unmarshal([]byte(line), &r) != nil || r.OperationID != opID {
+	for _, r := range testutil.VerifiedReceipts(t, filepath.Join(dir, sidecar.ReceiptsFile), v) {
+		if r.OperationID != opID {
 			continue
 		}
 		if r.AuthorityID != rec.AuthorityID {
