@@ -327,7 +327,7 @@ func (c *Config) validate() error {
 					*p = c.resolve(*p)
 				}
 			}
-			if servers[u.Server] && reconciliationURL(c.Policy.Servers, u.Server) == "" {
+			if servers[u.Server] && c.ReconciliationURL(u.Server) == "" {
 				bad(f, "policy.servers %q declares no reconciliation.url", u.Server)
 			}
 		}
@@ -394,19 +394,14 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// reconciliationURL is the reconciliation.url policy.servers declares for server, or "".
-func reconciliationURL(servers []v1alpha1.ToolServer, server string) string {
-	for _, s := range servers {
+// ReconciliationURL is the reconciliation endpoint policy.servers declares for server, or "".
+func (c *Config) ReconciliationURL(server string) string {
+	for _, s := range c.Policy.Servers {
 		if s.Name == server && s.Reconciliation != nil {
 			return s.Reconciliation.URL
 		}
 	}
 	return ""
-}
-
-// ReconciliationURL is the reconciliation endpoint policy.servers declares for server, or "".
-func (c *Config) ReconciliationURL(server string) string {
-	return reconciliationURL(c.Policy.Servers, server)
 }
 
 // Compile compiles the policy (epoch 1: a standalone gate serves one policy per process).
