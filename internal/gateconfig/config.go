@@ -137,7 +137,8 @@ type Upstream struct {
 
 // UpstreamReconciliation is where the credentials of a reconciliation endpoint are read from
 // (the files of the Kubernetes Secret the cluster's ToolServer names; internal/reconcile's
-// wire protocol). The files are read at start.
+// wire protocol). The token and MAC key files are checked at start and read again for every
+// query, so they can be rotated in place; the CA file is read at start.
 type UpstreamReconciliation struct {
 	// BearerTokenFile holds the token the gate presents to the endpoint. Required.
 	BearerTokenFile string `json:"bearerTokenFile"`
