@@ -434,3 +434,83 @@ func TestDirectUpstreamStreamParsing(t *testing.T) {
 		t.Fatal("an oversized event was accepted")
 	}
 }
+
+// TestCancelledOnlyWhenAbandoned: the upstream gets notifications/cancelled for a call the proxy
+// abandoned at its deadline, and for no other: a call the upstream answered with a JSON-RPC
+// error was not abandoned (the direct path once sent one after every failed call, because it
+// judged the call's context after cancelling it).
+func TestCancelledOnlyWhenAbandoned(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			var mu sync.Mutex
+			callIDs := map[string]string{} // tool → JSON-RPC id of its tools/call
+			var cancelled []string         // requestIds of notifications/cancelled
+			intercept := func(_ http.ResponseWriter, r *http.Request) bool {
+				if r.Method != http.MethodPost {
+					return false
+				}
+				b, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				var msg struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+					Params struct {
+						Name      string          `json:"name"`
+						RequestID json.RawMessage `json:"requestId"`
+					} `json:"params"`
+				}
+				if json.Unmarshal(b, &msg) == nil {
+					mu.Lock()
+					switch msg.Method {
+					case methodCallTool:
+						callIDs[msg.Params.Name] = string(msg.ID)
+					case "notifications/cancelled":
+						cancelled = append(cancelled, string(msg.Params.RequestID))
+					}
+					mu.Unlock()
+				}
+				return false
+			}
+			tools := []mcptest.Tool{
+				{Name: "ticket_crash", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+					return nil, &jsonrpc.Error{Code: -32000, Message: "handler crashed half way"}
+				}},
+				{Name: "ticket_slow", Handler: func(ctx context.Context, _ json.RawMessage) (*mcp.CallToolResult, error) {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return mcptest.Text("late"), nil
+				}},
+			}
+			// A JSON upstream: its error answer is read whole before the call returns.
+			f := newFixture(t, fixtureOpts{tools: tools, upstream: mcptest.Options{Intercept: intercept, JSONResponse: true},
+				configure: func(c *Config) { c.CallTimeout = 300 * time.Millisecond; c.sdkOnly = m.sdkOnly }})
+			cs := f.agent()
+			if res := call(t, cs, "ticket_crash", `{}`, nil); efCode(res) != "EF_INDETERMINATE" {
+				t.Fatalf("ticket_crash: %s", text(res))
+			}
+			if res := call(t, cs, "ticket_slow", `{}`, nil); efCode(res) != "EF_INDETERMINATE" {
+				t.Fatalf("ticket_slow: %s", text(res))
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				got, slow := append([]string(nil), cancelled...), callIDs["ticket_slow"]
+				mu.Unlock()
+				if len(got) > 0 {
+					if len(got) != 1 || got[0] != slow {
+						t.Fatalf("notifications/cancelled for %q; want only the abandoned call %s (ticket_crash was %s)", got, slow, callIDs["ticket_crash"])
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the abandoned call was never cancelled upstream")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -63,34 +63,45 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams, release func()) (*mcp.CallToolResult, error) {
 	b.p.directUpstream.Add(1)
 	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-	res, err := b.sendCall(ctx, cs, version, id, params, &release)
-	if release != nil {
+	res, rest, err := b.sendCall(ctx, cs, version, id, params)
+	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
+	abandoned := err != nil && ctx.Err() != nil
+	if rest != nil {
+		// The rest of the event stream (normally just its end) is read in the background, so
+		// that the connection goes back to the pool instead of being cut by release.
+		go func() {
+			_, _ = io.Copy(io.Discard, rest)
+			_ = rest.Close()
+			release()
+		}()
+	} else {
 		release()
 	}
-	if err != nil && ctx.Err() != nil {
-		// Abandoned at its deadline: tell the upstream, as the SDK client does, so that its
-		// handler can stop.
+	if abandoned {
+		// Tell the upstream, as the SDK client does, so that its handler can stop.
 		go b.notifyCancelled(cs.ID(), version, id)
 	}
 	return res, err
 }
 
-func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID, params *mcp.CallToolParams, release *func()) (*mcp.CallToolResult, error) {
+// sendCall POSTs the call and reads its answer. rest, when not nil, is the unread remainder of
+// an event-stream answer, for the caller to drain and close.
+func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID, params *mcp.CallToolParams) (res *mcp.CallToolResult, rest io.ReadCloser, err error) {
 	raw, err := marshalNoEscape(params)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodCallTool, Params: raw})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := b.post(ctx, cs.ID(), version, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("mcpproxy: upstream answered tools/call with HTTP %d", resp.StatusCode)
+		return nil, nil, fmt.Errorf("mcpproxy: upstream answered tools/call with HTTP %d", resp.StatusCode)
 	}
 	var answer *jsonrpc.Response
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
@@ -101,36 +112,28 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
 			_ = resp.Body.Close()
-			break
+		} else {
+			rest = resp.Body
 		}
-		rel := *release
-		*release = nil
-		go func() {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if rel != nil {
-				rel()
-			}
-		}()
 	default:
 		_ = resp.Body.Close()
 		err = fmt.Errorf("mcpproxy: upstream answered tools/call with content type %q", mt)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if answer.Error != nil {
 		var we *jsonrpc.Error
 		if errors.As(answer.Error, &we) {
-			return nil, we
+			return nil, rest, we
 		}
-		return nil, answer.Error
+		return nil, rest, answer.Error
 	}
-	var res mcp.CallToolResult
-	if err := unmarshal(answer.Result, &res); err != nil {
-		return nil, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
+	res = &mcp.CallToolResult{}
+	if err := unmarshal(answer.Result, res); err != nil {
+		return nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
-	return &res, nil
+	return res, rest, nil
 }
 
 // unmarshal decodes as the SDK does (its internal/json: case-sensitive member names).
