@@ -145,7 +145,8 @@ type Proxy struct {
 	log     logr.Logger
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
-	http    *http.Client
+	http    *http.Client // the SDK client's upstream requests
+	direct  *http.Client // the direct tools/call path's (bridge.post): syncTransport where it applies
 	// send is the agent-side server's own sending handler, captured at construction, through
 	// which upstream notifications are forwarded to an agent session verbatim.
 	send mcp.MethodHandler
@@ -194,10 +195,15 @@ func New(cfg Config) (*Proxy, error) {
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	directBase := base
+	if t, ok := base.(*http.Transport); ok {
+		directBase = newSyncTransport(t)
+	}
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
 		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}},
+		direct:  &http.Client{Transport: &upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin}},
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}
@@ -248,6 +254,8 @@ func (p *Proxy) Close() error {
 	for ss := range p.server.Sessions() {
 		_ = ss.Close()
 	}
+	p.direct.CloseIdleConnections()
+	p.http.CloseIdleConnections()
 	return nil
 }
 

@@ -44,6 +44,13 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// CloseIdleConnections closes the base's idle connections, if it keeps any.
+func (t *upstreamTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // attempt observes the one HTTP POST that carries a tools/call upstream.
 type attempt struct {
 	wrote  atomic.Bool  // request headers were written to a connection: bytes may have left

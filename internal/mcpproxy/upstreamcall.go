@@ -156,7 +156,7 @@ func (b *bridge) post(ctx context.Context, sid, version string, body []byte) (*h
 	h.Set("Accept", "application/json, text/event-stream")
 	h.Set(headerSessionID, sid)
 	h.Set(headerProtocolVersion, version)
-	return b.p.http.Do(req)
+	return b.p.direct.Do(req)
 }
 
 // postMessage sends a response or notification upstream; the upstream answers 202 with no body.
