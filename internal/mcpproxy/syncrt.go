@@ -242,6 +242,13 @@ func (b *syncBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// finished reports whether the body was read to its end.
+func (b *syncBody) finished() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eof
+}
+
 func (b *syncBody) Close() error {
 	b.mu.Lock()
 	if b.done {

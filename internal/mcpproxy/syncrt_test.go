@@ -1,7 +1,10 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
 // countingServer is an HTTP server that counts the connections it accepted and the requests it
@@ -99,10 +104,19 @@ func TestSyncTransportChunkedAnswer(t *testing.T) {
 	rt := newTestSyncTransport()
 	defer rt.CloseIdleConnections()
 	for range 3 {
-		resp, got, err := syncPost(t, rt, context.Background(), s.URL, "{}")
-		if err != nil || len(resp.TransferEncoding) == 0 || got != "data: \n\ndata: y\n\ndata: yy\n\n" {
+		req, _ := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("{}"))
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || len(resp.TransferEncoding) == 0 || string(got) != "data: \n\ndata: y\n\ndata: yy\n\n" {
 			t.Fatalf("%v %v %q", err, resp, got)
 		}
+		if !resp.Body.(*syncBody).finished() {
+			t.Fatal("a body read to its end does not report itself finished")
+		}
+		_ = resp.Body.Close()
 	}
 	if n := s.conns.Load(); n != 1 {
 		t.Fatalf("connections = %d, want 1", n)
@@ -152,6 +166,9 @@ func TestSyncTransportDiscardsUnfinishedConnection(t *testing.T) {
 	}
 	if _, err := io.ReadFull(resp.Body, make([]byte, len("first part;"))); err != nil {
 		t.Fatal(err)
+	}
+	if resp.Body.(*syncBody).finished() {
+		t.Fatal("a body read in part reports itself finished")
 	}
 	_ = resp.Body.Close() // "second part" not read
 	if _, got, err := syncPost(t, rt, context.Background(), s.URL+"?close=1", "one"); err != nil || got != "one" {
@@ -287,5 +304,67 @@ func TestSyncTransportFallback(t *testing.T) {
 	}
 	if proxied.Load() != 1 {
 		t.Fatalf("the proxy saw %d requests, want 1", proxied.Load())
+	}
+}
+
+// TestDirectUpstreamKeepsOneConnection: through the whole proxy, sequential hot-path calls to
+// an upstream that answers with an event stream or a JSON body share one upstream connection;
+// so do calls whose stream ends well after their response (the end is read in the background
+// and the connection returned to the pool then).
+func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
+	lateEnd := func(w http.ResponseWriter, r *http.Request) bool {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != methodCallTool {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"late end\"}]}}\n\n", req.ID)
+		w.(http.Flusher).Flush()
+		time.Sleep(30 * time.Millisecond) // the stream's end comes after the agent has its answer
+		return true
+	}
+	for _, c := range []struct {
+		name  string
+		opts  mcptest.Options
+		pause time.Duration // between calls: time for a stream end read in the background
+		want  string
+	}{
+		{"event stream", mcptest.Options{}, 20 * time.Millisecond, `{"ok":true}`},
+		{"JSON", mcptest.Options{JSONResponse: true}, 20 * time.Millisecond, `{"ok":true}`},
+		{"stream ends late", mcptest.Options{Intercept: lateEnd}, 100 * time.Millisecond, "late end"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var dials atomic.Int32
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			d := &net.Dialer{}
+			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return d.DialContext(ctx, network, addr)
+			}
+			f := newFixture(t, fixtureOpts{upstream: c.opts, configure: func(cfg *Config) { cfg.Transport = tr }})
+			cs := f.agent()
+			var before int32
+			for i := range 8 {
+				if i == 1 {
+					before = dials.Load() // the SDK client's own connection(s) opened the session
+				}
+				res := call(t, cs, "get_balance", fmt.Sprintf(`{"account":"a%d"}`, i), nil)
+				if res.IsError || !strings.Contains(text(res), c.want) {
+					t.Fatalf("call %d: isError=%v %q", i, res.IsError, text(res))
+				}
+				time.Sleep(c.pause)
+			}
+			if n := dials.Load() - before; n != 0 {
+				t.Fatalf("calls 2-8 dialled %d new upstream connections, want 0", n)
+			}
+			if got := f.proxy.directUpstream.Load(); got != 8 {
+				t.Fatalf("the direct upstream path carried %d calls, want 8", got)
+			}
+		})
 	}
 }
