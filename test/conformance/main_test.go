@@ -27,9 +27,16 @@ const upstreamProcessEnv = "ACTGATE_CONFORMANCE_UPSTREAM_PROCESS"
 // names (BenchmarkToolsCallRoundTripReverseProxy).
 const reverseProxyEnv = "ACTGATE_CONFORMANCE_REVERSE_PROXY"
 
+// echoProcessEnv makes the re-executed test binary a TCP echo server
+// (BenchmarkLoopbackRoundTrip).
+const echoProcessEnv = "ACTGATE_CONFORMANCE_ECHO_PROCESS"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamProcessEnv) != "" {
 		os.Exit(serveUpstreamProcess())
+	}
+	if os.Getenv(echoProcessEnv) != "" {
+		os.Exit(serveEchoProcess())
 	}
 	if target := os.Getenv(reverseProxyEnv); target != "" {
 		os.Exit(serveReverseProxy(target))
@@ -79,4 +86,39 @@ func serveUpstreamProcess() int {
 	fmt.Println(s.URL)
 	_, _ = os.Stdin.Read(make([]byte, 1))
 	return 0
+}
+
+// serveEchoProcess prints the address of a TCP echo server (every byte read is written back)
+// on stdout and serves until stdin closes.
+func serveEchoProcess() int {
+	ln, err := listenEcho()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ln.Close()
+	fmt.Println(ln.Addr().String())
+	_, _ = os.Stdin.Read(make([]byte, 1))
+	return 0
+}
+
+// listenEcho starts a loopback TCP echo server in this process.
+func listenEcho() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln, nil
 }
