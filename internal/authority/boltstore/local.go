@@ -26,16 +26,28 @@ import (
 //	                      through its authority's ConsumedBy instead, which saves a random page
 //	                      write per consume
 //	dispatch_by_act       uint16 len(act ID) ‖ act ID ‖ operation ID → empty
+//	dispatch_by_state     state ‖ 0x00 ‖ uint64 CreatedAt (Unix ns) ‖ operation ID → empty,
+//	                      one key per record, moved with each transition in the same
+//	                      transaction: InState and RecoverOnStart read the records of one
+//	                      state without scanning the journal (schema 2)
 var (
 	bucketMeta        = []byte("meta")
 	bucketAuthorities = []byte("authorities")
 	bucketDispatch    = []byte("dispatch")
 	bucketByAuthority = []byte("dispatch_by_authority")
 	bucketByAct       = []byte("dispatch_by_act")
+	bucketByState     = []byte("dispatch_by_state")
 	keySchema         = []byte("schema")
 )
 
-const schemaVersion = "actgate-boltstore/1"
+// schemaVersion is the layout this build writes. A file of schemaVersion1 (no
+// dispatch_by_state) is migrated when opened for writing; a file of a newer schema is refused,
+// and so is a file of this schema by a build that reads only schema 1 (no downgrade: such a
+// build would not maintain the index).
+const (
+	schemaVersion  = "actgate-boltstore/2"
+	schemaVersion1 = "actgate-boltstore/1"
+)
 
 // storedAuthority is an authority as the file holds it. Payload is the signed canonical bytes
 // (authority.ParsePayload), so what is read back is exactly what was signed.
@@ -99,22 +111,46 @@ func initFile(db *bolt.DB) error {
 		if err != nil {
 			return err
 		}
-		switch v := meta.Get(keySchema); {
-		case v == nil:
-			if err := meta.Put(keySchema, []byte(schemaVersion)); err != nil {
-				return err
-			}
-		case string(v) != schemaVersion:
+		v := meta.Get(keySchema)
+		migrate := string(v) == schemaVersion1
+		if v != nil && !migrate && string(v) != schemaVersion {
 			return fmt.Errorf("boltstore: file has schema %q, this build reads %q", v, schemaVersion)
 		}
-		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct} {
+		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct, bucketByState} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
+		if migrate {
+			// Schema 1 → 2: index every record by state, in the transaction that records
+			// the new schema (all or nothing).
+			if err := tx.Bucket(bucketDispatch).ForEach(func(k, v []byte) error {
+				r, err := decodeRecord(v)
+				if err != nil {
+					return fmt.Errorf("operation %q: %w", k, err)
+				}
+				return tx.Bucket(bucketByState).Put(stateKey(r.State, r.CreatedAt, r.OperationID), []byte{})
+			}); err != nil {
+				return fmt.Errorf("boltstore: migrating to %s: %w", schemaVersion, err)
+			}
+		}
+		if string(v) != schemaVersion {
+			return meta.Put(keySchema, []byte(schemaVersion))
+		}
 		return nil
 	})
 }
+
+// stateKey is the dispatch_by_state key of a record.
+func stateKey(st journal.State, createdAt time.Time, operationID string) []byte {
+	k := make([]byte, 0, len(st)+1+8+len(operationID))
+	k = append(append(k, st...), 0)
+	k = binary.BigEndian.AppendUint64(k, uint64(createdAt.UnixNano()))
+	return append(k, operationID...)
+}
+
+// statePrefix is the prefix of every dispatch_by_state key of state st.
+func statePrefix(st journal.State) []byte { return append([]byte(st), 0) }
 
 // run executes fn, returning early with an unavailability error when ctx ends first. fn keeps
 // running in the background in that case; whatever it commits stays committed, and the caller,
@@ -406,7 +442,7 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 			return err
 		}
 		if pend != nil {
-			if err := putRecord(tx, rec, true, false); err != nil {
+			if err := putRecord(tx, nil, rec, false); err != nil {
 				return err
 			}
 		}
@@ -546,7 +582,7 @@ func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authorit
 		}
 		// No dispatch_by_authority entry: the record is found through ConsumedBy, as for
 		// ConsumeAndPend.
-		return putEncodedRecord(tx, rec, encRec, true, false)
+		return putEncodedRecord(tx, nil, rec, encRec, false)
 	})
 	if err != nil {
 		return authority.Record{}, none, err
@@ -580,22 +616,33 @@ func consumedErr(r authority.Record) error {
 	return fmt.Errorf("%w: %s by operation %s at %s", authority.ErrConsumed, r.Authority.ID, r.ConsumedBy, r.ConsumedAt.UTC().Format(time.RFC3339Nano))
 }
 
-// putRecord writes rec; for a new record also the act index and, if indexAuthority, the
-// authority index.
-func putRecord(tx *bolt.Tx, rec journal.DispatchRecord, isNew, indexAuthority bool) error {
+// putRecord writes rec, which replaces prev (nil for a new record), and moves its state index
+// key; for a new record also the act index and, if indexAuthority, the authority index.
+func putRecord(tx *bolt.Tx, prev *journal.DispatchRecord, rec journal.DispatchRecord, indexAuthority bool) error {
 	enc, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return putEncodedRecord(tx, rec, enc, isNew, indexAuthority)
+	return putEncodedRecord(tx, prev, rec, enc, indexAuthority)
 }
 
 // putEncodedRecord is putRecord with rec already encoded (enc = json.Marshal(rec)).
-func putEncodedRecord(tx *bolt.Tx, rec journal.DispatchRecord, enc []byte, isNew, indexAuthority bool) error {
+func putEncodedRecord(tx *bolt.Tx, prev *journal.DispatchRecord, rec journal.DispatchRecord, enc []byte, indexAuthority bool) error {
 	if err := tx.Bucket(bucketDispatch).Put([]byte(rec.OperationID), enc); err != nil {
 		return err
 	}
-	if !isNew {
+	if prev == nil || prev.State != rec.State || !prev.CreatedAt.Equal(rec.CreatedAt) {
+		byState := tx.Bucket(bucketByState)
+		if prev != nil {
+			if err := byState.Delete(stateKey(prev.State, prev.CreatedAt, prev.OperationID)); err != nil {
+				return err
+			}
+		}
+		if err := byState.Put(stateKey(rec.State, rec.CreatedAt, rec.OperationID), []byte{}); err != nil {
+			return err
+		}
+	}
+	if prev != nil {
 		return nil
 	}
 	if indexAuthority {
@@ -668,7 +715,7 @@ func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchReco
 			res.err = err
 			return nil
 		}
-		if err := putRecord(tx, r, true, true); err != nil {
+		if err := putRecord(tx, nil, r, true); err != nil {
 			return err
 		}
 		res.rec = r
@@ -727,7 +774,7 @@ func (l *local) update(ctx context.Context, operationID string, apply func(journ
 		v := tx.Bucket(bucketDispatch).Get(key)
 		if bytes.Equal(v, seen) {
 			if write {
-				if err := putEncodedRecord(tx, next, enc, false, false); err != nil {
+				if err := putEncodedRecord(tx, &cur, next, enc, false); err != nil {
 					return err
 				}
 			}
@@ -750,7 +797,7 @@ func (l *local) update(ctx context.Context, operationID string, apply func(journ
 			return nil
 		}
 		if len(again.History) != len(cur.History) {
-			if err := putRecord(tx, again, false, false); err != nil {
+			if err := putRecord(tx, &cur, again, false); err != nil {
 				return err
 			}
 		}
@@ -848,23 +895,46 @@ func (l *local) inState(ctx context.Context, s journal.State) ([]journal.Dispatc
 	}
 	var recs []journal.DispatchRecord
 	err := l.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketDispatch).ForEach(func(_, v []byte) error {
-			r, err := decodeRecord(v)
-			if err != nil {
-				return err
-			}
-			if r.State == s {
-				recs = append(recs, r)
-			}
-			return nil
-		})
+		var err error
+		recs, err = recordsInState(tx, s)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(recs, func(a, b journal.DispatchRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return recs, nil
 }
+
+// recordsInState reads the records of state st through dispatch_by_state, oldest first.
+func recordsInState(tx *bolt.Tx, st journal.State) ([]journal.DispatchRecord, error) {
+	var recs []journal.DispatchRecord
+	prefix := statePrefix(st)
+	ops := tx.Bucket(bucketDispatch)
+	c := tx.Bucket(bucketByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) < len(prefix)+8 {
+			return nil, unavailablef("corrupt state index key %q", k)
+		}
+		op := k[len(prefix)+8:]
+		v := ops.Get(op)
+		if v == nil {
+			return nil, unavailablef("state index names operation %q, which has no record", op)
+		}
+		r, err := decodeRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		if r.State != st {
+			return nil, unavailablef("state index holds operation %q as %s, its record says %s", op, st, r.State)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// inFlightStates are the states journal.Recover moves to INDETERMINATE (State.InFlight;
+// TestInFlightStatesMatchJournal).
+var inFlightStates = []journal.State{journal.StateDispatchPending, journal.StateInvoked}
 
 func (l *local) recoverOnStart(ctx context.Context) (int, error) {
 	live := l.live()
@@ -873,24 +943,23 @@ func (l *local) recoverOnStart(ctx context.Context) (int, error) {
 		if err := l.db.Update(func(tx *bolt.Tx) error {
 			n = 0
 			now := l.now()
-			var changed []journal.DispatchRecord
-			if err := tx.Bucket(bucketDispatch).ForEach(func(_, v []byte) error {
-				r, err := decodeRecord(v)
+			var prev, changed []journal.DispatchRecord
+			for _, st := range inFlightStates {
+				recs, err := recordsInState(tx, st)
 				if err != nil {
 					return err
 				}
-				if live[r.Instance] {
-					return nil
+				for _, r := range recs {
+					if live[r.Instance] {
+						continue
+					}
+					if out, ok := journal.Recover(r, now); ok {
+						prev, changed = append(prev, r), append(changed, out)
+					}
 				}
-				if out, ok := journal.Recover(r, now); ok {
-					changed = append(changed, out)
-				}
-				return nil
-			}); err != nil {
-				return err
 			}
-			for _, r := range changed {
-				if err := putRecord(tx, r, false, false); err != nil {
+			for i, r := range changed {
+				if err := putRecord(tx, &prev[i], r, false); err != nil {
 					return err
 				}
 			}

@@ -42,8 +42,8 @@ func ReadSnapshot(path string, timeout time.Duration) (Snapshot, error) {
 	var snap Snapshot
 	err = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if meta == nil || string(meta.Get(keySchema)) != schemaVersion {
-			return unavailablef("%s is not a store of schema %s", path, schemaVersion)
+		if meta == nil || (string(meta.Get(keySchema)) != schemaVersion && string(meta.Get(keySchema)) != schemaVersion1) {
+			return unavailablef("%s is not a store of schema %s or %s", path, schemaVersion1, schemaVersion)
 		}
 		if b := tx.Bucket(bucketAuthorities); b != nil {
 			if err := b.ForEach(func(k, v []byte) error {
