@@ -162,8 +162,11 @@ type Journal interface {
 	ByAuthority(ctx context.Context, authorityID string) (DispatchRecord, error)
 	// ByAct returns every record of an act, oldest operation first.
 	ByAct(ctx context.Context, actID string) ([]DispatchRecord, error)
-	// InState returns every record in state s (the reconciler lists INDETERMINATE).
+	// InState returns every record in state s (the reconciler lists INDETERMINATE), oldest
+	// CreatedAt first.
 	InState(ctx context.Context, s State) ([]DispatchRecord, error)
+	// InStateSince is InState without the records created before since.
+	InStateSince(ctx context.Context, s State, since time.Time) ([]DispatchRecord, error)
 	// RecoverOnStart promotes every DISPATCH_PENDING or INVOKED record not owned by a live
 	// session of the store to INDETERMINATE and returns how many it promoted. Call it before
 	// serving.

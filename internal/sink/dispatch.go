@@ -204,8 +204,13 @@ func (g *gate) recover(ctx context.Context) error {
 			})
 		}
 	}
+	// A settled dispatch is replayable only while its authority is unexpired, and an authority
+	// lives at most authority.MaxTTL from its issue, which precedes the record's creation (up to
+	// the skew between the issuer's clock and this one; an hour is allowed for it): records
+	// created before that are not read at all, so a start does not decode the whole journal.
+	since := now.Add(-authority.MaxTTL - time.Hour)
 	for _, st := range []journal.State{journal.StateExecuted, journal.StateFailed} {
-		recs, err := g.journal.InState(ctx, st)
+		recs, err := g.journal.InStateSince(ctx, st, since)
 		if err != nil {
 			return fmt.Errorf("sink: loading %s dispatches: %w", st, err)
 		}

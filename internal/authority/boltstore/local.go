@@ -241,7 +241,7 @@ func (l *local) do(ctx context.Context, inst string, req *wire.Request) (wire.Re
 	case wire.OpByAct:
 		resp.Records, err = l.byAct(ctx, req.ActID)
 	case wire.OpInState:
-		resp.Records, err = l.inState(ctx, req.State)
+		resp.Records, err = l.inState(ctx, req.State, req.Since)
 	case wire.OpRecoverOnStart:
 		resp.N, err = l.recoverOnStart(ctx)
 	default:
@@ -889,14 +889,14 @@ func (l *local) byAct(ctx context.Context, actID string) ([]journal.DispatchReco
 
 // inState scans every record: the reconciler lists INDETERMINATE records rarely, and the journal
 // of one embedded sink is small. A state index is the change to make if that stops being true.
-func (l *local) inState(ctx context.Context, s journal.State) ([]journal.DispatchRecord, error) {
+func (l *local) inState(ctx context.Context, s journal.State, since time.Time) ([]journal.DispatchRecord, error) {
 	if !s.Valid() {
 		return nil, fmt.Errorf("%w: unknown state %q", journal.ErrInvalidRecord, s)
 	}
 	var recs []journal.DispatchRecord
 	err := l.view(ctx, func(tx *bolt.Tx) error {
 		var err error
-		recs, err = recordsInState(tx, s)
+		recs, err = recordsInState(tx, s, since)
 		return err
 	})
 	if err != nil {
@@ -905,13 +905,18 @@ func (l *local) inState(ctx context.Context, s journal.State) ([]journal.Dispatc
 	return recs, nil
 }
 
-// recordsInState reads the records of state st through dispatch_by_state, oldest first.
-func recordsInState(tx *bolt.Tx, st journal.State) ([]journal.DispatchRecord, error) {
+// recordsInState reads the records of state st created at or after since (zero: all) through
+// dispatch_by_state, oldest first.
+func recordsInState(tx *bolt.Tx, st journal.State, since time.Time) ([]journal.DispatchRecord, error) {
 	var recs []journal.DispatchRecord
 	prefix := statePrefix(st)
+	from := prefix
+	if since.After(time.Unix(0, 0)) {
+		from = binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(since.UnixNano()))
+	}
 	ops := tx.Bucket(bucketDispatch)
 	c := tx.Bucket(bucketByState).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	for k, _ := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		if len(k) < len(prefix)+8 {
 			return nil, unavailablef("corrupt state index key %q", k)
 		}
@@ -945,7 +950,7 @@ func (l *local) recoverOnStart(ctx context.Context) (int, error) {
 			now := l.now()
 			var prev, changed []journal.DispatchRecord
 			for _, st := range inFlightStates {
-				recs, err := recordsInState(tx, st)
+				recs, err := recordsInState(tx, st, time.Time{})
 				if err != nil {
 					return err
 				}

@@ -56,6 +56,13 @@ func TestSharedClientSeesOwnerErrors(t *testing.T) {
 	if rs, err := cli.ByAct(ctx, a.Binding.ActID); err != nil || len(rs) != 1 || rs[0].OperationID != op {
 		t.Fatalf("ByAct via client: %v, %v", rs, err)
 	}
+	// InStateSince's bound crosses the socket.
+	if rs, err := cli.InStateSince(ctx, journal.StateDispatchPending, rec.CreatedAt); err != nil || len(rs) != 1 {
+		t.Fatalf("InStateSince via client, from the record's creation: %v, %v", rs, err)
+	}
+	if rs, err := cli.InStateSince(ctx, journal.StateDispatchPending, rec.CreatedAt.Add(time.Nanosecond)); err != nil || len(rs) != 0 {
+		t.Fatalf("InStateSince via client, after the record's creation: %v, %v", rs, err)
+	}
 }
 
 // TestSharedDeadline: the client's deadline bounds the call and travels to the owner.

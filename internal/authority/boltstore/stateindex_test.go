@@ -292,3 +292,50 @@ func BenchmarkInState(b *testing.B) {
 		})
 	}
 }
+
+// TestInStateSince: only the records created at or after since, oldest first; a zero since is
+// InState.
+func TestInStateSince(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t)
+	var created []time.Time
+	for i := range 10 {
+		f.clock.Advance(time.Second)
+		rec := pendingFor(f.sign(t, i), fmt.Sprintf("op-%d", i))
+		rec.State = journal.StateDispatchPending
+		r, err := s.Begin(ctx, rec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, r.CreatedAt)
+	}
+	for _, c := range []struct {
+		since time.Time
+		want  int // the first operation listed
+	}{
+		{time.Time{}, 0},
+		{created[0].Add(-time.Hour), 0},
+		{created[4], 4},
+		{created[4].Add(time.Nanosecond), 5},
+		{created[9].Add(time.Nanosecond), 10},
+	} {
+		recs, err := s.InStateSince(ctx, journal.StateDispatchPending, c.since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.OperationID)
+		}
+		var want []string
+		for i := c.want; i < 10; i++ {
+			want = append(want, fmt.Sprintf("op-%d", i))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("since %v: %v, want %v", c.since, got, want)
+		}
+	}
+	if recs, err := s.InStateSince(ctx, journal.StateExecuted, time.Time{}); err != nil || len(recs) != 0 {
+		t.Fatalf("another state: %v, %v", recs, err)
+	}
+}

@@ -364,6 +364,12 @@ func (s *Store) InState(ctx context.Context, st journal.State) ([]journal.Dispat
 	return resp.Records, err
 }
 
+// InStateSince implements journal.Journal: it reads only the index keys from since on.
+func (s *Store) InStateSince(ctx context.Context, st journal.State, since time.Time) ([]journal.DispatchRecord, error) {
+	resp, err := s.do(ctx, &wire.Request{Op: wire.OpInState, State: st, Since: since})
+	return resp.Records, err
+}
+
 // RecoverOnStart implements journal.Journal. The sessions left alone are this handle and, in
 // shared mode, every process connected to the owner at that moment; a process that has lost
 // its connection and not yet reconnected counts as gone, and its in-flight records become

@@ -59,6 +59,7 @@ type Request struct {
 	Reconciliation journal.Reconciliation
 	ActID          string
 	State          journal.State
+	Since          time.Time // InState: records created at or after it (zero: all)
 }
 
 // Response is the result of a Request. An error travels as its codes and text, so the client
