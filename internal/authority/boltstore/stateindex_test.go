@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -338,4 +339,68 @@ func TestInStateSince(t *testing.T) {
 	if recs, err := s.InStateSince(ctx, journal.StateExecuted, time.Time{}); err != nil || len(recs) != 0 {
 		t.Fatalf("another state: %v, %v", recs, err)
 	}
+}
+
+// errRollback ends a fuzz iteration's transaction without committing it.
+var errRollback = errors.New("rollback")
+
+// FuzzStateIndex: whatever key the state index holds (the file is read back as untrusted bytes,
+// as in FuzzStoredRecords), reading a state through it returns an error or only records that
+// are in that state, from since on; never a panic.
+func FuzzStateIndex(f *testing.F) {
+	fx := newFixture(f)
+	s, err := Open(fx.path, fx.options())
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i, st := range []journal.State{journal.StateDispatchPending, journal.StateDispatchPending} {
+		fx.clock.Advance(time.Second)
+		rec := pendingFor(fx.sign(f, i), fmt.Sprintf("op-%d", i))
+		rec.State = st
+		if _, err := s.Begin(ctx, rec, nil); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if _, err := s.Transition(ctx, "op-1", journal.StateIndeterminate, journal.Outcome{Reason: "timeout_after_dispatch"}); err != nil {
+		f.Fatal(err)
+	}
+	s.Close()
+	db, err := bolt.Open(fx.path, 0o600, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	f.Add(stateKey(journal.StateIndeterminate, t0, "op-0"), int64(0))
+	f.Add(stateKey(journal.StateDispatchPending, t0, "op-ghost"), t0.UnixNano())
+	f.Add(append(statePrefix(journal.StateExecuted), 1), int64(-1))
+	f.Add([]byte{0}, int64(1))
+	f.Fuzz(func(t *testing.T, key []byte, sinceNS int64) {
+		if len(key) == 0 || len(key) > bolt.MaxKeySize {
+			return
+		}
+		since := time.Unix(0, sinceNS)
+		err := db.Update(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketByState).Put(key, []byte{}); err != nil {
+				return err
+			}
+			for _, st := range allStates {
+				recs, err := recordsInState(tx, st, since)
+				if err != nil {
+					if !errors.Is(err, journal.ErrUnavailable) {
+						t.Fatalf("%s: error %v is not unavailable", st, err)
+					}
+					continue
+				}
+				for _, r := range recs {
+					if r.State != st {
+						t.Fatalf("%s: returned %s in state %s", st, r.OperationID, r.State)
+					}
+				}
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
+	})
 }
