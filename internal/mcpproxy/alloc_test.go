@@ -11,7 +11,7 @@ import (
 // every message through a Decoder that allocated a fresh 32 KiB buffer, several per message,
 // and that allocation rate was most of the CPU a tools/call cost and the tail of the gate's
 // latency (tool-use-binding §22 T-F). With the patched SDK a direct hot-path tools/call
-// (agent client and upstream server) allocates about 19 KB and one through the proxy about 58 KB
+// (agent client and upstream server) allocates about 19 KB and one through the proxy about 43 KB
 // (unpatched: 351 KB and 721 KB); the bounds, about three times the patched figures, fail the
 // test if the replace is dropped or a release brings the buffer back.
 func TestToolsCallAllocations(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	sjson "github.com/segmentio/encoding/json"
@@ -220,7 +221,12 @@ func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 // upstream's notifications and requests before it. Events other than "message" (and priming
 // events without data) are skipped, as by the SDK client.
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
-	r := bufio.NewReaderSize(body, 4096)
+	r := streamReaders.Get().(*bufio.Reader)
+	r.Reset(body)
+	defer func() { // nothing read keeps a reference to r's buffer: events are copied into data
+		r.Reset(nil)
+		streamReaders.Put(r)
+	}()
 	var data []byte
 	var name string
 	hasData := false
@@ -268,6 +274,10 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 		data, name, hasData = data[:0], "", false
 	}
 }
+
+// streamReaders recycles readStream's buffers: one per event-stream answer was 4 KiB of
+// garbage per call.
+var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 // readLine reads one line of an event stream without its end (LF or CRLF).
 func readLine(r *bufio.Reader) ([]byte, error) {
