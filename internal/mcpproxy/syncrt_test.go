@@ -368,3 +368,17 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 		})
 	}
 }
+
+func TestCanonicalAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"upstream.example":      "upstream.example:80",
+		"upstream.example:8080": "upstream.example:8080",
+		"127.0.0.1":             "127.0.0.1:80",
+		"[::1]":                 "[::1]:80",
+		"[::1]:9000":            "[::1]:9000",
+	} {
+		if got := canonicalAddr(in); got != want {
+			t.Errorf("canonicalAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
