@@ -196,7 +196,7 @@ func New(cfg Config) (*Proxy, error) {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	directBase := base
-	if t, ok := base.(*http.Transport); ok {
+	if t, ok := base.(*http.Transport); ok && syncSupported {
 		directBase = newSyncTransport(t)
 	}
 	p := &Proxy{

@@ -23,7 +23,8 @@ import (
 // BenchmarkToolsCallRoundTripServe, issue 6). Here the handler's goroutine writes the request,
 // reads the answer and writes the agent's response, on one thread.
 //
-// It serves only what it can serve as net/http would: an http:// URL, no proxy for it (the
+// It is used where the idle check can be made (syncSupported: the BSDs, Linux and macOS), and
+// serves only what it can serve as net/http would: an http:// URL, no proxy for it (the
 // fallback's Proxy function says none), and a fallback that is an *http.Transport, whose
 // DialContext it uses. Everything else — https (TLS, HTTP/2), a proxy, another RoundTripper
 // (tests' fault injectors) — goes to the fallback unchanged. The request is written by
@@ -65,9 +66,6 @@ type syncConn struct {
 	key      string
 	idleFrom time.Time
 }
-
-// errSyncUnusable: the connection cannot carry another exchange.
-var errSyncUnusable = errors.New("mcpproxy: connection not reusable")
 
 func (t *syncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.URL.Host == "" || t.proxied(req) {
@@ -210,9 +208,7 @@ func (c *syncConn) reusable() bool {
 	}
 	alive := false
 	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = n < 0 && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK))
+		alive = peekWouldBlock(fd)
 		return true // never wait: the answer is now
 	})
 	return err == nil && alive

@@ -70,7 +70,11 @@ func syncPost(t *testing.T, rt http.RoundTripper, ctx context.Context, u, body s
 	return resp, string(b), err
 }
 
-func newTestSyncTransport() *syncTransport {
+func newTestSyncTransport(t *testing.T) *syncTransport {
+	t.Helper()
+	if !syncSupported {
+		t.Skip("syncTransport is not used on this platform (syncrt_peek_other.go)")
+	}
 	return newSyncTransport(http.DefaultTransport.(*http.Transport).Clone())
 }
 
@@ -78,7 +82,7 @@ func newTestSyncTransport() *syncTransport {
 // the one to its own request.
 func TestSyncTransportReusesConnection(t *testing.T) {
 	s := newCountingServer(t, echo)
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	for i := range 20 {
 		body := strings.Repeat("x", i*300) // some bodies larger than the connection's buffer
@@ -101,7 +105,7 @@ func TestSyncTransportChunkedAnswer(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("{}"))
@@ -127,7 +131,7 @@ func TestSyncTransportChunkedAnswer(t *testing.T) {
 // and succeeds, instead of failing as sent-and-unanswered.
 func TestSyncTransportSkipsClosedIdleConnection(t *testing.T) {
 	s := newCountingServer(t, echo, func(hs *http.Server) { hs.IdleTimeout = 20 * time.Millisecond })
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	if _, got, err := syncPost(t, rt, context.Background(), s.URL, "one"); err != nil || got != "one" {
 		t.Fatal(err, got)
@@ -157,7 +161,7 @@ func TestSyncTransportDiscardsUnfinishedConnection(t *testing.T) {
 		}
 		echo(w, r)
 	})
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"?slow=1", strings.NewReader("{}"))
 	resp, err := rt.RoundTrip(req)
@@ -193,7 +197,7 @@ func TestSyncTransportContextEndsExchange(t *testing.T) {
 		echo(w, r)
 	})
 	defer close(release)
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	if _, _, err := syncPost(t, rt, context.Background(), s.URL, "warm"); err != nil {
 		t.Fatal(err)
@@ -242,7 +246,7 @@ func TestSyncTransportTrace(t *testing.T) {
 		w.WriteHeader(http.StatusEarlyHints)
 		echo(w, r)
 	})
-	rt := newTestSyncTransport()
+	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -279,6 +283,7 @@ func TestSyncTransportTrace(t *testing.T) {
 // What this path cannot serve as net/http would goes to the fallback Transport unchanged: TLS,
 // and a URL the Transport's Proxy function sends through a proxy.
 func TestSyncTransportFallback(t *testing.T) {
+	newTestSyncTransport(t) // skips where syncTransport is not used
 	tlsUp := httptest.NewTLSServer(http.HandlerFunc(echo))
 	defer tlsUp.Close()
 	fb := tlsUp.Client().Transport.(*http.Transport).Clone()
