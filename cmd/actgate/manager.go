@@ -25,6 +25,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/controllers"
+	"github.com/actgate/actgate/internal/fileutil"
 	actmetrics "github.com/actgate/actgate/internal/metrics"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/webhook"
@@ -148,13 +149,8 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 	}
 	var roots *x509.CertPool
 	if o.reconcileCAFile != "" {
-		pem, err := os.ReadFile(o.reconcileCAFile)
-		if err != nil {
+		if roots, err = fileutil.ReadCertPool(o.reconcileCAFile, false); err != nil {
 			return usageError("--reconcile-ca-file: %v", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return usageError("--reconcile-ca-file %s holds no PEM certificate", o.reconcileCAFile)
 		}
 	}
 	var webhookCfg *webhook.Config

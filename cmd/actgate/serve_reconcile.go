@@ -42,13 +42,9 @@ func (rt *gateRuntime) newSettler() (*reconcile.Settler, error) {
 			return nil, fmt.Errorf("upstreams[%s].reconciliation: %w", srv.Name, err)
 		}
 		if r.CAFile != "" {
-			pem, err := os.ReadFile(r.CAFile)
-			if err != nil {
+			var err error
+			if e.roots, err = fileutil.ReadCertPool(r.CAFile, false); err != nil {
 				return nil, fmt.Errorf("upstreams[%s].reconciliation.caFile: %w", srv.Name, err)
-			}
-			e.roots = x509.NewCertPool()
-			if !e.roots.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("upstreams[%s].reconciliation.caFile %s holds no PEM certificate", srv.Name, r.CAFile)
 			}
 		}
 		eps[srv.URL] = e

@@ -2,6 +2,7 @@
 package fileutil
 
 import (
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,4 +44,24 @@ func ReadToken(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return t, nil
+}
+
+// ReadCertPool reads a PEM bundle of CA certificates into a pool, on top of the system roots
+// when withSystem (and they can be loaded). A file without any certificate is an error, not an
+// empty pool that would refuse every peer.
+func ReadCertPool(path string, withSystem bool) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if withSystem {
+		if sys, err := x509.SystemCertPool(); err == nil {
+			pool = sys
+		}
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

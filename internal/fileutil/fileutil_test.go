@@ -1,9 +1,18 @@
 package fileutil
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestWriteAtomic(t *testing.T) {
@@ -52,5 +61,43 @@ func TestReadToken(t *testing.T) {
 	}
 	if _, err := ReadToken(filepath.Join(dir, "missing")); err == nil {
 		t.Error("no error for a missing file")
+	}
+}
+
+func TestReadCertPool(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(good, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, withSystem := range []bool{false, true} {
+		pool, err := ReadCertPool(good, withSystem)
+		if err != nil || pool == nil {
+			t.Fatalf("withSystem=%v: %v", withSystem, err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+			t.Fatalf("withSystem=%v: the pool does not hold the CA: %v", withSystem, err)
+		}
+	}
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCertPool(empty, true); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Fatalf("a file without a certificate: %v", err)
+	}
+	if _, err := ReadCertPool(filepath.Join(dir, "missing.pem"), false); err == nil {
+		t.Fatal("a missing file read as a pool")
 	}
 }

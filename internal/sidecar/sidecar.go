@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -296,7 +295,7 @@ func (cfg *Config) check() error {
 func authorityClient(caFile string) (*http.Client, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		pool, err := loadPool(caFile, false)
+		pool, err := fileutil.ReadCertPool(caFile, false)
 		if err != nil {
 			return nil, fmt.Errorf("authority CA file: %w", err)
 		}
@@ -316,30 +315,13 @@ func authorityClient(caFile string) (*http.Client, error) {
 func upstreamTransport(caFile string) (http.RoundTripper, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
-		pool, err := loadPool(caFile, true)
+		pool, err := fileutil.ReadCertPool(caFile, true)
 		if err != nil {
 			return nil, fmt.Errorf("upstream CA file: %w", err)
 		}
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
 	return tr, nil
-}
-
-func loadPool(path string, withSystem bool) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if withSystem {
-		if sys, err := x509.SystemCertPool(); err == nil {
-			pool = sys
-		}
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 // credentialFile reads a bearer token from path on every call.
