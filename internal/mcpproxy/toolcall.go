@@ -226,11 +226,7 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 // a second invocation. FAILED is an error result; EXECUTED is not.
 func settledResult(state journal.State) json.RawMessage {
 	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. The upstream's result was not received, so none is returned; the call is not run again.", state)
-	raw, _ := json.Marshal(struct {
-		Content []textBlock `json:"content"`
-		IsError bool        `json:"isError"`
-	}{[]textBlock{{Type: "text", Text: text}}, state != journal.StateExecuted})
-	return raw
+	return textResult(text, state != journal.StateExecuted)
 }
 
 // allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.

@@ -158,11 +158,14 @@ func notSent(text string) sink.InvokeResult {
 	return sink.InvokeResult{Result: errorResult(text), Outcome: sink.OutcomeNotSent}
 }
 
-func errorResult(text string) json.RawMessage {
+func errorResult(text string) json.RawMessage { return textResult(text, true) }
+
+// textResult is a CallToolResult of one text block.
+func textResult(text string, isError bool) json.RawMessage {
 	raw, _ := json.Marshal(struct {
 		Content []textBlock `json:"content"`
 		IsError bool        `json:"isError"`
-	}{[]textBlock{{Type: "text", Text: text}}, true})
+	}{[]textBlock{{Type: "text", Text: text}}, isError})
 	return raw
 }
 
