@@ -141,11 +141,10 @@ func initFile(db *bolt.DB) error {
 	})
 }
 
-// stateKey is the dispatch_by_state key of a record.
+// stateKey is the dispatch_by_state key of a record; with an empty operationID, the first key of
+// state st at or after createdAt.
 func stateKey(st journal.State, createdAt time.Time, operationID string) []byte {
-	k := make([]byte, 0, len(st)+1+8+len(operationID))
-	k = append(append(k, st...), 0)
-	k = binary.BigEndian.AppendUint64(k, uint64(createdAt.UnixNano()))
+	k := binary.BigEndian.AppendUint64(statePrefix(st), uint64(createdAt.UnixNano()))
 	return append(k, operationID...)
 }
 
@@ -912,7 +911,7 @@ func recordsInState(tx *bolt.Tx, st journal.State, since time.Time) ([]journal.D
 	prefix := statePrefix(st)
 	from := prefix
 	if since.After(time.Unix(0, 0)) {
-		from = binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(since.UnixNano()))
+		from = stateKey(st, since, "")
 	}
 	ops := tx.Bucket(bucketDispatch)
 	c := tx.Bucket(bucketByState).Cursor()

@@ -41,8 +41,11 @@ func ReadSnapshot(path string, timeout time.Duration) (Snapshot, error) {
 	defer db.Close()
 	var snap Snapshot
 	err = db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil || (string(meta.Get(keySchema)) != schemaVersion && string(meta.Get(keySchema)) != schemaVersion1) {
+		var schema string
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			schema = string(meta.Get(keySchema))
+		}
+		if schema != schemaVersion && schema != schemaVersion1 {
 			return unavailablef("%s is not a store of schema %s or %s", path, schemaVersion1, schemaVersion)
 		}
 		if b := tx.Bucket(bucketAuthorities); b != nil {
