@@ -351,31 +351,8 @@ func (c *Config) validate() error {
 		}
 	}
 
-	c.callTimeout = DefaultCallTimeout
-	if c.CallTimeout != "" {
-		d, err := time.ParseDuration(c.CallTimeout)
-		switch {
-		case err != nil:
-			bad("callTimeout", "must be a duration such as \"60s\"")
-		case d < time.Second || d > 10*time.Minute:
-			bad("callTimeout", "must be between 1s and 10m")
-		default:
-			c.callTimeout = d
-		}
-	}
-
-	c.reconcileInterval = DefaultReconcileInterval
-	if v := c.Reconciliation.Interval; v != "" {
-		d, err := time.ParseDuration(v)
-		switch {
-		case err != nil:
-			bad("reconciliation.interval", "must be a duration such as \"30s\"")
-		case d < time.Second || d > time.Hour:
-			bad("reconciliation.interval", "must be between 1s and 1h")
-		default:
-			c.reconcileInterval = d
-		}
-	}
+	c.callTimeout = boundedDuration(bad, "callTimeout", c.CallTimeout, DefaultCallTimeout, "60s", 10*time.Minute, "10m")
+	c.reconcileInterval = boundedDuration(bad, "reconciliation.interval", c.Reconciliation.Interval, DefaultReconcileInterval, "30s", time.Hour, "1h")
 
 	c.validateNotifications(bad)
 
@@ -393,6 +370,25 @@ func (c *Config) validate() error {
 		return es
 	}
 	return nil
+}
+
+// boundedDuration parses field's value, def when it is empty, and reports through bad a value
+// that is not a duration (the message gives example) or not between 1s and max (written maxText);
+// def is returned for a bad value.
+func boundedDuration(bad func(field, format string, args ...any), field, value string, def time.Duration, example string, max time.Duration, maxText string) time.Duration {
+	if value == "" {
+		return def
+	}
+	d, err := time.ParseDuration(value)
+	switch {
+	case err != nil:
+		bad(field, "must be a duration such as %q", example)
+	case d < time.Second || d > max:
+		bad(field, "must be between 1s and %s", maxText)
+	default:
+		return d
+	}
+	return def
 }
 
 // ReconciliationURL is the reconciliation endpoint policy.servers declares for server, or "".
