@@ -13,9 +13,8 @@ import (
 
 // record classifies one invocation as internal/sink does (sink.ClassifyOutcome) and records it
 // in the journal. The write has its own deadline: an outcome is recorded even when the caller
-// has gone. A write that fails
-// leaves the record DISPATCH_PENDING (recovery makes it INDETERMINATE), and the call is
-// reported INDETERMINATE.
+// has gone. A write that fails leaves the record DISPATCH_PENDING (recovery makes it
+// INDETERMINATE), and the call is reported INDETERMINATE.
 func (g *Gate) record(rec journal.DispatchRecord, out sink.InvokeResult, ierr error) (journal.State, error) {
 	to, o := sink.ClassifyOutcome(rec.OperationID, out, ierr)
 	out2, err := g.transition(rec.OperationID, to, o)
