@@ -1,8 +1,8 @@
-// Command actgate is the single actgate binary. Its gate subcommands are serve (the standalone
+// Command actgate is the gate binary. Its subcommands are serve (the standalone
 // gate on its embedded store), demo, moments, resolve, console (the web console, on
-// loopback), receipts verify, authority (the Kubernetes authority service), manager
-// (controllers and webhooks) and sidecar (the finality sink in a pod); see
-// docs/operations.md. Besides the gate itself it carries the
+// loopback), receipts verify and sidecar (the finality sink in a pod); see
+// docs/operations.md. It links no Kubernetes client: the manager and the authority
+// service are cmd/actgate-controlplane, in the same image. Besides the gate itself it carries the
 // protocol CLI every other part digests through; its behaviour is a public interface and
 // is kept stable:
 //

@@ -1,20 +1,19 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/actgate/actgate/internal/cli"
 )
 
 // Exit statuses of every actgate command (see doc.go); part of the public interface.
 const (
-	exitOK           = 0
-	exitRejected     = 1
-	exitUsage        = 2
-	exitNotAuthority = 3
+	exitOK           = cli.ExitOK
+	exitRejected     = cli.ExitRejected
+	exitUsage        = cli.ExitUsage
+	exitNotAuthority = cli.ExitNotAuthority
 )
 
 // maxInput bounds what a command reads from stdin or a file.
@@ -26,20 +25,9 @@ type streams struct {
 	out, err io.Writer
 }
 
-// exitError ends a command with a status and the lines to print on stderr, each
-// beginning with a stable code.
-type exitError struct {
-	status int
-	lines  []string
-}
+func fail(status int, lines ...string) error { return cli.Fail(status, lines...) }
 
-func (e *exitError) Error() string { return strings.Join(e.lines, "; ") }
-
-func fail(status int, lines ...string) error { return &exitError{status: status, lines: lines} }
-
-func usageError(format string, args ...any) error {
-	return fail(exitUsage, "USAGE "+fmt.Sprintf(format, args...))
-}
+func usageError(format string, args ...any) error { return cli.UsageError(format, args...) }
 
 // newRootCmd wires every subcommand. To add one, write its constructor in its own file and
 // add it to this list.
@@ -70,13 +58,11 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newEnvelopeCmd(s),
 		newResolutionCmd(s),
 		newReceiptsCmd(s),
-		newManagerCmd(s),
 		newServeCmd(s),
 		newDemoCmd(s),
 		newMomentsCmd(s),
 		newResolveCmd(s),
 		newConsoleCmd(s),
-		newAuthorityCmd(s),
 		newSidecarCmd(s),
 	)
 	return root
@@ -89,22 +75,5 @@ func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 
 // run executes one actgate invocation and returns its exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRootCmd(streams{in: stdin, out: stdout, err: stderr})
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) {
-		// Everything cobra itself refuses (unknown command or flag, missing required
-		// flag, extra arguments) is a usage error.
-		ee = usageError("%s", err.Error()).(*exitError)
-		fmt.Fprintf(stderr, "%s\nRun 'actgate --help' for usage.\n", ee.lines[0])
-		return ee.status
-	}
-	for _, l := range ee.lines {
-		fmt.Fprintln(stderr, l)
-	}
-	return ee.status
+	return cli.Execute(newRootCmd(streams{in: stdin, out: stdout, err: stderr}), args, stderr)
 }

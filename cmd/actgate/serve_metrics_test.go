@@ -23,7 +23,7 @@ import (
 // carries act ids and digests but never an argument value.
 func TestServeMetricsAndLogs(t *testing.T) {
 	up, dir, tok := countingDemoUpstream(t)
-	metricsAddr := freeAddr(t)
+	metricsAddr := testutil.FreeAddr(t)
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	doc := string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)) + "metrics:\n  address: " + metricsAddr + "\n"
 	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {

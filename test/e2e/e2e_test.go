@@ -82,6 +82,7 @@ func TestEndToEnd(t *testing.T) {
 	bin := t.TempDir()
 	buildBinaries(t, root, bin)
 	actgate := filepath.Join(bin, "actgate")
+	controlPlane := filepath.Join(bin, "actgate-controlplane")
 
 	env := envtest.Start(t)
 	ctx := t.Context()
@@ -189,7 +190,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("webhook config: %v", err)
 	}
 	pointWebhooksAt(t, c, "https://"+whAddr, pki.caPEM)
-	manager := start(t, "manager", actgate, os.Environ(), "manager", "--kubeconfig", mgrUser.Kubeconfig,
+	manager := start(t, "manager", controlPlane, os.Environ(), "manager", "--kubeconfig", mgrUser.Kubeconfig,
 		"--webhook-config", whFile, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	waitTLS(t, manager, whAddr, pki.pool)
 
@@ -207,7 +208,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	authAddr := freeAddr(t)
-	authorityProc := start(t, "authority", actgate, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
+	authorityProc := start(t, "authority", controlPlane, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
 		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.certFile,
 		"--tls-private-key-file", pki.keyFile, "--signing-key-file", signKey)
 	waitTLS(t, authorityProc, authAddr, pki.pool)
@@ -494,7 +495,12 @@ func checkChartArgs(t *testing.T, c client.Client, bin, dir string) {
 	for _, d := range deps.Items {
 		for _, ct := range d.Spec.Template.Spec.Containers {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			cmd := exec.CommandContext(ctx, bin, ct.Args...)
+			// The chart names the control-plane binary in command; the image's entrypoint is actgate.
+			exe := bin
+			if len(ct.Command) > 0 {
+				exe = filepath.Join(filepath.Dir(bin), filepath.Base(ct.Command[0]))
+			}
+			cmd := exec.CommandContext(ctx, exe, ct.Args...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "KUBECONFIG=" + filepath.Join(dir, "no-such-kubeconfig")}
 			cmd.Dir = dir
 			var stderr strings.Builder
@@ -503,8 +509,8 @@ func checkChartArgs(t *testing.T, c client.Client, bin, dir string) {
 			cancel()
 			for _, bad := range []string{"unknown flag", "unknown shorthand flag", "required flag", "invalid argument", "unknown command"} {
 				if strings.Contains(stderr.String(), bad) {
-					t.Errorf("Deployment %s container %s: `actgate %s` is refused by the binary: %s",
-						d.Name, ct.Name, strings.Join(ct.Args, " "), firstLine(stderr.String()))
+					t.Errorf("Deployment %s container %s: `%s %s` is refused by the binary: %s",
+						d.Name, ct.Name, filepath.Base(exe), strings.Join(ct.Args, " "), firstLine(stderr.String()))
 					break
 				}
 			}

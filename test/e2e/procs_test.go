@@ -25,19 +25,19 @@ import (
 	"github.com/actgate/actgate/test/envtest"
 )
 
-// buildBinaries builds actgate and kubectl-actgate once into dir, with the caller's Go
+// buildBinaries builds actgate, actgate-controlplane and kubectl-actgate once into dir, with the caller's Go
 // environment (never the tools' private XDG_CACHE_HOME: that would move Go's build cache).
 func buildBinaries(t *testing.T, root, dir string) {
 	t.Helper()
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/actgate", "./cmd/kubectl-actgate")
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/actgate", "./cmd/actgate-controlplane", "./cmd/kubectl-actgate")
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out.String())
 	}
-	t.Logf("built actgate and kubectl-actgate in %s", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("built actgate, actgate-controlplane and kubectl-actgate in %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.

@@ -5,7 +5,7 @@
 // replay").
 //
 // Everything is real and on loopback: `actgate` built once per package with -tags failpoints
-// (internal/failpoint; TestMain), run as `actgate serve`, `actgate authority` and `actgate
+// (internal/failpoint; TestMain), run as `actgate serve`, `actgate-controlplane authority` and `actgate
 // sidecar` processes; envtest's kube-apiserver and etcd (test/envtest, started once, only by the
 // Kubernetes tests; they skip under -short); counting MCP upstreams (internal/mcpproxy/mcptest);
 // the SDK's MCP client as the agent. Faults are injected only at the wire: a fault-injecting
@@ -35,7 +35,7 @@
 // the call was journaled its DISPATCH_PENDING receipt is in the log (durable before anything is
 // sent).
 //
-// Sidecar (`actgate sidecar` → `actgate authority` → kube-apiserver; TestSidecarMatrix):
+// Sidecar (`actgate sidecar` → `actgate-controlplane authority` → kube-apiserver; TestSidecarMatrix):
 //
 //	boundary        upstream  sidecar journal after restart             Lease       retry
 //	before-consume  0         nothing                                   ISSUED      runs once, own authority

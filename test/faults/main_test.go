@@ -16,6 +16,9 @@ import (
 // actgateBin is the actgate binary built once for the package with -tags failpoints.
 var actgateBin string
 
+// controlPlaneBin is cmd/actgate-controlplane, built beside it with the same tags.
+var controlPlaneBin string
+
 // TestMain builds cmd/actgate with the failpoints tag once (the build is most of the cost on a
 // loaded machine), and afterwards removes it and stops the control plane if a test started it.
 func TestMain(m *testing.M) {
@@ -33,10 +36,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	actgateBin = filepath.Join(dir, "actgate")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", actgateBin, "./cmd/actgate")
+	controlPlaneBin = filepath.Join(dir, "actgate-controlplane")
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(os.PathSeparator), "./cmd/actgate", "./cmd/actgate-controlplane")
 	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build -tags failpoints ./cmd/actgate: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "go build -tags failpoints ./cmd/actgate ./cmd/actgate-controlplane: %v\n%s", err, out)
 		return 1
 	}
 	code := m.Run()

@@ -56,9 +56,9 @@ import (
 )
 
 // The Kubernetes rig (doc.go, "The sidecar path"): envtest's API server behind apiFaults,
-// `actgate authority` behind authorityFaults, `actgate sidecar`, one upstream.
+// `actgate-controlplane authority` behind authorityFaults, `actgate sidecar`, one upstream.
 //
-//	agent ─MCP─▶ actgate sidecar ─HTTPS─▶ authorityFaults ─▶ actgate authority ─HTTPS─▶ apiFaults ─▶ kube-apiserver
+//	agent ─MCP─▶ actgate sidecar ─HTTPS─▶ authorityFaults ─▶ actgate-controlplane authority ─HTTPS─▶ apiFaults ─▶ kube-apiserver
 //	                   └──────────────▶ upstream (mcptest)
 
 const (
@@ -352,8 +352,14 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, addrRE string, args ...string) *proc {
 	t.Helper()
+	return startBin(t, actgateBin, env, addrRE, args...)
+}
+
+// startBin is startProc of another binary (controlPlaneBin for the authority service).
+func startBin(t *testing.T, bin string, env []string, addrRE string, args ...string) *proc {
+	t.Helper()
 	p := &proc{out: &testutil.Buffer{}, done: make(chan struct{}), addrRE: regexp.MustCompile(addrRE)}
-	p.cmd = exec.Command(actgateBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -519,7 +525,7 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 	// The authority service, through the API fault proxy; the sidecar reaches it through the
 	// authority fault proxy.
 	r.api = newAPIFaults(t, env.Config)
-	r.auth = startProc(t, nil, `"address":"(127\.0\.0\.1:\d+)"`, "authority",
+	r.auth = startBin(t, controlPlaneBin, nil, `"address":"(127\.0\.0\.1:\d+)"`, "authority",
 		"--kubeconfig", r.api.kubeconfig(t, r.dir), "--bind-address", "127.0.0.1:0", "--metrics-bind-address", "0",
 		"--tls-cert-file", r.pki.certFile, "--tls-private-key-file", r.pki.keyFile, "--signing-key-file", r.pki.signingKey,
 		"--review-timeout", o.serviceTO.String(), "--store-timeout", o.serviceTO.String(), "--shutdown-grace", "0s")

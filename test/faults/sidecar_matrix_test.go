@@ -19,7 +19,7 @@ import (
 )
 
 // TestSidecarMatrix is the failpoint matrix for the Kubernetes path (doc.go, "The matrix"): a
-// real `actgate sidecar` built with -tags failpoints, in front of a real `actgate authority`
+// real `actgate sidecar` built with -tags failpoints, in front of a real `actgate-controlplane authority`
 // on envtest, is killed at each boundary during a call of a protected tool, restarted over the
 // same journal, and the agent retries in a new session. Here consume and DISPATCH_PENDING are
 // two writes in two places — the Lease compare-and-swap at the service, then the sidecar's own

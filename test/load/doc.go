@@ -1,5 +1,5 @@
 // Command load is actgate's load generator (issue 5, "Load and soak"): it drives the standalone
-// gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate authority` on a real
+// gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate-controlplane authority` on a real
 // kube-apiserver, test/envtest) with real MCP clients (the official Go SDK over streamable HTTP)
 // at fixed concurrency for a bounded time, reports throughput and latency through the sink and
 // straight to the upstream, and after every run checks the invariants the sink promises.

@@ -16,18 +16,24 @@ import (
 	"time"
 )
 
-// buildActgate builds cmd/actgate into dir with the caller's Go environment (never a tool's
-// private XDG_CACHE_HOME: that would move Go's build cache; ../shared/K8S-TESTING.md).
+// buildActgate builds cmd/actgate and cmd/actgate-controlplane into dir with the caller's Go
+// environment (never a tool's private XDG_CACHE_HOME: that would move Go's build cache) and
+// returns the path of actgate; actgate-controlplane is beside it (controlPlaneBin).
 func buildActgate(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "actgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/actgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/actgate", "./cmd/actgate-controlplane")
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/actgate: %w\n%s", err, out.String())
+		return "", fmt.Errorf("go build ./cmd/actgate ./cmd/actgate-controlplane: %w\n%s", err, out.String())
 	}
 	return bin, nil
+}
+
+// controlPlaneBin is the actgate-controlplane that buildActgate wrote beside actgate.
+func controlPlaneBin(actgate string) string {
+	return filepath.Join(filepath.Dir(actgate), "actgate-controlplane")
 }
 
 // proc is one of actgate's processes, its output kept in a file.

@@ -53,7 +53,7 @@ const (
 	sidecarSinkID  = "load-sink"
 )
 
-// sidecarTarget is a real kube-apiserver (test/envtest) with `actgate authority` running as a
+// sidecarTarget is a real kube-apiserver (test/envtest) with `actgate-controlplane authority` running as a
 // user holding exactly service.PolicyRules; each run adds a namespace, its policy and agent
 // pod, and an `actgate sidecar` process.
 type sidecarTarget struct {
@@ -114,7 +114,7 @@ func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Write
 	if err != nil {
 		return nil, err
 	}
-	if s.auth, err = startProc("actgate-authority", dir, bin, os.Environ(), "authority", "--kubeconfig", user.Kubeconfig,
+	if s.auth, err = startProc("actgate-authority", dir, controlPlaneBin(bin), os.Environ(), "authority", "--kubeconfig", user.Kubeconfig,
 		"--bind-address", addr, "--metrics-bind-address", "0", "--tls-cert-file", certFile,
 		"--tls-private-key-file", keyFile, "--signing-key-file", signKey); err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Write
 		return nil, err
 	}
 	s.authURL = "https://" + addr
-	fmt.Fprintf(log, "  actgate authority serving in %s\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(log, "  actgate-controlplane authority serving in %s\n", time.Since(start).Round(100*time.Millisecond))
 	return s, nil
 }
 

@@ -192,8 +192,10 @@ func TestPluginThroughKubectl(t *testing.T) {
 					t.Errorf("option %d authorises %s, not the act's action %s", res.OptionIdx, o.ActionDigest, act.Spec.ActionDigest)
 				}
 			}
-			if bm.ManagedFields[len(bm.ManagedFields)-1].Manager != kubectlplugin.FieldManager {
-				t.Errorf("last write by %q, want %q", bm.ManagedFields[len(bm.ManagedFields)-1].Manager, kubectlplugin.FieldManager)
+			// The API server does not order managedFields, so the assertion is about ownership:
+			// the plugin's field manager owns spec.resolution, and no other manager does.
+			if owners := fieldOwners(t, bm.ManagedFields, "f:spec", "f:resolution"); len(owners) != 1 || owners[0] != kubectlplugin.FieldManager {
+				t.Errorf("spec.resolution owned by %q, want only %q", owners, kubectlplugin.FieldManager)
 			}
 		})
 	}
@@ -400,4 +402,33 @@ func TestAdmissionDenialIsSurfaced(t *testing.T) {
 	if got := get(t, env, ns, "pay-alice").Spec.Resolution; got == nil || got.Kind != v1alpha1.ResolutionOption || *got.OptionIdx != 1 {
 		t.Fatalf("stored %+v", got)
 	}
+}
+
+// fieldOwners returns the managers whose managedFields entry holds the field at path (FieldsV1
+// keys such as "f:spec", "f:resolution").
+func fieldOwners(t *testing.T, entries []metav1.ManagedFieldsEntry, path ...string) []string {
+	t.Helper()
+	var owners []string
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var node map[string]any
+		if err := json.Unmarshal(e.FieldsV1.Raw, &node); err != nil {
+			t.Fatalf("managedFields of %q: %v", e.Manager, err)
+		}
+		held := true
+		for _, k := range path {
+			next, ok := node[k].(map[string]any)
+			if !ok {
+				held = false
+				break
+			}
+			node = next
+		}
+		if held {
+			owners = append(owners, e.Manager)
+		}
+	}
+	return owners
 }

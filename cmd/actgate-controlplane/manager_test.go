@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 func TestManagerUsage(t *testing.T) {
@@ -41,12 +41,12 @@ func TestManagerUsage(t *testing.T) {
 	}
 }
 
-// TestManagerRuns starts `actgate manager` against a real API server: it serves health and
+// TestManagerRuns starts `actgate-controlplane manager` against a real API server: it serves health and
 // metrics, its ToolPolicy controller reconciles, and it stops cleanly when its context ends.
 func TestManagerRuns(t *testing.T) {
 	env := envtest.Start(t)
 	ns := env.Namespace(t)
-	probe, metrics := freeAddr(t), freeAddr(t)
+	probe, metrics := testutil.FreeAddr(t), testutil.FreeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -96,16 +96,6 @@ func TestManagerRuns(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the manager did not stop")
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // waitHTTP polls url until it answers 200 with a body containing want.

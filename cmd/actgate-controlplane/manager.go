@@ -31,7 +31,7 @@ import (
 	"github.com/actgate/actgate/webhook"
 )
 
-// managerOptions are the flags of `actgate manager`.
+// managerOptions are the flags of `actgate-controlplane manager`.
 type managerOptions struct {
 	kubeconfig              string
 	metricsAddr             string

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,7 +33,7 @@ import (
 	"github.com/actgate/actgate/internal/review/service"
 )
 
-// authorityOptions are the flags of `actgate authority`.
+// authorityOptions are the flags of `actgate-controlplane authority`.
 type authorityOptions struct {
 	kubeconfig     string
 	bindAddress    string
@@ -114,14 +113,6 @@ func serveFailure(format string, args ...any) error {
 	return fail(exitRejected, "AUTHORITY_SERVE "+fmt.Sprintf(format, args...))
 }
 
-// kubeConfig loads the Kubernetes connection: --kubeconfig, else the default loading rules
-// ($KUBECONFIG, ~/.kube/config), else the in-cluster service account.
-func kubeConfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-}
-
 func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	if o.reviewTimeout <= 0 || o.storeTimeout <= 0 || o.momentTTL <= 0 || o.shutdownGrace < 0 {
 		return usageError("--review-timeout, --store-timeout and --binding-moment-ttl must be positive")
@@ -133,7 +124,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	if err != nil {
 		return configFailure("signing key: %v", err)
 	}
-	cfg, err := kubeConfig(o.kubeconfig)
+	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return usageError("kubeconfig: %v", err)
 	}

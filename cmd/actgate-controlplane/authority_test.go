@@ -38,9 +38,10 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
-// authorityFiles writes what `actgate authority` needs: a TLS certificate and key from a CA
+// authorityFiles writes what `actgate-controlplane authority` needs: a TLS certificate and key from a CA
 // made here, and an Ed25519 signing key. It returns the flags and a pool trusting the CA.
 func authorityFiles(t *testing.T) ([]string, *x509.CertPool) {
 	t.Helper()
@@ -138,11 +139,11 @@ current-context: c
 	return p
 }
 
-// startAuthority runs `actgate authority` until the test ends and returns its review URL and
+// startAuthority runs `actgate-controlplane authority` until the test ends and returns its review URL and
 // metrics address.
 func startAuthority(t *testing.T, kubeconfig string, files []string, extra ...string) (string, string, *bytes.Buffer) {
 	t.Helper()
-	addr, metrics := freeAddr(t), freeAddr(t)
+	addr, metrics := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan error, 1)
@@ -175,7 +176,7 @@ func reviewClient(url string, pool *x509.CertPool, token string) *review.Client 
 // ask, denies with the timeout code.
 func TestAuthorityUnreachableAPIServer(t *testing.T) {
 	files, pool := authorityFiles(t)
-	url, metrics, stderr := startAuthority(t, writeKubeconfig(t, "https://"+freeAddr(t)), files, "--review-timeout", "2s")
+	url, metrics, stderr := startAuthority(t, writeKubeconfig(t, "https://"+testutil.FreeAddr(t)), files, "--review-timeout", "2s")
 	req := review.Request{Operation: review.OperationConsume, Consume: &review.ConsumeRequest{
 		AuthorityID: "authz-" + strings.Repeat("0", 64), OperationID: "op-1",
 		Binding: review.Binding{ActID: "act-1", ArgumentsDigest: "sha256:" + strings.Repeat("1", 64), ActionDigest: "sha256:" + strings.Repeat("2", 64),
@@ -195,7 +196,7 @@ func TestAuthorityUnreachableAPIServer(t *testing.T) {
 	waitHTTP(t, nil, "http://"+metrics+"/metrics", `actgate_authority_decisions_total{class="",code="EF_060",decision="Denied",operation="Consume",reason="Timeout"} 1`)
 }
 
-// TestAuthorityServes runs `actgate authority` against a real API server: a sidecar's review
+// TestAuthorityServes runs `actgate-controlplane authority` against a real API server: a sidecar's review
 // with a real bound service-account token is allowed under the pod's ToolPolicy and recorded.
 func TestAuthorityServes(t *testing.T) {
 	env := envtest.Start(t)
