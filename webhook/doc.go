@@ -1,7 +1,7 @@
 // Package webhook is actgate's admission control: the pod mutating webhook that injects the
 // enforcing sidecar, and the validating webhooks that do what the CRDs' CEL rules cannot
 // (cross-object and identity checks; Gateway API's split: single-object rules in CEL, webhooks
-// only for the rest). `actgate manager` calls SetupWithManager once.
+// only for the rest). `actgate-controlplane manager` calls SetupWithManager once.
 //
 // The handlers, each on its own path (see the Path* constants and the kubebuilder markers in
 // setup.go, from which `make manifests` writes config/webhook/manifests.yaml):

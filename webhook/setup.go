@@ -66,7 +66,7 @@ type Options struct {
 // own (cfg.Server; added to mgr as a runnable, with a readiness check named
 // "actgate-webhook"), and in CertModeOperator the certificate rotator. cfg must be defaulted
 // (Config.Default); it is validated here. mgr's scheme must hold client-go's types and
-// actgate's v1alpha1. `actgate manager` calls it once:
+// actgate's v1alpha1. `actgate-controlplane manager` calls it once:
 //
 //	cfg, err := webhook.LoadConfig("/etc/actgate/webhook.yaml")
 //	...

@@ -1,5 +1,5 @@
 // Package review is the wire protocol between an enforcing sidecar and the authority service
-// (`actgate authority`): the ActReview object of review.actgate.io/v1alpha1, its strict decoder,
+// (`actgate-controlplane authority`): the ActReview object of review.actgate.io/v1alpha1, its strict decoder,
 // and a client.
 //
 // Sidecars call the service the way the API server calls an admission webhook (DESIGN.md "The

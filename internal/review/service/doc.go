@@ -1,4 +1,4 @@
-// Package service is the authority service of `actgate authority`: the Kubernetes-mode
+// Package service is the authority service of `actgate-controlplane authority`: the Kubernetes-mode
 // counterpart of the embedded gate's policy, issue and consume steps (internal/sink), served to
 // sidecars over HTTPS in the style of an admission webhook (internal/review has the wire
 // types).
