@@ -15,7 +15,8 @@ import (
 // store gives an error wrapping ErrStoreUnavailable, never a success: the caller denies (AEB
 // "Atomically Consume or Reserve Before Invocation": "If the store is unavailable, non-atomic,
 // stale, or reports an ambiguous result, the boundary MUST refuse before invocation").
-// Implementations never answer Consume from a process-local cache (DESIGN.md "Authority").
+// Implementations never answer Consume from a process-local cache (docs/architecture.md
+// "Authority").
 type Store interface {
 	// Issue stores a signed authority in state ISSUED. The store checks the signature with its
 	// Verifier before writing. Issue is create-only: an existing ID (same act and binding) is

@@ -181,8 +181,8 @@ func clip(s string, n int) string {
 }
 
 // safeCause describes an upstream failure for the log without anything the upstream wrote: an
-// error answer or an error page may quote the call's arguments (DESIGN.md "Privacy"), so only
-// its code or HTTP status is kept; transport errors (dial, reset, timeout) are kept whole.
+// error answer or an error page may quote the call's arguments (docs/architecture.md "Privacy"), so
+// only its code or HTTP status is kept; transport errors (dial, reset, timeout) are kept whole.
 func safeCause(err error, a *attempt) string {
 	if we := upstreamRPCError(err); we != nil {
 		return fmt.Sprintf("JSON-RPC error %d from the upstream", we.Code)

@@ -96,7 +96,7 @@ const (
 )
 
 // evalConstraint runs one program. Nothing it returns carries a CEL error text: those can quote
-// argument values, and deny messages and logs must not (DESIGN.md "Privacy").
+// argument values, and deny messages and logs must not (docs/architecture.md "Privacy").
 func evalConstraint(ctx context.Context, prg cel.Program, act map[string]any) celResult {
 	out, _, err := prg.ContextEval(ctx, act)
 	switch {

@@ -3,9 +3,9 @@
 // (internal/mcpproxy, one mount per protected server at /mcp/{server}) and for host loops that run
 // OpenAI or Anthropic tool calls in-process (/v1/enforce, /v1/complete). The decisions are the
 // authority service's; the upstream credentials and the dispatch are the sidecar's alone
-// (DESIGN.md "Anti-bypass").
+// (docs/architecture.md "Anti-bypass").
 //
-// # One tools/call (DESIGN.md "The flow of one call", Kubernetes)
+// # One tools/call (docs/architecture.md "In a pod")
 //
 // Gate satisfies mcpproxy.Gate, so the MCP proxy runs unchanged around it:
 //
@@ -42,9 +42,10 @@
 //     refused is logged with ids and digests and changes nothing of what the agent gets.
 //
 // Any error, timeout, non-200 or undecodable answer of the service is a deny (EF_060 for a
-// timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted (DESIGN.md "Fail
-// closed"). So is an authority that does not verify, a consume that is not confirmed for
-// exactly this authority and operation, and a journal that cannot record DISPATCH_PENDING.
+// timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted
+// (docs/architecture.md "Fail closed"). So is an authority that does not verify, a consume that is
+// not confirmed for exactly this authority and operation, and a journal that cannot record
+// DISPATCH_PENDING.
 //
 // # Host loops
 //

@@ -18,7 +18,7 @@ import (
 
 // TestRefusalsNeverInvoke: every way the service can say no, fail, or hand over an authority
 // that is not for this call ends in a refusal with its EF code, and the upstream's own counter
-// stays at zero (DESIGN.md "Fail closed"; tool-use-binding §16 MUST 1–5).
+// stays at zero (docs/architecture.md "Fail closed"; tool-use-binding §16 MUST 1–5).
 func TestRefusalsNeverInvoke(t *testing.T) {
 	f := newFixture(t)
 	f.stub.delay = 1500 * time.Millisecond // past the gate's 1 s review timeout

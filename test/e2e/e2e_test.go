@@ -847,7 +847,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 }
 
 // optionFor returns the index of the moment's option whose action digest is exactly tool with
-// args (envelope-04 §5.6, DESIGN.md "The action an option authorises").
+// args (envelope-04 §5.6, docs/architecture.md "The action an option authorises").
 func optionFor(t *testing.T, bm *v1alpha1.BindingMoment, tool, args string) int {
 	t.Helper()
 	env, err := envelope.Parse([]byte(bm.Spec.Envelope))

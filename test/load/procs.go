@@ -17,7 +17,7 @@ import (
 )
 
 // buildActgate builds cmd/actgate into dir with the caller's Go environment (never a tool's
-// private XDG_CACHE_HOME: that would move Go's build cache; ../shared/K8S-TESTING.md).
+// private XDG_CACHE_HOME: that would move Go's build cache, and a cold cache rebuilds everything).
 func buildActgate(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "actgate")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/actgate")
