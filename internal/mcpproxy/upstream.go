@@ -76,7 +76,7 @@ func (a *attempt) bind(ctx context.Context) context.Context {
 }
 
 // classify turns the outcome of one upstream tools/call into the sink's invoke result
-// (sink.Invoker contract; see the package documentation).
+// (sink.Invoker contract; docs/architecture.md "tools/call and its outcomes").
 func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult, bool) {
 	if err == nil {
 		raw, merr := json.Marshal(res)

@@ -16,7 +16,7 @@
 //  2. answer a retry — the same action at the same destination in the same session (the act id
 //     is a MAC over the session) while the authority consumed for its EXECUTED or FAILED
 //     dispatch is unexpired — with the recorded result, without asking the service or invoking
-//     (retries.go; internal/sink "Retries"; tool-use-binding §9); otherwise
+//     (retries.go; docs/architecture.md "Retries"; tool-use-binding §9); otherwise
 //     POST an ActReview (operation Review) to the authority service (internal/review), with the
 //     pod's projected service-account token as bearer;
 //  3. on a deny or an escalation, return the refusal with its EF code (and, for an escalation,

@@ -138,7 +138,7 @@ func TestPermitDispatchesOnce(t *testing.T) {
 		t.Fatalf("record did not start DISPATCH_PENDING: %+v", rec.History)
 	}
 	// The same call again in the same session, while the consumed authority is unexpired, is
-	// a retry of that act (retries.go; internal/sink "Retries"): the recorded result, no new
+	// a retry of that act (retries.go; docs/architecture.md "Retries"): the recorded result, no new
 	// review or consume, and the upstream does not run again.
 	reviews := f.stub.reviewCount()
 	again := call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)

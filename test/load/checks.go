@@ -19,7 +19,7 @@ const (
 	StatusNA   Status = "N/A"
 )
 
-// Check names (the invariants of issue 5; see the package documentation).
+// Check names (the invariants the package documentation lists).
 const (
 	CheckSingleUse          = "authority-single-use"
 	CheckUpstreamExecuted   = "upstream-equals-executed"

@@ -154,7 +154,7 @@ func freeAddr(host string) (string, error) {
 }
 
 // loopbackHost refuses anything but a loopback IP: the generator, its upstreams and the sinks
-// it starts never listen elsewhere (issue 5: "on loopback only").
+// it starts never listen elsewhere.
 func loopbackHost(h string) error {
 	ip := net.ParseIP(h)
 	if ip == nil || !ip.IsLoopback() {
