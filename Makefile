@@ -4,7 +4,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 # Keep the Go build cache where it is even when a test exports XDG_CACHE_HOME for kubectl/helm
-# (see ../shared/K8S-TESTING.md: moving it turns a warm link into an 8-minute rebuild).
+# (moving it turns a warm link of the control-plane binaries into an 8-minute rebuild).
 export GOCACHE ?= $(shell $(GO) env GOCACHE)
 GOTESTFLAGS ?=
 # envtest packages start real API servers; two cores, so one test binary at a time.

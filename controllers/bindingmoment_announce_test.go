@@ -143,7 +143,7 @@ func TestBindingMomentAnnouncedOnce(t *testing.T) {
 
 	h.waitAnnounced(t, "ask-alice", "True/Delivered")
 	// The BindingMoment controller and the announcer reconcile the object independently: the
-	// announcer's condition can land first (a fresh-clone CI run saw Resolved still absent).
+	// announcer's condition can land first, with Resolved still absent.
 	eventually(t, 20*time.Second, func() error {
 		got := &v1alpha1.BindingMoment{}
 		if err := h.c.Get(ctxFor(t), h.key("ask-alice"), got); err != nil {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the real control-plane binaries the tests run (etcd, kube-apiserver, kubectl, helm)
 # from Go modules into bin/k8s/<version>/, keyed by version and rebuilt only when missing.
-# There is no Docker and no download site here, so setup-envtest cannot fetch them; see
-# ../shared/K8S-TESTING.md. Prints the folder to use as KUBEBUILDER_ASSETS.
+# The build machines have no Docker and no download site, so setup-envtest cannot fetch them.
+# Prints the folder to use as KUBEBUILDER_ASSETS.
 #
 # Cold: about 8 minutes on 2 cores (the Go build cache makes a rebuild take seconds).
 # Concurrent callers (two envtest test binaries, `make test` beside a plain `go test`) take a

@@ -20,7 +20,7 @@ import (
 // serviceAccountPrefix starts every service-account user name.
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// BindingMomentValidator is where DESIGN "Principals" becomes true: a BindingMoment's
+// BindingMomentValidator is where docs/architecture.md "Principals" becomes true: a BindingMoment's
 // resolution is admitted once, only from the Kubernetes user the moment names as principal
 // (admission userInfo), only if it passes the resolution rules of envelope-04 §7.3 against the
 // stored envelope, and never from the agent that initiated the act or any service account of

@@ -21,9 +21,9 @@ func momentValidator(t testing.TB, now time.Time) *BindingMomentValidator {
 	return &BindingMomentValidator{APIReader: reader(t, act), Now: func() time.Time { return now }}
 }
 
-// TestResolutionAdmission: who may write a resolution, when, and which (DESIGN "Principals",
-// envelope-04 §7.3, §12.5). The API server's CRD rules are not in play here, so each of the
-// webhook's own checks is seen on its own.
+// TestResolutionAdmission: who may write a resolution, when, and which (docs/architecture.md
+// "Principals", envelope-04 §7.3, §12.5). The API server's CRD rules are not in play here, so each
+// of the webhook's own checks is seen on its own.
 func TestResolutionAdmission(t *testing.T) {
 	base := sampleMoment(t)
 	base.Spec.ExpiresAt = metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))

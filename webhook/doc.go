@@ -10,7 +10,7 @@
 //     decides and computes; this handler reads the namespace and its ToolPolicies, records an
 //     Event when it skips a pod, refuses a pod it cannot govern, a pod that holds a governed
 //     credential without being governed, and an ephemeral container that would reach the
-//     sidecar or a credential (DESIGN "Anti-bypass").
+//     sidecar or a credential (docs/architecture.md "Anti-bypass").
 //   - ToolPolicyValidator (admission.Validator[*v1alpha1.ToolPolicy]): the spec compiles
 //     (internal/policy.Compile: CEL, globs, references inside the spec); missing Secrets, an
 //     ungoverned namespace and server names shared with another policy are warnings.
@@ -18,7 +18,7 @@
 //     valid, canonical and has its digest; a resolution is accepted once, only from the user
 //     named as principal (admission userInfo), never from the act's agent or a service account
 //     of the namespace, before expiry, and only if it passes envelope-04 §7.3 against the
-//     stored envelope (DESIGN "Principals").
+//     stored envelope (docs/architecture.md "Principals").
 //   - NamespaceGuard (admission.Validator[*corev1.Namespace]): only configured admins may take a
 //     namespace out of governance (Gatekeeper's guarded exemption label).
 //

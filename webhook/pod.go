@@ -101,7 +101,7 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 	}
 	if len(selected) == 0 {
 		// A candidate no policy governs must not hold a governed credential: it would call
-		// the upstream with no sink in between (DESIGN "Anti-bypass").
+		// the upstream with no sink in between (docs/architecture.md "Anti-bypass").
 		if refs := inject.CredentialReferences(pod, inject.CredentialSecrets(policies.Items)); len(refs) > 0 {
 			return h.deny(log, reasons, fmt.Sprintf("no ToolPolicy selects this pod, yet %s; only the actgate sidecar of a selected pod may hold it", refs[0]))
 		}

@@ -109,8 +109,8 @@ const (
 )
 
 // ActSpec is the frozen observed action (action-evidence-boundary, "Construct the Observed
-// Material Action"): identities and digests only, never the raw arguments (DESIGN "Privacy").
-// It is immutable once created.
+// Material Action"): identities and digests only, never the raw arguments (docs/architecture.md
+// "Privacy"). It is immutable once created.
 type ActSpec struct {
 	// actID is the AgentCandidateAct `candidate_act_id` (tool-use-binding §10).
 	// +required
@@ -160,7 +160,8 @@ type ActSpec struct {
 	ArgumentsDigest Digest `json:"argumentsDigest,omitempty"`
 
 	// actionDigest is the digest of the action material {"tool": <name>, "args": <arguments>}
-	// (DESIGN "The action an option authorises"), the value a binding-moment option carries.
+	// (docs/architecture.md "The action an option authorises"), the value a binding-moment option
+	// carries.
 	// +required
 	ActionDigest Digest `json:"actionDigest,omitempty"`
 

@@ -76,8 +76,8 @@ const (
 // resolution is a spec field, and the BindingMoment admission webhook (webhook/) admits a write
 // that adds it only when the request's userInfo.username is spec.principal and nothing else in
 // the spec changes. The agent's service account therefore can never resolve its own escalation
-// (DESIGN "Principals"). The controller then records who resolved it and when in status, which
-// only the controller writes.
+// (docs/architecture.md "Principals"). The controller then records who resolved it and when in
+// status, which only the controller writes.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.resolution) || self.resolution.envelopeDigest == self.envelopeDigest",message="resolution.envelopeDigest must equal spec.envelopeDigest: a resolution names the envelope it resolves (envelope-04 §7.3)"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.resolution) || (has(self.resolution) && self.resolution == oldSelf.resolution)",message="resolution cannot be changed or removed once written"

@@ -120,8 +120,8 @@ func TestCRDEnumsMatchGoConstants(t *testing.T) {
 	}
 }
 
-// Digests are "sha256:" + 64 lowercase hex wherever they appear (DESIGN "Digests"); arguments
-// never appear raw.
+// Digests are "sha256:" + 64 lowercase hex wherever they appear (docs/architecture.md "Digests");
+// arguments never appear raw.
 func TestCRDDigestFieldsArePatterned(t *testing.T) {
 	const pattern = `^sha256:[0-9a-f]{64}$`
 	act, bm := loadCRD(t, "acts"), loadCRD(t, "bindingmoments")

@@ -149,8 +149,9 @@ func digest(b []byte) v1alpha1.Digest {
 }
 
 // The sample Act and BindingMoment carry real digests: the ones a reader recomputes from the
-// arguments in the sample's comment (DESIGN "The action an option authorises": the action is
-// {"tool","args"}), and the envelope digest over the stored envelope bytes (envelope-04 §6.2).
+// arguments in the sample's comment (docs/architecture.md "The action an option authorises": the
+// action is {"tool","args"}), and the envelope digest over the stored envelope bytes (envelope-04
+// §6.2).
 func TestSampleDigestsAreReproducible(t *testing.T) {
 	args := map[string]any{"amount": "2500.00", "currency": "EUR", "invoice": "INV-2291", "to": "acct-7781"}
 	dryRun := map[string]any{"amount": "2500.00", "currency": "EUR", "invoice": "INV-2291", "to": "acct-7781", "dry_run": true}

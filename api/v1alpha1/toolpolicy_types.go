@@ -242,7 +242,7 @@ type ToolServer struct {
 
 	// credentialsSecretRef names the Secret key holding the credential the sink presents to the
 	// server. The webhook mounts it into the sidecar container only, never into the agent, so the
-	// agent cannot reach the server around the sink (DESIGN "Anti-bypass").
+	// agent cannot reach the server around the sink (docs/architecture.md "Anti-bypass").
 	// +optional
 	CredentialsSecretRef *SecretKeyRef `json:"credentialsSecretRef,omitempty"`
 
@@ -344,9 +344,9 @@ type ToolRule struct {
 	Provenance []ProvenanceRule `json:"provenance,omitempty"`
 
 	// alternatives are the options a gate-authored binding moment offers beside the requested
-	// call when this rule escalates to a human (DESIGN "Human decisions"): the envelope holds the
-	// requested call plus these, 2 to 4 options in all (binding-moment-envelope-04 §5.6), so at
-	// most 3 and, for a rule that can escalate, at least 1.
+	// call when this rule escalates to a human (docs/architecture.md "Human decisions"): the
+	// envelope holds the requested call plus these, 2 to 4 options in all (envelope-04 §5.6), so
+	// at most 3 and, for a rule that can escalate, at least 1.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=3

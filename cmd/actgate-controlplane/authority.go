@@ -137,7 +137,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 			return configFailure("scheme: %v", err)
 		}
 	}
-	// Uncached: every review reads the API server (DESIGN.md "Authority").
+	// Uncached: every review reads the API server (docs/architecture.md "Authority").
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return configFailure("client: %v", err)

@@ -18,7 +18,7 @@ func newActionDigestCmd(s streams) *cobra.Command {
 		Use:   "action-digest --tool NAME [--strict]",
 		Short: `Print the digest of the action {"tool": NAME, "args": <stdin>}`,
 		Long: `Read a tool call's argument object on stdin and print the digest of its action material
-{"tool": NAME, "args": ARGS} (EP-TOOL-CALL-BINDING-v1; DESIGN.md "The action an option
+{"tool": NAME, "args": ARGS} (EP-TOOL-CALL-BINDING-v1; docs/architecture.md "The action an option
 authorises").
 
 The default is full RFC 8785, the mode of EP-TOOL-CALL-BINDING-v1, so the digest agrees with

@@ -155,8 +155,7 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	rt = opened
 	defer func() {
 		// Every failure closes what was opened. It closes opened, not rt: `return nil, err`
-		// has set rt to nil by the time this runs (it used to panic on a nil *gateRuntime
-		// instead of reporting the error).
+		// has set rt to nil by the time this runs.
 		if err != nil {
 			_ = opened.Close()
 			rt = nil

@@ -252,8 +252,8 @@ func TestServeRefusesBadReconciliationCredentials(t *testing.T) {
 }
 
 // TestOpenGateFailureIsAnError: a gate that cannot open reports why and closes what it had
-// opened (here: the upstream's token file is missing once the store is open). openGate's
-// cleanup used to dereference the nil result and panic instead.
+// opened (here: the upstream's token file is missing once the store is open), without touching
+// the nil result.
 func TestOpenGateFailureIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "missing.token")

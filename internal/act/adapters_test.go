@@ -8,7 +8,7 @@ import (
 )
 
 // Every adapter must produce the EP-TOOL-CALL-BINDING-v1 digest for the same logical call
-// (testdata/README.md); DESIGN.md "The action an option authorises".
+// (testdata/README.md); docs/architecture.md "The action an option authorises".
 func TestConformanceVectorsEveryAdapter(t *testing.T) {
 	for _, v := range loadBindingVectors(t) {
 		// A differently-serialized but equivalent argument text (§7: two equivalent JSON strings

@@ -147,8 +147,9 @@ type Candidate struct {
 }
 
 // ActionDigest is the act's arguments binding: the digest of the canonical action object
-// {"tool": tool_id, "args": arguments} (DESIGN.md "The action an option authorises"); equal to
-// Act.ArgumentsDigest.Value and to a binding-moment option's action_digest for the same call.
+// {"tool": tool_id, "args": arguments} (docs/architecture.md "The action an option authorises");
+// equal to Act.ArgumentsDigest.Value and to a binding-moment option's action_digest for the same
+// call.
 func (c *Candidate) ActionDigest() string { return c.Act.ArgumentsDigest.Value }
 
 // ArgumentsDigest is the digest of the canonical arguments alone: tool-use-binding §6's
@@ -161,7 +162,7 @@ func (c *Candidate) ArgumentsDigest() string {
 }
 
 // Strict reports whether the arguments are within the strict JCS profile, i.e. may be bound to
-// a human decision (DESIGN.md "Digests").
+// a human decision (docs/architecture.md "Digests").
 func (c *Candidate) Strict() bool {
 	return c.Act.ArgumentsDigest.Canonicalization == CanonicalizationJCSStrict
 }

@@ -26,7 +26,7 @@
 //	JCS({"tool": tool.tool_id, "args": <arguments object>})   →   "sha256:" + 64 hex
 //
 // (EP-TOOL-CALL-BINDING-v1, conformance/tool-call-binding.v1.json), computed by
-// internal/action. DESIGN.md ("The action an option authorises") makes that the act's
+// internal/action. docs/architecture.md "The action an option authorises" makes that the act's
 // arguments binding so that it equals a binding-moment option's action_digest for the same
 // call, and it binds the tool name as well as the arguments. tool-use-binding §6 permits this
 // ("hash of JCS(input) or documented canonical JSON") and §27.2 asks for a deterministic
@@ -39,7 +39,7 @@
 // Arguments are canonicalized in the strict profile (envelope-04 §6.3) when they fit it, and
 // the act records arguments_digest.canonicalization "JCS-STRICT"; otherwise full RFC 8785 and
 // "JCS". The bytes are the same for in-profile input; the name tells policy whether the act may
-// be bound to a human decision (DESIGN.md "Digests") and tells the sink which mode to
+// be bound to a human decision (docs/architecture.md "Digests") and tells the sink which mode to
 // recompute in (AgentCandidateAct.MatchArguments, §16 MUST 1–2).
 //
 // # Act ids

@@ -133,7 +133,8 @@ type Canonicalization string
 const (
 	// CanonicalizationJCS is RFC 8785 over I-JSON with full number formatting: the arguments
 	// hold a non-integer or a number beyond 2^53-1, or nest deeper than 64. Such an act cannot be
-	// bound to a human decision (DESIGN.md "Digests"); machine-only policy may still allow it.
+	// bound to a human decision (docs/architecture.md "Digests"); machine-only policy may still
+	// allow it.
 	CanonicalizationJCS Canonicalization = "JCS"
 	// CanonicalizationJCSStrict is RFC 8785 within the strict profile of
 	// binding-moment-envelope-04 §6.3. Canonical bytes are identical to CanonicalizationJCS for
@@ -205,7 +206,8 @@ type AgentCandidateAct struct {
 }
 
 // Principal is initiating_principal. The binding does not print its members; actgate uses an
-// object with principal_id (a Kubernetes user name or workspace org, DESIGN.md "Principals").
+// object with principal_id (a Kubernetes user name or workspace org, docs/architecture.md
+// "Principals").
 type Principal struct {
 	// principal_id identifies the principal. Required.
 	PrincipalID string `json:"principal_id"`

@@ -89,7 +89,7 @@ func CodeOf(err error) (Code, bool) {
 
 // Material returns the (non-canonical) action object
 // {"tool":<tool>,"args":<args>}: the material shape of
-// EP-TOOL-CALL-BINDING-v1 (DESIGN.md "The action an option authorises").
+// EP-TOOL-CALL-BINDING-v1 (docs/architecture.md "The action an option authorises").
 // The tool name is written as a JSON string; args is copied verbatim and is
 // not validated, so the result is for display and interchange only. Bind
 // with Canonical or Digest, which validate args as one JSON object: a

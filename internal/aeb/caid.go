@@ -8,8 +8,8 @@ import (
 
 // ActionTypeToolCall is the action-type segment actgate pins for a tool call: the material
 // action {"tool": <name>, "args": <arguments>} of EP-TOOL-CALL-BINDING-v1 under RFC 8785 JCS and
-// SHA-256 (DESIGN.md "The action an option authorises"). It is actgate's relying-party pin, not
-// a registered type: AEB defines no registry.
+// SHA-256 (docs/architecture.md "The action an option authorises"). It is actgate's relying-party
+// pin, not a registered type: AEB defines no registry.
 const ActionTypeToolCall = "actgate.tool-call.1"
 
 // CAIDFromDigest spells an action digest ("sha256:" + 64 lowercase hex) in the CAID syntax of the

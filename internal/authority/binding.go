@@ -6,20 +6,21 @@ import (
 	"fmt"
 )
 
-// Binding is everything an authority is bound to (DESIGN.md "Authority"; tool-use-binding §16).
-// The sink builds the Binding it expects from the live call and its own configuration, never
-// from values the agent supplies, and Verify compares it field by field.
+// Binding is everything an authority is bound to (docs/architecture.md "Authority";
+// tool-use-binding §16). The sink builds the Binding it expects from the live call and its own
+// configuration, never from values the agent supplies, and Verify compares it field by field.
 type Binding struct {
 	// ActID is the AgentCandidateAct the authority was issued for.
 	ActID string
 	// ArgumentsDigest is the digest of the canonical arguments ("sha256:" + 64 hex).
 	ArgumentsDigest string
-	// ActionDigest is the digest of {"tool":…,"args":…} (DESIGN.md "The action an option authorises").
+	// ActionDigest is the digest of {"tool":…,"args":…} (docs/architecture.md "The action an option
+	// authorises").
 	ActionDigest string
 	// Tool is the tool name.
 	Tool string
 	// Destination is the MCP server identity or origin the call goes to; not part of the action
-	// material, so bound here (DESIGN.md "The action an option authorises", §22 T-D).
+	// material, so bound here (docs/architecture.md "The action an option authorises", §22 T-D).
 	Destination string
 	// SinkID identifies the finality sink allowed to consume the authority.
 	SinkID string
@@ -107,7 +108,8 @@ func DeriveID(b Binding) (string, error) {
 	return IDPrefix + hex.EncodeToString(sum[:]), nil
 }
 
-// IsDigest reports whether s is "sha256:" followed by 64 lowercase hex digits (DESIGN.md "Digests").
+// IsDigest reports whether s is "sha256:" followed by 64 lowercase hex digits (docs/architecture.md
+// "Digests").
 func IsDigest(s string) bool {
 	const prefix = "sha256:"
 	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {

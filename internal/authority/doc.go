@@ -1,5 +1,5 @@
 // Package authority issues, verifies and defines the storage contract of single-use authority
-// (DESIGN.md "Authority"; tool-use-binding §16 enforce() contract, §22 T-C, T-G).
+// (docs/architecture.md "Authority"; tool-use-binding §16 enforce() contract, §22 T-C, T-G).
 //
 // An Authority is bound to an act ID, the canonical arguments digest, the action digest, the
 // tool, the destination (MCP server identity or origin), the sink ID, the policy epoch, and

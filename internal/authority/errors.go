@@ -34,7 +34,7 @@ var (
 	// ErrAlreadyIssued: an authority with the same ID (same act and binding) already exists.
 	ErrAlreadyIssued = errors.New("authority: already issued")
 	// ErrStoreUnavailable: the store failed, timed out, was closed or answered ambiguously.
-	// Nothing may be concluded from it except "deny" (DESIGN.md "Fail closed").
+	// Nothing may be concluded from it except "deny" (docs/architecture.md "Fail closed").
 	ErrStoreUnavailable = errors.New("authority: store unavailable")
 )
 

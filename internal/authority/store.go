@@ -15,7 +15,8 @@ import (
 // store gives an error wrapping ErrStoreUnavailable, never a success: the caller denies (AEB
 // "Atomically Consume or Reserve Before Invocation": "If the store is unavailable, non-atomic,
 // stale, or reports an ambiguous result, the boundary MUST refuse before invocation").
-// Implementations never answer Consume from a process-local cache (DESIGN.md "Authority").
+// Implementations never answer Consume from a process-local cache (docs/architecture.md
+// "Authority").
 type Store interface {
 	// Issue stores a signed authority in state ISSUED. The store checks the signature with its
 	// Verifier before writing. Issue is create-only: an existing ID (same act and binding) is
@@ -58,11 +59,11 @@ type ConsumeAndPender interface {
 // rec must describe the act of a (PendingMatches with a.ID and expect); its State must be empty
 // or DISPATCH_PENDING.
 //
-// It is how a machine Permit pays one durable commit instead of two (issue 6): the sink signs
-// an authority and consumes it a moment later, and no other party may consume it in between
-// (none can: it is created consumed). Stores that keep authorities elsewhere than the journal
-// (the Lease store) do not implement it; callers fall back to Issue then ConsumeAndPend, or
-// Issue, Consume and journal.Journal.Begin.
+// It is how a machine Permit pays one durable commit instead of two: the sink signs an authority
+// and consumes it a moment later, and no other party may consume it in between (none can: it is
+// created consumed). Stores that keep authorities elsewhere than the journal (the Lease store) do
+// not implement it; callers fall back to Issue then ConsumeAndPend, or Issue, Consume and
+// journal.Journal.Begin.
 type IssueConsumeAndPender interface {
 	IssueConsumeAndPend(ctx context.Context, a Authority, expect Binding, rec journal.DispatchRecord, receipt []byte) (Record, journal.DispatchRecord, error)
 }

@@ -32,24 +32,25 @@ const (
 )
 
 // actgate extensions: codes the binding does not name but actgate's decisions need
-// (DESIGN.md "Fail closed", "Human decisions", "Digests").
+// (docs/architecture.md "Fail closed", "Human decisions", "Digests").
 const (
 	// EFActInvalid — the tool block could not be mapped to a valid AgentCandidateAct (invalid or
 	// partial arguments, malformed block); tool-use-binding §9 keeps such a block non-effective.
 	EFActInvalid EFCode = "EF_ACT_INVALID"
 	// EFEscalationRequired — the tool is human-gated; a binding moment must resolve first
-	// (DESIGN.md "Human decisions": a direct call is denied with the escalation code).
+	// (docs/architecture.md "Human decisions": a direct call is denied with the escalation code).
 	EFEscalationRequired EFCode = "EF_ESCALATION_REQUIRED"
 	// EFPolicyDenied — policy refuses this act.
 	EFPolicyDenied EFCode = "EF_POLICY_DENIED"
-	// EFUnknownTool — the tool is not declared for a protected server (DESIGN.md "Fail closed").
+	// EFUnknownTool — the tool is not declared for a protected server (docs/architecture.md "Fail
+	// closed").
 	EFUnknownTool EFCode = "EF_UNKNOWN_TOOL"
 	// EFArgumentsOutOfProfile — the arguments fall outside the strict JCS profile, so they
-	// cannot be bound to a human decision (DESIGN.md "Digests").
+	// cannot be bound to a human decision (docs/architecture.md "Digests").
 	EFArgumentsOutOfProfile EFCode = "EF_ARGUMENTS_OUT_OF_PROFILE"
 	// EFStoreUnavailable — the authority store or dispatch journal failed, was closed or
-	// answered ambiguously; nothing was invoked (DESIGN.md "Fail closed"; AEB "Atomically
-	// Consume or Reserve Before Invocation").
+	// answered ambiguously; nothing was invoked (docs/architecture.md "Fail closed"; AEB
+	// "Atomically Consume or Reserve Before Invocation").
 	EFStoreUnavailable EFCode = "EF_STORE_UNAVAILABLE"
 	// EFIndeterminate — an earlier dispatch of this exact action may have taken effect and its
 	// outcome is unknown (in flight, or INDETERMINATE until authenticated reconciliation); the

@@ -13,7 +13,7 @@ import (
 )
 
 // Action is the action an option authorises: the tool call {"tool": NAME, "args": ARGS}
-// of DESIGN.md "The action an option authorises" (EP-TOOL-CALL-BINDING-v1 material).
+// of docs/architecture.md "The action an option authorises" (EP-TOOL-CALL-BINDING-v1 material).
 type Action struct {
 	Tool string
 	// Args is the canonical JSON text of the argument object.
@@ -27,8 +27,8 @@ func (a Action) Digest() (string, error) {
 }
 
 // ParseAction reads an action object from untrusted bytes: strict profile on the raw bytes
-// (DESIGN.md "Digests": actions bound to a human decision), then exactly the members tool
-// (a non-empty tool name) and args (an object).
+// (docs/architecture.md "Digests": actions bound to a human decision), then exactly the members
+// tool (a non-empty tool name) and args (an object).
 func ParseAction(raw []byte) (Action, error) {
 	ps := &problems{}
 	if len(raw) > MaxActionBytes {

@@ -11,8 +11,7 @@ import (
 
 // Draft is what an envelope is built from: the briefing, the stem, and options each named
 // by the concrete tool call it would authorise. It carries no digest; Build computes every
-// action_digest itself (envelope-04 §12.6, DESIGN.md "the sink computes each option's
-// action_digest itself").
+// action_digest itself (envelope-04 §12.6; docs/architecture.md "Human decisions").
 type Draft struct {
 	Synopsis        string        `json:"synopsis"`
 	Findings        []string      `json:"findings"`

@@ -48,7 +48,7 @@ const (
 	// (actgate profile).
 	CodeDuplicateLabel Code = "ENV_DUPLICATE_LABEL"
 	// CodeActionNotBindable: Build could not digest an option's action under the strict
-	// profile, so it cannot be bound to a human decision (DESIGN.md "Digests").
+	// profile, so it cannot be bound to a human decision (docs/architecture.md "Digests").
 	CodeActionNotBindable Code = "ENV_ACTION_NOT_BINDABLE"
 	// CodeInternal: the decoded envelope did not reproduce its own canonical bytes. It
 	// indicates a bug, and the envelope is refused (fail closed).
@@ -99,11 +99,11 @@ const (
 	// the selected option's action_digest (§7.3, §12.6).
 	CodeResActionMismatch Code = "RES_ACTION_MISMATCH"
 	// CodeResActionNotBindable: the action about to run cannot be digested under the strict
-	// profile, so no human decision can authorise it (DESIGN.md "Digests").
+	// profile, so no human decision can authorise it (docs/architecture.md "Digests").
 	CodeResActionNotBindable Code = "RES_ACTION_NOT_BINDABLE"
 )
 
-// Action-object codes: the {"tool": NAME, "args": ARGS} object of DESIGN.md "The action
+// Action-object codes: the {"tool": NAME, "args": ARGS} object of docs/architecture.md "The action
 // an option authorises", as read by ParseAction.
 const (
 	CodeActUnknownMember Code = "ACT_UNKNOWN_MEMBER"

@@ -38,7 +38,8 @@ type Registry interface {
 // EmitOptions says to whom an envelope is routed and for how long it stands.
 type EmitOptions struct {
 	// Principal is the only principal who may resolve the envelope (envelope-04 §12.4,
-	// DESIGN.md "Principals"). Empty means any principal; the resolver is still recorded.
+	// docs/architecture.md "Principals"). Empty means any principal; the resolver is still
+	// recorded.
 	Principal string
 	// TTL bounds how long the envelope awaits a resolution; zero means no expiry.
 	TTL time.Duration

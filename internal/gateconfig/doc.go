@@ -39,5 +39,5 @@
 // token in DataDir/principals/NAME.token (mode 0600, created on first start, in a directory of
 // mode 0700): only a user who can read that file can resolve as that principal, through the
 // gate's local HTTP API (`actgate resolve --as NAME`). The agent's identity can never be a
-// principal (DESIGN.md "Principals").
+// principal (docs/architecture.md "Principals").
 package gateconfig

@@ -39,7 +39,7 @@ const (
 // which the problem was found, and a human-readable Detail. Detail never
 // quotes the input's member names, strings or numbers (at most the one or
 // two bytes of a malformed token), so an error is safe to log where raw
-// tool arguments must not go (DESIGN.md "Privacy"); Offset locates the
+// tool arguments must not go (docs/architecture.md "Privacy"); Offset locates the
 // problem instead.
 type Error struct {
 	Code   Code

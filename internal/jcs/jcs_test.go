@@ -210,7 +210,7 @@ func TestErrorFormatAndCodeOf(t *testing.T) {
 }
 
 // TestErrorDetailQuotesNoContent: error text may be logged, and logs carry
-// digests, never raw tool arguments (DESIGN.md "Privacy").
+// digests, never raw tool arguments (docs/architecture.md "Privacy").
 func TestErrorDetailQuotesNoContent(t *testing.T) {
 	cases := map[string]Code{
 		`{"secret-name":1,"secret-name":2}`:  CodeDuplicateMember,

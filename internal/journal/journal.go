@@ -60,7 +60,7 @@ const (
 )
 
 // DispatchRecord is the durable record of one dispatch of one consumed authority. Raw tool
-// arguments are never stored: only their digests (DESIGN.md "Privacy").
+// arguments are never stored: only their digests (docs/architecture.md "Privacy").
 type DispatchRecord struct {
 	// OperationID is random, unique, and forwarded upstream as the idempotency key.
 	OperationID string
@@ -68,7 +68,8 @@ type DispatchRecord struct {
 	ActID string
 	// AuthorityID is the single-use authority consumed for this dispatch; one record per authority.
 	AuthorityID string
-	// ActionDigest is the digest of {"tool":…,"args":…} (DESIGN.md "The action an option authorises").
+	// ActionDigest is the digest of {"tool":…,"args":…} (docs/architecture.md "The action an option
+	// authorises").
 	ActionDigest string
 	// ArgumentsDigest is the digest of the canonical arguments.
 	ArgumentsDigest string

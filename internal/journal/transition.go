@@ -230,7 +230,8 @@ func clone(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// IsDigest reports whether s is "sha256:" followed by 64 lowercase hex digits (DESIGN.md "Digests").
+// IsDigest reports whether s is "sha256:" followed by 64 lowercase hex digits (docs/architecture.md
+// "Digests").
 func IsDigest(s string) bool {
 	const prefix = "sha256:"
 	if len(s) != len(prefix)+64 || s[:len(prefix)] != prefix {

@@ -517,7 +517,7 @@ func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choic
 }
 
 // principalHint explains a refusal when the caller is not the principal: admission admits a
-// resolution only from the user the moment names (DESIGN.md "Principals").
+// resolution only from the user the moment names (docs/architecture.md "Principals").
 func (p *plugin) principalHint(ctx context.Context, c *Client, bm *v1alpha1.BindingMoment) string {
 	me, err := c.WhoAmI(ctx)
 	if err != nil || me == bm.Spec.Principal {

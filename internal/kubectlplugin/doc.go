@@ -26,10 +26,10 @@
 //
 // A resolution (§7.3) always names the envelope digest and is written to spec.resolution with a
 // JSON merge patch that carries the resourceVersion read, so two concurrent resolutions conflict
-// (409) instead of the later overwriting the earlier (STYLE.md, client-go leaselock). Only the
-// principal may write it; the BindingMoment admission webhook enforces that (DESIGN.md
-// "Principals"), and the plugin surfaces its denial verbatim, adding who the moment is addressed
-// to and who the server says the caller is.
+// (409) instead of the later overwriting the earlier (as client-go's leaselock does). Only the
+// principal may write it; the BindingMoment admission webhook enforces that
+// (docs/architecture.md "Principals"), and the plugin surfaces its denial verbatim, adding who the
+// moment is addressed to and who the server says the caller is.
 //
 // The picker is a pure state machine ([picker.Key]) over decoded keys ([decodeKeys]) with a
 // pure view ([picker.View]); the terminal loop around them (raw mode via golang.org/x/term) is

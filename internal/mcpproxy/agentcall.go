@@ -70,8 +70,8 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 // the SDK's server session: it decodes the request, runs bridge.callTool (the same code the SDK
 // path reaches through Proxy.receive) and writes the JSON-RPC response as the SDK's handler does
 // in its JSONResponse mode. The SDK path costs a tools/call several goroutine hand-offs and a
-// reflective decode and encode; on a 2-core machine that was most of the gate's overhead as a
-// separate process (BenchmarkToolsCallRoundTripServe).
+// reflective decode and encode, the larger part of the gate's overhead as a separate process
+// (docs/performance.md "The MCP proxy's direct paths").
 //
 // It takes only the plainest request, one the SDK would accept as it is: besides servePOST's
 // checks, a session this proxy bridged, the session's own negotiated protocol version (below

@@ -102,7 +102,7 @@ func TestUpstreamAnswerForms(t *testing.T) {
 // TestUpstreamMessagesDuringCall: while it runs a tools/call, the upstream sends progress and
 // a log message and asks the client to ping, sample, elicit and list roots, on the call's own
 // event stream. The agent receives the notifications and answers the requests, and the
-// upstream's result carries the agent's answers, through either path (package documentation,
+// upstream's result carries the agent's answers, through either path (docs/architecture.md
 // "What passes through"; upstreamcall.go).
 func TestUpstreamMessagesDuringCall(t *testing.T) {
 	for _, m := range modes {

@@ -1,168 +1,34 @@
 // Package mcpproxy is the MCP transport around the finality sink: an http.Handler per protected
 // upstream server that speaks MCP streamable HTTP to the agent and, as a real MCP client (the
-// official Go SDK), to the upstream. It is what `actgate serve` mounts at /mcp/{server} and what
-// the Kubernetes sidecar reuses.
+// official Go SDK), to the upstream. It is what `actgate serve` mounts at /mcp/{server} (Path)
+// and what the Kubernetes sidecar reuses. docs/architecture.md "The MCP proxy" describes its
+// sessions, what passes through, the direct tools/call paths, tools/list, elicitation and its
+// limitations.
 //
-// # One agent session, one upstream session
+// The main types: Proxy (New, Config), the handler of one upstream server; Gate, the finality
+// sink it hands every tools/call to (internal/sink, or the sidecar's remote gate); and, when
+// elicitation is configured, ElicitationPolicy and MomentResolver.
 //
-// The agent side is the SDK's stateful StreamableHTTPHandler, so every agent session has an
-// Mcp-Session-Id; that id is the sink.Call Session. Responses to POSTed requests are plain
-// application/json (the handler's JSONResponse mode); messages the upstream sends on its own
-// go to the agent's standalone SSE stream (GET). When the agent initializes, the proxy opens
-// its own client session to the upstream, advertising the agent's own client capabilities (so
-// the upstream asks for sampling, elicitation or roots only if the agent can answer), and
-// answers the agent with the upstream's capabilities, serverInfo and instructions. Protocol
-// version negotiation is hop by hop; ping is answered locally.
+// Invariants:
 //
-// # What passes through
-//
-// Every request other than tools/call is forwarded to the upstream with the SDK client's typed
-// method of the same name and its result is returned to the agent unchanged: resources/list,
-// resources/templates/list, resources/read, resources/subscribe, resources/unsubscribe,
-// prompts/list, prompts/get, completion/complete, logging/setLevel, and tools/list (below). An
-// upstream JSON-RPC error is returned to the agent with its code, message and data. In the other
-// direction, the upstream's notifications (progress, log messages, resources/updated and the
-// three list_changed) are forwarded to the agent's session, and its requests (sampling,
-// elicitation, roots/list) are asked of the agent and the agent's answer returned. Fidelity is
-// that of the SDK's MCP schema: a member the SDK's types do not model is not carried (see
-// Limitations).
-//
-// # Direct tools/call paths
-//
-// A tools/call is the one message on the hot path, so it does not cross the SDK's sessions
-// when it need not (agentcall.go, upstreamcall.go); everything else does:
-//
-//   - Toward the agent, a plain tools/call POST on a session this proxy bridged (the
-//     session's negotiated protocol version in Mcp-Protocol-Version, below 2026-07-28; one
-//     JSON-RPC request with object params; a Host, Content-Type and Accept the SDK's handler
-//     would accept) is decoded with the SDK's own decoder and answered with the same
-//     bridge.callTool and the same JSON the SDK's handler writes in its JSONResponse mode. Any
-//     other request is left to the SDK's handler, unread or with its body restored. The agent
-//     sessions' idle timeout (Config.SessionTimeout) is kept by the bridges, since direct calls
-//     do not pass through the SDK's handler; a tools/call whose id is already in flight on the
-//     session is refused as the SDK refuses it.
-//   - Toward the upstream, on a stateful session negotiated below 2026-07-28, the call is one
-//     HTTP POST of the proxy's own on the SDK client session's id, with a string JSON-RPC id
-//     ("actgate-N", never one the SDK client uses), read on the calling goroutine. An
-//     event-stream answer may carry, before the response, the upstream's notifications
-//     (forwarded to the agent as the SDK client's handlers forward them) and requests
-//     (sampling, elicitation, roots/list, ping: answered as the SDK client would, by asking the
-//     agent, and POSTed back). A stream that ends before the response is not resumed: the
-//     outcome is unknown (INDETERMINATE). A call abandoned at its deadline is followed by
-//     notifications/cancelled, as the SDK client sends.
-//
-// Both are measured against the SDK-only proxy (Config.sdkOnly, for tests):
-// TestDirectAgentPathMatchesSDK sends both the same raw requests and requires the same answers;
-// TestInvokeOutcomes, TestUpstreamMessagesDuringCall and TestSessionIdleTimeout run on both.
-// The SDK path costs a tools/call several goroutine hand-offs on each hop; as a separate
-// process on 2 cores that was most of the gate's overhead (BenchmarkToolsCallRoundTripServe).
-//
-// A POSTed body that is not exactly one well-formed JSON value is refused with HTTP 400 on
-// both paths: the SDK's decoder would read its first value and ignore the rest (envelope-04
-// §12.7: malformed input is never repaired into an action).
-//
-// # tools/list
-//
-// tools/list is discovery and never issues authority (tool-use-binding §8). The upstream's list
-// is returned with exactly two additions (envelope-04 §8.2):
-//
-//   - on the first page, the virtual tool request_binding_moment (sink.RequestBindingMomentTool,
-//     inputSchema sink.ProposalSchema()), through which the agent proposes a binding moment;
-//   - on every tool the sink says can escalate (sink.Gate.CanEscalate) and on the virtual tool,
-//     the advisory boolean annotation emits_binding_moment: true. MCP's ToolAnnotations are
-//     open hints, so it is carried in the tool's "annotations" object, and also in the tool's
-//     "_meta" object under the same name, the place MCP reserves for extra data, for clients
-//     that drop annotations they do not know.
-//
-// An upstream tool named request_binding_moment is hidden: the name is the gate's.
-//
-// # tools/call
-//
-// A tools/call becomes a sink.Call (Session: the agent's Mcp-Session-Id; Agent: the configured
-// identity; Server: the mount name; Destination: the upstream URL this proxy contacts; Args:
-// the RFC 8785 canonical form of params.arguments, which are also exactly the bytes forwarded)
-// handed to Gate.Handle with an Invoker that calls the upstream once, with the sink's operation
-// id in params._meta["actgate.io/operation-id"] (the upstream's idempotency key). The agent's
-// own params._meta is not forwarded except its progressToken: it is not covered by the
-// arguments digest, so nothing in it may reach the upstream as an instruction. The invoker
-// classifies the one attempt:
-//
-//   - a CallToolResult with isError false → Executed; with isError true → Failed (the upstream
-//     said so authoritatively);
-//   - a JSON-RPC error answer with a code that means the request was refused before execution
-//     (parse error, invalid request, method not found, invalid params), or an HTTP 4xx refusal
-//     other than 408 and 429 → Failed, with a synthesized isError result;
-//   - any other error after the request headers were written (timeout, connection loss, 5xx,
-//     another JSON-RPC error) → Indeterminate: the upstream may have acted;
-//   - an error before any request byte was written (dial refused, no upstream session) →
-//     NotSent.
-//
-// Whether bytes were written is observed with net/http/httptrace on the POST that carries
-// the call, never guessed from the error text. Once dispatched, the invocation is detached from
-// the agent's cancellation and bounded by Config.CallTimeout instead, so an agent that gives up
-// does not turn a result the upstream would have given into an INDETERMINATE record.
-//
-// An allowed call returns the upstream's result (or, to a retry, the recorded one). A deny
-// returns a CallToolResult with isError true whose text content is the tool-use-binding §17
-// error object, whose structuredContent carries the same object, and whose _meta carries
-// "actgate.io/ef-code" (and act id and state when known). An escalation adds the additive
-// top-level member binding_moment (envelope-04 §8.1) holding the gate-authored envelope, and
-// its text content is the conventional payload: the code line followed by the plain-text
-// rendering of the envelope (internal/envelope TextRenderer, every §9.1 invariant) and how the
-// principal resolves it. The SDK's CallToolResult has no place for binding_moment, so the proxy
-// writes such a result as its own JSON object (a Result type embedding mcp.ResultBase); the
-// JSON-RPC id of the response is the agent's request id and never the act id.
-//
-// # Provenance
-//
-// An MCP client may declare where the instruction behind a call came from in
-// params._meta["actgate.io/instruction-provenance"] (user, system, retrieval or tool_output).
-// The declaration is used only when Config.TrustDeclaredProvenance is set — the agent host is
-// then trusted to attest it, as in a local `actgate serve` next to the user's own agent — and
-// ignored otherwise, so the sink sees unknown provenance, which policy treats as the worst
-// listed source (fail closed).
-//
-// # Credentials
-//
-// Config.Credential supplies the bearer token for the proxy→upstream leg only: it is set on
-// each upstream HTTP request by the proxy's RoundTripper and is never part of anything returned
-// to the agent; the agent's own headers are never forwarded upstream.
-//
-// # Elicitation
-//
-// With Config.Elicitation (the compiled ToolPolicy), a binding moment whose class the policy's
-// spec.elicitation lists (only INFORMATIONAL can be: envelope-04 §12.4) is also offered, during
-// the tools/call that surfaced it, as elicitation/create to an agent client that declared form
-// elicitation, when the moment names exactly one principal other than the agent (elicit.go).
-// The message is the §9.1 text rendering; the form enumerates the options, the open hatches and
-// decline. An accepted form is applied through the gate's Resolve as that principal; a
-// dismissed one resolves nothing. The result still carries binding_moment, and
-// _meta["actgate.io/elicitation"] says what became of the offer.
-//
-// # Crash injection
-//
-// The invoker carries three of the failpoints of internal/failpoint (active only in binaries
-// built with -tags failpoints, for tests): AfterPending when it is entered (for a journaled
-// dispatch the authority is consumed and DISPATCH_PENDING committed; nothing is sent),
-// DuringInvoke when the tools/call request has been written upstream and no response read, and
-// AfterInvoke when the upstream has answered and nothing is recorded. Their "error" action makes
-// AfterPending behave as an upstream that cannot be reached (nothing sent: FAILED) and
-// AfterInvoke as an answer lost on the way back (INDETERMINATE). Other builds contain no such
-// code.
-//
-// # Limitations
-//
-// Members of MCP messages that SDK v1.8.0 does not model are dropped on the way through (the
-// direct paths decode and encode with the SDK's types too). The agent's notifications/cancelled
-// for a tools/call the direct path carries is not seen by that call: a call at the sink is never
-// abandoned half way anyway (its own deadline is Config.CallTimeout), and an elicitation wait
-// ends when the agent's HTTP request does.
-// When the upstream session breaks, the next request opens a new one: per-session upstream
-// state (resource subscriptions) does not carry over.
-// Server-to-agent notifications and requests are delivered on the agent's standalone SSE
-// stream (GET), not on the stream of the request that caused them. The agent-facing side
-// speaks the stateful (session) protocol versions; a client that starts with the sessionless
-// 2026-07-28 discovery is answered with the versions it supports and falls back, as the SDK's
-// own client does. Requests the SDK does not
-// know are answered with "method not found".
+//   - A tools/call reaches the upstream only through Gate.Handle, with an Invoker that sends it
+//     at most once; every other method is passed through, not enforced. The forwarded
+//     arguments are exactly the bytes the sink digested (their RFC 8785 canonical form), with
+//     the sink's operation id in params._meta (MetaOperationID) as the upstream's idempotency
+//     key; of the agent's own params._meta only progressToken is forwarded.
+//   - The outcome of the one attempt is classified from what was observed on the wire
+//     (net/http/httptrace), never guessed (docs/architecture.md "tools/call and its outcomes"):
+//     EXECUTED or FAILED only on the upstream's authoritative answer, not sent when no request
+//     byte was written, INDETERMINATE otherwise. Once dispatched, the call is bounded by
+//     Config.CallTimeout, not by the agent's cancellation.
+//   - tools/list never issues authority; it adds only the virtual tool request_binding_moment
+//     and the emits_binding_moment annotation (envelope-04 §8.2), and hides an upstream tool of
+//     that name.
+//   - A POSTed body that is not exactly one well-formed JSON value is refused with HTTP 400
+//     (envelope-04 §12.7). The direct tools/call paths give the answers the SDK's own paths give
+//     (TestDirectAgentPathMatchesSDK, against Config.sdkOnly).
+//   - Config.Credential is set on proxy→upstream requests only and never returned to the agent;
+//     the agent's headers are never forwarded upstream. A declared instruction provenance is
+//     used only with Config.TrustDeclaredProvenance; otherwise it is unknown (fail closed).
+//   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy

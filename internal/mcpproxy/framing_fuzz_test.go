@@ -31,11 +31,11 @@ import (
 	"github.com/actgate/actgate/internal/sink"
 )
 
-// The fuzz targets of this file cover the MCP JSON-RPC framing of the sink (issue 5 "Hostile
-// input"): the bytes an agent POSTs to /mcp/{server} (FuzzAgentMessage) and the bytes the
-// upstream answers a tools/call with (FuzzUpstreamAnswer). Both run the real stack — SDK
-// streamable-HTTP handler, proxy, sink, bbolt journal, an SDK upstream — over loopback, built
-// once per fuzz worker.
+// The fuzz targets of this file cover the MCP JSON-RPC framing of the sink (docs/security.md
+// "Fuzz targets for untrusted bytes"): the bytes an agent POSTs to /mcp/{server} (FuzzAgentMessage)
+// and the bytes the upstream answers a tools/call with (FuzzUpstreamAnswer). Both run the real
+// stack — SDK streamable-HTTP handler, proxy, sink, bbolt journal, an SDK upstream — over loopback,
+// built once per fuzz worker.
 
 // fuzzRig is the stack one fuzz worker drives.
 type fuzzRig struct {

@@ -16,12 +16,10 @@ import (
 // syncTransport is the RoundTripper of the direct tools/call path's POSTs (bridge.post) to a
 // plain-HTTP upstream: one HTTP/1.1 exchange on the calling goroutine, over a small pool of
 // keep-alive connections. net/http's Transport writes a request on one goroutine of the
-// connection, reads the response on another and hands it to the caller on a third; on the
-// 2-core virtual machines measured each hand-off woke another thread (futex, and a 3 µs
-// nanosleep of the runtime's work stealing), which was a large part of what a separate
-// `actgate serve` process added to a hot-path call (test/conformance
-// BenchmarkToolsCallRoundTripServe, issue 6). Here the handler's goroutine writes the request,
-// reads the answer and writes the agent's response, on one thread.
+// connection, reads the response on another and hands it to the caller on a third, and each
+// hand-off can wake another thread, which costs more than the work it hands over
+// (docs/performance.md "The MCP proxy's direct paths"). Here the handler's goroutine writes the
+// request, reads the answer and writes the agent's response, on one thread.
 //
 // It is used where the idle check can be made (syncSupported: the BSDs, Linux and macOS), and
 // serves only what it can serve as net/http would: an http:// URL, no proxy for it (the

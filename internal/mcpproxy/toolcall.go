@@ -61,8 +61,8 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken()))
-	// The log line names the arguments by digest only (DESIGN.md "Privacy"); it is built only
-	// when something will be logged, to keep the hot path free of it.
+	// The log line names the arguments by digest only (docs/architecture.md "Privacy"); it is built
+	// only when something will be logged, to keep the hot path free of it.
 	logger := func() logr.Logger {
 		l := b.p.log.WithValues("tool", params.Name, "session", call.Session)
 		if cerr == nil {
@@ -189,7 +189,8 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 	}
 }
 
-// requestMoment is the virtual request_binding_moment tool (DESIGN.md "Human decisions").
+// requestMoment is the virtual request_binding_moment tool (docs/architecture.md "Human
+// decisions").
 func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
 	raw := params.Arguments
 	if len(raw) == 0 {

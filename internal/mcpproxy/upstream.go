@@ -76,7 +76,7 @@ func (a *attempt) bind(ctx context.Context) context.Context {
 }
 
 // classify turns the outcome of one upstream tools/call into the sink's invoke result
-// (sink.Invoker contract; see the package documentation).
+// (sink.Invoker contract; docs/architecture.md "tools/call and its outcomes").
 func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult, bool) {
 	if err == nil {
 		raw, merr := json.Marshal(res)
@@ -181,8 +181,8 @@ func clip(s string, n int) string {
 }
 
 // safeCause describes an upstream failure for the log without anything the upstream wrote: an
-// error answer or an error page may quote the call's arguments (DESIGN.md "Privacy"), so only
-// its code or HTTP status is kept; transport errors (dial, reset, timeout) are kept whole.
+// error answer or an error page may quote the call's arguments (docs/architecture.md "Privacy"), so
+// only its code or HTTP status is kept; transport errors (dial, reset, timeout) are kept whole.
 func safeCause(err error, a *attempt) string {
 	if we := upstreamRPCError(err); we != nil {
 		return fmt.Sprintf("JSON-RPC error %d from the upstream", we.Code)

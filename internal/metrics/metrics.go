@@ -221,7 +221,8 @@ func FromEvent(e sink.MomentEvent) Moment {
 		FreeTextHatch: e.FreeTextHatch, DialogueHatch: e.DialogueHatch, CalibrationNote: e.CalibrationNote}
 }
 
-// Moments are the veto-signal metrics of binding moments (issue 4):
+// Moments are the veto-signal metrics of binding moments (envelope-04 §12.2, §12.3, §5.9;
+// docs/operations.md "Metrics and Events"):
 //
 //   - actgate_moments_emitted_total{policy,class,decision_class}
 //   - actgate_moments_resolved_total{policy,class,decision_class,kind}

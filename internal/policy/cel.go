@@ -16,8 +16,8 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 )
 
-// CEL limits. Kubernetes gives one validation rule a runtime cost of 1,000,000; measured here
-// (cel-go v0.31.0 with cost tracking on) a comprehension step costs about 2µs, so that budget is
+// CEL limits. Kubernetes gives one validation rule a runtime cost of 1,000,000; with cel-go
+// v0.31.0 and cost tracking on, a comprehension step costs about 2 µs, so that budget is
 // a third of a second of CPU per call on an idle core. Argument checks are comparisons costing
 // tens of units, so CostLimit is a tenth of Kubernetes', enough for a comprehension over ~10^4
 // list elements. The interrupt check lets a cancelled or timed-out context stop a long
@@ -96,7 +96,7 @@ const (
 )
 
 // evalConstraint runs one program. Nothing it returns carries a CEL error text: those can quote
-// argument values, and deny messages and logs must not (DESIGN.md "Privacy").
+// argument values, and deny messages and logs must not (docs/architecture.md "Privacy").
 func evalConstraint(ctx context.Context, prg cel.Program, act map[string]any) celResult {
 	out, _, err := prg.ContextEval(ctx, act)
 	switch {

@@ -105,7 +105,7 @@ func FuzzCELArguments(f *testing.F) {
 			if (d.Code != ef.EFPolicyDenied && d.Code != ef.EFActInvalid) || d.Message == "" {
 				t.Fatalf("deny with code %q message %q", d.Code, d.Message)
 			}
-			// Deny messages never quote argument values (DESIGN.md "Privacy").
+			// Deny messages never quote argument values (docs/architecture.md "Privacy").
 			if strings.Contains(d.Message, "example.com") {
 				t.Fatalf("deny message quotes the arguments: %q", d.Message)
 			}

@@ -457,7 +457,7 @@ func compileAlternatives(ps *problems, r *rule, f string, alts []v1alpha1.Altern
 			ps.add(ff+".reasoning", ReasonInvalidSpec, fmt.Sprintf("must be 1-%d characters", maxReasoningLen))
 		}
 		// The patched call becomes an option a human binds to, so the patch itself must be a
-		// JSON object inside the strict profile (envelope-04 §6.3; DESIGN.md "Digests").
+		// JSON object inside the strict profile (envelope-04 §6.3; docs/architecture.md "Digests").
 		canon, err := jcs.Canonicalize(a.Args.Raw, jcs.Strict)
 		if err != nil || len(canon) == 0 || canon[0] != '{' {
 			ps.add(ff+".args", ReasonInvalidSpec, "must be a JSON object (a merge patch) within the strict canonical profile")

@@ -23,8 +23,8 @@
 //  1. the context is live (timeout or cancel: Deny EF_060; tool-use-binding §16 MUST 5);
 //  2. the server is listed in the policy (else Deny EF_UNKNOWN_TOOL);
 //  3. a rule matches: the FIRST rule in spec.rules order whose servers (empty = all) and tool
-//     globs match governs the call; none matching is Deny EF_UNKNOWN_TOOL (DESIGN.md "Fail
-//     closed");
+//     globs match governs the call; none matching is Deny EF_UNKNOWN_TOOL (docs/architecture.md
+//     "Fail closed");
 //  4. the arguments are a JSON object (else Deny EF_ACT_INVALID);
 //  5. the destination: the live destination's origin must equal the server URL's origin, or,
 //     when the rule has destinations, one of them (server names stand for their origin); else
@@ -40,7 +40,7 @@
 //  8. every CEL argument constraint is true; false, an error, a non-bool or an exceeded cost
 //     limit is Deny EF_POLICY_DENIED with the constraint's message (§22 T-B);
 //  9. a call needing a human has strict-profile arguments (else Deny
-//     EF_ARGUMENTS_OUT_OF_PROFILE; DESIGN.md "Digests");
+//     EF_ARGUMENTS_OUT_OF_PROFILE; docs/architecture.md "Digests");
 //  10. a call needing a human has at least minPrincipals principals left after removing the
 //     initiating agent and, under separation of duties, the policy's sink (else Deny
 //     EF_POLICY_DENIED: the escalation could never resolve).
@@ -74,8 +74,8 @@
 // # Human authorization
 //
 // The sink counts BindingMoment resolutions with ValidResolver, EligiblePrincipals, Satisfied
-// and MinPrincipals. The initiating agent never counts (DESIGN.md "Principals"); the executing
-// sink does not count under separation of duties.
+// and MinPrincipals. The initiating agent never counts (docs/architecture.md "Principals"); the
+// executing sink does not count under separation of duties.
 //
 // # Sets
 //

@@ -54,11 +54,11 @@ func enforceChain() chain {
 		// (tool-use-binding §16 MUST 5; latest draft §18 "Timeout of that fetch MUST deny").
 		contextLive,
 		// The server is one this policy lists. A server the policy does not know has no rules,
-		// so nothing about the call is declared (DESIGN.md "Fail closed").
+		// so nothing about the call is declared (docs/architecture.md "Fail closed").
 		serverDeclared,
 		// The first rule in spec.rules order whose servers and tools match governs the call; a
 		// call on a listed server that no rule matches is an unknown tool and is denied
-		// (DESIGN.md "Fail closed: unknown tool in a protected server").
+		// (docs/architecture.md "Fail closed").
 		ruleMatches,
 		// The arguments are one JSON object: every vendor binding delivers an object
 		// (tool-use-binding §6-8), and anything else was not mapped by internal/act.
@@ -80,7 +80,7 @@ func enforceChain() chain {
 		// so this runs before escalation (§22 T-B: payout above the envelope is denied).
 		argumentConstraints,
 		// A call needing a human must have arguments a human can be bound to: inside the strict
-		// profile (DESIGN.md "Digests"; envelope-04 §6.3).
+		// profile (docs/architecture.md "Digests"; envelope-04 §6.3).
 		humanBindable,
 		// A call needing a human must have enough principals left once the initiating agent
 		// (always) and the policy's sink (under separation of duties) are removed

@@ -40,7 +40,7 @@ func evalCases() []struct {
 		{"read search*", req("search_invoices", `{"q":"x"}`), want{OutcomeAllow, "", "reads", act.ClassInformational, v1alpha1.EvidenceRoleNone, 0, ""}},
 		{"search alone matches search*", req("search", `{}`), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
 
-		// Unknown server and unknown tool (DESIGN.md "Fail closed").
+		// Unknown server and unknown tool (docs/architecture.md "Fail closed").
 		{"unknown server", req("get_balance", `{}`, on("crm", "https://crm.example")), want{outcome: OutcomeDeny, code: ef.EFUnknownTool, msg: `server "crm" is not declared`}},
 		{"empty server", req("get_balance", `{}`, on("", paymentsURL)), want{outcome: OutcomeDeny, code: ef.EFUnknownTool}},
 		{"tool no rule matches", req("delete_account", `{}`), want{outcome: OutcomeDeny, code: ef.EFUnknownTool, msg: `tool "delete_account" is not declared for server payments`}},
@@ -87,7 +87,7 @@ func evalCases() []struct {
 		{"refund permit, spec TTL", req("refund", `{"charge":"ch_1"}`), want{OutcomePermit, "", "refund", act.ClassFinancial, v1alpha1.EvidenceRolePolicyPermit, 90 * time.Second, ""}},
 		{"wire permit for user provenance", req("wire_transfer", pay), want{OutcomePermit, "", "wire", act.ClassFinancial, v1alpha1.EvidenceRolePolicyPermit, 90 * time.Second, ""}},
 
-		// HumanAuthorization (DESIGN.md "Human decisions").
+		// HumanAuthorization (docs/architecture.md "Human decisions").
 		{"send_payment escalates", req("send_payment", pay), want{OutcomeEscalate, ef.EFEscalationRequired, "send-payment", act.ClassFinancial, v1alpha1.EvidenceRoleHumanAuthorization, 5 * time.Minute, "requires a human decision"}},
 		{"send_payment at the cap", req("send_payment", `{"amount":10000,"currency":"USD"}`), want{outcome: OutcomeEscalate, code: ef.EFEscalationRequired, rule: "send-payment", class: act.ClassFinancial, role: v1alpha1.EvidenceRoleHumanAuthorization, ttl: 5 * time.Minute}},
 		{"out of profile cannot be bound to a human", req("send_payment", pay, notStrict), want{outcome: OutcomeDeny, code: ef.EFArgumentsOutOfProfile, rule: "send-payment", class: act.ClassFinancial}},
@@ -294,8 +294,9 @@ func TestAuditMode(t *testing.T) {
 	}
 }
 
-// TestMessagesAreSafe: no decision message repeats an argument value (DESIGN.md "Privacy") or
-// calls anything enforcement (action-evidence-boundary: observe-only is never enforcement).
+// TestMessagesAreSafe: no decision message repeats an argument value (docs/architecture.md
+// "Privacy") or calls anything enforcement (action-evidence-boundary: observe-only is never
+// enforcement).
 func TestMessagesAreSafe(t *testing.T) {
 	const secret = "s3cr3t-V4LUE"
 	reqs := []Request{

@@ -15,8 +15,8 @@ var (
 	// ErrNotPrincipal: the resolver is not one of the rule's principals.
 	ErrNotPrincipal = errors.New("policy: the resolver is not a principal of the governing rule")
 	// ErrInitiator: the resolver is the agent that initiated the call. It never counts, whatever
-	// separationOfDuties says (DESIGN.md "Principals": the agent's service account can never
-	// resolve its own escalation).
+	// separationOfDuties says (docs/architecture.md "Principals": the agent's service account can
+	// never resolve its own escalation).
 	ErrInitiator = errors.New("policy: the initiating agent cannot authorize its own call")
 	// ErrExecutor: the resolver is the sink that will execute the call, and separation of
 	// duties is on (action-evidence-boundary, "separation-of-duty rule").

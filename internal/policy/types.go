@@ -22,7 +22,8 @@ const (
 	// MUST 4).
 	OutcomePermit Outcome = "Permit"
 	// OutcomeEscalate: evidence role HumanAuthorization. The call needs a resolved binding
-	// moment; a direct call is refused with EF_ESCALATION_REQUIRED (DESIGN.md "Human decisions").
+	// moment; a direct call is refused with EF_ESCALATION_REQUIRED (docs/architecture.md "Human
+	// decisions").
 	OutcomeEscalate Outcome = "Escalate"
 	// OutcomeDeny: the call is refused; the upstream is never contacted.
 	OutcomeDeny Outcome = "Deny"
@@ -53,7 +54,7 @@ type Request struct {
 	// count as a principal of a human authorization.
 	Agent string
 	// StrictArgs reports whether Args fit the JCS strict profile (envelope-04 §6.3), i.e. can be
-	// bound to a human decision (DESIGN.md "Digests").
+	// bound to a human decision (docs/architecture.md "Digests").
 	StrictArgs bool
 }
 

@@ -1,8 +1,8 @@
 // Package receipt writes and verifies the sink's receipts: Ledger-Anchored Validation Receipts
 // (LAVR, tool-use-binding-latest §1), one per allow, deny, escalation, audit-mode allow and
 // classified outcome, each naming the act, its arguments digest, the decision and code, and
-// never the arguments (DESIGN.md "Privacy"). The receipts of one log form a hash chain and are
-// signed in batches.
+// never the arguments (docs/architecture.md "Privacy"). The receipts of one log form a hash chain
+// and are signed in batches.
 //
 // # File format
 //

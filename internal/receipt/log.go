@@ -17,11 +17,9 @@ import (
 // Defaults of Options. A hot-path receipt (Append) reaches the disk within DefaultMaxDelay, or
 // sooner in the commit of a protected act's AppendDurable; a crash loses at most that window
 // of hot-path receipts (the next Open recovers the chain to its last checkpoint). The batch
-// size bounds how often the log fsyncs under load: each fsync's completion interrupts a CPU
-// for tens of microseconds on the virtual machines measured (the block device's interrupt is
-// bound to one vCPU), which is what a hot-path call running there waits out. With 512 and
-// 5 ms the hot-path benchmark's p99 was 53-73 µs; with 2048 and 10 ms, 17-27 µs
-// (internal/sink BenchmarkEnforceHotPath, issue 6).
+// size bounds how often the log fsyncs under load: each fsync's completion interrupts the CPU
+// the block device's interrupt is bound to, and a hot-path call running there waits it out, so
+// fewer, larger commits keep the hot path's tail short (docs/performance.md "Receipt batching").
 const (
 	DefaultMaxBatch   = 2048
 	DefaultMaxDelay   = 10 * time.Millisecond

@@ -13,7 +13,7 @@ import (
 // Receipt is one enforcement decision or outcome: a Ledger-Anchored Validation Receipt
 // (tool-use-binding-latest §1: "a signed, hash-chained enforcement artifact bound to the
 // specific candidate act and its argument digest at the moment of decision"). It names the act
-// and the digest of its arguments, never the arguments (DESIGN.md "Privacy").
+// and the digest of its arguments, never the arguments (docs/architecture.md "Privacy").
 //
 // Seq, Prev and Digest are assigned by Log.Append; Time too when the caller leaves it zero.
 type Receipt struct {

@@ -30,8 +30,8 @@ const ResultNotConfigured = "NotConfigured"
 // digest (journal.Reconcile). Every other finding leaves the record INDETERMINATE and asks again
 // after a backoff that doubles per attempt. It never calls the tool.
 //
-// The sink reads a reconciled record when the act is retried (internal/sink "Retries"): a retry
-// of a settled act gets the settled state and is never invoked again.
+// The sink reads a reconciled record when the act is retried (docs/architecture.md "Retries"): a
+// retry of a settled act gets the settled state and is never invoked again.
 type Settler struct {
 	// Journal is the dispatch journal to settle.
 	Journal journal.Journal

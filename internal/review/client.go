@@ -19,7 +19,7 @@ import (
 )
 
 // ErrUnavailable wraps every error of Client.Do: the service could not be asked or its answer
-// could not be read. The caller denies (DESIGN.md "Fail closed").
+// could not be read. The caller denies (docs/architecture.md "Fail closed").
 var ErrUnavailable = errors.New("review: authority service unavailable")
 
 // Client asks the authority service. Its zero value is not usable; set URL, HTTP and Token.

@@ -2,9 +2,9 @@
 // (`actgate-controlplane authority`): the ActReview object of review.actgate.io/v1alpha1, its strict decoder,
 // and a client.
 //
-// Sidecars call the service the way the API server calls an admission webhook (DESIGN.md "The
-// flow of one call", steps 3 and 5): they POST an ActReview whose `request` carries a uid and
-// the operation, and the service answers with the same object whose `response` echoes the uid:
+// Sidecars call the service the way the API server calls an admission webhook
+// (docs/architecture.md "In a pod"): they POST an ActReview whose `request` carries a uid and the
+// operation, and the service answers with the same object whose `response` echoes the uid:
 //
 //	{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview",
 //	 "request":{"uid":"…","operation":"Review","server":"payments",

@@ -222,7 +222,7 @@ type Response struct {
 
 // SignedAuthority is an authority as the sink receives it: the exact signed payload and the
 // signature, which the sink verifies with the authority service's public key before consuming
-// (DESIGN.md "The flow of one call", step 4).
+// (docs/architecture.md "In a pod").
 type SignedAuthority struct {
 	// id is the authority ID, the name of its Lease.
 	ID string `json:"id"`

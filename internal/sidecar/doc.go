@@ -3,9 +3,9 @@
 // (internal/mcpproxy, one mount per protected server at /mcp/{server}) and for host loops that run
 // OpenAI or Anthropic tool calls in-process (/v1/enforce, /v1/complete). The decisions are the
 // authority service's; the upstream credentials and the dispatch are the sidecar's alone
-// (DESIGN.md "Anti-bypass").
+// (docs/architecture.md "Anti-bypass").
 //
-// # One tools/call (DESIGN.md "The flow of one call", Kubernetes)
+// # One tools/call (docs/architecture.md "In a pod")
 //
 // Gate satisfies mcpproxy.Gate, so the MCP proxy runs unchanged around it:
 //
@@ -16,7 +16,7 @@
 //  2. answer a retry — the same action at the same destination in the same session (the act id
 //     is a MAC over the session) while the authority consumed for its EXECUTED or FAILED
 //     dispatch is unexpired — with the recorded result, without asking the service or invoking
-//     (retries.go; internal/sink "Retries"; tool-use-binding §9); otherwise
+//     (retries.go; docs/architecture.md "Retries"; tool-use-binding §9); otherwise
 //     POST an ActReview (operation Review) to the authority service (internal/review), with the
 //     pod's projected service-account token as bearer;
 //  3. on a deny or an escalation, return the refusal with its EF code (and, for an escalation,
@@ -42,9 +42,10 @@
 //     refused is logged with ids and digests and changes nothing of what the agent gets.
 //
 // Any error, timeout, non-200 or undecodable answer of the service is a deny (EF_060 for a
-// timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted (DESIGN.md "Fail
-// closed"). So is an authority that does not verify, a consume that is not confirmed for
-// exactly this authority and operation, and a journal that cannot record DISPATCH_PENDING.
+// timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted
+// (docs/architecture.md "Fail closed"). So is an authority that does not verify, a consume that is
+// not confirmed for exactly this authority and operation, and a journal that cannot record
+// DISPATCH_PENDING.
 //
 // # Host loops
 //

@@ -18,7 +18,7 @@ import (
 
 // TestRefusalsNeverInvoke: every way the service can say no, fail, or hand over an authority
 // that is not for this call ends in a refusal with its EF code, and the upstream's own counter
-// stays at zero (DESIGN.md "Fail closed"; tool-use-binding §16 MUST 1–5).
+// stays at zero (docs/architecture.md "Fail closed"; tool-use-binding §16 MUST 1–5).
 func TestRefusalsNeverInvoke(t *testing.T) {
 	f := newFixture(t)
 	f.stub.delay = 1500 * time.Millisecond // past the gate's 1 s review timeout
@@ -138,7 +138,7 @@ func TestPermitDispatchesOnce(t *testing.T) {
 		t.Fatalf("record did not start DISPATCH_PENDING: %+v", rec.History)
 	}
 	// The same call again in the same session, while the consumed authority is unexpired, is
-	// a retry of that act (retries.go; internal/sink "Retries"): the recorded result, no new
+	// a retry of that act (retries.go; docs/architecture.md "Retries"): the recorded result, no new
 	// review or consume, and the upstream does not run again.
 	reviews := f.stub.reviewCount()
 	again := call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)

@@ -14,7 +14,7 @@ import (
 
 // TestLogsCarryDigestsNotArguments runs every kind of decision through the sidecar's gate with
 // a logger at full verbosity: the log names acts and digests, never an argument value
-// (DESIGN.md "Privacy").
+// (docs/architecture.md "Privacy").
 func TestLogsCarryDigestsNotArguments(t *testing.T) {
 	f := newFixture(t)
 	var mu sync.Mutex

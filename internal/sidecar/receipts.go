@@ -10,9 +10,9 @@ import (
 	"github.com/actgate/actgate/internal/sink"
 )
 
-// Receipts (issue 6, "every allow and deny produces a signed, hash-chained receipt"): the
-// sidecar keeps the same receipt log as the standalone gate (internal/receipt), in its journal
-// directory, with the same rules as internal/sink:
+// Receipts: every allow and deny produces a signed, hash-chained receipt. The sidecar keeps the
+// same receipt log as the standalone gate (internal/receipt), in its journal directory, with the
+// same rules as internal/sink:
 //   - a refusal, an escalation and the answer to a retry are appended (best effort: the decision
 //     stands if the append fails, and the failure is logged);
 //   - a hot-path allow is appended before the upstream is called, and a failed append refuses

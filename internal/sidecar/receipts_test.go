@@ -16,10 +16,9 @@ import (
 )
 
 // TestReceipts: every decision of the sidecar is in its signed, hash-chained receipt log
-// (issue 6: "every allow and deny produces a signed, hash-chained receipt"; receipts.go): a
-// hot-path allow, a permit's allow and its outcome, a retry answered from the journal, a deny
-// and an escalation — with the act, its digests, the authority and operation, and nothing of
-// the arguments. The log verifies with the public key the sidecar wrote beside it.
+// (receipts.go): a hot-path allow, a permit's allow and its outcome, a retry answered from the
+// journal, a deny and an escalation — with the act, its digests, the authority and operation, and
+// nothing of the arguments. The log verifies with the public key the sidecar wrote beside it.
 func TestReceipts(t *testing.T) {
 	f := newFixture(t)
 	cs := f.agent()

@@ -10,11 +10,11 @@ import (
 
 // retries answers a retry of a dispatch that already reached EXECUTED or FAILED with its
 // recorded result instead of a second invocation, as internal/sink does for the embedded gate
-// (its doc.go, "Retries"; tool-use-binding §9: "a fetch of the original tool_result, never a
-// second invoke"). A retry is a call of the same action (action digest) at the same
-// destination in the same session while the authority consumed for the dispatch is unexpired.
-// Without it the sidecar made a new act for every call and the authority service issued a
-// fresh authority for it, so a repeated permitted call ran twice (found by test/load).
+// (docs/architecture.md "Retries"; tool-use-binding §9: "a fetch of the original tool_result, never
+// a second invoke"). A retry is a call of the same action (action digest) at the same destination
+// in the same session while the authority consumed for the dispatch is unexpired. The authority
+// service issues a fresh authority for every new act, so without this index a repeated permitted
+// call would run twice.
 //
 // Sessions are checked through the act id, which is a MAC over its session
 // (act.IDIssuer.CheckSession). The index is process-local and starts empty: MCP sessions do

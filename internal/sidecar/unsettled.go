@@ -19,7 +19,7 @@ type actionKey struct {
 // an action is refused with EF_INDETERMINATE before anything is consumed, in any session and
 // after a restart: an effect of exactly this action may be happening or have happened, and
 // only authenticated reconciliation settles that (action-evidence-boundary "prohibit a blind
-// replay"; tool-use-binding §23 EF_INDETERMINATE; internal/sink "Retries" does the same for
+// replay"; tool-use-binding §23 EF_INDETERMINATE; docs/architecture.md "Retries" does the same for
 // the embedded gate). Without it a retry would get a fresh authority from the service and run
 // the action again.
 //

@@ -15,9 +15,9 @@ import (
 // of the same action — in another session, or through a gate rebuilt over the same journal as
 // after a restart — is refused with EF_INDETERMINATE before anything is consumed, and the
 // upstream is not called (action-evidence-boundary "prohibit a blind replay"; tool-use-binding
-// §23). Found by test/faults: the service issues a fresh authority for every new act, so
-// without this a retry ran the action again. Once the action has an authoritative outcome it
-// is an ordinary new act again.
+// §23). The service issues a fresh authority for every new act, so without this check a retry
+// would run the action again. Once the action has an authoritative outcome it is an ordinary
+// new act again.
 func TestUnsettledActionNotRedispatched(t *testing.T) {
 	f := newFixture(t)
 	args := json.RawMessage(`{"amount":7,"to":"ACME"}`)

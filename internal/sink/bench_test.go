@@ -29,17 +29,7 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 // BenchmarkEnforceHotPath: an INFORMATIONAL call on the hot path (tool-use-binding §22 T-F,
 // §27.8): map the call to an act, evaluate the compiled ToolPolicy, append the in-memory
 // chained receipt, invoke a no-op upstream. No authority, no consume, no fsync on the path.
-// Goal: p99 < 50 µs.
-//
-// Measured 2026-11-29 on the 2-core build VM at load average ~1.1 (4 rounds of 3 s): p50
-// 4.3–5.1 µs, p95 6.6–7.0 µs, p99 28–42 µs, 16 allocs and ~1.5 KB per call. Where the tail came
-// from: this VM stalls a running vCPU for 40–60 µs about once a millisecond (a bare 7 µs busy
-// loop has 1% of its iterations over 30 µs, at 1 ms intervals), and every fsync of the receipt
-// log adds completion interrupts on the vCPU the block device's interrupt is bound to. With the
-// receipt log's earlier defaults (a commit every 512 receipts or 5 ms: ~300 fsyncs/s at this
-// rate) the p99 was 53–73 µs; with no fsync at all, 22–38 µs; with the current defaults (2,048
-// or 10 ms, receipt.DefaultMaxBatch and DefaultMaxDelay) it is the figure above. Before the
-// ASCII fast paths of act's text checks and jcs.AppendString, p50 was 5.1–7.2 µs.
+// Goal: p99 < 50 µs. Figures and what sets them: docs/performance.md "Go benchmarks".
 func BenchmarkEnforceHotPath(b *testing.B) {
 	f := compiledFixture(b, false)
 	inv := func(context.Context, string) (InvokeResult, error) {
@@ -69,12 +59,9 @@ func BenchmarkEnforceHotPath(b *testing.B) {
 // sink on 2 cores: a tools/call through the go-sdk costs ~0.4 ms of CPU, see T-F in
 // test/conformance), so the receipt committer runs at the pace a deployment drives it rather than
 // flat out beside a saturated core. Latency is still measured from each call's start. It does not
-// replace the closed-loop benchmark, whose p99 is the issue's goal.
-//
-// Measured 2026-11-29 on the quiet 2-core build VM (4 rounds of 3 s): p50 5.1–6.0 µs, p95
-// 23–30 µs, p99 61–81 µs (104–120 µs with the receipt log's earlier 512 / 5 ms defaults) —
-// worse than the closed loop: each call starts on a goroutine just woken from a timer sleep,
-// with cold caches, which is also how calls arrive from a network.
+// replace the closed-loop benchmark, whose p99 is the goal. Its tail is longer than the closed
+// loop's: each call starts on a goroutine just woken from a timer sleep, with cold caches, which
+// is also how calls arrive from a network.
 func BenchmarkEnforceHotPathPaced(b *testing.B) {
 	f := compiledFixture(b, false)
 	inv := func(context.Context, string) (InvokeResult, error) {
@@ -110,17 +97,10 @@ func BenchmarkEnforceHotPathPaced(b *testing.B) {
 // sub-benchmark: "fsync-group-commit" — every bbolt commit is fdatasync'ed (NoSync=false) and
 // shared by every concurrent writer (boltstore's committer), and every receipt batch is written
 // and fsync'ed once (receipt.Log). Nothing is measured with NoSync.
-// Goal (issue 6, tool-use-binding §22 T-F): p99 < 10 ms, and ≥ 2,000 calls/s on 2 cores. (With
+// Goal (tool-use-binding §22 T-F): p99 < 10 ms, and ≥ 2,000 calls/s on 2 cores. (With
 // 64 callers in a closed loop, Little's law makes the mean latency 64 / throughput: 2,000
 // calls/s means 32 ms, so p99 < 10 ms at that concurrency needs > 6,400 calls/s; callers=1
-// measures the latency of one call on its own.)
-//
-// Measured 2026-11-29 on the 2-core build VM at load average ~1.1, 4 rounds of 3 s:
-// callers=1 p50 2.9-3.3 ms, p99 5.6-6.0 ms, 290-327 calls/s; callers=64 2,503-2,744 calls/s,
-// p50 23-25 ms, p99 42-46 ms. The same binary at load average 28 (other builds): callers=1
-// p50 ~6.7 ms, p99 ~54 ms; callers=64 ~520 calls/s. Before IssueConsumeAndPend and the
-// concurrent receipt (four durable writes in sequence), at low load: callers=64 1,456-1,686
-// calls/s, p99 57-71 ms.
+// measures the latency of one call on its own.) Figures: docs/performance.md "Go benchmarks".
 func BenchmarkHandlePermitDurable(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("fsync-group-commit/callers=%d", callers), func(b *testing.B) { benchPermit(b, callers) })

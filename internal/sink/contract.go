@@ -12,7 +12,7 @@ import (
 )
 
 // RequestBindingMomentTool is the name of the virtual tool through which an agent asks the gate
-// for a binding moment (DESIGN.md "Human decisions").
+// for a binding moment (docs/architecture.md "Human decisions").
 const RequestBindingMomentTool = "request_binding_moment"
 
 // Call is one live tool call as a transport (MCP proxy, HTTP host-loop endpoint) received it.
@@ -219,10 +219,10 @@ type Gate struct {
 	g *gate
 }
 
-// Handle is the whole flow of one call (DESIGN.md "The flow of one call"); it never calls inv on
-// deny. Denies are Results, not errors. The error is non-nil only when the Invoker returned one
-// (wrapped in ErrUpstream), when the outcome of an invocation could not be recorded, or for a
-// Gate not built with New or a nil Invoker; the Result still says what is known.
+// Handle is the whole flow of one call (docs/architecture.md "The flow of one call"); it never
+// calls inv on deny. Denies are Results, not errors. The error is non-nil only when the Invoker
+// returned one (wrapped in ErrUpstream), when the outcome of an invocation could not be recorded,
+// or for a Gate not built with New or a nil Invoker; the Result still says what is known.
 func (g *Gate) Handle(ctx context.Context, c Call, inv Invoker) (Result, error) {
 	return g.g.handle(ctx, c, inv)
 }

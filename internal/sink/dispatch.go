@@ -43,8 +43,8 @@ type dispatchEntry struct {
 	result  json.RawMessage
 }
 
-// dispatchIndex recognises retries (see doc.go, "Retries"). It is a process-local view of the
-// journal; the single-use guarantee itself is the store's consume.
+// dispatchIndex recognises retries (docs/architecture.md "Retries"). It is a process-local view of
+// the journal; the single-use guarantee itself is the store's consume.
 type dispatchIndex struct {
 	ids *act.IDIssuer
 	mu  sync.Mutex

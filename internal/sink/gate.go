@@ -122,7 +122,7 @@ var ErrConfig = errors.New("sink: invalid options")
 // New wires a Gate and recovers the journal before it serves: every DISPATCH_PENDING or
 // INVOKED record left by a previous process becomes INDETERMINATE (journal.RecoverOnStart,
 // action-evidence-boundary "Classify the Effect Outcome"), and the dispatches that a retry must
-// not repeat are loaded (see doc.go, "Retries").
+// not repeat are loaded (docs/architecture.md "Retries").
 func New(opts Options) (*Gate, error) {
 	switch {
 	case opts.SinkID == "":

@@ -307,7 +307,8 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 		return g.refuse(cl, code, msg), nil
 	}
 	if !cl.cand.Strict() {
-		// DESIGN.md "Digests": arguments outside the strict profile cannot be bound to a human.
+		// Arguments outside the strict profile cannot be bound to a human (docs/architecture.md
+		// "Digests").
 		return g.refuse(cl, ef.EFArgumentsOutOfProfile, ""), nil
 	}
 	gr, granted := g.moments.grantFor(cl.c.Session, digest, cl.c.Destination, g.now())
@@ -334,9 +335,9 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 }
 
 // escalateMoment refuses the call with a gate-authored binding moment built from policy
-// (DESIGN.md "Human decisions"): a factual briefing (tool, server, class, destination, digests,
-// no argument values), the requested call as one option and the rule's declared alternatives
-// as the others, registered for the rule's principals.
+// (docs/architecture.md "Human decisions"): a factual briefing (tool, server, class, destination,
+// digests, no argument values), the requested call as one option and the rule's declared
+// alternatives as the others, registered for the rule's principals.
 func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	now := g.now()
 	digest := cl.cand.ActionDigest()
@@ -486,10 +487,10 @@ func (g *gate) register(ctx context.Context, m *moment) error {
 	return err
 }
 
-// requestMoment is the virtual request_binding_moment tool (DESIGN.md "Human decisions"): the
-// agent proposes the briefing and 2–4 options, each a concrete tool call; the gate computes
-// every action digest itself, checks each call against policy, and registers the envelope for
-// the principals policy names for those calls.
+// requestMoment is the virtual request_binding_moment tool (docs/architecture.md "Human
+// decisions"): the agent proposes the briefing and 2–4 options, each a concrete tool call; the gate
+// computes every action digest itself, checks each call against policy, and registers the envelope
+// for the principals policy names for those calls.
 func (g *gate) requestMoment(ctx context.Context, session, agent string, p Proposal) (Result, error) {
 	if g == nil {
 		return Result{}, errNoGate

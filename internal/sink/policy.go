@@ -9,7 +9,8 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 )
 
-// PolicyOutcome is what policy decides for one call (DESIGN.md "The flow of one call", step 3).
+// PolicyOutcome is what policy decides for one call (docs/architecture.md "The flow of one call",
+// step 3).
 type PolicyOutcome string
 
 // Policy outcomes.

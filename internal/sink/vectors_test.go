@@ -40,7 +40,7 @@ func loadBindingVectors(t *testing.T) []bindingVector {
 
 // TestToolCallBindingVectors: the action digest the sink binds a live call to (journaled with
 // the consumed authority) is EP-TOOL-CALL-BINDING-v1's, so authorities and receipts agree with
-// other implementations of the family (DESIGN.md "The action an option authorises").
+// other implementations of the family (docs/architecture.md "The action an option authorises").
 func TestToolCallBindingVectors(t *testing.T) {
 	for _, v := range loadBindingVectors(t) {
 		t.Run(v.ID, func(t *testing.T) {

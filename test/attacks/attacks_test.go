@@ -50,8 +50,8 @@ type attack struct {
 	mount  func(t *testing.T)
 }
 
-// attacks is the attack table of issue 5 ("Security review"); docs/security.md lists it row by
-// row. Standalone rows run on the gate of testdata/actgate.yaml; Kubernetes rows on envtest.
+// attacks is the attack table; docs/security.md "(c) The attack table" lists it row by row.
+// Standalone rows run on the gate of testdata/actgate.yaml; Kubernetes rows on envtest.
 var attacks = []attack{
 	{"T-A prompt-injected recipient", "tool-use-binding §22 T-A, §12 INJECTED_EMAIL_SEND", injectedRecipient},
 	{"T-B parallel call smuggling", "tool-use-binding §22 T-B, §9", parallelSmuggling},

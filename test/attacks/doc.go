@@ -1,6 +1,6 @@
-// Package attacks is the attack table of issue 5 ("Security review"): one table, TestAttacks,
-// one row per attack, each mounted against real components and judged by the state of the
-// world afterwards — the upstream's own invocation counter, the journal and the authority's
+// Package attacks is the attack table of docs/security.md "(c) The attack table": one table,
+// TestAttacks, one row per attack, each mounted against real components and judged by the state of
+// the world afterwards — the upstream's own invocation counter, the journal and the authority's
 // state in the store, the binding moment's resolution, or what the API server refused and why.
 //
 //	T-A  prompt-injected recipient                  tool-use-binding §22, §12 INJECTED_EMAIL_SEND

@@ -30,14 +30,7 @@ import (
 // series see the same machine load. Reported: p50/p95/p99 of each, in microseconds, and the
 // gate's overhead at each percentile (gate minus direct); and the CPU time one call costs the
 // whole process (agent, gate, upstream) each way. The goal is an overhead under 1 ms at p99 on
-// a hot-path call; §22 asks for under 10 ms.
-//
-// Measured 2026-11-30 on the 2-core build VM, 3 rounds of 3 s: direct p50 102-105 µs, p99
-// 499-584 µs; through the gate p50 192-202 µs, p99 0.76-1.00 ms; overhead p50 90-97 µs, p95
-// 199-258 µs, p99 266-413 µs; CPU per call 159-165 µs direct, 285-292 µs gated. Before the
-// proxy's direct tools/call paths (both hops on the SDK's sessions) the overhead p99 was 674-857
-// µs; before third_party/go-sdk's patch (the SDK allocated a 32 KiB buffer per decoded message),
-// 1.3-1.8 ms.
+// a hot-path call; §22 asks for under 10 ms. Figures: docs/performance.md "Go benchmarks".
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	g := newGate(b)
 	direct := agent(b, g.up.tools.URL)
@@ -49,8 +42,7 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 // BenchmarkToolsCallRoundTripPermit is the same measurement for a machine-permitted call: a
 // signed authority issued, consumed and journaled DISPATCH_PENDING with an fsync'd commit
 // before the invoke, and the outcome recorded after it. Arguments differ per iteration, so no
-// call is a retry of another. Measured with the round trip above: gate p99 6.9-9.7 ms, overhead
-// p50 2.6-3.3 ms (two fsync'd commits and the receipt's fsync on the path).
+// call is a retry of another. Two fsync'd commits and the receipt's fsync are on its path.
 func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 	g := newGate(b)
 	direct := agent(b, g.up.tools.URL)
@@ -66,20 +58,10 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 // logs; the upstream is this test binary re-executed (TestMain, upstreamProcessEnv); the agent
 // is this process. Direct calls go from the agent to the upstream process, gated calls through
 // the gate process. Besides the latencies it reports the gate process's own CPU per gated call
-// (serve-cpu-µs/call, from /proc; 10 ms resolution over thousands of calls).
-//
-// Measured 2026-11-30 on the 2-core build VM, 8 rounds of 5 s interleaved with
-// BenchmarkToolsCallRoundTripReverseProxy: overhead p50 351-445 µs, p95 526-718 µs, p99
-// 0.75-1.49 ms, 429-566 µs of the gate process's CPU per call; the bare reverse proxy in the same
-// rounds p50 288-371 µs, p95 561-664 µs, p99 0.70-1.11 ms at 382-568 µs of CPU. In 20 s rounds:
-// p99 1.02-1.33 ms, the proxy's 0.81-1.14 ms. Issue 6's goal (overhead under 1 ms at p99) is met
-// in one process (above) and not reliably through a separate process on this machine, where a
-// process that only forwards bytes does not meet it reliably either; docs/operations.md
-// "Performance" has the analysis (BenchmarkLoopbackRoundTrip, strace, execution traces). Going
-// from net/http's Transport to syncTransport for the upstream POST, measured against the build
-// before with ACTGATE_BENCH_SERVE_BINARY, 6 interleaved rounds: CPU 610-693 -> 564-626 µs, p50
-// 519-543 -> 444-512 µs, p99 1.23-1.74 -> 0.89-1.46 ms. Earlier: both hops on the SDK's sessions,
-// p99 1.8-1.9 ms at 700-883 µs of CPU.
+// (serve-cpu-µs/call, from /proc; 10 ms resolution over thousands of calls). Run it interleaved
+// with BenchmarkToolsCallRoundTripReverseProxy, the floor under it. Figures and the analysis
+// (BenchmarkLoopbackRoundTrip, strace, execution traces): docs/performance.md "Through a
+// separate process".
 func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	bin := os.Getenv(serveBinaryEnv)
 	if bin == "" {
@@ -108,7 +90,7 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 
 // serveBinaryEnv names an actgate binary for BenchmarkToolsCallRoundTripServe to run instead of
 // one built from this tree: A/B comparisons of two builds with the same test binary, rounds
-// interleaved (docs/operations.md "Performance").
+// interleaved (docs/performance.md "Running them").
 const serveBinaryEnv = "ACTGATE_BENCH_SERVE_BINARY"
 
 // BenchmarkToolsCallRoundTripReverseProxy is the floor under BenchmarkToolsCallRoundTripServe:

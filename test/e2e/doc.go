@@ -1,11 +1,11 @@
-// Package e2e is actgate's end-to-end test with every real binary: a real kube-apiserver and
-// etcd (test/envtest), the chart installed with the real helm, the real kubectl and the kubectl
-// plugin, and actgate's own processes — `actgate-controlplane manager` (controllers and admission
-// webhooks), `actgate-controlplane authority` and `actgate sidecar` — built once with `go build` and run as
-// local processes pointed at the API server, since nothing runs Pods here (no kubelet;
-// K8S-TESTING.md). The MCP server and client are the official Go SDK.
+// Package e2e is actgate's end-to-end test with every real binary: a real kube-apiserver and etcd
+// (test/envtest), the chart installed with the real helm, the real kubectl and the kubectl plugin,
+// and actgate's own processes — `actgate-controlplane manager` (controllers and admission
+// webhooks), `actgate-controlplane authority` and `actgate sidecar` — built once with `go build`
+// and run as local processes pointed at the API server, since nothing runs Pods here (no
+// kubelet). The MCP server and client are the official Go SDK.
 //
-// The story (issue 3, "end-to-end test"):
+// The story:
 //
 //  1. start the API server; `helm install` the chart (its objects must be accepted; nothing
 //     rolls out); point its webhook configurations at the local manager; run the manager and

@@ -99,9 +99,9 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Deleting a CRD waits for the API server's CRD finalizer. It takes about 0.5 s here, but a
-	// fresh-clone CI run (make test runs one package at a time) once saw 2 of the 3 still present
-	// after 30 s; the cause is not known. The wait says which CRDs are left and why.
+	// Deleting a CRD waits for the API server's CRD finalizer. It takes about 0.5 s on a quiet
+	// machine and can take more than 30 s on a busy one, for reasons not known. The wait says
+	// which CRDs are left and why.
 	crdsGone := time.Now()
 	eventually(t, 2*time.Minute, "the harness's CRDs to be gone", func() (bool, string) {
 		var l apiextensionsv1.CustomResourceDefinitionList
@@ -273,8 +273,8 @@ spec:
 	// ---- 3. The sidecar, a real MCP server and client -------------------------------------------
 	t.Log("step 3: the sidecar with the injected environment; a real MCP client through it")
 	sideAddr, metricsAddr := freeAddr(t), freeAddr(t)
-	// The injection makes the sidecar scrapeable (issue 5; webhook/inject "Metrics"); the
-	// binary must accept its setting, served here on a free loopback address instead of :9788.
+	// The injection makes the sidecar scrapeable (webhook/inject "Metrics"); the binary must accept
+	// its setting, served here on a free loopback address instead of :9788.
 	if i := slices.IndexFunc(side.Env, func(e corev1.EnvVar) bool { return e.Name == "ACTGATE_METRICS_BIND_ADDRESS" }); i < 0 || side.Env[i].Value != ":9788" ||
 		!slices.ContainsFunc(side.Ports, func(p corev1.ContainerPort) bool { return p.Name == "actgate-metrics" && p.ContainerPort == 9788 }) ||
 		pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9788" {
@@ -853,7 +853,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 }
 
 // optionFor returns the index of the moment's option whose action digest is exactly tool with
-// args (envelope-04 §5.6, DESIGN.md "The action an option authorises").
+// args (envelope-04 §5.6, docs/architecture.md "The action an option authorises").
 func optionFor(t *testing.T, bm *v1alpha1.BindingMoment, tool, args string) int {
 	t.Helper()
 	env, err := envelope.Parse([]byte(bm.Spec.Envelope))

@@ -37,7 +37,7 @@
 // kubectl and helm write caches and configuration under $HOME; Kubectl and Helm give them a
 // private XDG_CACHE_HOME, XDG_CONFIG_HOME, KUBECACHEDIR and HELM_*_HOME in their own process
 // environment only. The test process's environment is never changed: exporting XDG_CACHE_HOME
-// around a Go build would move Go's build cache (K8S-TESTING.md, "Gotchas").
+// around a Go build would move Go's build cache, and every build would start cold.
 //
 // Stop any manager or informer started against the Env (cancel its context) before Stop, or the
 // API server's shutdown waits out its open watches; cleanups registered after Start run first.

@@ -1,8 +1,8 @@
-// Package faults is actgate's fault suite (issue 5): the failpoint matrix — the sink killed at
-// each dispatch boundary, restarted, and the call retried — and the dependency faults, each of
-// which must fail closed for protected tools and say why with its EF code (tool-use-binding
-// §16, §22 T-G, §23; action-evidence-boundary "Classify the Effect Outcome", "prohibit a blind
-// replay").
+// Package faults is actgate's fault suite (docs/operations.md "Failure behaviour"): the failpoint
+// matrix — the sink killed at each dispatch boundary, restarted, and the call retried — and the
+// dependency faults, each of which must fail closed for protected tools and say why with its EF
+// code (tool-use-binding §16, §22 T-G, §23; action-evidence-boundary "Classify the Effect Outcome",
+// "prohibit a blind replay").
 //
 // Everything is real and on loopback: `actgate` built once per package with -tags failpoints
 // (internal/failpoint; TestMain), run as `actgate serve`, `actgate-controlplane authority` and `actgate
@@ -85,12 +85,12 @@
 // not happen, EF_STORE_UNAVAILABLE, Lease ISSUED. After each fault clears the same call runs
 // once.
 //
-// # Found and fixed
+// # Retries after an unknown outcome
 //
-// The sidecar re-dispatched an action whose earlier dispatch was INDETERMINATE: every new act
-// gets a fresh authority from the service, so a retry after a crash or an unknown upstream
-// answer ran the action again. internal/sidecar now refuses such a call with EF_INDETERMINATE
-// before consuming anything (unsettled.go), as internal/sink's dispatch index does.
+// Every new act gets a fresh authority from the service, so in a pod only the sidecar stands
+// between a retry after a crash or an unknown upstream answer and a second run: it refuses a
+// call of an action whose earlier dispatch is INDETERMINATE with EF_INDETERMINATE before
+// consuming anything (internal/sidecar unsettled.go), as internal/sink's dispatch index does.
 //
 // The package runs in `make test`; it takes about a minute and a half with a warm build cache
 // (the envtest start and the failpoints build are most of it).

@@ -156,9 +156,9 @@ func TestAPIServerFaults(t *testing.T) {
 // TestSidecarUpstreamHang: through the sidecar, an upstream that hangs past the call timeout
 // leaves the dispatch INDETERMINATE (EF_INDETERMINATE), and a retry of the same call — in a new
 // session, and after the sidecar restarts — is refused before anything is consumed and never
-// reaches the upstream (action-evidence-boundary "prohibit a blind replay"). Before the fix in
-// internal/sidecar (unsettled.go) the service issued a fresh authority for the retry and the
-// sidecar ran the action a second time.
+// reaches the upstream (action-evidence-boundary "prohibit a blind replay"). The service issues
+// a fresh authority for the retry, so the sidecar's own check (internal/sidecar unsettled.go) is
+// what refuses it.
 func TestSidecarUpstreamHang(t *testing.T) {
 	r := newK8sRig(t, rigOptions{hold: true, callTimeout: time.Second})
 	endpoint, p := r.startSidecar(t, "")

@@ -19,7 +19,7 @@ const (
 	StatusNA   Status = "N/A"
 )
 
-// Check names (the invariants of issue 5; see the package documentation).
+// Check names (the invariants the package documentation lists).
 const (
 	CheckSingleUse          = "authority-single-use"
 	CheckUpstreamExecuted   = "upstream-equals-executed"
@@ -224,11 +224,11 @@ func checkNoDangling(w World) Check {
 	return verdict(CheckNoDangling, strings.Join(parts, ", "), p)
 }
 
-// checkDeniedNeverReached: on deny the upstream is never contacted (DESIGN.md "The flow of
-// one tool call"): no refused call's arguments reached it unless the same call was later
-// allowed (an escalation's approved retry), no substitution's arguments ever did, each
-// protected act ran at most once (a replay is a recorded result or a refusal, tool-use-binding
-// §9), and the upstream ran no more than the agents saw run.
+// checkDeniedNeverReached: on deny the upstream is never contacted (docs/architecture.md "The flow
+// of one call"): no refused call's arguments reached it unless the same call was later allowed
+// (an escalation's approved retry), no substitution's arguments ever did, each protected act ran at
+// most once (a replay is a recorded result or a refusal, tool-use-binding §9), and the upstream ran
+// no more than the agents saw run.
 func checkDeniedNeverReached(w World, t Tally) Check {
 	var p problems
 	seen := map[ToolArgs]int{}

@@ -1,8 +1,9 @@
-// Command load is actgate's load generator (issue 5, "Load and soak"): it drives the standalone
-// gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate-controlplane authority` on a real
-// kube-apiserver, test/envtest) with real MCP clients (the official Go SDK over streamable HTTP)
-// at fixed concurrency for a bounded time, reports throughput and latency through the sink and
-// straight to the upstream, and after every run checks the invariants the sink promises.
+// Command load is actgate's load generator (docs/operations.md "Load testing"): it drives the
+// standalone gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate-controlplane authority`
+// on a real kube-apiserver, test/envtest) with real MCP clients (the official Go SDK over
+// streamable HTTP) at fixed concurrency for a bounded time, reports throughput and latency through
+// the sink and straight to the upstream, and after every run checks the invariants the sink
+// promises.
 //
 //	go run ./test/load -target standalone|sidecar|both -concurrency 1,16,64 -duration 10s \
 //	    -mix hot=60,permit=20,escalate=8,replay=6,substitute=6 -out report.json
@@ -26,7 +27,7 @@
 //     exactly the requested call; the agent's retry runs once ("granted");
 //   - replay: the worker's latest permitted call and latest approved payment that ran are sent
 //     again in the same session: each must come back as the recorded result or a refusal, never
-//     as a second invocation (tool-use-binding §9; internal/sink "Retries");
+//     as a second invocation (tool-use-binding §9; docs/architecture.md "Retries");
 //   - substitute: a payment is escalated and approved, then the agent calls send_payment with
 //     another payee: it must be refused and the upstream must never see those arguments.
 //

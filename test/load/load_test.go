@@ -11,9 +11,9 @@ import (
 )
 
 // TestLoadShort is `make test`'s load run: a short bounded run of the whole mix against the
-// standalone gate at concurrency 1 and 16 and against the sidecar rig, every invariant checked
-// (issue 5). It builds cmd/actgate (set ACTGATE_LOAD_BIN to reuse a binary) and skips under
-// -short. The numbers it logs come from a shared machine and are not asserted.
+// standalone gate at concurrency 1 and 16 and against the sidecar rig, every invariant checked. It
+// builds cmd/actgate (set ACTGATE_LOAD_BIN to reuse a binary) and skips under -short. The numbers
+// it logs come from a shared machine and are not asserted.
 func TestLoadShort(t *testing.T) {
 	envtest.SkipIfShort(t)
 	mix, err := ParseMix(DefaultMix)
@@ -66,8 +66,7 @@ func TestLoadShort(t *testing.T) {
 }
 
 // checkRun asserts one run: completed, every kind exercised, every check PASS or N/A, no
-// unexpected answer. (A permitted call replayed in the same session used to run twice through
-// the sidecar; internal/sidecar now answers it from the journal, retries.go.)
+// unexpected answer.
 func checkRun(t *testing.T, run RunReport) {
 	t.Helper()
 	name := fmt.Sprintf("%s/%d", run.Target, run.Concurrency)

@@ -17,8 +17,9 @@ import (
 )
 
 // buildActgate builds cmd/actgate and cmd/actgate-controlplane into dir with the caller's Go
-// environment (never a tool's private XDG_CACHE_HOME: that would move Go's build cache) and
-// returns the path of actgate; actgate-controlplane is beside it (controlPlaneBin).
+// environment (never a tool's private XDG_CACHE_HOME: that would move Go's build cache, and a
+// cold cache rebuilds everything) and returns the path of actgate; actgate-controlplane is beside
+// it (controlPlaneBin).
 func buildActgate(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "actgate")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/actgate", "./cmd/actgate-controlplane")
@@ -160,7 +161,7 @@ func freeAddr(host string) (string, error) {
 }
 
 // loopbackHost refuses anything but a loopback IP: the generator, its upstreams and the sinks
-// it starts never listen elsewhere (issue 5: "on loopback only").
+// it starts never listen elsewhere.
 func loopbackHost(h string) error {
 	ip := net.ParseIP(h)
 	if ip == nil || !ip.IsLoopback() {

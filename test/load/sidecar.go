@@ -314,7 +314,7 @@ func (k *k8sPrincipal) resolve(ctx context.Context, momentID, _, tool string, ar
 }
 
 // optionFor is the index of the moment's option whose action digest is exactly tool with args
-// (envelope-04 §5.6, DESIGN.md "The action an option authorises").
+// (envelope-04 §5.6, docs/architecture.md "The action an option authorises").
 func optionFor(m *v1alpha1.BindingMoment, tool string, args json.RawMessage) (int, error) {
 	env, err := envelope.Parse([]byte(m.Spec.Envelope))
 	if err != nil {

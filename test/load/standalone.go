@@ -203,7 +203,7 @@ func verifyReceipts(logPath, pubPath string) *ReceiptCheck {
 }
 
 // momentsPrincipal is alice on the gate's moments API (`actgate resolve`): option 0 of a
-// gate-authored envelope is the requested call (DESIGN.md "Human decisions").
+// gate-authored envelope is the requested call (docs/architecture.md "Human decisions").
 type momentsPrincipal struct {
 	base, token string
 	http        *http.Client

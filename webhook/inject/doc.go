@@ -14,7 +14,7 @@
 //     into the pod as an overlay, records what it did in the actgate.io/status annotation, and
 //     strips a previous injection first (Strip), so Inject(Inject(p)) == Inject(p).
 //
-// # What the sidecar gets, and what the agent loses (DESIGN "Anti-bypass")
+// # What the sidecar gets, and what the agent loses (docs/architecture.md "Anti-bypass")
 //
 // The sidecar is a native sidecar (an init container with restartPolicy Always, Kubernetes ≥
 // 1.29): it starts before every other container of the pod, including the pod's own init

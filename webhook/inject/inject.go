@@ -34,7 +34,8 @@ var (
 //     sidecar's process), a container already using Config.Port or Config.MetricsPort;
 //  3. every reference an agent container makes to a credential Secret (the servers'
 //     credentialsSecretRef) is removed from it: env valueFrom.secretKeyRef, envFrom secretRef,
-//     mounts of volumes projecting such a Secret (DESIGN "Anti-bypass"); the sidecar gets them;
+//     mounts of volumes projecting such a Secret; the sidecar gets them (docs/architecture.md
+//     "Anti-bypass");
 //  4. agent containers get ACTGATE_MCP_URL_<SERVER> per server, and their MCP URL variables
 //     (Config.URLEnv, and any variable whose value is a server's URL) are pointed at the
 //     sidecar: http://127.0.0.1:<port>/mcp/<server> (/http/<server> for an HTTP server);

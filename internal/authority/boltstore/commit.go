@@ -14,15 +14,12 @@ import (
 //
 // DB.Batch closes a group when a timer (MaxBatchDelay) fires and then waits for the writer
 // lock, so while one commit is fsyncing, later callers are split into many small groups that
-// each pay their own commit. Measured on this project's 2-core build machine (heavily loaded
-// by other builds; runs interleaved), 64 concurrent ConsumeAndPend callers got 265–577/s through
-// DB.Batch with a 200 µs window, and 1,194–1,320/s with a 5 ms window, which a lone caller then
-// waits out on every call (p50 7.6–8.5 ms against 1.8–2.7 ms); through this committer,
-// 1,246–3,153/s with a lone caller paying one commit. Here the group is
-// everyone who arrived while the previous commit ran, and nobody waits for a timer: the first
-// caller with no commit in progress commits at once (a lone caller pays exactly one commit),
-// and when a commit ends, leadership passes to the first queued caller, which commits
-// everything queued by then. No caller leads for longer than its own group.
+// each pay their own commit, and a longer window makes a lone caller wait it out on every call
+// (docs/performance.md "Group commit in the embedded store"). Here the group is everyone who
+// arrived while the previous commit ran, and nobody waits for a timer: the first caller with no
+// commit in progress commits at once (a lone caller pays exactly one commit), and when a commit
+// ends, leadership passes to the first queued caller, which commits everything queued by then. No
+// caller leads for longer than its own group.
 type committer struct {
 	db       *bolt.DB
 	maxBatch int

@@ -306,7 +306,7 @@ func raceSize() int {
 }
 
 // TestConcurrentConsumersOneProcess: 64 goroutines race for 1,000 authorities; exactly 1,000
-// consumes succeed, one per authority (issue 6; tool-use-binding §22 T-C).
+// consumes succeed, one per authority (tool-use-binding §22 T-C).
 func TestConcurrentConsumersOneProcess(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(t)

@@ -1,8 +1,8 @@
 // Package leasestore is the Kubernetes implementation of authority.Store: every authority is a
 // coordination.k8s.io/v1 Lease in the agent's namespace, and consuming it is a compare-and-swap
-// on the Lease's resourceVersion in etcd (DESIGN.md "Authority"). It is used by the authority
-// service (`actgate-controlplane authority`), which may run several replicas; sidecars never get RBAC on
-// Leases and reach it only through the service's consume review.
+// on the Lease's resourceVersion in etcd (docs/architecture.md "Authority"). It is used by the
+// authority service (`actgate-controlplane authority`), which may run several replicas; sidecars never get RBAC
+// on Leases and reach it only through the service's consume review.
 //
 // # The Lease of an authority
 //

@@ -38,9 +38,9 @@ const (
 	StateConsumed = "consumed"
 )
 
-// Annotations holding the binding, times and signature of the authority (DESIGN.md
-// "Authority"). Times are RFC 3339 in UTC with exactly three fractional digits (the signed
-// millisecond precision).
+// Annotations holding the binding, times and signature of the authority
+// (docs/architecture.md "Authority"). Times are RFC 3339 in UTC with exactly three fractional
+// digits (the signed millisecond precision).
 const (
 	AnnotationActID           = "actgate.io/act-id"
 	AnnotationArgumentsDigest = "actgate.io/arguments-digest"

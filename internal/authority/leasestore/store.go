@@ -26,7 +26,7 @@ const DefaultFieldManager = "actgate-authority"
 type Options struct {
 	// Leases is a typed coordination/v1 client. It talks to the API server on every call: it is
 	// never an informer cache, so every read the consume decision rests on is a quorum read
-	// (DESIGN.md "Authority": never consulted from a process-local cache). Required.
+	// (docs/architecture.md "Authority": never consulted from a process-local cache). Required.
 	Leases coordinationv1client.LeasesGetter
 	// Verifier checks the signature of an authority before it is stored and every time one is
 	// read back. Required.

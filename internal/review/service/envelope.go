@@ -13,13 +13,13 @@ import (
 // DefaultOffer is slot 4 of a gate-authored envelope (envelope-04 §5.4); internal/sink's.
 const DefaultOffer = "Ask for detail on any item."
 
-// gateEnvelope builds the gate-authored binding moment of an escalated call (DESIGN.md "Human
-// decisions"), as internal/sink's escalateMoment builds it, so a principal sees the same
+// gateEnvelope builds the gate-authored binding moment of an escalated call (docs/architecture.md
+// "Human decisions"), as internal/sink's escalateMoment builds it, so a principal sees the same
 // envelope from the embedded gate and from the cluster: a factual briefing (tool, server,
-// destination, class, digests, act, agent, provenance — never argument values), the requested
-// call as option 0 and the rule's declared alternatives (RFC 7396 merge patch over the
-// requested arguments) as the others, the first alternative recommended. Alternatives that do
-// not apply, or repeat an option, are left out; fewer than two options is an error.
+// destination, class, digests, act, agent, provenance — never argument values), the requested call
+// as option 0 and the rule's declared alternatives (RFC 7396 merge patch over the requested
+// arguments) as the others, the first alternative recommended. Alternatives that do not apply, or
+// repeat an option, are left out; fewer than two options is an error.
 func gateEnvelope(x *call) (*envelope.Envelope, error) {
 	tool := x.tool()
 	draft := []envelope.DraftOption{{

@@ -201,7 +201,8 @@ func ofKind(rs []resolved, k envelope.Kind) []resolved {
 // "Binding moments").
 func (s *Service) escalate(ctx context.Context, x *call) outcome {
 	if !x.strict {
-		// DESIGN.md "Digests": arguments outside the strict profile cannot be bound to a human.
+		// Arguments outside the strict profile cannot be bound to a human (docs/architecture.md
+		// "Digests").
 		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFArgumentsOutOfProfile, review.ReasonPolicy, ""))
 	}
 	groups, o := s.momentGroups(ctx, x)

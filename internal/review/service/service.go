@@ -151,7 +151,7 @@ func unreachable(ctx context.Context, err error) bool {
 
 // apiFailure is the refusal for an API server or store failure: EF_060 when the API server is
 // slow or unreachable (retryable as validation only, tool-use-binding §23), else
-// EF_STORE_UNAVAILABLE. Never an allow (DESIGN.md "Fail closed").
+// EF_STORE_UNAVAILABLE. Never an allow (docs/architecture.md "Fail closed").
 func apiFailure(ctx context.Context, what string, err error) outcome {
 	if unreachable(ctx, err) {
 		return deny(503, ef.EF060, review.ReasonTimeout, fmt.Sprintf("The authority service could not %s in time; the tool was not invoked.", what))

@@ -22,7 +22,7 @@ const (
 	bob   = "bob@example.com"
 )
 
-// The call the agent made and the policy's dry-run alternative (DESIGN.md "The action an
+// The call the agent made and the policy's dry-run alternative (docs/architecture.md "The action an
 // option authorises": the action is {"tool", "args"}).
 var (
 	paymentArgs = json.RawMessage(`{"amount":"2500.00","currency":"EUR","invoice":"INV-2291","to":"acct-7781"}`)

@@ -257,8 +257,7 @@ func get(t *testing.T, env *envtest.Env, ns, name string) *v1alpha1.BindingMomen
 
 // TestConcurrentResolutionsConflict: resolutions written from the same read race; the write
 // carries the resourceVersion read, so exactly one lands and every other gets ErrConflict
-// instead of overwriting it (STYLE.md: compare-and-swap on resourceVersion, 409 means someone
-// else won).
+// instead of overwriting it (compare-and-swap on resourceVersion: 409 means someone else won).
 func TestConcurrentResolutionsConflict(t *testing.T) {
 	env, _ := setup(t)
 	ns := env.Namespace(t)
@@ -321,10 +320,10 @@ func TestConcurrentResolutionsConflict(t *testing.T) {
 }
 
 // TestAdmissionDenialIsSurfaced: admission refuses a resolution from anyone but the principal
-// (DESIGN.md "Principals"). The real check is the BindingMoment webhook in webhook/; here a
-// ValidatingAdmissionPolicy with the same rule stands in for it, so the API server really
-// denies the write, and the plugin must show the server's message, who the moment is for and
-// who the caller is, exit ExitRefused and leave the object alone. The principal still resolves.
+// (docs/architecture.md "Principals"). The real check is the BindingMoment webhook in webhook/;
+// here a ValidatingAdmissionPolicy with the same rule stands in for it, so the API server really
+// denies the write, and the plugin must show the server's message, who the moment is for and who
+// the caller is, exit ExitRefused and leave the object alone. The principal still resolves.
 func TestAdmissionDenialIsSurfaced(t *testing.T) {
 	env, pluginDir := setup(t)
 	ns := env.Namespace(t)
