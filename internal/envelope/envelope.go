@@ -80,14 +80,18 @@ type Meta struct {
 	emptyDecisionClass, emptyCalibrationNote bool
 }
 
-// MarshalJSON writes the members that are set, and those received present and empty.
+// MarshalJSON writes the members that are set, and those received present and empty, in
+// the order of the struct.
 func (m Meta) MarshalJSON() ([]byte, error) {
-	out := make(map[string]string, 2)
+	var out struct {
+		DecisionClass   *string `json:"decision_class,omitempty"`
+		CalibrationNote *string `json:"calibration_note,omitempty"`
+	}
 	if m.DecisionClass != "" || m.emptyDecisionClass {
-		out["decision_class"] = m.DecisionClass
+		out.DecisionClass = &m.DecisionClass
 	}
 	if m.CalibrationNote != "" || m.emptyCalibrationNote {
-		out["calibration_note"] = m.CalibrationNote
+		out.CalibrationNote = &m.CalibrationNote
 	}
 	return json.Marshal(out)
 }

@@ -515,6 +515,26 @@ func TestProblemStringAndError(t *testing.T) {
 	}
 }
 
+// TestMetaJSON: Meta marshals as the plain struct would, and keeps a member received
+// present and empty, which is well formed (envelope-04 §5.9).
+func TestMetaJSON(t *testing.T) {
+	b, err := json.Marshal(Meta{DecisionClass: "consent", CalibrationNote: "note"})
+	if err != nil || string(b) != `{"decision_class":"consent","calibration_note":"note"}` {
+		t.Errorf("Meta = %s %v", b, err)
+	}
+	if b, _ := json.Marshal(Meta{}); string(b) != `{}` {
+		t.Errorf("empty Meta = %s", b)
+	}
+	raw := mutate(t, func(m map[string]any) { m["meta"] = map[string]any{"decision_class": "", "calibration_note": "note"} })
+	env, err := ParseSpec(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(env.Content().Meta); string(b) != `{"decision_class":"","calibration_note":"note"}` {
+		t.Errorf("received Meta = %s", b)
+	}
+}
+
 func TestJSONRoundTripThroughStructs(t *testing.T) {
 	// An *Envelope or Resolution embedded in a decoded structure is validated on the way in.
 	type carrier struct {
