@@ -62,10 +62,11 @@ const (
 	CodeDuplicateAction Code = "ENV_DUPLICATE_ACTION"
 	// CodeDuplicateLabel: two options carry the same label and cannot be told apart.
 	CodeDuplicateLabel Code = "ENV_DUPLICATE_LABEL"
-	// CodeActionNotBindable: Build could not digest an option's tool call under the strict
-	// profile (§5.6, §6.3), so it cannot be bound to a human decision (docs/security.md).
-	CodeActionNotBindable Code = "ENV_ACTION_NOT_BINDABLE"
 )
+
+// CodeActionNotBindable: Build could not digest an option's tool call under the strict
+// profile (§5.6, §6.3), so it cannot be bound to a human decision and no envelope is built.
+const CodeActionNotBindable Code = "ENV_ACTION_NOT_BINDABLE"
 
 // profileCodes are the codes of the actgate profile, envelope and resolution.
 var profileCodes = map[Code]bool{
@@ -80,7 +81,7 @@ func (c Code) Profile() bool { return profileCodes[c] }
 
 // Resolution codes (envelope-04 §7.3, §12.5, §12.6).
 const (
-	// CodeResTooLarge: the resolution exceeds MaxResolutionBytes (actgate profile).
+	// CodeResTooLarge: the resolution exceeds MaxResolutionBytes (actgate's read bound).
 	CodeResTooLarge Code = "RES_TOO_LARGE"
 	// CodeResUnknownMember: a member not defined by §7.3.
 	CodeResUnknownMember Code = "RES_UNKNOWN_MEMBER"
