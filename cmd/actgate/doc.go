@@ -10,11 +10,13 @@
 //	actgate digest [--strict]               stdin JSON → sha256:<hex> of its canonical bytes
 //	actgate action-digest --tool NAME [--strict]
 //	                                        stdin argument object → digest of {"tool":NAME,"args":ARGS}
-//	actgate envelope validate               stdin envelope → "valid sha256:<hex>"
+//	actgate envelope validate [--profile]   stdin envelope → "valid sha256:<hex>"
 //	actgate envelope digest                 stdin envelope → sha256:<hex> (envelope-04 §6)
 //	actgate envelope render [--format text] stdin envelope → the §9 rendering
-//	actgate resolution check --envelope FILE --action FILE
+//	actgate resolution check --envelope FILE --action FILE [--tool NAME]
 //	                                        stdin resolution → authority for that action or not
+//	                                        (the action is any JSON value; with --tool, FILE
+//	                                        holds the arguments of {"tool":NAME,"args":...})
 //
 // Modes. jcs and digest use full RFC 8785 by default and the strict profile of
 // envelope-04 §6.3 with --strict. action-digest defaults to full RFC 8785, the mode of
@@ -25,7 +27,9 @@
 // under the strict profile.
 //
 // The envelope commands read either a bare envelope or an MCP tool result whose top-level
-// binding_moment member holds one (envelope-04 §8.1).
+// binding_moment member holds one (envelope-04 §8.1). validate, digest and resolution check
+// accept every envelope envelope-04 accepts; render (and validate --profile) also applies
+// the actgate profile, the limits of what actgate shows a principal (docs/api.md).
 //
 // Exit status, the same for every command:
 //

@@ -13,7 +13,13 @@ func newEnvelopeCmd(s streams) *cobra.Command {
 		Long: `Commands over binding-moment envelopes (draft-morrison-binding-moment-envelope-04). Each
 reads stdin: a bare envelope, or an MCP tool result whose top-level binding_moment member
 holds one (§8.1). Envelopes are read under the strict profile (§6.3) and checked for their
-exact member set and slot grammar (§4-§5); every problem is reported.`,
+exact member set and slot grammar (§4-§5); every problem is reported.
+
+validate and digest accept every envelope envelope-04 accepts. render also applies the
+actgate profile, the limits of what actgate shows a principal (non-empty single-line text
+within its length bound, at most 16 findings and 16 recommendations, no two options with
+one label or one action_digest): a well-formed envelope outside it is not rendered as a
+decision. "validate --profile" checks the profile too.`,
 		Args: cobra.NoArgs,
 		RunE: showHelp,
 	}
@@ -25,13 +31,18 @@ exact member set and slot grammar (§4-§5); every problem is reported.`,
 	return cmd
 }
 
-// readEnvelope reads and validates the envelope document on stdin.
-func readEnvelope(s streams) (*envelope.Envelope, []byte, error) {
+// readEnvelope reads the envelope document on stdin and validates it against envelope-04,
+// and against the actgate profile too when profile is true.
+func readEnvelope(s streams, profile bool) (*envelope.Envelope, []byte, error) {
 	raw, err := readAll(s.in, "stdin")
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := envelope.ParseDocument(raw)
+	parse := envelope.ParseDocumentSpec
+	if profile {
+		parse = envelope.ParseDocument
+	}
+	env, err := parse(raw)
 	if err != nil {
 		return nil, raw, fail(exitRejected, problemLines(err, "")...)
 	}

@@ -26,9 +26,10 @@ func newEnvelopeRenderCmd(s streams) *cobra.Command {
 slots, the recommended option marked, each option's reasoning, an affordance per open hatch
 and one to decline.
 
-A malformed envelope is never rendered as a decision (§12.8): the fallback rendering (§9.3)
-is printed instead, with the tool result's conventional payload when there is one, the
-problems go to stderr, and the exit status is 1.`,
+A malformed envelope is never rendered as a decision (§12.8), and neither is a well-formed
+one outside the actgate profile: the fallback rendering (§9.3) is printed instead, with the
+tool result's conventional payload when there is one, the problems go to stderr (the
+profile's codes for the latter), and the exit status is 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rs := renderers()

@@ -55,6 +55,8 @@ func cliCases() []cliCase {
 		{"envelope-validate-example", []string{"envelope", "validate"}, samples + "example.json", exitOK, nil},
 		{"envelope-validate-toolresult", []string{"envelope", "validate"}, samples + "payment.toolresult.json", exitOK, nil},
 		{"envelope-validate-many-problems", []string{"envelope", "validate"}, in + "envelope-many-problems.json", exitRejected,
+			[]string{"ENV_UNKNOWN_MEMBER", "ENV_ACTION_DIGEST_FORM", "ENV_RECOMMENDED_IDX", "ENV_MISSING_MEMBER"}},
+		{"envelope-validate-many-problems-profile", []string{"envelope", "validate", "--profile"}, in + "envelope-many-problems.json", exitRejected,
 			[]string{"ENV_UNKNOWN_MEMBER", "ENV_STRING_EMPTY", "ENV_ACTION_DIGEST_FORM", "ENV_RECOMMENDED_IDX", "ENV_MISSING_MEMBER"}},
 		{"envelope-validate-duplicate", []string{"envelope", "validate"}, in + "duplicate-member.json", exitRejected, []string{"JCS_DUPLICATE_MEMBER"}},
 		{"envelope-validate-not-json", []string{"envelope", "validate"}, in + "not-json.txt", exitRejected, []string{"JCS_SYNTAX"}},
@@ -71,6 +73,26 @@ func cliCases() []cliCase {
 			[]string{"ENV_UNKNOWN_MEMBER", "ENV_STRING_EMPTY", "ENV_ACTION_DIGEST_FORM", "ENV_RECOMMENDED_IDX", "ENV_MISSING_MEMBER"}},
 		{"envelope-render-bad-format", []string{"envelope", "render", "--format", "html"}, samples + "example.json", exitUsage, []string{"USAGE"}},
 
+		// envelope-04 §5.2 and §5.3 recommend 3-6 findings and 2-4 recommendations without
+		// requiring any: an envelope with none is well formed, and actgate renders it.
+		{"envelope-validate-no-findings", []string{"envelope", "validate"}, in + "envelope-no-findings.json", exitOK, nil},
+		{"envelope-validate-no-findings-profile", []string{"envelope", "validate", "--profile"}, in + "envelope-no-findings.json", exitOK, nil},
+		{"envelope-digest-no-findings", []string{"envelope", "digest"}, in + "envelope-no-findings.json", exitOK, nil},
+		{"envelope-validate-toolresult-no-findings", []string{"envelope", "validate"}, in + "toolresult-no-findings.json", exitOK, nil},
+		{"envelope-digest-toolresult-no-findings", []string{"envelope", "digest"}, in + "toolresult-no-findings.json", exitOK, nil},
+		{"envelope-render-no-findings", []string{"envelope", "render"}, in + "envelope-no-findings.json", exitOK, nil},
+		{"envelope-render-toolresult-no-findings", []string{"envelope", "render"}, in + "toolresult-no-findings.json", exitOK, nil},
+		// Well formed, outside the actgate profile (a line break in the offer, two options
+		// with one label): valid with a digest, and not rendered.
+		{"envelope-validate-outside-profile", []string{"envelope", "validate"}, in + "envelope-outside-profile.json", exitOK,
+			[]string{"ENV_STRING_CONTROL", "ENV_DUPLICATE_LABEL"}},
+		{"envelope-validate-outside-profile-profile", []string{"envelope", "validate", "--profile"}, in + "envelope-outside-profile.json", exitRejected,
+			[]string{"ENV_STRING_CONTROL", "ENV_DUPLICATE_LABEL"}},
+		{"envelope-digest-outside-profile", []string{"envelope", "digest"}, in + "envelope-outside-profile.json", exitOK, nil},
+		{"envelope-render-outside-profile", []string{"envelope", "render"}, in + "envelope-outside-profile.json", exitRejected,
+			[]string{"ENV_STRING_CONTROL", "ENV_DUPLICATE_LABEL"}},
+		{"envelope-validate-profile-malformed", []string{"envelope", "validate", "--profile"}, in + "toolresult-one-option.json", exitRejected, []string{"ENV_OPTION_COUNT"}},
+
 		// resolution check: exit 0 only for an option whose action digest matches.
 		{"check-authority", check(payEnv, payAct), samples + "payment.resolution.json", exitOK, nil},
 		{"check-authority-toolresult-envelope", check(samples+"payment.toolresult.json", in+"payment-reordered.action.json"), samples + "payment.resolution.json", exitOK, nil},
@@ -85,8 +107,30 @@ func cliCases() []cliCase {
 		{"check-malformed-resolution", check(payEnv, payAct), in + "resolution-malformed.json", exitRejected,
 			[]string{"RES_UNKNOWN_MEMBER", "RES_ENVELOPE_DIGEST_FORM", "RES_MEMBER_NOT_ALLOWED"}},
 		{"check-float-action", check(payEnv, in+"float.action.json"), samples + "payment.resolution.json", exitRejected, []string{"JCS_NUMBER_OUT_OF_PROFILE"}},
-		{"check-everything-malformed", check(in+"toolresult-one-option.json", in+"misnamed.action.json"), in + "resolution-malformed.json", exitRejected,
-			[]string{"ENV_OPTION_COUNT", "ACT_UNKNOWN_MEMBER", "ACT_MISSING_MEMBER", "RES_UNKNOWN_MEMBER", "RES_ENVELOPE_DIGEST_FORM", "RES_MEMBER_NOT_ALLOWED"}},
+		{"check-everything-malformed", check(in+"toolresult-one-option.json", in+"float.action.json"), in + "resolution-malformed.json", exitRejected,
+			[]string{"ENV_OPTION_COUNT", "JCS_NUMBER_OUT_OF_PROFILE", "RES_UNKNOWN_MEMBER", "RES_ENVELOPE_DIGEST_FORM", "RES_MEMBER_NOT_ALLOWED"}},
+		// An action is any JSON value, digested as itself (envelope-04 §5.6): an object
+		// that is not {"tool","args"} is a well-formed action, and another one.
+		{"check-misnamed-action", check(payEnv, in+"misnamed.action.json"), samples + "payment.resolution.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		// A well-formed answer outside the actgate profile is still an answer: not authority.
+		{"check-answer-outside-profile", check(payEnv, payAct), in + "resolution-answer-escape.json", exitNotAuthority, []string{"RES_NOT_AUTHORITY"}},
+
+		// The worked example of envelope-04 §6.4: option 0 authorises action_a, option 1
+		// action_b, as the draft prints them, and neither authorises the other.
+		{"check-example-option0-action-a", check(samples+"example.json", samples+"example.action-a.json"), samples + "example.resolution-option0.json", exitOK, nil},
+		{"check-example-option1-action-b", check(samples+"example.json", samples+"example.action-b.json"), samples + "example.resolution-option1.json", exitOK, nil},
+		{"check-example-option0-action-b", check(samples+"example.json", samples+"example.action-b.json"), samples + "example.resolution-option0.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		{"check-example-option1-action-a", check(samples+"example.json", samples+"example.action-a.json"), samples + "example.resolution-option1.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		{"check-example-action-as-tool-call", append(check(samples+"example.json", samples+"example.action-a.json"), "--tool", "booking.share"), samples + "example.resolution-option0.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		{"check-example-other-envelope", check(payEnv, samples+"example.action-a.json"), samples + "example.resolution-option0.json", exitNotAuthority, []string{"RES_ENVELOPE_MISMATCH"}},
+
+		// --tool NAME: the --action file holds the arguments of the tool call {"tool","args"}.
+		{"check-tool-args", append(check(payEnv, in+"args-payment.json"), "--tool", "payment.release"), samples + "payment.resolution.json", exitOK, nil},
+		{"check-tool-args-other-tool", append(check(payEnv, in+"args-payment.json"), "--tool", "payment.refund"), samples + "payment.resolution.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		{"check-tool-call-file-with-tool", append(check(payEnv, payAct), "--tool", "payment.release"), samples + "payment.resolution.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		{"check-tool-args-array", append(check(payEnv, in+"args-array.json"), "--tool", "payment.release"), samples + "payment.resolution.json", exitRejected, []string{"ACT_WRONG_TYPE"}},
+		{"check-tool-args-float", append(check(payEnv, in+"args-float.json"), "--tool", "ledger.post"), samples + "payment.resolution.json", exitRejected, []string{"JCS_NUMBER_OUT_OF_PROFILE"}},
+		{"check-tool-empty-name", append(check(payEnv, in+"args-payment.json"), "--tool", ""), samples + "payment.resolution.json", exitRejected, []string{"ACT_TOOL_NAME"}},
 		{"check-missing-flags", []string{"resolution", "check"}, samples + "payment.resolution.json", exitUsage, []string{"USAGE", "Run"}},
 		{"check-missing-file", check(in+"does-not-exist.json", payAct), samples + "payment.resolution.json", exitUsage, []string{"USAGE"}},
 
@@ -159,6 +203,16 @@ func TestCLIPinnedValues(t *testing.T) {
 		// envelope-04 §6.4.
 		{[]string{"envelope", "digest"}, samples + "example.json", "sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1\n"},
 		{[]string{"digest", "--strict"}, samples + "example.json", "sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1\n"},
+		// envelope-04 §6.4: each option is authority for the action the draft shows for it.
+		{[]string{"resolution", "check", "--envelope", samples + "example.json", "--action", samples + "example.action-a.json"}, samples + "example.resolution-option0.json",
+			"authority option 0 action sha256:ff91e3166e64b892004d4b43b05ad6ed7ff0819463da80c72f27f47039c033fa envelope sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1\n"},
+		{[]string{"resolution", "check", "--envelope", samples + "example.json", "--action", samples + "example.action-b.json"}, samples + "example.resolution-option1.json",
+			"authority option 1 action sha256:49be14ae6e74b950c0c7b790fa22538d45fb4853bb0f3b242b28204bee232945 envelope sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1\n"},
+		// sha256 over the canonical bytes of the no-findings and outside-profile envelopes,
+		// computed outside Go (sorted, compact JSON of these ASCII-only documents is their JCS form).
+		{[]string{"envelope", "digest"}, in + "envelope-no-findings.json", "sha256:d460d5386a11471c57981107ebab5185b232745620e3206b8f358875cc895283\n"},
+		{[]string{"envelope", "validate"}, in + "envelope-no-findings.json", "valid sha256:d460d5386a11471c57981107ebab5185b232745620e3206b8f358875cc895283\n"},
+		{[]string{"envelope", "digest"}, in + "envelope-outside-profile.json", "sha256:98baa65e994e30aa9cb29cbfdc26343610751b3ec3863a22fd648ec8c65b1ad6\n"},
 		// EP-TOOL-CALL-BINDING-v1 simple-payment and numeric-forms (full mode).
 		{[]string{"action-digest", "--tool", "payment.release"}, in + "args-payment.json", "sha256:d0dfcc51d63932b0ca708ba87af799a97cc963d404d63e459c5fab9498845174\n"},
 		{[]string{"action-digest", "--tool", "ledger.post"}, in + "args-float.json", "sha256:3f6b9dbfc4b2127ad2b683986d84c0ecb29dd79b0d25d6b20490149f262deab4\n"},

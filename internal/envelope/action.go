@@ -1,8 +1,8 @@
 package envelope
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -12,26 +12,32 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 )
 
-// Action is the action an option authorises: the tool call {"tool": NAME, "args": ARGS}
-// of docs/architecture.md "The action an option authorises" (EP-TOOL-CALL-BINDING-v1 material).
+// Action is the action an option authorises, as the verifier holds it before performing it
+// (envelope-04 §5.6, §7.3). envelope-04 does not define the action: it is whatever JSON value
+// the profile that carries it defines, and its digest is computed as in §6.2 over the
+// action itself, sha256 over its JCS canonical form, under the bounds of §6.3. An Action
+// holds those canonical bytes. The actions actgate gates are tool calls,
+// {"tool": NAME, "args": ARGS} (EP-TOOL-CALL-BINDING-v1), built by ToolCall; the zero
+// Action is no action and authorises nothing.
 type Action struct {
-	Tool string
-	// Args is the canonical JSON text of the argument object.
-	Args json.RawMessage
+	canonical []byte
+	digest    string
 }
 
-// Digest returns action.Digest(a.Tool, a.Args, jcs.Strict): the digest an option's
-// action_digest is compared with (envelope-04 §7.3).
-func (a Action) Digest() (string, error) {
-	return action.Digest(a.Tool, a.Args, jcs.Strict)
-}
+// Digest returns the action's digest, "sha256:" + 64 lowercase hex: the value an option's
+// action_digest is compared with (§7.3). It is empty for the zero Action.
+func (a Action) Digest() string { return a.digest }
 
-// ParseAction reads an action object from untrusted bytes: strict profile on the raw bytes
-// (docs/architecture.md "Digests": actions bound to a human decision), then exactly the members
-// tool (a non-empty tool name) and args (an object).
+// Canonical returns a copy of the action's canonical bytes under the strict profile.
+func (a Action) Canonical() []byte { return append([]byte(nil), a.canonical...) }
+
+// ParseAction reads an action from untrusted bytes: any JSON value, canonicalized under the
+// strict profile on the raw bytes (§6.3: duplicates, unpaired surrogates, out-of-profile
+// numbers and excessive nesting are rejected, never repaired). Its shape is not checked:
+// the digest binds whatever the action is (§5.6). A rejection is a *ValidationError.
 func ParseAction(raw []byte) (Action, error) {
-	ps := &problems{}
 	if len(raw) > MaxActionBytes {
+		ps := &problems{}
 		ps.add(CodeActTooLarge, "$", "is %d bytes; the bound is %d", len(raw), MaxActionBytes)
 		return Action{}, ps.err("action")
 	}
@@ -39,52 +45,69 @@ func ParseAction(raw []byte) (Action, error) {
 	if err != nil {
 		return Action{}, jcsProblem("action", "$", err)
 	}
-	v, err := decodeCanonical(canonical)
-	if err != nil {
-		return Action{}, internalProblem("action", "$", err)
-	}
-	w := walker{ps: ps, codes: actCodes()}
-	m, ok := w.object(v, "$", []string{"tool", "args"}, nil)
-	if !ok {
+	return Action{canonical: canonical, digest: jcs.Digest(canonical)}, nil
+}
+
+// ToolCall builds the action of a tool call, {"tool": tool, "args": args}, with args read
+// from untrusted bytes under the strict profile: the digest is
+// action.Digest(tool, args, jcs.Strict). tool must name an MCP tool (CodeActToolName) and
+// args must be one JSON object (CodeActWrongType); a rejection is a *ValidationError whose
+// paths are those of the action object ("$.tool", "$.args").
+func ToolCall(tool string, args json.RawMessage) (Action, error) {
+	ps := &problems{}
+	if len(args) > MaxActionBytes {
+		ps.add(CodeActTooLarge, "$.args", "is %d bytes; the bound is %d", len(args), MaxActionBytes)
 		return Action{}, ps.err("action")
 	}
-	var a Action
-	if s, ok := w.str(m, "tool", "$"); ok {
-		if err := checkToolName(s); err != nil {
-			ps.add(CodeActToolName, "$.tool", "%v", err)
-		}
-		a.Tool = s
+	a, err := toolCall(tool, args)
+	if err == nil {
+		return a, nil
 	}
-	if av, present := m["args"]; present {
-		if _, ok := av.(map[string]any); !ok {
-			ps.add(CodeActWrongType, "$.args", "must be an object, not %s", jsonType(av))
-		}
+	var nameErr toolNameError
+	var ae *action.Error
+	switch {
+	case errors.As(err, &nameErr):
+		ps.add(CodeActToolName, "$.tool", "%v", err)
+	case errors.As(err, &ae) && ae.Code == action.CodeArgsNotObject:
+		ps.add(CodeActWrongType, "$.args", "must be one JSON object; use {} for none")
+	case errors.As(err, &ae) && ae.Err != nil:
+		return Action{}, jcsProblem("action", "$.args", ae.Err)
+	default:
+		ps.add(CodeActWrongType, "$.args", "%s", actionReason(err))
 	}
-	if err := ps.err("action"); err != nil {
+	return Action{}, ps.err("action")
+}
+
+// toolCall is ToolCall returning the refusal of checkToolName or internal/action as is.
+func toolCall(tool string, args json.RawMessage) (Action, error) {
+	if err := checkToolName(tool); err != nil {
 		return Action{}, err
 	}
-	// Take args from the canonical bytes: already canonical, no duplicates, in profile.
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(canonical, &members); err != nil {
-		return Action{}, internalProblem("action", "$", err)
+	canonical, err := action.Canonical(tool, args, jcs.Strict)
+	if err != nil {
+		return Action{}, err
 	}
-	a.Args = members["args"]
-	return a, nil
+	return Action{canonical: canonical, digest: jcs.Digest(canonical)}, nil
 }
+
+// toolNameError is a refusal of checkToolName.
+type toolNameError struct{ msg string }
+
+func (e toolNameError) Error() string { return e.msg }
 
 // checkToolName refuses a tool name that cannot name an MCP tool unambiguously.
 func checkToolName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("the tool name is empty")
+		return toolNameError{"the tool name is empty"}
 	case len(name) > MaxToolNameBytes:
-		return fmt.Errorf("the tool name is %d bytes; the bound is %d", len(name), MaxToolNameBytes)
+		return toolNameError{fmt.Sprintf("the tool name is %d bytes; the bound is %d", len(name), MaxToolNameBytes)}
 	case !utf8.ValidString(name):
-		return fmt.Errorf("the tool name is not valid UTF-8")
+		return toolNameError{"the tool name is not valid UTF-8"}
 	}
 	for _, c := range name {
 		if unicode.IsSpace(c) || ForbiddenRune(c) {
-			return fmt.Errorf("the tool name contains the character %U", c)
+			return toolNameError{fmt.Sprintf("the tool name contains the character %U", c)}
 		}
 	}
 	return nil
@@ -104,10 +127,4 @@ func actionReason(err error) string {
 		return err.Error()
 	}
 	return strings.Join(parts, "/")
-}
-
-// isObjectText reports whether valid JSON text is an object.
-func isObjectText(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] == '{'
 }

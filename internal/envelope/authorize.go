@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -18,13 +19,13 @@ type Grant struct {
 
 // Authorize decides whether r is authority for the action act under env (envelope-04
 // §7.3, §12.6). It confirms that env has the digest r names and that option_idx is in
-// range, then recomputes act's digest under the strict profile and compares it with the
+// range, then compares the digest of act, recomputed from the action itself, with the
 // action_digest of the selected option; it consults no outside map of what an index meant.
 //
 // Only an option resolution can be authority. A well-formed answer, question or declined
 // resolution is refused with CodeResNotAuthority, naming its kind; a mismatched action
-// with CodeResActionMismatch. Authorize does not record the resolution: a Registry does
-// that, once (§12.5).
+// with CodeResActionMismatch; the zero Action with CodeResActionNotBindable. Authorize does
+// not record the resolution: a Registry does that, once (§12.5).
 func Authorize(env *Envelope, r *Resolution, act Action) (Grant, error) {
 	if err := Verify(env, r); err != nil {
 		return Grant{}, err
@@ -36,25 +37,36 @@ func Authorize(env *Envelope, r *Resolution, act Action) (Grant, error) {
 		return Grant{}, ps.err("authority")
 	}
 	opt, _ := env.Option(r.OptionIdx) // in range: Verify checked
-	if err := checkToolName(act.Tool); err != nil {
-		ps.add(CodeResActionNotBindable, "$.tool", "%v", err)
+	if act.digest == "" {
+		ps.add(CodeResActionNotBindable, "$", "no action was given, so no resolution authorises it")
 		return Grant{}, ps.err("authority")
 	}
-	got, err := act.Digest()
-	if err != nil {
-		ps.add(CodeResActionNotBindable, "$.args",
-			"the action cannot be bound to a human decision (%s), so no resolution authorises it", actionReason(err))
-		return Grant{}, ps.err("authority")
-	}
-	if got != opt.ActionDigest {
+	if act.digest != opt.ActionDigest {
 		ps.add(CodeResActionMismatch, fmt.Sprintf("$.question.options[%d].action_digest", r.OptionIdx),
-			"the action about to run has digest %s; the selected option authorises %s (§7.3, §12.6)", got, opt.ActionDigest)
+			"the action about to run has digest %s; the selected option authorises %s (§7.3, §12.6)", act.digest, opt.ActionDigest)
 		return Grant{}, ps.err("authority")
 	}
-	return Grant{EnvelopeDigest: env.Digest(), OptionIdx: r.OptionIdx, ActionDigest: got}, nil
+	return Grant{EnvelopeDigest: env.Digest(), OptionIdx: r.OptionIdx, ActionDigest: act.digest}, nil
 }
 
-// AuthorizeCall is Authorize for a tool call given as its name and argument object.
+// AuthorizeCall is Authorize for a tool call given as its name and argument object: the
+// action {"tool": tool, "args": args} (ToolCall). A call that cannot be digested under the
+// strict profile is refused with CodeResActionNotBindable, once env and r check out.
 func AuthorizeCall(env *Envelope, r *Resolution, tool string, args json.RawMessage) (Grant, error) {
-	return Authorize(env, r, Action{Tool: tool, Args: args})
+	act, err := toolCall(tool, args)
+	if err == nil {
+		return Authorize(env, r, act)
+	}
+	if _, verr := Authorize(env, r, Action{}); !HasCode(verr, CodeResActionNotBindable) {
+		return Grant{}, verr // not authority whatever the action
+	}
+	ps := &problems{}
+	var nameErr toolNameError
+	if errors.As(err, &nameErr) {
+		ps.add(CodeResActionNotBindable, "$.tool", "%v", err)
+	} else {
+		ps.add(CodeResActionNotBindable, "$.args",
+			"the action cannot be bound to a human decision (%s), so no resolution authorises it", actionReason(err))
+	}
+	return Grant{}, ps.err("authority")
 }

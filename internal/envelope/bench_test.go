@@ -32,10 +32,10 @@ func BenchmarkAuthorize(b *testing.B) {
 		b.Fatal(err)
 	}
 	res := &Resolution{EnvelopeDigest: env.Digest(), Kind: KindOption}
-	act := Action{Tool: "payment.release", Args: json.RawMessage(`{"amount_usd":4000,"beneficiary":"vendor@example.com","memo":"invoice 7781"}`)}
+	args := json.RawMessage(`{"amount_usd":4000,"beneficiary":"vendor@example.com","memo":"invoice 7781"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Authorize(env, res, act); err != nil {
+		if _, err := AuthorizeCall(env, res, "payment.release", args); err != nil {
 			b.Fatal(err)
 		}
 	}

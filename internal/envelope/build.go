@@ -11,7 +11,8 @@ import (
 
 // Draft is what an envelope is built from: the briefing, the stem, and options each named
 // by the concrete tool call it would authorise. It carries no digest; Build computes every
-// action_digest itself (envelope-04 §12.6; docs/architecture.md "Human decisions").
+// action_digest itself (envelope-04 §12.6), so no caller can pair a label with the digest of
+// another act.
 type Draft struct {
 	Synopsis        string        `json:"synopsis"`
 	Findings        []string      `json:"findings"`
@@ -41,8 +42,9 @@ type DraftOption struct {
 // Build constructs an envelope from d. Each option's action_digest is
 // action.Digest(tool, args, jcs.Strict): arguments outside the strict profile cannot be
 // bound to a human decision and are refused with CodeActionNotBindable. The result is
-// then validated exactly as Parse validates received bytes, so a built envelope and a
-// parsed one obey one grammar; every problem is reported in one *ValidationError.
+// then validated exactly as Parse validates received bytes, the actgate profile included
+// (actgate sends what it builds), so a built envelope and a parsed one obey one grammar;
+// every problem is reported in one *ValidationError.
 func Build(d Draft) (*Envelope, error) {
 	ps := &problems{}
 	c := Content{

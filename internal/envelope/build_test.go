@@ -80,11 +80,13 @@ func TestBuildRejects(t *testing.T) {
 		{"same call, other key order", func(d *Draft) {
 			d.Options[1].Args = json.RawMessage(`{"memo":"invoice 7781","beneficiary":"vendor@example.com","amount_usd":4000.0}`)
 		}, []want{{CodeDuplicateAction, o + "[1].action_digest"}}},
-		{"one option with bad args, and no findings", func(d *Draft) {
+		{"one option with bad args, and too many findings", func(d *Draft) {
 			d.Options = d.Options[:1]
 			d.Options[0].Args = json.RawMessage(`{"x":0.1}`)
-			d.Findings = nil
+			d.Findings = strings.Split(strings.Repeat("A finding.|", MaxFindings+1), "|")[:MaxFindings+1]
 		}, []want{{CodeActionNotBindable, o + "[0]"}, {CodeArrayLength, "$.findings"}, {CodeOptionCount, o}}},
+		{"control character in a finding", func(d *Draft) { d.Findings[1] = "Fee[2J" }, []want{{CodeStringControl, "$.findings[1]"}}},
+		{"same label twice", func(d *Draft) { d.Options[1].Label = d.Options[0].Label }, []want{{CodeDuplicateLabel, o + "[1].label"}}},
 		{"recommended out of range", func(d *Draft) { d.RecommendedIdx = 2 }, []want{{CodeRecommendedIdx, "$.question.recommended_idx"}}},
 		{"invalid UTF-8 is refused, not replaced", func(d *Draft) { d.Synopsis = "Pay \xff now." }, []want{{"JCS_INVALID_UTF8", "$.synopsis"}}},
 		{"hedged, empty stem", func(d *Draft) { d.Stem = "" }, []want{{CodeStringEmpty, "$.question.stem"}}},
@@ -99,6 +101,28 @@ func TestBuildRejects(t *testing.T) {
 			}
 			problemsEqual(t, err, tt.wants)
 		})
+	}
+}
+
+// TestBuildWithoutFindings: no findings and no recommendations are well formed (envelope-04
+// §5.2, §5.3 recommend entries without requiring them) and within the actgate profile, so
+// a gate builds, sends and renders such an envelope.
+func TestBuildWithoutFindings(t *testing.T) {
+	d := paymentDraft()
+	d.Findings, d.Recommendations = nil, []string{}
+	env, err := Build(d)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if !strings.Contains(string(env.Canonical()), `"findings":[],`) || !strings.Contains(string(env.Canonical()), `"recommendations":[]`) {
+		t.Fatalf("canonical %s", env.Canonical())
+	}
+	if c := env.Content(); c.Findings == nil || len(c.Findings) != 0 {
+		t.Fatalf("findings %#v", c.Findings)
+	}
+	var b strings.Builder
+	if err := (TextRenderer{}).Render(&b, env); err != nil || !strings.Contains(b.String(), "Findings:\n  (none)\n") {
+		t.Fatalf("render %v:\n%s", err, b.String())
 	}
 }
 

@@ -13,9 +13,12 @@ import (
 // Codes of internal/jcs (JCS_*) are passed through unchanged as Code(jcs.Code).
 type Code string
 
-// Envelope codes (envelope-04 §4, §5, §6.2).
+// Envelope codes (envelope-04 §4, §5, §6.2). An envelope that draws any of these codes
+// (or a JCS_* code) is malformed under envelope-04 and has no digest.
 const (
-	// CodeTooLarge: the document exceeds MaxDocumentBytes (actgate profile).
+	// CodeTooLarge: the document exceeds MaxDocumentBytes. envelope-04 sets no size; this is
+	// actgate's read bound on untrusted bytes, applied before anything is parsed, so an
+	// envelope beyond it is neither validated nor digested.
 	CodeTooLarge Code = "ENV_TOO_LARGE"
 	// CodeUnknownMember: a member not defined by envelope-04 §4/§5.9 (§4 malformed cases).
 	CodeUnknownMember Code = "ENV_UNKNOWN_MEMBER"
@@ -29,35 +32,56 @@ const (
 	CodeRecommendedIdx Code = "ENV_RECOMMENDED_IDX"
 	// CodeActionDigestForm: an action_digest is not "sha256:" + 64 lowercase hex (§5.6, §6.2).
 	CodeActionDigestForm Code = "ENV_ACTION_DIGEST_FORM"
-	// CodeStringEmpty: a slot string is empty or only white space (§5 slots carry content;
-	// actgate profile).
-	CodeStringEmpty Code = "ENV_STRING_EMPTY"
-	// CodeStringTooLong: a slot string exceeds its bound in Limits (actgate profile).
-	CodeStringTooLong Code = "ENV_STRING_TOO_LONG"
-	// CodeStringControl: a slot string carries a control, line-break or bidi-override
-	// character; slots are single lines (§5.1, §5.5, §5.6) and must not spoof the rendered
-	// decision (actgate profile).
-	CodeStringControl Code = "ENV_STRING_CONTROL"
-	// CodeArrayLength: findings or recommendations is empty or longer than its bound
-	// (actgate profile; §5.2 and §5.3 recommend 3–6 and 2–4).
-	CodeArrayLength Code = "ENV_ARRAY_LENGTH"
-	// CodeDuplicateAction: two options carry the same action_digest, so selecting either
-	// authorises the same act (actgate profile; §5.6 "the substantive answers").
-	CodeDuplicateAction Code = "ENV_DUPLICATE_ACTION"
-	// CodeDuplicateLabel: two options carry the same label and cannot be told apart
-	// (actgate profile).
-	CodeDuplicateLabel Code = "ENV_DUPLICATE_LABEL"
-	// CodeActionNotBindable: Build could not digest an option's action under the strict
-	// profile, so it cannot be bound to a human decision (docs/architecture.md "Digests").
-	CodeActionNotBindable Code = "ENV_ACTION_NOT_BINDABLE"
 	// CodeInternal: the decoded envelope did not reproduce its own canonical bytes. It
 	// indicates a bug, and the envelope is refused (fail closed).
 	CodeInternal Code = "ENV_INTERNAL"
 )
 
+// Codes of the actgate profile: rules actgate applies to an envelope it renders or sends
+// (Parse, ParseDocument, FromToolResult, Build, every Renderer), on top of envelope-04. An
+// envelope refused only with these codes is well formed under envelope-04: ParseSpec accepts
+// it and digests it, and [ValidationError.ProfileOnly] reports true. docs/api.md lists them.
+const (
+	// CodeStringEmpty: a slot string, or a present meta member, is empty or only white
+	// space, so the principal would be shown a blank slot, and a present but empty meta
+	// member could be confused with an absent one.
+	CodeStringEmpty Code = "ENV_STRING_EMPTY"
+	// CodeStringTooLong: a slot string exceeds its bound (MaxTextRunes, MaxLabelRunes,
+	// MaxDecisionClassRunes), so the decision would not fit a screen.
+	CodeStringTooLong Code = "ENV_STRING_TOO_LONG"
+	// CodeStringControl: a slot string carries a control, line-break or bidi character
+	// (ForbiddenRune), so it could draw lines of its own or reorder its neighbours and spoof
+	// the rendered decision (§5.1, §5.5 and §5.6 describe single sentences and lines).
+	CodeStringControl Code = "ENV_STRING_CONTROL"
+	// CodeArrayLength: findings or recommendations holds more than MaxFindings or
+	// MaxRecommendations entries. Any number, zero included, is well formed (§5.2 and §5.3
+	// recommend 3–6 and 2–4); the profile refuses only lists too long to show.
+	CodeArrayLength Code = "ENV_ARRAY_LENGTH"
+	// CodeDuplicateAction: two options carry the same action_digest, so selecting either
+	// authorises the same act although their labels differ.
+	CodeDuplicateAction Code = "ENV_DUPLICATE_ACTION"
+	// CodeDuplicateLabel: two options carry the same label and cannot be told apart.
+	CodeDuplicateLabel Code = "ENV_DUPLICATE_LABEL"
+)
+
+// CodeActionNotBindable: Build could not digest an option's tool call under the strict
+// profile (§5.6, §6.3), so it cannot be bound to a human decision and no envelope is built.
+const CodeActionNotBindable Code = "ENV_ACTION_NOT_BINDABLE"
+
+// profileCodes are the codes of the actgate profile, envelope and resolution.
+var profileCodes = map[Code]bool{
+	CodeStringEmpty: true, CodeStringTooLong: true, CodeStringControl: true, CodeArrayLength: true,
+	CodeDuplicateAction: true, CodeDuplicateLabel: true, CodeResAnswer: true,
+}
+
+// Profile reports whether c is a rule of the actgate profile rather than of envelope-04:
+// a document refused only with such codes is well formed, and actgate refuses to render or
+// send it.
+func (c Code) Profile() bool { return profileCodes[c] }
+
 // Resolution codes (envelope-04 §7.3, §12.5, §12.6).
 const (
-	// CodeResTooLarge: the resolution exceeds MaxResolutionBytes (actgate profile).
+	// CodeResTooLarge: the resolution exceeds MaxResolutionBytes (actgate's read bound).
 	CodeResTooLarge Code = "RES_TOO_LARGE"
 	// CodeResUnknownMember: a member not defined by §7.3.
 	CodeResUnknownMember Code = "RES_UNKNOWN_MEMBER"
@@ -73,8 +97,10 @@ const (
 	CodeResDigestForm Code = "RES_ENVELOPE_DIGEST_FORM"
 	// CodeResOptionIdx: option_idx is negative, or out of range for the envelope it names.
 	CodeResOptionIdx Code = "RES_OPTION_IDX"
-	// CodeResAnswer: answer is empty, too long, or carries control characters other than
-	// tab and line breaks (actgate profile).
+	// CodeResAnswer: answer is empty, longer than MaxAnswerRunes, or carries control
+	// characters other than tab and line breaks. envelope-04 §7.3 accepts any string: this is
+	// the actgate profile, applied where a principal's answer is accepted and relayed
+	// (ParseResolution), not by ParseResolutionSpec.
 	CodeResAnswer Code = "RES_ANSWER"
 	// CodeResHatchClosed: an answer or question resolution of an envelope whose free_text or
 	// dialogue hatch is false (§5.8: the emitter removed that veto path; a surface does not
@@ -98,19 +124,21 @@ const (
 	// CodeResActionMismatch: the recomputed digest of the action about to run differs from
 	// the selected option's action_digest (§7.3, §12.6).
 	CodeResActionMismatch Code = "RES_ACTION_MISMATCH"
-	// CodeResActionNotBindable: the action about to run cannot be digested under the strict
-	// profile, so no human decision can authorise it (docs/architecture.md "Digests").
+	// CodeResActionNotBindable: the tool call about to run cannot be digested under the
+	// strict profile (§5.6, §6.3), so no human decision can authorise it.
 	CodeResActionNotBindable Code = "RES_ACTION_NOT_BINDABLE"
 )
 
-// Action-object codes: the {"tool": NAME, "args": ARGS} object of docs/architecture.md "The action
-// an option authorises", as read by ParseAction.
+// Action codes: an action read by ParseAction (any JSON value, envelope-04 §5.6) or a tool
+// call {"tool": NAME, "args": ARGS} built by ToolCall.
 const (
-	CodeActUnknownMember Code = "ACT_UNKNOWN_MEMBER"
-	CodeActMissingMember Code = "ACT_MISSING_MEMBER"
-	CodeActWrongType     Code = "ACT_WRONG_TYPE"
-	CodeActToolName      Code = "ACT_TOOL_NAME"
-	CodeActTooLarge      Code = "ACT_TOO_LARGE"
+	// CodeActTooLarge: the action exceeds MaxActionBytes (actgate's read bound).
+	CodeActTooLarge Code = "ACT_TOO_LARGE"
+	// CodeActWrongType: a tool call's arguments are not a JSON object.
+	CodeActWrongType Code = "ACT_WRONG_TYPE"
+	// CodeActToolName: a tool call's name is empty, too long, not UTF-8, or carries white
+	// space or a control character.
+	CodeActToolName Code = "ACT_TOOL_NAME"
 )
 
 // Problem is one reason a document was rejected: a stable Code, the JSON path of the
@@ -139,7 +167,11 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s rejected: ", e.What)
+	if e.ProfileOnly() {
+		fmt.Fprintf(&b, "%s refused by the actgate profile: ", e.What)
+	} else {
+		fmt.Fprintf(&b, "%s rejected: ", e.What)
+	}
 	for i, p := range e.Problems {
 		if i > 0 {
 			b.WriteString("; ")
@@ -147,6 +179,21 @@ func (e *ValidationError) Error() string {
 		b.WriteString(p.String())
 	}
 	return b.String()
+}
+
+// ProfileOnly reports whether every problem is a rule of the actgate profile
+// ([Code.Profile]): the document is well formed under envelope-04, and actgate refuses to
+// render or send it.
+func (e *ValidationError) ProfileOnly() bool {
+	if len(e.Problems) == 0 {
+		return false
+	}
+	for _, p := range e.Problems {
+		if !p.Code.Profile() {
+			return false
+		}
+	}
+	return true
 }
 
 // Unwrap returns the underlying parse error, if any.

@@ -11,13 +11,23 @@
 // document is rejected is reported as a [Problem] with a stable [Code] and a JSON path,
 // collected in a [*ValidationError].
 //
+// Two grammars are kept apart. envelope-04 decides what is well formed: [ParseSpec],
+// [ParseDocumentSpec] and [ParseResolutionSpec] check that and nothing more (besides the
+// read bounds MaxDocumentBytes and MaxResolutionBytes), and an envelope they accept is
+// digested. The actgate profile decides what actgate renders or sends: bounded,
+// single-line, non-empty text, at most MaxFindings findings and MaxRecommendations
+// recommendations, no two options with one label or one action_digest, a bounded answer.
+// [Parse], [ParseDocument], [FromToolResult], [ParseResolution], [Build] and every
+// [Renderer] apply both; a document they refuse only under the profile is reported with
+// profile codes ([Code.Profile], [ValidationError.ProfileOnly]), never as malformed.
+//
 // The pieces, in the order a binding moment lives through them:
 //
 //   - [Build] constructs an envelope from Go values; each option names a concrete tool call
 //     and its action_digest is computed here, never accepted from the caller (§5.6, §12.6).
 //   - [Parse], [ParseDocument] and [FromToolResult] read an envelope from bytes: bare, or as
 //     the top-level binding_moment member of an MCP tool result (§8.1), falling back to the
-//     conventional payload when the envelope is malformed (§9.3, §12.8).
+//     conventional payload when the envelope is not rendered (§9.3, §12.8).
 //   - [Envelope] is immutable once validated; [Envelope.Digest] names it (§6).
 //   - [TextRenderer] renders it for an agent-runtime hook keeping every §9.1 invariant; the
 //     [Renderer] interface leaves room for terminal and HTML renderers.
@@ -26,11 +36,11 @@
 //     envelope with the principal who made it and refuses unknown, expired, misrouted or
 //     already resolved envelopes (§12.4, §12.5).
 //   - [Authorize] grants authority only for an option resolution whose option's
-//     action_digest equals the digest recomputed from the action about to run, an
-//     [Action] {"tool","args"} ([ParseAction] reads one from bytes) (§7.3, §12.6). It
-//     does not consume anything: single use is internal/authority's job.
+//     action_digest equals the digest recomputed from the action about to run (§7.3,
+//     §12.6). The action is any JSON value ([ParseAction]); a tool call is the action
+//     {"tool","args"} ([ToolCall], [AuthorizeCall]). Authorize does not consume anything:
+//     single use is internal/authority's job.
 //
-// Where actgate is stricter than envelope-04 (string bounds, control characters, duplicate
-// options) the rule is marked "actgate profile" in the code; the numbers are the Max*
-// constants (see [MaxTextRunes]).
+// The numbers of the profile are the Max* constants (see [MaxTextRunes]); docs/api.md lists
+// which well-formed envelopes actgate refuses and with which code.
 package envelope

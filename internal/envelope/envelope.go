@@ -3,7 +3,9 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/actgate/actgate/internal/jcs"
 )
@@ -61,22 +63,46 @@ type Hatches struct {
 	Dialogue bool `json:"dialogue"`
 }
 
-// Meta is the optional meta slot (envelope-04 §5.9). An empty string means absent: the
-// actgate profile refuses a present but empty member, so the two cannot be confused.
+// Meta is the optional meta slot (envelope-04 §5.9). Both members are optional strings, and
+// an empty string means absent when an envelope is built. A received envelope may carry a
+// present but empty member: that is well formed (ParseSpec keeps it, so the content still
+// reproduces the digested bytes), and the actgate profile refuses it (CodeStringEmpty) so
+// a surface never has to tell the two apart.
 type Meta struct {
 	// DecisionClass names the category of the decision; a surface may style by it.
 	DecisionClass string `json:"decision_class,omitempty"`
 	// CalibrationNote is a short correcting preface, emitted only when earlier framing
 	// understated what the agent has since concluded.
 	CalibrationNote string `json:"calibration_note,omitempty"`
+
+	// emptyDecisionClass and emptyCalibrationNote record a member received present and
+	// empty.
+	emptyDecisionClass, emptyCalibrationNote bool
 }
 
-// clone returns a deep copy, so an *Envelope never shares mutable slices with callers.
+// MarshalJSON writes the members that are set, and those received present and empty, in
+// the order of the struct.
+func (m Meta) MarshalJSON() ([]byte, error) {
+	var out struct {
+		DecisionClass   *string `json:"decision_class,omitempty"`
+		CalibrationNote *string `json:"calibration_note,omitempty"`
+	}
+	if m.DecisionClass != "" || m.emptyDecisionClass {
+		out.DecisionClass = &m.DecisionClass
+	}
+	if m.CalibrationNote != "" || m.emptyCalibrationNote {
+		out.CalibrationNote = &m.CalibrationNote
+	}
+	return json.Marshal(out)
+}
+
+// clone returns a deep copy, so an *Envelope never shares mutable slices with callers. An
+// empty list stays empty rather than nil, so the copy marshals to the same envelope.
 func (c Content) clone() Content {
 	out := c
-	out.Findings = append([]string(nil), c.Findings...)
-	out.Recommendations = append([]string(nil), c.Recommendations...)
-	out.Question.Options = append([]Option(nil), c.Question.Options...)
+	out.Findings = slices.Clone(c.Findings)
+	out.Recommendations = slices.Clone(c.Recommendations)
+	out.Question.Options = slices.Clone(c.Question.Options)
 	if c.Meta != nil {
 		m := *c.Meta
 		out.Meta = &m
@@ -134,17 +160,47 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Parse validates raw as a bare envelope (the value of a binding_moment member) and
-// returns it with its digest. raw is first canonicalized under the strict profile
-// (envelope-04 §6.3) so duplicates, unpaired surrogates and out-of-profile numbers are
-// rejected on the raw bytes; then the member set and the slot grammar of §4–§5 are checked
-// and every violation is reported. A rejection is a *ValidationError.
+// Parse validates raw as a bare envelope (the value of a binding_moment member) that
+// actgate is to render or send, and returns it with its digest: ParseSpec, then the actgate
+// profile (see [Code.Profile]). Every surface and every sender of actgate reads envelopes
+// through Parse, ParseDocument or FromToolResult. A rejection is a *ValidationError listing
+// every problem, spec and profile alike, in document order; when it holds profile problems
+// only ([ValidationError.ProfileOnly]), the envelope is well formed but actgate will not
+// render or send it.
 func Parse(raw []byte) (*Envelope, error) {
-	return parseAt(raw, "$")
+	return parseAt(raw, "$", true)
 }
 
-// parseAt is Parse with the JSON path of the envelope inside its document.
-func parseAt(raw []byte, root string) (*Envelope, error) {
+// ParseSpec validates raw as a bare envelope against envelope-04 alone and returns it with
+// its digest. raw is first canonicalized under the strict profile (envelope-04 §6.3) so
+// duplicates, unpaired surrogates and out-of-profile numbers are rejected on the raw bytes;
+// then the member set, types, option count, recommended_idx and action_digest form of §4–§5
+// are checked and every violation is reported. Only the read bound MaxDocumentBytes is
+// actgate's own. What ParseSpec accepts is well formed, whatever the actgate profile says
+// of it ([Envelope.CheckProfile]).
+func ParseSpec(raw []byte) (*Envelope, error) {
+	return parseAt(raw, "$", false)
+}
+
+// CheckProfile checks a well-formed envelope against the actgate profile: what actgate
+// renders or sends (see [Code.Profile]). It returns nil, or a *ValidationError whose
+// problems all carry profile codes, with paths relative to the envelope.
+func (e *Envelope) CheckProfile() error {
+	if e == nil {
+		return errors.New("envelope: profile check of a nil envelope")
+	}
+	v, err := decodeCanonical(e.canonical)
+	if err != nil {
+		return internalProblem("envelope", "$", err)
+	}
+	ps := &problems{}
+	validateEnvelope(v, "$", ps, true)
+	return ps.err("envelope")
+}
+
+// parseAt is Parse (profile true) or ParseSpec with the JSON path of the envelope inside
+// its document.
+func parseAt(raw []byte, root string, profile bool) (*Envelope, error) {
 	if len(raw) > MaxDocumentBytes {
 		ps := &problems{}
 		ps.add(CodeTooLarge, root, "is %d bytes; the bound is %d", len(raw), MaxDocumentBytes)
@@ -159,7 +215,7 @@ func parseAt(raw []byte, root string) (*Envelope, error) {
 		return nil, internalProblem("envelope", root, err)
 	}
 	ps := &problems{}
-	c := validateEnvelope(v, root, ps)
+	c := validateEnvelope(v, root, ps, profile)
 	if err := ps.err("envelope"); err != nil {
 		return nil, err
 	}
@@ -192,10 +248,11 @@ func internalProblem(what, path string, err error) error {
 	}
 }
 
-// validateEnvelope checks the decoded value v against envelope-04 §4–§5.9 and the actgate
-// profile, reporting every problem to ps, and returns what it could decode.
-func validateEnvelope(v any, root string, ps *problems) Content {
-	w := walker{ps: ps, codes: envCodes()}
+// validateEnvelope checks the decoded value v against envelope-04 §4–§5.9, and against the
+// actgate profile too when profile is true, reporting every problem to ps in document order,
+// and returns what it could decode.
+func validateEnvelope(v any, root string, ps *problems, profile bool) Content {
+	w := walker{ps: ps, codes: envCodes(), profile: profile}
 	var c Content
 	m, ok := w.object(v, root, []string{"synopsis", "findings", "recommendations", "offer", "question"}, []string{"meta"})
 	if !ok {
@@ -220,15 +277,16 @@ func validateEnvelope(v any, root string, ps *problems) Content {
 	return c
 }
 
-// textList checks slot 2 or 3: an array of 1..max slot strings.
+// textList checks slot 2 or 3: an array of strings, any number of them (§5.2, §5.3); the
+// actgate profile bounds it to max entries.
 func (w walker) textList(m map[string]any, name, root string, max int) []string {
 	a, ok := w.array(m, name, root)
 	if !ok {
 		return nil
 	}
 	path := child(root, name)
-	if len(a) == 0 || len(a) > max {
-		w.ps.add(CodeArrayLength, path, "holds %d; the bound is 1 to %d entries", len(a), max)
+	if w.profile && len(a) > max {
+		w.ps.add(CodeArrayLength, path, "holds %d; actgate renders at most %d entries", len(a), max)
 	}
 	out := make([]string, 0, len(a))
 	for i, e := range a {
@@ -280,7 +338,8 @@ func (w walker) question(v any, path string) Question {
 	return q
 }
 
-// options checks slot 6 (§5.6): 2..4 objects of label, reasoning, action_digest.
+// options checks slot 6 (§5.6): 2..4 objects of label, reasoning, action_digest; the
+// actgate profile also refuses two options with one label or one action_digest.
 func (w walker) options(a []any, path string) []Option {
 	if len(a) < MinOptions || len(a) > MaxOptions {
 		w.ps.add(CodeOptionCount, path, "holds %d; envelope-04 §5.6 requires %d to %d options", len(a), MinOptions, MaxOptions)
@@ -297,7 +356,7 @@ func (w walker) options(a []any, path string) []Option {
 		var o Option
 		if s, ok := w.str(m, "label", op); ok {
 			w.text(s, child(op, "label"), slotText(MaxLabelRunes))
-			if j, dup := labels[s]; dup {
+			if j, dup := labels[s]; dup && w.profile {
 				w.ps.add(CodeDuplicateLabel, child(op, "label"), "repeats the label of option %d", j)
 			} else {
 				labels[s] = i
@@ -311,7 +370,7 @@ func (w walker) options(a []any, path string) []Option {
 		if s, ok := w.str(m, "action_digest", op); ok {
 			if !jcs.IsDigest(s) {
 				w.ps.add(CodeActionDigestForm, child(op, "action_digest"), `must be "sha256:" followed by 64 lowercase hex digits (§6.2)`)
-			} else if j, dup := digests[s]; dup {
+			} else if j, dup := digests[s]; dup && w.profile {
 				w.ps.add(CodeDuplicateAction, child(op, "action_digest"), "authorises the same action as option %d", j)
 			} else {
 				digests[s] = i
@@ -332,11 +391,11 @@ func (w walker) meta(v any, path string) *Meta {
 	var out Meta
 	if s, ok := w.str(m, "decision_class", path); ok {
 		w.text(s, child(path, "decision_class"), slotText(MaxDecisionClassRunes))
-		out.DecisionClass = s
+		out.DecisionClass, out.emptyDecisionClass = s, s == ""
 	}
 	if s, ok := w.str(m, "calibration_note", path); ok {
 		w.text(s, child(path, "calibration_note"), slotText(MaxTextRunes))
-		out.CalibrationNote = s
+		out.CalibrationNote, out.emptyCalibrationNote = s, s == ""
 	}
 	return &out
 }

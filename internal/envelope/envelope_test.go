@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -223,7 +224,13 @@ func TestParseRejects(t *testing.T) {
 		{"bidi override in label", mutate(t, func(m map[string]any) { opt(m, 1)["label"] = "Share \u202edates" }), []want{{CodeStringControl, "$.question.options[1].label"}}},
 		{"escape sequence in finding", mutate(t, func(m map[string]any) { m["findings"].([]any)[0] = "\x1b[2Jcleared" }), []want{{CodeStringControl, "$.findings[0]"}}},
 		{"line separator in offer", mutate(t, func(m map[string]any) { m["offer"] = "Ask\u2028me" }), []want{{CodeStringControl, "$.offer"}}},
-		{"no findings", mutate(t, func(m map[string]any) { m["findings"] = []any{} }), []want{{CodeArrayLength, "$.findings"}}},
+		{"too many findings", mutate(t, func(m map[string]any) {
+			var a []any
+			for i := 0; i <= MaxFindings; i++ {
+				a = append(a, "A finding.")
+			}
+			m["findings"] = a
+		}), []want{{CodeArrayLength, "$.findings"}}},
 		{"too many recommendations", mutate(t, func(m map[string]any) {
 			var a []any
 			for i := 0; i <= MaxRecommendations; i++ {
@@ -232,6 +239,21 @@ func TestParseRejects(t *testing.T) {
 			m["recommendations"] = a
 		}), []want{{CodeArrayLength, "$.recommendations"}}},
 		{"empty meta member", mutate(t, func(m map[string]any) { m["meta"] = map[string]any{"decision_class": ""} }), []want{{CodeStringEmpty, "$.meta.decision_class"}}},
+		{"empty meta members, both", mutate(t, func(m map[string]any) { m["meta"] = map[string]any{"decision_class": "", "calibration_note": " "} }),
+			[]want{{CodeStringEmpty, "$.meta.decision_class"}, {CodeStringEmpty, "$.meta.calibration_note"}}},
+		{"every profile rule at once", mutate(t, func(m map[string]any) {
+			m["synopsis"] = ""
+			m["offer"] = "Ask\nme"
+			opt(m, 0)["reasoning"] = long
+			opt(m, 1)["label"] = opt(m, 0)["label"]
+			opt(m, 1)["action_digest"] = exampleActionA
+		}), []want{
+			{CodeStringEmpty, "$.synopsis"},
+			{CodeStringControl, "$.offer"},
+			{CodeStringTooLong, "$.question.options[0].reasoning"},
+			{CodeDuplicateLabel, "$.question.options[1].label"},
+			{CodeDuplicateAction, "$.question.options[1].action_digest"},
+		}},
 		{"long decision_class", mutate(t, func(m map[string]any) {
 			m["meta"] = map[string]any{"decision_class": strings.Repeat("c", MaxDecisionClassRunes+1)}
 		}), []want{{CodeStringTooLong, "$.meta.decision_class"}}},
@@ -266,7 +288,58 @@ func TestParseRejects(t *testing.T) {
 				t.Fatalf("Parse accepted the envelope (digest %s)", env.Digest())
 			}
 			problemsEqual(t, err, tt.wants)
+			// ParseSpec reports the same problems less the actgate profile's.
+			var spec []want
+			for _, w := range tt.wants {
+				if !w.code.Profile() {
+					spec = append(spec, w)
+				}
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.ProfileOnly() != (len(spec) == 0) {
+				t.Errorf("ProfileOnly() = %v with %d spec problems", ve != nil && ve.ProfileOnly(), len(spec))
+			}
+			senv, serr := ParseSpec(tt.raw)
+			if len(spec) > 0 {
+				if senv != nil {
+					t.Fatalf("ParseSpec accepted the envelope (digest %s)", senv.Digest())
+				}
+				problemsEqual(t, serr, spec)
+				return
+			}
+			checkProfileOnlyRefusal(t, tt.raw, senv, serr, tt.wants)
 		})
+	}
+}
+
+// checkProfileOnlyRefusal asserts what holds of a well-formed envelope outside the actgate
+// profile: ParseSpec accepts and digests it, CheckProfile reports the profile problems
+// wants, and no renderer renders it as a decision.
+func checkProfileOnlyRefusal(t *testing.T, raw []byte, env *Envelope, err error, wants []want) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("ParseSpec refused a well-formed envelope: %v", err)
+	}
+	canonical, cerr := jcs.Canonicalize(raw, jcs.Strict)
+	if cerr != nil || env.Digest() != jcs.Digest(canonical) || !bytes.Equal(env.Canonical(), canonical) {
+		t.Fatalf("ParseSpec digest %s, canonical %v", env.Digest(), cerr)
+	}
+	// The content reproduces the digested bytes.
+	viaContent, _ := json.Marshal(env.Content())
+	if again, err := ParseSpec(viaContent); err != nil || again.Digest() != env.Digest() {
+		t.Fatalf("content re-parse: %v", err)
+	}
+	problemsEqual(t, env.CheckProfile(), wants)
+	var b bytes.Buffer
+	if rerr := (TextRenderer{}).Render(&b, env); rerr == nil || b.Len() != 0 {
+		t.Fatalf("rendered an envelope outside the profile (%v):\n%s", rerr, b.String())
+	} else {
+		problemsEqual(t, rerr, wants)
+	}
+	b.Reset()
+	if err := (TextRenderer{}).RenderFallback(&b, "", ProblemsOf(env.CheckProfile())); err != nil ||
+		!strings.HasPrefix(b.String(), "BINDING MOMENT NOT RENDERED: the envelope is well formed") || strings.Contains(b.String(), "malformed") {
+		t.Fatalf("fallback:\n%s", b.String())
 	}
 }
 
@@ -304,6 +377,31 @@ func TestParseAccepts(t *testing.T) {
 		}), func(t *testing.T, env *Envelope) {
 			if env.NumOptions() != 4 || env.RecommendedIdx() != 3 {
 				t.Errorf("options %d recommended %d", env.NumOptions(), env.RecommendedIdx())
+			}
+		}},
+		// envelope-04 §5.2 and §5.3 recommend 3–6 findings and 2–4 recommendations; neither
+		// is required, and an empty list is well formed and within the actgate profile.
+		{"no findings", mutate(t, func(m map[string]any) { m["findings"] = []any{} }),
+			func(t *testing.T, env *Envelope) {
+				if c := env.Content(); c.Findings == nil || len(c.Findings) != 0 || !bytes.Contains(env.Canonical(), []byte(`"findings":[],`)) {
+					t.Errorf("findings %#v, canonical %s", c.Findings, env.Canonical())
+				}
+			}},
+		{"no findings and no recommendations", mutate(t, func(m map[string]any) { m["findings"] = []any{}; m["recommendations"] = []any{} }),
+			func(t *testing.T, env *Envelope) {
+				if c := env.Content(); len(c.Findings)+len(c.Recommendations) != 0 {
+					t.Errorf("content %+v", c)
+				}
+			}},
+		{"findings at the profile's bound", mutate(t, func(m map[string]any) {
+			var a []any
+			for i := 0; i < MaxFindings; i++ {
+				a = append(a, "Finding "+string(rune('a'+i))+".")
+			}
+			m["findings"] = a
+		}), func(t *testing.T, env *Envelope) {
+			if len(env.Content().Findings) != MaxFindings {
+				t.Errorf("findings %d", len(env.Content().Findings))
 			}
 		}},
 		{"hatches closed", mutate(t, func(m map[string]any) { hatches(m)["free_text"] = false; hatches(m)["dialogue"] = false }),
@@ -345,6 +443,16 @@ func TestParseAccepts(t *testing.T) {
 				t.Fatalf("Parse: %v", err)
 			}
 			tt.check(t, env)
+			// What Parse accepts, ParseSpec accepts with the same digest, and it renders.
+			if senv, err := ParseSpec(tt.raw); err != nil || senv.Digest() != env.Digest() {
+				t.Fatalf("ParseSpec: %v", err)
+			}
+			if err := env.CheckProfile(); err != nil {
+				t.Fatalf("CheckProfile: %v", err)
+			}
+			if err := (TextRenderer{}).Render(io.Discard, env); err != nil {
+				t.Fatalf("Render: %v", err)
+			}
 			// Re-marshalling through the canonical bytes gives the same envelope (§6.1).
 			again, err := Parse(env.Canonical())
 			if err != nil || again.Digest() != env.Digest() {
@@ -404,6 +512,26 @@ func TestProblemStringAndError(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "envelope rejected: ENV_UNKNOWN_MEMBER") {
 		t.Errorf("Error() = %q", err.Error())
+	}
+}
+
+// TestMetaJSON: Meta marshals as the plain struct would, and keeps a member received
+// present and empty, which is well formed (envelope-04 §5.9).
+func TestMetaJSON(t *testing.T) {
+	b, err := json.Marshal(Meta{DecisionClass: "consent", CalibrationNote: "note"})
+	if err != nil || string(b) != `{"decision_class":"consent","calibration_note":"note"}` {
+		t.Errorf("Meta = %s %v", b, err)
+	}
+	if b, _ := json.Marshal(Meta{}); string(b) != `{}` {
+		t.Errorf("empty Meta = %s", b)
+	}
+	raw := mutate(t, func(m map[string]any) { m["meta"] = map[string]any{"decision_class": "", "calibration_note": "note"} })
+	env, err := ParseSpec(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(env.Content().Meta); string(b) != `{"decision_class":"","calibration_note":"note"}` {
+		t.Errorf("received Meta = %s", b)
 	}
 }
 

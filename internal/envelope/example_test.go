@@ -1,8 +1,10 @@
 package envelope_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -80,9 +82,26 @@ func ExampleParse() {
 	// 895 sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1
 	// ENV_MISSING_MEMBER $.recommendations: required member is absent
 	// ENV_MISSING_MEMBER $.offer: required member is absent
-	// ENV_ARRAY_LENGTH $.findings: holds 0; the bound is 1 to 16 entries
 	// ENV_MISSING_MEMBER $.question.stem: required member is absent
 	// ENV_MISSING_MEMBER $.question.options: required member is absent
 	// ENV_MISSING_MEMBER $.question.recommended_idx: required member is absent
 	// ENV_MISSING_MEMBER $.question.hatches: required member is absent
+}
+
+// ParseSpec accepts what envelope-04 accepts; Parse, for an envelope actgate renders or sends,
+// also applies the actgate profile. Two options with one label are well formed, and
+// actgate does not show them.
+func ExampleParseSpec() {
+	raw, _ := os.ReadFile("testdata/conformance/envelope.canonical.json")
+	raw = bytes.Replace(raw, []byte(`"Share dates and passport number"`), []byte(`"Share dates only"`), 1)
+
+	env, err := envelope.ParseSpec(raw)
+	fmt.Println(env.Digest(), err)
+
+	_, err = envelope.Parse(raw)
+	var ve *envelope.ValidationError
+	fmt.Println(errors.As(err, &ve) && ve.ProfileOnly(), err)
+	// Output:
+	// sha256:c1e83ae42309c4e6d02995de69967d61724c5f4e74f31030f6001b782fe9a470 <nil>
+	// true envelope refused by the actgate profile: ENV_DUPLICATE_LABEL $.question.options[1].label: repeats the label of option 0
 }

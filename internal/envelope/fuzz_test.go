@@ -7,7 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/jcs"
 )
 
 // seedFiles adds every render input and the conformance envelope as seeds.
@@ -72,16 +76,39 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"question":{"recommended_idx":1.0,"options":[]}}`))
 	f.Add([]byte(`"\ud800"`))
 	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`))
+	f.Add([]byte(`{"synopsis":"","findings":[],"recommendations":[],"offer":"\n","question":{"stem":"s","options":[{"label":"a","reasoning":"r","action_digest":"sha256:` + exampleActionA[7:] + `"},{"label":"a","reasoning":"r","action_digest":"sha256:` + exampleActionA[7:] + `"}],"recommended_idx":1,"hatches":{"free_text":false,"dialogue":true}},"meta":{"decision_class":""}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		env, err := Parse(raw)
+		senv, serr := ParseSpec(raw)
 		if err != nil {
 			if env != nil {
 				t.Fatal("envelope and error both returned")
 			}
 			checkRejected(t, err)
+			// Parse refuses a well-formed envelope only under the actgate profile, and
+			// then exactly with what CheckProfile reports.
+			var ve *ValidationError
+			profileOnly := errors.As(err, &ve) && ve.ProfileOnly()
+			if (serr == nil) != profileOnly {
+				t.Fatalf("ParseSpec error %v, Parse error %v (profile only %v)", serr, err, profileOnly)
+			}
+			if serr == nil {
+				perr := senv.CheckProfile()
+				if !reflect.DeepEqual(ProblemsOf(perr), ProblemsOf(err)) {
+					t.Fatalf("CheckProfile %v, Parse %v", perr, err)
+				}
+				if rerr := (TextRenderer{}).Render(io.Discard, senv); rerr == nil {
+					t.Fatal("rendered an envelope outside the profile")
+				}
+			} else {
+				checkRejected(t, serr)
+			}
 			return
 		}
 		checkAccepted(t, env)
+		if serr != nil || senv.Digest() != env.Digest() || senv.CheckProfile() != nil {
+			t.Fatalf("ParseSpec disagrees with Parse: %v", serr)
+		}
 	})
 }
 
@@ -131,14 +158,31 @@ func FuzzParseResolution(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Add([]byte(`{"envelope_digest":"` + exampleDigest + `","resolution":"answer","answer":"\u001b"}`))
+	act, err := ParseAction(mustRead(f, "testdata/conformance/action_a.canonical.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r, err := ParseResolution(raw)
+		sr, serr := ParseResolutionSpec(raw)
 		if err != nil {
 			if r != nil {
 				t.Fatal("resolution and error both returned")
 			}
 			checkRejected(t, err)
+			// Only the answer's profile separates the two.
+			var ve *ValidationError
+			if profileOnly := errors.As(err, &ve) && ve.ProfileOnly(); (serr == nil) != profileOnly || (serr == nil && sr.Kind != KindAnswer) {
+				t.Fatalf("ParseResolutionSpec %+v %v, ParseResolution %v", sr, serr, err)
+			}
+			if serr != nil {
+				checkRejected(t, serr)
+			}
 			return
+		}
+		if serr != nil || *sr != *r {
+			t.Fatalf("ParseResolutionSpec disagrees: %+v %v", sr, serr)
 		}
 		// The §7.3 conditional members hold of everything accepted.
 		if !r.Kind.Valid() || (r.Kind != KindOption && r.OptionIdx != 0) || (r.Kind != KindAnswer && r.Answer != "") {
@@ -153,9 +197,13 @@ func FuzzParseResolution(f *testing.F) {
 			t.Fatalf("round trip: %+v %v", again, err)
 		}
 		// Only an option can ever be authority, whatever the action.
-		_, aerr := Authorize(env, r, Action{Tool: "booking.share", Args: json.RawMessage(`{}`)})
+		g, aerr := Authorize(env, r, act)
 		if r.Kind != KindOption && !HasCode(aerr, CodeResNotAuthority) && !HasCode(aerr, CodeResEnvelopeMismatch) {
 			t.Fatalf("%s resolution: Authorize = %v", r.Kind, aerr)
+		}
+		// action_a of §6.4 is authority through option 0 of its envelope only.
+		if (aerr == nil) != (r.Kind == KindOption && r.EnvelopeDigest == exampleDigest && r.OptionIdx == 0) || (aerr == nil && g.ActionDigest != exampleActionA) {
+			t.Fatalf("Authorize(%+v, action_a) = %+v, %v", *r, g, aerr)
 		}
 	})
 }
@@ -164,14 +212,54 @@ func FuzzParseAction(f *testing.F) {
 	f.Add([]byte(`{"tool":"payment.release","args":{"amount_usd":4000}}`))
 	f.Add([]byte(`{"tool":"","args":[]}`))
 	f.Add([]byte(`{"tool":"a","args":{"x":1.5}}`))
+	f.Add(mustRead(f, "testdata/spec-6.4/action_a.json"))
+	f.Add([]byte(`{"recipient":"a","recipi\u0065nt":"b"}`))
+	f.Add([]byte(`"\ud800"`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		a, err := ParseAction(raw)
 		if err != nil {
+			if a.Digest() != "" {
+				t.Fatal("action and error both returned")
+			}
 			checkRejected(t, err)
 			return
 		}
-		if a.Tool == "" || !isObjectText(a.Args) {
-			t.Fatalf("accepted %+v", a)
+		// The digest is over the strict canonical form of the action itself (§5.6, §6.2),
+		// and the canonical bytes read back as the same action.
+		canonical, cerr := jcs.Canonicalize(raw, jcs.Strict)
+		if cerr != nil || !bytes.Equal(a.Canonical(), canonical) || a.Digest() != jcs.Digest(canonical) {
+			t.Fatalf("accepted %q as %s (%v)", raw, a.Digest(), cerr)
+		}
+		if again, err := ParseAction(a.Canonical()); err != nil || again.Digest() != a.Digest() {
+			t.Fatalf("canonical re-parse: %v", err)
+		}
+	})
+}
+
+func FuzzToolCall(f *testing.F) {
+	f.Add("payment.release", []byte(`{"amount_usd":4000,"beneficiary":"vendor@example.com","memo":"invoice 7781"}`))
+	f.Add("", []byte(`{}`))
+	f.Add("t", []byte(`[]`))
+	f.Add("t t", []byte(`{"x":1.5}`))
+	f.Add("t", []byte(`{"a":1,"\u0061":2}`))
+	f.Add("t", []byte(`1,"x":2`))
+	f.Fuzz(func(t *testing.T, tool string, args []byte) {
+		a, err := ToolCall(tool, args)
+		if err != nil {
+			if a.Digest() != "" {
+				t.Fatal("action and error both returned")
+			}
+			checkRejected(t, err)
+			return
+		}
+		// The tool call's digest is EP-TOOL-CALL-BINDING-v1's, and reading its canonical
+		// bytes as any JSON action gives the same digest.
+		want, derr := action.Digest(tool, args, jcs.Strict)
+		if derr != nil || a.Digest() != want {
+			t.Fatalf("ToolCall digest %s, action.Digest %s %v", a.Digest(), want, derr)
+		}
+		if again, err := ParseAction(a.Canonical()); err != nil || again.Digest() != want {
+			t.Fatalf("ParseAction of the canonical tool call: %v", err)
 		}
 	})
 }

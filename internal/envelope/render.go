@@ -11,14 +11,16 @@ import (
 // Renderer turns an envelope into one surface's native form (envelope-04 §9). Every
 // implementation keeps the §9.1 invariants: all four briefing slots, the recommended
 // option visibly distinguished, per-option reasoning with each option, an affordance per
-// hatch that is true, and an affordance to decline. Terminal and HTML renderers implement
-// this same interface.
+// hatch that is true, and an affordance to decline. Every implementation also refuses,
+// writing nothing, an envelope outside the actgate profile ([Envelope.CheckProfile]),
+// returning that error. Terminal and HTML renderers implement this same interface.
 type Renderer interface {
 	// Render writes env as a decision the principal can resolve.
 	Render(w io.Writer, env *Envelope) error
 	// RenderFallback writes the conventional payload of a tool result whose binding
-	// moment was discarded as malformed, with a diagnostic (§4, §9.3, §12.8). It never
-	// presents a decision.
+	// moment was discarded, with a diagnostic (§4, §9.3, §12.8): as malformed, or, when
+	// every problem is a profile code, as well formed but outside the actgate profile. It
+	// never presents a decision.
 	RenderFallback(w io.Writer, payload string, problems []Problem) error
 }
 
@@ -44,8 +46,9 @@ func RenderToolResult(r Renderer, w io.Writer, raw []byte) error {
 
 // TextRenderer renders plain text: the agent-runtime hook form of envelope-04 §9.2 ("plain
 // text with a labelled multiple-choice block"). Options are numbered from 1; hatches and
-// decline are lettered. Slot strings are printed whole: the actgate profile already
-// refused control and line-break characters, so no string can draw lines of its own.
+// decline are lettered. Slot strings are printed whole: Render refuses an envelope outside
+// the actgate profile, so no string can draw lines of its own. An empty findings or
+// recommendations list (well formed, §5.2, §5.3) is shown as "(none)", never dropped.
 type TextRenderer struct{}
 
 var _ Renderer = TextRenderer{}
@@ -54,6 +57,9 @@ var _ Renderer = TextRenderer{}
 func (TextRenderer) Render(w io.Writer, env *Envelope) error {
 	if env == nil {
 		return errors.New("envelope: render of a nil envelope")
+	}
+	if err := env.CheckProfile(); err != nil {
+		return err
 	}
 	c := env.Content()
 	b := bufio.NewWriter(w)
@@ -67,14 +73,8 @@ func (TextRenderer) Render(w io.Writer, env *Envelope) error {
 
 	// Briefing slots 1–4, all of them (§9.1).
 	fmt.Fprintf(b, "\nSynopsis: %s\n", c.Synopsis)
-	fmt.Fprintf(b, "\nFindings:\n")
-	for _, f := range c.Findings {
-		fmt.Fprintf(b, "  - %s\n", f)
-	}
-	fmt.Fprintf(b, "\nRecommendations:\n")
-	for _, r := range c.Recommendations {
-		fmt.Fprintf(b, "  - %s\n", r)
-	}
+	writeList(b, "Findings", c.Findings)
+	writeList(b, "Recommendations", c.Recommendations)
 	fmt.Fprintf(b, "\nOffer: %s\n", c.Offer)
 
 	// Binding slots 5–8.
@@ -104,10 +104,25 @@ func (TextRenderer) Render(w io.Writer, env *Envelope) error {
 	return b.Flush()
 }
 
+// writeList writes a briefing list under its heading, "(none)" when it is empty.
+func writeList(b *bufio.Writer, heading string, items []string) {
+	fmt.Fprintf(b, "\n%s:\n", heading)
+	if len(items) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, s := range items {
+		fmt.Fprintf(b, "  - %s\n", s)
+	}
+}
+
 // RenderFallback implements Renderer.
 func (TextRenderer) RenderFallback(w io.Writer, payload string, problems []Problem) error {
 	b := bufio.NewWriter(w)
-	b.WriteString("BINDING MOMENT DISCARDED: the envelope is malformed, so no decision is offered (envelope-04 §9.3).\n")
+	if (&ValidationError{Problems: problems}).ProfileOnly() {
+		b.WriteString("BINDING MOMENT NOT RENDERED: the envelope is well formed but outside the actgate profile, so no decision is offered.\n")
+	} else {
+		b.WriteString("BINDING MOMENT DISCARDED: the envelope is malformed, so no decision is offered (envelope-04 §9.3).\n")
+	}
 	for _, p := range problems {
 		fmt.Fprintf(b, "  %s\n", p)
 	}

@@ -80,13 +80,27 @@ func (r *Resolution) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseResolution reads a resolution from untrusted bytes: the strict profile on the raw
-// bytes, then the exact member set of §7.3 with its conditional members (option_idx only
-// with option, answer only with answer, nothing further with question or declined).
-// Both the §7.3 wire form {"binding_moment_resolution": {...}} and the bare inner object
-// are accepted; the wrapper must have no other member. A rejection is a *ValidationError
-// listing every problem. ParseResolution does not check the envelope; see Verify.
+// ParseResolution reads a resolution from untrusted bytes as actgate accepts and relays one
+// from a principal: ParseResolutionSpec, then the actgate profile of the answer
+// (CodeResAnswer: not empty, at most MaxAnswerRunes, no control characters other than tab
+// and line breaks). A rejection is a *ValidationError listing every problem.
 func ParseResolution(raw []byte) (*Resolution, error) {
+	return parseResolution(raw, true)
+}
+
+// ParseResolutionSpec reads a resolution from untrusted bytes against envelope-04 alone:
+// the strict profile on the raw bytes, then the exact member set of §7.3 with its
+// conditional members (option_idx only with option, answer only with answer, nothing
+// further with question or declined). Both the §7.3 wire form
+// {"binding_moment_resolution": {...}} and the bare inner object are accepted; the wrapper
+// must have no other member. Only the read bound MaxResolutionBytes is actgate's own. A
+// rejection is a *ValidationError listing every problem. It does not check the envelope;
+// see Verify.
+func ParseResolutionSpec(raw []byte) (*Resolution, error) {
+	return parseResolution(raw, false)
+}
+
+func parseResolution(raw []byte, profile bool) (*Resolution, error) {
 	ps := &problems{}
 	if len(raw) > MaxResolutionBytes {
 		ps.add(CodeResTooLarge, "$", "is %d bytes; the bound is %d", len(raw), MaxResolutionBytes)
@@ -100,7 +114,7 @@ func ParseResolution(raw []byte) (*Resolution, error) {
 	if err != nil {
 		return nil, internalProblem("resolution", "$", err)
 	}
-	w := walker{ps: ps, codes: resCodes()}
+	w := walker{ps: ps, codes: resCodes(), profile: profile}
 	path := "$"
 	if top, ok := v.(map[string]any); ok {
 		if inner, wrapped := top[MemberResolution]; wrapped {

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,6 +102,28 @@ func TestParseResolutionRejects(t *testing.T) {
 				t.Fatalf("accepted %+v", *r)
 			}
 			problemsEqual(t, err, tt.wants)
+			// ParseResolutionSpec reports the same less the answer's profile, and accepts
+			// what only the profile refused (envelope-04 §7.3: the answer is a string).
+			var spec []want
+			for _, w := range tt.wants {
+				if !w.code.Profile() {
+					spec = append(spec, w)
+				}
+			}
+			sr, serr := ParseResolutionSpec(tt.raw)
+			if len(spec) > 0 {
+				if sr != nil {
+					t.Fatalf("ParseResolutionSpec accepted %+v", *sr)
+				}
+				problemsEqual(t, serr, spec)
+				return
+			}
+			if serr != nil || sr.Kind != KindAnswer {
+				t.Fatalf("ParseResolutionSpec = %+v, %v", sr, serr)
+			}
+			if ve := (*ValidationError)(nil); !errors.As(err, &ve) || !ve.ProfileOnly() {
+				t.Errorf("ProfileOnly false: %v", err)
+			}
 		})
 	}
 }

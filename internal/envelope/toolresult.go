@@ -63,21 +63,31 @@ func locate(raw []byte) (topLevel, error) {
 }
 
 // ParseDocument reads either a bare envelope or a tool result whose top-level
-// binding_moment member holds one (envelope-04 §8.1), as the CLI does. A document is a
-// tool result exactly when it is an object with a binding_moment member; problem paths
-// then begin "$.binding_moment". A binding_moment member that occurs twice is malformed.
+// binding_moment member holds one (envelope-04 §8.1), as Parse reads a bare one: the
+// specification and the actgate profile. A document is a tool result exactly when it is an
+// object with a binding_moment member; problem paths then begin "$.binding_moment". A
+// binding_moment member that occurs twice is malformed.
 func ParseDocument(raw []byte) (*Envelope, error) {
+	return parseDocument(raw, true)
+}
+
+// ParseDocumentSpec is ParseDocument against envelope-04 alone, as ParseSpec.
+func ParseDocumentSpec(raw []byte) (*Envelope, error) {
+	return parseDocument(raw, false)
+}
+
+func parseDocument(raw []byte, profile bool) (*Envelope, error) {
 	if len(raw) > MaxDocumentBytes {
-		return Parse(raw) // reports CodeTooLarge
+		return parseAt(raw, "$", profile) // reports CodeTooLarge
 	}
 	tl, err := locate(raw)
 	if err != nil || tl.count == 0 {
-		return Parse(raw)
+		return parseAt(raw, "$", profile)
 	}
-	return parseMember(raw, tl)
+	return parseMember(raw, tl, profile)
 }
 
-func parseMember(raw []byte, tl topLevel) (*Envelope, error) {
+func parseMember(raw []byte, tl topLevel, profile bool) (*Envelope, error) {
 	path := child("$", MemberBindingMoment)
 	if tl.count > 1 {
 		ps := &problems{}
@@ -86,19 +96,20 @@ func parseMember(raw []byte, tl topLevel) (*Envelope, error) {
 	}
 	// Syntax, UTF-8 and duplicate checks of the whole document come first, so a tool
 	// result that hides a second copy of anything is not read as carrying an envelope.
-	return parseAt(tl.member, path)
+	return parseAt(tl.member, path, profile)
 }
 
 // FromToolResult detects the binding_moment member of an MCP tool result (envelope-04 §8.1)
 // and returns the validated envelope together with the fallback text: the tool result's
-// conventional payload, which a surface renders instead of a malformed envelope (§9.3,
-// §12.8). It returns
+// conventional payload, which a surface renders instead of an envelope it does not render
+// as a decision (§9.3, §12.8). It reads the member as Parse does, for a surface. It returns
 //
-//   - env, fallback, nil when the envelope is well formed;
+//   - env, fallback, nil when the envelope is well formed and within the actgate profile;
 //   - nil, fallback, ErrNoEnvelope when there is no binding_moment member (or raw is not a
 //     JSON object at all);
-//   - nil, fallback, *ValidationError when the member is present but malformed: the
-//     binding moment is discarded and never rendered as a decision.
+//   - nil, fallback, *ValidationError when the member is present but malformed, or well
+//     formed but outside the actgate profile ([ValidationError.ProfileOnly]): the binding
+//     moment is discarded and never rendered as a decision.
 func FromToolResult(raw []byte) (env *Envelope, fallbackText string, err error) {
 	if len(raw) > MaxDocumentBytes {
 		ps := &problems{}
@@ -119,7 +130,7 @@ func FromToolResult(raw []byte) (env *Envelope, fallbackText string, err error) 
 	if tl.count == 0 {
 		return nil, fallback, ErrNoEnvelope
 	}
-	env, err = parseMember(raw, tl)
+	env, err = parseMember(raw, tl, true)
 	if err != nil {
 		return nil, fallback, err
 	}

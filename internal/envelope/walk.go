@@ -25,7 +25,7 @@ func decodeCanonical(canonical []byte) (any, error) {
 }
 
 // memberCodes names the codes a walker reports for structural problems, so one walker
-// serves envelopes, resolutions and action objects.
+// serves envelopes and resolutions.
 type memberCodes struct {
 	unknown, missing, wrongType Code
 }
@@ -38,14 +38,13 @@ func resCodes() memberCodes {
 	return memberCodes{CodeResUnknownMember, CodeResMissingMember, CodeResWrongType}
 }
 
-func actCodes() memberCodes {
-	return memberCodes{CodeActUnknownMember, CodeActMissingMember, CodeActWrongType}
-}
-
-// walker checks a decoded value against a fixed grammar, collecting every problem.
+// walker checks a decoded value against a fixed grammar, collecting every problem. With
+// profile false it checks the grammar of the specification only; with profile true it also
+// applies the actgate profile (text rules, list bounds, duplicate options).
 type walker struct {
-	ps    *problems
-	codes memberCodes
+	ps      *problems
+	codes   memberCodes
+	profile bool
 }
 
 // object checks that v is an object whose member set is within required ∪ optional and
@@ -154,11 +153,15 @@ func slotText(max int) textRule {
 	return textRule{maxRunes: max, emptyCode: CodeStringEmpty, longCode: CodeStringTooLong, ctrlCode: CodeStringControl, emptyIsBad: true}
 }
 
-// text checks a slot string against rule r (actgate profile): it must hold something
-// other than white space, fit its bound, and carry no control, line-break or bidi
-// embedding/override/isolate character, so the rendered decision cannot be spoofed by a
-// string that draws its own lines or reorders its neighbours.
+// text checks a slot string against rule r of the actgate profile (nothing when the
+// walker checks the specification only): it must hold something other than white space,
+// fit its bound, and carry no control, line-break or bidi embedding/override/isolate
+// character, so the rendered decision cannot be spoofed by a string that draws its own
+// lines or reorders its neighbours.
 func (w walker) text(s, path string, r textRule) {
+	if !w.profile {
+		return
+	}
 	if r.emptyIsBad && strings.TrimSpace(s) == "" {
 		w.ps.add(r.emptyCode, path, "must not be empty")
 		return
@@ -178,9 +181,9 @@ func (w walker) text(s, path string, r textRule) {
 }
 
 // ForbiddenRune reports control characters (C0, DEL, C1), the Unicode line and paragraph
-// separators, and the bidi embedding, override and isolate controls: the runes the envelope's
-// text slots refuse (actgate profile of envelope-04 §6.3), and what every surface that prints
-// text from an envelope or the API server replaces.
+// separators, and the bidi embedding, override and isolate controls: the runes the actgate
+// profile refuses in an envelope's text slots (CodeStringControl), and what every surface
+// that prints text from an envelope or the API server replaces.
 func ForbiddenRune(c rune) bool {
 	switch {
 	case unicode.IsControl(c):

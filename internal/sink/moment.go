@@ -659,7 +659,13 @@ func problemSummary(err error) string {
 		return "The proposal is not a well-formed binding moment."
 	}
 	var b strings.Builder
-	b.WriteString("Not a well-formed binding moment:")
+	var ve *envelope.ValidationError
+	if errors.As(err, &ve) && ve.ProfileOnly() {
+		// Well formed under envelope-04; the gate does not send what breaks its profile.
+		b.WriteString("Outside the gate's binding-moment profile:")
+	} else {
+		b.WriteString("Not a well-formed binding moment:")
+	}
 	for i, p := range ps {
 		if i == 4 {
 			b.WriteString(" …")
