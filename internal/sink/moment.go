@@ -18,8 +18,8 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/action"
-	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/aeb"
+	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
