@@ -17,7 +17,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/console"
 	"github.com/actgate/actgate/internal/console/consoletest"
@@ -445,4 +449,136 @@ func (g *wysGate) startConsole() string {
 		g.t.Fatal("actgate console printed no URL")
 	}
 	return ""
+}
+
+// TestWYSIWYSKubectl is the Kubernetes surface of the same attack: a gate-authored
+// BindingMoment (as the authority service writes it, spec.calls included) whose requested call
+// pays 9999 to mallory. `kubectl actgate show`, run by the principal with her own kubeconfig and
+// the principal role of config/rbac, shows 9999 and mallory-offshore-account inside option 1
+// under "Runs (verified by actgate)". A BindingMoment whose spec.calls were swapped for a
+// harmless-looking call (by anyone who may create BindingMoments) is discarded: no decision is
+// shown and `kubectl actgate resolve --option` writes nothing.
+func TestWYSIWYSKubectl(t *testing.T) {
+	e := kube(t)
+	ns := namespace(t, e, nil)
+	pluginDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-actgate"), "./cmd/kubectl-actgate")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kubectl-actgate: %v\n%s", err, out)
+	}
+	alice, err := e.AddUser("alice-wys-" + ns + "@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "principal"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: principalRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: alice.Name}},
+	}
+	if err := e.Client.Create(kctx(t), rb); err != nil {
+		t.Fatal(err)
+	}
+
+	const dest = "https://payments-mcp.payments.svc.cluster.local"
+	capped := `{"amount":10,"to":"mallory-offshore-account"}`
+	env, err := envelope.Build(envelope.Draft{
+		Synopsis:        "Rule payments holds this send_payment call until a principal chooses which call may run.",
+		Findings:        []string{"Tool send_payment on server payments (" + dest + ")."},
+		Recommendations: []string{"Choose the requested call to let it run once as made.", "Choose an alternative to authorise that call instead."},
+		Offer:           "Ask for detail on any item.",
+		Stem:            "Which call of send_payment may run?",
+		Options: []envelope.DraftOption{
+			{Label: "Run send_payment as requested", Reasoning: "Authorises exactly the call the agent made, once.", Tool: "send_payment", Args: json.RawMessage(wysArgs)},
+			{Label: "Pay at most 10", Reasoning: "Caps the amount while the rest is checked.", Tool: "send_payment", Args: json.RawMessage(capped)},
+		},
+		RecommendedIdx: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string, firstArgs string) *v1alpha1.BindingMoment {
+		t.Helper()
+		// The escalated Act, as the authority service records it.
+		a := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+		a.Namespace, a.Name = ns, "pay-"+name
+		o0, _ := env.Option(0)
+		_, argsDigest, _ := jcs.CanonicalDigest([]byte(wysArgs), jcs.Strict)
+		a.Spec.Tool, a.Spec.Server, a.Spec.Destination = "send_payment", "payments", dest
+		a.Spec.ActionDigest, a.Spec.ArgumentsDigest = v1alpha1.Digest(o0.ActionDigest), v1alpha1.Digest(argsDigest)
+		if err := e.Client.Create(kctx(t), a); err != nil {
+			t.Fatalf("create Act: %v", err)
+		}
+		bm := &v1alpha1.BindingMoment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.BindingMomentSpec{
+				Envelope: string(env.Canonical()), EnvelopeDigest: v1alpha1.Digest(env.Digest()), Synopsis: env.Content().Synopsis,
+				Principal: alice.Name, ActRef: v1alpha1.LocalObjectReference{Name: "pay-" + name},
+				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second)),
+				Calls: []v1alpha1.BindingMomentCall{
+					{Server: "payments", Destination: dest, Tool: "send_payment", Args: firstArgs},
+					{Server: "payments", Destination: dest, Tool: "send_payment", Args: capped},
+				},
+			},
+		}
+		if err := e.Client.Create(kctx(t), bm); err != nil {
+			t.Fatalf("create BindingMoment: %v", err)
+		}
+		return bm
+	}
+	plugin := func(args ...string) (string, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := e.Command(ctx, "kubectl", append([]string{"actgate"}, args...)...)
+		for _, kv := range e.ToolEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "PATH":
+				kv = "PATH=" + pluginDir + string(os.PathListSeparator) + v
+			case "KUBECONFIG":
+				kv = "KUBECONFIG=" + alice.Kubeconfig
+			}
+			cmd.Env = append(cmd.Env, kv)
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+
+	create("pay-mallory", wysArgs)
+	out, err := plugin("show", "pay-mallory", "-n", ns)
+	if err != nil {
+		t.Fatalf("kubectl actgate show: %v\n%s", err, out)
+	}
+	wysArtifact(t, "wysiwys-kubectl-actgate-show.txt", out)
+	i := strings.Index(out, "[1] Run send_payment as requested")
+	if i < 0 {
+		t.Fatalf("option 1 not shown:\n%s", out)
+	}
+	block := out[i:]
+	block = block[:strings.Index(block, "Authorises:")]
+	for _, want := range []string{"Runs (verified by actgate): send_payment on server payments (" + dest + ")", "amount = 9999", `to = "mallory-offshore-account"`} {
+		if !strings.Contains(block, want) {
+			t.Errorf("kubectl actgate show: option 1's block lacks %q:\n%s", want, block)
+		}
+	}
+
+	// The calls swapped for a harmless-looking one: they no longer hash to the option's digest.
+	swapped := create("pay-swapped", `{"amount":10,"to":"bob"}`)
+	out, err = plugin("show", "pay-swapped", "-n", ns)
+	if err != nil || !strings.Contains(out, "BINDING MOMENT DISCARDED") || !strings.Contains(out, "BM_CALLS_MISMATCH") || strings.Contains(out, "--option") {
+		t.Fatalf("kubectl actgate show of swapped calls (%v):\n%s", err, out)
+	}
+	if out, err := plugin("resolve", "pay-swapped", "-n", ns, "--option", "1"); err == nil {
+		t.Fatalf("kubectl actgate resolve --option of swapped calls succeeded:\n%s", out)
+	}
+	got := &v1alpha1.BindingMoment{}
+	if err := e.Client.Get(kctx(t), client.ObjectKeyFromObject(swapped), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Resolution != nil {
+		t.Fatalf("a resolution was written for a moment whose calls do not match: %+v", got.Spec.Resolution)
+	}
 }
