@@ -18,3 +18,21 @@ func TestMaskArgumentsValidated(t *testing.T) {
 		t.Fatalf("a valid mask: %v", err)
 	}
 }
+
+// TestNotificationsIncludeCalls: a webhook receives the calls only when it opts in.
+func TestNotificationsIncludeCalls(t *testing.T) {
+	doc := minimal + `notifications:
+  webhooks:
+  - url: https://hooks.example/shared
+  - url: https://hooks.example/alice-dm
+    includeCalls: true
+`
+	c, err := Parse([]byte(doc), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := c.NotifierOptions()
+	if len(o.Webhooks) != 2 || o.Webhooks[0].IncludeCalls || !o.Webhooks[1].IncludeCalls {
+		t.Fatalf("webhooks %+v", o.Webhooks)
+	}
+}
