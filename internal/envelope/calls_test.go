@@ -231,3 +231,42 @@ func FuzzCallLines(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckCalls: calls from a surface's input (the moments API, a BindingMoment) are either
+// accepted, and then each unmasked one hashes to its option's digest, or refused with
+// ErrCallsMismatch; never a panic.
+func FuzzCheckCalls(f *testing.F) {
+	env, err := Build(Draft{Synopsis: "s", Findings: []string{"f"}, Recommendations: []string{"r"}, Offer: "o", Stem: "q?",
+		Options: []DraftOption{
+			{Label: "a", Reasoning: "r", Tool: "send_payment", Args: json.RawMessage(`{"amount":1}`)},
+			{Label: "b", Reasoning: "r", Tool: "send_payment", Args: json.RawMessage(`{"amount":2}`)},
+		}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(`[{"server":"p","tool":"send_payment","args":{"amount":1}},{"server":"p","tool":"send_payment","args":{"amount":2}}]`)
+	f.Add(`[{"tool":"send_payment","args":{"amount":"` + argmask.Placeholder + `"},"masked":["/amount"]},{"tool":"send_payment","args":{"amount":2}}]`)
+	f.Add(`[{"tool":"x","args":[]},{}]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		var calls []Call
+		if json.Unmarshal([]byte(raw), &calls) != nil {
+			return
+		}
+		err := CheckCalls(env, calls)
+		if err != nil {
+			if !errors.Is(err, ErrCallsMismatch) {
+				t.Fatalf("error does not wrap ErrCallsMismatch: %v", err)
+			}
+			return
+		}
+		for i, c := range calls {
+			if !c.Verified() {
+				continue
+			}
+			o, _ := env.Option(i)
+			if d, err := (Action{Tool: c.Tool, Args: c.Args}).Digest(); err != nil || d != o.ActionDigest {
+				t.Fatalf("accepted call %d hashes to %s (%v), not %s", i, d, err, o.ActionDigest)
+			}
+		}
+	})
+}
