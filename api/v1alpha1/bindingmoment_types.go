@@ -81,6 +81,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.resolution) || self.resolution.envelopeDigest == self.envelopeDigest",message="resolution.envelopeDigest must equal spec.envelopeDigest: a resolution names the envelope it resolves (envelope-04 §7.3)"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.resolution) || (has(self.resolution) && self.resolution == oldSelf.resolution)",message="resolution cannot be changed or removed once written"
+// +kubebuilder:validation:XValidation:rule="has(self.calls) == has(oldSelf.calls)",message="calls are immutable"
 type BindingMomentSpec struct {
 	// envelope is the binding_moment value (envelope-04 §4) exactly as emitted: its RFC 8785 JCS
 	// canonical bytes as a string, so sha256 over these bytes reproduces envelopeDigest
@@ -123,9 +124,58 @@ type BindingMomentSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="expiresAt is immutable"
 	ExpiresAt metav1.Time `json:"expiresAt,omitzero"`
 
+	// calls are the tool calls the envelope's options authorise, one per option in order: the
+	// calls the authority service computed each option's action_digest from. The principal's
+	// surfaces (kubectl actgate show, the console) show each beside the option's label, marked
+	// as actgate's, and refuse to show a decision when an unmasked call does not hash to its
+	// option's digest. Argument values at the rule's maskArguments pointers are masked. They
+	// carry raw tool arguments: anyone who can read this BindingMoment reads them (see
+	// docs/security.md, "What the principal sees"). Immutable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="calls are immutable"
+	Calls []BindingMomentCall `json:"calls,omitempty"`
+
 	// resolution is the principal's answer, written once by the principal (see the type comment).
 	// +optional
 	Resolution *BindingMomentResolution `json:"resolution,omitempty"`
+}
+
+// BindingMomentCall is the exact call one option of a BindingMoment's envelope authorises.
+type BindingMomentCall struct {
+	// server is the ToolPolicy spec.servers name the call goes to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Server string `json:"server,omitempty"`
+
+	// destination is the upstream the sink contacts for the call (the server's URL).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Destination string `json:"destination,omitempty"`
+
+	// tool is the tool name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Tool string `json:"tool,omitempty"`
+
+	// args is the argument object as RFC 8785 canonical JSON text, with masked values replaced
+	// by a placeholder. It is a string, not an object, so the API server does not re-encode it
+	// and the action digest stays reproducible from it.
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=65536
+	Args string `json:"args,omitempty"`
+
+	// masked lists the RFC 6901 pointers whose values args shows masked, sorted. The option's
+	// action digest binds their real values.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	Masked []string `json:"masked,omitempty"`
 }
 
 // BindingMomentResolution is a binding_moment_resolution (envelope-04 §7.3).

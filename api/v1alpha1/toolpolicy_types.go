@@ -359,6 +359,22 @@ type ToolRule struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="authorityTTL must be between 1s and 1h"
 	AuthorityTTL *metav1.Duration `json:"authorityTTL,omitempty"`
+
+	// maskArguments lists RFC 6901 JSON Pointers into a call's arguments (for example
+	// /card/number, or /items/0/iban) whose values the principal's surfaces show masked when a
+	// binding moment offers a call this rule governs. Every other argument is shown to the
+	// principal as the gate holds it, beside the agent's label ("what you see is what you
+	// authorise"). Masking changes only what is shown: the option's action digest is computed
+	// over the real values, so the authority a resolution issues still binds them. A pointer
+	// naming nothing in a call is ignored; the empty pointer (the whole object) and "-" are
+	// refused. At most 16 pointers of at most 16 tokens each.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=2
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])+)+$`
+	MaskArguments []string `json:"maskArguments,omitempty"`
 }
 
 // EvidenceRequirement is the Authorization Evidence Chain requirement of a rule

@@ -112,7 +112,8 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		consoletest.CheckInvariants(t, ctx, id, consoletest.Expect{Envelope: env,
-			Act: console.Act{Tool: "send_payment", Server: "finance", Class: "FINANCIAL", ActionDigest: digest}})
+			Act:   console.Act{Tool: "send_payment", Server: "finance", Class: "FINANCIAL", ActionDigest: digest},
+			Calls: before[id].Calls, AgentAuthored: !before[id].GateAuthored})
 		actOption[id] = -1
 		for j := range env.NumOptions() {
 			if o, _ := env.Option(j); o.ActionDigest == digest {
@@ -121,6 +122,10 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		if actOption[id] < 0 {
 			t.Fatalf("%s: no option authorises the escalated call", id)
+		}
+		// The page showed that option's call as the gate holds it: the escalated call itself.
+		if c := before[id].Calls[actOption[id]]; c.Tool != "send_payment" || string(c.Args) != argsOf(i) {
+			t.Fatalf("%s: the gate reports option %d's call as %s %s, not the escalated call", id, actOption[id], c.Tool, c.Args)
 		}
 	}
 	consoletest.Screenshot(t, ctx, "console-standalone")

@@ -60,6 +60,13 @@ type momentJSON struct {
 	// first option that needs a human); empty when no option does.
 	Class        string `json:"class,omitempty"`
 	ActionDigest string `json:"actionDigest,omitempty"`
+	// GateAuthored says the gate wrote the envelope from policy; false: the agent proposed it,
+	// and every slot of it is the agent's words.
+	GateAuthored bool `json:"gateAuthored"`
+	// Calls are the calls the options authorise, one per option in order, as the gate computed
+	// their action digests from them (arguments masked where policy says). They are the gate's
+	// record, not the agent's text: surfaces show them under "Runs (verified by actgate)".
+	Calls []envelope.Call `json:"calls"`
 }
 
 // resolveJSON is the answer to a resolution.
@@ -210,7 +217,11 @@ func (a *momentsAPI) resolve(w http.ResponseWriter, r *http.Request) {
 func toMomentJSON(m sink.Moment) momentJSON {
 	out := momentJSON{ID: m.ID, Session: m.Session, Agent: m.Agent, Server: m.Server, Tool: m.Tool, ActID: m.ActID,
 		EnvelopeDigest: m.Digest, Principals: m.Principals, Created: m.Created.UTC(), Expires: m.Expires.UTC(),
-		Resolved: m.Resolved, Resolution: m.Resolution, Class: m.Class, ActionDigest: m.ActionDigest}
+		Resolved: m.Resolved, Resolution: m.Resolution, Class: m.Class, ActionDigest: m.ActionDigest,
+		GateAuthored: m.GateAuthored, Calls: m.Calls}
+	if out.Calls == nil {
+		out.Calls = []envelope.Call{}
+	}
 	if m.Envelope != nil {
 		out.Envelope = m.Envelope.Canonical()
 	}
@@ -378,6 +389,12 @@ each rendered in full: synopsis, findings, recommendations and offer, the questi
 option, its reasoning and the action digest it authorises, the recommended option marked,
 and the escape hatches and decline (envelope-04 §9.1). Resolve one with 'actgate resolve'.
 
+Under each option, "Runs (verified by actgate)" shows the exact call it authorises as the gate
+holds it — tool, server and arguments — checked against the option's action digest: labels and
+reasoning are the agent's words, the call is what runs. Values a policy masks are shown masked
+(the digest still binds them). A call longer than the terminal bound is cut and marked
+TRUNCATED; read it whole with --json or on the web console before choosing it.
+
 The principal is authenticated by its token file in the gate's data dir
 (DATA_DIR/principals/PRINCIPAL.token).`,
 		Args: cobra.NoArgs,
@@ -427,6 +444,11 @@ func printMoment(w io.Writer, m momentJSON) error {
 	if env.Digest() != m.EnvelopeDigest {
 		return fail(exitRejected, "MOMENT_MALFORMED "+m.ID+": the envelope does not have the digest the gate reported")
 	}
+	if err := envelope.CheckCalls(env, m.Calls); err != nil {
+		// What an option runs is part of the decision: without the calls, or with calls that
+		// are not the options', no decision is shown.
+		return fail(exitRejected, "MOMENT_MALFORMED "+m.ID+": "+err.Error())
+	}
 	fmt.Fprintf(w, "MOMENT %s\n", m.ID)
 	fmt.Fprintf(w, "  agent %s, session %s", m.Agent, m.Session)
 	if m.Tool != "" {
@@ -438,7 +460,8 @@ func printMoment(w io.Writer, m momentJSON) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
-	if err := (envelope.TextRenderer{}).Render(w, env); err != nil {
+	r := envelope.TextRenderer{Calls: m.Calls, AgentAuthored: !m.GateAuthored}
+	if err := r.Render(w, env); err != nil {
 		return err
 	}
 	if !m.Resolved {
@@ -545,6 +568,10 @@ another envelope.`,
 // own; the console discards such an envelope (envelope-04 §6.2, §12.5).
 const codeMomentDigestMismatch envelope.Code = "MOMENT_DIGEST_MISMATCH"
 
+// codeMomentCallsMismatch: the calls the gate reported are missing or are not the calls the
+// options' action digests name; the console shows no decision then.
+const codeMomentCallsMismatch envelope.Code = "MOMENT_CALLS_MISMATCH"
+
 // consoleBackend is the web console's console.Backend for a running gate: the local moments
 // API, as the principal whose token the client holds. The gate authenticates every call, so
 // the console can list and resolve exactly what that principal could with 'actgate moments'
@@ -563,7 +590,8 @@ func (b consoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 	for _, m := range ms {
 		cm := console.Moment{
 			ID: m.ID, Principal: b.c.principal, Agent: m.Agent, Expires: m.Expires,
-			Act: console.Act{Name: m.ActID, Tool: m.Tool, Server: m.Server, Class: m.Class, ActionDigest: m.ActionDigest},
+			Act:           console.Act{Name: m.ActID, Tool: m.Tool, Server: m.Server, Class: m.Class, ActionDigest: m.ActionDigest},
+			AgentAuthored: !m.GateAuthored,
 		}
 		env, err := envelope.Parse(m.Envelope)
 		switch {
@@ -573,7 +601,11 @@ func (b consoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 			cm.Problems = []envelope.Problem{{Code: codeMomentDigestMismatch, Path: "envelopeDigest",
 				Message: fmt.Sprintf("the gate reported %s, but the envelope hashes to %s", m.EnvelopeDigest, env.Digest())}}
 		default:
-			cm.Envelope = env
+			if err := envelope.CheckCalls(env, m.Calls); err != nil {
+				cm.Problems = []envelope.Problem{{Code: codeMomentCallsMismatch, Path: "calls", Message: err.Error()}}
+				break
+			}
+			cm.Envelope, cm.Calls = env, m.Calls
 		}
 		if cm.Envelope == nil {
 			// The conventional payload of a moment on the local API: what the gate recorded.

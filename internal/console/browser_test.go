@@ -92,7 +92,8 @@ func TestBrowserFakeBackend(t *testing.T) {
 	for _, id := range order {
 		o, _ := envs[id].Option(0)
 		acts[id] = console.Act{Name: "act-" + id, Tool: "send_payment", Server: "payments", Class: "FINANCIAL", ActionDigest: o.ActionDigest}
-		b.moments = append(b.moments, console.Moment{ID: id, Principal: "alice", Agent: "billing-agent", Act: acts[id], Envelope: envs[id]})
+		b.moments = append(b.moments, console.Moment{ID: id, Principal: "alice", Agent: "billing-agent", Act: acts[id], Envelope: envs[id],
+			Calls: browserCalls(envs[id]), AgentAuthored: true})
 	}
 	b.moments = append(b.moments, console.Moment{ID: "bm-malformed", Principal: "alice",
 		Problems: []envelope.Problem{{Code: "BM_OPTION_COUNT", Path: "$.question.options", Message: "holds 1"}, {Code: "BM_RECOMMENDED_IDX", Path: "$.question.recommended_idx", Message: "is 3"}},
@@ -116,7 +117,7 @@ func TestBrowserFakeBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range order {
-		consoletest.CheckInvariants(t, ctx, id, consoletest.Expect{Envelope: envs[id], Act: acts[id]})
+		consoletest.CheckInvariants(t, ctx, id, consoletest.Expect{Envelope: envs[id], Act: acts[id], Calls: browserCalls(envs[id]), AgentAuthored: true})
 	}
 	consoletest.CheckFallback(t, ctx, "bm-malformed", []string{"BM_OPTION_COUNT", "BM_RECOMMENDED_IDX"}, "awaits a decision <b>now</b>.")
 
@@ -166,4 +167,14 @@ func TestBrowserFakeBackend(t *testing.T) {
 		t.Errorf("refusal shown as %+v", o)
 	}
 	consoletest.Screenshot(t, ctx, "console-fake-backend-refused")
+}
+
+// browserCalls is the calls of the options TestBrowserFakeBackend's envelopes are built from.
+func browserCalls(env *envelope.Envelope) []envelope.Call {
+	args := []string{`{"amount":"2500.00"}`, `{"amount":"2500.00","dry_run":true}`, `{"amount":"100.00"}`}
+	out := make([]envelope.Call, env.NumOptions())
+	for i := range out {
+		out[i] = envelope.Call{Server: "payments", Destination: "https://payments.example/mcp", Tool: "send_payment", Args: []byte(args[i])}
+	}
+	return out
 }

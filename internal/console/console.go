@@ -28,6 +28,14 @@ type Moment struct {
 	Act Act
 	// Envelope is the validated envelope; nil when it was discarded.
 	Envelope *envelope.Envelope
+	// Calls are the calls the envelope's options authorise, one per option in order, from the
+	// gate's or the API server's own record (never from the envelope): the page shows each
+	// under "Runs (verified by actgate)" beside the option's label. An envelope without them,
+	// or with calls that are not the options' (envelope.CheckCalls), is shown as discarded.
+	Calls []envelope.Call
+	// AgentAuthored says the agent wrote the envelope, so its slots are shown as the agent's
+	// words; false: the gate wrote it from policy.
+	AgentAuthored bool
 	// Problems lists why the envelope was discarded.
 	Problems []envelope.Problem
 	// Payload is the conventional payload shown instead of a discarded envelope.

@@ -9,8 +9,12 @@
 // option visibly distinct (a class and a "Recommended" label, not colour alone), the
 // reasoning with each option, an affordance for each hatch that is true, and a Decline
 // button — beside the facts of the act it decides (tool, server, consequence class, action
-// digest). A moment whose envelope was discarded as malformed shows its conventional payload
-// as text with a diagnostic listing the problem codes, and offers no decision (§9.3, §12.8).
+// digest). Inside each option a framed "Runs (verified by actgate)" block shows the exact call
+// the option authorises (Moment.Calls, the backend's record, checked against the option's
+// digest), whole and scrollable; an agent's labels and reasoning are marked as the agent's. A
+// moment whose envelope was discarded as malformed, or whose calls are missing or are not its
+// options' (CodeCallsMismatch), shows its conventional payload as text with a diagnostic
+// listing the problem codes, and offers no decision (§9.3, §12.8).
 //
 // Where moments come from and where a resolution goes is a Backend: the standalone gate's
 // local moments API (cmd/actgate) or BindingMoment objects read and written with the user's

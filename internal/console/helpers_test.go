@@ -116,15 +116,33 @@ func built(t testing.TB, d envelope.Draft) *envelope.Envelope {
 	if err != nil {
 		t.Fatal(err)
 	}
+	builtCalls.Store(env.Digest(), callsOf(d))
 	return env
 }
 
+// builtCalls holds, by envelope digest, the calls of every envelope built: what a gate would
+// hold for its options.
+var builtCalls sync.Map
+
+// callsOf is the calls of d's options, as a gate holding them would report them.
+func callsOf(d envelope.Draft) []envelope.Call {
+	out := make([]envelope.Call, len(d.Options))
+	for i, o := range d.Options {
+		out[i] = envelope.Call{Server: "payments", Destination: "https://payments.example/mcp", Tool: o.Tool, Args: o.Args}
+	}
+	return out
+}
+
+// wellMoment is a pending moment of env with the calls built registered for it (none for an
+// envelope built elsewhere).
 func wellMoment(id string, env *envelope.Envelope) Moment {
 	o, _ := env.Option(0)
+	calls, _ := builtCalls.Load(env.Digest())
+	cs, _ := calls.([]envelope.Call)
 	return Moment{
 		ID: id, Principal: "alice", Agent: "billing-agent", Expires: testNow.Add(time.Hour),
 		Act:      Act{Name: "act-" + id, Tool: "send_payment", Server: "payments", Class: "FINANCIAL", ActionDigest: o.ActionDigest},
-		Envelope: env,
+		Envelope: env, Calls: cs, AgentAuthored: true,
 	}
 }
 

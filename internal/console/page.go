@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"strings"
@@ -9,6 +11,10 @@ import (
 
 	"github.com/actgate/actgate/internal/envelope"
 )
+
+// CodeCallsMismatch: a moment's calls are missing or are not the calls its options' action
+// digests name (envelope.CheckCalls); the page shows a diagnostic, never a decision.
+const CodeCallsMismatch envelope.Code = "MOMENT_CALLS_MISMATCH"
 
 // pageData is what the page template renders.
 type pageData struct {
@@ -31,7 +37,9 @@ type momentView struct {
 	Expires string
 	Act     Act
 	// Well is true when the envelope is shown as a decision.
-	Well           bool
+	Well bool
+	// AgentAuthored: the slots are the agent's words, and are labelled so.
+	AgentAuthored  bool
 	EnvelopeDigest string
 	Content        envelope.Content
 	Options        []optionView
@@ -43,11 +51,45 @@ type momentView struct {
 	Payload   string
 }
 
-// optionView is one option of slot 6.
+// optionView is one option of slot 6, with the call it authorises.
 type optionView struct {
 	Idx, Number                     int
 	Label, Reasoning, ActionDigest  string
 	Recommended, AuthorisesActsCall bool
+	Call                            callView
+}
+
+// callView is the call an option authorises, as the gate holds it: every string escaped by
+// envelope.Visible, the arguments indented whole (the page scrolls them; nothing is cut).
+type callView struct {
+	Tool, Server, Destination string
+	Args                      string
+	// Masked lists the pointers whose values policy masks; Verified is true when nothing is
+	// masked and the page checked that the call hashes to the option's action digest.
+	Masked   []string
+	Verified bool
+}
+
+// callViewOf prepares c for the template.
+func callViewOf(c envelope.Call) callView {
+	v := callView{Tool: envelope.Visible(c.Tool), Server: envelope.Visible(c.Server), Destination: envelope.Visible(c.Destination),
+		Verified: c.Verified()}
+	var b bytes.Buffer
+	if err := json.Indent(&b, c.Args, "", "  "); err != nil {
+		v.Args = envelope.Visible(string(c.Args))
+	} else {
+		// The indentation's own line breaks stay; a break inside a string is already the
+		// escape \n in canonical JSON, so every other character goes through Visible.
+		lines := strings.Split(b.String(), "\n")
+		for i, l := range lines {
+			lines[i] = envelope.Visible(l)
+		}
+		v.Args = strings.Join(lines, "\n")
+	}
+	for _, p := range c.Masked {
+		v.Masked = append(v.Masked, envelope.Visible(p))
+	}
+	return v
 }
 
 // viewOf prepares m for the template at now.
@@ -63,6 +105,14 @@ func viewOf(m Moment, now time.Time) momentView {
 	if !m.Expires.IsZero() {
 		v.Expires = expiresText(m.Expires, now)
 	}
+	if m.Envelope != nil {
+		if err := envelope.CheckCalls(m.Envelope, m.Calls); err != nil {
+			// What an option runs is part of the decision: without its call shown there is
+			// no decision to offer.
+			m.Problems = []envelope.Problem{{Code: CodeCallsMismatch, Path: "calls", Message: err.Error()}}
+			m.Envelope = nil
+		}
+	}
 	if m.Envelope == nil {
 		v.Problems = make([]envelope.Problem, len(m.Problems))
 		for i, p := range m.Problems {
@@ -75,12 +125,14 @@ func viewOf(m Moment, now time.Time) momentView {
 		return v
 	}
 	v.Well = true
+	v.AgentAuthored = m.AgentAuthored
 	v.EnvelopeDigest = m.Envelope.Digest()
 	v.Content = m.Envelope.Content()
 	v.Hatches = v.Content.Question.Hatches
 	for i, o := range v.Content.Question.Options {
 		ov := optionView{Idx: i, Number: i + 1, Label: o.Label, Reasoning: o.Reasoning, ActionDigest: o.ActionDigest,
-			Recommended: i == v.Content.Question.RecommendedIdx, AuthorisesActsCall: o.ActionDigest == m.Act.ActionDigest}
+			Recommended: i == v.Content.Question.RecommendedIdx, AuthorisesActsCall: o.ActionDigest == m.Act.ActionDigest,
+			Call: callViewOf(m.Calls[i])}
 		if ov.AuthorisesActsCall {
 			v.ActOption = i + 1
 		}

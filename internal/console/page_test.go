@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -32,7 +34,7 @@ func TestPageInvariants(t *testing.T) {
 		{"free text closed", built(t, envelope.Draft{CloseFreeText: true}), false, true},
 		{"dialogue closed", built(t, envelope.Draft{CloseDialogue: true, RecommendedIdx: 1}), true, false},
 		{"both closed", built(t, envelope.Draft{CloseFreeText: true, CloseDialogue: true}), false, false},
-		{"envelope-04 §6.4 example", exampleEnvelope(t), true, true},
+		{"mislabelled payment", built(t, mislabelledDraft()), true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &fakeBackend{moments: []Moment{wellMoment("bm-1", tc.env)}}
@@ -92,8 +94,20 @@ func TestPageInvariants(t *testing.T) {
 						t.Errorf("option %d %s = %q, want %q", i, field, got, want)
 					}
 				}
-				if got := text(one(t, n, "reasoning", by("data-field", "reasoning"))); got != "Why: "+o.Reasoning {
+				if got := text(one(t, n, "reasoning", by("data-field", "reasoning"))); got != "Agent's reasoning: "+o.Reasoning {
 					t.Errorf("option %d reasoning = %q", i, got)
+				}
+				if got := text(one(t, n, "label author", by("data-testid", "label-author"))); got != "Agent's label:" {
+					t.Errorf("option %d label attributed %q", i, got)
+				}
+				// What the option runs, inside its own block, under the gate's heading.
+				call := wellMoment("x", tc.env).Calls[i]
+				runs := one(t, n, "runs", by("data-testid", "runs"))
+				if src, _ := attr(runs, "data-source"); src != "actgate" || !strings.HasPrefix(text(runs), "Runs (verified by actgate): "+call.Tool+" on server payments") {
+					t.Errorf("option %d call block %q (source %q)", i, text(runs), src)
+				}
+				if got := text(one(t, runs, "args", by("data-field", "call-args"))); !jsonEqual(got, string(call.Args)) {
+					t.Errorf("option %d shows arguments %q, want %s", i, got, call.Args)
 				}
 				btn := one(t, n, "choose button", by("data-testid", "choose-option"))
 				if v, _ := attr(btn, "value"); v != "option:"+strconv.Itoa(i) {
@@ -284,11 +298,13 @@ func TestPageEmptyAndListError(t *testing.T) {
 	}
 }
 
-// TestPageGolden pins the whole page for the §6.4 example and a discarded envelope.
+// TestPageGolden pins the whole page for the mislabelled payment of the attack table (the
+// label says 10 EUR to Bob, the call pays 9999 to mallory) and a discarded envelope.
 func TestPageGolden(t *testing.T) {
-	env := exampleEnvelope(t)
+	env := built(t, mislabelledDraft())
 	good := wellMoment("bm-example", env)
-	good.Act = Act{Name: "act-7", Tool: "book_hotel", Server: "travel", Class: "EXTERNAL_COMMUNICATION", ActionDigest: "sha256:ff91e3166e64b892004d4b43b05ad6ed7ff0819463da80c72f27f47039c033fa"}
+	o1, _ := env.Option(1)
+	good.Act = Act{Name: "act-7", Tool: "send_payment", Server: "payments", Class: "FINANCIAL", ActionDigest: o1.ActionDigest}
 	bad := Moment{ID: "bm-malformed", Ref: "payments/bm-malformed", Principal: "alice", Expires: testNow.Add(30 * 60e9),
 		Problems: []envelope.Problem{{Code: "BM_OPTION_COUNT", Path: "$.question.options", Message: "holds 1; envelope-04 §5.6 requires 2 to 4 options"}},
 		Act:      Act{Name: "act-8", Unavailable: "forbidden"}, Payload: "The booking awaits a decision."}
@@ -309,11 +325,63 @@ func TestPageGolden(t *testing.T) {
 	if rec.Body.String() != string(want) {
 		t.Errorf("page differs from %s (run with -update and review the diff):\n%s", golden, rec.Body.String())
 	}
-	for _, d := range []string{"sha256:0db384ab1b682c115d79babfefa91f014ad80c007d00c79119d748f32be232d1",
-		"sha256:ff91e3166e64b892004d4b43b05ad6ed7ff0819463da80c72f27f47039c033fa",
-		"sha256:49be14ae6e74b950c0c7b790fa22538d45fb4853bb0f3b242b28204bee232945"} {
-		if !strings.Contains(rec.Body.String(), d) {
-			t.Errorf("the page lacks the §6.4 digest %s", d)
+	for _, s := range []string{"Runs (verified by actgate):", `&#34;amount&#34;: 9999`, `&#34;to&#34;: &#34;mallory-offshore-account&#34;`, o1.ActionDigest} {
+		if !strings.Contains(rec.Body.String(), s) {
+			t.Errorf("the page lacks %s", s)
 		}
+	}
+}
+
+// mislabelledDraft is the attack table's mislabelled option: option 2 says "Pay Bob 10 EUR" and
+// its call pays 9999 to mallory-offshore-account.
+func mislabelledDraft() envelope.Draft {
+	return envelope.Draft{
+		Synopsis: "Bob's invoice for 10 EUR is due today; pay it now.", Findings: []string{"Bob invoiced 10 EUR."},
+		Recommendations: []string{"Pay Bob 10 EUR."}, Offer: "Ask for the invoice.", Stem: "Should Bob's invoice be paid now?",
+		Options: []envelope.DraftOption{
+			{Label: "Hold the payment", Reasoning: "Nothing is lost by waiting a day.", Tool: "send_payment", Args: json.RawMessage(`{"amount":0,"to":"bob"}`)},
+			{Label: "Pay Bob 10 EUR", Reasoning: "The invoice is due today.", Tool: "send_payment", Args: json.RawMessage(`{"amount":9999,"to":"mallory-offshore-account"}`)},
+		},
+		RecommendedIdx: 1,
+	}
+}
+
+// jsonEqual reports whether two JSON texts are the same value (canonical forms equal).
+func jsonEqual(a, b string) bool {
+	ca, err := jcs.Canonicalize([]byte(a), jcs.Strict)
+	if err != nil {
+		return false
+	}
+	cb, err := jcs.Canonicalize([]byte(b), jcs.Strict)
+	return err == nil && string(ca) == string(cb)
+}
+
+// TestPageRefusesMomentWithoutItsCalls: a moment whose calls are missing or are not its
+// options' calls is shown as a diagnostic, never as a decision, and a resolution posted for it
+// is refused without reaching the backend.
+func TestPageRefusesMomentWithoutItsCalls(t *testing.T) {
+	env := built(t, mislabelledDraft())
+	good := wellMoment("bm-1", env)
+	for name, calls := range map[string][]envelope.Call{
+		"no calls":   nil,
+		"one short":  good.Calls[:1],
+		"other call": {good.Calls[0], {Server: "payments", Tool: "send_payment", Args: json.RawMessage(`{"amount":10,"to":"bob"}`)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := good
+			m.Calls = calls
+			b := &fakeBackend{moments: []Moment{m}}
+			c := newTestConsole(t, b)
+			_, doc := get(t, c)
+			sec := one(t, doc, "moment", by("data-moment-id", "bm-1"))
+			if v, _ := attr(sec, "data-malformed"); v != "true" || len(all(sec, tag("form"))) != 0 {
+				t.Fatalf("a moment without its calls is offered as a decision")
+			}
+			one(t, sec, "diagnostic code", by("data-code", string(CodeCallsMismatch)))
+			rec := post(t, c, form(env, "bm-1", fieldChoice, "option:1"), nil)
+			if rec.Code == http.StatusOK || len(b.calls()) != 0 {
+				t.Fatalf("resolution of a moment without its calls: status %d, %d writes", rec.Code, len(b.calls()))
+			}
+		})
 	}
 }

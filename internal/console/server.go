@@ -368,6 +368,8 @@ func (c *Console) check(ctx context.Context, id string, res envelope.Resolution)
 		return nil, fmt.Errorf("%s is no longer pending for you (resolved, expired or removed); nothing was written", id)
 	case m.Envelope == nil:
 		return nil, fmt.Errorf("%s carries a malformed envelope, which offers no decision (envelope-04 §9.3); nothing was written", id)
+	case envelope.CheckCalls(m.Envelope, m.Calls) != nil:
+		return nil, fmt.Errorf("%s does not carry the calls its options authorise, so it offers no decision; nothing was written", id)
 	case m.Envelope.Digest() != res.EnvelopeDigest:
 		return nil, fmt.Errorf("%s now names another envelope than the page showed (envelope-04 §12.5); reload and decide again; nothing was written", id)
 	// A hatch whose slot-8 boolean is false is not offered, so it is not a resolution the

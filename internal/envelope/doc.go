@@ -30,7 +30,12 @@
 //     conventional payload when the envelope is not rendered (§9.3, §12.8).
 //   - [Envelope] is immutable once validated; [Envelope.Digest] names it (§6).
 //   - [TextRenderer] renders it for an agent-runtime hook keeping every §9.1 invariant; the
-//     [Renderer] interface leaves room for terminal and HTML renderers.
+//     [Renderer] interface leaves room for terminal and HTML renderers. For a principal's
+//     surface it also shows, under each option, the [Call] that option authorises as the gate
+//     holds it ("Runs (verified by actgate)"), after [CheckCalls] has matched every unmasked
+//     call to its option's action_digest, with the slots attributed to their author; the
+//     label is the agent's words, the call is what runs. [CallLines] bounds a call for a
+//     terminal and marks every cut.
 //   - [ParseResolution] reads the principal's answer (§7.3) and [Verify] checks it against
 //     the envelope it names; a [Registry] ([MemoryRegistry]) records one resolution per
 //     envelope with the principal who made it and refuses unknown, expired, misrouted or

@@ -49,21 +49,54 @@ func RenderToolResult(r Renderer, w io.Writer, raw []byte) error {
 // decline are lettered. Slot strings are printed whole: Render refuses an envelope outside
 // the actgate profile, so no string can draw lines of its own. An empty findings or
 // recommendations list (well formed, §5.2, §5.3) is shown as "(none)", never dropped.
-type TextRenderer struct{}
+//
+// The zero value renders the envelope alone, as the agent sees its own moment. A principal's
+// surface sets Calls: each option is then followed by a "Runs (verified by actgate):" block
+// with the exact call it authorises as the gate holds it, and the slots are attributed to
+// their author, so the agent's label can never stand in for what runs.
+type TextRenderer struct {
+	// Calls are the calls the options authorise, one per option in order (CheckCalls). When
+	// set, Render refuses calls that do not match the options and shows no decision.
+	Calls []Call
+	// AgentAuthored says the agent wrote the envelope (request_binding_moment); false means
+	// the gate wrote it from policy. It is used only with Calls.
+	AgentAuthored bool
+	// MaxCallBytes bounds each call's rendered arguments (<= 0: DefaultMaxCallBytes). A call
+	// over the bound is cut at a whole argument and marked, with the number of bytes not shown.
+	MaxCallBytes int
+}
 
 var _ Renderer = TextRenderer{}
 
 // Render implements Renderer.
-func (TextRenderer) Render(w io.Writer, env *Envelope) error {
+func (r TextRenderer) Render(w io.Writer, env *Envelope) error {
 	if env == nil {
 		return errors.New("envelope: render of a nil envelope")
 	}
 	if err := env.CheckProfile(); err != nil {
 		return err
 	}
+	principal := r.Calls != nil
+	if principal {
+		if err := CheckCalls(env, r.Calls); err != nil {
+			return err
+		}
+	}
+	label, why := "", "Why: "
+	if principal && r.AgentAuthored {
+		label, why = "Agent's label: ", "Agent's reasoning: "
+	}
 	c := env.Content()
 	b := bufio.NewWriter(w)
 	fmt.Fprintf(b, "BINDING MOMENT %s\n", env.Digest())
+	if principal {
+		if r.AgentAuthored {
+			b.WriteString("Written by the agent: the briefing, the question, each label and reasoning are its words.\n")
+		} else {
+			b.WriteString("Written by actgate from policy: the briefing and the labels are the gate's.\n")
+		}
+		b.WriteString("What each option runs is shown under \"Runs (verified by actgate)\": the call the gate holds and the digest binds.\n")
+	}
 	if c.Meta != nil && c.Meta.DecisionClass != "" {
 		fmt.Fprintf(b, "Decision class: %s\n", c.Meta.DecisionClass)
 	}
@@ -84,8 +117,11 @@ func (TextRenderer) Render(w io.Writer, env *Envelope) error {
 		if i == c.Question.RecommendedIdx {
 			mark, tag = "*", "  (recommended)"
 		}
-		fmt.Fprintf(b, "%s [%d] %s%s\n", mark, i+1, o.Label, tag)
-		fmt.Fprintf(b, "      Why: %s\n", o.Reasoning)
+		fmt.Fprintf(b, "%s [%d] %s%s%s\n", mark, i+1, label, o.Label, tag)
+		fmt.Fprintf(b, "      %s%s\n", why, o.Reasoning)
+		if principal {
+			r.writeCall(b, r.Calls[i])
+		}
 		fmt.Fprintf(b, "      Authorises: %s\n", o.ActionDigest)
 	}
 	keys := fmt.Sprintf("1-%d", len(c.Question.Options))
@@ -112,6 +148,24 @@ func writeList(b *bufio.Writer, heading string, items []string) {
 	}
 	for _, s := range items {
 		fmt.Fprintf(b, "  - %s\n", s)
+	}
+}
+
+// writeCall writes the "Runs (verified by actgate)" block of one option.
+func (r TextRenderer) writeCall(b *bufio.Writer, c Call) {
+	fmt.Fprintf(b, "      Runs (verified by actgate): %s\n", c.Where())
+	lines, omitted := CallLines(c, r.MaxCallBytes)
+	for _, l := range lines {
+		fmt.Fprintf(b, "        %s\n", l)
+	}
+	if omitted > 0 {
+		fmt.Fprintf(b, "        [TRUNCATED: about %d bytes of arguments not shown here; read the whole call on the web console or in the JSON before choosing]\n", omitted)
+	}
+	for _, p := range MaskedLines(c) {
+		fmt.Fprintf(b, "        %s = ••• masked by policy\n", p)
+	}
+	if !c.Verified() {
+		b.WriteString("        (masked values are not shown; the action digest binds their real values)\n")
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 
 // Notifications announces every pending binding moment to outgoing webhooks
 // (internal/notify): a Slack-compatible body with the synopsis, the principal(s), the tool,
-// server and class, the moment id, the expiry and a console link — never the options or any
-// tool argument (envelope-04 §8.4).
+// server and class, the moment id, the expiry and a console link — never the options, and tool
+// arguments only to a webhook with includeCalls (envelope-04 §8.4).
 type Notifications struct {
 	// ConsoleURL is the link an announcement carries: a URL template in which "{id}" is
 	// replaced by the moment id, for example "http://127.0.0.1:8788/console?moment={id}";
@@ -27,6 +27,10 @@ type Webhook struct {
 	// "Authorization: Bearer …"), read on every delivery; relative to the config file.
 	// Optional.
 	HeadersFrom string `json:"headersFrom,omitempty"`
+	// IncludeCalls adds to this webhook's announcements the exact call each option runs
+	// (tool, server, arguments; maskArguments applied). Off by default: set it only for a
+	// receiver that is the principal's own surface, never a shared channel.
+	IncludeCalls bool `json:"includeCalls,omitempty"`
 }
 
 // validateNotifications checks n and resolves its paths.
@@ -71,7 +75,7 @@ func (c *Config) NotifierOptions() (opts notify.Options, ok bool) {
 	}
 	opts.ConsoleURL = n.ConsoleURL
 	for _, w := range n.Webhooks {
-		opts.Webhooks = append(opts.Webhooks, notify.Webhook{URL: w.URL, HeadersFrom: w.HeadersFrom})
+		opts.Webhooks = append(opts.Webhooks, notify.Webhook{URL: w.URL, HeadersFrom: w.HeadersFrom, IncludeCalls: w.IncludeCalls})
 	}
 	return opts, true
 }

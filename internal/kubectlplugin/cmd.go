@@ -486,7 +486,7 @@ func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choic
 	}
 	if choice == nil {
 		tty, _ := terminalOf(p.Streams.In)
-		choice, err = runPicker(tty, p.Streams.Out, newPicker(m.Envelope, pickerHeader(in)...))
+		choice, err = runPicker(tty, p.Streams.Out, newPicker(m.Envelope, pickerLines(in)...).withCalls(m.Calls))
 		if err != nil {
 			return exitWith(ExitError, err)
 		}
@@ -497,6 +497,9 @@ func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choic
 		if err := Resolvable(m, pin, p.Now()); err != nil {
 			return exitWith(ExitRefused, err)
 		}
+	}
+	if err := CheckChoice(m, *choice); err != nil {
+		return exitWith(ExitRefused, err)
 	}
 	choice.EnvelopeDigest = m.Envelope.Digest()
 	res, err := SpecResolution(m.Envelope, *choice)
@@ -514,6 +517,15 @@ func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choic
 	}
 	fmt.Fprintf(p.Streams.Out, "bindingmoment.actgate.io/%s resolved: %s\n  envelope %s\n", m.Object.Name, Describe(m.Envelope, res), res.EnvelopeDigest)
 	return nil
+}
+
+// pickerLines is the picker's header, with the warning of a moment whose calls are not shown.
+func pickerLines(in ShowInput) []string {
+	h := pickerHeader(in)
+	if !in.Moment.CallsShown() {
+		h = append(h, "CALLS NOT SHOWN: this moment does not carry the calls its options run; no option can be chosen (decline, answer or question it).")
+	}
+	return h
 }
 
 // principalHint explains a refusal when the caller is not the principal: admission admits a

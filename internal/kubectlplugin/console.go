@@ -69,7 +69,7 @@ func (b *ConsoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 		m := OpenMoment(bm)
 		cm := console.Moment{
 			ID: bm.Name, Ref: bm.Namespace + "/" + bm.Name, Principal: bm.Spec.Principal, Expires: bm.Spec.ExpiresAt.Time,
-			Envelope: m.Envelope, Problems: m.Problems,
+			Envelope: m.Envelope, Problems: m.Problems, Calls: m.Calls,
 			Act: console.Act{Name: bm.Spec.ActRef.Name},
 		}
 		switch a := acts[bm.Spec.ActRef.Name]; {

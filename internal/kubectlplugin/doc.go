@@ -21,8 +21,12 @@
 // What is shown is what the digest names. An envelope is parsed from spec.envelope under the
 // strict profile (internal/envelope) and must reproduce spec.envelopeDigest and spec.synopsis;
 // otherwise it is discarded and shown in the fallback form with a diagnostic, never as a decision
-// (§4, §9.3, §12.8), and it cannot be resolved. Tables show the envelope's synopsis, not the
-// spec copy, and every string that did not pass the envelope profile is made terminal-safe.
+// (§4, §9.3, §12.8), and it cannot be resolved. Each option is shown with the call it runs,
+// from spec.calls, under "Runs (verified by actgate)"; calls that do not hash to the options'
+// digests discard the moment (BM_CALLS_MISMATCH), and a moment without spec.calls is shown with
+// a warning and none of its options can be chosen (ErrCallsNotShown). Tables show the envelope's
+// synopsis, not the spec copy, and every string that did not pass the envelope profile is made
+// terminal-safe.
 //
 // A resolution (§7.3) always names the envelope digest and is written to spec.resolution with a
 // JSON merge patch that carries the resourceVersion read, so two concurrent resolutions conflict

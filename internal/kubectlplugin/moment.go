@@ -19,6 +19,9 @@ const (
 	// CodeSynopsisMismatch: spec.synopsis differs from the envelope's synopsis slot; a list
 	// would show a decision other than the one the digest names.
 	CodeSynopsisMismatch envelope.Code = "BM_SYNOPSIS_MISMATCH"
+	// CodeCallsMismatch: spec.calls are not the calls the options' action digests name
+	// (envelope.CheckCalls); a surface would show one call and authorise another.
+	CodeCallsMismatch envelope.Code = "BM_CALLS_MISMATCH"
 )
 
 // Moment is a BindingMoment with its envelope opened: Envelope is nil exactly when the stored
@@ -27,6 +30,10 @@ type Moment struct {
 	Object   *v1alpha1.BindingMoment
 	Envelope *envelope.Envelope
 	Problems []envelope.Problem
+	// Calls are spec.calls, checked against the envelope's options: one per option, each
+	// unmasked call hashing to its option's action digest. Nil when the object carries none
+	// (an option of it can then not be chosen: see CallsShown).
+	Calls []envelope.Call
 }
 
 // OpenMoment parses bm's spec.envelope under the strict profile and checks that it is the
@@ -53,11 +60,27 @@ func OpenMoment(bm *v1alpha1.BindingMoment) *Moment {
 			Message: "differs from the envelope's synopsis slot",
 		})
 	}
+	if len(bm.Spec.Calls) > 0 {
+		calls := make([]envelope.Call, len(bm.Spec.Calls))
+		for i, c := range bm.Spec.Calls {
+			calls[i] = envelope.Call{Server: c.Server, Destination: c.Destination, Tool: c.Tool, Args: []byte(c.Args), Masked: c.Masked}
+		}
+		if err := envelope.CheckCalls(env, calls); err != nil {
+			m.Problems = append(m.Problems, envelope.Problem{Code: CodeCallsMismatch, Path: "spec.calls", Message: safe(err.Error())})
+		} else {
+			m.Calls = calls
+		}
+	}
 	if len(m.Problems) == 0 {
 		m.Envelope = env
 	}
 	return m
 }
+
+// CallsShown reports whether the moment carries the calls its options authorise, verified
+// against their digests, so a surface shows what each option runs. Without them an option is
+// not offered as a choice: its label is the only description, and a label is not the call.
+func (m *Moment) CallsShown() bool { return m.Calls != nil }
 
 // Well reports whether the envelope is well formed and is the one the object names.
 func (m *Moment) Well() bool { return m.Envelope != nil }

@@ -67,6 +67,9 @@ type picker struct {
 	env     *envelope.Envelope
 	content envelope.Content
 	header  []string // lines shown above the briefing (which moment, which act)
+	// calls are the calls the options run (Moment.Calls), shown under each option; nil when
+	// the moment carries none (CheckChoice then refuses an option after the picker).
+	calls []envelope.Call
 
 	mode   pickerMode
 	cursor int
@@ -79,6 +82,12 @@ type picker struct {
 // newPicker starts a picker on env; header lines are shown above the briefing.
 func newPicker(env *envelope.Envelope, header ...string) *picker {
 	return &picker{env: env, content: env.Content(), header: header}
+}
+
+// withCalls sets the calls the options run (verified by OpenMoment against their digests).
+func (p *picker) withCalls(calls []envelope.Call) *picker {
+	p.calls = calls
+	return p
 }
 
 // Key applies one key. done reports that the picker is finished: res is the chosen resolution,
@@ -209,6 +218,9 @@ func (p *picker) View() string {
 		}
 		fmt.Fprintf(&b, "%s%s [%d] %s%s\n", cursor, mark, i+1, o.Label, tag)
 		fmt.Fprintf(&b, "        Why: %s\n", o.Reasoning)
+		if i < len(p.calls) {
+			writeCallLines(&b, "        ", p.calls[i])
+		}
 		fmt.Fprintf(&b, "        Authorises: %s\n", o.ActionDigest)
 	}
 	b.WriteString("\n")
@@ -252,7 +264,13 @@ func (p *picker) describeChosen() string {
 	switch r.Kind {
 	case envelope.KindOption:
 		o, _ := p.env.Option(r.OptionIdx)
-		return fmt.Sprintf("option [%d] %q\n  authorising %s", r.OptionIdx+1, o.Label, o.ActionDigest)
+		var b strings.Builder
+		fmt.Fprintf(&b, "option [%d] %q\n", r.OptionIdx+1, o.Label)
+		if r.OptionIdx < len(p.calls) {
+			writeCallLines(&b, "  ", p.calls[r.OptionIdx])
+		}
+		fmt.Fprintf(&b, "  authorising %s", o.ActionDigest)
+		return b.String()
 	case envelope.KindAnswer:
 		return fmt.Sprintf("answer \"%s\" (authorises no action)", r.Answer)
 	case envelope.KindQuestion:
@@ -261,4 +279,20 @@ func (p *picker) describeChosen() string {
 		return "decline: answer no to the question as put (authorises no action)"
 	}
 	return string(r.Kind)
+}
+
+// writeCallLines writes the "Runs (verified by actgate)" block of one call, bounded as the
+// text renderer bounds it and marked when cut.
+func writeCallLines(b *strings.Builder, indent string, c envelope.Call) {
+	fmt.Fprintf(b, "%sRuns (verified by actgate): %s\n", indent, c.Where())
+	lines, omitted := envelope.CallLines(c, 0)
+	for _, l := range lines {
+		fmt.Fprintf(b, "%s  %s\n", indent, l)
+	}
+	if omitted > 0 {
+		fmt.Fprintf(b, "%s  [TRUNCATED: about %d bytes of arguments not shown here; read the whole call with kubectl actgate console or kubectl get -o yaml before choosing]\n", indent, omitted)
+	}
+	for _, p := range envelope.MaskedLines(c) {
+		fmt.Fprintf(b, "%s  %s = ••• masked by policy\n", indent, p)
+	}
 }

@@ -1,6 +1,7 @@
 package kubectlplugin
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -221,10 +222,13 @@ func TestPickerViewGolden(t *testing.T) {
 		{"confirm-decline", "pending", seq(r('d'))},
 		{"hatches-closed", "hatches-closed-no-act", seq(r('q'))},
 		{"four-options", "four-options", seq(r('3'))},
+		{"with-calls", "with-calls", nil},
+		{"with-calls-confirm", "with-calls", seq(enter)},
+		{"calls-not-shown", "pending", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := showInput(t, "testdata/show/"+tc.file+".yaml")
-			p := newPicker(envelopeOf(t, tc.file), pickerHeader(in)...)
+			p := newPicker(envelopeOf(t, tc.file), pickerLines(in)...).withCalls(in.Moment.Calls)
 			if done, _ := run(t, p, tc.keys); done {
 				t.Fatal("the picker finished")
 			}
@@ -265,5 +269,27 @@ func TestPickerViewInvariants(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCheckChoice: an option of a moment whose calls are not shown is refused; the
+// resolutions that authorise nothing are not, and an option of a moment with its calls is not.
+func TestCheckChoice(t *testing.T) {
+	without := showInput(t, "testdata/show/pending.yaml").Moment
+	with := showInput(t, "testdata/show/with-calls.yaml").Moment
+	if !with.CallsShown() || without.CallsShown() {
+		t.Fatalf("CallsShown: with-calls %v, pending %v", with.CallsShown(), without.CallsShown())
+	}
+	opt := envelope.Resolution{Kind: envelope.KindOption}
+	if err := CheckChoice(without, opt); !errors.Is(err, ErrCallsNotShown) {
+		t.Errorf("option without calls: %v", err)
+	}
+	for _, k := range []envelope.Kind{envelope.KindDeclined, envelope.KindQuestion, envelope.KindAnswer} {
+		if err := CheckChoice(without, envelope.Resolution{Kind: k}); err != nil {
+			t.Errorf("%s without calls: %v", k, err)
+		}
+	}
+	if err := CheckChoice(with, opt); err != nil {
+		t.Errorf("option with calls: %v", err)
 	}
 }

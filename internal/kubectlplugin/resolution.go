@@ -31,7 +31,19 @@ var (
 	ErrConflict = errors.New("the binding moment changed since it was read; nothing was written")
 	// ErrRefusedByServer: the API server refused the write (admission, RBAC or schema).
 	ErrRefusedByServer = errors.New("the API server refused the resolution")
+	// ErrCallsNotShown: an option was chosen of a moment that does not carry the calls its
+	// options authorise; nothing showed what that option runs.
+	ErrCallsNotShown = errors.New("the binding moment does not carry the calls its options authorise, so no option can be chosen from its label alone; decline, answer or question it")
 )
+
+// CheckChoice refuses an option of a moment whose calls are not shown (CallsShown); the
+// other resolutions authorise nothing and stay open.
+func CheckChoice(m *Moment, r envelope.Resolution) error {
+	if r.Kind == envelope.KindOption && !m.CallsShown() {
+		return ErrCallsNotShown
+	}
+	return nil
+}
 
 // Resolvable checks that m can be resolved at now: a well-formed envelope that is the one the
 // object names, no resolution yet, not expired, and (when pin is not empty) still the envelope

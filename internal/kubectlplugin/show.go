@@ -68,7 +68,13 @@ func Show(w io.Writer, in ShowInput) error {
 		fmt.Fprintf(b, "\nIt cannot be resolved; unresolved it expires at %s and authorizes nothing.\n", at)
 		return b.Flush()
 	}
-	if err := (envelope.TextRenderer{}).Render(b, in.Moment.Envelope); err != nil {
+	if !in.Moment.CallsShown() {
+		b.WriteString("CALLS NOT SHOWN: this BindingMoment does not carry the calls its options authorise, so what an\n" +
+			"option runs cannot be shown beside its label; no option can be chosen here (decline, answer or question it).\n\n")
+	}
+	// Gate-authored: the authority service writes every BindingMoment from policy.
+	r := envelope.TextRenderer{Calls: in.Moment.Calls}
+	if err := r.Render(b, in.Moment.Envelope); err != nil {
 		return err
 	}
 	switch status {
@@ -126,7 +132,9 @@ func writeResolveCommands(b *bufio.Writer, m *Moment) {
 	cmd := fmt.Sprintf("kubectl actgate resolve %s -n %s", safe(bm.Name), safe(bm.Namespace))
 	h := m.Envelope.Hatches()
 	fmt.Fprintf(b, "\nThe principal (%s) resolves it with one of:\n", safe(bm.Spec.Principal))
-	fmt.Fprintf(b, "  [1-%d]  %s --option N\n", m.Envelope.NumOptions(), cmd)
+	if m.CallsShown() {
+		fmt.Fprintf(b, "  [1-%d]  %s --option N\n", m.Envelope.NumOptions(), cmd)
+	}
 	if h.FreeText {
 		fmt.Fprintf(b, "  [a]    %s --answer TEXT\n", cmd)
 	}

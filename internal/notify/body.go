@@ -7,12 +7,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/sink"
 )
 
 // Moment is what an announcement may say about a pending binding moment. It has no field for
-// options, actions or tool arguments, by construction (envelope-04 §8.4: the envelope goes to
-// the principal's surface only; the announcement points there).
+// options or actions (envelope-04 §8.4: the envelope goes to the principal's surface only; the
+// announcement points there). Calls, the calls the options run, reach only a webhook with
+// IncludeCalls: Body leaves them out for every other.
 type Moment struct {
 	// ID names the moment (the standalone gate's moment id, or the BindingMoment's
 	// namespace/name in a cluster).
@@ -34,6 +36,9 @@ type Moment struct {
 	GateAuthored bool
 	// Expires is when the moment lapses unresolved (zero: not shown).
 	Expires time.Time
+	// Calls are the calls the options run, one per option (sink.MomentEvent.Calls), for
+	// webhooks with IncludeCalls only.
+	Calls []envelope.Call
 }
 
 // FromEvent is the announcement of a sink.MomentEvent.
@@ -43,6 +48,7 @@ func FromEvent(e sink.MomentEvent) Moment {
 		Principals: append([]string(nil), e.Principals...), Agent: e.Agent,
 		Server: e.Server, Tool: e.Tool, Class: string(e.Class),
 		Policy: e.Policy, Rule: e.Rule, GateAuthored: e.GateAuthored, Expires: e.Expires,
+		Calls: e.Calls,
 	}
 }
 
@@ -123,6 +129,9 @@ func Body(m Moment, link string) ([]byte, error) {
 		fields = append(fields, field("Policy", p))
 	}
 	msg.Blocks = append(msg.Blocks, block{Type: "section", BlockID: "facts", Fields: fields})
+	if len(m.Calls) > 0 {
+		msg.Blocks = append(msg.Blocks, block{Type: "section", BlockID: "calls", Text: &textObj{Type: "mrkdwn", Text: callsText(m.Calls)}})
+	}
 	if link != "" {
 		msg.Blocks = append(msg.Blocks, block{Type: "actions", BlockID: "console", Elements: []element{{
 			Type: "button", Text: &textObj{Type: "plain_text", Text: "Open in the console"}, URL: link, ActionID: "open-console",
@@ -131,6 +140,25 @@ func Body(m Moment, link string) ([]byte, error) {
 		msg.Text = truncate(fallback, maxFallback-len(link)-8) + " — " + link
 	}
 	return json.Marshal(msg)
+}
+
+// callsText is the "calls" section: what each option runs, as actgate holds it, each call
+// bounded so the section stays within Slack's limit, a cut always marked.
+func callsText(calls []envelope.Call) string {
+	var b strings.Builder
+	b.WriteString("*What each option runs (verified by actgate; the labels are in the console)*")
+	per := (maxSectionText - 200) / len(calls)
+	for i, c := range calls {
+		lines, omitted := envelope.CallLines(c, per-120)
+		fmt.Fprintf(&b, "\n[%d] %s", i+1, esc(c.Where()))
+		for _, l := range lines {
+			b.WriteString("\n    " + esc(l))
+		}
+		if omitted > 0 {
+			fmt.Fprintf(&b, "\n    [TRUNCATED: %d bytes not shown; read the whole call in the console]", omitted)
+		}
+	}
+	return truncate(b.String(), maxSectionText)
 }
 
 func field(name, value string) textObj {

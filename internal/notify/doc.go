@@ -11,8 +11,11 @@
 // the principal that a decision waits and where to make it: the synopsis (envelope-04 §5.1, text
 // written for the principal), the principal(s), the agent, the tool, server and consequence
 // class, the moment id, the envelope digest, the expiry and a link to the console. It is built
-// from Moment fields alone, which carry no options, no action, no tool arguments: a webhook
-// receiver can never resolve a moment or learn what an argument was.
+// from Moment fields alone, which carry no options and no action: a webhook receiver can never
+// resolve a moment. Tool arguments reach a webhook only when it opts in (Webhook.IncludeCalls,
+// `includeCalls: true`): it then also receives a "calls" section with the exact call each
+// option runs, as the gate holds it (policy masks applied, each call bounded and a cut marked).
+// Opt in only for a receiver that is the principal's own surface, such as a direct message.
 //
 // The queue is bounded; when it is full the announcement is dropped with a log line naming
 // the moment id and envelope digest, and counted. Counts are available from Stats and, when a

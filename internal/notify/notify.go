@@ -279,7 +279,13 @@ func (n *Notifier) Deliver(ctx context.Context, m Moment) error {
 }
 
 func (n *Notifier) deliver(ctx context.Context, m Moment) error {
+	withCalls := m
+	m.Calls = nil // announcements carry no argument values unless a webhook opts in
 	body, err := Body(m, n.link(m.ID))
+	var full []byte
+	if err == nil && len(withCalls.Calls) > 0 {
+		full, err = Body(withCalls, n.link(m.ID))
+	}
 	if err != nil {
 		n.count(ResultFailed, len(n.opts.Webhooks))
 		n.opts.Log.Error(err, "Announcement not built", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest)
@@ -287,7 +293,11 @@ func (n *Notifier) deliver(ctx context.Context, m Moment) error {
 	}
 	var errs []error
 	for i, w := range n.opts.Webhooks {
-		attempts, err := n.post(ctx, w, body)
+		b := body
+		if w.IncludeCalls && full != nil {
+			b = full
+		}
+		attempts, err := n.post(ctx, w, b)
 		if err != nil {
 			n.count(ResultFailed, 1)
 			n.opts.Log.Info("Announcement failed", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest, "webhook", i, "host", hostOf(w.URL), "attempts", attempts, "error", err.Error())

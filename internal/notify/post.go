@@ -29,6 +29,11 @@ type Webhook struct {
 	// "Authorization: Bearer …"), read for every delivery so it can be rotated in place.
 	// Blank lines and lines starting with '#' are ignored. The values are never logged.
 	HeadersFrom string
+	// IncludeCalls sends this webhook, beside the announcement, the exact call each option of
+	// the moment runs (tool, server and arguments, policy masks applied). Off by default:
+	// announcements carry no argument values. Set it only for a receiver that is the
+	// principal's own surface (a direct message to the principal, not a shared channel).
+	IncludeCalls bool
 }
 
 // Sentinel errors of a delivery; errors.Is tells a caller why a webhook did not take it.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/jcs"
 )
 
@@ -110,6 +112,7 @@ type rule struct {
 	destinations []string // origins; nil: only the server's own origin
 	provenance   []provenanceRule
 	alternatives []v1alpha1.Alternative
+	masks        []string // RFC 6901 pointers shown masked on principal surfaces
 	ttl          time.Duration
 }
 
@@ -277,6 +280,7 @@ func compileRule(ps *problems, c *Compiled, env *cel.Env, f string, in *v1alpha1
 	compileDestinations(ps, c, r, f+".destinations", in.Destinations)
 	escalates := compileProvenance(ps, r, f+".provenance", in.Provenance)
 	compileAlternatives(ps, r, f+".alternatives", in.Alternatives)
+	compileMasks(ps, r, f+".maskArguments", in.MaskArguments)
 
 	// A rule that can escalate must be able to reach a human and offer a choice
 	// (binding-moment-envelope-04 §5.6: 2-4 options, the requested call being one).
@@ -441,6 +445,29 @@ func compileProvenance(ps *problems, r *rule, f string, prov []v1alpha1.Provenan
 		r.provenance = append(r.provenance, pr)
 	}
 	return escalates
+}
+
+// compileMasks checks the rule's argument masks: RFC 6901 pointers into the arguments, each
+// naming a value below the whole object, unique, within argmask's bounds.
+func compileMasks(ps *problems, r *rule, f string, masks []string) {
+	if len(masks) > argmask.MaxPointers {
+		ps.add(f, ReasonInvalidSpec, fmt.Sprintf("at most %d pointers", argmask.MaxPointers))
+	}
+	seen := map[string]bool{}
+	for j, m := range masks {
+		ff := fmt.Sprintf("%s[%d]", f, j)
+		if _, err := argmask.Parse(m); err != nil {
+			ps.add(ff, ReasonInvalidSpec, strings.TrimPrefix(err.Error(), "argmask: "))
+			continue
+		}
+		if seen[m] {
+			ps.add(ff, ReasonInvalidSpec, "repeats an earlier pointer")
+			continue
+		}
+		seen[m] = true
+		r.masks = append(r.masks, m)
+	}
+	slices.Sort(r.masks)
 }
 
 func compileAlternatives(ps *problems, r *rule, f string, alts []v1alpha1.Alternative) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -358,6 +359,7 @@ func (c *Compiled) enforce(ctx context.Context, r Request) Decision {
 	d := Decision{Policy: c.name, Epoch: c.epoch, Class: st.class}
 	if st.rule != nil {
 		d.Rule = st.rule.name
+		d.MaskArguments = slices.Clone(st.rule.masks)
 	}
 	if failed {
 		d.Outcome, d.Code, d.Message = OutcomeDeny, code, msg

@@ -81,6 +81,10 @@ type Decision struct {
 	Evidence v1alpha1.EvidenceRequirement
 	// Alternatives are the rule's declared alternatives, set for Escalate.
 	Alternatives []v1alpha1.Alternative
+	// MaskArguments are the governing rule's RFC 6901 pointers whose values a principal's
+	// surface shows masked (spec.rules[].maskArguments), sorted; nil when none or no rule
+	// matched.
+	MaskArguments []string
 	// AuthorityTTL is how long an authority issued for this decision stays usable.
 	AuthorityTTL time.Duration
 	// Epoch is the policy epoch the decision was made under; authorities record it.

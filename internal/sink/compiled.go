@@ -25,14 +25,15 @@ func (p compiledPolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDec
 		StrictArgs:  r.StrictArgs,
 	})
 	out := PolicyDecision{
-		Outcome:      PolicyOutcome(d.Outcome),
-		Code:         d.Code,
-		Message:      d.Message,
-		Policy:       d.Policy,
-		Rule:         d.Rule,
-		Class:        d.Class,
-		AuthorityTTL: d.AuthorityTTL,
-		Epoch:        d.Epoch,
+		Outcome:       PolicyOutcome(d.Outcome),
+		Code:          d.Code,
+		Message:       d.Message,
+		Policy:        d.Policy,
+		Rule:          d.Rule,
+		Class:         d.Class,
+		AuthorityTTL:  d.AuthorityTTL,
+		Epoch:         d.Epoch,
+		MaskArguments: d.MaskArguments,
 		Evidence: Evidence{
 			Role:               string(d.Evidence.Role),
 			Principals:         d.Evidence.Principals,

@@ -211,6 +211,14 @@ type Moment struct {
 	// are "" when no option needs a human. The web console shows them beside the envelope.
 	Class        string
 	ActionDigest string
+	// GateAuthored: the gate wrote the envelope from policy; false: the agent proposed it and
+	// every slot is the agent's words.
+	GateAuthored bool
+	// Calls are the calls the envelope's options authorise, one per option in order, as the
+	// gate computed their action digests from them, with the rule's masks applied. Principal
+	// surfaces show them beside the agent's labels (envelope.TextRenderer.Calls); they carry
+	// raw arguments, so they go to principals only, never to logs or receipts.
+	Calls []envelope.Call
 }
 
 // Gate is the finality sink: policy, authority store, journal, receipt log, moments, clock and

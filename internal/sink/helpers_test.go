@@ -67,6 +67,7 @@ type tableRule struct {
 	denySources    []string // provenance sources that deny with EF_INSTRUCTION_PROVENANCE_FAILURE
 	anyDestination bool     // computer-use: the destination is the focused origin
 	ttl            time.Duration
+	masks          []string // maskArguments
 }
 
 type tablePolicy struct {
@@ -134,6 +135,7 @@ func (p *tablePolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDecis
 		}
 	}
 	d.Outcome, d.Code, d.Class, d.AuthorityTTL = rule.outcome, rule.code, rule.class, rule.ttl
+	d.MaskArguments = rule.masks
 	if rule.outcome == PolicyEscalate {
 		d.Code = ef.EFEscalationRequired
 		d.Evidence = Evidence{Role: "HumanAuthorization", Principals: rule.principals, MinPrincipals: rule.min, SeparationOfDuties: true}

@@ -19,6 +19,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/action"
 	"github.com/actgate/actgate/internal/aeb"
+	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
@@ -49,6 +50,33 @@ type momentOption struct {
 	args                      json.RawMessage // canonical, strict profile
 	argsDigest, actionDigest  string
 	needsHuman                bool // policy escalates this call: a resolution issues authority for it
+	// shown is the call as principal surfaces show it: these arguments with the governing
+	// rule's masks applied (envelope.Call, "what you see is what you authorise").
+	shown envelope.Call
+}
+
+// withShown fills o.shown from o's own canonical arguments, the ones its action digest was
+// computed from, masking the values at the rule's pointers. An error (arguments that cannot be
+// masked) leaves the option unshowable, and the moment is not offered.
+func (o momentOption) withShown(masks []string) (momentOption, error) {
+	args, masked, err := argmask.Apply(o.args, masks)
+	if err != nil {
+		return o, err
+	}
+	o.shown = envelope.Call{Server: o.server, Destination: o.destination, Tool: o.tool, Args: args, Masked: masked}
+	return o, nil
+}
+
+// calls returns the shown calls of a moment's options, in order.
+func (m *moment) calls() []envelope.Call {
+	out := make([]envelope.Call, len(m.options))
+	for i, o := range m.options {
+		c := o.shown
+		c.Args = slices.Clone(c.Args)
+		c.Masked = slices.Clone(c.Masked)
+		out[i] = c
+	}
+	return out
 }
 
 // moment is one registered binding moment.
@@ -351,9 +379,13 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	if len(ev.Principals) == 0 {
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision and policy names no principal to make it.")
 	}
-	requested := momentOption{
+	requested, err := momentOption{
 		tool: cl.c.Tool, server: cl.c.Server, destination: cl.c.Destination,
 		args: cl.cand.Arguments, argsDigest: cl.cand.ArgumentsDigest(), actionDigest: digest, needsHuman: true,
+	}.withShown(cl.dec.MaskArguments)
+	if err != nil {
+		g.log.Error(err, "escalated call cannot be shown to a principal; no binding moment", "act", cl.cand.Act.CandidateActID)
+		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; it cannot be shown to a principal.")
 	}
 	opts := []momentOption{requested}
 	draft := []envelope.DraftOption{{
@@ -455,10 +487,11 @@ func (g *gate) alternative(cl *callState, alt Alternative, have []momentOption) 
 			return momentOption{}, false
 		}
 	}
-	return momentOption{
+	o, err := momentOption{
 		tool: cl.c.Tool, server: cl.c.Server, destination: cl.c.Destination,
 		args: canon, argsDigest: jcs.Digest(canon), actionDigest: d, needsHuman: true,
-	}, true
+	}.withShown(cl.dec.MaskArguments)
+	return o, err == nil
 }
 
 func minPrincipals(ev Evidence) int {
@@ -554,8 +587,11 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		if ctx.Err() != nil {
 			return denyResult(ef.EF060, "")
 		}
-		mo := momentOption{tool: o.Tool, server: server, destination: dest, args: canon,
-			argsDigest: jcs.Digest(canon), actionDigest: digest}
+		mo, err := momentOption{tool: o.Tool, server: server, destination: dest, args: canon,
+			argsDigest: jcs.Digest(canon), actionDigest: digest}.withShown(d.MaskArguments)
+		if err != nil {
+			return momentRefused(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
+		}
 		switch d.Outcome {
 		case PolicyAllow, PolicyPermit:
 		case PolicyEscalate:
@@ -936,6 +972,7 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 			ID: m.id, Session: m.session, Agent: m.agent, ActID: m.actID, Envelope: m.env,
 			Digest: m.env.Digest(), Principals: slices.Clone(m.principals), Created: m.created,
 			Expires: m.expires, Resolved: resolved, Resolution: string(kind), Class: string(m.class),
+			GateAuthored: m.gateAuthored, Calls: m.calls(),
 		}
 		for _, o := range m.options {
 			if o.needsHuman {

@@ -5,14 +5,17 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 )
 
 // Observer is told what the gate decided, for metrics, Kubernetes Events and notifications.
 // Its methods are called synchronously on the request path once the decision is final, possibly
 // while the gate holds the moment's lock: an implementation must be fast, must never block
-// (queue slow work such as an outgoing webhook) and must not call back into the Gate. It receives identities, classes, codes and digests, never
-// argument values (the synopsis of a moment is envelope text meant for the principal).
+// (queue slow work such as an outgoing webhook) and must not call back into the Gate. It receives
+// identities, classes, codes and digests, and argument values only in MomentEvent.Calls (the
+// calls a principal authorises, for the principal's own surfaces); the synopsis of a moment is
+// envelope text meant for the principal.
 type Observer interface {
 	// CallDecided is called once for every call Handle answered.
 	CallDecided(CallEvent)
@@ -122,6 +125,10 @@ type MomentEvent struct {
 	// CalibrationNote: the envelope carries meta.calibration_note (§5.9).
 	CalibrationNote  bool
 	Created, Expires time.Time
+	// Calls are the calls the options authorise, one per option, masks applied (Moment.Calls).
+	// They carry raw arguments: an Observer passes them only to a principal's own surface and
+	// only when configured to (internal/notify's includeCalls), never to logs or metrics.
+	Calls []envelope.Call
 }
 
 // ResolutionEvent is the final resolution of a moment.
@@ -139,7 +146,7 @@ func (m *moment) event() MomentEvent {
 		Principals: append([]string(nil), m.principals...), Policy: m.policy, Rule: m.rule,
 		Class: m.class, GateAuthored: m.gateAuthored, Synopsis: c.Synopsis,
 		FreeTextHatch: m.env.Hatches().FreeText, DialogueHatch: m.env.Hatches().Dialogue,
-		Created: m.created, Expires: m.expires,
+		Created: m.created, Expires: m.expires, Calls: m.calls(),
 	}
 	if c.Meta != nil {
 		e.DecisionClass = c.Meta.DecisionClass

@@ -76,6 +76,9 @@ type PolicyDecision struct {
 	Evidence Evidence
 	// Alternatives are the rule's declared alternatives for a gate-authored binding moment.
 	Alternatives []Alternative
+	// MaskArguments are the rule's RFC 6901 pointers whose values principal surfaces show
+	// masked; the action digest still binds the real values.
+	MaskArguments []string
 	// AuthorityTTL is the lifetime of an authority issued under the rule (0 = the gate default).
 	AuthorityTTL time.Duration
 	// Epoch is the policy epoch the decision was made under; it is bound into every authority,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actgate/actgate/internal/console"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
 )
 
 // Rendered is one moment as the browser shows it, read from the live DOM. A control counts as
@@ -51,6 +52,29 @@ type RenderedOption struct {
 	Border string `json:"border"`
 	// Button: its choose button is visible.
 	Button bool `json:"button"`
+	// LabelAuthor is the visible text attributing the label ("Agent's label:"), "" when none.
+	LabelAuthor string `json:"labelAuthor"`
+	// Runs is the option's "Runs (verified by actgate)" block.
+	Runs RenderedCall `json:"runs"`
+}
+
+// RenderedCall is the call block of one option as shown.
+type RenderedCall struct {
+	// Visible: the block is laid out visibly inside the option.
+	Visible bool `json:"visible"`
+	// Source is the block's data-source ("actgate").
+	Source string `json:"source"`
+	// Heading is the visible heading text ("Runs (verified by actgate): TOOL on server ...").
+	Heading     string `json:"heading"`
+	Tool        string `json:"tool"`
+	Server      string `json:"server"`
+	Destination string `json:"destination"`
+	// Args is the argument text exactly as the page holds it (not whitespace-collapsed).
+	Args string `json:"args"`
+	// ArgsScrollable: the arguments block scrolls rather than cuts (overflow auto or scroll).
+	ArgsScrollable bool `json:"argsScrollable"`
+	// Masked is the visible masked-by-policy note, "" when none.
+	Masked string `json:"masked"`
 }
 
 // readJS collects a moment's rendering; %s is the JSON-quoted moment id.
@@ -79,7 +103,22 @@ const readJS = `(function (id) {
       return {
         idx: Number(o.dataset.optionIdx),
         label: field(o, "label"),
-        reasoning: vis(reasoning) ? t(reasoning).replace(/^Why: /, "") : "",
+        reasoning: vis(reasoning) ? t(reasoning).replace(/^(Why|Agent's reasoning): /, "") : "",
+        labelAuthor: vis(o.querySelector('[data-testid="label-author"]')) ? t(o.querySelector('[data-testid="label-author"]')) : "",
+        runs: (() => {
+          const r = o.querySelector('[data-testid="runs"]');
+          if (!r) return {visible: false};
+          const args = r.querySelector('[data-field="call-args"]');
+          const masked = r.querySelector('[data-field="call-masked"]');
+          const ov = args ? getComputedStyle(args).overflowY : "";
+          return {
+            visible: vis(r) && vis(args), source: r.dataset.source || "",
+            heading: t(r.querySelector(".runs-head")),
+            tool: field(r, "call-tool"), server: field(r, "call-server"), destination: field(r, "call-destination"),
+            args: args ? args.textContent : "", argsScrollable: ov === "auto" || ov === "scroll",
+            masked: vis(masked) ? t(masked) : "",
+          };
+        })(),
         actionDigest: field(o, "action-digest"),
         recommendedClass: o.classList.contains("recommended"),
         badge: vis(badge) ? t(badge) : "",
@@ -109,6 +148,11 @@ func Read(ctx context.Context, id string) (Rendered, error) {
 type Expect struct {
 	Envelope *envelope.Envelope
 	Act      console.Act
+	// Calls are the calls the options authorise; each must be shown in its option's block
+	// under the gate's heading, with these very arguments.
+	Calls []envelope.Call
+	// AgentAuthored: the labels must be attributed to the agent.
+	AgentAuthored bool
 }
 
 // CheckInvariants reads moment id from the page and checks every envelope-04 §9.1 invariant
@@ -170,6 +214,15 @@ func CheckInvariants(t testing.TB, ctx context.Context, id string, want Expect) 
 		if !isRec && got.Border == r.Options[rec].Border {
 			t.Errorf("%s: option %d is drawn like the recommended one (%s)", id, i, got.Border)
 		}
+		if (got.LabelAuthor == "Agent's label:") != want.AgentAuthored {
+			t.Errorf("%s: option %d label attributed %q; agent-authored is %v", id, i, got.LabelAuthor, want.AgentAuthored)
+		}
+		if i < len(want.Calls) {
+			checkCall(t, id, i, got.Runs, want.Calls[i])
+		}
+	}
+	if len(want.Calls) != len(c.Question.Options) {
+		t.Errorf("%s: Expect holds %d calls for %d options", id, len(want.Calls), len(c.Question.Options))
 	}
 	h := c.Question.Hatches
 	if (r.AnswerBox && r.AnswerSubmit) != h.FreeText || (r.AnswerBox || r.AnswerSubmit) != h.FreeText {
@@ -183,6 +236,30 @@ func CheckInvariants(t testing.TB, ctx context.Context, id string, want Expect) 
 		eq("act "+k, r.Act[k], v)
 	}
 	return r
+}
+
+// checkCall checks that option i shows call c under the gate's heading, visibly, with the
+// very arguments the gate holds (compared as canonical JSON), scrollable rather than cut.
+func checkCall(t testing.TB, id string, i int, got RenderedCall, c envelope.Call) {
+	t.Helper()
+	if !got.Visible || got.Source != "actgate" || !strings.HasPrefix(got.Heading, "Runs (verified by actgate):") {
+		t.Errorf("%s: option %d: no visible call block marked as actgate's: %+v", id, i, got)
+		return
+	}
+	if got.Tool != envelope.Visible(c.Tool) || got.Server != envelope.Visible(c.Server) || got.Destination != envelope.Visible(c.Destination) {
+		t.Errorf("%s: option %d runs %q on %q (%q), want %q on %q (%q)", id, i, got.Tool, got.Server, got.Destination, c.Tool, c.Server, c.Destination)
+	}
+	shown, err := jcs.Canonicalize([]byte(got.Args), jcs.Strict)
+	held, err2 := jcs.Canonicalize(c.Args, jcs.Strict)
+	if err != nil || err2 != nil || string(shown) != string(held) {
+		t.Errorf("%s: option %d shows the arguments %q, want %s (%v, %v)", id, i, got.Args, c.Args, err, err2)
+	}
+	if !got.ArgsScrollable {
+		t.Errorf("%s: option %d: the arguments do not scroll", id, i)
+	}
+	if (got.Masked != "") != !c.Verified() {
+		t.Errorf("%s: option %d: masked note %q; masked pointers %q", id, i, got.Masked, c.Masked)
+	}
 }
 
 // CheckFallback reads moment id and checks it is shown as a discarded envelope: the

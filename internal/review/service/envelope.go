@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/sink"
@@ -21,6 +23,15 @@ const DefaultOffer = "Ask for detail on any item."
 // arguments) as the others, the first alternative recommended. Alternatives that do not apply, or
 // repeat an option, are left out; fewer than two options is an error.
 func gateEnvelope(x *call) (*envelope.Envelope, error) {
+	d, err := gateDraft(x)
+	if err != nil {
+		return nil, err
+	}
+	return envelope.Build(d)
+}
+
+// gateDraft is the draft gateEnvelope builds: its options name the calls each authorises.
+func gateDraft(x *call) (envelope.Draft, error) {
 	tool := x.tool()
 	draft := []envelope.DraftOption{{
 		Label:     envelope.SlotText("Run "+tool+" as requested", envelope.MaxLabelRunes),
@@ -54,7 +65,7 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		})
 	}
 	if len(draft) < envelope.MinOptions {
-		return nil, errors.New("the rule declares no usable alternative")
+		return envelope.Draft{}, errors.New("the rule declares no usable alternative")
 	}
 	rule := x.d.Rule
 	if rule == "" {
@@ -70,7 +81,7 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		// declared alternatives exist to be the narrower call.
 		recommended = 1
 	}
-	return envelope.Build(envelope.Draft{
+	return envelope.Draft{
 		Synopsis: envelope.SlotText(fmt.Sprintf("Rule %s holds this %s call until a principal chooses which call may run.", rule, tool), envelope.MaxTextRunes),
 		Findings: []string{
 			envelope.SlotText(fmt.Sprintf("Tool %s on server %s (%s).", tool, x.server, x.destination), envelope.MaxTextRunes),
@@ -84,5 +95,27 @@ func gateEnvelope(x *call) (*envelope.Envelope, error) {
 		Stem:            envelope.SlotText(fmt.Sprintf("Which call of %s may run?", tool), envelope.MaxTextRunes),
 		Options:         draft,
 		RecommendedIdx:  recommended,
-	})
+	}, nil
 }
+
+// momentCalls are the calls of d's options as a BindingMoment carries them (spec.calls): the
+// server and destination of the escalated call, each option's tool and canonical arguments with
+// the rule's maskArguments applied. A call too large for the field is an error: a moment whose
+// calls cannot be shown is not offered.
+func momentCalls(x *call, d envelope.Draft) ([]v1alpha1.BindingMomentCall, error) {
+	out := make([]v1alpha1.BindingMomentCall, len(d.Options))
+	for i, o := range d.Options {
+		args, masked, err := argmask.Apply(o.Args, x.d.MaskArguments)
+		if err != nil {
+			return nil, fmt.Errorf("option %d: %w", i, err)
+		}
+		if len(args) > maxCallArgsBytes {
+			return nil, fmt.Errorf("option %d: the arguments are %d bytes; a BindingMoment shows at most %d", i, len(args), maxCallArgsBytes)
+		}
+		out[i] = v1alpha1.BindingMomentCall{Server: x.server, Destination: x.destination, Tool: o.Tool, Args: string(args), Masked: masked}
+	}
+	return out, nil
+}
+
+// maxCallArgsBytes is the bound of BindingMomentCall.args (its CRD maxLength).
+const maxCallArgsBytes = 65536

@@ -385,7 +385,17 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFEscalationRequired, review.ReasonBindingMoment,
 			"This call needs a human decision and policy names no principal who may make it."))
 	}
-	env, err := gateEnvelope(x)
+	draft, err := gateDraft(x)
+	var env *envelope.Envelope
+	var calls []v1alpha1.BindingMomentCall
+	if err == nil {
+		env, err = envelope.Build(draft)
+	}
+	if err == nil {
+		// What each option runs, for the principal's surfaces (kubectl actgate show, the
+		// console): the calls the options' digests were computed from.
+		calls, err = momentCalls(x, draft)
+	}
 	if err != nil {
 		s.log.Info("no binding moment could be built", "act", x.binding.ActID, "policy", x.d.Policy, "rule", x.d.Rule, "cause", err.Error())
 		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFEscalationRequired, review.ReasonBindingMoment,
@@ -410,6 +420,7 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 				Envelope: string(env.Canonical()), EnvelopeDigest: v1alpha1.Digest(env.Digest()),
 				Synopsis: env.Content().Synopsis, Principal: p,
 				ActRef: v1alpha1.LocalObjectReference{Name: x.obj.Name}, ExpiresAt: expires,
+				Calls: calls,
 			},
 		}
 		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -44,16 +44,34 @@ func paymentEnvelope(t *testing.T, tag string) *envelope.Envelope {
 		Stem:            "How should the payment of invoice INV-2291 proceed?",
 		Options: []envelope.DraftOption{
 			{Label: "Send the payment as requested", Reasoning: "Pays the invoice now, exactly as the agent asked.", Tool: "send_payment", Args: paymentArgs},
-			{Label: "Dry-run the payment", Reasoning: "Shows the exact effect without moving money.", Tool: "send_payment",
-				Args: json.RawMessage(`{"amount":"2500.00","currency":"EUR","dry_run":true,"invoice":"INV-2291","to":"acct-7781"}`)},
-			{Label: "Pay 100.00 now", Reasoning: "Caps the amount while the invoice is checked.", Tool: "send_payment",
-				Args: json.RawMessage(`{"amount":"100.00","currency":"EUR","invoice":"INV-2291","to":"acct-7781"}`)},
+			{Label: "Dry-run the payment", Reasoning: "Shows the exact effect without moving money.", Tool: "send_payment", Args: optionArgs[1]},
+			{Label: "Pay 100.00 now", Reasoning: "Caps the amount while the invoice is checked.", Tool: "send_payment", Args: optionArgs[2]},
 		},
 		RecommendedIdx: 1,
 		Meta:           &envelope.Meta{DecisionClass: "payment-authorization"},
 	})
 	must(t, err)
 	return env
+}
+
+// optionArgs are the arguments of paymentEnvelope's three options, in order.
+var optionArgs = []json.RawMessage{
+	paymentArgs,
+	json.RawMessage(`{"amount":"2500.00","currency":"EUR","dry_run":true,"invoice":"INV-2291","to":"acct-7781"}`),
+	json.RawMessage(`{"amount":"100.00","currency":"EUR","invoice":"INV-2291","to":"acct-7781"}`),
+}
+
+// paymentCalls are the calls of paymentEnvelope's options, as the authority service writes them
+// into spec.calls and the console shows them.
+func paymentCalls(t *testing.T) []envelope.Call {
+	t.Helper()
+	out := make([]envelope.Call, len(optionArgs))
+	for i, a := range optionArgs {
+		canon, err := jcs.Canonicalize(a, jcs.Strict)
+		must(t, err)
+		out[i] = envelope.Call{Server: "payments", Destination: "https://payments-mcp.payments.svc.cluster.local", Tool: "send_payment", Args: canon}
+	}
+	return out
 }
 
 // create makes an Act for the payment and a BindingMoment for principal deciding it, as the
@@ -83,6 +101,9 @@ func create(t *testing.T, env *envtest.Env, ns, name, principal string, e *envel
 			Synopsis: e.Content().Synopsis, Principal: principal,
 			ActRef: v1alpha1.LocalObjectReference{Name: a.Name}, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
 		},
+	}
+	for _, c := range paymentCalls(t) {
+		bm.Spec.Calls = append(bm.Spec.Calls, v1alpha1.BindingMomentCall{Server: c.Server, Destination: c.Destination, Tool: c.Tool, Args: string(c.Args)})
 	}
 	must(t, env.Client.Create(t.Context(), bm))
 	return a
@@ -146,7 +167,8 @@ func TestKubectlConsoleInChromium(t *testing.T) {
 	for _, n := range names {
 		s := acts[n].Spec
 		consoletest.CheckInvariants(t, ctx, n, consoletest.Expect{Envelope: envs[n], Act: console.Act{
-			Tool: s.Tool, Server: s.Server, Class: string(s.ConsequenceClass), ActionDigest: string(s.ActionDigest)}})
+			Tool: s.Tool, Server: s.Server, Class: string(s.ConsequenceClass), ActionDigest: string(s.ActionDigest)},
+			Calls: paymentCalls(t)})
 	}
 	consoletest.Screenshot(t, ctx, "console-kubectl")
 

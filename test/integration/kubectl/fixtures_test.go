@@ -80,9 +80,10 @@ func paymentAct(t *testing.T, ns, name string) *v1alpha1.Act {
 	}
 }
 
-// moment is a BindingMoment carrying env for principal, deciding act.
+// moment is a BindingMoment carrying env for principal, deciding act, with the calls of its
+// options (spec.calls) as the authority service writes them when env is a paymentEnvelope.
 func moment(ns, name, principal, act string, env *envelope.Envelope, expires time.Time) *v1alpha1.BindingMoment {
-	return &v1alpha1.BindingMoment{
+	bm := &v1alpha1.BindingMoment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.BindingMomentSpec{
 			Envelope: string(env.Canonical()), EnvelopeDigest: v1alpha1.Digest(env.Digest()),
@@ -90,6 +91,17 @@ func moment(ns, name, principal, act string, env *envelope.Envelope, expires tim
 			ActRef: v1alpha1.LocalObjectReference{Name: act}, ExpiresAt: metav1.NewTime(expires),
 		},
 	}
+	var calls []envelope.Call
+	for _, a := range []json.RawMessage{paymentArgs, dryRunArgs} {
+		canon, _ := jcs.Canonicalize(a, jcs.Strict)
+		calls = append(calls, envelope.Call{Server: "payments", Destination: "https://payments-mcp.payments.svc.cluster.local", Tool: "send_payment", Args: canon})
+	}
+	if envelope.CheckCalls(env, calls) == nil {
+		for _, c := range calls {
+			bm.Spec.Calls = append(bm.Spec.Calls, v1alpha1.BindingMomentCall{Server: c.Server, Destination: c.Destination, Tool: c.Tool, Args: string(c.Args)})
+		}
+	}
+	return bm
 }
 
 // grantPrincipals applies the project's own principal and act-viewer ClusterRoles
