@@ -350,8 +350,8 @@ func TestChartWebhooksMatchKustomize(t *testing.T) {
 		return out
 	}
 	fromChart, fromKustomize := collect(renderChart(t)), collect(string(kust))
-	if len(fromChart) != 6 || len(fromKustomize) != 6 {
-		t.Fatalf("webhooks: chart %d, kustomize %d, want 6 each", len(fromChart), len(fromKustomize))
+	if len(fromChart) != 8 || len(fromKustomize) != 8 {
+		t.Fatalf("webhooks: chart %d, kustomize %d, want 8 each", len(fromChart), len(fromKustomize))
 	}
 	for name, k := range fromKustomize {
 		c, ok := fromChart[name]
