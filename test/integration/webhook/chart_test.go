@@ -425,8 +425,8 @@ func TestHelmInstall(t *testing.T) {
 			}
 		}
 		fp := e.Kubectl(t, "get", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "-o", "jsonpath={.items[*].webhooks[*].failurePolicy}")
-		if f := strings.Fields(fp); len(f) != 6 || slices.ContainsFunc(f, func(s string) bool { return s != "Fail" }) {
-			t.Errorf("failure policies %q, want six Fail", fp)
+		if f := strings.Fields(fp); len(f) != 8 || slices.ContainsFunc(f, func(s string) bool { return s != "Fail" }) {
+			t.Errorf("failure policies %q, want eight Fail", fp)
 		}
 	})
 
