@@ -14,8 +14,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/webhook/inject"
 )
 
@@ -38,6 +40,10 @@ const actgateKeyDomain = "actgate.io"
 //   - labels and annotations whose key is under actgate.io/, and the annotations the status
 //     names (the scrape annotations it set).
 //
+// nor, by changing the pod's labels, change which ToolPolicies select it (GovernanceChange): the
+// authority service picks the governing policy by the calling pod's current labels, so a
+// relabelled agent would be judged by another policy than the one its sidecar was injected for.
+//
 // Everything else of the pod stays as open as Kubernetes leaves it (the agent's own images,
 // other labels and annotations, tolerations, activeDeadlineSeconds), as PodSecurity admission
 // leaves metadata-only updates alone. A pod the injector never touched (no sidecar and no
@@ -47,6 +53,9 @@ const actgateKeyDomain = "actgate.io"
 // work the same way): a group such as system:serviceaccounts:actgate-system would let every
 // workload of that namespace through.
 type PodGuard struct {
+	// Reader lists the namespace's ToolPolicies when an injected pod's labels change
+	// (SetupWithManager passes the uncached API reader).
+	Reader client.Reader
 	// ActgateUsers are the user names that may change injected parts (Config.ActgateUsers).
 	ActgateUsers []string
 	// Log is the handler's logger.
@@ -56,7 +65,7 @@ type PodGuard struct {
 var _ admission.Handler = (*PodGuard)(nil)
 
 // Handle implements admission.Handler.
-func (g *PodGuard) Handle(_ context.Context, req admission.Request) admission.Response {
+func (g *PodGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Kind.Kind != "Pod" {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("pod guard called for %s", req.Kind.Kind))
 	}
@@ -77,7 +86,27 @@ func (g *PodGuard) Handle(_ context.Context, req admission.Request) admission.Re
 	if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode old pod: %w", err))
 	}
+	if old.Namespace == "" {
+		old.Namespace = req.Namespace
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
 	d := DecidePodUpdate(old, pod, req.UserInfo.Username, g.ActgateUsers)
+	if d.Allowed && Injected(old) && !maps.Equal(old.Labels, pod.Labels) && !slices.Contains(g.ActgateUsers, req.UserInfo.Username) {
+		policies := &v1alpha1.ToolPolicyList{}
+		if err := g.Reader.List(ctx, policies, client.InNamespace(old.Namespace)); err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("actgate: list ToolPolicies in %s: %w", old.Namespace, err))
+		}
+		change, err := GovernanceChange(old, pod, policies.Items)
+		if err != nil {
+			change = err.Error() // which policies select the pod is unknown: fail closed
+		}
+		if change != "" {
+			d = PodUpdateDecision{Changes: []string{change}, Reason: fmt.Sprintf("actgate: %s: %s may not change %s of pod %s/%s by relabelling it",
+				ErrInjectedPartChanged, req.UserInfo.Username, change, old.Namespace, old.Name)}
+		}
+	}
 	if d.Allowed {
 		if len(d.Changes) == 0 {
 			return admission.Allowed("")
@@ -85,9 +114,6 @@ func (g *PodGuard) Handle(_ context.Context, req admission.Request) admission.Re
 		resp := admission.Allowed("")
 		resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "actgate changed injected parts: " + strings.Join(d.Changes, "; ")}
 		return resp
-	}
-	if old.Namespace == "" {
-		old.Namespace = req.Namespace
 	}
 	g.Log.Info("Refused pod update", "pod", klogRef(old), "user", req.UserInfo.Username, "changes", d.Changes)
 	resp := admission.Denied(d.Reason)
@@ -127,6 +153,42 @@ func DecidePodUpdate(old, pod *corev1.Pod, user string, actgate []string) PodUpd
 	}
 	return PodUpdateDecision{Changes: changes, Reason: fmt.Sprintf("actgate: %s: %s may not change %s of pod %s/%s; recreate the pod (roll its workload) to get a new sidecar",
 		ErrInjectedPartChanged, who, strings.Join(listed, ", "), old.Namespace, old.Name)}
+}
+
+// GovernanceChange names how an update of old into pod changes which of policies select the
+// pod (inject.Select on its labels), e.g. "the ToolPolicies selecting it (billing/payments →
+// billing/admin)"; "" when the same ones select it before and after. A selector that does not
+// parse is an error.
+func GovernanceChange(old, pod *corev1.Pod, policies []v1alpha1.ToolPolicy) (string, error) {
+	before, err := inject.Select(old, policies)
+	if err != nil {
+		return "", err
+	}
+	after, err := inject.Select(pod, policies)
+	if err != nil {
+		return "", err
+	}
+	names := func(ps []v1alpha1.ToolPolicy) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.Namespace + "/" + p.Name
+		}
+		return out
+	}
+	b, a := names(before), names(after)
+	if slices.Equal(b, a) {
+		return "", nil
+	}
+	show := func(n []string) string {
+		if len(n) == 0 {
+			return "none"
+		}
+		if len(n) > maxListedChanges {
+			n = append(slices.Clone(n[:maxListedChanges]), "…")
+		}
+		return strings.Join(n, ", ")
+	}
+	return fmt.Sprintf("the ToolPolicies selecting it (%s → %s)", show(b), show(a)), nil
 }
 
 // Injected reports whether the injector governs pod: it runs the sidecar or carries a readable

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/actgate/actgate/api/v1alpha1"
@@ -229,4 +231,89 @@ func TestPodGuardHandle(t *testing.T) {
 			t.Errorf("another kind was allowed: %+v", resp.Result)
 		}
 	})
+}
+
+func namedPolicy(ns, name string, sel map[string]string) v1alpha1.ToolPolicy {
+	p := toolPolicy(ns, sel)
+	p.Name = name
+	return *p
+}
+
+func TestGovernanceChange(t *testing.T) {
+	old := injectedPod(t) // labels app=agent, namespace agents
+	relabel := func(l map[string]string) *corev1.Pod {
+		p := old.DeepCopy()
+		p.Labels = l
+		return p
+	}
+	payments := namedPolicy("agents", "payments", map[string]string{"app": "agent"})
+	admin := namedPolicy("agents", "admin", map[string]string{"app": "admin"})
+	elsewhere := namedPolicy("other", "admin", map[string]string{"app": "admin"})
+	broken := namedPolicy("agents", "broken", nil)
+	broken.Spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Sometimes"}}
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		policies []v1alpha1.ToolPolicy
+		want     string // "" = no change
+		err      bool
+	}{
+		{"labels unchanged", old, []v1alpha1.ToolPolicy{payments, admin}, "", false},
+		{"a label the selectors ignore", relabel(map[string]string{"app": "agent", "team": "billing"}), []v1alpha1.ToolPolicy{payments, admin}, "", false},
+		{"into another policy", relabel(map[string]string{"app": "admin"}), []v1alpha1.ToolPolicy{payments, admin},
+			"the ToolPolicies selecting it (agents/payments → agents/admin)", false},
+		{"out of every policy", relabel(nil), []v1alpha1.ToolPolicy{payments, admin}, "(agents/payments → none)", false},
+		{"a policy of another namespace does not count", relabel(map[string]string{"app": "admin", "x": "y"}), []v1alpha1.ToolPolicy{elsewhere}, "", false},
+		{"a selector that does not parse", relabel(map[string]string{"app": "admin"}), []v1alpha1.ToolPolicy{payments, broken}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := GovernanceChange(old, tc.pod, tc.policies)
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("GovernanceChange = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The guard refuses a relabel that moves an injected pod to another ToolPolicy, unless actgate
+// does it, and fails closed when the policies cannot be read.
+func TestPodGuardRelabel(t *testing.T) {
+	payments := namedPolicy("agents", "payments", map[string]string{"app": "agent"})
+	admin := namedPolicy("agents", "admin", map[string]string{"app": "admin"})
+	g := &PodGuard{Reader: reader(t, &payments, &admin), ActgateUsers: []string{guardActgate}, Log: logr.Discard()}
+	old := injectedPod(t)
+	moved := old.DeepCopy()
+	moved.Labels = map[string]string{"app": "admin"}
+	tagged := old.DeepCopy()
+	tagged.Labels["team"] = "billing"
+	if resp := g.Handle(context.Background(), guardRequest(t, "", guardAgent, moved, old)); resp.Allowed ||
+		!strings.Contains(resp.Result.Message, "agents/payments → agents/admin") {
+		t.Fatalf("relabel into another policy: %+v", resp.Result)
+	}
+	if resp := g.Handle(context.Background(), guardRequest(t, "", guardAgent, tagged, old)); !resp.Allowed {
+		t.Fatalf("a label no selector reads: %+v", resp.Result)
+	}
+	if resp := g.Handle(context.Background(), guardRequest(t, "", guardActgate, moved, old)); !resp.Allowed {
+		t.Fatalf("actgate's relabel: %+v", resp.Result)
+	}
+	plain := tokenPod("agents", "plain", map[string]string{"app": "agent"})
+	plainMoved := plain.DeepCopy()
+	plainMoved.Labels = map[string]string{"app": "admin"}
+	if resp := g.Handle(context.Background(), guardRequest(t, "", guardAgent, plainMoved, plain)); !resp.Allowed {
+		t.Fatalf("a pod never injected: %+v", resp.Result)
+	}
+	failing := &PodGuard{Reader: failingReader{}, Log: logr.Discard()}
+	if resp := failing.Handle(context.Background(), guardRequest(t, "", guardAgent, tagged, old)); resp.Allowed || resp.Result.Code != http.StatusInternalServerError {
+		t.Fatalf("policies unreadable: %+v", resp.Result)
+	}
+}
+
+// failingReader fails every read.
+type failingReader struct{ client.Reader }
+
+func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("the API server is unreachable")
 }

@@ -116,7 +116,7 @@ func SetupWithManager(mgr manager.Manager, cfg Config, opts ...Options) error {
 		APIReader: mgr.GetAPIReader(), Now: o.Now,
 	}))
 	server.Register(PathPodGuard, &admission.Webhook{Handler: &PodGuard{
-		ActgateUsers: cfg.ActgateUsers, Log: log.WithName("podguard"),
+		Reader: mgr.GetAPIReader(), ActgateUsers: cfg.ActgateUsers, Log: log.WithName("podguard"),
 	}})
 	server.Register(PathNamespace, admission.WithValidator[*corev1.Namespace](scheme, &NamespaceGuard{
 		AdminGroups: cfg.NamespaceAdminGroups, AdminUsers: cfg.NamespaceAdminUsers,

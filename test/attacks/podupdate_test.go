@@ -26,7 +26,8 @@ const actgateManager = "system:serviceaccount:actgate-system:actgate-manager"
 // TestPodUpdateSidecarSwap: an agent whose service account may patch (and resize, and add
 // ephemeral containers to) its own pod tries, after admission, to swap the sidecar's image,
 // rewrite the actgate annotations the trust anchors once came from, change the sidecar's
-// resources or environment, or mount the sidecar's journal from an ephemeral container. The
+// resources or environment, mount the sidecar's journal from an ephemeral container, or relabel
+// the pod so that a laxer ToolPolicy governs it. The
 // API server refuses each, the stored pod keeps its sidecar, and what the sidecar trusts (its
 // public key and CA, resolved from the stored pod as the kubelet would) stays the authority's.
 // actgate's own identity may still update, and a pod actgate does not govern is left to its
@@ -121,6 +122,25 @@ func TestPodUpdateSidecarSwap(t *testing.T) {
 		forbidden(t, "ephemeral container mounting the journal", err, "may not mount "+inject.VolumeJournal)
 		if got := storedPod(t, e, ns, name); len(got.Spec.EphemeralContainers) != 0 {
 			t.Fatalf("ephemeral containers %v", got.Spec.EphemeralContainers)
+		}
+	})
+
+	t.Run("agent relabels its pod into another ToolPolicy", func(t *testing.T) {
+		// The authority picks the governing policy by the caller's current labels.
+		lax := governedPolicy(ns)
+		lax.Name, lax.Spec.PodSelector.MatchLabels = "lax", map[string]string{"app": "lax-agent"}
+		lax.Spec.Rules[0].Tools = []string{"*"}
+		if err := e.Client.Create(kctx(t), lax); err != nil {
+			t.Fatal(err)
+		}
+		forbidden(t, "relabel into the lax policy", agentSA.Client.Patch(kctx(t), target(), merge(`{"metadata":{"labels":{"app":"lax-agent"}}}`)),
+			"only actgate may change", ns+"/payments → "+ns+"/lax")
+		if got := storedPod(t, e, ns, name); got.Labels["app"] != "billing-agent" {
+			t.Fatalf("labels %v", got.Labels)
+		}
+		// A label no policy reads stays the owner's.
+		if err := agentSA.Client.Patch(kctx(t), target(), merge(`{"metadata":{"labels":{"team":"billing"}}}`)); err != nil {
+			t.Fatalf("an unrelated label: %v", err)
 		}
 	})
 
