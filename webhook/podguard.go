@@ -94,6 +94,9 @@ func (g *PodGuard) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	d := DecidePodUpdate(old, pod, req.UserInfo.Username, g.ActgateUsers)
 	if d.Allowed && Injected(old) && !maps.Equal(old.Labels, pod.Labels) && !slices.Contains(g.ActgateUsers, req.UserInfo.Username) {
+		if g.Reader == nil {
+			return admission.Errored(http.StatusInternalServerError, errors.New("actgate: pod guard has no reader for ToolPolicies"))
+		}
 		policies := &v1alpha1.ToolPolicyList{}
 		if err := g.Reader.List(ctx, policies, client.InNamespace(old.Namespace)); err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("actgate: list ToolPolicies in %s: %w", old.Namespace, err))
@@ -112,12 +115,12 @@ func (g *PodGuard) Handle(ctx context.Context, req admission.Request) admission.
 			return admission.Allowed("")
 		}
 		resp := admission.Allowed("")
-		resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "actgate changed injected parts: " + strings.Join(d.Changes, "; ")}
+		resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "actgate changed injected parts: " + strings.Join(bounded(d.Changes), "; ")}
 		return resp
 	}
-	g.Log.Info("Refused pod update", "pod", klogRef(old), "user", req.UserInfo.Username, "changes", d.Changes)
+	g.Log.Info("Refused pod update", "pod", klogRef(old), "user", req.UserInfo.Username, "changes", bounded(d.Changes))
 	resp := admission.Denied(d.Reason)
-	resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "denied: " + strings.Join(d.Changes, "; ")}
+	resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "denied: " + strings.Join(bounded(d.Changes), "; ")}
 	return resp
 }
 
@@ -143,10 +146,7 @@ func DecidePodUpdate(old, pod *corev1.Pod, user string, actgate []string) PodUpd
 	if len(changes) == 0 || slices.Contains(actgate, user) {
 		return PodUpdateDecision{Allowed: true, Changes: changes}
 	}
-	listed := changes
-	if len(listed) > maxListedChanges {
-		listed = append(slices.Clone(listed[:maxListedChanges]), fmt.Sprintf("and %d more", len(changes)-maxListedChanges))
-	}
+	listed := bounded(changes)
 	who := user
 	if who == "" {
 		who = "an anonymous user"
@@ -189,6 +189,15 @@ func GovernanceChange(old, pod *corev1.Pod, policies []v1alpha1.ToolPolicy) (str
 		return strings.Join(n, ", ")
 	}
 	return fmt.Sprintf("the ToolPolicies selecting it (%s → %s)", show(b), show(a)), nil
+}
+
+// bounded is changes cut to maxListedChanges, with a count of the rest: the keys come from the
+// update, so how many a message, log line or audit annotation names is bounded.
+func bounded(changes []string) []string {
+	if len(changes) <= maxListedChanges {
+		return changes
+	}
+	return append(slices.Clone(changes[:maxListedChanges]), fmt.Sprintf("and %d more", len(changes)-maxListedChanges))
 }
 
 // Injected reports whether the injector governs pod: it runs the sidecar or carries a readable
