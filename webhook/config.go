@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -53,6 +54,13 @@ type Config struct {
 	// NamespaceAdminUsers may do the same, by user name (e.g. the GitOps controller's service
 	// account).
 	NamespaceAdminUsers []string `json:"namespaceAdminUsers,omitempty"`
+	// ActgateUsers are the user names of actgate's own components (the chart: the manager's
+	// service account, system:serviceaccount:<namespace>:actgate-manager), the only users that
+	// may change what the injector added to a running pod: the sidecar and other injected
+	// containers, the injected volumes, actgate.io/ labels and annotations (PodGuard). Matched
+	// by user name only, never by group. Empty: nobody may (a pod gets a new sidecar by being
+	// recreated).
+	ActgateUsers []string `json:"actgateUsers,omitempty"`
 	// Server is where the webhook server listens.
 	Server ServerConfig `json:"server,omitempty"`
 	// Certs says who provides its certificate.
@@ -133,6 +141,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	if err := c.Injection.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, u := range c.ActgateUsers {
+		if u == "" || strings.HasPrefix(u, "system:serviceaccounts") || u == "system:anonymous" {
+			errs = append(errs, fmt.Errorf("actgateUsers %q is not one user's name", u))
+		}
 	}
 	if c.Server.Port < 1 || c.Server.Port > 65535 {
 		errs = append(errs, fmt.Errorf("server.port %d is not a TCP port", c.Server.Port))

@@ -11,6 +11,10 @@
 //     Event when it skips a pod, refuses a pod it cannot govern, a pod that holds a governed
 //     credential without being governed, and an ephemeral container that would reach the
 //     sidecar or a credential (docs/architecture.md "Anti-bypass").
+//   - PodGuard (validating, pods and pods/resize UPDATE): on a pod the injector governs, only
+//     Config.ActgateUsers may change the injected containers (a pod patch can change a
+//     container's image), the injected volumes, actgate.io/ labels and annotations, or relabel
+//     the pod into other ToolPolicies (DecidePodUpdate, GovernanceChange).
 //   - ToolPolicyValidator (admission.Validator[*v1alpha1.ToolPolicy]): the spec compiles
 //     (internal/policy.Compile: CEL, globs, references inside the spec); missing Secrets, an
 //     ungoverned namespace and server names shared with another policy are warnings.

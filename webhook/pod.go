@@ -129,9 +129,9 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 	return resp
 }
 
-// ephemeral refuses ephemeral containers that mount a credential or the sidecar's volumes,
-// refer to a credential Secret, or target the sidecar (sharing its process namespace would
-// expose its files).
+// ephemeral refuses ephemeral containers that mount a credential or a volume the injector added
+// (InjectedVolumes), refer to a credential Secret, or target the sidecar (sharing its process
+// namespace would expose its files through /proc/<pid>/root).
 func (h *PodInjector) ephemeral(ctx context.Context, req admission.Request) admission.Response {
 	pod, old := &corev1.Pod{}, &corev1.Pod{}
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
@@ -154,12 +154,15 @@ func (h *PodInjector) ephemeral(ctx context.Context, req admission.Request) admi
 	if err := h.Reader.List(ctx, policies, client.InNamespace(req.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("actgate: list ToolPolicies in %s: %w", req.Namespace, err))
 	}
+	injected := InjectedVolumes(old)
 	for _, c := range added.Spec.EphemeralContainers {
 		if c.TargetContainerName == inject.SidecarName {
 			return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not target %s: it would share the sidecar's processes and credentials", c.Name, inject.SidecarName))
 		}
 		for _, m := range c.VolumeMounts {
-			if m.Name == inject.VolumeToken || m.Name == inject.VolumeCredentials {
+			// The token and credentials, and the journal (its receipt-signing key and the
+			// dispatch records the sidecar's exactly-once rests on).
+			if injected[m.Name] {
 				return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not mount %s: only the sidecar holds it", c.Name, m.Name))
 			}
 		}

@@ -159,6 +159,8 @@ func TestPodInjectorEphemeral(t *testing.T) {
 		{"targets the sidecar", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: debug.EphemeralContainerCommon, TargetContainerName: inject.SidecarName}), false},
 		{"mounts the token", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "d", Image: "b",
 			VolumeMounts: []corev1.VolumeMount{{Name: inject.VolumeToken, MountPath: "/t"}}}}), false},
+		{"mounts the journal", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "d", Image: "b",
+			VolumeMounts: []corev1.VolumeMount{{Name: inject.VolumeJournal, MountPath: "/j"}}}}), false},
 		{"envFrom the credential Secret", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "d", Image: "b",
 			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}), false},
 		{"an existing container is not judged again", withOld, withOld, true},

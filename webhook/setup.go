@@ -23,6 +23,7 @@ const (
 	PathToolPolicy    = "/validate-actgate-io-v1alpha1-toolpolicy"
 	PathBindingMoment = "/validate-actgate-io-v1alpha1-bindingmoment"
 	PathNamespace     = "/validate-v1-namespace"
+	PathPodGuard      = "/validate-v1-pod"
 )
 
 // The webhook configurations, as controller-gen markers (make manifests writes
@@ -39,6 +40,12 @@ const (
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=optin.pods.inject.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10
 // Ephemeral containers (kubectl debug) everywhere but exempt namespaces:
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods/ephemeralcontainers,verbs=update,versions=v1,name=ephemeral.pods.inject.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,timeoutSeconds=10
+//
+// Updates of pods (and their in-place resize) in governed namespaces and of opted-in pods: only
+// actgate changes what the injector added (PodGuard). Selected like the injection webhooks; the
+// opt-in one's objectSelector matches the old or the new pod, so removing the label is seen:
+// +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods;pods/resize,verbs=update,versions=v1,name=pods.guard.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods;pods/resize,verbs=update,versions=v1,name=optin.pods.guard.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,timeoutSeconds=10
 //
 // +kubebuilder:webhook:path=/validate-actgate-io-v1alpha1-toolpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=actgate.io,resources=toolpolicies,verbs=create;update,versions=v1alpha1,name=toolpolicies.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-actgate-io-v1alpha1-bindingmoment,mutating=false,failurePolicy=fail,sideEffects=None,groups=actgate.io,resources=bindingmoments;bindingmoments/status,verbs=create;update,versions=v1alpha1,name=bindingmoments.actgate.io,serviceName=actgate-webhook-service,serviceNamespace=actgate-system,admissionReviewVersions=v1,timeoutSeconds=10
@@ -108,6 +115,9 @@ func SetupWithManager(mgr manager.Manager, cfg Config, opts ...Options) error {
 	server.Register(PathBindingMoment, admission.WithValidator[*v1alpha1.BindingMoment](scheme, &BindingMomentValidator{
 		APIReader: mgr.GetAPIReader(), Now: o.Now,
 	}))
+	server.Register(PathPodGuard, &admission.Webhook{Handler: &PodGuard{
+		Reader: mgr.GetAPIReader(), ActgateUsers: cfg.ActgateUsers, Log: log.WithName("podguard"),
+	}})
 	server.Register(PathNamespace, admission.WithValidator[*corev1.Namespace](scheme, &NamespaceGuard{
 		AdminGroups: cfg.NamespaceAdminGroups, AdminUsers: cfg.NamespaceAdminUsers,
 	}))

@@ -13,9 +13,15 @@ import (
 // believe the authority service.
 var ErrTrust = errors.New("webhook: authority trust material")
 
+// MaxTrustBytes bounds the CA bundle and the public keys, each as the sidecar receives it: the
+// value of one environment variable (ACTGATE_AUTHORITY_CA, ACTGATE_AUTHORITY_PUBLIC_KEY), which
+// Linux caps at 128 KiB per string.
+const MaxTrustBytes = 64 << 10
+
 // AuthorityTrust names the files the injector reads, for every pod, to give the sidecar the
-// authority service's CA bundle and the public key(s) verifying its authorities (see
-// inject.AnnotationAuthorityCA). Both are optional; the chart sets both.
+// authority service's CA bundle and the public key(s) verifying its authorities, as the
+// sidecar container's environment (see inject.Config.AuthorityCA). Both are optional; the
+// chart sets both.
 type AuthorityTrust struct {
 	// CAFile is a PEM bundle of CERTIFICATE blocks: the CA of the authority's serving
 	// certificate (the chart: ca.crt of the webhook certificate Secret, which also covers the
@@ -47,6 +53,9 @@ func (a AuthorityTrust) load() (ca, publicKeys string, err error) {
 		if publicKeys, err = PublicKeysPEM(raw); err != nil {
 			return "", "", fmt.Errorf("%w: public key file %s: %w", ErrTrust, a.PublicKeyFile, err)
 		}
+	}
+	if len(ca) > MaxTrustBytes || len(publicKeys) > MaxTrustBytes {
+		return "", "", fmt.Errorf("%w: the CA bundle (%d bytes) or public keys (%d bytes) exceed %d bytes, more than a sidecar's environment can carry", ErrTrust, len(ca), len(publicKeys), MaxTrustBytes)
 	}
 	return ca, publicKeys, nil
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,9 +91,34 @@ func TestPodInjectorTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{inject.AnnotationAuthorityCA, inject.AnnotationAuthorityPublicKey, "BEGIN PUBLIC KEY", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE"} {
+	for _, want := range []string{"ACTGATE_AUTHORITY_CA", "BEGIN CERTIFICATE", "BEGIN PUBLIC KEY", "ACTGATE_AUTHORITY_PUBLIC_KEY"} {
 		if !strings.Contains(string(patch), strings.ReplaceAll(want, "/", "~1")) && !strings.Contains(string(patch), want) {
 			t.Errorf("patch lacks %s", want)
 		}
+	}
+}
+
+// Anchors larger than an environment variable can carry refuse the pod (fail closed) rather
+// than give the sidecar a value the kubelet could not start it with.
+func TestAuthorityTrustBounded(t *testing.T) {
+	dir := t.TempDir()
+	cert := read(t, "testdata/authority-ca.pem")
+	big := filepath.Join(dir, "big.pem")
+	if err := os.WriteFile(big, []byte(strings.Repeat(cert, MaxTrustBytes/len(cert)+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (AuthorityTrust{CAFile: big}).load(); !errors.Is(err, ErrTrust) || !strings.Contains(err.Error(), "exceed") {
+		t.Fatalf("oversized CA bundle: %v", err)
+	}
+	// A certificate gives a public key of about a third of its size.
+	keys := filepath.Join(dir, "keys.pem")
+	if err := os.WriteFile(keys, []byte(strings.Repeat(cert, 4*MaxTrustBytes/len(cert))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (AuthorityTrust{PublicKeyFile: keys}).load(); !errors.Is(err, ErrTrust) || !strings.Contains(err.Error(), "exceed") {
+		t.Fatalf("oversized public keys: %v", err)
+	}
+	if ca, pub, err := (AuthorityTrust{CAFile: "testdata/authority-ca.pem", PublicKeyFile: "testdata/authority-ca.pem"}).load(); err != nil || ca == "" || pub == "" {
+		t.Fatalf("the test anchors: %v", err)
 	}
 }

@@ -30,8 +30,10 @@ const (
 	envListen          = "ACTGATE_LISTEN"
 	envAuthorityURL    = "ACTGATE_AUTHORITY_URL"
 	envAuthorityCA     = "ACTGATE_AUTHORITY_CA_FILE"
+	envAuthorityCAPEM  = "ACTGATE_AUTHORITY_CA"
 	envTokenFile       = "ACTGATE_AUTHORITY_TOKEN_FILE"
 	envPublicKey       = "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE"
+	envPublicKeyPEM    = "ACTGATE_AUTHORITY_PUBLIC_KEY"
 	envNamespace       = "ACTGATE_POD_NAMESPACE"
 	envServiceAccount  = "ACTGATE_SERVICE_ACCOUNT"
 	envSinkID          = "ACTGATE_SINK_ID"
@@ -51,6 +53,7 @@ const (
 // sidecarOptions are the flags of `actgate sidecar`.
 type sidecarOptions struct {
 	listen, authorityURL, authorityCA, tokenFile, publicKey string
+	authorityCAPEM, publicKeyPEM                            string
 	namespace, serviceAccount, sinkID, principal            string
 	servers, serverURLs, credentialFiles                    []string
 	credentialsDir, upstreamCA, journalDir                  string
@@ -76,7 +79,11 @@ once with the credential only this container holds. Any error, timeout or undeco
 of the service is a deny; the upstream is never contacted then.
 
 Every flag can come from the environment (the variable is named in the flag's help); a flag
-given on the command line wins. Servers are name=URL pairs where URL is the governing
+given on the command line wins. The authority's public key and CA come inline (PEM text in
+$ACTGATE_AUTHORITY_PUBLIC_KEY and $ACTGATE_AUTHORITY_CA, as the injector gives them: a
+container's environment cannot change after the pod is created) or from files, never both;
+without a public key, or with a garbled anchor, the sidecar does not start (SIDECAR_CONFIG
+... authority trust anchor) and so forwards nothing. Servers are name=URL pairs where URL is the governing
 ToolPolicy's spec.servers[].url; every name in ACTGATE_SERVERS needs one. A server's
 credential is --credential-file name=PATH, else <credentials-dir>/<name>/credential when that
 file exists.
@@ -144,8 +151,10 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.listen, "listen", envOr(envListen, defaultListen), "loopback address to listen on, 127.0.0.1:PORT or [::1]:PORT ($"+envListen+")")
 	f.StringVar(&o.authorityURL, "authority-url", os.Getenv(envAuthorityURL), "the authority service's https URL ($"+envAuthorityURL+")")
 	f.StringVar(&o.authorityCA, "authority-ca-file", os.Getenv(envAuthorityCA), "PEM CA bundle of the authority service (default: system roots) ($"+envAuthorityCA+")")
+	f.StringVar(&o.authorityCAPEM, "authority-ca", os.Getenv(envAuthorityCAPEM), "the authority service's CA bundle as PEM text, instead of --authority-ca-file; the injector sets it ($"+envAuthorityCAPEM+")")
 	f.StringVar(&o.tokenFile, "token-file", envOr(envTokenFile, defaultTokenFile), "projected service-account token presented to the service, read on every call ($"+envTokenFile+")")
 	f.StringVar(&o.publicKey, "authority-public-key-file", os.Getenv(envPublicKey), "PEM PUBLIC KEY block(s) of the service's authority-signing key ($"+envPublicKey+")")
+	f.StringVar(&o.publicKeyPEM, "authority-public-key", os.Getenv(envPublicKeyPEM), "the service's authority-signing public key(s) as PEM text, instead of --authority-public-key-file; the injector sets it ($"+envPublicKeyPEM+")")
 	f.StringVar(&o.namespace, "namespace", os.Getenv(envNamespace), "the pod's namespace ($"+envNamespace+")")
 	f.StringVar(&o.serviceAccount, "service-account", os.Getenv(envServiceAccount), "the pod's service account; the agent is system:serviceaccount:NAMESPACE:NAME ($"+envServiceAccount+")")
 	f.StringVar(&o.sinkID, "sink-id", os.Getenv(envSinkID), "the governing ToolPolicy's spec.sink.id ($"+envSinkID+")")
@@ -231,8 +240,8 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 	}
 	sort.Strings(names)
 	cfg := sidecar.Config{
-		Listen: o.listen, AuthorityURL: o.authorityURL, AuthorityCAFile: o.authorityCA, TokenFile: o.tokenFile,
-		PublicKeyFile: o.publicKey, Namespace: o.namespace, Agent: "system:serviceaccount:" + o.namespace + ":" + o.serviceAccount,
+		Listen: o.listen, AuthorityURL: o.authorityURL, AuthorityCA: o.authorityCAPEM, AuthorityCAFile: o.authorityCA, TokenFile: o.tokenFile,
+		PublicKey: o.publicKeyPEM, PublicKeyFile: o.publicKey, Namespace: o.namespace, Agent: "system:serviceaccount:" + o.namespace + ":" + o.serviceAccount,
 		SinkID: o.sinkID, Principal: o.principal, UpstreamCAFile: o.upstreamCA, JournalDir: o.journalDir,
 		CallTimeout: o.callTimeout, ReviewTimeout: o.reviewTimeout, Log: newLogger(s.err, o.verbose).WithName("sidecar"),
 	}

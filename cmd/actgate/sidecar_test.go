@@ -36,7 +36,13 @@ func TestSidecarRefusesBadConfiguration(t *testing.T) {
 		{"no identity", nil, []string{"sidecar", "--server", "p=https://p.example/mcp"}, exitUsage, []string{"USAGE --namespace and --service-account are required"}},
 		{"listen on all interfaces", nil, append(base, "--server", "payments=https://p.example/mcp", "--listen", "0.0.0.0:15080"),
 			exitRejected, []string{"SIDECAR_CONFIG", "loopback"}},
-		{"no public key", nil, append(base, "--server", "payments=https://p.example/mcp"), exitRejected, []string{"SIDECAR_CONFIG public key file is required"}},
+		{"no public key", nil, append(base, "--server", "payments=https://p.example/mcp"), exitRejected,
+			[]string{"SIDECAR_CONFIG sidecar: authority trust anchor: the authority's public key is required"}},
+		{"garbled injected public key", map[string]string{envPublicKeyPEM: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"},
+			append(base, "--server", "payments=https://p.example/mcp"), exitRejected, []string{"SIDECAR_CONFIG sidecar: authority trust anchor: inline public keys"}},
+		{"public key inline and as a file", map[string]string{envPublicKeyPEM: "x"},
+			append(base, "--server", "payments=https://p.example/mcp", "--authority-public-key-file", token), exitRejected,
+			[]string{"SIDECAR_CONFIG sidecar: authority trust anchor: public keys given both inline and as file"}},
 		{"unknown flag", nil, append(base, "--listen-all"), exitUsage, []string{"USAGE"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +80,7 @@ func TestSidecarEnvironment(t *testing.T) {
 		envListen: "127.0.0.1:15081", envNamespace: "billing", envServiceAccount: "billing-agent",
 		envServers: "payments", envServerURLs: "payments=https://payments-mcp.payments.svc/mcp,mail=https://mail.example/mcp",
 		envCredentialsDir: filepath.Join(dir, "creds"), envSinkID: "billing-agent-sink", envAuthorityURL: "https://a.example",
-		envMetricsAddress: ":15090",
+		envMetricsAddress: ":15090", envPublicKeyPEM: "the public key PEM", envAuthorityCAPEM: "the CA PEM",
 	} {
 		t.Setenv(k, v)
 	}
@@ -90,6 +96,9 @@ func TestSidecarEnvironment(t *testing.T) {
 	}
 	if cfg.Listen != "127.0.0.1:15081" || cfg.Agent != "system:serviceaccount:billing:billing-agent" || cfg.SinkID != "billing-agent-sink" {
 		t.Fatalf("config %+v", cfg)
+	}
+	if cfg.PublicKey != "the public key PEM" || cfg.AuthorityCA != "the CA PEM" || cfg.PublicKeyFile != "" || cfg.AuthorityCAFile != "" {
+		t.Fatalf("trust anchors %q %q (files %q %q)", cfg.PublicKey, cfg.AuthorityCA, cfg.PublicKeyFile, cfg.AuthorityCAFile)
 	}
 	if o.metricsAddr != ":15090" {
 		t.Fatalf("metrics address %q", o.metricsAddr)

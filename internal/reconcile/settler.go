@@ -11,7 +11,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 )
 
-// Defaults of a Settler, the same as the Act controller's (actgate manager --reconcile-*).
+// Defaults of a Settler, the same as the Act controller's (actgate-controlplane manager --reconcile-*).
 const (
 	DefaultSettleBackoff    = 30 * time.Second
 	DefaultSettleMaxBackoff = 30 * time.Minute

@@ -10,10 +10,20 @@ import (
 	"os"
 
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/fileutil"
 )
 
 // ErrNoKey is returned by ParsePublicKeys for input without a PUBLIC KEY block.
 var ErrNoKey = errors.New("sidecar: no PUBLIC KEY block")
+
+// ErrTrustAnchor is matched by every error about the authority's trust anchors (its public
+// keys and CA bundle): missing, given twice, unreadable or not exactly what they must be. The
+// sidecar does not start then, so no call is forwarded (fail closed); `actgate sidecar` prints
+// it on a line starting SIDECAR_CONFIG.
+var ErrTrustAnchor = errors.New("sidecar: authority trust anchor")
+
+// maxCABytes bounds a CA bundle.
+const maxCABytes = 1 << 20
 
 // maxKeyFileBytes bounds a public-key file.
 const maxKeyFileBytes = 1 << 20
@@ -68,6 +78,88 @@ func LoadVerifier(path string) (*authority.Verifier, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return authority.NewVerifier(keys...)
+}
+
+// verifierFrom is the authority.Verifier of the PEM public keys pem (the sidecar's
+// ACTGATE_AUTHORITY_PUBLIC_KEY) or, when pem is empty, of the file path.
+func verifierFrom(pemText, path string) (*authority.Verifier, error) {
+	switch {
+	case pemText != "" && path != "":
+		return nil, fmt.Errorf("%w: public keys given both inline and as file %s; give one", ErrTrustAnchor, path)
+	case pemText != "":
+		keys, err := ParsePublicKeys([]byte(pemText))
+		if err != nil {
+			return nil, fmt.Errorf("%w: inline public keys: %w", ErrTrustAnchor, err)
+		}
+		return authority.NewVerifier(keys...)
+	case path != "":
+		v, err := LoadVerifier(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: public key file: %w", ErrTrustAnchor, err)
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("%w: no public key: authorities could not be verified", ErrTrustAnchor)
+}
+
+// ParseCABundle parses a CA bundle strictly: one or more PEM CERTIFICATE blocks that parse,
+// nothing else (no other block type, no headers, no text between blocks). A bundle that does
+// not say exactly which CAs to trust is not used.
+func ParseCABundle(data []byte) ([]*x509.Certificate, error) {
+	if len(data) > maxCABytes {
+		return nil, fmt.Errorf("sidecar: CA bundle larger than %d bytes", maxCABytes)
+	}
+	var certs []*x509.Certificate
+	for rest := trimSpace(data); len(rest) > 0; rest = trimSpace(rest) {
+		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
+			return nil, errors.New("sidecar: CA bundle has content that is not a PEM block")
+		}
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		switch {
+		case b == nil:
+			return nil, errors.New("sidecar: CA bundle has a PEM block that does not decode")
+		case b.Type != "CERTIFICATE":
+			return nil, fmt.Errorf("sidecar: PEM block %q in the CA bundle is not a CERTIFICATE", clip(b.Type))
+		case len(b.Headers) > 0:
+			return nil, errors.New("sidecar: a CERTIFICATE block has headers")
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("sidecar: certificate %d: %w", len(certs)+1, err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("sidecar: CA bundle has no CERTIFICATE block")
+	}
+	return certs, nil
+}
+
+// caPoolFrom is the pool of the PEM CA bundle pemText (the sidecar's ACTGATE_AUTHORITY_CA) or,
+// when it is empty, of the file path; nil (the system roots) when both are empty.
+func caPoolFrom(pemText, path string) (*x509.CertPool, error) {
+	switch {
+	case pemText != "" && path != "":
+		return nil, fmt.Errorf("%w: CA bundle given both inline and as file %s; give one", ErrTrustAnchor, path)
+	case pemText != "":
+		certs, err := ParseCABundle([]byte(pemText))
+		if err != nil {
+			return nil, fmt.Errorf("%w: inline CA bundle: %w", ErrTrustAnchor, err)
+		}
+		pool := x509.NewCertPool()
+		for _, c := range certs {
+			pool.AddCert(c)
+		}
+		return pool, nil
+	case path != "":
+		pool, err := fileutil.ReadCertPool(path, false)
+		if err != nil {
+			return nil, fmt.Errorf("%w: CA file: %w", ErrTrustAnchor, err)
+		}
+		return pool, nil
+	}
+	return nil, nil
 }
 
 // EncodePublicKey returns pub as a PEM "PUBLIC KEY" block, the format ParsePublicKeys reads.

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -66,13 +67,19 @@ type Config struct {
 	Listen string
 	// AuthorityURL is the authority service's base URL. Required.
 	AuthorityURL string
-	// AuthorityCAFile is the PEM CA bundle the service's certificate is verified with; empty
-	// means the system roots.
+	// AuthorityCA is the PEM CA bundle the service's certificate is verified with, as text
+	// (the injected sidecar's ACTGATE_AUTHORITY_CA, fixed at pod creation), parsed strictly
+	// (ParseCABundle); AuthorityCAFile names a file of it instead. At most one; neither means
+	// the system roots.
+	AuthorityCA     string
 	AuthorityCAFile string
 	// TokenFile is the projected service-account token presented to the service. Required.
 	TokenFile string
-	// PublicKeyFile holds the service's authority-signing public keys (ParsePublicKeys).
-	// Required.
+	// PublicKey holds the service's authority-signing public keys as PEM text
+	// (ParsePublicKeys; the injected sidecar's ACTGATE_AUTHORITY_PUBLIC_KEY), PublicKeyFile a
+	// file of them. Exactly one is required: without keys, or with a garbled one, the sidecar
+	// does not start (ErrTrustAnchor).
+	PublicKey     string
 	PublicKeyFile string
 	// Namespace is the pod's namespace. Required.
 	Namespace string
@@ -141,14 +148,15 @@ func New(cfg Config) (*Sidecar, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	verifier, err := LoadVerifier(cfg.PublicKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("authority public key: %w", err)
-	}
-	httpClient, err := authorityClient(cfg.AuthorityCAFile)
+	verifier, err := verifierFrom(cfg.PublicKey, cfg.PublicKeyFile)
 	if err != nil {
 		return nil, err
 	}
+	roots, err := caPoolFrom(cfg.AuthorityCA, cfg.AuthorityCAFile)
+	if err != nil {
+		return nil, err
+	}
+	httpClient := authorityClient(roots)
 	token := review.TokenFile(cfg.TokenFile)
 	if _, err := token(); err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
@@ -269,7 +277,10 @@ func (cfg *Config) check() error {
 	if u, err := url.Parse(cfg.AuthorityURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("authority URL %q must be an absolute https URL", cfg.AuthorityURL)
 	}
-	for name, v := range map[string]string{"token file": cfg.TokenFile, "public key file": cfg.PublicKeyFile,
+	if cfg.PublicKey == "" && cfg.PublicKeyFile == "" {
+		errs = append(errs, fmt.Errorf("%w: the authority's public key is required (inline or as a file)", ErrTrustAnchor))
+	}
+	for name, v := range map[string]string{"token file": cfg.TokenFile,
 		"namespace": cfg.Namespace, "agent": cfg.Agent, "sink id": cfg.SinkID, "journal dir": cfg.JournalDir} {
 		if v == "" {
 			bad("%s is required", name)
@@ -290,24 +301,17 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-// authorityClient is the HTTPS client for the service: TLS 1.2+, the CA bundle (or system
+// authorityClient is the HTTPS client for the service: TLS 1.2+, the CA pool (nil: the system
 // roots), no redirects (a review is answered by the service it was sent to, or not at all).
-func authorityClient(caFile string) (*http.Client, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pool, err := fileutil.ReadCertPool(caFile, false)
-		if err != nil {
-			return nil, fmt.Errorf("authority CA file: %w", err)
-		}
-		tlsCfg.RootCAs = pool
-	}
+func authorityClient(roots *x509.CertPool) *http.Client {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
 	tr.Proxy = nil // in-cluster traffic to the service never goes through an HTTP proxy
 	return &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, nil
+	}
 }
 
 // upstreamTransport is the base transport to the upstreams, trusting caFile beside the system

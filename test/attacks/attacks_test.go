@@ -458,21 +458,20 @@ func agentOptOut(t *testing.T) {
 			t.Fatalf("opt-out by %s was honoured: the pod runs without the sidecar or keeps the credential", tc.name)
 		}
 	}
-	// Its own running pod, opted out after the fact: labels and annotations change, the pod does
-	// not (injection happens at creation; a pod's containers cannot be changed by a patch).
+	// Its own running pod, opted out after the fact: the pod guard refuses a change of actgate's
+	// labels and annotations on an injected pod (and of its sidecar: a pod patch can change
+	// container images, see TestPodUpdateSidecarSwap), and the pod keeps its sidecar.
 	if err := e.Client.Create(kctx(t), agentPod(ns, "running", nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	optOut := `{"metadata":{"labels":{"` + inject.LabelInject + `":"false"},"annotations":{"` + inject.LabelInject + `":"false"}}}`
-	if err := agentSA.Client.Patch(kctx(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}},
-		client.RawPatch(types.MergePatchType, []byte(optOut))); err != nil {
-		t.Fatalf("patching its own pod's metadata: %v", err)
-	}
+	forbidden(t, "opt-out patch of its own running pod", agentSA.Client.Patch(kctx(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}},
+		client.RawPatch(types.MergePatchType, []byte(optOut))), "only actgate may change", "label "+inject.LabelInject)
 	running := &corev1.Pod{}
 	if err := e.Client.Get(kctx(t), client.ObjectKey{Namespace: ns, Name: "running"}, running); err != nil {
 		t.Fatal(err)
 	}
-	if running.Labels[inject.LabelInject] != "false" || !sidecarInjected(running) {
+	if _, labelled := running.Labels[inject.LabelInject]; labelled || !sidecarInjected(running) {
 		t.Fatalf("after the opt-out patch: label %q, injected %v", running.Labels[inject.LabelInject], sidecarInjected(running))
 	}
 	err := agentSA.Client.Patch(kctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},

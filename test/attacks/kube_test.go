@@ -99,8 +99,9 @@ func startCluster() (*envtest.Env, func(), error) {
 			CAFile:        filepath.Join(root, "webhook/testdata/authority-ca.pem"),
 			PublicKeyFile: filepath.Join(root, "webhook/testdata/authority-ca.pem"),
 		},
-		Server: webhook.ServerConfig{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
-		Certs:  webhook.CertConfig{Mode: webhook.CertModeExternal},
+		ActgateUsers: []string{actgateManager},
+		Server:       webhook.ServerConfig{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
+		Certs:        webhook.CertConfig{Mode: webhook.CertModeExternal},
 	}.Default()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,

@@ -285,12 +285,10 @@ spec:
 		"ACTGATE_AUTHORITY_URL":        "https://" + authAddr,
 		"ACTGATE_METRICS_BIND_ADDRESS": metricsAddr,
 	}, map[string]string{
-		"ACTGATE_SINK_ID":                   sinkID,
-		"ACTGATE_SERVER_URLS":               "payments=" + up.URL,
-		"ACTGATE_AUTHORITY_TOKEN_FILE":      fallbackToken(t, env),
-		"ACTGATE_AUTHORITY_CA_FILE":         caFile,
-		"ACTGATE_AUTHORITY_PUBLIC_KEY_FILE": signPub,
-		"ACTGATE_JOURNAL_DIR":               filepath.Join(work, "journal"),
+		"ACTGATE_SINK_ID":              sinkID,
+		"ACTGATE_SERVER_URLS":          "payments=" + up.URL,
+		"ACTGATE_AUTHORITY_TOKEN_FILE": fallbackToken(t, env),
+		"ACTGATE_JOURNAL_DIR":          filepath.Join(work, "journal"),
 	})
 	journalDir := sideVars["ACTGATE_JOURNAL_DIR"]
 	tokenBytes, err := os.ReadFile(sideVars["ACTGATE_AUTHORITY_TOKEN_FILE"])
@@ -799,7 +797,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 
 	var missing []string
 	for _, name := range []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
-		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA_FILE", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE", "ACTGATE_JOURNAL_DIR", "ACTGATE_CREDENTIALS_DIR"} {
+		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_JOURNAL_DIR", "ACTGATE_CREDENTIALS_DIR"} {
 		v := vars[name]
 		if v == "" {
 			missing = append(missing, name)

@@ -42,15 +42,13 @@ const (
 	VolumeJournal = "actgate-journal"
 	JournalDir    = "/var/run/actgate/journal"
 
-	// AnnotationAuthorityCA and AnnotationAuthorityPublicKey carry the authority service's CA
-	// bundle and authority-signing public key(s) (PEM) into the pod; VolumeAuthority, a
-	// downwardAPI volume, projects them into AuthorityDir/ca.crt and AuthorityDir/public-key.pem
-	// for the sidecar. Agent namespaces hold no actgate Secret or ConfigMap, and a pod can
-	// carry file content only this way. Set only by the injector: a pod's own values are removed.
+	// AnnotationAuthorityCA and AnnotationAuthorityPublicKey are reserved: Strip removes them
+	// from every pod it injects. The sidecar's trust anchors (the authority's CA bundle and
+	// public keys) are never taken from pod metadata, which the pod's owner can rewrite on a
+	// running pod: they are the sidecar container's own environment (ACTGATE_AUTHORITY_CA,
+	// ACTGATE_AUTHORITY_PUBLIC_KEY), fixed when the pod is created.
 	AnnotationAuthorityCA        = "actgate.io/authority-ca"
 	AnnotationAuthorityPublicKey = "actgate.io/authority-public-key"
-	VolumeAuthority              = "actgate-authority"
-	AuthorityDir                 = "/var/run/actgate/authority"
 
 	// MetricsPortName names the sidecar's metrics port (a PodMonitor selects it by this name).
 	// A port name has at most 15 characters; this one has 15.
@@ -131,10 +129,11 @@ type Config struct {
 	Template string `json:"template,omitempty"`
 
 	// AuthorityCA is the PEM CA bundle of the authority service and AuthorityPublicKey the PEM
-	// PUBLIC KEY block(s) verifying its authorities. They are not read from a configuration
-	// file: the pod handler loads them from the files webhook.Config.Authority names for each
-	// pod (they rotate). Empty leaves the sidecar without them (it then uses the system roots,
-	// and cannot verify authorities: it denies).
+	// PUBLIC KEY block(s) verifying its authorities, given to the sidecar as the values of
+	// ACTGATE_AUTHORITY_CA and ACTGATE_AUTHORITY_PUBLIC_KEY. They are not read from a
+	// configuration file: the pod handler loads them from the files webhook.Config.Authority
+	// names for each pod (they rotate). Empty leaves the sidecar without them (it then uses
+	// the system roots, and without a public key it does not start: no call is forwarded).
 	AuthorityCA        string `json:"-"`
 	AuthorityPublicKey string `json:"-"`
 }

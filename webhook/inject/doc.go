@@ -30,10 +30,12 @@
 //	ACTGATE_AUTHORITY_TOKEN_FILE  a projected service-account token whose audience is
 //	                              Config.AuthorityAudience (not the API server's), refreshed by
 //	                              the kubelet
-//	ACTGATE_AUTHORITY_CA_FILE     the authority's CA bundle and the PUBLIC KEY(s) verifying its
-//	ACTGATE_AUTHORITY_PUBLIC_KEY_FILE  authorities, projected from pod annotations the injector
-//	                              sets (a downwardAPI volume: agent namespaces hold no actgate
-//	                              Secret), when the manager is configured with them
+//	ACTGATE_AUTHORITY_CA          the authority's CA bundle and the PUBLIC KEY(s) verifying its
+//	ACTGATE_AUTHORITY_PUBLIC_KEY  authorities, as PEM text, when the manager is configured with
+//	                              them. A container's env is fixed at creation; pod annotations
+//	                              (and a downwardAPI file of them) are not, and agent namespaces
+//	                              hold no actgate Secret or ConfigMap, so the env is the one
+//	                              place in the pod that the pod's owner cannot rewrite
 //	ACTGATE_JOURNAL_DIR           the dispatch journal, an emptyDir
 //	ACTGATE_CREDENTIALS_DIR       when a server has a credentialsSecretRef: <dir>/<server>/credential
 //	ACTGATE_METRICS_BIND_ADDRESS  :<Config.MetricsPort> (default 9788; absent when metricsPort is 0)

@@ -92,10 +92,9 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 		Config: *cfg, Listen: fmt.Sprintf("127.0.0.1:%d", cfg.Port), Policies: policyNames,
 		ServerNames: st.Servers, ServerURLs: serverURLs, SinkID: sinkID, Credentials: credentialProjection(servers),
 		SidecarName: SidecarName, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
-		VolumeJournal: VolumeJournal, VolumeAuthority: VolumeAuthority,
-		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
-		JournalDir: JournalDir, AuthorityDir: AuthorityDir,
-		AnnotationAuthorityCA: AnnotationAuthorityCA, AnnotationAuthorityPublicKey: AnnotationAuthorityPublicKey,
+		VolumeJournal: VolumeJournal,
+		TokenDir:      TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
+		JournalDir:      JournalDir,
 		MetricsPortName: MetricsPortName, MetricsPath: MetricsPath,
 		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
 		AnnotationPrometheusPath: AnnotationPrometheusPath,
@@ -155,7 +154,7 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 	}
 	dropInit := drop(st.InitContainers, SidecarName)
 	dropCont := drop(st.Containers, SidecarName)
-	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal, VolumeAuthority)
+	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal)
 	out.Spec.InitContainers = slices.DeleteFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return dropInit[c.Name] })
 	out.Spec.Containers = slices.DeleteFunc(out.Spec.Containers, func(c corev1.Container) bool { return dropCont[c.Name] })
 	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return dropVol[v.Name] })
@@ -191,7 +190,8 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 		}
 	}
 	delete(out.Annotations, AnnotationStatus)
-	// The authority trust annotations are the injector's alone, whoever wrote them.
+	// The reserved trust-anchor annotation names, whoever wrote them: nothing reads them, and a
+	// pod must not look as if it carried its own anchors.
 	delete(out.Annotations, AnnotationAuthorityCA)
 	delete(out.Annotations, AnnotationAuthorityPublicKey)
 	for _, a := range st.Annotations {
@@ -508,8 +508,8 @@ func merge(pod, overlay *corev1.Pod, st *Status) error {
 			pod.Annotations = map[string]string{}
 		}
 		if _, own := pod.Annotations[k]; own {
-			// Never overwrite a user's annotation. The injector's own (actgate.io/status,
-			// the authority trust) were removed by Strip, so they are set afresh.
+			// Never overwrite a user's annotation. The injector's own (actgate.io/status)
+			// was removed by Strip, so it is set afresh.
 			continue
 		}
 		pod.Annotations[k] = overlay.Annotations[k]

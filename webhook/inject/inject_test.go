@@ -290,12 +290,20 @@ func TestCustomTemplate(t *testing.T) {
 	}
 }
 
-// A pod cannot bring its own authority trust: without configured values the injector removes
-// the pod's annotations and points the sidecar at no file; with them it overwrites them.
+// A pod cannot bring its own authority trust: its trust annotations are removed, and the
+// anchors reach the sidecar only as its own environment (fixed at creation), never through
+// pod metadata or a volume of it.
 func TestAuthorityTrustIsTheInjectors(t *testing.T) {
 	pod := agentPod()
 	pod.Annotations = map[string]string{inject.AnnotationAuthorityPublicKey: "forged", inject.AnnotationAuthorityCA: "forged", "keep": "me"}
 	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}
+	env := func(out *corev1.Pod) map[string]corev1.EnvVar {
+		m := map[string]corev1.EnvVar{}
+		for _, e := range out.Spec.InitContainers[0].Env {
+			m[e.Name] = e
+		}
+		return m
+	}
 	cfg := *goldenConfig(t)
 	cfg.AuthorityCA, cfg.AuthorityPublicKey = "", ""
 	out, _, err := inject.Inject(pod, one, &cfg)
@@ -305,16 +313,29 @@ func TestAuthorityTrustIsTheInjectors(t *testing.T) {
 	if _, ok := out.Annotations[inject.AnnotationAuthorityPublicKey]; ok || out.Annotations["keep"] != "me" {
 		t.Errorf("annotations %v", out.Annotations)
 	}
-	for _, e := range out.Spec.InitContainers[0].Env {
-		if e.Name == "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE" || e.Name == "ACTGATE_AUTHORITY_CA_FILE" {
-			t.Errorf("sidecar pointed at %s without configured trust", e.Name)
+	for _, name := range []string{"ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY_FILE", "ACTGATE_AUTHORITY_CA_FILE"} {
+		if _, ok := env(out)[name]; ok {
+			t.Errorf("sidecar given %s without configured trust", name)
 		}
 	}
-	out, _, err = inject.Inject(pod, one, goldenConfig(t))
+	gc := goldenConfig(t)
+	out, _, err = inject.Inject(pod, one, gc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.Annotations[inject.AnnotationAuthorityPublicKey]; got != goldenConfig(t).AuthorityPublicKey {
-		t.Errorf("public key annotation %q", got)
+	e := env(out)
+	if e["ACTGATE_AUTHORITY_PUBLIC_KEY"].Value != gc.AuthorityPublicKey || e["ACTGATE_AUTHORITY_CA"].Value != gc.AuthorityCA ||
+		e["ACTGATE_AUTHORITY_PUBLIC_KEY"].ValueFrom != nil || e["ACTGATE_AUTHORITY_CA"].ValueFrom != nil {
+		t.Errorf("sidecar anchors: %+v %+v", e["ACTGATE_AUTHORITY_PUBLIC_KEY"], e["ACTGATE_AUTHORITY_CA"])
+	}
+	for k := range out.Annotations {
+		if k == inject.AnnotationAuthorityPublicKey || k == inject.AnnotationAuthorityCA {
+			t.Errorf("the injected pod carries %s", k)
+		}
+	}
+	for _, v := range out.Spec.Volumes {
+		if v.DownwardAPI != nil {
+			t.Errorf("volume %s projects pod metadata", v.Name)
+		}
 	}
 }

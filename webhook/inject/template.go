@@ -50,12 +50,11 @@ type TemplateData struct {
 	MovedVolumes []string
 
 	// The fixed names, so a template need not repeat them.
-	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal, VolumeAuthority string
-	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir, AuthorityDir     string
-	AnnotationAuthorityCA, AnnotationAuthorityPublicKey                         string
-	MetricsPortName, MetricsPath                                                string
-	AnnotationPrometheusScrape, AnnotationPrometheusPort                        string
-	AnnotationPrometheusPath                                                    string
+	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal string
+	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir  string
+	MetricsPortName, MetricsPath                               string
+	AnnotationPrometheusScrape, AnnotationPrometheusPort       string
+	AnnotationPrometheusPath                                   string
 }
 
 // CredentialSecret is one Secret projected into the credentials volume.

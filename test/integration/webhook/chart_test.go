@@ -350,8 +350,8 @@ func TestChartWebhooksMatchKustomize(t *testing.T) {
 		return out
 	}
 	fromChart, fromKustomize := collect(renderChart(t)), collect(string(kust))
-	if len(fromChart) != 6 || len(fromKustomize) != 6 {
-		t.Fatalf("webhooks: chart %d, kustomize %d, want 6 each", len(fromChart), len(fromKustomize))
+	if len(fromChart) != 8 || len(fromKustomize) != 8 {
+		t.Fatalf("webhooks: chart %d, kustomize %d, want 8 each", len(fromChart), len(fromKustomize))
 	}
 	for name, k := range fromKustomize {
 		c, ok := fromChart[name]
@@ -425,8 +425,8 @@ func TestHelmInstall(t *testing.T) {
 			}
 		}
 		fp := e.Kubectl(t, "get", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "-o", "jsonpath={.items[*].webhooks[*].failurePolicy}")
-		if f := strings.Fields(fp); len(f) != 6 || slices.ContainsFunc(f, func(s string) bool { return s != "Fail" }) {
-			t.Errorf("failure policies %q, want six Fail", fp)
+		if f := strings.Fields(fp); len(f) != 8 || slices.ContainsFunc(f, func(s string) bool { return s != "Fail" }) {
+			t.Errorf("failure policies %q, want eight Fail", fp)
 		}
 	})
 

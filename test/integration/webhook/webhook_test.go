@@ -199,8 +199,16 @@ func TestWebhooks(t *testing.T) {
 				t.Errorf("the agent mounts %s", m.Name)
 			}
 		}
-		if got.Annotations[inject.AnnotationAuthorityPublicKey] != string(pub) || got.Annotations[inject.AnnotationAuthorityCA] != string(ca) {
-			t.Errorf("authority trust annotations: %q %q", got.Annotations[inject.AnnotationAuthorityPublicKey], got.Annotations[inject.AnnotationAuthorityCA])
+		// The trust anchors are the sidecar's own environment (fixed at creation), not
+		// annotations a pod patch could rewrite.
+		if v, _ := envValue(side, "ACTGATE_AUTHORITY_PUBLIC_KEY"); v.Value != string(pub) {
+			t.Errorf("ACTGATE_AUTHORITY_PUBLIC_KEY = %q", v.Value)
+		}
+		if v, _ := envValue(side, "ACTGATE_AUTHORITY_CA"); v.Value != string(ca) {
+			t.Errorf("ACTGATE_AUTHORITY_CA = %q", v.Value)
+		}
+		if _, ok := got.Annotations[inject.AnnotationAuthorityPublicKey]; ok {
+			t.Errorf("the pod carries %s", inject.AnnotationAuthorityPublicKey)
 		}
 		if v, _ := envValue(side, "ACTGATE_SERVER_URLS"); v.Value != "payments="+paymentsURL {
 			t.Errorf("ACTGATE_SERVER_URLS = %q", v.Value)
