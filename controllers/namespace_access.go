@@ -41,7 +41,12 @@ const (
 	DefaultManagerServiceAccount   = "actgate-system/actgate-manager"
 )
 
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// The manager lists and watches RoleBindings (its cache selects its own by label), creates them
+// (RBAC's escalation check lets it bind only the two roles it may bind, or rights it holds), and
+// deletes only RoleBindings of its two names: never anyone else's.
+//
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=delete,resourceNames=actgate-authority;actgate-manager
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=actgate-authority-namespace-role;actgate-manager-namespace-role
 
 // ManagerNamespaceRules are the rules of ManagerNamespaceRole: what the manager needs in a
@@ -84,6 +89,7 @@ type NamespaceBinding struct {
 // and ManagerNamespaceRole to the manager's, each given as namespace/name.
 func NewNamespaceAccessReconciler(c client.Client, authoritySA, managerSA string) (*NamespaceAccessReconciler, error) {
 	r := &NamespaceAccessReconciler{Client: c}
+	// The names are the RBAC markers' resourceNames: the only RoleBindings the manager may delete.
 	for _, b := range []struct{ name, role, sa string }{
 		{"actgate-authority", AuthorityNamespaceRole, authoritySA},
 		{"actgate-manager", ManagerNamespaceRole, managerSA},
@@ -115,8 +121,15 @@ func (r *NamespaceAccessReconciler) Reconcile(ctx context.Context, req reconcile
 			want[b.Name] = r.binding(ns, b)
 		}
 	}
+	ours := map[string]bool{}
+	for _, b := range r.Bindings {
+		ours[b.Name] = true
+	}
 	for i := range have.Items {
 		rb := &have.Items[i]
+		if !ours[rb.Name] {
+			continue // labelled by someone else: not the manager's to delete
+		}
 		w, keep := want[rb.Name]
 		if keep && rb.RoleRef == w.RoleRef && len(rb.Subjects) == 1 && rb.Subjects[0] == w.Subjects[0] &&
 			rb.Labels[LabelNamespaceAccess] == w.Labels[LabelNamespaceAccess] {

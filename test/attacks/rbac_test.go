@@ -176,6 +176,18 @@ func TestChartRBACIsNamespaceScoped(t *testing.T) {
 		refused(u.name, "list Secrets in the governed namespace", u.c.List(ctx, &corev1.SecretList{}, client.InNamespace(governed)))
 		refused(u.name, "create Lease in the ungoverned namespace", u.c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "authority-x", Namespace: ungoverned}}))
 	}
+	// The manager deletes only its own two RoleBindings.
+	other := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: "kube-system"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "carol"}}}
+	if err := e.Client.Create(ctx, other); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	refused("manager", "delete another RoleBinding", manager.Client.Delete(ctx, other.DeepCopy()))
+	refused("manager", "bind cluster-admin", manager.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "actgate-manager", Namespace: ungoverned},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "actgate-system", Name: "actgate-manager"}}}))
 	refused("authority", "get pod in the ungoverned namespace", authority.Client.Get(ctx, client.ObjectKey{Namespace: ungoverned, Name: "agent-0"}, &corev1.Pod{}))
 	refused("authority", "get Secret in the governed namespace", authority.Client.Get(ctx, client.ObjectKey{Namespace: governed, Name: "payments-mcp"}, &corev1.Secret{}))
 	got := &coordinationv1.Lease{}

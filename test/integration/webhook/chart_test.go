@@ -480,6 +480,8 @@ func TestHelmInstall(t *testing.T) {
 			{manager, "delete", "leases.coordination.k8s.io", "kube-system", "no"},
 			{manager, "bind", "clusterroles/actgate-authority-namespace-role", "", "yes"},
 			{manager, "bind", "clusterroles/cluster-admin", "", "no"},
+			{manager, "delete", "rolebindings/actgate-manager", "billing", "yes"},
+			{manager, "delete", "rolebindings/someone-elses", "kube-system", "no"},
 		} {
 			args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
 			args = append(args, "--as", tc.as)
