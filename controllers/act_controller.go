@@ -30,8 +30,7 @@ import (
 // +kubebuilder:rbac:groups=actgate.io,resources=acts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=actgate.io,resources=toolpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Defaults of the ActReconciler's settings (the manager's flags).

@@ -9,8 +9,9 @@
 //     (Compiled, or the first problem's reason: InvalidCEL, UnknownServer, InvalidSpec) and Ready
 //     (Enforcing, Auditing, NotAccepted, SecretNotFound); it bumps status.policyEpoch by one
 //     exactly when an accepted spec has a metadata.generation the status has not observed, and
-//     emits a Warning Event with every problem on rejection. It watches Secrets (metadata only;
-//     keys are checked with an uncached read) and re-checks the policies that reference them.
+//     emits a Warning Event with every problem on rejection. It reads the Secrets a policy
+//     references uncached, by name, and re-checks them every SecretRecheck (nothing watches
+//     Secrets: a watch would need list and watch on Secrets cluster-wide).
 //   - ActReconciler keeps each Act's Settled condition, reconciles INDETERMINATE acts through
 //     the server's declared reconciliation endpoint (internal/reconcile: authenticated, matching,
 //     fresh answers only; never the tool itself; backoff between attempts), moves an act whose
@@ -21,6 +22,9 @@
 //     retention ago whose acts are gone or settled (expired unconsumed authorities included).
 //   - BindingMomentReconciler records a resolution and moves a Pending binding moment to
 //     Expired at spec.expiresAt.
+//   - NamespaceAccessReconciler keeps, in each namespace holding a ToolPolicy or an Act, the
+//     RoleBindings that give the authority service and the manager their namespaced rights
+//     (AuthorityNamespaceRole, ManagerNamespaceRole), and removes them elsewhere.
 //
 // Every reconciler takes its clock (k8s.io/utils/clock) from its caller, so tests drive time
 // with a fake clock; no reconciler holds package-level state. cmd/actgate's `manager`
@@ -32,7 +36,8 @@
 // uses for their shape: leasestore.Selector() finds them (and restricts the manager's Lease
 // cache), the signed expires-at annotation says when an authority expires, any consumption
 // marker (spec.holderIdentity, the state label, the consumed-by annotation) means spent, and
-// leasestore.Collectable says when one may be deleted. The manager may get, list, watch and
-// delete Leases, never update them, so it can never consume an authority. A Lease whose times
+// leasestore.Collectable says when one may be deleted. The manager may list and watch Leases
+// (its label-selected cache) and delete them in governed namespaces, never update them, so it
+// can never consume an authority. A Lease whose times
 // cannot be read is never deleted; a Lease with any consumption marker is never called unused.
 package controllers

@@ -13,8 +13,6 @@ import (
 // Field indexes the reconcilers look objects up by. SetupIndexes registers them, once per
 // manager, before the reconcilers are set up.
 const (
-	// indexPolicySecret indexes ToolPolicies by the name of every Secret they reference.
-	indexPolicySecret = "actgate.io/policy-secret"
 	// indexActPolicy indexes Acts by spec.policyRef.name.
 	indexActPolicy = "actgate.io/act-policy"
 	// indexActAuthority indexes Acts by status.authorityRef.name (the authority Lease).
@@ -34,9 +32,6 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&v1alpha1.ToolPolicy{}, indexPolicySecret, func(o client.Object) []string {
-			return referencedSecrets(&o.(*v1alpha1.ToolPolicy).Spec)
-		}},
 		{&v1alpha1.Act{}, indexActPolicy, func(o client.Object) []string {
 			return nonEmpty(o.(*v1alpha1.Act).Spec.PolicyRef.Name)
 		}},
@@ -64,18 +59,6 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 	}
 	return nil
-}
-
-// referencedSecrets lists the distinct Secret names a policy spec references: server
-// credentials and reconciliation credentials.
-func referencedSecrets(spec *v1alpha1.ToolPolicySpec) []string {
-	var out []string
-	for _, ref := range secretRefs(spec) {
-		if !contains(out, ref.ref.Name) {
-			out = append(out, ref.ref.Name)
-		}
-	}
-	return out
 }
 
 // secretRef is one credentials reference of a policy, with the field it is in and the keys
@@ -110,13 +93,4 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,10 +24,12 @@ func isAuthorityLease(o client.Object) bool {
 }
 
 // CacheByObject restricts the manager's Lease cache to authority Leases, so the manager neither
-// caches nor is woken by anyone else's Leases. Pass it as cache.Options.ByObject.
+// caches nor is woken by anyone else's Leases, and its RoleBinding cache to the ones it
+// maintains (NamespaceAccessReconciler). Pass it as cache.Options.ByObject.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {Label: leasestore.Selector()},
+		&rbacv1.RoleBinding{}:   {Label: namespaceAccessSelector()},
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/leasestore"
 )
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups=actgate.io,resources=acts,verbs=get;list;watch
 
 // AuthorityLeaseReconciler deletes authority Leases that the Lease store says may go

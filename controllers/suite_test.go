@@ -160,7 +160,7 @@ func start(t *testing.T, set settings) *harness {
 	}
 	for _, setup := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controllers.ToolPolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("actgate-toolpolicy"), Clock: h.clock},
+			Recorder: mgr.GetEventRecorder("actgate-toolpolicy"), Clock: h.clock, SecretRecheck: 200 * time.Millisecond},
 		&controllers.ActReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Recorder: h.rec, Clock: h.clock,
 			Retention: set.retention, LeaseGrace: set.grace,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/actgate/actgate/api/v1alpha1"
@@ -25,20 +25,27 @@ import (
 
 // +kubebuilder:rbac:groups=actgate.io,resources=toolpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=actgate.io,resources=toolpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // ToolPolicyReconciler compiles ToolPolicies and reports whether they are served.
 type ToolPolicyReconciler struct {
 	// Client reads policies from the cache and writes their status.
 	Client client.Client
-	// APIReader reads Secrets uncached: the manager caches Secret metadata only, never values.
+	// APIReader reads Secrets uncached, one by name: the manager caches no Secret, and may read
+	// one only in a governed namespace (ManagerNamespaceRules).
 	APIReader client.Reader
+	// SecretRecheck is how often a policy that references Secrets has them checked again (a
+	// Secret created, changed or deleted is noticed within it; nothing watches Secrets). Zero
+	// means DefaultSecretRecheck.
+	SecretRecheck time.Duration
 	// Recorder emits Events.
 	Recorder events.EventRecorder
 	// Clock stamps condition transitions.
 	Clock clock.PassiveClock
 }
+
+// DefaultSecretRecheck is ToolPolicyReconciler.SecretRecheck's default.
+const DefaultSecretRecheck = 30 * time.Second
 
 // policyScope is what one reconcile of a ToolPolicy observed.
 type policyScope struct {
@@ -84,7 +91,10 @@ func (r *ToolPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		res = lowestNonZero(res, stepRes)
 	}
-	return res, kerrors.NewAggregate(errs)
+	if len(errs) > 0 {
+		return ctrl.Result{}, kerrors.NewAggregate(errs) // a result beside an error is ignored
+	}
+	return res, nil
 }
 
 // compile runs policy.Compile at the epoch this generation would be served at.
@@ -95,8 +105,8 @@ func (r *ToolPolicyReconciler) compile(_ context.Context, s *policyScope) (ctrl.
 	}
 	_, s.compileErr = policy.Compile(s.policy.Namespace+"/"+s.policy.Name, &s.policy.Spec, epoch)
 	if s.compileErr != nil {
-		// An invalid spec does not become valid by retrying; a spec change or a Secret event
-		// brings the policy back.
+		// An invalid spec does not become valid by retrying; a spec change brings the policy
+		// back.
 		return ctrl.Result{}, reconcile.TerminalError(s.compileErr)
 	}
 	// The epoch increases by one exactly when a changed spec is accepted.
@@ -133,7 +143,14 @@ func (r *ToolPolicyReconciler) checkSecrets(ctx context.Context, s *policyScope)
 		}
 	}
 	s.secretsErr = kerrors.NewAggregate(errs)
-	return ctrl.Result{}, s.secretsErr
+	var res ctrl.Result
+	if len(secretRefs(&s.policy.Spec)) > 0 {
+		res.RequeueAfter = r.SecretRecheck
+		if res.RequeueAfter <= 0 {
+			res.RequeueAfter = DefaultSecretRecheck
+		}
+	}
+	return res, s.secretsErr
 }
 
 // patchStatus derives status from the scope and patches it when it changed, then emits the
@@ -167,27 +184,13 @@ func (r *ToolPolicyReconciler) patchStatus(ctx context.Context, s *policyScope) 
 	return nil
 }
 
-// SetupWithManager registers the reconciler; SetupIndexes must have run.
+// SetupWithManager registers the reconciler; SetupIndexes must have run. Secrets are not
+// watched (a watch needs list and watch on Secrets cluster-wide): checkSecrets requeues.
 func (r *ToolPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolPolicy{}).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret)).
 		Named("toolpolicy").
 		Complete(r)
-}
-
-// policiesForSecret maps a Secret to the policies in its namespace that reference it.
-func (r *ToolPolicyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.ToolPolicyList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexPolicySecret: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "List ToolPolicies referencing Secret", "secret", klog.KObj(o))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }
 
 // compileReason returns the Accepted reason and message of a compile error.

@@ -124,8 +124,8 @@ func TestToolPolicySecretNotFound(t *testing.T) {
 	h.waitEvent(t, "creds", v1alpha1.ToolPolicySecretNotFoundReason, corev1.EventTypeWarning, `"payments-mcp" not found`, `"payments-reconcile" not found`)
 	_ = got
 
-	// The upstream Secret appears: the Secret watch re-checks the policy. The reconciliation
-	// Secret is still missing.
+	// The upstream Secret appears: the periodic re-check (SecretRecheck) sees it. The
+	// reconciliation Secret is still missing.
 	h.create(t, secret("payments-mcp", map[string]string{"token": "t"}))
 	eventually(t, 20*time.Second, func() error {
 		tp := &v1alpha1.ToolPolicy{}

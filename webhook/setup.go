@@ -56,7 +56,6 @@ const (
 // configurations (the Secret's Role is namespaced, in config/webhook and the chart).
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=actgate.io,resources=toolpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=actgate.io,resources=acts,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

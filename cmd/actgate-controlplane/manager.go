@@ -51,6 +51,9 @@ type managerOptions struct {
 	reconcileCAFile     string
 	reconcileAllowHTTP  bool
 
+	// Service accounts (namespace/name) granted their namespaced rights in governed namespaces.
+	authoritySA, managerSA string
+
 	notify notifyFlags // announcements of pending BindingMoments (manager_notify.go)
 }
 
@@ -107,6 +110,8 @@ or stops with an error; 2 (line USAGE) for bad flags or an unreadable file.`,
 	f.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconclient.DefaultTimeout, "time limit of one reconciliation query")
 	f.StringVar(&o.reconcileCAFile, "reconcile-ca-file", "", "PEM CA bundle for reconciliation endpoints whose Secret has no ca.crt (default: system roots)")
 	f.BoolVar(&o.reconcileAllowHTTP, "reconcile-allow-http", false, "allow plain-http reconciliation endpoints (the bearer token travels in the clear; test backends only)")
+	f.StringVar(&o.authoritySA, "authority-service-account", controllers.DefaultAuthorityServiceAccount, "namespace/name of the authority service's service account, granted its namespaced rights in each governed namespace")
+	f.StringVar(&o.managerSA, "manager-service-account", controllers.DefaultManagerServiceAccount, "namespace/name of this manager's service account, granted its namespaced rights in each governed namespace")
 	o.notify.register(f)
 	return cmd
 }
@@ -238,6 +243,13 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		Retention: o.retention,
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("authority Lease controller: %v", err)
+	}
+	access, err := controllers.NewNamespaceAccessReconciler(mgr.GetClient(), o.authoritySA, o.managerSA)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if err := access.SetupWithManager(mgr); err != nil {
+		return managerFailed("namespace access controller: %v", err)
 	}
 	if err := (&controllers.BindingMomentReconciler{
 		Client:   mgr.GetClient(),

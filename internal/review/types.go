@@ -142,6 +142,9 @@ const (
 	// ReasonUnauthenticated: no bearer token, or the TokenReview did not authenticate it for the
 	// service's audience. HTTP 401.
 	ReasonUnauthenticated Reason = "Unauthenticated"
+	// ReasonUnboundToken: the token authenticated but is not bound to a pod (its user info
+	// lacks the pod name and UID a TokenRequest with a Pod boundObjectRef carries). HTTP 401.
+	ReasonUnboundToken Reason = "UnboundToken"
 	// ReasonPodNotFound: the token authenticated but names no pod the service can find (or the
 	// pod is not the token's). HTTP 403.
 	ReasonPodNotFound Reason = "PodNotFound"

@@ -86,7 +86,9 @@ func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Write
 	if s.cs, err = kubernetes.NewForConfig(s.env.Config); err != nil {
 		return nil, err
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: authorityUser}, Rules: service.PolicyRules()}
+	// The cluster-wide and the per-namespace rules, bound cluster-wide: each run adds a
+	// namespace, and nothing here runs the manager that would bind the namespaced ones there.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: authorityUser}, Rules: append(service.PolicyRules(), service.NamespacePolicyRules()...)}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: authorityUser},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: authorityUser},

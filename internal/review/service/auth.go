@@ -34,7 +34,7 @@ type caller struct {
 	user           string // system:serviceaccount:<namespace>:<name>
 	namespace      string
 	serviceAccount string
-	podName        string // "" when resolved from the service account alone
+	podName        string
 	labels         map[string]string
 	policy         *v1alpha1.ToolPolicy
 }
@@ -73,19 +73,17 @@ func (s *Service) authenticate(ctx context.Context, token string) (*caller, *out
 		return unauthenticated("Only a pod's service account may call the authority service.")
 	}
 	c := &caller{user: tr.Status.User.Username, namespace: ns, serviceAccount: sa}
+	// Only a token bound to a pod (TokenRequest boundObjectRef, as the kubelet projects it)
+	// names its caller: an unbound token for this audience, which anyone with
+	// serviceaccounts/token create can mint, proves a service account and no pod.
 	podNames := tr.Status.User.Extra[extraPodName]
 	podUIDs := tr.Status.User.Extra[extraPodUID]
-	if len(podNames) > 1 || len(podUIDs) > 1 {
-		return unauthenticated("The caller's token names more than one pod.")
+	if len(podNames) != 1 || len(podUIDs) != 1 || podNames[0] == "" || podUIDs[0] == "" {
+		o := deny(http.StatusUnauthorized, ef.EFPolicyDenied, review.ReasonUnboundToken,
+			"The caller's token is not bound to a pod: present the pod's projected service-account token (bound to its pod name and UID).")
+		return nil, &o
 	}
-	if len(podNames) == 1 {
-		uid := ""
-		if len(podUIDs) == 1 {
-			uid = podUIDs[0]
-		}
-		return s.callerPod(ctx, c, podNames[0], uid)
-	}
-	return s.callerServiceAccount(ctx, c)
+	return s.callerPod(ctx, c, podNames[0], podUIDs[0])
 }
 
 // splitServiceAccount parses system:serviceaccount:<namespace>:<name>.
@@ -108,8 +106,8 @@ func podServiceAccount(p *corev1.Pod) string {
 	return p.Spec.ServiceAccountName
 }
 
-// callerPod resolves the pod a bound token names; it must exist with the token's UID and run
-// as the token's service account.
+// callerPod resolves the pod a bound token names, by name and UID: it must exist with the
+// token's UID and run as the token's service account.
 func (s *Service) callerPod(ctx context.Context, c *caller, name, uid string) (*caller, *outcome) {
 	notFound := func() (*caller, *outcome) {
 		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonPodNotFound, "The caller's pod could not be identified.")
@@ -120,36 +118,21 @@ func (s *Service) callerPod(ctx context.Context, c *caller, name, uid string) (*
 	switch {
 	case apierrors.IsNotFound(err):
 		return notFound()
+	case apierrors.IsForbidden(err):
+		// The service may read pods only where actgate governs (a ToolPolicy is there, and the
+		// manager has bound the service's namespace role).
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonNotGoverned,
+			fmt.Sprintf("actgate does not govern namespace %s: no ToolPolicy there (or its access is not yet granted).", c.namespace))
+		return nil, &o
 	case err != nil:
 		o := apiFailure(ctx, "read the caller's pod", err)
 		return nil, &o
 	}
-	if (uid != "" && string(pod.UID) != uid) || podServiceAccount(&pod) != c.serviceAccount {
+	if string(pod.UID) != uid || podServiceAccount(&pod) != c.serviceAccount {
 		return notFound()
 	}
 	c.podName, c.labels = pod.Name, pod.Labels
 	return s.governing(ctx, c, []map[string]string{pod.Labels})
-}
-
-// callerServiceAccount resolves a token without a pod (a legacy or unbound token): the pods
-// running as the service account, all of which must be governed by the same one policy.
-func (s *Service) callerServiceAccount(ctx context.Context, c *caller) (*caller, *outcome) {
-	var pods corev1.PodList
-	if err := s.c.List(ctx, &pods, client.InNamespace(c.namespace), fromWatchCache()); err != nil {
-		o := apiFailure(ctx, "list the caller's pods", err)
-		return nil, &o
-	}
-	var sets []map[string]string
-	for i := range pods.Items {
-		if podServiceAccount(&pods.Items[i]) == c.serviceAccount {
-			sets = append(sets, pods.Items[i].Labels)
-		}
-	}
-	if len(sets) == 0 {
-		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonPodNotFound, "No pod runs as the caller's service account.")
-		return nil, &o
-	}
-	return s.governing(ctx, c, sets)
 }
 
 // governing finds the one ToolPolicy that selects the caller's pods.

@@ -6,10 +6,11 @@
 // # One review
 //
 //  1. Authenticate: the bearer token is checked with a TokenReview for the service's audience
-//     (Options.Audiences). The caller must be a service account; its pod is the one named by
-//     the token's authentication.kubernetes.io/pod-name extra (bound tokens carry it, and the
-//     pod's UID and service account must match), or else the pods running as that service
-//     account in its namespace. Failure is HTTP 401 (Unauthenticated) or 403 (PodNotFound).
+//     (Options.Audiences). The caller must be a service account and the token bound to a pod:
+//     its authentication.kubernetes.io/pod-name and pod-uid extras name the pod, which must
+//     exist with that UID and run as that service account. A token without them (minted with
+//     serviceaccounts/token create and no Pod boundObjectRef) proves no pod and is refused.
+//     Failure is HTTP 401 (Unauthenticated, UnboundToken) or 403 (PodNotFound).
 //  2. Find the policy: exactly one ToolPolicy in the pod's namespace must select the pod
 //     (spec.podSelector); none is NotGoverned, several is AmbiguousPolicy, both HTTP 403. The
 //     policy is served only when its Accepted condition is True for its current generation and
@@ -82,5 +83,7 @@
 //
 // # What the service needs
 //
-// PolicyRules lists the RBAC rules of the service's ClusterRole.
+// PolicyRules lists the RBAC rules of the service's ClusterRole, bound cluster-wide;
+// NamespacePolicyRules those it holds only in governed namespaces, through the RoleBindings the
+// manager keeps there (controllers.NamespaceAccessReconciler).
 package service

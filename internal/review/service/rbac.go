@@ -2,18 +2,29 @@ package service
 
 import rbacv1 "k8s.io/api/rbac/v1"
 
-// PolicyRules are the RBAC rules the authority service's service account needs, cluster-wide
-// (agents live in any namespace): for the chart's ClusterRole and for tests that run the
-// service as a user with exactly these rights. Sidecars get none of them: they reach Leases,
-// Acts and BindingMoments only through the service.
+// PolicyRules are the RBAC rules the authority service's service account needs cluster-wide
+// (the chart's actgate-authority-role): authenticating callers, and finding the governing
+// policy of a caller in any namespace (a namespace without one is answered NotGoverned).
+// Sidecars get none of these rules: they reach Leases, Acts and BindingMoments only through the
+// service.
 func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		// Authenticate callers.
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		// Resolve the caller's pod and its labels.
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
 		// Find the governing policy.
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"toolpolicies"}, Verbs: []string{"get", "list"}},
+	}
+}
+
+// NamespacePolicyRules are the rules the service needs in a namespace actgate governs (one
+// holding a ToolPolicy), and only there: the chart's actgate-authority-namespace-role, which the
+// manager binds in each such namespace (controllers.NamespaceAccessReconciler) and nothing
+// binds cluster-wide. So the service reads no pod and touches no Lease in kube-system or any
+// other namespace without a policy.
+func NamespacePolicyRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		// Resolve the caller's pod (by the bound token's name and UID) and its labels.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		// Record acts; grant and delivery markers are metadata updates by compare-and-swap.
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts"}, Verbs: []string{"get", "create", "update", "patch"}},
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},

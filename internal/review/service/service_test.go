@@ -381,12 +381,15 @@ func TestServeHTTPRefusals(t *testing.T) {
 			authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice@example.com"}, Audiences: []string{DefaultAudience}}, 401, review.ReasonUnauthenticated, "u-1"},
 		{"two pods", http.MethodPost, review.Path, "application/json", goodBody, "t",
 			authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{DefaultAudience}, User: authenticationv1.UserInfo{Username: sa.Username,
-				Extra: map[string]authenticationv1.ExtraValue{extraPodName: {"a", "b"}}}}, 401, review.ReasonUnauthenticated, "u-1"},
+				Extra: map[string]authenticationv1.ExtraValue{extraPodName: {"a", "b"}, extraPodUID: {"uid-1"}}}}, 401, review.ReasonUnboundToken, "u-1"},
+		{"pod name without UID", http.MethodPost, review.Path, "application/json", goodBody, "t",
+			authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{DefaultAudience}, User: authenticationv1.UserInfo{Username: sa.Username,
+				Extra: map[string]authenticationv1.ExtraValue{extraPodName: {"agent-0"}}}}, 401, review.ReasonUnboundToken, "u-1"},
 		{"pod not found", http.MethodPost, review.Path, "application/json", goodBody, "t",
 			authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{DefaultAudience}, User: authenticationv1.UserInfo{Username: sa.Username,
 				Extra: map[string]authenticationv1.ExtraValue{extraPodName: {"agent-0"}, extraPodUID: {"uid-1"}}}}, 403, review.ReasonPodNotFound, "u-1"},
-		{"no pod runs as the service account", http.MethodPost, review.Path, "application/json", goodBody, "t",
-			authenticationv1.TokenReviewStatus{Authenticated: true, User: sa, Audiences: []string{DefaultAudience}}, 403, review.ReasonPodNotFound, "u-1"},
+		{"unbound token", http.MethodPost, review.Path, "application/json", goodBody, "t",
+			authenticationv1.TokenReviewStatus{Authenticated: true, User: sa, Audiences: []string{DefaultAudience}}, 401, review.ReasonUnboundToken, "u-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()

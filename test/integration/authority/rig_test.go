@@ -168,14 +168,20 @@ type rigOptions struct {
 
 var serviceRole sync.Once
 
-// serviceUser returns a rest.Config of a user bound to a ClusterRole of service.PolicyRules.
-func serviceUser(t testing.TB, env *envtest.Env) *rest.Config {
+// serviceUser returns a rest.Config of a user bound cluster-wide to a ClusterRole of
+// service.PolicyRules and, in namespace ns only, to one of service.NamespacePolicyRules (as
+// the manager binds it in a governed namespace).
+func serviceUser(t testing.TB, env *envtest.Env, ns string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
 	const name = "actgate-authority-test"
 	serviceRole.Do(func() {
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: service.PolicyRules()}
 		if err := env.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		nsRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name + "-namespace"}, Rules: service.NamespacePolicyRules()}
+		if err := env.Client.Create(ctx, nsRole); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 		binding := &rbacv1.ClusterRoleBinding{
@@ -187,6 +193,14 @@ func serviceUser(t testing.TB, env *envtest.Env) *rest.Config {
 			t.Fatal(err)
 		}
 	})
+	nsBinding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name + "-namespace"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+	}
+	if err := env.Client.Create(ctx, nsBinding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	u, err := env.AddUser(name)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +235,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r.agentTk = r.token(t, "agent", pod, audience)
 
 	// The service, as a user with exactly the rights it documents.
-	cfg := fastConfig(serviceUser(t, env))
+	cfg := fastConfig(serviceUser(t, env, r.ns))
 	if o.apiConfig != nil {
 		cfg = o.apiConfig(cfg)
 	}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/controllers"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/webhook"
@@ -254,18 +255,24 @@ func checkWebhookConfig(t *testing.T, doc []byte) {
 }
 
 // checkAuthorityRole: the chart grants the authority service exactly the rules the service
-// declares it needs.
+// declares it needs (cluster-wide and per governed namespace), and the manager's namespace role
+// is exactly controllers.ManagerNamespaceRules.
 func checkAuthorityRole(t *testing.T, doc []byte) {
 	t.Helper()
 	role := &rbacv1.ClusterRole{}
 	if err := yaml.UnmarshalStrict(doc, role); err != nil {
 		t.Fatal(err)
 	}
-	if role.Name != "actgate-authority-role" {
+	want, ok := map[string][]rbacv1.PolicyRule{
+		"actgate-authority-role":           service.PolicyRules(),
+		controllers.AuthorityNamespaceRole: service.NamespacePolicyRules(),
+		controllers.ManagerNamespaceRole:   controllers.ManagerNamespaceRules(),
+	}[role.Name]
+	if !ok {
 		return
 	}
-	if !equality.Semantic.DeepEqual(role.Rules, service.PolicyRules()) {
-		t.Errorf("actgate-authority-role rules differ from internal/review/service.PolicyRules:\n chart   %+v\n service %+v", role.Rules, service.PolicyRules())
+	if !equality.Semantic.DeepEqual(role.Rules, want) {
+		t.Errorf("%s rules differ from what the code declares (internal/review/service.PolicyRules, NamespacePolicyRules, controllers.ManagerNamespaceRules):\n chart %+v\n code  %+v", role.Name, role.Rules, want)
 	}
 }
 
@@ -456,12 +463,25 @@ func TestHelmInstall(t *testing.T) {
 			{manager, "update", "secrets/actgate-webhook-server-cert", "billing", "no"},
 			{manager, "create", "bindingmoments.actgate.io", "billing", "no"},
 			{manager, "patch", "bindingmoments.actgate.io", "billing", "no"},
-			// The authority service creates moments but cannot resolve them.
-			{"system:serviceaccount:actgate-system:actgate-authority", "create", "bindingmoments.actgate.io", "billing", "yes"},
+			// The authority service creates moments but cannot resolve them; it holds its
+			// namespaced rights (moments, Leases, pods) only where the manager binds them, in
+			// namespaces with a ToolPolicy (none here: no manager runs; test/attacks
+			// TestChartRBACIsNamespaceScoped runs it).
+			{"system:serviceaccount:actgate-system:actgate-authority", "create", "bindingmoments.actgate.io", "billing", "no"},
 			{"system:serviceaccount:actgate-system:actgate-authority", "patch", "bindingmoments.actgate.io", "billing", "no"},
-			{"system:serviceaccount:actgate-system:actgate-authority", "update", "leases.coordination.k8s.io", "billing", "yes"},
-			{"system:serviceaccount:actgate-system:actgate-authority", "get", "pods", "billing", "yes"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "update", "leases.coordination.k8s.io", "billing", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "get", "leases.coordination.k8s.io", "kube-system", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "get", "pods", "billing", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "list", "toolpolicies.actgate.io", "billing", "yes"},
 			{"system:serviceaccount:actgate-system:actgate-authority", "get", "secrets", "actgate-system", "no"},
+			// The manager reads Secrets and deletes Leases only where it binds its namespace
+			// role, and may bind only the two namespace roles.
+			{manager, "get", "secrets", "billing", "no"},
+			{manager, "delete", "leases.coordination.k8s.io", "kube-system", "no"},
+			{manager, "bind", "clusterroles/actgate-authority-namespace-role", "", "yes"},
+			{manager, "bind", "clusterroles/cluster-admin", "", "no"},
+			{manager, "delete", "rolebindings/actgate-manager", "billing", "yes"},
+			{manager, "delete", "rolebindings/someone-elses", "kube-system", "no"},
 		} {
 			args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
 			args = append(args, "--as", tc.as)
@@ -524,16 +544,18 @@ func TestKustomizeDefaultApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWebhookConfig(t, doc)
-	role := &rbacv1.ClusterRole{}
-	if err := e.Client.Get(t.Context(), client.ObjectKey{Name: "actgate-authority-role"}, role); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"actgate-authority-role", controllers.AuthorityNamespaceRole, controllers.ManagerNamespaceRole} {
+		role := &rbacv1.ClusterRole{}
+		if err := e.Client.Get(t.Context(), client.ObjectKey{Name: name}, role); err != nil {
+			t.Fatal(err)
+		}
+		role.APIVersion, role.Kind = "rbac.authorization.k8s.io/v1", "ClusterRole"
+		roleDoc, err := yaml.Marshal(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAuthorityRole(t, roleDoc)
 	}
-	role.APIVersion, role.Kind = "rbac.authorization.k8s.io/v1", "ClusterRole"
-	roleDoc, err := yaml.Marshal(role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAuthorityRole(t, roleDoc)
 	for _, name := range []string{"actgate-manager", "actgate-authority"} {
 		if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: "actgate-system", Name: name}, &corev1.ServiceAccount{}); apierrors.IsNotFound(err) {
 			t.Errorf("service account %s not created", name)
