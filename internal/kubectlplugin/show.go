@@ -61,7 +61,11 @@ func Show(w io.Writer, in ShowInput) error {
 	b.WriteString("\n")
 
 	if !in.Moment.Well() {
-		b.WriteString("BINDING MOMENT DISCARDED: the envelope is malformed, so no decision is offered (envelope-04 §9.3).\n")
+		if (&envelope.ValidationError{Problems: in.Moment.Problems}).ProfileOnly() {
+			b.WriteString("BINDING MOMENT NOT SHOWN: the envelope is well formed but outside the actgate profile, so no decision is offered.\n")
+		} else {
+			b.WriteString("BINDING MOMENT DISCARDED: the envelope is malformed, so no decision is offered (envelope-04 §9.3).\n")
+		}
 		for _, p := range in.Moment.Problems {
 			fmt.Fprintf(b, "  %s\n", safe(p.String()))
 		}

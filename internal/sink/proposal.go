@@ -160,8 +160,8 @@ const proposalSchema = `{
   "required": ["synopsis", "findings", "recommendations", "stem", "options", "recommended"],
   "properties": {
     "synopsis": {"type": "string", "description": "One sentence stating your position, answer first (envelope-04 §5.1)."},
-    "findings": {"type": "array", "minItems": 1, "maxItems": 16, "items": {"type": "string"}, "description": "Terse observations the synopsis rests on (§5.2)."},
-    "recommendations": {"type": "array", "minItems": 1, "maxItems": 16, "items": {"type": "string"}, "description": "Concrete moves (§5.3)."},
+    "findings": {"type": "array", "maxItems": 16, "items": {"type": "string"}, "description": "Terse observations the synopsis rests on (§5.2)."},
+    "recommendations": {"type": "array", "maxItems": 16, "items": {"type": "string"}, "description": "Concrete moves (§5.3)."},
     "offer": {"type": "string", "description": "Offer of elaboration on demand (§5.4); default \"Ask for detail on any item.\""},
     "stem": {"type": "string", "description": "One neutral sentence posing the decision; no recommendation in it (§5.5)."},
     "options": {
