@@ -25,6 +25,7 @@ import (
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/reconcile"
+	"github.com/actgate/actgate/internal/standalone"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -156,12 +157,12 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	}
 	reconciled := false
 	for _, r := range testutil.VerifiedReceipts(t, g.cfg.Path(gateconfig.ReceiptsFile), v) {
-		if r.Code == ReceiptCodeReconciled {
+		if r.Code == standalone.ReceiptCodeReconciled {
 			reconciled = r.OperationID == q.OperationID && r.State == "EXECUTED" && r.Decision == receipt.DecisionOutcome
 		}
 	}
 	if !reconciled {
-		t.Fatalf("no %s outcome receipt (EXECUTED) for %s in the receipt log", ReceiptCodeReconciled, q.OperationID)
+		t.Fatalf("no %s outcome receipt (EXECUTED) for %s in the receipt log", standalone.ReceiptCodeReconciled, q.OperationID)
 	}
 }
 
@@ -182,7 +183,7 @@ func resultText(r *mcp.CallToolResult) string { return testutil.Text(r) }
 // counterValue reads one labelled counter of the gate's registry.
 func counterValue(t *testing.T, g *testGate, name, result string) float64 {
 	t.Helper()
-	mfs, err := g.rt.metrics.Gather()
+	mfs, err := g.rt.Metrics().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestServeRefusesBadReconciliationCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, err := openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
+			rt, err := standalone.Open(context.Background(), cfg, logr.Discard(), standalone.Hooks{})
 			if err == nil {
 				_ = rt.Close()
 				t.Fatal("the gate opened")
@@ -252,7 +253,7 @@ func TestServeRefusesBadReconciliationCredentials(t *testing.T) {
 }
 
 // TestOpenGateFailureIsAnError: a gate that cannot open reports why and closes what it had
-// opened (here: the upstream's token file is missing once the store is open). openGate's
+// opened (here: the upstream's token file is missing once the store is open). standalone.Open's
 // cleanup used to dereference the nil result and panic instead.
 func TestOpenGateFailureIsAnError(t *testing.T) {
 	dir := t.TempDir()
@@ -261,15 +262,15 @@ func TestOpenGateFailureIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
+	rt, err := standalone.Open(context.Background(), cfg, logr.Discard(), standalone.Hooks{})
 	if err == nil || rt != nil || !strings.Contains(err.Error(), "bearerTokenFile") {
-		t.Fatalf("openGate = %v, %v; want no runtime and an error naming bearerTokenFile", rt, err)
+		t.Fatalf("standalone.Open = %v, %v; want no runtime and an error naming bearerTokenFile", rt, err)
 	}
 	// The store it had opened is closed: a second gate can open the same data dir.
 	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rt, err = openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
+	rt, err = standalone.Open(context.Background(), cfg, logr.Discard(), standalone.Hooks{})
 	if err != nil {
 		t.Fatalf("reopening: %v", err)
 	}
