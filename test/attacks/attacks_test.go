@@ -81,14 +81,14 @@ func injectedRecipient(t *testing.T) {
 		r := call(t, cs, "email_send", `{"to":"attacker@ex.com","body":"the statement"}`, prov)
 		refused(t, r, string(ef.EFInstructionProvenanceFailure))
 	}
-	if n := g.up.tools.Count("email_send"); n != 0 {
+	if n := g.up.Tools.Count("email_send"); n != 0 {
 		t.Fatalf("email_send reached the upstream %d times", n)
 	}
 	if n := g.journaled(); n != 0 {
 		t.Fatalf("%d journal records: an authority was consumed for an injected call", n)
 	}
 	// Control: the rule refuses the provenance, not the tool.
-	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError || g.up.tools.Count("email_send") != 1 {
+	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError || g.up.Tools.Count("email_send") != 1 {
 		t.Fatalf("the user's own email did not run once: %+v", r.Meta)
 	}
 }
@@ -104,12 +104,12 @@ func parallelSmuggling(t *testing.T) {
 		func() { payout = call(t, pay, "payout_create", `{"to":"acme","amount":2500}`, "user") },
 		func() { over = call(t, pay, "payout_create", `{"to":"acme","amount":250000}`, "user") },
 	)
-	if search.IsError || g.up.tools.Count("search") != 1 {
+	if search.IsError || g.up.Tools.Count("search") != 1 {
 		t.Fatalf("the search did not run once: %+v", search.Meta)
 	}
 	refused(t, payout, string(ef.EFEscalationRequired))
 	refused(t, over, string(ef.EFPolicyDenied))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("a smuggled payout ran %d times", n)
 	}
 	if n := g.journaled(); n != 0 {
@@ -139,7 +139,7 @@ func authorityReplay(t *testing.T) {
 			t.Fatalf("unexpected result %+v", r.Meta)
 		}
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("the authorised payout ran %d times, want exactly 1", n)
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateConsumed {
@@ -153,7 +153,7 @@ func authorityReplay(t *testing.T) {
 	if _, err := g.store.Consume(context.Background(), rr.AuthorityID, rec.Authority.Binding, authority.Consumption{OperationID: "replayed-op"}); !errors.Is(err, authority.ErrConsumed) {
 		t.Fatalf("a second consume at the store: %v, want ErrConsumed", err)
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("payout ran %d times after the replays, want 1", n)
 	}
 }
@@ -202,12 +202,12 @@ func originChange(t *testing.T) {
 	}
 	for _, endpoint := range []string{
 		g.swapped("browser", evil.URL),
-		g.swapped("browser", strings.Replace(g.up.browser.URL, "127.0.0.1", "localhost", 1)),
+		g.swapped("browser", strings.Replace(g.up.Browser.URL, "127.0.0.1", "localhost", 1)),
 	} {
 		refused(t, call(t, agent(t, endpoint), "computer_submit", args, "user"), string(ef.EFDestinationMismatch))
 	}
-	if evil.Count("") != 0 || g.up.browser.Count("") != 0 {
-		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.browser.Count(""))
+	if evil.Count("") != 0 || g.up.Browser.Count("") != 0 {
+		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.Browser.Count(""))
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateIssued {
 		t.Fatalf("authority %s after refused submits, want issued", s)
@@ -252,12 +252,12 @@ func resolutionReplay(t *testing.T) {
 	// Session 2 calls the small payout session 1 was authorised for: its act is its own.
 	refused(t, call(t, s2, "payout_create", small, "user"), string(ef.EFEscalationRequired))
 	refused(t, call(t, s2, "payout_create", large, "user"), string(ef.EFEscalationRequired))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("payout ran %d times", n)
 	}
 	// Control: session 1's authorised call runs, once.
-	if r := call(t, s1, "payout_create", small, "user"); r.IsError || g.up.pay.Count("payout_create") != 1 {
-		t.Fatalf("the authorised payout: %+v (ran %d)", r.Meta, g.up.pay.Count("payout_create"))
+	if r := call(t, s1, "payout_create", small, "user"); r.IsError || g.up.Pay.Count("payout_create") != 1 {
+		t.Fatalf("the authorised payout: %+v (ran %d)", r.Meta, g.up.Pay.Count("payout_create"))
 	}
 }
 
@@ -298,14 +298,14 @@ func optionMapSubstitution(t *testing.T) {
 		t.Fatalf("resolve option 0: %+v %v", rr, err)
 	}
 	refused(t, call(t, pay, "payout_create", large, "user"), string(ef.EFEscalationRequired))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("the substituted payout ran %d times", n)
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateIssued {
 		t.Fatalf("authority %s after the substituted call, want issued", s)
 	}
 	// Control: index 0's own action runs, once.
-	if r := call(t, pay, "payout_create", small, "user"); r.IsError || g.up.pay.Count("payout_create") != 1 {
+	if r := call(t, pay, "payout_create", small, "user"); r.IsError || g.up.Pay.Count("payout_create") != 1 {
 		t.Fatalf("option 0's payout: %+v", r.Meta)
 	}
 }
@@ -342,7 +342,7 @@ func canonicalizationDivergence(t *testing.T) {
 	if n := g.momentCount(); n != 1 {
 		t.Fatalf("%d moments registered, want only the control's", n)
 	}
-	if n := g.up.pay.Count(""); n != 0 || g.journaled() != 0 {
+	if n := g.up.Pay.Count(""); n != 0 || g.journaled() != 0 {
 		t.Fatalf("upstream ran %d times, %d journal records", n, g.journaled())
 	}
 	// Resolutions: a moment to resolve, and resolutions that read two ways.
@@ -365,7 +365,7 @@ func canonicalizationDivergence(t *testing.T) {
 			t.Fatalf("%s: %+v %v (code %q), want ErrResolutionInvalid with %s", tc.name, rr, err, got, tc.code)
 		}
 	}
-	if g.moment(id).Resolved || g.up.pay.Count("") != 0 {
+	if g.moment(id).Resolved || g.up.Pay.Count("") != 0 {
 		t.Fatal("an out-of-profile resolution resolved the moment or ran the payout")
 	}
 }
@@ -387,7 +387,7 @@ func selfResolution(t *testing.T) {
 			t.Fatal("the agent resolved its own moment")
 		}
 		refused(t, call(t, pay, "payout_create", `{"to":"acme","amount":150}`, "user"), string(ef.EFEscalationRequired))
-		if n := g.up.pay.Count(""); n != 0 {
+		if n := g.up.Pay.Count(""); n != 0 {
 			t.Fatalf("payout ran %d times", n)
 		}
 	})

@@ -40,7 +40,7 @@ import (
 // 1.3-1.8 ms.
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.tools.URL)
+	direct := agent(b, g.up.Tools.URL)
 	gated := agent(b, g.endpoint("tools"))
 	args := json.RawMessage(`{"q":"invoice 42"}`)
 	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args })
@@ -53,7 +53,7 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 // p50 2.6-3.3 ms (two fsync'd commits and the receipt's fsync on the path).
 func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.tools.URL)
+	direct := agent(b, g.up.Tools.URL)
 	gated := agent(b, g.endpoint("tools"))
 	roundTrips(b, direct, gated, func(i int) (string, json.RawMessage) {
 		return "ticket_create", json.RawMessage(fmt.Sprintf(`{"title":"ticket %d"}`, i))
@@ -89,7 +89,7 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
 	dir := b.TempDir()
 	cfgFile := filepath.Join(dir, "actgate.yaml")
-	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.tools.URL, toolsURL)
+	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL)
 	if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
 		b.Fatal(err)
 	}

@@ -29,14 +29,14 @@ func TestTA_InjectedRecipientNotInvoked(t *testing.T) {
 			invokedFalse(t, r)
 		})
 	}
-	if n := g.up.tools.Count("email_send"); n != 0 {
+	if n := g.up.Tools.Count("email_send"); n != 0 {
 		t.Fatalf("email_send reached the upstream %d times", n)
 	}
 	// The rule refuses the provenance, not the tool: the user's own instruction runs.
 	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError {
 		t.Fatalf("user-instructed email refused: %+v", r.Meta)
 	}
-	if n := g.up.tools.Count("email_send"); n != 1 {
+	if n := g.up.Tools.Count("email_send"); n != 1 {
 		t.Fatalf("email_send ran %d times, want 1", n)
 	}
 }
@@ -61,8 +61,8 @@ func TestTB_ParallelSearchAndPayout(t *testing.T) {
 		func() { payout = call(t, pay, "payout_create", `{"to":"acme","amount":2500}`, "user") },
 		func() { over = call(t, pay, "payout_create", `{"to":"acme","amount":250000}`, "user") },
 	)
-	if search.IsError || g.up.tools.Count("search") != 1 {
-		t.Fatalf("search: %+v (ran %d)", search.Meta, g.up.tools.Count("search"))
+	if search.IsError || g.up.Tools.Count("search") != 1 {
+		t.Fatalf("search: %+v (ran %d)", search.Meta, g.up.Tools.Count("search"))
 	}
 	if code(payout) != string(ef.EFEscalationRequired) || payout.Meta[mcpproxy.MetaMomentID] == nil {
 		t.Fatalf("payout: %+v", payout.Meta)
@@ -72,7 +72,7 @@ func TestTB_ParallelSearchAndPayout(t *testing.T) {
 		t.Fatalf("payout above the cap: %+v", over.Meta)
 	}
 	invokedFalse(t, over)
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("payout_create ran %d times", n)
 	}
 }
@@ -92,7 +92,7 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		fns = append(fns, func() { results[i] = call(t, pay, "payout_create", args, "user") })
 	}
 	parallel(fns...)
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("the authorised payout ran %d times, want exactly 1", n)
 	}
 	ran := 0
@@ -120,7 +120,7 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		t.Errorf("replay from another session: %+v", r.Meta)
 	}
 	invokedFalse(t, r)
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("payout ran %d times after the replays, want 1", n)
 	}
 }
@@ -156,7 +156,7 @@ func TestTD_SwappedServer(t *testing.T) {
 	if r := call(t, pay, "payout_create", args, "user"); r.IsError {
 		t.Fatalf("the authorised payout at the real server: %+v", r.Meta)
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("real server ran the payout %d times, want 1", n)
 	}
 	// The proxy presented the upstream's credential to the real server only.
@@ -181,7 +181,7 @@ func TestTE_OriginChange(t *testing.T) {
 		"another origin": g.swapped("browser", evil.URL),
 		// The same server reached under another spelling is another origin: origins are not
 		// folded (no DNS), so the authority does not follow it.
-		"another spelling": g.swapped("browser", strings.Replace(g.up.browser.URL, "127.0.0.1", "localhost", 1)),
+		"another spelling": g.swapped("browser", strings.Replace(g.up.Browser.URL, "127.0.0.1", "localhost", 1)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := call(t, agent(t, endpoint), "computer_submit", args, "user")
@@ -191,13 +191,13 @@ func TestTE_OriginChange(t *testing.T) {
 			invokedFalse(t, r)
 		})
 	}
-	if evil.Count("") != 0 || g.up.browser.Count("") != 0 {
-		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.browser.Count(""))
+	if evil.Count("") != 0 || g.up.Browser.Count("") != 0 {
+		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.Browser.Count(""))
 	}
 	if r := call(t, browser, "computer_submit", args, "user"); r.IsError {
 		t.Fatalf("the submit on the authorised origin: %+v", r.Meta)
 	}
-	if n := g.up.browser.Count("computer_submit"); n != 1 {
+	if n := g.up.Browser.Count("computer_submit"); n != 1 {
 		t.Fatalf("submit ran %d times, want 1", n)
 	}
 }
@@ -209,7 +209,7 @@ func TestPassThrough(t *testing.T) {
 	g := newGate(t)
 	ctx := context.Background()
 	gated := agent(t, g.endpoint("pay"))
-	direct := agent(t, g.up.pay.URL)
+	direct := agent(t, g.up.Pay.URL)
 	for _, tc := range []struct {
 		name string
 		run  func(*mcp.ClientSession) (any, error)
@@ -255,7 +255,7 @@ func TestPassThrough(t *testing.T) {
 			t.Fatalf("tools %v", names)
 		}
 	})
-	if n := g.up.pay.Count(""); n != 0 {
+	if n := g.up.Pay.Count(""); n != 0 {
 		t.Fatalf("discovery invoked %d tools", n)
 	}
 	if ms, err := g.sink.Moments(ctx, sink.MomentFilter{}); err != nil || len(ms) != 0 {

@@ -151,7 +151,7 @@ func TestTG_CrashRecovery(t *testing.T) {
 			if err := p1.wait(t); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("the gate did not die by SIGKILL: %v\n%s", err, p1.stderr.String())
 			}
-			if n := u.tools.Count("ticket_create"); n != tc.ranBefore {
+			if n := u.Tools.Count("ticket_create"); n != tc.ranBefore {
 				t.Fatalf("upstream ran ticket_create %d times before the crash, want %d", n, tc.ranBefore)
 			}
 
@@ -166,7 +166,7 @@ func TestTG_CrashRecovery(t *testing.T) {
 				t.Fatalf("retry after restart: %+v", r.Meta)
 			}
 			invokedFalse(t, r)
-			if n := u.tools.Count("ticket_create"); n != tc.ranBefore {
+			if n := u.Tools.Count("ticket_create"); n != tc.ranBefore {
 				t.Fatalf("the retry reached the upstream: count %d, want %d", n, tc.ranBefore)
 			}
 
@@ -203,7 +203,7 @@ func TestTG_CrashRecovery(t *testing.T) {
 				t.Errorf("reason %q, want %q", rec.Reason, journal.ReasonRecoveredOnStart)
 			}
 			if tc.failpoint == string(failpoint.AfterInvoke) {
-				calls := u.tools.Calls()
+				calls := u.Tools.Calls()
 				if calls[len(calls)-1].OperationID != rec.OperationID {
 					t.Errorf("the upstream saw operation %q, the journal has %q", calls[len(calls)-1].OperationID, rec.OperationID)
 				}
