@@ -2,15 +2,12 @@ package attacks
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/authority"
-	"github.com/actgate/actgate/internal/authority/boltstore"
-	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -38,42 +35,23 @@ func startUpstream(t testing.TB, name string, tools ...string) *mcptest.Server {
 }
 
 // gate is testdata/actgate.yaml's gate, in-process.
-type gate struct {
-	t     testing.TB
-	cfg   *gateconfig.Config
-	store *boltstore.Store
-	sink  *sink.Gate
-	up    *rig.Upstreams
-	rg    *rig.Gate
-}
+type gate struct{ *rig.Gate }
 
 func newGate(t testing.TB) *gate {
 	t.Helper()
-	u := rig.StartUpstreams(t, false)
-	dir := filepath.Join(t.TempDir(), "data")
-	cfg, err := gateconfig.Parse(rig.Config(t, "testdata/actgate.yaml", u, dir), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rg := rig.StartGate(t, cfg)
-	return &gate{t: t, cfg: cfg, store: rg.Runtime().Store(), sink: rg.Runtime().Gate(), up: u, rg: rg}
+	return &gate{rig.Start(t, "testdata/actgate.yaml", false)}
 }
-
-// swapped serves the proxy of server as if its upstream were url, and returns its endpoint.
-func (g *gate) swapped(server, url string) string { return g.rg.Swapped(server, url) }
-
-func (g *gate) endpoint(server string) string { return g.rg.Endpoint(server) }
 
 // journaled counts the journal's records in every state: an attack refused before consume
 // leaves no record.
 func (g *gate) journaled() int {
-	g.t.Helper()
+	g.T.Helper()
 	n := 0
 	for _, s := range []journal.State{journal.StateConsumed, journal.StateDispatchPending, journal.StateInvoked,
 		journal.StateExecuted, journal.StateFailed, journal.StateIndeterminate} {
-		recs, err := g.store.InState(context.Background(), s)
+		recs, err := g.Store.InState(context.Background(), s)
 		if err != nil {
-			g.t.Fatal(err)
+			g.T.Fatal(err)
 		}
 		n += len(recs)
 	}
@@ -82,36 +60,36 @@ func (g *gate) journaled() int {
 
 // authorityState reads an issued authority's state from the store.
 func (g *gate) authorityState(id string) authority.State {
-	g.t.Helper()
-	rec, err := g.store.Get(context.Background(), "", id)
+	g.T.Helper()
+	rec, err := g.Store.Get(context.Background(), "", id)
 	if err != nil {
-		g.t.Fatalf("authority %s: %v", id, err)
+		g.T.Fatalf("authority %s: %v", id, err)
 	}
 	return rec.State
 }
 
 // moment returns the registered moment id.
 func (g *gate) moment(id string) sink.Moment {
-	g.t.Helper()
-	ms, err := g.sink.Moments(context.Background(), sink.MomentFilter{})
+	g.T.Helper()
+	ms, err := g.Sink.Moments(context.Background(), sink.MomentFilter{})
 	if err != nil {
-		g.t.Fatal(err)
+		g.T.Fatal(err)
 	}
 	for _, m := range ms {
 		if m.ID == id {
 			return m
 		}
 	}
-	g.t.Fatalf("no moment %s", id)
+	g.T.Fatalf("no moment %s", id)
 	return sink.Moment{}
 }
 
 // momentCount is how many binding moments the gate holds.
 func (g *gate) momentCount() int {
-	g.t.Helper()
-	ms, err := g.sink.Moments(context.Background(), sink.MomentFilter{})
+	g.T.Helper()
+	ms, err := g.Sink.Moments(context.Background(), sink.MomentFilter{})
 	if err != nil {
-		g.t.Fatal(err)
+		g.T.Fatal(err)
 	}
 	return len(ms)
 }
@@ -158,7 +136,7 @@ var resolution = rig.OptionResolution
 
 // resolve has who choose option of a moment.
 func (g *gate) resolve(momentID, who string, raw []byte) (sink.ResolveResult, error) {
-	return g.sink.Resolve(context.Background(), momentID, who, raw)
+	return g.Sink.Resolve(context.Background(), momentID, who, raw)
 }
 
 // parallel runs fns at once and waits for all.

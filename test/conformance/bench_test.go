@@ -40,8 +40,8 @@ import (
 // 1.3-1.8 ms.
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.Tools.URL)
-	gated := agent(b, g.endpoint("tools"))
+	direct := agent(b, g.Up.Tools.URL)
+	gated := agent(b, g.Endpoint("tools"))
 	args := json.RawMessage(`{"q":"invoice 42"}`)
 	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args })
 }
@@ -53,8 +53,8 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 // p50 2.6-3.3 ms (two fsync'd commits and the receipt's fsync on the path).
 func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.Tools.URL)
-	gated := agent(b, g.endpoint("tools"))
+	direct := agent(b, g.Up.Tools.URL)
+	gated := agent(b, g.Endpoint("tools"))
 	roundTrips(b, direct, gated, func(i int) (string, json.RawMessage) {
 		return "ticket_create", json.RawMessage(fmt.Sprintf(`{"title":"ticket %d"}`, i))
 	})
@@ -99,8 +99,8 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	}
 	p := startServeArgs(b, bin, []string{"serve", "--config", cfgFile}, cfg)
 	direct := agent(b, toolsURL)
-	gated := agent(b, p.base+mcpproxy.Path("tools"))
-	pid := p.cmd.Process.Pid
+	gated := agent(b, p.Base+mcpproxy.Path("tools"))
+	pid := p.Cmd.Process.Pid
 	args := json.RawMessage(`{"q":"invoice 42"}`)
 	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
 		func() time.Duration { return procCPU(b, pid) })

@@ -2,17 +2,13 @@ package conformance
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/actgate/actgate/internal/authority/boltstore"
-	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
-	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/test/testutil/rig"
 )
@@ -37,33 +33,12 @@ func config(t testing.TB, u *rig.Upstreams, dataDir string) []byte {
 // gate is the conformance policy's gate, in-process: the gate `actgate serve` runs
 // (internal/standalone: gateconfig, bbolt store, receipt log, sink, one MCP proxy per server),
 // served over loopback HTTP.
-type gate struct {
-	t     testing.TB
-	cfg   *gateconfig.Config
-	store *boltstore.Store
-	sink  *sink.Gate
-	up    *rig.Upstreams
-	rg    *rig.Gate
-}
+type gate struct{ *rig.Gate }
 
 func newGate(t testing.TB) *gate {
 	t.Helper()
-	u := startUpstreams(t)
-	dir := filepath.Join(t.TempDir(), "data")
-	cfg, err := gateconfig.Parse(config(t, u, dir), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rg := rig.StartGate(t, cfg)
-	return &gate{t: t, cfg: cfg, store: rg.Runtime().Store(), sink: rg.Runtime().Gate(), up: u, rg: rg}
+	return &gate{rig.Start(t, "testdata/actgate.yaml", true)}
 }
-
-// swapped serves the proxy of server as if its upstream were url (a swapped server, T-D, or a
-// changed origin, T-E), and returns its endpoint.
-func (g *gate) swapped(server, url string) string { return g.rg.Swapped(server, url) }
-
-// endpoint is the agent-facing MCP endpoint of a server.
-func (g *gate) endpoint(server string) string { return g.rg.Endpoint(server) }
 
 // agent is an MCP client session (the SDK's) to endpoint.
 func agent(t testing.TB, endpoint string) *mcp.ClientSession {
@@ -85,16 +60,16 @@ func invokedFalse(t testing.TB, r *mcp.CallToolResult) {
 
 // resolveOption has alice choose an option of the moment an escalation returned.
 func (g *gate) resolveOption(r *mcp.CallToolResult, option int) {
-	g.t.Helper()
+	g.T.Helper()
 	id, _ := r.Meta[mcpproxy.MetaMomentID].(string)
 	digest, _ := r.Meta[mcpproxy.MetaEnvelopeDigest].(string)
 	if id == "" || !strings.HasPrefix(digest, "sha256:") {
-		g.t.Fatalf("not an escalation: %+v", r.Meta)
+		g.T.Fatalf("not an escalation: %+v", r.Meta)
 	}
 	b := rig.OptionResolution(digest, option)
-	rr, err := g.sink.Resolve(context.Background(), id, "alice", b)
+	rr, err := g.Sink.Resolve(context.Background(), id, "alice", b)
 	if err != nil || rr.AuthorityID == "" {
-		g.t.Fatalf("resolve %s: %+v %v", id, rr, err)
+		g.T.Fatalf("resolve %s: %+v %v", id, rr, err)
 	}
 }
 

@@ -2,16 +2,10 @@ package authority
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -38,6 +32,7 @@ import (
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 const (
@@ -282,44 +277,13 @@ func (r *rig) token(t testing.TB, sa string, pod *corev1.Pod, audiences ...strin
 // crypto/x509 (in a cluster the operator's cert-controller provides them).
 func (r *rig) serveTLS(t testing.TB) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "actgate-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "actgate-authority"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.NewPKI(t, t.TempDir())
 	srv := httptest.NewUnstartedServer(r.svc)
-	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{p.Cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
-	r.ca = x509.NewCertPool()
-	r.ca.AddCert(caCert)
+	r.ca = p.Pool
 }
 
 // client is a sidecar's review client presenting token, trusting only the rig's CA.

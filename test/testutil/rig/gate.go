@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
 
+	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/standalone"
 )
 
@@ -19,10 +22,29 @@ import (
 // what `actgate serve` runs (store, receipt log, sink, one MCP proxy per server, moments API),
 // served on a loopback port until the test ends.
 type Gate struct {
-	t  testing.TB
-	rt *standalone.Runtime
+	T testing.TB
+	// Store and Sink are the runtime's store (authorities and journal) and sink.
+	Store *boltstore.Store
+	Sink  *sink.Gate
+	// Up are the upstreams the gate was started with (Start); nil from StartGate.
+	Up *Upstreams
 	// URL is the gate's base URL (http://127.0.0.1:PORT).
 	URL string
+	rt  *standalone.Runtime
+}
+
+// Start runs the three Upstreams (samples: with mcptest's samples) and the gate of the
+// configuration file at path rendered for them (Config) on a fresh data dir.
+func Start(t testing.TB, path string, samples bool) *Gate {
+	t.Helper()
+	u := StartUpstreams(t, samples)
+	cfg, err := gateconfig.Parse(Config(t, path, u, filepath.Join(t.TempDir(), "data")), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := StartGate(t, cfg)
+	g.Up = u
+	return g
 }
 
 // StartGate opens and serves the gate of cfg; it stops (gracefully, closing the runtime) when
@@ -47,10 +69,10 @@ func StartGate(t testing.TB, cfg *gateconfig.Config) *Gate {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &Gate{t: t, rt: rt, URL: "http://" + ln.Addr().String()}
+	return &Gate{T: t, Store: rt.Store(), Sink: rt.Gate(), URL: "http://" + ln.Addr().String(), rt: rt}
 }
 
-// Runtime is the gate's runtime: its store, sink and configuration.
+// Runtime is the gate's runtime.
 func (g *Gate) Runtime() *standalone.Runtime { return g.rt }
 
 // Endpoint is the agent-facing MCP endpoint of a server.
@@ -59,11 +81,11 @@ func (g *Gate) Endpoint(server string) string { return g.URL + mcpproxy.Path(ser
 // Proxy is an MCP proxy of the gate for server, contacting url (the policy's, or a swapped
 // one), closed when the test ends.
 func (g *Gate) Proxy(server, url string) *mcpproxy.Proxy {
-	g.t.Helper()
+	g.T.Helper()
 	cfg := g.rt.Config()
 	cred, err := cfg.Upstream(server).Credential()
 	if err != nil {
-		g.t.Fatal(err)
+		g.T.Fatal(err)
 	}
 	var credOrigin string
 	for _, s := range cfg.Policy.Servers {
@@ -75,18 +97,18 @@ func (g *Gate) Proxy(server, url string) *mcpproxy.Proxy {
 		Credential: cred, CredentialOrigin: credOrigin, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
 		CallTimeout: cfg.Timeout()})
 	if err != nil {
-		g.t.Fatal(err)
+		g.T.Fatal(err)
 	}
-	g.t.Cleanup(func() { _ = p.Close() })
+	g.T.Cleanup(func() { _ = p.Close() })
 	return p
 }
 
 // Swapped serves the proxy of server as if its upstream were url, and returns its endpoint.
 func (g *Gate) Swapped(server, url string) string {
-	g.t.Helper()
+	g.T.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(mcpproxy.Path(server), g.Proxy(server, url))
 	s := httptest.NewServer(mux)
-	g.t.Cleanup(s.Close)
+	g.T.Cleanup(s.Close)
 	return s.URL + mcpproxy.Path(server)
 }
