@@ -178,30 +178,16 @@ func forbidden(t *testing.T, what string, err error, want ...string) {
 	}
 }
 
-// loadSample reads a config/samples object.
-func loadSample[T any](t *testing.T, root, name string) *T {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "config", "samples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := new(T)
-	if err := yaml.UnmarshalStrict(b, obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
 // momentFor creates the sample Act (initiated by agent) and the sample BindingMoment addressed
 // to principal.
 func momentFor(t *testing.T, e *envtest.Env, ns, agent, principal string) *v1alpha1.BindingMoment {
 	t.Helper()
-	a := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+	a := envtest.LoadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
 	a.Namespace, a.Name, a.Spec.Agent = ns, "pay-1", agent
 	if err := e.Client.Create(kctx(t), a); err != nil {
 		t.Fatal(err)
 	}
-	bm := loadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
+	bm := envtest.LoadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
 	bm.Namespace, bm.Name = ns, "pay-1"
 	bm.Spec.ActRef.Name, bm.Spec.Principal = a.Name, principal
 	bm.Spec.ExpiresAt = metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))

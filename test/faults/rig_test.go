@@ -27,12 +27,10 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
@@ -390,7 +388,7 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 	if err := env.Client.Create(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
-	acceptPolicy(t, env.Client, policy, 1)
+	envtest.AcceptPolicy(t, env.Client, policy, 1)
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -417,35 +415,6 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 		"--review-timeout", o.serviceTO.String(), "--store-timeout", o.serviceTO.String(), "--shutdown-grace", "0s")
 	r.authF = newAuthorityFaults(t, "https://"+r.auth.addr(t), r.pki, o.authDelay)
 	return r
-}
-
-// acceptPolicy writes the status the ToolPolicy controller would (Accepted, epoch) and waits
-// until the API server's watch cache, from which the service lists policies, has it.
-func acceptPolicy(t *testing.T, c client.Client, p *v1alpha1.ToolPolicy, epoch int64) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-		t.Fatal(err)
-	}
-	p.Status.PolicyEpoch = epoch
-	p.Status.ObservedGeneration = p.Generation
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ToolPolicyAcceptedCondition,
-		Status: metav1.ConditionTrue, Reason: v1alpha1.ToolPolicyCompiledReason, ObservedGeneration: p.Generation})
-	if err := c.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, "the policy in the watch cache", func() error {
-		var list v1alpha1.ToolPolicyList
-		if err := c.List(ctx, &list, client.InNamespace(p.Namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
-			return err
-		}
-		for _, x := range list.Items {
-			if x.Name == p.Name && x.ResourceVersion == p.ResourceVersion {
-				return nil
-			}
-		}
-		return fmt.Errorf("%d policies listed, none at resourceVersion %s", len(list.Items), p.ResourceVersion)
-	})
 }
 
 // startSidecar runs `actgate sidecar` for the rig (env added, e.g. ACTGATE_FAILPOINT) and

@@ -52,30 +52,13 @@ func buildPlugin(t *testing.T) string {
 	return dir
 }
 
-// pluginEnv is the tools' environment with the plugin folder first on PATH and KUBECONFIG set
-// to kubeconfig, the way a user with their own kubeconfig runs kubectl.
-func pluginEnv(env *envtest.Env, pluginDir, kubeconfig string) []string {
-	var out []string
-	for _, kv := range env.ToolEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "PATH":
-			kv = "PATH=" + pluginDir + string(os.PathListSeparator) + v
-		case "KUBECONFIG":
-			kv = "KUBECONFIG=" + kubeconfig
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // startConsole runs `kubectl actgate console` through the real kubectl as the user of
 // kubeconfig until the test ends, and returns the URL it prints.
 func startConsole(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := env.Command(ctx, "kubectl", append([]string{"actgate", "console"}, args...)...)
-	cmd.Env = pluginEnv(env, pluginDir, kubeconfig)
+	cmd.Env = env.PluginEnv(pluginDir, kubeconfig)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
