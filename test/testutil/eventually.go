@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Eventually polls cond every 50 ms until it returns nil; when d passes first, the test fails
+// Eventually polls cond every 100 ms until it returns nil; when d passes first, the test fails
 // naming what it waited for and cond's last error.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
@@ -18,6 +18,6 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s: %v", d, what, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
