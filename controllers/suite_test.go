@@ -29,6 +29,7 @@ import (
 	"github.com/actgate/actgate/internal/metrics"
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // shared is the one API server the tests of this package share (a start costs seconds on two
@@ -217,17 +218,7 @@ func (h *harness) poke(t *testing.T, objs ...client.Object) {
 // eventually polls cond until it returns nil or timeout passes, then fails t with its error.
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, "the condition", cond)
 }
 
 // consistently checks cond every 100ms for d and fails t the first time it returns an error:

@@ -15,6 +15,7 @@ import (
 	"github.com/actgate/actgate/internal/console/consoletest"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/standalone"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -84,12 +85,12 @@ func TestConsoleInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := func() map[string]momentJSON {
+	state := func() map[string]standalone.MomentJSON {
 		ms, err := api.moments(context.Background(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]momentJSON{}
+		out := map[string]standalone.MomentJSON{}
 		for _, m := range ms {
 			out[m.ID] = m
 		}

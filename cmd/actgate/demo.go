@@ -22,6 +22,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/standalone"
 )
 
 // demoPolicy is the policy the demo runs: the policy of testdata/gate/actgate.yaml (a test
@@ -269,7 +270,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
-	rt, err := openGate(ctx, cfg, log, gateHooks{})
+	rt, err := standalone.Open(ctx, cfg, log, standalone.Hooks{})
 	if err != nil {
 		return err
 	}
@@ -280,7 +281,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
-	go func() { served <- rt.serve(sctx, ln, io.Discard) }()
+	go func() { served <- rt.Serve(sctx, ln, io.Discard) }()
 	defer func() {
 		stop()
 		if serr := <-served; serr != nil && err == nil {
@@ -343,7 +344,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	d.expectCount("send_payment", 0)
 
 	d.header("RESOLVE   alice lists her binding moments and chooses option 1 (the local API, as `actgate moments` / `actgate resolve`)")
-	tok, err := readPrivate(cfg.PrincipalTokenPath("alice"))
+	tok, err := standalone.ReadPrivate(cfg.PrincipalTokenPath("alice"))
 	if err != nil {
 		return err
 	}

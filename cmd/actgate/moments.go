@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,233 +12,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/actgate/actgate/internal/console"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/gateconfig"
-	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/standalone"
 )
-
-// The local moments API of `actgate serve` (embedded mode). Every request carries
-// "Authorization: Bearer <token>" with a principal's token from DataDir/principals/NAME.token;
-// the token decides who the caller is, so only a user who can read that file resolves as that
-// principal. The web console (`actgate console`) speaks the same API.
-//
-//	GET  /v1/moments[?all=1]        moments addressed to the caller (pending only, unless all)
-//	GET  /v1/moments/{id}           one moment
-//	POST /v1/moments/{id}/resolve   body: an envelope-04 §7.3 resolution
-const (
-	apiMoments = "/v1/moments"
-	// maxResolutionBytes bounds a resolution body.
-	maxResolutionBytes = 64 << 10
-)
-
-// momentJSON is a binding moment on the API.
-type momentJSON struct {
-	ID             string          `json:"id"`
-	Session        string          `json:"session"`
-	Agent          string          `json:"agent"`
-	Server         string          `json:"server,omitempty"`
-	Tool           string          `json:"tool,omitempty"`
-	ActID          string          `json:"actId,omitempty"`
-	Envelope       json.RawMessage `json:"envelope"`
-	EnvelopeDigest string          `json:"envelopeDigest"`
-	Principals     []string        `json:"principals"`
-	Created        time.Time       `json:"created"`
-	Expires        time.Time       `json:"expires"`
-	Resolved       bool            `json:"resolved"`
-	Resolution     string          `json:"resolution,omitempty"`
-	// Class and ActionDigest describe the call the moment decides (the escalated call, or the
-	// first option that needs a human); empty when no option does.
-	Class        string `json:"class,omitempty"`
-	ActionDigest string `json:"actionDigest,omitempty"`
-	// GateAuthored says the gate wrote the envelope from policy; false: the agent proposed it,
-	// and every slot of it is the agent's words.
-	GateAuthored bool `json:"gateAuthored"`
-	// Calls are the calls the options authorise, one per option in order, as the gate computed
-	// their action digests from them (arguments masked where policy says). They are the gate's
-	// record, not the agent's text: surfaces show them under "Runs (verified by actgate)".
-	Calls []envelope.Call `json:"calls"`
-}
-
-// resolveJSON is the answer to a resolution.
-type resolveJSON struct {
-	MomentID    string `json:"momentId"`
-	Kind        string `json:"kind"`
-	Option      string `json:"option,omitempty"`
-	AuthorityID string `json:"authorityId,omitempty"`
-	Pending     bool   `json:"pending"`
-	Votes       int    `json:"votes,omitempty"`
-	Required    int    `json:"required,omitempty"`
-}
-
-// apiError is every error body of the API.
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// API error codes.
-const (
-	codeUnauthenticated = "UNAUTHENTICATED"
-	codeNotFound        = "MOMENT_NOT_FOUND"
-	codeExpired         = "MOMENT_EXPIRED"
-	codeResolved        = "MOMENT_RESOLVED"
-	codeNotPrincipal    = "NOT_A_PRINCIPAL"
-	codeInvalid         = "RESOLUTION_INVALID"
-	codeUnavailable     = "GATE_UNAVAILABLE"
-)
-
-// momentsAPI serves the moments API of one gate.
-type momentsAPI struct {
-	gate   *sink.Gate
-	tokens map[string][]byte // principal → token
-	log    logr.Logger
-}
-
-func (a *momentsAPI) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+apiMoments, a.list)
-	mux.HandleFunc("GET "+apiMoments+"/{id}", a.get)
-	mux.HandleFunc("POST "+apiMoments+"/{id}/resolve", a.resolve)
-}
-
-// principal authenticates the caller by token (constant-time comparison against each).
-func (a *momentsAPI) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok {
-		for name, want := range a.tokens {
-			if subtle.ConstantTimeCompare([]byte(tok), want) == 1 {
-				return name, true
-			}
-		}
-	}
-	writeAPIError(w, http.StatusUnauthorized, codeUnauthenticated, "a principal's token is required (DataDir/principals/NAME.token)")
-	return "", false
-}
-
-func (a *momentsAPI) list(w http.ResponseWriter, r *http.Request) {
-	who, ok := a.principal(w, r)
-	if !ok {
-		return
-	}
-	ms, err := a.gate.Moments(r.Context(), sink.MomentFilter{Pending: r.URL.Query().Get("all") == ""})
-	if err != nil {
-		a.log.Error(err, "Listing moments failed")
-		writeAPIError(w, http.StatusServiceUnavailable, codeUnavailable, "moments could not be listed")
-		return
-	}
-	out := struct {
-		Moments []momentJSON `json:"moments"`
-	}{Moments: []momentJSON{}}
-	for _, m := range ms {
-		if slices.Contains(m.Principals, who) {
-			out.Moments = append(out.Moments, toMomentJSON(m))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (a *momentsAPI) get(w http.ResponseWriter, r *http.Request) {
-	who, ok := a.principal(w, r)
-	if !ok {
-		return
-	}
-	m, found, err := a.find(r.Context(), r.PathValue("id"))
-	switch {
-	case err != nil:
-		a.log.Error(err, "Listing moments failed")
-		writeAPIError(w, http.StatusServiceUnavailable, codeUnavailable, "moments could not be listed")
-	case !found || !slices.Contains(m.Principals, who):
-		writeAPIError(w, http.StatusNotFound, codeNotFound, "no such binding moment for this principal")
-	default:
-		writeJSON(w, http.StatusOK, toMomentJSON(m))
-	}
-}
-
-func (a *momentsAPI) find(ctx context.Context, id string) (sink.Moment, bool, error) {
-	ms, err := a.gate.Moments(ctx, sink.MomentFilter{})
-	if err != nil {
-		return sink.Moment{}, false, err
-	}
-	for _, m := range ms {
-		if m.ID == id {
-			return m, true, nil
-		}
-	}
-	return sink.Moment{}, false, nil
-}
-
-func (a *momentsAPI) resolve(w http.ResponseWriter, r *http.Request) {
-	who, ok := a.principal(w, r)
-	if !ok {
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxResolutionBytes+1))
-	if err != nil || len(body) > maxResolutionBytes {
-		writeAPIError(w, http.StatusBadRequest, codeInvalid, "unreadable or oversized resolution")
-		return
-	}
-	id := r.PathValue("id")
-	res, err := a.gate.Resolve(r.Context(), id, who, body)
-	if err != nil {
-		status, code := http.StatusBadRequest, codeInvalid
-		switch {
-		case errors.Is(err, sink.ErrMomentNotFound):
-			status, code = http.StatusNotFound, codeNotFound
-		case errors.Is(err, sink.ErrMomentExpired):
-			status, code = http.StatusGone, codeExpired
-		case errors.Is(err, sink.ErrMomentResolved):
-			status, code = http.StatusConflict, codeResolved
-		case errors.Is(err, sink.ErrNotPrincipal), errors.Is(err, sink.ErrSelfResolution):
-			status, code = http.StatusForbidden, codeNotPrincipal
-		case errors.Is(err, sink.ErrResolutionInvalid):
-		default:
-			status, code = http.StatusServiceUnavailable, codeUnavailable
-		}
-		a.log.Info("Resolution refused", "moment", id, "principal", who, "code", code)
-		writeAPIError(w, status, code, err.Error())
-		return
-	}
-	a.log.Info("Binding moment resolved", "moment", id, "principal", who, "kind", res.Kind, "pending", res.Pending)
-	writeJSON(w, http.StatusOK, resolveJSON{MomentID: res.MomentID, Kind: res.Kind, Option: res.OptionID,
-		AuthorityID: res.AuthorityID, Pending: res.Pending, Votes: res.Votes, Required: res.Required})
-}
-
-func toMomentJSON(m sink.Moment) momentJSON {
-	out := momentJSON{ID: m.ID, Session: m.Session, Agent: m.Agent, Server: m.Server, Tool: m.Tool, ActID: m.ActID,
-		EnvelopeDigest: m.Digest, Principals: m.Principals, Created: m.Created.UTC(), Expires: m.Expires.UTC(),
-		Resolved: m.Resolved, Resolution: m.Resolution, Class: m.Class, ActionDigest: m.ActionDigest,
-		GateAuthored: m.GateAuthored, Calls: m.Calls}
-	if out.Calls == nil {
-		out.Calls = []envelope.Call{}
-	}
-	if m.Envelope != nil {
-		out.Envelope = m.Envelope.Canonical()
-	}
-	return out
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
-	var e apiError
-	e.Error.Code, e.Error.Message = code, msg
-	writeJSON(w, status, e)
-}
 
 // ---- the CLI side: actgate moments, actgate resolve ----
 
@@ -298,7 +81,7 @@ func (f *apiFlags) client() (*apiClient, error) {
 		}
 		tokenFile = filepath.Join(dir, gateconfig.PrincipalsDir, c.principal+".token")
 	}
-	tok, err := readPrivate(tokenFile)
+	tok, err := standalone.ReadPrivate(tokenFile)
 	if err != nil {
 		return nil, fail(exitUsage, "USAGE principal token: "+err.Error())
 	}
@@ -337,7 +120,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 		return fail(exitRejected, "GATE_UNREACHABLE "+err.Error())
 	}
 	if resp.StatusCode/100 != 2 {
-		var e apiError
+		var e standalone.APIError
 		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
 			return fail(exitRejected, e.Error.Code+" "+e.Error.Message)
 		}
@@ -349,11 +132,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 	return nil
 }
 
-func (c *apiClient) moments(ctx context.Context, all bool) ([]momentJSON, error) {
+func (c *apiClient) moments(ctx context.Context, all bool) ([]standalone.MomentJSON, error) {
 	var out struct {
-		Moments []momentJSON `json:"moments"`
+		Moments []standalone.MomentJSON `json:"moments"`
 	}
-	path := apiMoments
+	path := standalone.APIMoments
 	if all {
 		path += "?all=1"
 	}
@@ -363,15 +146,15 @@ func (c *apiClient) moments(ctx context.Context, all bool) ([]momentJSON, error)
 	return out.Moments, nil
 }
 
-func (c *apiClient) moment(ctx context.Context, id string) (momentJSON, error) {
-	var m momentJSON
-	err := c.do(ctx, http.MethodGet, apiMoments+"/"+url.PathEscape(id), nil, &m)
+func (c *apiClient) moment(ctx context.Context, id string) (standalone.MomentJSON, error) {
+	var m standalone.MomentJSON
+	err := c.do(ctx, http.MethodGet, standalone.APIMoments+"/"+url.PathEscape(id), nil, &m)
 	return m, err
 }
 
-func (c *apiClient) resolve(ctx context.Context, id string, resolution []byte) (resolveJSON, error) {
-	var r resolveJSON
-	err := c.do(ctx, http.MethodPost, apiMoments+"/"+url.PathEscape(id)+"/resolve", resolution, &r)
+func (c *apiClient) resolve(ctx context.Context, id string, resolution []byte) (standalone.ResolveJSON, error) {
+	var r standalone.ResolveJSON
+	err := c.do(ctx, http.MethodPost, standalone.APIMoments+"/"+url.PathEscape(id)+"/resolve", resolution, &r)
 	return r, err
 }
 
@@ -435,7 +218,7 @@ The principal is authenticated by its token file in the gate's data dir
 
 // printMoment renders one moment with every envelope-04 §9.1 invariant (the envelope
 // package's text renderer) and how to resolve it.
-func printMoment(w io.Writer, m momentJSON) error {
+func printMoment(w io.Writer, m standalone.MomentJSON) error {
 	env, err := envelope.Parse(m.Envelope)
 	if err != nil {
 		// A malformed envelope is never presented as a decision (envelope-04 §4, §12.8).
@@ -623,7 +406,7 @@ func (b consoleBackend) Resolve(ctx context.Context, id string, resolution []byt
 	r, err := b.c.resolve(ctx, id, resolution)
 	if err != nil {
 		msg := err.Error()
-		for _, code := range []string{"GATE_UNREACHABLE", "GATE_ERROR", codeUnavailable} {
+		for _, code := range []string{"GATE_UNREACHABLE", "GATE_ERROR", standalone.CodeUnavailable} {
 			if strings.HasPrefix(msg, code) {
 				return console.Result{}, errors.New(msg)
 			}

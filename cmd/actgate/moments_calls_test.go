@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/standalone"
 )
 
 // TestPrintMomentRefusesOtherCalls: `actgate moments` shows no decision for a moment whose
@@ -25,7 +26,7 @@ func TestPrintMomentRefusesOtherCalls(t *testing.T) {
 		{Server: "finance", Tool: "send_payment", Args: d.Options[0].Args},
 		{Server: "finance", Tool: "send_payment", Args: d.Options[1].Args},
 	}
-	m := momentJSON{ID: "bm-1", Envelope: env.Canonical(), EnvelopeDigest: env.Digest(), Calls: calls}
+	m := standalone.MomentJSON{ID: "bm-1", Envelope: env.Canonical(), EnvelopeDigest: env.Digest(), Calls: calls}
 	var out bytes.Buffer
 	if err := printMoment(&out, m); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/standalone"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -35,17 +36,17 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	}
 	var logs testutil.Buffer
 	log := newLogger(&logs, true)
-	rt, err := openGate(context.Background(), cfg, log, gateHooks{})
+	rt, err := standalone.Open(context.Background(), cfg, log, standalone.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopMetrics, err := rt.serveMetrics(log)
+	stopMetrics, err := rt.ServeMetrics(log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stopMetrics()
 	// A second gate cannot take an address the file names.
-	if _, err := rt.serveMetrics(log); err == nil {
+	if _, err := rt.ServeMetrics(log); err == nil {
 		t.Fatal("a second metrics listener on the same explicit address started")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,7 +55,7 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- rt.serve(ctx, ln, io.Discard) }()
+	go func() { done <- rt.Serve(ctx, ln, io.Discard) }()
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance")}, nil)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/reconcile"
+	"github.com/actgate/actgate/internal/standalone"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -82,7 +82,7 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	t.Cleanup(ep.Close)
 
 	dir := t.TempDir()
-	write := func(name string, b []byte) string { return writeIn(t, dir, name, b) }
+	write := func(name string, b []byte) string { return testutil.WriteFile(t, dir, name, b) }
 	tok := write("finance.token", []byte("tok\n"))
 	recTok := write("rec.token", []byte("rec-token\n"))
 	mac := write("rec.mac", macKey)
@@ -156,23 +156,13 @@ func TestServeReconcilesIndeterminate(t *testing.T) {
 	}
 	reconciled := false
 	for _, r := range testutil.VerifiedReceipts(t, g.cfg.Path(gateconfig.ReceiptsFile), v) {
-		if r.Code == ReceiptCodeReconciled {
+		if r.Code == standalone.ReceiptCodeReconciled {
 			reconciled = r.OperationID == q.OperationID && r.State == "EXECUTED" && r.Decision == receipt.DecisionOutcome
 		}
 	}
 	if !reconciled {
-		t.Fatalf("no %s outcome receipt (EXECUTED) for %s in the receipt log", ReceiptCodeReconciled, q.OperationID)
+		t.Fatalf("no %s outcome receipt (EXECUTED) for %s in the receipt log", standalone.ReceiptCodeReconciled, q.OperationID)
 	}
-}
-
-// writeIn writes b to dir/name (mode 0600) and returns the path.
-func writeIn(t *testing.T, dir, name string, b []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func efCodeOf(r *mcp.CallToolResult) string { return testutil.MetaString(r, mcpproxy.MetaEFCode) }
@@ -182,7 +172,7 @@ func resultText(r *mcp.CallToolResult) string { return testutil.Text(r) }
 // counterValue reads one labelled counter of the gate's registry.
 func counterValue(t *testing.T, g *testGate, name, result string) float64 {
 	t.Helper()
-	mfs, err := g.rt.metrics.Gather()
+	mfs, err := g.rt.Metrics().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,72 +196,4 @@ func labelIs(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
-}
-
-// TestServeRefusesBadReconciliationCredentials: the reconciliation credential files are checked
-// when the gate opens; a MAC key shorter than 32 bytes, a missing token file or a CA file
-// without a certificate stops it, naming the server.
-func TestServeRefusesBadReconciliationCredentials(t *testing.T) {
-	for _, tc := range []struct {
-		name               string
-		token, mac, caFile []byte
-		want               string
-	}{
-		{"short MAC key", []byte("tok\n"), []byte("too short"), nil, "at least 32"},
-		{"empty token", []byte("\n"), []byte("0123456789abcdef0123456789abcdef"), nil, "bearerTokenFile"},
-		{"CA file without a certificate", []byte("tok\n"), []byte("0123456789abcdef0123456789abcdef"), []byte("not PEM"), "no PEM certificate"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			write := func(name string, b []byte) string { return writeIn(t, dir, name, b) }
-			tok := write("finance.token", []byte("tok\n"))
-			ca := ""
-			if tc.caFile != nil {
-				ca = fmt.Sprintf(", caFile: %q", write("ca.pem", tc.caFile))
-			}
-			doc := string(demoConfig("http://127.0.0.1:9/mcp", filepath.Join(dir, "data"), tok))
-			doc = strings.Replace(doc, "    url: \"http://127.0.0.1:9/mcp\"\n",
-				"    url: \"http://127.0.0.1:9/mcp\"\n    reconciliation: {url: \"https://127.0.0.1:9/operations\"}\n", 1)
-			doc = strings.Replace(doc, fmt.Sprintf("  bearerTokenFile: %q\n", tok),
-				fmt.Sprintf("  bearerTokenFile: %q\n  reconciliation: {bearerTokenFile: %q, macKeyFile: %q%s}\n",
-					tok, write("rec.token", tc.token), write("rec.mac", tc.mac), ca), 1)
-			cfg, err := gateconfig.Parse([]byte(doc), dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt, err := openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
-			if err == nil {
-				_ = rt.Close()
-				t.Fatal("the gate opened")
-			}
-			if !strings.Contains(err.Error(), "upstreams[finance].reconciliation") || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q does not name the server and %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// TestOpenGateFailureIsAnError: a gate that cannot open reports why and closes what it had
-// opened (here: the upstream's token file is missing once the store is open), without touching
-// the nil result.
-func TestOpenGateFailureIsAnError(t *testing.T) {
-	dir := t.TempDir()
-	tok := filepath.Join(dir, "missing.token")
-	cfg, err := gateconfig.Parse(demoConfig("http://127.0.0.1:9/mcp", filepath.Join(dir, "data"), tok), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
-	if err == nil || rt != nil || !strings.Contains(err.Error(), "bearerTokenFile") {
-		t.Fatalf("openGate = %v, %v; want no runtime and an error naming bearerTokenFile", rt, err)
-	}
-	// The store it had opened is closed: a second gate can open the same data dir.
-	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rt, err = openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
-	if err != nil {
-		t.Fatalf("reopening: %v", err)
-	}
-	_ = rt.Close()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/standalone"
 )
 
 // testGate is a gate served in-process, as `actgate serve` does, on a temp data dir.
@@ -31,7 +32,7 @@ type testGate struct {
 	up      *mcptest.Server
 	base    string
 	stop    func()
-	rt      *gateRuntime
+	rt      *standalone.Runtime
 }
 
 // countingDemoUpstream starts a counting upstream with the demo policy's tools and writes the finance
@@ -71,7 +72,7 @@ func (g *testGate) start() {
 		g.t.Fatal(err)
 	}
 	g.cfg = cfg
-	rt, err := openGate(context.Background(), cfg, logr.Discard(), gateHooks{})
+	rt, err := standalone.Open(context.Background(), cfg, logr.Discard(), standalone.Hooks{})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func (g *testGate) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var out bytes.Buffer
-	go func() { done <- rt.serve(ctx, ln, &out) }()
+	go func() { done <- rt.Serve(ctx, ln, &out) }()
 	g.base = "http://" + ln.Addr().String()
 	stopped := false
 	g.stop = func() {

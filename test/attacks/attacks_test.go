@@ -76,19 +76,19 @@ func TestAttacks(t *testing.T) {
 // the user never gave; the instruction's provenance is retrieval, tool output or unknown.
 func injectedRecipient(t *testing.T) {
 	g := newGate(t)
-	cs := agent(t, g.endpoint("tools"))
+	cs := agent(t, g.Endpoint("tools"))
 	for _, prov := range []string{"retrieval", "tool_output", ""} {
 		r := call(t, cs, "email_send", `{"to":"attacker@ex.com","body":"the statement"}`, prov)
 		refused(t, r, string(ef.EFInstructionProvenanceFailure))
 	}
-	if n := g.up.tools.Count("email_send"); n != 0 {
+	if n := g.Up.Tools.Count("email_send"); n != 0 {
 		t.Fatalf("email_send reached the upstream %d times", n)
 	}
 	if n := g.journaled(); n != 0 {
 		t.Fatalf("%d journal records: an authority was consumed for an injected call", n)
 	}
 	// Control: the rule refuses the provenance, not the tool.
-	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError || g.up.tools.Count("email_send") != 1 {
+	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError || g.Up.Tools.Count("email_send") != 1 {
 		t.Fatalf("the user's own email did not run once: %+v", r.Meta)
 	}
 }
@@ -97,19 +97,19 @@ func injectedRecipient(t *testing.T) {
 // covers both; a second payout above the policy's cap rides along too.
 func parallelSmuggling(t *testing.T) {
 	g := newGate(t)
-	tools, pay := agent(t, g.endpoint("tools")), agent(t, g.endpoint("pay"))
+	tools, pay := agent(t, g.Endpoint("tools")), agent(t, g.Endpoint("pay"))
 	var search, payout, over *mcp.CallToolResult
 	parallel(
 		func() { search = call(t, tools, "search", `{"q":"invoice 42"}`, "user") },
 		func() { payout = call(t, pay, "payout_create", `{"to":"acme","amount":2500}`, "user") },
 		func() { over = call(t, pay, "payout_create", `{"to":"acme","amount":250000}`, "user") },
 	)
-	if search.IsError || g.up.tools.Count("search") != 1 {
+	if search.IsError || g.Up.Tools.Count("search") != 1 {
 		t.Fatalf("the search did not run once: %+v", search.Meta)
 	}
 	refused(t, payout, string(ef.EFEscalationRequired))
 	refused(t, over, string(ef.EFPolicyDenied))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.Up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("a smuggled payout ran %d times", n)
 	}
 	if n := g.journaled(); n != 0 {
@@ -121,7 +121,7 @@ func parallelSmuggling(t *testing.T) {
 // times at once, again in its session, from another session, and straight to the store.
 func authorityReplay(t *testing.T) {
 	g := newGate(t)
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	args := `{"to":"acme","amount":2500}`
 	id, digest := escalation(t, call(t, pay, "payout_create", args, "user"))
 	rr, err := g.resolve(id, principal, resolution(digest, 0))
@@ -139,21 +139,21 @@ func authorityReplay(t *testing.T) {
 			t.Fatalf("unexpected result %+v", r.Meta)
 		}
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.Up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("the authorised payout ran %d times, want exactly 1", n)
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateConsumed {
 		t.Fatalf("authority %s, want consumed", s)
 	}
-	refused(t, call(t, agent(t, g.endpoint("pay")), "payout_create", args, "user"), string(ef.EFEscalationRequired))
-	rec, err := g.store.Get(context.Background(), "", rr.AuthorityID)
+	refused(t, call(t, agent(t, g.Endpoint("pay")), "payout_create", args, "user"), string(ef.EFEscalationRequired))
+	rec, err := g.Store.Get(context.Background(), "", rr.AuthorityID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.store.Consume(context.Background(), rr.AuthorityID, rec.Authority.Binding, authority.Consumption{OperationID: "replayed-op"}); !errors.Is(err, authority.ErrConsumed) {
+	if _, err := g.Store.Consume(context.Background(), rr.AuthorityID, rec.Authority.Binding, authority.Consumption{OperationID: "replayed-op"}); !errors.Is(err, authority.ErrConsumed) {
 		t.Fatalf("a second consume at the store: %v, want ErrConsumed", err)
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.Up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("payout ran %d times after the replays, want 1", n)
 	}
 }
@@ -163,12 +163,12 @@ func authorityReplay(t *testing.T) {
 func serverSwap(t *testing.T) {
 	g := newGate(t)
 	attacker := startUpstream(t, "attacker", "payout_create", "search")
-	swappedPay := agent(t, g.swapped("pay", attacker.URL))
+	swappedPay := agent(t, g.Swapped("pay", attacker.URL))
 	args := `{"to":"acme","amount":2500}`
 	refused(t, call(t, swappedPay, "payout_create", args, "user"), string(ef.EFDestinationMismatch))
-	refused(t, call(t, agent(t, g.swapped("tools", attacker.URL)), "search", `{"q":"x"}`, "user"), string(ef.EFDestinationMismatch))
+	refused(t, call(t, agent(t, g.Swapped("tools", attacker.URL)), "search", `{"q":"x"}`, "user"), string(ef.EFDestinationMismatch))
 
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	id, digest := escalation(t, call(t, pay, "payout_create", args, "user"))
 	rr, err := g.resolve(id, principal, resolution(digest, 0))
 	if err != nil {
@@ -193,7 +193,7 @@ func serverSwap(t *testing.T) {
 func originChange(t *testing.T) {
 	g := newGate(t)
 	evil := startUpstream(t, "evil-checkout", "computer_submit")
-	browser := agent(t, g.endpoint("browser"))
+	browser := agent(t, g.Endpoint("browser"))
 	args := `{"form":"checkout","fields":{"card":"tok_visa"},"submit":true}`
 	id, digest := escalation(t, call(t, browser, "computer_submit", args, "user"))
 	rr, err := g.resolve(id, principal, resolution(digest, 0))
@@ -201,13 +201,13 @@ func originChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, endpoint := range []string{
-		g.swapped("browser", evil.URL),
-		g.swapped("browser", strings.Replace(g.up.browser.URL, "127.0.0.1", "localhost", 1)),
+		g.Swapped("browser", evil.URL),
+		g.Swapped("browser", strings.Replace(g.Up.Browser.URL, "127.0.0.1", "localhost", 1)),
 	} {
 		refused(t, call(t, agent(t, endpoint), "computer_submit", args, "user"), string(ef.EFDestinationMismatch))
 	}
-	if evil.Count("") != 0 || g.up.browser.Count("") != 0 {
-		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.browser.Count(""))
+	if evil.Count("") != 0 || g.Up.Browser.Count("") != 0 {
+		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.Up.Browser.Count(""))
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateIssued {
 		t.Fatalf("authority %s after refused submits, want issued", s)
@@ -219,7 +219,7 @@ func originChange(t *testing.T) {
 // the other session also tries to ride on the first session's authority.
 func resolutionReplay(t *testing.T) {
 	g := newGate(t)
-	s1, s2 := agent(t, g.endpoint("pay")), agent(t, g.endpoint("pay"))
+	s1, s2 := agent(t, g.Endpoint("pay")), agent(t, g.Endpoint("pay"))
 	small, large := `{"to":"acme","amount":150}`, `{"to":"mallory","amount":9000}`
 	idA, digestA := escalation(t, call(t, s1, "payout_create", small, "user"))
 	idB, digestB := escalation(t, call(t, s2, "payout_create", large, "user"))
@@ -252,12 +252,12 @@ func resolutionReplay(t *testing.T) {
 	// Session 2 calls the small payout session 1 was authorised for: its act is its own.
 	refused(t, call(t, s2, "payout_create", small, "user"), string(ef.EFEscalationRequired))
 	refused(t, call(t, s2, "payout_create", large, "user"), string(ef.EFEscalationRequired))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.Up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("payout ran %d times", n)
 	}
 	// Control: session 1's authorised call runs, once.
-	if r := call(t, s1, "payout_create", small, "user"); r.IsError || g.up.pay.Count("payout_create") != 1 {
-		t.Fatalf("the authorised payout: %+v (ran %d)", r.Meta, g.up.pay.Count("payout_create"))
+	if r := call(t, s1, "payout_create", small, "user"); r.IsError || g.Up.Pay.Count("payout_create") != 1 {
+		t.Fatalf("the authorised payout: %+v (ran %d)", r.Meta, g.Up.Pay.Count("payout_create"))
 	}
 }
 
@@ -266,7 +266,7 @@ func resolutionReplay(t *testing.T) {
 // action_digest, or by calling the larger payout once index 0 is chosen.
 func optionMapSubstitution(t *testing.T) {
 	g := newGate(t)
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	small, large := `{"amount":100,"to":"acme"}`, `{"amount":9000,"to":"acme"}`
 	largeDigest, err := action.Digest("payout_create", []byte(large), jcs.Strict)
 	if err != nil {
@@ -298,14 +298,14 @@ func optionMapSubstitution(t *testing.T) {
 		t.Fatalf("resolve option 0: %+v %v", rr, err)
 	}
 	refused(t, call(t, pay, "payout_create", large, "user"), string(ef.EFEscalationRequired))
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.Up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("the substituted payout ran %d times", n)
 	}
 	if s := g.authorityState(rr.AuthorityID); s != authority.StateIssued {
 		t.Fatalf("authority %s after the substituted call, want issued", s)
 	}
 	// Control: index 0's own action runs, once.
-	if r := call(t, pay, "payout_create", small, "user"); r.IsError || g.up.pay.Count("payout_create") != 1 {
+	if r := call(t, pay, "payout_create", small, "user"); r.IsError || g.Up.Pay.Count("payout_create") != 1 {
 		t.Fatalf("option 0's payout: %+v", r.Meta)
 	}
 }
@@ -316,7 +316,7 @@ func optionMapSubstitution(t *testing.T) {
 // approve or a tool is asked to run.
 func canonicalizationDivergence(t *testing.T) {
 	g := newGate(t)
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	for _, tc := range []struct{ name, args, code string }{
 		// A human-gated call: nothing outside the strict profile can be bound to a decision.
 		{"duplicate member", `{"to":"acme","amount":150,"amount":250000}`, string(ef.EFActInvalid)},
@@ -342,7 +342,7 @@ func canonicalizationDivergence(t *testing.T) {
 	if n := g.momentCount(); n != 1 {
 		t.Fatalf("%d moments registered, want only the control's", n)
 	}
-	if n := g.up.pay.Count(""); n != 0 || g.journaled() != 0 {
+	if n := g.Up.Pay.Count(""); n != 0 || g.journaled() != 0 {
 		t.Fatalf("upstream ran %d times, %d journal records", n, g.journaled())
 	}
 	// Resolutions: a moment to resolve, and resolutions that read two ways.
@@ -365,7 +365,7 @@ func canonicalizationDivergence(t *testing.T) {
 			t.Fatalf("%s: %+v %v (code %q), want ErrResolutionInvalid with %s", tc.name, rr, err, got, tc.code)
 		}
 	}
-	if g.moment(id).Resolved || g.up.pay.Count("") != 0 {
+	if g.moment(id).Resolved || g.Up.Pay.Count("") != 0 {
 		t.Fatal("an out-of-profile resolution resolved the moment or ran the payout")
 	}
 }
@@ -377,7 +377,7 @@ func canonicalizationDivergence(t *testing.T) {
 func selfResolution(t *testing.T) {
 	t.Run("standalone gate", func(t *testing.T) {
 		g := newGate(t)
-		pay := agent(t, g.endpoint("pay"))
+		pay := agent(t, g.Endpoint("pay"))
 		id, digest := escalation(t, call(t, pay, "payout_create", `{"to":"acme","amount":150}`, "user"))
 		rr, err := g.resolve(id, agentName, resolution(digest, 0))
 		if !errors.Is(err, sink.ErrSelfResolution) || rr.AuthorityID != "" {
@@ -387,7 +387,7 @@ func selfResolution(t *testing.T) {
 			t.Fatal("the agent resolved its own moment")
 		}
 		refused(t, call(t, pay, "payout_create", `{"to":"acme","amount":150}`, "user"), string(ef.EFEscalationRequired))
-		if n := g.up.pay.Count(""); n != 0 {
+		if n := g.Up.Pay.Count(""); n != 0 {
 			t.Fatalf("payout ran %d times", n)
 		}
 	})

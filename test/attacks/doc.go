@@ -15,9 +15,9 @@
 //	     opt-out annotation by an agent             pod label/annotation and namespace label (webhook)
 //	     Lease tampering by a principal without rights  RBAC on coordination.k8s.io Leases
 //
-// Standalone rows run the parts `actgate serve` wires (gateconfig, bbolt store, sink, MCP proxy)
-// with the MCP Go SDK's client as the agent and SDK servers (internal/mcpproxy/mcptest) as
-// upstreams, over loopback, with testdata/actgate.yaml. Kubernetes rows share one envtest API
+// Standalone rows run the gate `actgate serve` runs (internal/standalone, through
+// test/testutil/rig) with the MCP Go SDK's client as the agent and SDK servers
+// (internal/mcpproxy/mcptest) as upstreams, over loopback, with testdata/actgate.yaml. Kubernetes rows share one envtest API
 // server (test/envtest) with actgate's webhook configurations (config/webhook) served by a
 // manager, and users authenticated by client certificates under real RBAC; they skip under
 // -short, as every envtest test does.

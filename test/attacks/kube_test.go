@@ -1,15 +1,10 @@
 package attacks
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,21 +14,19 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil/webhookenv"
 	"github.com/actgate/actgate/webhook"
 	"github.com/actgate/actgate/webhook/inject"
 )
 
 // The Kubernetes rows run against one API server (envtest) with actgate's CRDs, its webhook
 // configurations from `kubectl kustomize config/webhook`, and a manager serving actgate's
-// webhooks — the setup of test/integration/webhook, copied in minimal form. Users authenticate
+// webhooks (test/testutil/webhookenv, as test/integration/webhook runs them). Users authenticate
 // with client certificates (envtest.AddUser); what they may do is real RBAC.
 
 // cluster is the shared control plane, started by the first Kubernetes row and stopped by
@@ -58,89 +51,12 @@ func kube(t *testing.T) *envtest.Env {
 
 func startCluster() (*envtest.Env, func(), error) {
 	ctx := context.Background()
-	bin, err := envtest.BinDir(ctx, os.Stderr)
+	we, err := webhookenv.New(ctx, func(c *webhook.Config) { c.ActgateUsers = []string{actgateManager} })
 	if err != nil {
 		return nil, nil, err
 	}
-	root, err := envtest.RepoRoot()
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "kustomize", "config/webhook")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	manifests, err := cmd.Output()
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubectl kustomize config/webhook: %w\n%s", err, stderr.String())
-	}
-	dir, err := os.MkdirTemp("", "actgate-attacks-")
-	if err != nil {
-		return nil, nil, err
-	}
-	path := filepath.Join(dir, "webhooks.yaml")
-	if err := os.WriteFile(path, manifests, 0o600); err != nil {
-		return nil, nil, err
-	}
-	env, err := envtest.New(ctx, envtest.WithEnvironment(func(e *crenvtest.Environment) {
-		e.WebhookInstallOptions = crenvtest.WebhookInstallOptions{Paths: []string{path}}
-	}))
-	if err != nil {
-		return nil, nil, err
-	}
-	wio := &env.Environment.WebhookInstallOptions
-	cfg := webhook.Config{
-		Injection: inject.Config{
-			Image:            "ghcr.io/actgate/actgate:v0.0.0-test",
-			AuthorityURL:     "https://actgate-authority.actgate-system.svc:443",
-			ExemptNamespaces: []string{"kube-system", "kube-public", "kube-node-lease", "actgate-system"},
-		},
-		Authority: webhook.AuthorityTrust{
-			CAFile:        filepath.Join(root, "webhook/testdata/authority-ca.pem"),
-			PublicKeyFile: filepath.Join(root, "webhook/testdata/authority-ca.pem"),
-		},
-		ActgateUsers: []string{actgateManager},
-		Server:       webhook.ServerConfig{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
-		Certs:        webhook.CertConfig{Mode: webhook.CertModeExternal},
-	}.Default()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err == nil {
-		err = webhook.SetupWithManager(mgr, cfg)
-	}
-	if err != nil {
-		_ = env.Stop()
-		return nil, nil, err
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	stop := func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-		}
-		_ = env.Stop()
-		_ = os.RemoveAll(dir)
-	}
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe only
-		if err == nil {
-			_ = conn.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("webhook server on %s not serving: %w", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	env, root := we.Env, we.Root
+	stop := func() { _ = we.Stop() }
 	// The principal role exactly as config/rbac ships it.
 	role := &rbacv1.ClusterRole{}
 	raw, err := os.ReadFile(filepath.Join(root, "config/rbac/bindingmoment_principal_role.yaml"))
@@ -263,30 +179,16 @@ func forbidden(t *testing.T, what string, err error, want ...string) {
 	}
 }
 
-// loadSample reads a config/samples object.
-func loadSample[T any](t *testing.T, root, name string) *T {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "config", "samples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := new(T)
-	if err := yaml.UnmarshalStrict(b, obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
 // momentFor creates the sample Act (initiated by agent) and the sample BindingMoment addressed
 // to principal.
 func momentFor(t *testing.T, e *envtest.Env, ns, agent, principal string) *v1alpha1.BindingMoment {
 	t.Helper()
-	a := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+	a := envtest.LoadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
 	a.Namespace, a.Name, a.Spec.Agent = ns, "pay-1", agent
 	if err := e.Client.Create(kctx(t), a); err != nil {
 		t.Fatal(err)
 	}
-	bm := loadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
+	bm := envtest.LoadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
 	bm.Namespace, bm.Name = ns, "pay-1"
 	bm.Spec.ActRef.Name, bm.Spec.Principal = a.Name, principal
 	bm.Spec.ExpiresAt = metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))

@@ -32,6 +32,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/envtest"
 )
 
 // What you see is what you authorise (transaction signing; PSD2's dynamic linking of amount
@@ -500,7 +501,7 @@ func TestWYSIWYSKubectl(t *testing.T) {
 	create := func(name string, firstArgs string) *v1alpha1.BindingMoment {
 		t.Helper()
 		// The escalated Act, as the authority service records it.
-		a := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+		a := envtest.LoadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
 		a.Namespace, a.Name = ns, "pay-"+name
 		o0, _ := env.Option(0)
 		_, argsDigest, _ := jcs.CanonicalDigest([]byte(wysArgs), jcs.Strict)

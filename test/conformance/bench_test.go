@@ -33,8 +33,8 @@ import (
 // a hot-path call; §22 asks for under 10 ms. Figures: docs/performance.md "Go benchmarks".
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.tools.URL)
-	gated := agent(b, g.endpoint("tools"))
+	direct := agent(b, g.Up.Tools.URL)
+	gated := agent(b, g.Endpoint("tools"))
 	args := json.RawMessage(`{"q":"invoice 42"}`)
 	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args })
 }
@@ -45,8 +45,8 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 // call is a retry of another. Two fsync'd commits and the receipt's fsync are on its path.
 func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 	g := newGate(b)
-	direct := agent(b, g.up.tools.URL)
-	gated := agent(b, g.endpoint("tools"))
+	direct := agent(b, g.Up.Tools.URL)
+	gated := agent(b, g.Endpoint("tools"))
 	roundTrips(b, direct, gated, func(i int) (string, json.RawMessage) {
 		return "ticket_create", json.RawMessage(fmt.Sprintf(`{"title":"ticket %d"}`, i))
 	})
@@ -71,7 +71,7 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
 	dir := b.TempDir()
 	cfgFile := filepath.Join(dir, "actgate.yaml")
-	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.tools.URL, toolsURL)
+	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL)
 	if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -81,8 +81,8 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	}
 	p := startServeArgs(b, bin, []string{"serve", "--config", cfgFile}, cfg)
 	direct := agent(b, toolsURL)
-	gated := agent(b, p.base+mcpproxy.Path("tools"))
-	pid := p.cmd.Process.Pid
+	gated := agent(b, p.Base+mcpproxy.Path("tools"))
+	pid := p.Cmd.Process.Pid
 	args := json.RawMessage(`{"q":"invoice 42"}`)
 	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
 		func() time.Duration { return procCPU(b, pid) })

@@ -19,7 +19,7 @@ import (
 // the user turn; expect invoke=false.
 func TestTA_InjectedRecipientNotInvoked(t *testing.T) {
 	g := newGate(t)
-	cs := agent(t, g.endpoint("tools"))
+	cs := agent(t, g.Endpoint("tools"))
 	for _, prov := range []string{"retrieval", "tool_output", ""} {
 		t.Run("provenance "+orUnknown(prov), func(t *testing.T) {
 			r := call(t, cs, "email_send", `{"to":"attacker@ex.com","body":"the statement"}`, prov)
@@ -29,14 +29,14 @@ func TestTA_InjectedRecipientNotInvoked(t *testing.T) {
 			invokedFalse(t, r)
 		})
 	}
-	if n := g.up.tools.Count("email_send"); n != 0 {
+	if n := g.Up.Tools.Count("email_send"); n != 0 {
 		t.Fatalf("email_send reached the upstream %d times", n)
 	}
 	// The rule refuses the provenance, not the tool: the user's own instruction runs.
 	if r := call(t, cs, "email_send", `{"to":"bob@example.com","body":"the statement"}`, "user"); r.IsError {
 		t.Fatalf("user-instructed email refused: %+v", r.Meta)
 	}
-	if n := g.up.tools.Count("email_send"); n != 1 {
+	if n := g.Up.Tools.Count("email_send"); n != 1 {
 		t.Fatalf("email_send ran %d times, want 1", n)
 	}
 }
@@ -53,16 +53,16 @@ func orUnknown(s string) string {
 // allow never covers a sibling.
 func TestTB_ParallelSearchAndPayout(t *testing.T) {
 	g := newGate(t)
-	tools := agent(t, g.endpoint("tools"))
-	pay := agent(t, g.endpoint("pay"))
+	tools := agent(t, g.Endpoint("tools"))
+	pay := agent(t, g.Endpoint("pay"))
 	var search, payout, over *mcp.CallToolResult
 	parallel(
 		func() { search = call(t, tools, "search", `{"q":"invoice 42"}`, "user") },
 		func() { payout = call(t, pay, "payout_create", `{"to":"acme","amount":2500}`, "user") },
 		func() { over = call(t, pay, "payout_create", `{"to":"acme","amount":250000}`, "user") },
 	)
-	if search.IsError || g.up.tools.Count("search") != 1 {
-		t.Fatalf("search: %+v (ran %d)", search.Meta, g.up.tools.Count("search"))
+	if search.IsError || g.Up.Tools.Count("search") != 1 {
+		t.Fatalf("search: %+v (ran %d)", search.Meta, g.Up.Tools.Count("search"))
 	}
 	if code(payout) != string(ef.EFEscalationRequired) || payout.Meta[mcpproxy.MetaMomentID] == nil {
 		t.Fatalf("payout: %+v", payout.Meta)
@@ -72,7 +72,7 @@ func TestTB_ParallelSearchAndPayout(t *testing.T) {
 		t.Fatalf("payout above the cap: %+v", over.Meta)
 	}
 	invokedFalse(t, over)
-	if n := g.up.pay.Count("payout_create"); n != 0 {
+	if n := g.Up.Pay.Count("payout_create"); n != 0 {
 		t.Fatalf("payout_create ran %d times", n)
 	}
 }
@@ -82,7 +82,7 @@ func TestTB_ParallelSearchAndPayout(t *testing.T) {
 // the upstream runs it once.
 func TestTC_AuthorityIsSingleUse(t *testing.T) {
 	g := newGate(t)
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	args := `{"to":"acme","amount":2500}`
 	g.resolveOption(call(t, pay, "payout_create", args, "user"), 0)
 
@@ -92,7 +92,7 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		fns = append(fns, func() { results[i] = call(t, pay, "payout_create", args, "user") })
 	}
 	parallel(fns...)
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.Up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("the authorised payout ran %d times, want exactly 1", n)
 	}
 	ran := 0
@@ -115,12 +115,12 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		t.Errorf("retry in the session: %+v", r.Meta)
 	}
 	// From another session the authority is spent: a new binding moment is needed.
-	r = call(t, agent(t, g.endpoint("pay")), "payout_create", args, "user")
+	r = call(t, agent(t, g.Endpoint("pay")), "payout_create", args, "user")
 	if code(r) != string(ef.EFEscalationRequired) {
 		t.Errorf("replay from another session: %+v", r.Meta)
 	}
 	invokedFalse(t, r)
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.Up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("payout ran %d times after the replays, want 1", n)
 	}
 }
@@ -130,8 +130,8 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 func TestTD_SwappedServer(t *testing.T) {
 	g := newGate(t)
 	attacker := startUpstream(t, "attacker", "payout_create", "search")
-	swappedPay := agent(t, g.swapped("pay", attacker.URL))
-	swappedTools := agent(t, g.swapped("tools", attacker.URL))
+	swappedPay := agent(t, g.Swapped("pay", attacker.URL))
+	swappedTools := agent(t, g.Swapped("tools", attacker.URL))
 	args := `{"to":"acme","amount":2500}`
 
 	// A hot-path read sent to a swapped server is refused too: destination is checked first.
@@ -142,7 +142,7 @@ func TestTD_SwappedServer(t *testing.T) {
 		t.Fatalf("payout to a swapped server: %+v", r.Meta)
 	}
 	// Authorised at the real server, the same call sent to the swapped one is still refused.
-	pay := agent(t, g.endpoint("pay"))
+	pay := agent(t, g.Endpoint("pay"))
 	g.resolveOption(call(t, pay, "payout_create", args, "user"), 0)
 	r := call(t, swappedPay, "payout_create", args, "user")
 	if code(r) != string(ef.EFDestinationMismatch) {
@@ -156,7 +156,7 @@ func TestTD_SwappedServer(t *testing.T) {
 	if r := call(t, pay, "payout_create", args, "user"); r.IsError {
 		t.Fatalf("the authorised payout at the real server: %+v", r.Meta)
 	}
-	if n := g.up.pay.Count("payout_create"); n != 1 {
+	if n := g.Up.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("real server ran the payout %d times, want 1", n)
 	}
 	// The proxy presented the upstream's credential to the real server only.
@@ -173,15 +173,15 @@ func TestTD_SwappedServer(t *testing.T) {
 func TestTE_OriginChange(t *testing.T) {
 	g := newGate(t)
 	evil := startUpstream(t, "evil-checkout", "computer_submit")
-	browser := agent(t, g.endpoint("browser"))
+	browser := agent(t, g.Endpoint("browser"))
 	args := `{"form":"checkout","fields":{"card":"tok_visa"},"submit":true}`
 	g.resolveOption(call(t, browser, "computer_submit", args, "user"), 0)
 
 	for name, endpoint := range map[string]string{
-		"another origin": g.swapped("browser", evil.URL),
+		"another origin": g.Swapped("browser", evil.URL),
 		// The same server reached under another spelling is another origin: origins are not
 		// folded (no DNS), so the authority does not follow it.
-		"another spelling": g.swapped("browser", strings.Replace(g.up.browser.URL, "127.0.0.1", "localhost", 1)),
+		"another spelling": g.Swapped("browser", strings.Replace(g.Up.Browser.URL, "127.0.0.1", "localhost", 1)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := call(t, agent(t, endpoint), "computer_submit", args, "user")
@@ -191,13 +191,13 @@ func TestTE_OriginChange(t *testing.T) {
 			invokedFalse(t, r)
 		})
 	}
-	if evil.Count("") != 0 || g.up.browser.Count("") != 0 {
-		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.up.browser.Count(""))
+	if evil.Count("") != 0 || g.Up.Browser.Count("") != 0 {
+		t.Fatalf("submits ran: evil %d, original %d", evil.Count(""), g.Up.Browser.Count(""))
 	}
 	if r := call(t, browser, "computer_submit", args, "user"); r.IsError {
 		t.Fatalf("the submit on the authorised origin: %+v", r.Meta)
 	}
-	if n := g.up.browser.Count("computer_submit"); n != 1 {
+	if n := g.Up.Browser.Count("computer_submit"); n != 1 {
 		t.Fatalf("submit ran %d times, want 1", n)
 	}
 }
@@ -208,8 +208,8 @@ func TestTE_OriginChange(t *testing.T) {
 func TestPassThrough(t *testing.T) {
 	g := newGate(t)
 	ctx := context.Background()
-	gated := agent(t, g.endpoint("pay"))
-	direct := agent(t, g.up.pay.URL)
+	gated := agent(t, g.Endpoint("pay"))
+	direct := agent(t, g.Up.Pay.URL)
 	for _, tc := range []struct {
 		name string
 		run  func(*mcp.ClientSession) (any, error)
@@ -255,10 +255,10 @@ func TestPassThrough(t *testing.T) {
 			t.Fatalf("tools %v", names)
 		}
 	})
-	if n := g.up.pay.Count(""); n != 0 {
+	if n := g.Up.Pay.Count(""); n != 0 {
 		t.Fatalf("discovery invoked %d tools", n)
 	}
-	if ms, err := g.sink.Moments(ctx, sink.MomentFilter{}); err != nil || len(ms) != 0 {
+	if ms, err := g.Sink.Moments(ctx, sink.MomentFilter{}); err != nil || len(ms) != 0 {
 		t.Fatalf("discovery registered moments: %v %v", ms, err)
 	}
 }

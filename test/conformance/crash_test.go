@@ -3,7 +3,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,71 +41,18 @@ func buildActgateTags(t testing.TB, tags string) string {
 	return bin
 }
 
-// serveProcess is one `actgate serve` process.
-type serveProcess struct {
-	cmd    *exec.Cmd
-	stderr *testutil.Buffer
-	base   string
-	done   chan struct{}
-	err    error
-}
-
 // startServe runs `actgate serve --verbose --config cfgFile` (with env added) and waits until
 // it serves.
-func startServe(t testing.TB, bin, cfgFile string, cfg *gateconfig.Config, env ...string) *serveProcess {
+func startServe(t testing.TB, bin, cfgFile string, cfg *gateconfig.Config, env ...string) *testutil.ServeProcess {
 	t.Helper()
 	return startServeArgs(t, bin, []string{"serve", "--verbose", "--config", cfgFile}, cfg, env...)
 }
 
 // startServeArgs runs bin with args (an `actgate serve` command line for cfg) and waits until
 // it serves.
-func startServeArgs(t testing.TB, bin string, args []string, cfg *gateconfig.Config, env ...string) *serveProcess {
+func startServeArgs(t testing.TB, bin string, args []string, cfg *gateconfig.Config, env ...string) *testutil.ServeProcess {
 	t.Helper()
-	endpoint := cfg.Path(gateconfig.EndpointFile)
-	_ = os.Remove(endpoint) // a killed process leaves its own behind
-	p := &serveProcess{stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = &testutil.Buffer{}
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(endpoint); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			p.base = strings.TrimSpace(string(b))
-			return p
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("actgate serve exited: %v\n%s", p.err, p.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actgate serve did not start:\n%s", p.stderr.String())
-		}
-	}
-}
-
-func (p *serveProcess) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(20 * time.Second):
-		t.Fatal("actgate serve did not exit")
-		return nil
-	}
+	return testutil.StartServe(t, bin, args, cfg.Path(gateconfig.EndpointFile), env...)
 }
 
 // T-G (tool-use-binding §22; §9; action-evidence-boundary "Classify the Effect Outcome"): kill
@@ -140,42 +86,42 @@ func TestTG_CrashRecovery(t *testing.T) {
 
 			// 1. The call: the process dies at the failpoint; the agent gets no answer.
 			p1 := startServe(t, bin, cfgFile, cfg, "ACTGATE_FAILPOINT="+tc.failpoint)
-			cs := agent(t, p1.base+mcpproxy.Path("tools"))
+			cs := agent(t, p1.Base+mcpproxy.Path("tools"))
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			res, callErr := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: json.RawMessage(args)})
 			cancel()
 			if callErr == nil {
-				t.Fatalf("the call returned although the gate was killed: %s\n%s", js(res), p1.stderr.String())
+				t.Fatalf("the call returned although the gate was killed: %s\n%s", js(res), p1.Out.String())
 			}
 			var ee *exec.ExitError
-			if err := p1.wait(t); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the gate did not die by SIGKILL: %v\n%s", err, p1.stderr.String())
+			if err := p1.Wait(t, 20*time.Second); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the gate did not die by SIGKILL: %v\n%s", err, p1.Out.String())
 			}
-			if n := u.tools.Count("ticket_create"); n != tc.ranBefore {
+			if n := u.Tools.Count("ticket_create"); n != tc.ranBefore {
 				t.Fatalf("upstream ran ticket_create %d times before the crash, want %d", n, tc.ranBefore)
 			}
 
 			// 2. Restart: the in-flight dispatch is INDETERMINATE before the gate listens.
 			p2 := startServe(t, bin, cfgFile, cfg)
-			if !strings.Contains(p2.stderr.String(), "Recovered in-flight dispatches as INDETERMINATE") {
-				t.Errorf("no recovery logged:\n%s", p2.stderr.String())
+			if !strings.Contains(p2.Out.String(), "Recovered in-flight dispatches as INDETERMINATE") {
+				t.Errorf("no recovery logged:\n%s", p2.Out.String())
 			}
 			// 3. The agent retries the same call in a new session: refused, not sent.
-			r := call(t, agent(t, p2.base+mcpproxy.Path("tools")), "ticket_create", args, "user")
+			r := call(t, agent(t, p2.Base+mcpproxy.Path("tools")), "ticket_create", args, "user")
 			if code(r) != string(ef.EFIndeterminate) {
 				t.Fatalf("retry after restart: %+v", r.Meta)
 			}
 			invokedFalse(t, r)
-			if n := u.tools.Count("ticket_create"); n != tc.ranBefore {
+			if n := u.Tools.Count("ticket_create"); n != tc.ranBefore {
 				t.Fatalf("the retry reached the upstream: count %d, want %d", n, tc.ranBefore)
 			}
 
 			// 4. SIGTERM: a graceful exit that removes the endpoint file.
-			if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p2.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if err := p2.wait(t); err != nil {
-				t.Fatalf("graceful shutdown: %v\n%s", err, p2.stderr.String())
+			if err := p2.Wait(t, 20*time.Second); err != nil {
+				t.Fatalf("graceful shutdown: %v\n%s", err, p2.Out.String())
 			}
 			if _, err := os.Stat(cfg.Path(gateconfig.EndpointFile)); !os.IsNotExist(err) {
 				t.Errorf("endpoint file after shutdown: %v", err)
@@ -203,7 +149,7 @@ func TestTG_CrashRecovery(t *testing.T) {
 				t.Errorf("reason %q, want %q", rec.Reason, journal.ReasonRecoveredOnStart)
 			}
 			if tc.failpoint == string(failpoint.AfterInvoke) {
-				calls := u.tools.Calls()
+				calls := u.Tools.Calls()
 				if calls[len(calls)-1].OperationID != rec.OperationID {
 					t.Errorf("the upstream saw operation %q, the journal has %q", calls[len(calls)-1].OperationID, rec.OperationID)
 				}

@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -13,9 +11,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/test/testutil/rig"
 )
 
 // upstreamProcessEnv makes the test binary, re-executed by BenchmarkToolsCallRoundTripServe,
@@ -71,13 +68,7 @@ func serveReverseProxy(target string) int {
 // serveUpstreamProcess runs the tools upstream, prints its URL on stdout and serves until stdin
 // closes (the parent exited or closed it).
 func serveUpstreamProcess() int {
-	var ts []mcptest.Tool
-	for _, name := range []string{"search", "ticket_create", "email_send"} {
-		ts = append(ts, mcptest.Tool{Name: name, Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
-			return mcptest.Text(name + " " + string(args)), nil
-		}})
-	}
-	s, err := mcptest.Start(ts, mcptest.Options{Name: "tools"})
+	s, err := mcptest.Start(rig.EchoTools("search", "ticket_create", "email_send"), mcptest.Options{Name: "tools"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,7 +88,7 @@ func TestEndToEnd(t *testing.T) {
 	env := envtest.Start(t)
 	ctx := t.Context()
 	c := env.Client
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t, t.TempDir(), "actgate-webhook-service.actgate-system.svc", "actgate-authority.actgate-system.svc")
 	work := t.TempDir()
 
 	// ---- 1. The chart, the manager and the authority service ----------------------------------
@@ -103,16 +104,19 @@ func TestEndToEnd(t *testing.T) {
 	// machine and can take more than 30 s on a busy one, for reasons not known. The wait says
 	// which CRDs are left and why.
 	crdsGone := time.Now()
-	eventually(t, 2*time.Minute, "the harness's CRDs to be gone", func() (bool, string) {
+	testutil.Eventually(t, 2*time.Minute, "the harness's CRDs to be gone", func() error {
 		var l apiextensionsv1.CustomResourceDefinitionList
 		if err := c.List(ctx, &l); err != nil {
-			return false, err.Error()
+			return err
 		}
 		var left []string
 		for _, crd := range l.Items {
 			left = append(left, fmt.Sprintf("%s (deleting since %v, finalizers %v)", crd.Name, crd.DeletionTimestamp, crd.Finalizers))
 		}
-		return len(l.Items) == 0, strings.Join(left, "; ")
+		if len(l.Items) > 0 {
+			return errors.New(strings.Join(left, "; "))
+		}
+		return nil
 	})
 	t.Logf("the harness's CRDs were gone after %s", time.Since(crdsGone).Round(time.Millisecond))
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
@@ -128,19 +132,19 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("helm install did not create %s:\n%s", want, out)
 		}
 	}
-	eventually(t, 2*time.Minute, "the chart's CRDs to be established", func() (bool, string) {
+	testutil.Eventually(t, 2*time.Minute, "the chart's CRDs to be established", func() error {
 		for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-				return false, err.Error()
+				return err
 			}
 			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
 				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
 			}) {
-				return false, name + " not established"
+				return errors.New(name + " not established")
 			}
 		}
-		return true, ""
+		return nil
 	})
 
 	checkChartArgs(t, c, actgate, work)
@@ -165,9 +169,9 @@ func TestEndToEnd(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
 		t.Fatalf("the chart's webhook.yaml: %v", err)
 	}
-	caFile := writeFile(t, pki.keyDir, "ca.crt", pki.caPEM)
-	signKey, signPub := signingKey(t, work)
-	whCfg["server"] = map[string]any{"host": "127.0.0.1", "port": portOf(t, whAddr), "certDir": pki.keyDir}
+	caFile := pki.CAFile
+	signKey, signPub := testutil.SigningKey(t, work)
+	whCfg["server"] = map[string]any{"host": "127.0.0.1", "port": portOf(t, whAddr), "certDir": pki.Dir}
 	certs, _ := whCfg["certs"].(map[string]any)
 	if certs == nil {
 		certs = map[string]any{}
@@ -185,14 +189,14 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	whFile := writeFile(t, work, "webhook.yaml", whYAML)
+	whFile := testutil.WriteFile(t, work, "webhook.yaml", whYAML)
 	if _, err := webhook.LoadConfig(whFile); err != nil {
 		t.Fatalf("webhook config: %v", err)
 	}
-	pointWebhooksAt(t, c, "https://"+whAddr, pki.caPEM)
+	pointWebhooksAt(t, c, "https://"+whAddr, pki.CAPEM)
 	manager := start(t, "manager", controlPlane, os.Environ(), "manager", "--kubeconfig", mgrUser.Kubeconfig,
 		"--webhook-config", whFile, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	waitTLS(t, manager, whAddr, pki.pool)
+	waitTLS(t, manager, whAddr, pki.Pool)
 
 	// The authority service runs as the chart's authority service account. What the service
 	// documents it needs (service.PolicyRules) and the chart does not grant is a failure of the
@@ -209,9 +213,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	authAddr := freeAddr(t)
 	authorityProc := start(t, "authority", controlPlane, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
-		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.certFile,
-		"--tls-private-key-file", pki.keyFile, "--signing-key-file", signKey)
-	waitTLS(t, authorityProc, authAddr, pki.pool)
+		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.CertFile,
+		"--tls-private-key-file", pki.KeyFile, "--signing-key-file", signKey)
+	waitTLS(t, authorityProc, authAddr, pki.Pool)
 
 	// ---- 2. The policy, and an agent Pod injected -----------------------------------------------
 	t.Log("step 2: kubectl apply the sample ToolPolicy; an agent Pod gets the sidecar")
@@ -237,13 +241,15 @@ func TestEndToEnd(t *testing.T) {
 	env.Kubectl(t, "-n", agentNS, "patch", "toolpolicy", "payments", "--type=json",
 		"-p", `[{"op":"replace","path":"/spec/servers/0/url","value":"`+up.URL+`"}]`)
 	policy := &v1alpha1.ToolPolicy{}
-	eventually(t, 30*time.Second, "the ToolPolicy to be Accepted with a policy epoch", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the ToolPolicy to be Accepted with a policy epoch", func() error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "payments"}, policy); err != nil {
-			return false, err.Error()
+			return err
 		}
 		cond := meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ToolPolicyAcceptedCondition)
-		ok := cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == policy.Generation && policy.Status.PolicyEpoch > 0
-		return ok, fmt.Sprintf("%+v", policy.Status)
+		if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == policy.Generation && policy.Status.PolicyEpoch > 0 {
+			return nil
+		}
+		return fmt.Errorf("%+v", policy.Status)
 	})
 	sinkID := policy.Spec.Sink.ID
 
@@ -263,7 +269,7 @@ spec:
     - name: PAYMENTS_TOKEN
       valueFrom: {secretKeyRef: {name: payments-mcp, key: token}}
 `, agentPod, agentNS, agentSA, up.URL)
-	env.Kubectl(t, "apply", "-f", writeFile(t, work, "pod.yaml", []byte(podManifest)))
+	env.Kubectl(t, "apply", "-f", testutil.WriteFile(t, work, "pod.yaml", []byte(podManifest)))
 	pod := &corev1.Pod{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: agentPod}, pod); err != nil {
 		t.Fatal(err)
@@ -380,11 +386,14 @@ spec:
 	if err != nil {
 		t.Fatalf("alice's kubectl actgate resolve: %v\n%s%s", err, stdout, stderr)
 	}
-	eventually(t, 30*time.Second, "the BindingMoment to be recorded Resolved by alice", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the BindingMoment to be recorded Resolved by alice", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(bm), bm); err != nil {
-			return false, err.Error()
+			return err
 		}
-		return bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice, fmt.Sprintf("%+v", bm.Status)
+		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
+			return nil
+		}
+		return fmt.Errorf("%+v", bm.Status)
 	})
 
 	// The retry of exactly that call runs once.
@@ -530,7 +539,7 @@ func fallbackToken(t *testing.T, env *envtest.Env) string {
 	if err != nil {
 		t.Fatalf("kubectl create token: %v\n%s", err, stderr)
 	}
-	return writeFile(t, t.TempDir(), "token", []byte(strings.TrimSpace(token)))
+	return testutil.WriteFile(t, t.TempDir(), "token", []byte(strings.TrimSpace(token)))
 }
 
 // pointWebhooksAt rewrites the chart's webhook configurations to call the local manager at
@@ -746,7 +755,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 				}
 			}
 			for _, it := range items {
-				writeFile(t, local, it.Path, s.Data[it.Key])
+				testutil.WriteFile(t, local, it.Path, s.Data[it.Key])
 			}
 		}
 		downward := func(items []corev1.DownwardAPIVolumeFile) {
@@ -754,7 +763,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 				if it.FieldRef == nil {
 					t.Fatalf("volume %s: unsupported downward API item %s", v.Name, it.Path)
 				}
-				writeFile(t, local, it.Path, []byte(field(it.FieldRef.FieldPath)))
+				testutil.WriteFile(t, local, it.Path, []byte(field(it.FieldRef.FieldPath)))
 			}
 		}
 		switch {
@@ -776,7 +785,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 					if err != nil {
 						t.Fatalf("kubectl create token: %v\n%s", err, stderr)
 					}
-					writeFile(t, local, src.ServiceAccountToken.Path, []byte(strings.TrimSpace(token)))
+					testutil.WriteFile(t, local, src.ServiceAccountToken.Path, []byte(strings.TrimSpace(token)))
 				default:
 					t.Fatalf("volume %s: unsupported projection %+v", v.Name, src)
 				}
@@ -888,11 +897,11 @@ func grantedAct(t *testing.T, c client.Client, opID string) *v1alpha1.Act {
 }
 
 // replayConsume presents the spent authority again, straight to the service, as the agent.
-func replayConsume(t *testing.T, authAddr string, p *pki, token string, granted *v1alpha1.Act) {
+func replayConsume(t *testing.T, authAddr string, p *testutil.PKI, token string, granted *v1alpha1.Act) {
 	t.Helper()
 	rc := &review.Client{
 		URL:   "https://" + authAddr,
-		HTTP:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}}},
+		HTTP:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}},
 		Token: func() (string, error) { return token, nil },
 	}
 	s := granted.Spec

@@ -3,15 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -167,93 +160,6 @@ func waitTCP(t *testing.T, p *proc, addr string) {
 	}
 }
 
-// pki is a CA made here with crypto/x509 and a serving certificate for 127.0.0.1 (in a
-// cluster the operator's cert-controller makes them for the Services' names).
-type pki struct {
-	caPEM            []byte
-	pool             *x509.CertPool
-	certFile, keyDir string // keyDir holds tls.crt and tls.key
-	keyFile          string
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "actgate-e2e-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "actgate-e2e"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames:    []string{"localhost", "actgate-webhook-service.actgate-system.svc", "actgate-authority.actgate-system.svc"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	p := &pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool(), keyDir: dir}
-	p.pool.AddCert(ca)
-	p.certFile = writeFile(t, dir, "tls.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}))
-	p.keyFile = writeFile(t, dir, "tls.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
-	return p
-}
-
-// signingKey writes a fresh Ed25519 authority-signing key (PKCS#8, mode 0600) and its public
-// key (PKIX), and returns their paths.
-func signingKey(t *testing.T, dir string) (priv, pub string) {
-	t.Helper()
-	pk, sk, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	skDER, err := x509.MarshalPKCS8PrivateKey(sk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkDER, err := x509.MarshalPKIXPublicKey(pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeFile(t, dir, "signing.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: skDER})),
-		writeFile(t, dir, "signing.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkDER}))
-}
-
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // tool runs kubectl (or helm) from the Env's folder with extra PATH entries in front (the
 // plugin) and, when kubeconfig is set, as that kubeconfig's user. It returns stdout, stderr
 // and the error, for steps that expect a refusal.
@@ -287,22 +193,4 @@ func portOf(t *testing.T, addr string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// eventually polls cond every 100 ms for up to d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", d, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -7,14 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/test/testutil"
+	"github.com/actgate/actgate/test/testutil/rig"
 )
 
 // Tools of testdata/actgate.yaml.
@@ -64,113 +63,29 @@ func newStandalone(t *testing.T, url string, callTimeout time.Duration) *standal
 }
 
 // serveProcess is one `actgate serve` process.
-type serveProcess struct {
-	cmd    *exec.Cmd
-	stderr *testutil.Buffer
-	base   string
-	done   chan struct{}
-	err    error
-}
+type serveProcess struct{ *testutil.ServeProcess }
 
 // start runs `actgate serve` (env added, e.g. ACTGATE_FAILPOINT) and waits until it serves.
 func (s *standalone) start(t *testing.T, env ...string) *serveProcess {
 	t.Helper()
-	endpoint := s.cfg.Path(gateconfig.EndpointFile)
-	_ = os.Remove(endpoint) // a killed process leaves its own behind
-	p := &serveProcess{stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(actgateBin, "serve", "--verbose", "--config", s.cfgFile)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = &testutil.Buffer{}
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(endpoint); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			p.base = strings.TrimSpace(string(b))
-			return p
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("actgate serve exited: %v\n%s", p.err, p.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actgate serve did not start:\n%s", p.stderr.String())
-		}
-	}
+	return &serveProcess{testutil.StartServe(t, actgateBin, []string{"serve", "--verbose", "--config", s.cfgFile},
+		s.cfg.Path(gateconfig.EndpointFile), env...)}
 }
 
 // endpoint is the agent-facing MCP endpoint of the tools server.
-func (p *serveProcess) endpoint() string { return p.base + mcpproxy.Path("tools") }
+func (p *serveProcess) endpoint() string { return p.Base + mcpproxy.Path("tools") }
 
-// waitKilled waits for the process to die by SIGKILL (a failpoint's kill).
-func (p *serveProcess) waitKilled(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("actgate serve still running:\n%s", p.stderr.String())
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("actgate serve did not die by SIGKILL: %v\n%s", p.err, p.stderr.String())
-	}
-}
-
-// stop ends the process with SIGTERM (a graceful exit) and waits.
+// stop ends the process with SIGTERM and waits: the exit must be graceful.
 func (p *serveProcess) stop(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Fatalf("graceful shutdown: %v\n%s", p.err, p.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("actgate serve did not stop:\n%s", p.stderr.String())
-	}
-}
-
-// alive reports whether the process is still running.
-func (p *serveProcess) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
+	if err := p.Stop(t); err != nil {
+		t.Fatalf("graceful shutdown: %v\n%s", err, p.Out.String())
 	}
 }
 
 // agent is an MCP client session (the SDK's) to endpoint: a new session each time.
 func agent(t *testing.T, endpoint string) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "faults-agent", Version: "v1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return rig.Agent(t, "faults-agent", endpoint)
 }
 
 // callTool makes one tools/call with user provenance and returns what the agent got.
@@ -341,16 +256,4 @@ func toolsCallBody(r *http.Request) (bool, []byte) {
 	}
 	_ = json.Unmarshal(b, &m)
 	return m.Method == "tools/call", b
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -59,11 +59,11 @@ func TestStandaloneMatrix(t *testing.T) {
 			first, callErr := callTool(cs, protectedTool, ticketArgs, 20*time.Second)
 			if tc.dies {
 				if callErr == nil {
-					t.Fatalf("the call returned although the gate was killed: %s\n%s", js(first), p1.stderr.String())
+					t.Fatalf("the call returned although the gate was killed: %s\n%s", js(first), p1.Out.String())
 				}
-				p1.waitKilled(t)
+				p1.WaitKilled(t)
 			} else {
-				if callErr != nil || first.IsError || !p1.alive() {
+				if callErr != nil || first.IsError || !p1.Alive() {
 					t.Fatalf("%s does not exist in the embedded store, yet the call failed: %v %s", tc.point, callErr, js(first))
 				}
 				// The same call again in the same session is its retry: the recorded result,
@@ -86,9 +86,9 @@ func TestStandaloneMatrix(t *testing.T) {
 
 			// 2. Restart over the same data; 3. the agent retries in a new session.
 			p2 := g.start(t)
-			recovered := strings.Contains(p2.stderr.String(), "Recovered in-flight dispatches as INDETERMINATE")
+			recovered := strings.Contains(p2.Out.String(), "Recovered in-flight dispatches as INDETERMINATE")
 			if recovered != (tc.want == indeterminate) {
-				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.want == indeterminate, p2.stderr.String())
+				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.want == indeterminate, p2.Out.String())
 			}
 			var retry *mcp.CallToolResult
 			if tc.want != executed {

@@ -5,19 +5,12 @@ package faults
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -29,18 +22,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
@@ -170,7 +160,7 @@ func (f *apiFaults) kubeconfig(t *testing.T, dir string) string {
 		"users":    []any{map[string]any{"name": "faults", "user": map[string]any{}}},
 		"contexts": []any{map[string]any{"name": "faults", "context": map[string]any{"cluster": "faults", "user": "faults"}}},
 	})
-	return writeFile(t, dir, "kubeconfig", b)
+	return testutil.WriteFile(t, dir, "kubeconfig", b)
 }
 
 // authMode is what authorityFaults does with a review.
@@ -200,7 +190,7 @@ func newAuthorityFaults(t *testing.T, backend string, p *pki, delay time.Duratio
 	t.Helper()
 	target, _ := url.Parse(backend)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}}
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}
 	rp.ErrorLog = log.New(io.Discard, "", 0)
 	f := &authorityFaults{delay: delay, ops: map[review.Operation]int{}}
 	rp.ModifyResponse = f.modify
@@ -235,7 +225,7 @@ func newAuthorityFaults(t *testing.T, backend string, p *pki, delay time.Duratio
 		}
 		rp.ServeHTTP(w, r)
 	}))
-	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.cert}, MinVersion: tls.VersionTLS12}
+	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.Cert}, MinVersion: tls.VersionTLS12}
 	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
 	return f
@@ -276,77 +266,29 @@ func (f *authorityFaults) count(op review.Operation) int {
 	return f.ops[op]
 }
 
-// pki is one self-signed certificate for 127.0.0.1 (the authority and its fault proxy) and the
-// authority's signing key.
+// pki is the TLS of the authority and its fault proxy (a CA and a serving certificate for
+// 127.0.0.1) and the authority's signing key.
 type pki struct {
-	cert              tls.Certificate
-	pool              *x509.CertPool
-	certFile, keyFile string
-	signingKey        string
-	publicKey         string
-	signer            *authority.Signer
+	*testutil.PKI
+	signingKey string
+	publicKey  string
+	signer     *authority.Signer
 }
 
 func newPKI(t *testing.T, dir string) *pki {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "actgate-authority-faults"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	p := &pki{pool: x509.NewCertPool()}
-	p.pool.AppendCertsFromPEM(certPEM)
-	if p.cert, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	p.certFile = writeFile(t, dir, "tls.crt", certPEM)
-	p.keyFile = writeFile(t, dir, "tls.key", keyPEM)
-
-	sk, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	skDER, _ := x509.MarshalPKCS8PrivateKey(sk)
-	pkDER, _ := x509.MarshalPKIXPublicKey(&sk.PublicKey)
-	p.signingKey = writeFile(t, dir, "signing.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: skDER}))
-	p.publicKey = writeFile(t, dir, "signing.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkDER}))
+	p := &pki{PKI: testutil.NewPKI(t, dir)}
+	p.signingKey, p.publicKey = testutil.SigningKey(t, dir)
+	var err error
 	if p.signer, err = authority.LoadKey(p.signingKey); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// proc is one actgate process with its output.
+// proc is one actgate process with its output (stdout and stderr).
 type proc struct {
-	cmd    *exec.Cmd
-	out    *testutil.Buffer
-	done   chan struct{}
-	err    error
+	*testutil.Process
 	addrRE *regexp.Regexp
 }
 
@@ -358,76 +300,24 @@ func startProc(t *testing.T, env []string, addrRE string, args ...string) *proc 
 // startBin is startProc of another binary (controlPlaneBin for the authority service).
 func startBin(t *testing.T, bin string, env []string, addrRE string, args ...string) *proc {
 	t.Helper()
-	p := &proc{out: &testutil.Buffer{}, done: make(chan struct{}), addrRE: regexp.MustCompile(addrRE)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return &proc{Process: testutil.StartProcess(t, bin, args, env, true), addrRE: regexp.MustCompile(addrRE)}
 }
 
 // addr waits for the process to print its listen address.
 func (p *proc) addr(t *testing.T) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := p.addrRE.FindStringSubmatch(p.out.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited: %v\n%s", p.cmd.Args[1], p.err, p.out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start:\n%s", p.cmd.Args[1], p.out.String())
-		}
-	}
+	var m []string
+	p.WaitFor(t, 30*time.Second, func() bool {
+		m = p.addrRE.FindStringSubmatch(p.Out.String())
+		return m != nil
+	})
+	return m[1]
 }
 
-func (p *proc) waitKilled(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s still running:\n%s", p.cmd.Args[1], p.out.String())
-	}
-	var ee *exec.ExitError
-	if !asExit(p.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("%s did not die by SIGKILL: %v\n%s", p.cmd.Args[1], p.err, p.out.String())
-	}
-}
-
-func asExit(err error, ee **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	*ee = e
-	return ok
-}
-
+// stop ends the process with SIGTERM and waits, however it exits.
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not stop:\n%s", p.cmd.Args[1], p.out.String())
-	}
+	_ = p.Stop(t)
 }
 
 // k8sRig is one agent namespace with its policy, pod and token, an authority service and a
@@ -504,7 +394,7 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 	if err := env.Client.Create(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
-	acceptPolicy(t, env.Client, policy, 1)
+	envtest.AcceptPolicy(t, env.Client, policy, 1)
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -517,7 +407,7 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.token = writeFile(t, r.dir, "token", []byte(tr.Status.Token))
+	r.token = testutil.WriteFile(t, r.dir, "token", []byte(tr.Status.Token))
 	if r.leases, err = leasestore.NewForConfig(env.Config, leasestore.Options{Verifier: r.pki.signer.Verifier()}); err != nil {
 		t.Fatal(err)
 	}
@@ -527,39 +417,10 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 	r.api = newAPIFaults(t, env.Config)
 	r.auth = startBin(t, controlPlaneBin, nil, `"address":"(127\.0\.0\.1:\d+)"`, "authority",
 		"--kubeconfig", r.api.kubeconfig(t, r.dir), "--bind-address", "127.0.0.1:0", "--metrics-bind-address", "0",
-		"--tls-cert-file", r.pki.certFile, "--tls-private-key-file", r.pki.keyFile, "--signing-key-file", r.pki.signingKey,
+		"--tls-cert-file", r.pki.CertFile, "--tls-private-key-file", r.pki.KeyFile, "--signing-key-file", r.pki.signingKey,
 		"--review-timeout", o.serviceTO.String(), "--store-timeout", o.serviceTO.String(), "--shutdown-grace", "0s")
 	r.authF = newAuthorityFaults(t, "https://"+r.auth.addr(t), r.pki, o.authDelay)
 	return r
-}
-
-// acceptPolicy writes the status the ToolPolicy controller would (Accepted, epoch) and waits
-// until the API server's watch cache, from which the service lists policies, has it.
-func acceptPolicy(t *testing.T, c client.Client, p *v1alpha1.ToolPolicy, epoch int64) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-		t.Fatal(err)
-	}
-	p.Status.PolicyEpoch = epoch
-	p.Status.ObservedGeneration = p.Generation
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ToolPolicyAcceptedCondition,
-		Status: metav1.ConditionTrue, Reason: v1alpha1.ToolPolicyCompiledReason, ObservedGeneration: p.Generation})
-	if err := c.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the policy in the watch cache", func() bool {
-		var list v1alpha1.ToolPolicyList
-		if err := c.List(ctx, &list, client.InNamespace(p.Namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
-			return false
-		}
-		for _, x := range list.Items {
-			if x.Name == p.Name && x.ResourceVersion == p.ResourceVersion {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // startSidecar runs `actgate sidecar` for the rig (env added, e.g. ACTGATE_FAILPOINT) and
@@ -570,7 +431,7 @@ func (r *k8sRig) startSidecar(t *testing.T, authorityURL string, env ...string) 
 		authorityURL = r.authF.srv.URL
 	}
 	p := startProc(t, env, `serving on (http://127\.0\.0\.1:\d+)`, "sidecar",
-		"--listen", "127.0.0.1:0", "--authority-url", authorityURL, "--authority-ca-file", r.pki.certFile,
+		"--listen", "127.0.0.1:0", "--authority-url", authorityURL, "--authority-ca-file", r.pki.CAFile,
 		"--token-file", r.token, "--authority-public-key-file", r.pki.publicKey, "--namespace", r.ns,
 		"--service-account", agentSA, "--sink-id", k8sSink, "--servers", "tools", "--server", "tools="+r.up.URL,
 		"--journal-dir", r.journal, "--call-timeout", r.callTimeout.String(), "--review-timeout", r.reviewTimeout.String(), "--verbose")

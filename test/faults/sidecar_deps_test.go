@@ -62,7 +62,7 @@ func TestAuthorityServiceFaults(t *testing.T) {
 			start := time.Now()
 			res := mustCall(t, agent(t, endpoint), tc.tool, args)
 			if !res.IsError || efCode(res) != string(tc.code) {
-				t.Fatalf("got %s, want a refusal with %s\n%s", js(res), tc.code, p.out.String())
+				t.Fatalf("got %s, want a refusal with %s\n%s", js(res), tc.code, p.Out.String())
 			}
 			if took := time.Since(start); tc.mode == authSlow && took > r.reviewTimeout+5*time.Second {
 				t.Errorf("the refusal took %v with a review timeout of %v", took, r.reviewTimeout)
@@ -88,7 +88,7 @@ func TestAuthorityServiceFaults(t *testing.T) {
 	// again the same sidecar dispatches.
 	endpoint, p := r.startSidecar(t, "")
 	if res := mustCall(t, agent(t, endpoint), protectedTool, `{"title":"after the faults"}`); res.IsError {
-		t.Fatalf("with the service healthy: %s\n%s", js(res), p.out.String())
+		t.Fatalf("with the service healthy: %s\n%s", js(res), p.Out.String())
 	}
 	p.stop(t)
 	if recs := r.readJournal(t); len(recs) != 1 {
@@ -128,7 +128,7 @@ func TestAPIServerFaults(t *testing.T) {
 			res := mustCall(t, agent(t, endpoint), tc.tool, args)
 			r.api.mode.Store(int32(apiPass))
 			if !res.IsError || efCode(res) != string(tc.code) {
-				t.Fatalf("got %s, want a refusal with %s\n%s", js(res), tc.code, r.auth.out.String())
+				t.Fatalf("got %s, want a refusal with %s\n%s", js(res), tc.code, r.auth.Out.String())
 			}
 			if r.api.faults.Load() == faultsBefore {
 				t.Fatal("no fault was injected: the case tests nothing")

@@ -49,9 +49,9 @@ func TestSidecarMatrix(t *testing.T) {
 			// 1. The call, with the failpoint armed in the sidecar.
 			endpoint, p1 := r.startSidecar(t, "", failpoint.EnvVar+"="+string(tc.point))
 			if res, err := callTool(agent(t, endpoint), protectedTool, ticketArgs, 30*time.Second); err == nil {
-				t.Fatalf("the call returned although the sidecar was killed: %s\n%s", js(res), p1.out.String())
+				t.Fatalf("the call returned although the sidecar was killed: %s\n%s", js(res), p1.Out.String())
 			}
-			p1.waitKilled(t)
+			p1.WaitKilled(t)
 			if tc.point == failpoint.DuringInvoke {
 				time.Sleep(500 * time.Millisecond) // let the upstream read what was written, or see the close
 			}
@@ -69,9 +69,9 @@ func TestSidecarMatrix(t *testing.T) {
 			// 2. Restart over the same journal; 3. the agent retries in a new session.
 			endpoint, p2 := r.startSidecar(t, "")
 			retry := mustCall(t, agent(t, endpoint), protectedTool, ticketArgs)
-			recovered := strings.Contains(p2.out.String(), "Dispatches left in flight by a previous run are INDETERMINATE")
+			recovered := strings.Contains(p2.Out.String(), "Dispatches left in flight by a previous run are INDETERMINATE")
 			if recovered != tc.unsettled {
-				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.unsettled, p2.out.String())
+				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.unsettled, p2.Out.String())
 			}
 			consumes := r.authF.count(review.OperationConsume)
 			if tc.unsettled {

@@ -2,16 +2,10 @@ package authority
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -23,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -38,6 +31,7 @@ import (
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 const (
@@ -77,59 +71,6 @@ func paymentsPolicy(ns string, principals []string, minPrincipals int32) *v1alph
 	}
 }
 
-// acceptPolicy writes the status the ToolPolicy controller would: Accepted at the current
-// generation, with a policy epoch.
-func acceptPolicy(t testing.TB, c client.Client, p *v1alpha1.ToolPolicy, epoch int64) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-		t.Fatal(err)
-	}
-	p.Status.PolicyEpoch = epoch
-	p.Status.ObservedGeneration = p.Generation
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ToolPolicyAcceptedCondition,
-		Status: metav1.ConditionTrue, Reason: v1alpha1.ToolPolicyCompiledReason, ObservedGeneration: p.Generation})
-	if err := c.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	waitCached(t, c, p.Namespace, p.Name, p.ResourceVersion)
-}
-
-// waitCached waits until the API server's watch cache, from which the service lists policies
-// and binding moments (resourceVersion "0"), shows the ToolPolicy ns/name at resourceVersion
-// rv, or without it when rv is "". The cache lags etcd by milliseconds; tests that change an
-// object and then expect the service to act on the change wait for it.
-func waitCached(t testing.TB, c client.Client, ns, name, rv string) {
-	t.Helper()
-	waitListed(t, c, func() client.ObjectList { return &v1alpha1.ToolPolicyList{} }, ns, name, rv)
-}
-
-// waitListed is waitCached for any kind: newList makes an empty list of it.
-func waitListed(t testing.TB, c client.Client, newList func() client.ObjectList, ns, name, rv string) {
-	t.Helper()
-	for range 300 {
-		list := newList()
-		if err := c.List(context.Background(), list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
-			t.Fatal(err)
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		for _, o := range items {
-			if m, ok := o.(client.Object); ok && m.GetName() == name {
-				got = m.GetResourceVersion()
-			}
-		}
-		if got == rv {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("the watch cache never showed %s/%s at resourceVersion %q", ns, name, rv)
-}
-
 // waitMoment waits until the watch cache shows BindingMoment name as it is now in etcd.
 func (r *rig) waitMoment(t testing.TB, name string) {
 	t.Helper()
@@ -137,7 +78,7 @@ func (r *rig) waitMoment(t testing.TB, name string) {
 	if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: name}, m); err != nil {
 		t.Fatal(err)
 	}
-	waitListed(t, r.env.Client, func() client.ObjectList { return &v1alpha1.BindingMomentList{} }, r.ns, name, m.ResourceVersion)
+	envtest.WaitListed(t, r.env.Client, func() client.ObjectList { return &v1alpha1.BindingMomentList{} }, r.ns, name, m.ResourceVersion)
 }
 
 // rig is the authority service served over real HTTPS, talking to a real API server as a user
@@ -231,7 +172,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if err := env.Client.Create(ctx, r.policy); err != nil {
 		t.Fatal(err)
 	}
-	acceptPolicy(t, env.Client, r.policy, 1)
+	envtest.AcceptPolicy(t, env.Client, r.policy, 1)
 	r.agentTk = r.token(t, "agent", pod, audience)
 
 	// The service, as a user with exactly the rights it documents.
@@ -296,44 +237,13 @@ func (r *rig) token(t testing.TB, sa string, pod *corev1.Pod, audiences ...strin
 // crypto/x509 (in a cluster the operator's cert-controller provides them).
 func (r *rig) serveTLS(t testing.TB) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "actgate-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "actgate-authority"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.NewPKI(t, t.TempDir())
 	srv := httptest.NewUnstartedServer(r.svc)
-	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{p.Cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
-	r.ca = x509.NewCertPool()
-	r.ca.AddCert(caCert)
+	r.ca = p.Pool
 }
 
 // client is a sidecar's review client presenting token, trusting only the rig's CA.

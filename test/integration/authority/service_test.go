@@ -27,6 +27,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/test/envtest"
 )
 
 const paymentArgs = `{"amount":"100.00","to":"acct-9","memo":"invoice 7"}`
@@ -184,8 +185,8 @@ func TestServiceDecisions(t *testing.T) {
 		if resp.Authority == nil {
 			t.Fatalf("permit: %+v", resp)
 		}
-		acceptPolicy(t, r.env.Client, r.policy, 2) // the policy changed
-		defer acceptPolicy(t, r.env.Client, r.policy, 1)
+		envtest.AcceptPolicy(t, r.env.Client, r.policy, 2) // the policy changed
+		defer envtest.AcceptPolicy(t, r.env.Client, r.policy, 1)
 		expectDeny(t, r.do(t, consumeReq(resp.Authority.ID, "op-e", c.binding(r.ns, 1))), ef.EF002, review.ReasonAuthority)
 		expectDeny(t, r.do(t, consumeReq(resp.Authority.ID, "op-e", c.binding(r.ns, 2))), ef.EF002, review.ReasonAuthority)
 		if l := leaseOf(t, r.env, r.ns, resp.Authority.ID); l.Spec.HolderIdentity != nil {
@@ -609,12 +610,12 @@ func TestServiceCallers(t *testing.T) {
 		if err := r.env.Client.Create(context.Background(), second); err != nil {
 			t.Fatal(err)
 		}
-		acceptPolicy(t, r.env.Client, second, 1)
+		envtest.AcceptPolicy(t, r.env.Client, second, 1)
 		defer func() {
 			if err := r.env.Client.Delete(context.Background(), second); err != nil {
 				t.Error(err)
 			}
-			waitCached(t, r.env.Client, r.ns, second.Name, "")
+			envtest.WaitCached(t, r.env.Client, r.ns, second.Name, "")
 		}()
 		resp := r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"c"}`).req)
 		expectDeny(t, resp, ef.EFPolicyDenied, review.ReasonAmbiguousPolicy)
@@ -631,9 +632,9 @@ func TestServiceCallers(t *testing.T) {
 		if err := r.env.Client.Update(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
-		waitCached(t, r.env.Client, r.ns, p.Name, p.ResourceVersion)
+		envtest.WaitCached(t, r.env.Client, r.ns, p.Name, p.ResourceVersion)
 		expectDeny(t, r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"d"}`).req), ef.EFPolicyDenied, review.ReasonPolicyNotReady)
-		acceptPolicy(t, r.env.Client, r.policy, 1)
+		envtest.AcceptPolicy(t, r.env.Client, r.policy, 1)
 		if resp := r.do(t, r.call(t, "s-callers", "get_balance", `{"account":"e"}`).req); !resp.Allowed {
 			t.Fatalf("after acceptance: %+v", resp)
 		}

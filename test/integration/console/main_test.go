@@ -2,29 +2,21 @@ package console_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/test/testutil"
-	"github.com/actgate/actgate/webhook"
-	"github.com/actgate/actgate/webhook/inject"
+	"github.com/actgate/actgate/test/testutil/webhookenv"
 )
 
 func TestMain(m *testing.M) {
@@ -33,86 +25,12 @@ func TestMain(m *testing.M) {
 }
 
 // startWebhookEnv starts an API server with actgate's webhook configurations installed from
-// `kubectl kustomize config/webhook` and a manager serving them (as test/integration/webhook
-// does), so a BindingMoment resolution is admitted or denied by the real BindingMoment webhook.
+// `kubectl kustomize config/webhook` and a manager serving them (test/testutil/webhookenv, as
+// test/integration/webhook runs them), so a BindingMoment resolution is admitted or denied by
+// the real BindingMoment webhook.
 func startWebhookEnv(t *testing.T) *envtest.Env {
 	t.Helper()
-	envtest.SkipIfShort(t)
-	ctx := t.Context()
-	bin, err := envtest.BinDir(ctx, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := envtest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "kustomize", "config/webhook")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	manifests, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize config/webhook: %v\n%s", err, stderr.String())
-	}
-	path := filepath.Join(t.TempDir(), "webhooks.yaml")
-	if err := os.WriteFile(path, manifests, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := envtest.Start(t, envtest.WithEnvironment(func(e *crenvtest.Environment) {
-		e.WebhookInstallOptions = crenvtest.WebhookInstallOptions{Paths: []string{path}}
-	}))
-	wio := &env.Environment.WebhookInstallOptions
-	cfg := webhook.Config{
-		Injection: inject.Config{
-			Image:            "ghcr.io/actgate/actgate:v0.0.0-test",
-			AuthorityURL:     "https://actgate-authority.actgate-system.svc:443",
-			ExemptNamespaces: []string{"kube-system", "kube-public", "kube-node-lease", "actgate-system"},
-		},
-		Authority: webhook.AuthorityTrust{
-			CAFile:        filepath.Join(root, "webhook/testdata/authority-ca.pem"),
-			PublicKeyFile: filepath.Join(root, "webhook/testdata/authority-ca.pem"),
-		},
-		Server: webhook.ServerConfig{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
-		Certs:  webhook.CertConfig{Mode: webhook.CertModeExternal},
-	}.Default()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := webhook.SetupWithManager(mgr, cfg); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	// Registered after envtest.Start's cleanup, so it runs first.
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop")
-		}
-	})
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe only
-		if err == nil {
-			_ = conn.Close()
-			return env
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook server on %s not serving: %v", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return webhookenv.Start(t, nil).Env
 }
 
 // buildPlugin builds cmd/kubectl-actgate into a temporary folder (with the test's own
@@ -134,30 +52,13 @@ func buildPlugin(t *testing.T) string {
 	return dir
 }
 
-// pluginEnv is the tools' environment with the plugin folder first on PATH and KUBECONFIG set
-// to kubeconfig, the way a user with their own kubeconfig runs kubectl.
-func pluginEnv(env *envtest.Env, pluginDir, kubeconfig string) []string {
-	var out []string
-	for _, kv := range env.ToolEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "PATH":
-			kv = "PATH=" + pluginDir + string(os.PathListSeparator) + v
-		case "KUBECONFIG":
-			kv = "KUBECONFIG=" + kubeconfig
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // startConsole runs `kubectl actgate console` through the real kubectl as the user of
 // kubeconfig until the test ends, and returns the URL it prints.
 func startConsole(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := env.Command(ctx, "kubectl", append([]string{"actgate", "console"}, args...)...)
-	cmd.Env = pluginEnv(env, pluginDir, kubeconfig)
+	cmd.Env = env.PluginEnv(pluginDir, kubeconfig)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

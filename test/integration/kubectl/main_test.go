@@ -100,23 +100,6 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
 }
 
-// pluginEnv is the tools' environment with the plugin folder first on PATH and KUBECONFIG
-// set to kubeconfig, the way a user with their own kubeconfig runs kubectl.
-func pluginEnv(env *envtest.Env, pluginDir, kubeconfig string) []string {
-	var out []string
-	for _, kv := range env.ToolEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "PATH":
-			kv = "PATH=" + pluginDir + string(os.PathListSeparator) + v
-		case "KUBECONFIG":
-			kv = "KUBECONFIG=" + kubeconfig
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // kubectl runs the real kubectl with args, with KUBECONFIG set to kubeconfig and the plugin
 // first on PATH; stdin is empty (not a terminal).
 func kubectl(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, args ...string) result {
@@ -124,7 +107,7 @@ func kubectl(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string, args 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := env.Command(ctx, "kubectl", args...)
-	cmd.Env = pluginEnv(env, pluginDir, kubeconfig)
+	cmd.Env = env.PluginEnv(pluginDir, kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -101,7 +101,7 @@ func TestPickerInARealTerminal(t *testing.T) {
 		mustCreate(t, env, moment(ns, name, alice, act.Name, e, expires))
 	}
 	mustCreate(t, env, act)
-	term := newTerminal(t, pluginEnv(env, pluginDir, a.Kubeconfig))
+	term := newTerminal(t, env.PluginEnv(pluginDir, a.Kubeconfig))
 	kubectlBin := filepath.Join(env.BinDir, "kubectl")
 
 	t.Run("arrows, Enter and y select an option", func(t *testing.T) {

@@ -467,29 +467,16 @@ func bind(t *testing.T, e *envtest.Env, ns, clusterRole, user string) {
 
 const principalRole = "actgate-bindingmoment-principal-role"
 
-func loadSample[T any](t *testing.T, root, name string) *T {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "config", "samples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := new(T)
-	if err := yaml.UnmarshalStrict(b, obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
 // momentFixture creates the sample Act (agent: agent) and the sample BindingMoment addressed to
 // principal, expiring at expires, under name.
 func momentFixture(t *testing.T, e *envtest.Env, ns, name, agent, principal string, expires time.Time) *v1alpha1.BindingMoment {
 	t.Helper()
-	act := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+	act := envtest.LoadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
 	act.Namespace, act.Name, act.Spec.Agent = ns, name, agent
 	if err := e.Client.Create(ctxFor(t), act); err != nil {
 		t.Fatal(err)
 	}
-	bm := loadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
+	bm := envtest.LoadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
 	bm.Namespace, bm.Name = ns, name
 	bm.Spec.ActRef.Name, bm.Spec.Principal = name, principal
 	bm.Spec.ExpiresAt = metav1.NewTime(expires.Truncate(time.Second))
@@ -617,8 +604,8 @@ func testResolution(t *testing.T, e *envtest.Env) {
 
 func testMomentCreation(t *testing.T, e *envtest.Env) {
 	ns := namespace(t, e, "", nil)
-	sample := loadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
-	act := loadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
+	sample := envtest.LoadSample[v1alpha1.BindingMoment](t, e.Root, "actgate_v1alpha1_bindingmoment.yaml")
+	act := envtest.LoadSample[v1alpha1.Act](t, e.Root, "actgate_v1alpha1_act.yaml")
 	act.Namespace, act.Spec.Agent = ns, "system:serviceaccount:agents:billing-agent"
 	if err := e.Client.Create(ctxFor(t), act); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package standalone
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type reconcileEndpoint struct {
 // reconciliation endpoints (upstreams[].reconciliation), or returns nil when no server has one:
 // such dispatches then stay INDETERMINATE, refused to every retry. The credential files are
 // checked here and read again for every query, so they can be rotated in place.
-func (rt *gateRuntime) newSettler() (*reconcile.Settler, error) {
+func (rt *Runtime) newSettler() (*reconcile.Settler, error) {
 	eps := map[string]reconcileEndpoint{} // by the server's URL: a journal record's Upstream
 	for _, srv := range rt.cfg.Policy.Servers {
 		r := rt.cfg.Upstream(srv.Name).Reconciliation
@@ -98,7 +98,7 @@ func (e reconcileEndpoint) endpoint() (reconcile.Endpoint, error) {
 }
 
 // runSettler settles INDETERMINATE dispatches every reconciliation.interval until ctx ends.
-func (rt *gateRuntime) runSettler(ctx context.Context) {
+func (rt *Runtime) runSettler(ctx context.Context) {
 	if rt.settler != nil {
 		rt.settler.Run(ctx, rt.cfg.ReconcileInterval())
 	}

@@ -1,0 +1,327 @@
+package standalone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/fileutil"
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/notify"
+	"github.com/actgate/actgate/internal/receipt"
+	"github.com/actgate/actgate/internal/reconcile"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// shutdownTimeout bounds a graceful shutdown after SIGTERM.
+const shutdownTimeout = 10 * time.Second
+
+// Hooks adjust a gate for tests and the demo.
+type Hooks struct {
+	// Transport is the base RoundTripper for upstream requests (nil: a default transport).
+	Transport http.RoundTripper
+}
+
+// Runtime is one running gate: everything `actgate serve` opens, and its HTTP handler.
+type Runtime struct {
+	cfg      *gateconfig.Config
+	log      logr.Logger
+	store    *boltstore.Store
+	receipts *receipt.Log
+	gate     *sink.Gate
+	proxies  []*mcpproxy.Proxy
+	handler  http.Handler
+	// metrics is the registry of the gate's Prometheus metrics (internal/metrics), served on
+	// metrics.address by ServeMetrics.
+	metrics *prometheus.Registry
+	// notifier announces pending moments to the configured webhooks (notify.go); nil
+	// without a notifications section.
+	notifier *notify.Notifier
+	// settler settles INDETERMINATE dispatches through the servers' reconciliation endpoints
+	// (reconcile.go); nil when no server has one.
+	settler *reconcile.Settler
+}
+
+// Open opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
+// before anything is served), the receipt log and the gate, and builds the HTTP handler.
+func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Hooks) (rt *Runtime, err error) {
+	opened := &Runtime{cfg: cfg, log: log}
+	rt = opened
+	defer func() {
+		// Every failure closes what was opened. It closes opened, not rt: `return nil, err`
+		// has set rt to nil by the time this runs.
+		if err != nil {
+			_ = opened.Close()
+			rt = nil
+		}
+	}()
+	if err := ensurePrivateDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("dataDir: %w", err)
+	}
+	signer, err := authority.LoadOrCreateKey(cfg.Path(gateconfig.AuthorityKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	receiptSigner, err := loadReceiptKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	idKey, err := loadOrCreateSecret(cfg.Path(gateconfig.ActIDKeyFile), act.MinIDKeyBytes)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := act.NewIDIssuer(idKey, nil)
+	if err != nil {
+		return nil, err
+	}
+	tokens := map[string][]byte{}
+	for _, p := range cfg.Principals {
+		if err := ensurePrivateDir(filepath.Dir(cfg.PrincipalTokenPath(p.Name))); err != nil {
+			return nil, err
+		}
+		tok, err := loadOrCreateToken(cfg.PrincipalTokenPath(p.Name))
+		if err != nil {
+			return nil, err
+		}
+		tokens[p.Name] = tok
+	}
+
+	rt.store, err = boltstore.Open(cfg.Path(gateconfig.StoreFile), boltstore.Options{Verifier: signer.Verifier()})
+	if err != nil {
+		return nil, err
+	}
+	// AEB "Classify the Effect Outcome": whatever a previous process left DISPATCH_PENDING or
+	// INVOKED may have reached the upstream; it becomes INDETERMINATE before anything is
+	// served, and is never dispatched again (tool-use-binding §22 T-G).
+	n, err := rt.store.RecoverOnStart(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("recovering the journal: %w", err)
+	}
+	if n > 0 {
+		log.Info("Recovered in-flight dispatches as INDETERMINATE", "count", n)
+	}
+	rt.receipts, err = receipt.Open(receipt.Options{Path: cfg.Path(gateconfig.ReceiptsFile), Signer: receiptSigner})
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := cfg.Compile()
+	if err != nil {
+		return nil, err
+	}
+	rt.metrics = prometheus.NewRegistry()
+	rt.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gateMetrics, err := metrics.NewGate(rt.metrics)
+	if err != nil {
+		return nil, err
+	}
+	rt.notifier, err = startNotifier(ctx, cfg, log, rt.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("notifications: %w", err)
+	}
+	rt.gate, err = sink.New(sink.Options{
+		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
+		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
+		Observer: sink.Observers(gateMetrics, observer(rt.notifier)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rt.settler, err = rt.newSettler(); err != nil {
+		return nil, err
+	}
+	// Recovery (above) has made every dispatch left in flight INDETERMINATE: count them.
+	if err := gateMetrics.SeedIndeterminate(ctx, rt.store); err != nil {
+		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	for i, srv := range cfg.Policy.Servers {
+		cred, err := cfg.Upstream(srv.Name).Credential()
+		if err != nil {
+			return nil, fmt.Errorf("upstreams[%s].bearerTokenFile: %w", srv.Name, err)
+		}
+		p, err := mcpproxy.New(mcpproxy.Config{
+			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
+			Transport: hooks.Transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
+			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
+			Elicitation: compiled, // spec.elicitation: moments of the classes it lists are also elicited
+		})
+		if err != nil {
+			return nil, fmt.Errorf("policy.servers[%d]: %w", i, err)
+		}
+		rt.proxies = append(rt.proxies, p)
+		mux.Handle(mcpproxy.Path(srv.Name), p)
+	}
+	api := &momentsAPI{gate: rt.gate, tokens: tokens, log: log.WithName("moments")}
+	api.register(mux)
+	rt.handler = mux
+	return rt, nil
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully and closes the runtime.
+func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) error {
+	srv := &http.Server{Handler: rt.handler, ReadHeaderTimeout: 10 * time.Second}
+	base := "http://" + ln.Addr().String()
+	endpoint := rt.cfg.Path(gateconfig.EndpointFile)
+	if err := fileutil.WriteAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
+		_ = ln.Close()
+		_ = rt.Close()
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go rt.sweepMoments(sweepCtx)
+	settled := make(chan struct{})
+	go func() { defer close(settled); rt.runSettler(sweepCtx) }()
+	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
+	for _, p := range rt.proxies {
+		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
+	}
+	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
+	fmt.Fprintf(out, "  web console            actgate console --as PRINCIPAL --data-dir %s\n", rt.cfg.DataDir)
+	rt.log.Info("Serving", "address", base, "sink", rt.cfg.SinkID, "servers", len(rt.proxies))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	rt.log.Info("Shutting down")
+	stopSweep()
+	<-settled // a query in flight ends with its context: the store is closed below
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(sctx) }()
+	// Ending the agent sessions ends their SSE streams, which Shutdown would otherwise wait for.
+	for _, p := range rt.proxies {
+		_ = p.Close()
+	}
+	if err := <-done; err != nil {
+		_ = srv.Close()
+	}
+	_ = os.Remove(endpoint)
+	if err := rt.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// momentSweepInterval is how often serve looks for binding moments that expired unresolved, so
+// actgate_moments_expired_total counts them when they expire rather than when someone next
+// lists moments.
+const momentSweepInterval = 10 * time.Second
+
+// sweepMoments reports expired moments to the gate's Observer until ctx ends.
+func (rt *Runtime) sweepMoments(ctx context.Context) {
+	t := time.NewTicker(momentSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rt.gate.SweepMoments()
+		}
+	}
+}
+
+// metricsHandler serves the gate's registry in the Prometheus exposition format.
+func (rt *Runtime) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(rt.metrics, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// ServeMetrics serves /metrics on metrics.address (plain HTTP, loopback: counts, durations and
+// bounded labels, never digests or arguments). An address the file names must be free; when
+// the default is taken (another gate on this machine) the gate serves without metrics and says
+// so. The returned function stops the listener.
+func (rt *Runtime) ServeMetrics(log logr.Logger) (func(), error) {
+	addr, explicit := rt.cfg.MetricsAddress()
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if explicit {
+			return nil, err
+		}
+		log.Info("Metrics not served: the default metrics address is in use; set metrics.address (or \"off\")", "address", addr, "error", err.Error())
+		return func() {}, nil
+	}
+	srv := &http.Server{Handler: rt.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("Serving metrics", "address", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
+}
+
+// Close closes the proxies, the receipt log (flushing it) and the store.
+func (rt *Runtime) Close() error {
+	var errs []error
+	for _, p := range rt.proxies {
+		errs = append(errs, p.Close())
+	}
+	// Queued announcements are delivered (bounded) before the store closes; they need nothing
+	// from it, but a shutdown should not lose what was already decided to be said.
+	stopNotifier(rt.notifier, rt.log)
+	rt.notifier = nil
+	if rt.receipts != nil {
+		errs = append(errs, rt.receipts.Close())
+		rt.receipts = nil
+	}
+	if rt.store != nil {
+		errs = append(errs, rt.store.Close())
+		rt.store = nil
+	}
+	return errors.Join(errs...)
+}
+
+func principalNames(cfg *gateconfig.Config) string {
+	if len(cfg.Principals) == 0 {
+		return "none configured"
+	}
+	names := make([]string, len(cfg.Principals))
+	for i, p := range cfg.Principals {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// Config is the configuration the gate was opened with.
+func (rt *Runtime) Config() *gateconfig.Config { return rt.cfg }
+
+// Handler is the gate's HTTP handler: one MCP proxy per server at mcpproxy.Path(server) and
+// the moments API at /v1/moments.
+func (rt *Runtime) Handler() http.Handler { return rt.handler }
+
+// Gate is the gate's sink.
+func (rt *Runtime) Gate() *sink.Gate { return rt.gate }
+
+// Store is the gate's store: its authorities and its dispatch journal.
+func (rt *Runtime) Store() *boltstore.Store { return rt.store }
+
+// Metrics is the registry of the gate's Prometheus metrics.
+func (rt *Runtime) Metrics() *prometheus.Registry { return rt.metrics }

@@ -1,0 +1,79 @@
+package rig
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/mcpproxy"
+)
+
+// Agent is an MCP client session (the SDK's) named name to endpoint, a new session each time,
+// closed when t ends. Connecting is bounded by 20 s.
+func Agent(t testing.TB, name, endpoint string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// Call makes one tools/call; provenance "" declares none.
+func Call(t testing.TB, cs *mcp.ClientSession, tool, args, provenance string) *mcp.CallToolResult {
+	t.Helper()
+	p := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)}
+	if provenance != "" {
+		p.Meta = mcp.Meta{mcpproxy.MetaProvenance: provenance}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", tool, err)
+	}
+	return res
+}
+
+// NotInvoked checks that r is a refusal whose §17 error object says invoked=false: nil when
+// it is, an error naming what r is otherwise.
+func NotInvoked(r *mcp.CallToolResult) error {
+	b, _ := json.Marshal(r.StructuredContent)
+	var sc struct {
+		Error struct {
+			Invoked *bool `json:"invoked"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &sc); err != nil || sc.Error.Invoked == nil || *sc.Error.Invoked || !r.IsError {
+		return fmt.Errorf("refusal is not an isError result with invoked=false: %s", b)
+	}
+	return nil
+}
+
+// OptionResolution is the §7.3 resolution object of an option choice, wrapped as envelope-04
+// §8.3 delivers it.
+func OptionResolution(digest string, option int) []byte {
+	b, _ := json.Marshal(map[string]any{envelope.MemberResolution: map[string]any{
+		"envelope_digest": digest, "resolution": "option", "option_idx": option}})
+	return b
+}
+
+// Parallel runs fns at once and waits for all.
+func Parallel(fns ...func()) {
+	var wg sync.WaitGroup
+	for _, f := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	wg.Wait()
+}
