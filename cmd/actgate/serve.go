@@ -228,7 +228,8 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
-		Observer: sink.Observers(gateMetrics, observer(rt.notifier)),
+		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
+		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 	})
 	if err != nil {
 		return nil, err
@@ -241,6 +242,11 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
 	}
 
+	agents, err := agentAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
 	mux := http.NewServeMux()
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).Credential()
@@ -251,6 +257,7 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
 			Transport: hooks.transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
 			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
+			Agents: agents, Sessions: sessions, ReadTimeout: cfg.ReadTimeout(),
 			Elicitation: compiled, // spec.elicitation: moments of the classes it lists are also elicited
 		})
 		if err != nil {
@@ -265,9 +272,19 @@ func openGate(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hook
 	return rt, nil
 }
 
+// agentAuthenticator authenticates the configured agents by their tokens (creating the
+// default token files on first start); nil with agent.authentication "none".
+func agentAuthenticator(cfg *gateconfig.Config) (mcpproxy.AgentAuthenticator, error) {
+	tokens, err := cfg.AgentTokens()
+	if err != nil || tokens == nil {
+		return nil, err
+	}
+	return mcpproxy.NewBearerAgents(tokens)
+}
+
 // serve answers on ln until ctx ends, then shuts down gracefully and closes the runtime.
 func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer) error {
-	srv := &http.Server{Handler: rt.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := rt.cfg.HTTPServer(rt.handler)
 	base := "http://" + ln.Addr().String()
 	endpoint := rt.cfg.Path(gateconfig.EndpointFile)
 	if err := fileutil.WriteAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
