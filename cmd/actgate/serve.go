@@ -303,6 +303,11 @@ func (rt *gateRuntime) serve(ctx context.Context, ln net.Listener, out io.Writer
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
 	}
+	if rt.cfg.Agent.Authentication != gateconfig.AuthNone {
+		for _, a := range rt.cfg.AgentNames() {
+			fmt.Fprintf(out, "  agent %-16s Authorization: Bearer (token in %s)\n", a, rt.cfg.AgentTokenPath(a))
+		}
+	}
 	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
 	fmt.Fprintf(out, "  web console            actgate console --as PRINCIPAL --data-dir %s\n", rt.cfg.DataDir)
 	rt.log.Info("Serving", "address", base, "sink", rt.cfg.SinkID, "servers", len(rt.proxies))

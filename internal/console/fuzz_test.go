@@ -60,3 +60,26 @@ func FuzzResolveForm(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAuthorized: no path but one beginning with the console's key reaches the page or the
+// resolution POST, and checkCSRF accepts only tokens the console signed.
+func FuzzAuthorized(f *testing.F) {
+	for _, seed := range []string{"/" + testToken + "/", "/" + testToken + "/resolve", "/", "/x/" + testToken + "/",
+		"/" + testToken, "/%30123456789abcdef0123456789abcdef/", "//" + testToken + "/", "/" + testToken + "%2F", testCSRF} {
+		f.Add(seed)
+	}
+	c := newTestConsole(f, &fakeBackend{})
+	f.Fuzz(func(t *testing.T, s string) {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:8080", nil)
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path = s
+		if _, ok := c.authorized(req); ok && !strings.HasPrefix(req.URL.EscapedPath(), "/"+testToken+"/") {
+			t.Fatalf("path %q was admitted", s)
+		}
+		if c.checkCSRF(s) && s != testCSRF {
+			t.Fatalf("token %q was accepted", s)
+		}
+	})
+}
