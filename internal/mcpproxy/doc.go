@@ -78,8 +78,8 @@
 //
 // # tools/call
 //
-// A tools/call becomes a sink.Call (Session: the agent's Mcp-Session-Id; Agent: the configured
-// identity; Server: the mount name; Destination: the upstream URL this proxy contacts; Args:
+// A tools/call becomes a sink.Call (Session: the agent's Mcp-Session-Id; Agent: the session's
+// agent, below; Server: the mount name; Destination: the upstream URL this proxy contacts; Args:
 // the RFC 8785 canonical form of params.arguments, which are also exactly the bytes forwarded)
 // handed to Gate.Handle with an Invoker that calls the upstream once, with the sink's operation
 // id in params._meta["actgate.io/operation-id"] (the upstream's idempotency key). The agent's
@@ -89,6 +89,9 @@
 //
 //   - a CallToolResult with isError false → Executed; with isError true → Failed (the upstream
 //     said so authoritatively);
+//   - an HTTP redirect (3xx) → Failed, with a synthesized isError result carrying
+//     EF_UPSTREAM_REDIRECT: no client of the proxy follows a redirect, so the destination the
+//     authority binds is the only one contacted, and its 3xx says it did not serve the call;
 //   - a JSON-RPC error answer with a code that means the request was refused before execution
 //     (parse error, invalid request, method not found, invalid params), or an HTTP 4xx refusal
 //     other than 408 and 429 → Failed, with a synthesized isError result;
@@ -121,6 +124,19 @@
 // then trusted to attest it, as in a local `actgate serve` next to the user's own agent — and
 // ignored otherwise, so the sink sees unknown provenance, which policy treats as the worst
 // listed source (fail closed).
+//
+// # Agents and limits
+//
+// With Config.Agents (the standalone gate: one bearer token per agent) every request is
+// authenticated before anything reads it (HTTP 401 and EF_AGENT_UNAUTHENTICATED otherwise); the
+// agent that initializes a session is that session's identity — the Agent of its calls and
+// moments — and the SDK's handler (and the direct path) refuse another agent's request on it,
+// as the SDK refuses another user's. Without it (the sidecar, whose pod is the boundary) the
+// agent is Config.Agent. Config.Sessions bounds open sessions in total and per agent across
+// the proxies that share it (EF_SESSION_LIMIT on initialize). A request's body is read within
+// Config.ReadTimeout; then the connection's read deadline is lifted (a long call or an event
+// stream is not cut by the server's read timeout) and a POST's answer must be written within
+// the call's own bounds.
 //
 // # Credentials
 //

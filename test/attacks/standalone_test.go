@@ -41,8 +41,7 @@ import (
 // the parts it wires, as a local process that is not the agent, a greedy agent, a slow client,
 // a redirecting upstream and a listener on another loopback port would.
 
-// serveBinary builds cmd/actgate once per test binary run, into a directory removed when the
-// test that built it ends (later tests build again).
+// serveBinary builds cmd/actgate from this tree into the test's temporary directory.
 func serveBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "actgate")
@@ -59,7 +58,6 @@ type served struct {
 	t    *testing.T
 	dir  string // the data dir
 	base string // http://127.0.0.1:PORT
-	pid  int
 	up   *upstreams
 	logs *bytes.Buffer
 }
@@ -99,7 +97,6 @@ func serve(t *testing.T, bin, extra string) *served {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s.pid = cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
