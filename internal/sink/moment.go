@@ -106,8 +106,8 @@ type momentTable struct {
 	open                 map[*moment]struct{}
 	perAgent, perSession int
 	sweepAt              int
-	nClosed    atomic.Int64
-	nDeliver   atomic.Int64
+	nClosed              atomic.Int64
+	nDeliver             atomic.Int64
 }
 
 func newMomentTable() *momentTable {
