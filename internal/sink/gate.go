@@ -18,15 +18,18 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultActTTL    = 5 * time.Minute
-	DefaultMomentTTL = 15 * time.Minute
-	// DefaultMaxPendingMomentsPerAgent and DefaultMaxPendingMomentsPerSession bound the
-	// binding moments an agent (and one of its sessions) may have pending at once.
+	DefaultActTTL        = 5 * time.Minute
+	DefaultMomentTTL     = 15 * time.Minute
+	DefaultAuthorityTTL  = 60 * time.Second
+	DefaultRecordTimeout = 5 * time.Second
+	DefaultStartTimeout  = 30 * time.Second
+)
+
+// DefaultMaxPendingMomentsPerAgent and DefaultMaxPendingMomentsPerSession bound the binding
+// moments an agent (and one of its sessions) may have pending at once.
+const (
 	DefaultMaxPendingMomentsPerAgent   = 64
 	DefaultMaxPendingMomentsPerSession = 16
-	DefaultAuthorityTTL                = 60 * time.Second
-	DefaultRecordTimeout               = 5 * time.Second
-	DefaultStartTimeout                = 30 * time.Second
 )
 
 // Options wire a Gate. Policy, Store, Journal, Signer, IDs and SinkID are required.
