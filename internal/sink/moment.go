@@ -101,13 +101,14 @@ type momentTable struct {
 	grants     map[sessionAction][]grant
 	closed     map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
 	deliveries map[string][]Delivery
+	sweepAt    int
+	nClosed    atomic.Int64
+	nDeliver   atomic.Int64
+
 	// open holds the moments registered and not yet seen resolved or expired, for the
 	// pending-moment limits (admit); perAgent and perSession are those limits.
 	open                 map[*moment]struct{}
 	perAgent, perSession int
-	sweepAt              int
-	nClosed              atomic.Int64
-	nDeliver             atomic.Int64
 }
 
 func newMomentTable() *momentTable {
