@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -296,7 +297,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	fmt.Fprintf(out, "  gate      %s  (the agent's MCP endpoint; policy: testdata/gate/actgate.yaml)\n", endpoint)
 
 	d := &demoRun{out: out, ctx: ctx, up: up}
-	agent, err := demoAgent(ctx, endpoint)
+	agent, err := demoAgent(ctx, endpoint, cfg)
 	if err != nil {
 		return err
 	}
@@ -383,7 +384,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	d.expectCount("send_payment", 1)
 
 	d.header("REPLAY    the same call from another agent session")
-	other, err := demoAgent(ctx, endpoint)
+	other, err := demoAgent(ctx, endpoint, cfg)
 	if err != nil {
 		return err
 	}
@@ -409,8 +410,39 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	return nil
 }
 
-// demoAgent is the scripted agent's MCP client.
-func demoAgent(ctx context.Context, endpoint string) (*mcp.ClientSession, error) {
+// demoAgent is the scripted agent's MCP client. It presents the token the gate created for it
+// (agent.tokenFile's default, DATA_DIR/agents/demo-agent.token), as an agent's MCP client
+// configured for the gate does.
+func demoAgent(ctx context.Context, endpoint string, cfg *gateconfig.Config) (*mcp.ClientSession, error) {
+	hc, err := agentClient(cfg, cfg.Agent.Name)
+	if err != nil {
+		return nil, err
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "demo-agent", Version: "v1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+}
+
+// agentClient is an HTTP client presenting agent's token (Authorization: Bearer) on every
+// request; http.DefaultClient with agent.authentication "none".
+func agentClient(cfg *gateconfig.Config, agent string) (*http.Client, error) {
+	if cfg.Agent.Authentication == gateconfig.AuthNone {
+		return http.DefaultClient, nil
+	}
+	tok, err := fileutil.ReadToken(cfg.AgentTokenPath(agent))
+	if err != nil {
+		return nil, fmt.Errorf("the agent's token: %w", err)
+	}
+	return &http.Client{Transport: bearerTransport{token: tok, base: http.DefaultTransport}}, nil
+}
+
+// bearerTransport sets Authorization: Bearer on every request.
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
 }

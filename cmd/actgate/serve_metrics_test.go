@@ -57,8 +57,12 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- rt.Serve(ctx, ln, io.Discard) }()
 
+	hc, err := agentClient(cfg, cfg.Agent.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance")}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance"), HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

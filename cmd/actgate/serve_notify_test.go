@@ -121,7 +121,11 @@ policy:
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"choice": "option:0"}}, nil
 		},
 	})
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance")}, nil)
+	hc, err := agentClient(g.cfg, g.cfg.Agent.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance"), HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,8 +121,12 @@ func (g *testGate) cli(args ...string) (int, string, string) {
 
 func (g *testGate) agent() *mcp.ClientSession {
 	g.t.Helper()
+	hc, err := agentClient(g.cfg, g.cfg.Agent.Name)
+	if err != nil {
+		g.t.Fatal(err)
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance")}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance"), HTTPClient: hc}, nil)
 	if err != nil {
 		g.t.Fatal(err)
 	}

@@ -24,9 +24,14 @@
 // answer) is shown as the backend gave it.
 //
 // The console listens on a loopback address only (Listen refuses anything else). The URL it
-// prints carries a per-process random key, exchanged on first load for an HttpOnly cookie
-// that every request but the static files must carry, so another user of the same machine
-// who can reach the loopback port cannot use it (as Jupyter does). Requests whose Host is not
-// a loopback name are refused (DNS rebinding), and a POST must also carry the key as the
-// page's anti-CSRF token and an Origin naming the console itself.
+// prints carries a per-process random key as its first path segment (/KEY/): the page and the
+// resolution POST live under it, so another user of the same machine who can reach the
+// loopback port cannot use the console. The key is never put in a cookie, because cookies are
+// scoped by host and not by port: any other listener on the machine's loopback that the
+// principal's browser visits would receive it. A POST must also carry the page's anti-CSRF
+// token (a per-page nonce with its HMAC under a second key that never leaves the process, so
+// not the console's key) and an Origin naming the console itself. Requests whose Host is not
+// a loopback name are refused (DNS rebinding). The keyless root is a landing page whose
+// script finds the key again in localStorage (isolated by origin, port included), so that an
+// announcement's link to the root with a #moment-ID fragment opens the moment.
 package console

@@ -22,7 +22,8 @@ func FuzzResolveForm(f *testing.F) {
 		form(env, "bm-1", fieldChoice, "declined").Encode(),
 		form(env, "bm-1", fieldChoice, "option:9").Encode(),
 		form(env, "bm-1", fieldChoice, "answer", fieldAnswer, "\x00\u202e").Encode(),
-		"token=" + testToken + "&token=" + testToken,
+		"token=" + testCSRF + "&token=" + testCSRF,
+		"token=" + testToken,
 		"%zz=1&choice=declined",
 		"",
 		strings.Repeat("a=b&", 1000),
@@ -32,10 +33,9 @@ func FuzzResolveForm(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		b := &fakeBackend{moments: []Moment{wellMoment("bm-1", env)}}
 		c := newTestConsole(t, b)
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/resolve", strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, keyed("/resolve"), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", "http://127.0.0.1:8080")
-		req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 		rec := httptest.NewRecorder()
 		c.ServeHTTP(rec, req)
 		calls := b.calls()
@@ -57,6 +57,29 @@ func FuzzResolveForm(f *testing.F) {
 		}
 		if r.Kind == envelope.KindQuestion {
 			t.Fatalf("the backend got a question through a closed hatch")
+		}
+	})
+}
+
+// FuzzAuthorized: no path but one beginning with the console's key reaches the page or the
+// resolution POST, and checkCSRF accepts only tokens the console signed.
+func FuzzAuthorized(f *testing.F) {
+	for _, seed := range []string{"/" + testToken + "/", "/" + testToken + "/resolve", "/", "/x/" + testToken + "/",
+		"/" + testToken, "/%30123456789abcdef0123456789abcdef/", "//" + testToken + "/", "/" + testToken + "%2F", testCSRF} {
+		f.Add(seed)
+	}
+	c := newTestConsole(f, &fakeBackend{})
+	f.Fuzz(func(t *testing.T, s string) {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:8080", nil)
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path = s
+		if _, ok := c.authorized(req); ok && !strings.HasPrefix(req.URL.EscapedPath(), "/"+testToken+"/") {
+			t.Fatalf("path %q was admitted", s)
+		}
+		if c.checkCSRF(s) && s != testCSRF {
+			t.Fatalf("token %q was accepted", s)
 		}
 	})
 }

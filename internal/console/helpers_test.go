@@ -22,6 +22,21 @@ var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 const testToken = "0123456789abcdef0123456789abcdef"
 
+// testNonce is the anti-CSRF nonce of every page the unit tests' console renders, and
+// testCSRF the token it signs (newTestConsole fixes the CSRF key too).
+const testNonce = "fedcba9876543210fedcba9876543210"
+
+var testCSRFKey = []byte("console-unit-test-csrf-key-32byt")
+
+// testCSRF is the anti-CSRF token newTestConsole's pages carry.
+var testCSRF = func() string {
+	c := &Console{csrfKey: testCSRFKey, nonce: func() string { return testNonce }}
+	return c.csrfToken()
+}()
+
+// keyed is the console's URL for path under the test key.
+func keyed(path string) string { return "http://127.0.0.1:8080/" + testToken + path }
+
 // fakeBackend is an in-memory Backend for the handler's unit tests: it records every
 // resolution it was asked to write, and removes a resolved moment from the pending list.
 type fakeBackend struct {
@@ -152,14 +167,14 @@ func newTestConsole(t testing.TB, b Backend) *Console {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.csrfKey, c.nonce = testCSRFKey, func() string { return testNonce }
 	return c
 }
 
 // get renders the page.
 func get(t testing.TB, c *Console) (*httptest.ResponseRecorder, *html.Node) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/", nil)
-	req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
+	req := httptest.NewRequest(http.MethodGet, keyed("/"), nil)
 	rec := httptest.NewRecorder()
 	c.ServeHTTP(rec, req)
 	doc, err := html.Parse(strings.NewReader(rec.Body.String()))
@@ -172,10 +187,9 @@ func get(t testing.TB, c *Console) (*httptest.ResponseRecorder, *html.Node) {
 // post submits form as a same-origin browser would.
 func post(t testing.TB, c *Console, form url.Values, hdr map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/resolve", strings.NewReader(form.Encode()))
+	req := httptest.NewRequest(http.MethodPost, keyed("/resolve"), strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "http://127.0.0.1:8080")
-	req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v

@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -35,8 +38,11 @@ const (
 	fieldAnswer   = "answer"
 )
 
-// Paths the console answers, relative to its listener's root.
+// Paths the console answers. The page and the resolution POST live under the console's key
+// (/KEY/ and /KEY/resolve: Console.URL); the root is a keyless landing page and the static
+// files hold nothing secret.
 const (
+	pathRoot    = "/"
 	pathPage    = "/"
 	pathResolve = "/resolve"
 	pathStatic  = "/static/"
@@ -58,10 +64,11 @@ type Options struct {
 	// Surface names where the moments live ("actgate serve at http://127.0.0.1:8443",
 	// "namespace payments"), shown in the header.
 	Surface string
-	// Token is the console's secret: the key in the URL it prints (exchanged on first load for
-	// a cookie that every request must carry, so another user of the machine who can reach
-	// the loopback port cannot use the console) and the anti-CSRF token embedded in the page
-	// and required on every POST. Empty: 32 random bytes, hex. Tests may fix it.
+	// Token is the console's key: the first path segment of the URL it prints (/KEY/), which
+	// every request but the landing page and the static files must carry. It is never put in a
+	// cookie (cookies are not isolated by port, so any other listener on the machine's
+	// loopback would receive it) and never used as the anti-CSRF token. Empty: 32 random
+	// bytes, hex. Tests may fix it.
 	Token string
 	// Now is the clock (expiry shown on the page). Nil: time.Now.
 	Now func() time.Time
@@ -77,6 +84,10 @@ type Console struct {
 	o      Options
 	page   *template.Template
 	static http.Handler
+	// csrfKey signs the per-page anti-CSRF tokens (csrfToken); it never leaves the process.
+	csrfKey []byte
+	// nonce returns a page's anti-CSRF nonce (random; tests fix it).
+	nonce func() string
 }
 
 // New returns a Console for o.
@@ -105,7 +116,11 @@ func New(o Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{o: o, page: page, static: http.StripPrefix(pathStatic, http.FileServerFS(static))}, nil
+	c := &Console{o: o, page: page, static: http.StripPrefix(pathStatic, http.FileServerFS(static)), csrfKey: make([]byte, 32), nonce: randomNonce}
+	if _, err := rand.Read(c.csrfKey); err != nil {
+		return nil, fmt.Errorf("console: CSRF key: %w", err)
+	}
+	return c, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -120,18 +135,24 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.static.ServeHTTP(w, r) // the stylesheet and script hold nothing secret
 		return
 	}
-	if !c.authorized(w, r) {
+	if r.URL.Path == pathRoot {
+		c.landing(w, r)
+		return
+	}
+	rest, ok := c.authorized(r)
+	if !ok {
+		http.Error(w, "open the URL the console command printed (it carries this console's key)", http.StatusUnauthorized)
 		return
 	}
 	switch {
-	case r.URL.Path == pathPage:
+	case rest == pathPage:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
 		c.render(r.Context(), w, http.StatusOK, nil)
-	case r.URL.Path == pathResolve:
+	case rest == pathResolve:
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -143,40 +164,79 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// queryKey is the URL parameter carrying the console's key on first load.
-const queryKey = "key"
-
-// URL is the address to open for a console listening on ln: its root with the key, which the
-// first load exchanges for a cookie.
+// URL is the address to open for a console listening on ln: the page under the console's key.
 func (c *Console) URL(ln net.Listener) string {
-	return "http://" + ln.Addr().String() + "/?" + queryKey + "=" + url.QueryEscape(c.o.Token)
+	return "http://" + ln.Addr().String() + "/" + url.PathEscape(c.o.Token) + "/"
 }
 
-// cookieName is per port: cookies are scoped by host, not port, and two consoles (two
-// principals) on one machine must not overwrite each other's.
-func cookieName(r *http.Request) string {
-	_, port, _ := net.SplitHostPort(r.Host)
-	return "actgate_console_" + port
-}
-
-// authorized admits a request carrying the console's cookie. A GET of the page with the key
-// in the URL sets the cookie and redirects to the bare page (so the key leaves the address bar
-// and history); anything else is refused with how to get in.
-func (c *Console) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if ck, err := r.Cookie(cookieName(r)); err == nil && subtle.ConstantTimeCompare([]byte(ck.Value), []byte(c.o.Token)) == 1 {
-		return true
+// authorized admits a request whose path begins with the console's key (/KEY/...), and
+// returns the rest of the path ("/" or "/resolve"). The key travels only in the request line:
+// no cookie carries it, so a listener on another loopback port that the principal's browser
+// visits receives nothing of it (cookies are scoped by host, not port), and the page's
+// Referrer-Policy keeps it from other origins.
+func (c *Console) authorized(r *http.Request) (string, bool) {
+	p := r.URL.EscapedPath()
+	if !strings.HasPrefix(p, "/") {
+		return "", false
 	}
-	if key := r.URL.Query().Get(queryKey); key != "" && r.URL.Path == pathPage && r.Method == http.MethodGet &&
-		subtle.ConstantTimeCompare([]byte(key), []byte(c.o.Token)) == 1 {
-		// Lax, not Strict: an announcement's link (internal/notify) is a cross-site top-level
-		// GET and must open the page; a cross-site POST still gets no cookie, and POSTs need
-		// the page's token and a same-origin Origin besides.
-		http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: c.o.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
-		http.Redirect(w, r, pathPage, http.StatusSeeOther)
+	key, rest, ok := strings.Cut(p[1:], "/")
+	if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(url.PathEscape(c.o.Token))) != 1 {
+		return "", false
+	}
+	return "/" + rest, true
+}
+
+// landing answers the keyless root: a page holding nothing secret that says where the console
+// is. Its script (static/console.js) sends a browser that opened this console's URL before, in
+// this origin, on to the page with the key it kept in localStorage, which browsers isolate by
+// origin (port included), so that an announcement's link to http://127.0.0.1:PORT/#moment-ID
+// opens the moment.
+func (c *Console) landing(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, landingPage)
+}
+
+const landingPage = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="same-origin">
+<title>actgate console</title><link rel="stylesheet" href="/static/console.css">
+<script src="/static/console.js"></script></head>
+<body><main><p data-testid="landing">Open the URL that <code>actgate console</code> printed: it carries this console's key.</p></main></body></html>
+`
+
+// randomNonce is a page's anti-CSRF nonce: 16 random bytes, hex.
+func randomNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// csrfToken is the anti-CSRF token of a page: its nonce and the nonce's HMAC under the
+// console's CSRF key, which is not the console's key and never leaves the process. A POST must
+// carry a token the console signed (checkCSRF), besides a same-origin Origin.
+func (c *Console) csrfToken() string {
+	n := c.nonce()
+	return n + "." + c.csrfMAC(n)
+}
+
+func (c *Console) csrfMAC(nonce string) string {
+	m := hmac.New(sha256.New, c.csrfKey)
+	m.Write([]byte("actgate-console-csrf\x00" + nonce))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkCSRF reports whether tok is a token csrfToken made.
+func (c *Console) checkCSRF(tok string) bool {
+	nonce, mac, ok := strings.Cut(tok, ".")
+	if !ok || len(nonce) != 32 {
 		return false
 	}
-	http.Error(w, "open the URL the console command printed (it carries the key to this console)", http.StatusUnauthorized)
-	return false
+	return hmac.Equal([]byte(mac), []byte(c.csrfMAC(nonce)))
 }
 
 // securityHeaders forbid everything the page does not need: no script or style but its own,
@@ -209,7 +269,7 @@ type outcome struct {
 
 // render lists the moments and writes the page with status and the banner o (nil: none).
 func (c *Console) render(ctx context.Context, w http.ResponseWriter, status int, o *outcome) {
-	data := pageData{Principal: safeLine(c.o.Principal), Surface: safeLine(c.o.Surface), Token: c.o.Token, MaxAnswer: envelope.MaxAnswerRunes, Outcome: o}
+	data := pageData{Principal: safeLine(c.o.Principal), Surface: safeLine(c.o.Surface), Token: c.csrfToken(), MaxAnswer: envelope.MaxAnswerRunes, Outcome: o}
 	lctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	ms, err := c.o.Backend.List(lctx)
 	cancel()
@@ -255,7 +315,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get(fieldToken)), []byte(c.o.Token)) != 1 {
+	if !c.checkCSRF(r.PostForm.Get(fieldToken)) {
 		http.Error(w, "refused: the form does not carry this console's token (reload the page)", http.StatusForbidden)
 		return
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func form(env *envelope.Envelope, id string, kv ...string) url.Values {
-	f := url.Values{fieldToken: {testToken}, fieldMoment: {id}, fieldEnvelope: {env.Digest()}}
+	f := url.Values{fieldToken: {testCSRF}, fieldMoment: {id}, fieldEnvelope: {env.Digest()}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		f.Set(kv[i], kv[i+1])
 	}
@@ -86,7 +86,7 @@ func TestResolveRefusedBeforeTheBackend(t *testing.T) {
 		{"wrong token", form(env, "bm-1", fieldChoice, "declined", fieldToken, strings.Repeat("0", 32)), nil, http.StatusForbidden, "token"},
 		{"two tokens", func() url.Values {
 			f := form(env, "bm-1", fieldChoice, "declined")
-			f.Add(fieldToken, testToken)
+			f.Add(fieldToken, testCSRF)
 			return f
 		}(), nil, http.StatusBadRequest, "repeats"},
 		{"two choices", func() url.Values {
@@ -108,7 +108,7 @@ func TestResolveRefusedBeforeTheBackend(t *testing.T) {
 		{"control character in answer", form(env, "bm-1", fieldChoice, "answer", fieldAnswer, "ok\x1b[2J"), nil, http.StatusConflict, "RES_ANSWER"},
 		{"another envelope", form(other, "bm-1", fieldChoice, "declined"), nil, http.StatusConflict, "another envelope"},
 		{"unknown moment", form(env, "bm-9", fieldChoice, "declined"), nil, http.StatusConflict, "no longer pending"},
-		{"malformed moment", url.Values{fieldToken: {testToken}, fieldMoment: {"bm-bad"}, fieldEnvelope: {env.Digest()}, fieldChoice: {"declined"}}, nil, http.StatusConflict, "malformed"},
+		{"malformed moment", url.Values{fieldToken: {testCSRF}, fieldMoment: {"bm-bad"}, fieldEnvelope: {env.Digest()}, fieldChoice: {"declined"}}, nil, http.StatusConflict, "malformed"},
 		{"closed free-text hatch", form(closed, "bm-closed", fieldChoice, "answer", fieldAnswer, "x"), nil, http.StatusConflict, "hatch"},
 		{"closed dialogue hatch", form(closed, "bm-closed", fieldChoice, "question"), nil, http.StatusConflict, "hatch"},
 	} {
@@ -154,31 +154,33 @@ func TestResolveBackendRefusal(t *testing.T) {
 	}
 }
 
-// TestRoutes: methods and paths other than the page, the static files and the resolution
-// POST are refused; every answer carries the security headers; the static files are served
-// from the binary.
+// TestRoutes: methods and paths other than the landing page, the page, the static files and
+// the resolution POST are refused; every answer carries the security headers; the static files
+// are served from the binary.
 func TestRoutes(t *testing.T) {
 	c := newTestConsole(t, &fakeBackend{})
+	k := "/" + testToken
 	for _, tc := range []struct {
 		method, path, host string
 		status             int
 	}{
-		{http.MethodGet, "/", "127.0.0.1:8080", http.StatusOK},
-		{http.MethodGet, "/", "localhost:8080", http.StatusOK},
-		{http.MethodGet, "/", "[::1]:8080", http.StatusOK},
-		{http.MethodGet, "/", "attacker.example:8080", http.StatusMisdirectedRequest},
-		{http.MethodGet, "/", "10.0.0.8:8080", http.StatusMisdirectedRequest},
+		{http.MethodGet, k + "/", "127.0.0.1:8080", http.StatusOK},
+		{http.MethodGet, k + "/", "localhost:8080", http.StatusOK},
+		{http.MethodGet, k + "/", "[::1]:8080", http.StatusOK},
+		{http.MethodGet, k + "/", "attacker.example:8080", http.StatusMisdirectedRequest},
+		{http.MethodGet, k + "/", "10.0.0.8:8080", http.StatusMisdirectedRequest},
+		{http.MethodGet, "/", "127.0.0.1:8080", http.StatusOK}, // the keyless landing page
 		{http.MethodPost, "/", "127.0.0.1:8080", http.StatusMethodNotAllowed},
-		{http.MethodGet, "/resolve", "127.0.0.1:8080", http.StatusMethodNotAllowed},
+		{http.MethodPost, k + "/", "127.0.0.1:8080", http.StatusMethodNotAllowed},
+		{http.MethodGet, k + "/resolve", "127.0.0.1:8080", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/static/console.css", "127.0.0.1:8080", http.StatusOK},
 		{http.MethodGet, "/static/console.js", "127.0.0.1:8080", http.StatusOK},
 		{http.MethodGet, "/static/../server.go", "127.0.0.1:8080", http.StatusNotFound},
-		{http.MethodGet, "/v1/moments", "127.0.0.1:8080", http.StatusNotFound},
+		{http.MethodGet, k + "/v1/moments", "127.0.0.1:8080", http.StatusNotFound},
 	} {
 		t.Run(tc.method+" "+tc.host+tc.path, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, "http://"+tc.host+tc.path, nil)
 			req.Host = tc.host
-			req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 			rec := httptest.NewRecorder()
 			c.ServeHTTP(rec, req)
 			if rec.Code != tc.status {
@@ -189,6 +191,9 @@ func TestRoutes(t *testing.T) {
 			if !strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") || h.Get("X-Frame-Options") != "DENY" ||
 				(rec.Code == http.StatusOK && h.Get("Cache-Control") != "no-store") {
 				t.Errorf("security headers missing: %v", h)
+			}
+			if len(rec.Result().Cookies()) != 0 {
+				t.Errorf("a cookie was set: %v", rec.Result().Cookies())
 			}
 		})
 	}
@@ -228,13 +233,14 @@ func TestListen(t *testing.T) {
 	}
 }
 
-// TestKey: without the console's cookie nothing but the static files is served; the URL the
-// command prints (with the key) sets the cookie, per port, and redirects to the bare page.
+// TestKey: without the console's key in the path nothing but the landing page and the static
+// files is served; no answer ever sets a cookie (cookies reach every port of the host); the
+// page's anti-CSRF token is not the key, and a POST needs both.
 func TestKey(t *testing.T) {
 	env := built(t, envelope.Draft{})
 	b := &fakeBackend{moments: []Moment{wellMoment("bm-1", env)}}
 	c := newTestConsole(t, b)
-	do := func(method, target string, cookie string, body url.Values) *httptest.ResponseRecorder {
+	do := func(method, target string, body url.Values) *httptest.ResponseRecorder {
 		var req *http.Request
 		if body != nil {
 			req = httptest.NewRequest(method, target, strings.NewReader(body.Encode()))
@@ -243,28 +249,35 @@ func TestKey(t *testing.T) {
 		} else {
 			req = httptest.NewRequest(method, target, nil)
 		}
-		if cookie != "" {
-			req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: cookie})
-		}
+		// The old scheme's cookie and query key grant nothing.
+		req.AddCookie(&http.Cookie{Name: "actgate_console_8080", Value: testToken})
 		rec := httptest.NewRecorder()
 		c.ServeHTTP(rec, req)
+		if ck := rec.Result().Cookies(); len(ck) != 0 {
+			t.Errorf("%s %s set a cookie: %v", method, target, ck)
+		}
 		return rec
 	}
+	keyAsCSRF := form(env, "bm-1", fieldChoice, "declined")
+	keyAsCSRF.Set(fieldToken, testToken)
 	for _, tc := range []struct {
-		name, method, target, cookie string
-		body                         url.Values
-		status                       int
+		name, method, target string
+		body                 url.Values
+		status               int
 	}{
-		{"page without cookie", http.MethodGet, "http://127.0.0.1:8080/", "", nil, http.StatusUnauthorized},
-		{"page with a wrong cookie", http.MethodGet, "http://127.0.0.1:8080/", strings.Repeat("f", 32), nil, http.StatusUnauthorized},
-		{"page with a wrong key", http.MethodGet, "http://127.0.0.1:8080/?key=nope", "", nil, http.StatusUnauthorized},
-		{"POST without cookie", http.MethodPost, "http://127.0.0.1:8080/resolve", "", form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
-		{"POST with the key in the URL", http.MethodPost, "http://127.0.0.1:8080/resolve?key=" + testToken, "", form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
-		{"static without cookie", http.MethodGet, "http://127.0.0.1:8080/static/console.css", "", nil, http.StatusOK},
-		{"page with cookie", http.MethodGet, "http://127.0.0.1:8080/", testToken, nil, http.StatusOK},
+		{"page without the key", http.MethodGet, "http://127.0.0.1:8080/" + strings.Repeat("f", 32) + "/", nil, http.StatusUnauthorized},
+		{"page with the key in the query", http.MethodGet, "http://127.0.0.1:8080/x/?key=" + testToken, nil, http.StatusUnauthorized},
+		{"page with a key prefix", http.MethodGet, "http://127.0.0.1:8080/" + testToken[:31] + "/", nil, http.StatusUnauthorized},
+		{"page with the key and no slash", http.MethodGet, "http://127.0.0.1:8080/" + testToken, nil, http.StatusUnauthorized},
+		{"POST without the key", http.MethodPost, "http://127.0.0.1:8080/resolve", form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
+		{"POST with the key in the query", http.MethodPost, "http://127.0.0.1:8080/resolve?key=" + testToken, form(env, "bm-1", fieldChoice, "declined"), http.StatusUnauthorized},
+		{"POST with the key as its CSRF token", http.MethodPost, keyed("/resolve"), keyAsCSRF, http.StatusForbidden},
+		{"landing", http.MethodGet, "http://127.0.0.1:8080/", nil, http.StatusOK},
+		{"static without the key", http.MethodGet, "http://127.0.0.1:8080/static/console.css", nil, http.StatusOK},
+		{"page with the key", http.MethodGet, keyed("/"), nil, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if rec := do(tc.method, tc.target, tc.cookie, tc.body); rec.Code != tc.status {
+			if rec := do(tc.method, tc.target, tc.body); rec.Code != tc.status {
 				t.Fatalf("status %d, want %d", rec.Code, tc.status)
 			}
 		})
@@ -272,12 +285,19 @@ func TestKey(t *testing.T) {
 	if calls := b.calls(); len(calls) != 0 {
 		t.Fatalf("an unauthorized POST reached the backend: %s", calls[0].raw)
 	}
-	rec := do(http.MethodGet, "http://127.0.0.1:8080/?key="+testToken, "", nil)
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
-		t.Fatalf("the key: status %d, Location %q", rec.Code, rec.Header().Get("Location"))
+	if rec := do(http.MethodGet, "http://127.0.0.1:8080/", nil); strings.Contains(rec.Body.String(), testToken) {
+		t.Fatal("the landing page shows the key")
 	}
-	ck := rec.Result().Cookies()
-	if len(ck) != 1 || ck[0].Name != "actgate_console_8080" || ck[0].Value != testToken || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteLaxMode {
-		t.Fatalf("cookie %+v", ck)
+	rec := do(http.MethodGet, keyed("/"), nil)
+	if strings.Contains(rec.Body.String(), `value="`+testToken) {
+		t.Fatal("the page embeds the key as a form value")
+	}
+	if !strings.Contains(rec.Body.String(), testCSRF) {
+		t.Fatal("the page does not carry its CSRF token")
+	}
+	c2 := newTestConsole(t, b)
+	c2.csrfKey = []byte("another console's csrf key 32byt")
+	if c2.checkCSRF(testCSRF) {
+		t.Fatal("a token signed by another console's key was accepted")
 	}
 }

@@ -63,6 +63,21 @@ const (
 	// already emitted, or naming an action no principal can be asked about (envelope-04 §4,
 	// §7.2, §12.5).
 	EFMomentInvalid EFCode = "EF_MOMENT_INVALID"
+	// EFUpstreamRedirect — the upstream answered the call with an HTTP redirect. The gate
+	// contacts only the destination the authority binds and never follows one, so the call ran
+	// nowhere; the dispatch is FAILED (the bound destination answered that it did not process
+	// the call, as a 4xx refusal does; AEB "Classify the Effect Outcome").
+	EFUpstreamRedirect EFCode = "EF_UPSTREAM_REDIRECT"
+	// EFAgentUnauthenticated — the request to the standalone gate's MCP endpoint did not carry
+	// a configured agent's token (or named a session another agent opened); nothing was read.
+	EFAgentUnauthenticated EFCode = "EF_AGENT_UNAUTHENTICATED"
+	// EFSessionLimit — the gate holds as many agent sessions as it allows, in total or for this
+	// agent; the session was not opened. Close idle sessions or raise the limit.
+	EFSessionLimit EFCode = "EF_SESSION_LIMIT"
+	// EFMomentLimit — the agent or the session already has as many pending binding moments as
+	// the gate allows; the moment was not registered and the call was not invoked. Wait for
+	// the principal to resolve (or let expire) the pending ones.
+	EFMomentLimit EFCode = "EF_MOMENT_LIMIT"
 )
 
 // Info describes one code.
@@ -97,6 +112,10 @@ func all() []Info {
 		{EFIndeterminate, "An earlier dispatch of this action has an unknown outcome; it will not be invoked again.", false, true},
 		{EFMomentDeclined, "A principal declined this action; it needs a new binding moment.", false, true},
 		{EFMomentInvalid, "The binding moment was refused.", false, true},
+		{EFUpstreamRedirect, "The upstream answered with a redirect, which is never followed; the call did not run.", false, true},
+		{EFAgentUnauthenticated, "The request does not carry a configured agent's credential.", false, true},
+		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
+		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 	}
 }
 

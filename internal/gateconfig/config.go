@@ -51,6 +51,10 @@ type Config struct {
 	SinkID string `json:"sinkID,omitempty"`
 	// Agent is the agent behind this gate.
 	Agent Agent `json:"agent"`
+	// Agents are more agents the gate serves, each with its own token (agents.go).
+	Agents []ExtraAgent `json:"agents,omitempty"`
+	// Limits bound the sessions and pending moments agents can open, and request reading.
+	Limits Limits `json:"limits,omitempty"`
 	// Principals may resolve binding moments through the local API. Every principal a
 	// human-gated rule names should be here.
 	Principals []Principal `json:"principals,omitempty"`
@@ -76,6 +80,8 @@ type Config struct {
 	callTimeout time.Duration
 	// reconcileInterval is Reconciliation.Interval parsed, or its default.
 	reconcileInterval time.Duration
+	// readTimeout is Limits.ReadTimeout parsed, or its default.
+	readTimeout time.Duration
 }
 
 // Timeout returns CallTimeout as a duration (the default when unset).
@@ -92,6 +98,12 @@ type Agent struct {
 	// tools/call params._meta to policy; without it provenance is unknown (see
 	// internal/mcpproxy).
 	TrustDeclaredProvenance bool `json:"trustDeclaredProvenance,omitempty"`
+	// Authentication is how the gate knows a request to /mcp/{server} comes from this agent:
+	// AuthToken (the default: a bearer token read from TokenFile) or AuthNone.
+	Authentication string `json:"authentication,omitempty"`
+	// TokenFile holds the agent's token (AuthToken). Default DataDir/agents/NAME.token,
+	// created on first start.
+	TokenFile string `json:"tokenFile,omitempty"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -355,6 +367,7 @@ func (c *Config) validate() error {
 	c.reconcileInterval = boundedDuration(bad, "reconciliation.interval", c.Reconciliation.Interval, DefaultReconcileInterval, "30s", time.Hour, "1h")
 
 	c.validateNotifications(bad)
+	c.validateAgents(bad)
 
 	if _, err := c.Compile(); err != nil {
 		var ce *policy.CompileError

@@ -11,6 +11,12 @@
 //	agent:
 //	  name: local-agent             # the identity acts are attributed to
 //	  trustDeclaredProvenance: true # honour the MCP client's declared instruction provenance
+//	  tokenFile: ./agent.token      # the agent's bearer token; default dataDir/agents/NAME.token
+//	agents:                         # more agents, each with its own token (optional)
+//	- name: research-agent
+//	limits:                         # what agents can make the gate hold (agents.go); optional
+//	  sessions: 256
+//	  pendingMomentsPerAgent: 64
 //	principals:                     # who may resolve binding moments here
 //	- name: alice
 //	upstreams:
@@ -31,6 +37,13 @@
 // no duplicate keys, no unknown fields anywhere (including inside policy), field names matched
 // case-sensitively. Every error names the field it is about (e.g. "policy.servers[0].url",
 // "upstreams[1].server"). Relative paths are resolved against the directory of the file.
+//
+// # Agents
+//
+// Every request to the gate's MCP endpoints carries a configured agent's token (Authorization:
+// Bearer), unless agent.authentication is "none": the token file is the agent's credential, as
+// a principal's token file is the principal's, so a process of another local user is not taken
+// for the agent. The agent a session was opened with is the identity of its acts and moments.
 //
 // # Principals in embedded mode
 //

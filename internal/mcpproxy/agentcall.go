@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/logfield"
 )
 
 // MCP streamable-HTTP headers the direct paths read and write.
@@ -85,6 +87,11 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
 		return false
 	}
+	if b.agent != p.requestAgent(r.Context()) {
+		// As the SDK's handler refuses another user's request on a session.
+		http.Error(w, "session user mismatch", http.StatusForbidden)
+		return true
+	}
 	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
 	if err != nil {
 		return false
@@ -117,7 +124,7 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 	}
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
-		b.p.log.Error(err, "Response could not be encoded", "tool", params.Name)
+		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
 		http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 		return true
 	}

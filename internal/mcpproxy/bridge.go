@@ -50,6 +50,11 @@ type bridge struct {
 	caps *mcp.ClientCapabilities
 	// version is the protocol version negotiated with the agent.
 	version string
+	// agent is the identity of the agent that opened the session (Config.Agents), or the
+	// configured agent: every call and moment of the session is that agent's.
+	agent string
+	// counted is true once the session counts against Config.Sessions.
+	counted bool
 
 	mu     sync.Mutex
 	cs     *mcp.ClientSession
@@ -63,8 +68,8 @@ type bridge struct {
 	inflight map[jsonrpc.ID]struct{} // ids of direct-path calls in flight
 }
 
-func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams) *bridge {
-	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}}
+func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
+	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}, agent: agent}
 	if params != nil {
 		b.info = params.ClientInfo
 		if params.Capabilities != nil {
@@ -170,8 +175,12 @@ func (b *bridge) drop(cs *mcp.ClientSession) {
 	go func() { _ = cs.Close() }()
 }
 
+// close ends the upstream session and, the first time, releases the session's place in
+// Config.Sessions.
 func (b *bridge) close() {
 	b.mu.Lock()
+	release := b.counted
+	b.counted = false
 	b.closed = true
 	if b.idle != nil {
 		b.idle.Stop()
@@ -179,6 +188,9 @@ func (b *bridge) close() {
 	cs := b.cs
 	b.cs = nil
 	b.mu.Unlock()
+	if release {
+		b.p.cfg.Sessions.release(b.agent)
+	}
 	if cs != nil {
 		go func() { _ = cs.Close() }()
 	}

@@ -30,5 +30,12 @@
 //   - Config.Credential is set on proxy→upstream requests only and never returned to the agent;
 //     the agent's headers are never forwarded upstream. A declared instruction provenance is
 //     used only with Config.TrustDeclaredProvenance; otherwise it is unknown (fail closed).
+//   - No client of the proxy follows a redirect: the destination the authority binds is the only
+//     one contacted, and a 3xx answer to a tools/call is FAILED with EF_UPSTREAM_REDIRECT.
+//   - With Config.Agents (the standalone gate: one bearer token per agent) every request is
+//     authenticated before anything reads it (HTTP 401, EF_AGENT_UNAUTHENTICATED); the agent
+//     that initializes a session is its identity, and another agent's request on it is refused.
+//     Config.Sessions bounds open sessions in total and per agent (EF_SESSION_LIMIT). A request's
+//     body is read within Config.ReadTimeout (docs/architecture.md "The MCP proxy").
 //   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy

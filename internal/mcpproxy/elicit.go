@@ -104,7 +104,7 @@ func (b *bridge) elicit(ctx context.Context, ref *sink.MomentRef) *elicitOutcome
 		log.V(1).Info("Elicitation not offered: the class is not in spec.elicitation", "class", m.Class)
 		return nil
 	}
-	if len(m.Principals) != 1 || m.Principals[0] == "" || m.Principals[0] == b.p.cfg.Agent {
+	if len(m.Principals) != 1 || m.Principals[0] == "" || m.Principals[0] == b.agent {
 		log.V(1).Info("Elicitation not offered: the moment does not name exactly one principal other than the agent", "principals", len(m.Principals))
 		return nil
 	}

@@ -7,6 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/logfield"
 )
 
 // JSON-RPC error codes (JSON-RPC 2.0 §5.1) the proxy uses or classifies on.
@@ -97,9 +100,19 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 	if _, ok := p.bridgeFor(ss); ok {
 		return next(ctx, methodInitialize, req) // the SDK refuses a duplicate initialize
 	}
-	b := newBridge(p, ss, params)
+	agent, ok := p.sessionAgent(req)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: codeInternalError, Message: string(ef.EFAgentUnauthenticated) + ": the session has no authenticated agent"}
+	}
+	if err := p.cfg.Sessions.acquire(agent); err != nil {
+		p.log.Info("Agent session refused", "agent", logfield.Bound(agent), "code", ef.EFSessionLimit, "reason", err.Error())
+		return nil, sessionLimitError(err)
+	}
+	b := newBridge(p, ss, params, agent)
+	b.counted = true
 	cs, err := b.upstream(ctx)
 	if err != nil {
+		b.close()
 		p.log.Error(err, "Upstream session could not be opened")
 		return nil, &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 	}

@@ -1,9 +1,11 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -65,6 +67,7 @@ const (
 const (
 	DefaultCallTimeout    = 60 * time.Second
 	DefaultConnectTimeout = 10 * time.Second
+	DefaultReadTimeout    = 30 * time.Second
 )
 
 // Config configures one Proxy: one protected upstream MCP server.
@@ -77,8 +80,24 @@ type Config struct {
 	URL string
 	// Gate is the finality sink. Required.
 	Gate Gate
-	// Agent is the identity of the agent behind this proxy (sink.Call.Agent). Required.
+	// Agent is the identity of the agent behind this proxy (sink.Call.Agent) when Agents is
+	// nil. Required.
 	Agent string
+	// Agents, when set, authenticates every agent request (BearerAgents): a request without a
+	// known agent's credential is refused with HTTP 401 and EF_AGENT_UNAUTHENTICATED before
+	// anything reads it, and the authenticated agent is the identity of the session it opens
+	// (sink.Call.Agent, the agent of its binding moments). A session is bound to the agent that
+	// opened it: another agent's request on it is refused (HTTP 403). Nil: every request is
+	// the agent Agent (the Kubernetes sidecar, where the pod is the boundary).
+	Agents AgentAuthenticator
+	// Sessions, when set, bounds the agent sessions open at once (in total and per agent,
+	// shared by every proxy given the same limiter); an initialize beyond a bound is refused
+	// with EF_SESSION_LIMIT. Nil: unbounded.
+	Sessions *SessionLimiter
+	// ReadTimeout bounds reading one agent request's body; once read, the request's own bounds
+	// apply (CallTimeout, ElicitationTimeout) and the connection's read deadline is lifted, so
+	// that a long call or an event stream is not cut. Zero: DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// Credential, when set, returns the bearer token presented to the upstream. It is called
 	// for every upstream HTTP request, so a rotated credential file or Secret applies without a
 	// restart. The token is set only on the proxy→upstream leg.
@@ -145,6 +164,7 @@ type Proxy struct {
 	log     logr.Logger
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
+	sdk     http.Handler // handler, given the authenticated agent (sdkAuth)
 	http    *http.Client // the SDK client's upstream requests
 	direct  *http.Client // the direct tools/call path's (bridge.post): syncTransport where it applies
 	// send is the agent-side server's own sending handler, captured at construction, through
@@ -170,7 +190,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("%w: Gate is required", ErrConfig)
 	case cfg.Agent == "":
 		return nil, fmt.Errorf("%w: Agent is required", ErrConfig)
-	case cfg.CallTimeout < 0 || cfg.ConnectTimeout < 0 || cfg.SessionTimeout < 0:
+	case cfg.CallTimeout < 0 || cfg.ConnectTimeout < 0 || cfg.SessionTimeout < 0 || cfg.ReadTimeout < 0:
 		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrConfig)
 	}
 	u, err := url.Parse(cfg.URL)
@@ -182,6 +202,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	credOrigin := origin(u)
 	if cfg.CredentialOrigin != "" {
@@ -202,8 +225,8 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
-		http:    &http.Client{Transport: &upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}},
-		direct:  &http.Client{Transport: &upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin}},
+		http:    upstreamClient(&upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}),
+		direct:  upstreamClient(&upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin}),
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}
@@ -221,15 +244,58 @@ func New(cfg Config) (*Proxy, error) {
 	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
 		JSONResponse: true,
 	})
+	p.sdk = p.sdkAuth(p.handler)
 	return p, nil
 }
 
 // ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, ok := p.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if !p.readBody(w, r) {
+		return
+	}
 	if r.Method == http.MethodPost && p.servePOST(w, r) {
 		return
 	}
-	p.handler.ServeHTTP(w, r)
+	p.sdk.ServeHTTP(w, r)
+}
+
+// readBody reads a request's body within ReadTimeout (a slow body is cut and the request
+// refused), then lifts the connection's read deadline and bounds the answer's writing: a POST
+// is answered within the longest a call can take, an event stream (GET) has no bound of its
+// own (it ends with its session). The body is kept in memory for the handlers (it is bounded
+// by the SDK's request limit; a larger one is left for the SDK to refuse).
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(time.Now().Add(p.cfg.ReadTimeout))
+		var buf bytes.Buffer
+		_, err := buf.ReadFrom(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+		if err != nil {
+			http.Error(w, "the request body could not be read in time", http.StatusRequestTimeout)
+			return false
+		}
+		if buf.Len() > mcp.DefaultMaxRequestBodyBytes {
+			http.Error(w, "the request body is too large", http.StatusRequestEntityTooLarge)
+			return false
+		}
+		r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+	}
+	// Errors mean the writer does not support deadlines (tests' recorders): nothing to lift.
+	_ = rc.SetReadDeadline(time.Time{})
+	if r.Method == http.MethodPost {
+		elicit := p.cfg.ElicitationTimeout
+		if elicit == 0 {
+			elicit = DefaultElicitationTimeout
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(p.cfg.ConnectTimeout + p.cfg.CallTimeout + elicit + p.cfg.ReadTimeout))
+	} else {
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
+	return true
 }
 
 // Server returns the upstream's ToolServer name.

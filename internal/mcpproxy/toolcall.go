@@ -16,6 +16,7 @@ import (
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -46,7 +47,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	}
 	call := sink.Call{
 		Session:     b.ss.ID(),
-		Agent:       b.p.cfg.Agent,
+		Agent:       b.agent,
 		Server:      b.p.cfg.Server,
 		Destination: b.p.cfg.URL,
 		Tool:        params.Name,
@@ -64,7 +65,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	// The log line names the arguments by digest only (docs/architecture.md "Privacy"); it is built
 	// only when something will be logged, to keep the hot path free of it.
 	logger := func() logr.Logger {
-		l := b.p.log.WithValues("tool", params.Name, "session", call.Session)
+		l := b.p.log.WithValues("tool", logfield.Bound(params.Name), "session", call.Session)
 		if cerr == nil {
 			l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
 		}
@@ -133,12 +134,12 @@ func (b *bridge) provenance(meta mcp.Meta) string {
 func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
-			b.p.log.Error(errNotCanonical, "Call not sent", "tool", tool, "operation", operationID)
+			b.p.log.Error(errNotCanonical, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
 			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
 		}
 		cs, err := b.upstream(ctx)
 		if err != nil {
-			b.p.log.Error(err, "Call not sent", "tool", tool, "operation", operationID)
+			b.p.log.Error(err, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
 			return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.cfg.CallTimeout)
@@ -178,7 +179,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		if err == nil {
 			return out, nil
 		}
-		b.p.log.Info("Upstream tools/call failed", "tool", tool, "operation", operationID, "outcome", out.Outcome.String(),
+		b.p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(tool), "operation", operationID, "outcome", out.Outcome.String(),
 			"cause", safeCause(err, &a))
 		if out.Outcome == sink.OutcomeIndeterminate {
 			return out, err
@@ -201,7 +202,7 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 		// The refusal names the defect (never more than the agent's own field names).
 		return b.render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
 	}
-	res, err := b.p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), b.ss.ID(), b.p.cfg.Agent, p)
+	res, err := b.p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), b.ss.ID(), b.agent, p)
 	if err != nil {
 		b.p.log.Error(err, "Gate failed to register a binding moment")
 		if res.Code == "" {

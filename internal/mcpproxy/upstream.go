@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -42,6 +43,13 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		a.status.Store(int32(resp.StatusCode))
 	}
 	return resp, err
+}
+
+// upstreamClient is an HTTP client on t that never follows a redirect: the destination the
+// authority binds (Config.URL) is the only one contacted, so a 3xx answer is returned as it
+// is, and classify records it FAILED (redirectStatus).
+func upstreamClient(t http.RoundTripper) *http.Client {
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // CloseIdleConnections closes the base's idle connections, if it keeps any.
@@ -97,6 +105,11 @@ func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult
 		return notSent("the upstream could not be reached; the call was not sent"), true
 	}
 	status := int(a.status.Load())
+	if redirectStatus(status) {
+		// The bound destination answered that the resource is elsewhere: it did not process
+		// the call, and the gate never sends it anywhere else.
+		return redirected(status), false
+	}
 	if refusedStatus(status) {
 		// The upstream refused the request itself (authentication, unknown session, bad
 		// request): it did not execute the call. 404 means the upstream session is gone.
@@ -145,6 +158,22 @@ func upstreamRPCError(err error) *jsonrpc.Error {
 // accepting work).
 func refusedStatus(s int) bool {
 	return s >= 400 && s < 500 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests
+}
+
+// redirectStatus reports whether an HTTP status is a redirection (RFC 9110 §15.4). The
+// proxy's clients never follow one (upstreamClient).
+func redirectStatus(s int) bool { return s >= 300 && s < 400 }
+
+// redirected is the FAILED outcome of a call the upstream answered with a redirect: a
+// synthesized isError result carrying ef.EFUpstreamRedirect in _meta.
+func redirected(status int) sink.InvokeResult {
+	text := fmt.Sprintf("%s: the upstream answered the call with HTTP %d, a redirect; actgate contacts only the authorised destination, so the call ran nowhere", ef.EFUpstreamRedirect, status)
+	raw, _ := json.Marshal(struct {
+		Content []textBlock       `json:"content"`
+		IsError bool              `json:"isError"`
+		Meta    map[string]string `json:"_meta"`
+	}{[]textBlock{{Type: "text", Text: text}}, true, map[string]string{MetaEFCode: string(ef.EFUpstreamRedirect)}})
+	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeFailed}
 }
 
 // failed is an authoritative failure with a synthesized isError result.

@@ -18,6 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/logfield"
 )
 
 // maxEventSize bounds one upstream message, in an event stream or a JSON body (the SDK
@@ -306,7 +308,7 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 	if !req.IsCall() {
 		if params, ok := notificationParams(req.Method); ok {
 			if len(req.Params) > 0 && unmarshal(req.Params, params) != nil {
-				b.p.log.V(1).Info("Upstream notification not decodable; not forwarded", "method", req.Method)
+				b.p.log.V(1).Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
 				return
 			}
 			b.notify(ctx, req.Method, params)
@@ -321,7 +323,7 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 		}
 	}
 	if err := b.postMessage(ctx, sid, version, resp); err != nil {
-		b.p.log.V(1).Info("Answer not delivered upstream", "method", req.Method, "error", err.Error())
+		b.p.log.V(1).Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
 	}
 }
 

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,13 @@ const (
 	DefaultAuthorityTTL  = 60 * time.Second
 	DefaultRecordTimeout = 5 * time.Second
 	DefaultStartTimeout  = 30 * time.Second
+)
+
+// DefaultMaxPendingMomentsPerAgent and DefaultMaxPendingMomentsPerSession bound the binding
+// moments an agent (and one of its sessions) may have pending at once.
+const (
+	DefaultMaxPendingMomentsPerAgent   = 64
+	DefaultMaxPendingMomentsPerSession = 16
 )
 
 // Options wire a Gate. Policy, Store, Journal, Signer, IDs and SinkID are required.
@@ -79,6 +87,12 @@ type Options struct {
 	// Observer is told every decision and every moment's life (metrics, Events,
 	// notifications). Optional: NopObserver. Combine several with Observers.
 	Observer Observer
+	// MaxPendingMomentsPerAgent and MaxPendingMomentsPerSession bound the binding moments
+	// (proposed or gate-authored) pending at once for one agent and for one session: a moment
+	// beyond either is not registered, and the call or proposal is refused with
+	// EF_MOMENT_LIMIT. Optional: DefaultMaxPendingMomentsPerAgent and
+	// DefaultMaxPendingMomentsPerSession.
+	MaxPendingMomentsPerAgent, MaxPendingMomentsPerSession int
 }
 
 // gate is the implementation behind Gate.
@@ -143,6 +157,8 @@ func New(opts Options) (*Gate, error) {
 		return nil, fmt.Errorf("%w: ActTTL must be within (0, %s]", ErrConfig, act.MaxTTL)
 	case opts.MomentTTL < 0:
 		return nil, fmt.Errorf("%w: MomentTTL is negative", ErrConfig)
+	case opts.MaxPendingMomentsPerAgent < 0 || opts.MaxPendingMomentsPerSession < 0:
+		return nil, fmt.Errorf("%w: pending-moment limits must not be negative", ErrConfig)
 	}
 	if sp, ok := opts.Policy.(interface{ SinkID() string }); ok && sp.SinkID() != "" && sp.SinkID() != opts.SinkID {
 		// Authorities are bound to the gate's sink id; a policy naming another sink would have
@@ -191,6 +207,8 @@ func New(opts Options) (*Gate, error) {
 	}
 	g.dispatches = newDispatchIndex(opts.IDs)
 	g.moments = newMomentTable()
+	g.moments.perAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)
+	g.moments.perSession = cmp.Or(opts.MaxPendingMomentsPerSession, DefaultMaxPendingMomentsPerSession)
 
 	ctx, cancel := context.WithTimeout(context.Background(), orDefault(opts.StartTimeout, DefaultStartTimeout))
 	defer cancel()

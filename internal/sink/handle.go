@@ -11,6 +11,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/receipt"
 )
 
@@ -209,12 +210,7 @@ func actCode(err error) string {
 }
 
 // safeTool bounds a tool name for logs (it comes from the model).
-func safeTool(s string) string {
-	if len(s) > 128 {
-		return s[:128]
-	}
-	return s
-}
+func safeTool(s string) string { return logfield.Bound(s) }
 
 // receiptFor starts a receipt for the call.
 func (g *gate) receiptFor(cl *callState, d string, code string) receipt.Receipt {

@@ -102,6 +102,7 @@ type moment struct {
 	mu             sync.Mutex // serialises resolutions of this moment
 	votes          map[string]int
 	resolved       bool
+	settled        atomic.Bool // resolved, readable without mu (momentTable.admit)
 	kind           envelope.Kind
 	expiryReported bool // the Observer was told this moment expired
 }
@@ -131,6 +132,11 @@ type momentTable struct {
 	sweepAt    int
 	nClosed    atomic.Int64
 	nDeliver   atomic.Int64
+
+	// open holds the moments registered and not yet seen resolved or expired, for the
+	// pending-moment limits (admit); perAgent and perSession are those limits.
+	open                 map[*moment]struct{}
+	perAgent, perSession int
 }
 
 func newMomentTable() *momentTable {
@@ -140,6 +146,7 @@ func newMomentTable() *momentTable {
 		grants:     map[sessionAction][]grant{},
 		closed:     map[sessionAction]ef.EFCode{},
 		deliveries: map[string][]Delivery{},
+		open:       map[*moment]struct{}{},
 		sweepAt:    minSweep,
 	}
 }
@@ -285,9 +292,48 @@ func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
 	return m, true
 }
 
-func (t *momentTable) add(m *moment, pk *pendingKey, now time.Time) {
+// errMomentLimit: the agent or the session has as many pending moments as allowed.
+var errMomentLimit = errors.New("sink: pending binding-moment limit reached")
+
+// admit reports whether a new moment of agent in session stays within the pending-moment
+// limits, forgetting the open moments that are resolved or expired by now.
+func (t *momentTable) admit(agent, session string, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.admitLocked(agent, session, now)
+}
+
+func (t *momentTable) admitLocked(agent, session string, now time.Time) error {
+	var byAgent, bySession int
+	for m := range t.open {
+		if m.settled.Load() || !now.Before(m.expires) {
+			delete(t.open, m)
+			continue
+		}
+		if m.agent == agent {
+			byAgent++
+		}
+		if m.session == session {
+			bySession++
+		}
+	}
+	switch {
+	case t.perAgent > 0 && byAgent >= t.perAgent:
+		return fmt.Errorf("%w: agent has %d pending", errMomentLimit, byAgent)
+	case t.perSession > 0 && bySession >= t.perSession:
+		return fmt.Errorf("%w: session has %d pending", errMomentLimit, bySession)
+	}
+	return nil
+}
+
+// add registers m unless it would exceed the pending-moment limits (errMomentLimit).
+func (t *momentTable) add(m *moment, pk *pendingKey, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.admitLocked(m.agent, m.session, now); err != nil {
+		return err
+	}
+	t.open[m] = struct{}{}
 	if len(t.byID) >= t.sweepAt {
 		for id, old := range t.byID {
 			if now.Sub(old.expires) > time.Hour {
@@ -300,6 +346,7 @@ func (t *momentTable) add(m *moment, pk *pendingKey, now time.Time) {
 	if pk != nil {
 		t.pending[*pk] = m
 	}
+	return nil
 }
 
 func (t *momentTable) list() []*moment {
@@ -310,6 +357,15 @@ func (t *momentTable) list() []*moment {
 		out = append(out, m)
 	}
 	return out
+}
+
+// momentLimitMessage is what the agent is told when a pending-moment limit refuses a moment.
+const momentLimitMessage = "Too many binding moments are pending for this agent or session; wait until the principals resolve them (or they expire). Nothing was registered or invoked."
+
+// momentLimit refuses an escalated call whose moment a pending-moment limit refused.
+func (g *gate) momentLimit(cl *callState, m *moment, err error) Result {
+	g.log.Info("escalation refused: too many pending binding moments", "act", m.actID, "code", ef.EFMomentLimit, "reason", err.Error())
+	return g.refuse(cl, ef.EFMomentLimit, momentLimitMessage)
 }
 
 // newMomentID returns "bm-" + 32 random hex digits.
@@ -453,11 +509,16 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		expires: now.Add(g.momentTTL), policy: cl.dec.Policy, rule: cl.dec.Rule, votes: map[string]int{},
 		class: cl.class,
 	}
+	if err := g.moments.admit(m.agent, m.session, now); err != nil {
+		return g.momentLimit(cl, m, err)
+	}
 	if err := g.register(ctx, m); err != nil {
 		g.log.Error(err, "binding moment not registered", "act", m.actID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; the binding moment could not be registered.")
 	}
-	g.moments.add(m, &pk, now)
+	if err := g.moments.add(m, &pk, now); err != nil {
+		return g.momentLimit(cl, m, err)
+	}
 	g.observer.MomentEmitted(m.event())
 	g.log.Info("escalated to a binding moment", "act", m.actID, "actionDigest", digest, "moment", m.id,
 		"envelope", env.Digest(), "policy", cl.dec.Policy, "rule", cl.dec.Rule)
@@ -640,6 +701,10 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		epoch: req.Epoch, authorityTTL: g.authorityTTLFor(*req), created: now, expires: now.Add(g.momentTTL),
 		policy: req.Policy, rule: req.Rule, votes: map[string]int{}, class: proposalClass(req, opts),
 	}
+	if err := g.moments.admit(agent, session, now); err != nil {
+		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
+		return denyResult(ef.EFMomentLimit, momentLimitMessage)
+	}
 	if err := g.register(ctx, m); err != nil {
 		if errors.Is(err, envelope.ErrAlreadyEmitted) {
 			// §7.2: a question-space veto is a reopening, never the same question again;
@@ -648,7 +713,10 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		}
 		return momentRefused("The binding moment could not be registered.")
 	}
-	g.moments.add(m, nil, now)
+	if err := g.moments.add(m, nil, now); err != nil {
+		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
+		return denyResult(ef.EFMomentLimit, momentLimitMessage)
+	}
 	g.observer.MomentEmitted(m.event())
 	// A new moment about these actions lifts an earlier decline or reopening of them.
 	digests := make([]string, len(opts))
@@ -756,6 +824,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 			return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 		}
 		m.resolved, m.kind = true, r.Kind
+		m.settled.Store(true)
 		g.closeOut(m, r)
 		g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind)
 		g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
@@ -795,6 +864,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 	}
 	m.resolved, m.kind = true, r.Kind
+	m.settled.Store(true)
 	g.moments.reopen(m.session, []string{opt.actionDigest})
 	g.moments.deliver(m.session, d)
 	g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})

@@ -138,7 +138,8 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
-		Observer: sink.Observers(gateMetrics, observer(rt.notifier)),
+		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
+		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 	})
 	if err != nil {
 		return nil, err
@@ -151,6 +152,11 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
 	}
 
+	agents, err := agentAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
 	mux := http.NewServeMux()
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).Credential()
@@ -160,6 +166,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		p, err := mcpproxy.New(mcpproxy.Config{
 			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
 			Transport: hooks.Transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
+			Agents: agents, Sessions: sessions, ReadTimeout: cfg.ReadTimeout(),
 			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
 			Elicitation: compiled, // spec.elicitation: moments of the classes it lists are also elicited
 		})
@@ -177,7 +184,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 
 // Serve answers on ln until ctx ends, then shuts down gracefully and closes the runtime.
 func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) error {
-	srv := &http.Server{Handler: rt.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := rt.cfg.HTTPServer(rt.handler)
 	base := "http://" + ln.Addr().String()
 	endpoint := rt.cfg.Path(gateconfig.EndpointFile)
 	if err := fileutil.WriteAtomic(endpoint, []byte(base+"\n"), 0o600); err != nil {
@@ -195,6 +202,11 @@ func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) er
 	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
+	}
+	if rt.cfg.Agent.Authentication != gateconfig.AuthNone {
+		for _, a := range rt.cfg.AgentNames() {
+			fmt.Fprintf(out, "  agent %-16s Authorization: Bearer (token in %s)\n", a, rt.cfg.AgentTokenPath(a))
+		}
 	}
 	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
 	fmt.Fprintf(out, "  web console            actgate console --as PRINCIPAL --data-dir %s\n", rt.cfg.DataDir)
@@ -325,3 +337,13 @@ func (rt *Runtime) Store() *boltstore.Store { return rt.store }
 
 // Metrics is the registry of the gate's Prometheus metrics.
 func (rt *Runtime) Metrics() *prometheus.Registry { return rt.metrics }
+
+// agentAuthenticator authenticates the configured agents by their tokens (creating the
+// default token files on first start); nil with agent.authentication "none".
+func agentAuthenticator(cfg *gateconfig.Config) (mcpproxy.AgentAuthenticator, error) {
+	tokens, err := cfg.AgentTokens()
+	if err != nil || tokens == nil {
+		return nil, err
+	}
+	return mcpproxy.NewBearerAgents(tokens)
+}

@@ -2,12 +2,14 @@ package attacks
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -39,7 +41,26 @@ type gate struct{ *rig.Gate }
 
 func newGate(t testing.TB) *gate {
 	t.Helper()
-	return &gate{rig.Start(t, "testdata/actgate.yaml", false)}
+	return newGateWith(t, nil)
+}
+
+// newGateWith is newGate with edit applied to the parsed configuration first. The in-process
+// gate's agents connect without a token (agent.authentication none): agent authentication is
+// attacked through a real `actgate serve` (standalone_test.go), which keeps the default.
+func newGateWith(t testing.TB, edit func(*gateconfig.Config)) *gate {
+	t.Helper()
+	u := rig.StartUpstreams(t, false)
+	cfg, err := gateconfig.Parse(rig.Config(t, "testdata/actgate.yaml", u, filepath.Join(t.TempDir(), "data")), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Agent.Authentication = gateconfig.AuthNone
+	if edit != nil {
+		edit(cfg)
+	}
+	g := &gate{rig.StartGate(t, cfg)}
+	g.Up = u
+	return g
 }
 
 // journaled counts the journal's records in every state: an attack refused before consume

@@ -31,6 +31,8 @@ sinkID: actgate-load
 agent:
   name: %s
   trustDeclaredProvenance: true
+  # The suite's agent connects without a token (docs/security.md: agent authentication).
+  authentication: none
 principals:
 - name: alice
 upstreams:

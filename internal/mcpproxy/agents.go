@@ -1,0 +1,206 @@
+package mcpproxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/ef"
+)
+
+// AgentAuthenticator names the agent behind an HTTP request from the credential it carries,
+// or reports that it carries none of a known agent.
+type AgentAuthenticator interface {
+	Authenticate(r *http.Request) (agent string, ok bool)
+}
+
+// BearerAgents authenticates agents by bearer token (Authorization: Bearer TOKEN), one token
+// per agent. Tokens are compared by their SHA-256 digests in constant time.
+type BearerAgents struct {
+	agents []bearerAgent
+}
+
+type bearerAgent struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+// NewBearerAgents returns the authenticator of tokens, agent name → token. An empty token is
+// refused, and so is one token shared by two agents (an act would name either).
+func NewBearerAgents(tokens map[string][]byte) (*BearerAgents, error) {
+	b := &BearerAgents{}
+	seen := map[[sha256.Size]byte]string{}
+	for name, tok := range tokens {
+		if name == "" || len(tok) == 0 {
+			return nil, fmt.Errorf("%w: agent %q has an empty name or token", ErrConfig, name)
+		}
+		d := sha256.Sum256(tok)
+		if other, dup := seen[d]; dup {
+			return nil, fmt.Errorf("%w: agents %q and %q share a token", ErrConfig, other, name)
+		}
+		seen[d] = name
+		b.agents = append(b.agents, bearerAgent{name: name, digest: d})
+	}
+	return b, nil
+}
+
+// Authenticate implements AgentAuthenticator. Every configured token is compared, so the time
+// taken does not say which agent a guess came close to.
+func (b *BearerAgents) Authenticate(r *http.Request) (string, bool) {
+	tok, ok := bearer(r)
+	if !ok {
+		return "", false
+	}
+	d := sha256.Sum256([]byte(tok))
+	found := ""
+	for _, a := range b.agents {
+		if subtle.ConstantTimeCompare(d[:], a.digest[:]) == 1 {
+			found = a.name
+		}
+	}
+	return found, found != ""
+}
+
+// bearer is the token of a request's one Authorization: Bearer header.
+func bearer(r *http.Request) (string, bool) {
+	vs := r.Header.Values("Authorization")
+	if len(vs) != 1 {
+		return "", false
+	}
+	scheme, tok, ok := strings.Cut(vs[0], " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
+		return "", false
+	}
+	return tok, true
+}
+
+// SessionLimiter bounds the agent sessions open at once, in total and per agent, across every
+// proxy that shares it. A session counts from its initialize until it ends.
+type SessionLimiter struct {
+	max, perAgent int
+
+	mu      sync.Mutex
+	total   int
+	byAgent map[string]int
+}
+
+// NewSessionLimiter allows max sessions in total and perAgent for any one agent; a bound of 0
+// or less is no bound.
+func NewSessionLimiter(max, perAgent int) *SessionLimiter {
+	return &SessionLimiter{max: max, perAgent: perAgent, byAgent: map[string]int{}}
+}
+
+// acquire counts a new session of agent, or reports which bound refuses it.
+func (l *SessionLimiter) acquire(agent string) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.max > 0 && l.total >= l.max:
+		return fmt.Errorf("the gate already holds %d agent sessions, its limit", l.max)
+	case l.perAgent > 0 && l.byAgent[agent] >= l.perAgent:
+		return fmt.Errorf("agent %s already holds %d sessions, its limit", agent, l.perAgent)
+	}
+	l.total++
+	l.byAgent[agent]++
+	return nil
+}
+
+// release forgets one session of agent.
+func (l *SessionLimiter) release(agent string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if l.byAgent[agent]--; l.byAgent[agent] <= 0 {
+		delete(l.byAgent, agent)
+	}
+}
+
+// Open returns the number of sessions counted now.
+func (l *SessionLimiter) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
+// sessionLimitError is the JSON-RPC error answering an initialize the limiter refused.
+func sessionLimitError(err error) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"code": string(ef.EFSessionLimit)})
+	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("%s: %v; no session was opened", ef.EFSessionLimit, err), Data: data}
+}
+
+// agentKey carries the authenticated agent in a request's context.
+type agentKey struct{}
+
+// authenticate admits r when the proxy has no authenticator (the configured agent), or when
+// its credential names an agent; otherwise it answers 401 with EF_AGENT_UNAUTHENTICATED and
+// returns false. The admitted request carries the agent in its context and, for the SDK's
+// handler, as the session's user (auth.TokenInfo), so that the SDK refuses a session's
+// requests from another agent as it refuses another user's.
+func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if p.cfg.Agents == nil {
+		return r, true
+	}
+	agent, ok := p.cfg.Agents.Authenticate(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="actgate"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFAgentUnauthenticated),
+			"message": "this endpoint needs the agent's token in Authorization: Bearer (see the gate's agent.tokenFile)"})
+		return nil, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
+}
+
+// requestAgent is the agent a request was authenticated as, or the configured agent.
+func (p *Proxy) requestAgent(ctx context.Context) string {
+	if a, ok := ctx.Value(agentKey{}).(string); ok {
+		return a
+	}
+	return p.cfg.Agent
+}
+
+// sessionAgent is the agent behind an MCP request the SDK's handler delivers: the session's
+// user when the proxy authenticates agents, else the configured agent.
+func (p *Proxy) sessionAgent(req mcp.Request) (string, bool) {
+	if p.cfg.Agents == nil {
+		return p.cfg.Agent, true
+	}
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
+		return ex.TokenInfo.UserID, true
+	}
+	return "", false
+}
+
+// sdkAuth wraps the SDK's handler so that every request reaching it carries the authenticated
+// agent as auth.TokenInfo (the agent was authenticated by Proxy.authenticate already).
+func (p *Proxy) sdkAuth(h http.Handler) http.Handler {
+	if p.cfg.Agents == nil {
+		return h
+	}
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		agent, ok := ctx.Value(agentKey{}).(string)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		// The token lives as long as the gate's configuration; the SDK wants an expiry.
+		return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
+	}
+	return auth.RequireBearerToken(verify, nil)(h)
+}
