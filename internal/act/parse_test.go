@@ -105,7 +105,6 @@ func TestParseCandidateActRefusals(t *testing.T) {
 		{"duplicate member", []byte(strings.Replace(string(raw), `"version":"1.0"`, `"version":"1.0","version":"1.0"`, 1)), CodeInputInvalid},
 	}
 	for _, k := range actShape().required {
-		k := k
 		cases = append(cases, struct {
 			name string
 			in   []byte
@@ -114,7 +113,6 @@ func TestParseCandidateActRefusals(t *testing.T) {
 	}
 	for parent, s := range actShape().nested {
 		for _, k := range s.required {
-			parent, k := parent, k
 			cases = append(cases, struct {
 				name string
 				in   []byte
