@@ -17,7 +17,6 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority/boltstore"
-	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
@@ -245,18 +244,4 @@ func (r *rawSession) post(body string) (json.RawMessage, http.Header) {
 		return nil, resp.Header
 	}
 	return json.RawMessage(b), resp.Header
-}
-
-// journalStates returns the journal states of every dispatch of every act the gate saw.
-func journalStates(t *testing.T, st *boltstore.Store, actID string) []journal.State {
-	t.Helper()
-	recs, err := st.ByAct(context.Background(), actID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []journal.State
-	for _, r := range recs {
-		out = append(out, r.State)
-	}
-	return out
 }

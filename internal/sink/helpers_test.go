@@ -218,19 +218,18 @@ func (u *upstream) total() int {
 
 // fixture is a gate on a real bbolt store and a real receipt log in a temporary directory.
 type fixture struct {
-	t       testing.TB
-	dir     string
-	clock   *clock
-	signer  *authority.Signer
-	idKey   []byte
-	logKey  *signature.ED25519SignerVerifier
-	policy  *tablePolicy
-	store   *boltstore.Store
-	log     *receipt.Log
-	gate    *Gate
-	up      *upstream
-	mutate  func(*Options)
-	closers []func()
+	t      testing.TB
+	dir    string
+	clock  *clock
+	signer *authority.Signer
+	idKey  []byte
+	logKey *signature.ED25519SignerVerifier
+	policy *tablePolicy
+	store  *boltstore.Store
+	log    *receipt.Log
+	gate   *Gate
+	up     *upstream
+	mutate func(*Options)
 }
 
 func newFixture(t testing.TB, mutate ...func(*Options)) *fixture {
