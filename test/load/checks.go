@@ -192,8 +192,9 @@ func checkUpstreamExecuted(w World) Check {
 	for k := range got {
 		tools[k] = true
 	}
-	var parts []string
-	for _, tool := range sortedKeys(tools) {
+	keys := sortedKeys(tools)
+	parts := make([]string, 0, len(keys))
+	for _, tool := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d/%d", tool, got[tool], want[tool]))
 		if got[tool] != want[tool] {
 			p.add("%s: upstream ran %d, the sink recorded %d (EXECUTED + hot allows)", tool, got[tool], want[tool])
@@ -214,8 +215,9 @@ func checkNoDangling(w World) Check {
 			p.add("operation %s (%s) left %s", d.OperationID, d.Tool, d.State)
 		}
 	}
-	var parts []string
-	for _, s := range sortedKeys(states) {
+	keys := sortedKeys(states)
+	parts := make([]string, 0, len(keys))
+	for _, s := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", s, states[s]))
 	}
 	if len(parts) == 0 {
@@ -292,8 +294,9 @@ func checkExpected(t Tally) Check {
 		p = append(p, fmt.Sprintf("%d unexpected answers", t.Unexpected))
 		p = append(p, t.Samples...)
 	}
-	var codes []string
-	for _, c := range sortedKeys(t.Codes) {
+	keys := sortedKeys(t.Codes)
+	codes := make([]string, 0, len(keys))
+	for _, c := range keys {
 		codes = append(codes, fmt.Sprintf("%s %d", c, t.Codes[c]))
 	}
 	if len(codes) == 0 {
