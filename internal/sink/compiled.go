@@ -54,8 +54,9 @@ func (p compiledPolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDec
 func (p compiledPolicy) CanEscalate(server, tool string) bool { return p.c.CanEscalate(server, tool) }
 
 func (p compiledPolicy) Servers() []ServerInfo {
-	var out []ServerInfo
-	for _, s := range p.c.Servers() {
+	servers := p.c.Servers()
+	out := make([]ServerInfo, 0, len(servers))
+	for _, s := range servers {
 		out = append(out, ServerInfo{Name: s.Name, URL: s.URL})
 	}
 	return out
