@@ -225,7 +225,7 @@ func findContainer(pod *corev1.Pod, name string) *corev1.Container {
 // agentContainers are the pod's init containers and containers (not ephemeral ones, which do
 // not exist at creation), in that order.
 func agentContainers(pod *corev1.Pod) []*corev1.Container {
-	var out []*corev1.Container
+	out := make([]*corev1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for i := range pod.Spec.InitContainers {
 		out = append(out, &pod.Spec.InitContainers[i])
 	}
