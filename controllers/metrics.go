@@ -138,20 +138,20 @@ func (n *notified) first(k notifiedKey) bool {
 }
 
 // forget drops the entries of an act (every reason, or only reason when given).
-func (n *notified) forget(act types.NamespacedName, reason string) {
+func (n *notified) forget(name types.NamespacedName, reason string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	reasons := n.acts[act]
+	reasons := n.acts[name]
 	if reasons == nil {
 		return
 	}
 	if reason == "" {
-		delete(n.acts, act)
+		delete(n.acts, name)
 		return
 	}
 	delete(reasons, reason)
 	if len(reasons) == 0 {
-		delete(n.acts, act)
+		delete(n.acts, name)
 	}
 }
 
