@@ -144,16 +144,16 @@ func resolutionPatch(resourceVersion string, r *v1alpha1.BindingMomentResolution
 	if resourceVersion == "" {
 		return nil, errors.New("write the resolution: the object read carries no resourceVersion to guard the write with")
 	}
-	type meta struct {
+	type objectMeta struct {
 		ResourceVersion string `json:"resourceVersion"`
 	}
 	type spec struct {
 		Resolution *v1alpha1.BindingMomentResolution `json:"resolution"`
 	}
 	return json.Marshal(struct {
-		Metadata meta `json:"metadata"`
-		Spec     spec `json:"spec"`
-	}{meta{resourceVersion}, spec{r}})
+		Metadata objectMeta `json:"metadata"`
+		Spec     spec       `json:"spec"`
+	}{objectMeta{resourceVersion}, spec{r}})
 }
 
 // apiMessage is the server's own message for an API error, terminal-safe.
