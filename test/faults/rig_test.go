@@ -442,12 +442,12 @@ func (r *k8sRig) startSidecar(t *testing.T, authorityURL string, env ...string) 
 // its journal directory): it must exit 0. It returns the log's lines.
 func (r *k8sRig) verifyReceipts(t *testing.T) []string {
 	t.Helper()
-	log := filepath.Join(r.journal, sidecar.ReceiptsFile)
-	out, err := exec.Command(actgateBin, "receipts", "verify", "--key", filepath.Join(r.journal, sidecar.ReceiptPubFile), log).CombinedOutput()
+	logPath := filepath.Join(r.journal, sidecar.ReceiptsFile)
+	out, err := exec.Command(actgateBin, "receipts", "verify", "--key", filepath.Join(r.journal, sidecar.ReceiptPubFile), logPath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("actgate receipts verify: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(log)
+	b, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
