@@ -32,10 +32,17 @@ type Observer interface {
 // NopObserver observes nothing; embed it to implement part of Observer.
 type NopObserver struct{}
 
-func (NopObserver) CallDecided(CallEvent)                       {}
-func (NopObserver) MomentEmitted(MomentEvent)                   {}
+// CallDecided does nothing.
+func (NopObserver) CallDecided(CallEvent) {}
+
+// MomentEmitted does nothing.
+func (NopObserver) MomentEmitted(MomentEvent) {}
+
+// MomentResolved does nothing.
 func (NopObserver) MomentResolved(MomentEvent, ResolutionEvent) {}
-func (NopObserver) MomentExpired(MomentEvent)                   {}
+
+// MomentExpired does nothing.
+func (NopObserver) MomentExpired(MomentEvent) {}
 
 // Observers fans each event out to every non-nil observer in order.
 func Observers(obs ...Observer) Observer {
