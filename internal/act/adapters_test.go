@@ -428,7 +428,7 @@ func TestContextInvalid(t *testing.T) {
 	block := []byte(`{"type":"tool_use","id":"toolu_1","name":"search","input":{}}`)
 	for _, tc := range []struct {
 		name   string
-		break_ func(*MappingContext)
+		mutate func(*MappingContext)
 	}{
 		{"no session", func(m *MappingContext) { m.SessionID = "" }},
 		{"session with space", func(m *MappingContext) { m.SessionID = "a b" }},
@@ -444,7 +444,7 @@ func TestContextInvalid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mc := testCtx(t)
-			tc.break_(&mc)
+			tc.mutate(&mc)
 			c, err := MapAnthropicToolUse(block, mc)
 			noCandidateOnError(t, c, err)
 			wantCode(t, err, CodeContextInvalid)
