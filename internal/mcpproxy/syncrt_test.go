@@ -55,7 +55,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 }
 
 // post sends body through rt and returns the whole answer.
-func syncPost(t *testing.T, rt http.RoundTripper, ctx context.Context, u, body string) (*http.Response, string, error) {
+func syncPost(t *testing.T, ctx context.Context, rt http.RoundTripper, u, body string) (*http.Response, string, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
@@ -86,7 +86,7 @@ func TestSyncTransportReusesConnection(t *testing.T) {
 	defer rt.CloseIdleConnections()
 	for i := range 20 {
 		body := strings.Repeat("x", i*300) // some bodies larger than the connection's buffer
-		resp, got, err := syncPost(t, rt, context.Background(), s.URL, body)
+		resp, got, err := syncPost(t, context.Background(), rt, s.URL, body)
 		if err != nil || resp.StatusCode != http.StatusOK || got != body {
 			t.Fatalf("exchange %d: %v %v %q", i, err, resp, got)
 		}
@@ -133,11 +133,11 @@ func TestSyncTransportSkipsClosedIdleConnection(t *testing.T) {
 	s := newCountingServer(t, echo, func(hs *http.Server) { hs.IdleTimeout = 20 * time.Millisecond })
 	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
-	if _, got, err := syncPost(t, rt, context.Background(), s.URL, "one"); err != nil || got != "one" {
+	if _, got, err := syncPost(t, context.Background(), rt, s.URL, "one"); err != nil || got != "one" {
 		t.Fatal(err, got)
 	}
 	time.Sleep(200 * time.Millisecond) // the server closes the idle connection
-	if _, got, err := syncPost(t, rt, context.Background(), s.URL, "two"); err != nil || got != "two" {
+	if _, got, err := syncPost(t, context.Background(), rt, s.URL, "two"); err != nil || got != "two" {
 		t.Fatalf("after the upstream closed the idle connection: %v %q", err, got)
 	}
 	if n := s.conns.Load(); n != 2 {
@@ -175,10 +175,10 @@ func TestSyncTransportDiscardsUnfinishedConnection(t *testing.T) {
 		t.Fatal("a body read in part reports itself finished")
 	}
 	_ = resp.Body.Close() // "second part" not read
-	if _, got, err := syncPost(t, rt, context.Background(), s.URL+"?close=1", "one"); err != nil || got != "one" {
+	if _, got, err := syncPost(t, context.Background(), rt, s.URL+"?close=1", "one"); err != nil || got != "one" {
 		t.Fatalf("after an early close: %v %q", err, got)
 	}
-	if _, got, err := syncPost(t, rt, context.Background(), s.URL, "two"); err != nil || got != "two" {
+	if _, got, err := syncPost(t, context.Background(), rt, s.URL, "two"); err != nil || got != "two" {
 		t.Fatalf("after Connection: close: %v %q", err, got)
 	}
 	if n := s.conns.Load(); n != 3 {
@@ -199,7 +199,7 @@ func TestSyncTransportContextEndsExchange(t *testing.T) {
 	defer close(release)
 	rt := newTestSyncTransport(t)
 	defer rt.CloseIdleConnections()
-	if _, _, err := syncPost(t, rt, context.Background(), s.URL, "warm"); err != nil {
+	if _, _, err := syncPost(t, context.Background(), rt, s.URL, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -220,7 +220,7 @@ func TestSyncTransportContextEndsExchange(t *testing.T) {
 			ctx, cancel := c.ctx()
 			defer cancel()
 			start := time.Now()
-			_, _, err := syncPost(t, rt, ctx, s.URL+"?hang=1", "{}")
+			_, _, err := syncPost(t, ctx, rt, s.URL+"?hang=1", "{}")
 			if !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
@@ -229,7 +229,7 @@ func TestSyncTransportContextEndsExchange(t *testing.T) {
 			}
 		})
 	}
-	if _, got, err := syncPost(t, rt, context.Background(), s.URL, "after"); err != nil || got != "after" {
+	if _, got, err := syncPost(t, context.Background(), rt, s.URL, "after"); err != nil || got != "after" {
 		t.Fatal(err, got)
 	}
 	// warm's connection carried the deadline's exchange; cancel and after each needed a new one.
@@ -264,14 +264,14 @@ func TestSyncTransportTrace(t *testing.T) {
 		WroteHeaders: func() { note("headers") },
 		WroteRequest: func(httptrace.WroteRequestInfo) { note("request") },
 	})
-	if _, _, err := syncPost(t, rt, ctx, closed, "{}"); err == nil {
+	if _, _, err := syncPost(t, ctx, rt, closed, "{}"); err == nil {
 		t.Fatal("a refused connection answered")
 	}
 	if a.wrote.Load() || strings.Join(events, ",") != "get" {
 		t.Fatalf("refused dial: wrote=%v events=%v", a.wrote.Load(), events)
 	}
 	events = nil
-	resp, got, err := syncPost(t, rt, ctx, s.URL, "hello")
+	resp, got, err := syncPost(t, ctx, rt, s.URL, "hello")
 	if err != nil || resp.StatusCode != http.StatusOK || got != "hello" {
 		t.Fatalf("%v %v %q", err, resp, got)
 	}
@@ -289,7 +289,7 @@ func TestSyncTransportFallback(t *testing.T) {
 	fb := tlsUp.Client().Transport.(*http.Transport).Clone()
 	rt := newSyncTransport(fb)
 	defer rt.CloseIdleConnections()
-	if _, got, err := syncPost(t, rt, context.Background(), tlsUp.URL, "tls"); err != nil || got != "tls" {
+	if _, got, err := syncPost(t, context.Background(), rt, tlsUp.URL, "tls"); err != nil || got != "tls" {
 		t.Fatalf("https through the fallback: %v %q", err, got)
 	}
 
@@ -304,7 +304,7 @@ func TestSyncTransportFallback(t *testing.T) {
 	fb2.Proxy = http.ProxyURL(pu)
 	rt2 := newSyncTransport(fb2)
 	defer rt2.CloseIdleConnections()
-	if _, got, err := syncPost(t, rt2, context.Background(), "http://upstream.invalid/mcp", "via proxy"); err != nil || got != "via proxy" {
+	if _, got, err := syncPost(t, context.Background(), rt2, "http://upstream.invalid/mcp", "via proxy"); err != nil || got != "via proxy" {
 		t.Fatalf("proxied request: %v %q", err, got)
 	}
 	if proxied.Load() != 1 {
