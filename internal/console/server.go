@@ -144,15 +144,15 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "open the URL the console command printed (it carries this console's key)", http.StatusUnauthorized)
 		return
 	}
-	switch {
-	case rest == pathPage:
+	switch rest {
+	case pathPage:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
 		c.render(r.Context(), w, http.StatusOK, nil)
-	case rest == pathResolve:
+	case pathResolve:
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
