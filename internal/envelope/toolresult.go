@@ -84,10 +84,10 @@ func parseDocument(raw []byte, profile bool) (*Envelope, error) {
 	if err != nil || tl.count == 0 {
 		return parseAt(raw, "$", profile)
 	}
-	return parseMember(raw, tl, profile)
+	return parseMember(tl, profile)
 }
 
-func parseMember(raw []byte, tl topLevel, profile bool) (*Envelope, error) {
+func parseMember(tl topLevel, profile bool) (*Envelope, error) {
 	path := child("$", MemberBindingMoment)
 	if tl.count > 1 {
 		ps := &problems{}
@@ -130,7 +130,7 @@ func FromToolResult(raw []byte) (env *Envelope, fallbackText string, err error) 
 	if tl.count == 0 {
 		return nil, fallback, ErrNoEnvelope
 	}
-	env, err = parseMember(raw, tl, true)
+	env, err = parseMember(tl, true)
 	if err != nil {
 		return nil, fallback, err
 	}
