@@ -326,7 +326,8 @@ func (l *local) get(ctx context.Context, namespace, id string) (authority.Record
 // payload and signature, still ISSUED, not expired at commit time" inside the transaction is
 // exactly the compare-and-swap: of concurrent consumers, the first in commit order wins and
 // every later one reads CONSUMED.
-func (l *local) consume(ctx context.Context, inst, id string, expect authority.Binding, operationID string, pend *journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+func (l *local) consume(ctx context.Context, inst, id string, expect authority.Binding, operationID string,
+	pend *journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
 	var none journal.DispatchRecord
 	if err := expect.Validate(); err != nil {
 		return authority.Record{}, none, fmt.Errorf("expected binding: %w", err)
@@ -494,7 +495,8 @@ func (l *local) checkPending(rec journal.DispatchRecord, id string, expect autho
 // CONSUMED in the same transaction, so a concurrent Consume or ConsumeAndPend sees either no
 // authority (ErrNotFound) or a consumed one (ErrConsumed), and a concurrent
 // IssueConsumeAndPend of the same authority sees it exists (ErrConsumed).
-func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authority.Authority, expect authority.Binding, pend journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authority.Authority, expect authority.Binding,
+	pend journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
 	var none journal.DispatchRecord
 	if err := expect.Validate(); err != nil {
 		return authority.Record{}, none, fmt.Errorf("expected binding: %w", err)

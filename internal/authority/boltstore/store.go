@@ -307,7 +307,8 @@ func (s *Store) Consume(ctx context.Context, id string, expect authority.Binding
 // ConsumeAndPend implements authority.ConsumeAndPender: Consume and journal.Begin (in
 // DISPATCH_PENDING, with receipt) in one transaction and one fsync. The authority's ConsumedBy
 // is rec.OperationID.
-func (s *Store) ConsumeAndPend(ctx context.Context, id string, expect authority.Binding, rec journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+func (s *Store) ConsumeAndPend(ctx context.Context, id string, expect authority.Binding, rec journal.DispatchRecord,
+	receipt []byte) (authority.Record, journal.DispatchRecord, error) {
 	resp, err := s.do(ctx, &wire.Request{Op: wire.OpConsumeAndPend, ID: id, Expect: expect, Record: rec, Receipt: receipt})
 	return resp.Authority, resp.Record, err
 }
@@ -317,7 +318,8 @@ func (s *Store) ConsumeAndPend(ctx context.Context, id string, expect authority.
 // transaction and one fsync, shared with every concurrent writer. The authority is verified
 // (signature, binding equal to expect, time) exactly once, and is created already CONSUMED by
 // rec.OperationID, so it never exists unconsumed.
-func (s *Store) IssueConsumeAndPend(ctx context.Context, a authority.Authority, expect authority.Binding, rec journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
+func (s *Store) IssueConsumeAndPend(ctx context.Context, a authority.Authority, expect authority.Binding,
+	rec journal.DispatchRecord, receipt []byte) (authority.Record, journal.DispatchRecord, error) {
 	resp, err := s.do(ctx, &wire.Request{Op: wire.OpIssueConsumeAndPend, Authority: a, Expect: expect, Record: rec, Receipt: receipt})
 	return resp.Authority, resp.Record, err
 }
