@@ -227,7 +227,8 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 // settled by authenticated reconciliation without the upstream's result: what happened, never
 // a second invocation. FAILED is an error result; EXECUTED is not.
 func settledResult(state journal.State) json.RawMessage {
-	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. The upstream's result was not received, so none is returned; the call is not run again.", state)
+	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. "+
+		"The upstream's result was not received, so none is returned; the call is not run again.", state)
 	return textResult(text, state != journal.StateExecuted)
 }
 

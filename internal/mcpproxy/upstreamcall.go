@@ -96,7 +96,8 @@ func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version 
 
 // sendCall POSTs the call and reads its answer. rest, when not nil, is the unread remainder of
 // an event-stream answer, for the caller to drain and close.
-func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID, params *mcp.CallToolParams) (res *mcp.CallToolResult, rest io.ReadCloser, err error) {
+func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID,
+	params *mcp.CallToolParams) (res *mcp.CallToolResult, rest io.ReadCloser, err error) {
 	raw, err := marshalNoEscape(params)
 	if err != nil {
 		return nil, nil, err
