@@ -260,10 +260,11 @@ func newMoments(l *labels) *Moments {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(append([]string{}, base...), extra...))
 	}
 	return &Moments{
-		l:        l,
-		emitted:  counter(NameMomentsEmitted, "Binding moments emitted, by policy, consequence class and decision class."),
-		resolved: counter(NameMomentsResolved, "Binding moments resolved, by policy, consequence class, decision class and resolution kind (option, answer, question, declined; envelope-04 §7.3).", "kind"),
-		expired:  counter(NameMomentsExpired, "Binding moments that expired unresolved."),
+		l:       l,
+		emitted: counter(NameMomentsEmitted, "Binding moments emitted, by policy, consequence class and decision class."),
+		resolved: counter(NameMomentsResolved,
+			"Binding moments resolved, by policy, consequence class, decision class and resolution kind (option, answer, question, declined; envelope-04 §7.3).", "kind"),
+		expired: counter(NameMomentsExpired, "Binding moments that expired unresolved."),
 		hatchDisabled: counter(NameMomentsHatchDisabled,
 			"Binding moments emitted with an escape hatch disabled (envelope-04 §12.3), by hatch: free_text (answer space) or dialogue (question space).", "hatch"),
 		calibration: counter(NameMomentsCalibrationNote, "Binding moments emitted with meta.calibration_note (envelope-04 §5.9)."),
