@@ -300,7 +300,8 @@ func (n *Notifier) deliver(ctx context.Context, m Moment) error {
 		attempts, err := n.post(ctx, w, b)
 		if err != nil {
 			n.count(ResultFailed, 1)
-			n.opts.Log.Info("Announcement failed", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest, "webhook", i, "host", hostOf(w.URL), "attempts", attempts, "error", err.Error())
+			n.opts.Log.Info("Announcement failed", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest,
+				"webhook", i, "host", hostOf(w.URL), "attempts", attempts, "error", err.Error())
 			errs = append(errs, fmt.Errorf("webhooks[%d] (%s): %w", i, hostOf(w.URL), err))
 			continue
 		}
