@@ -50,7 +50,8 @@ func compileElicitation(ps *problems, c *Compiled, e *v1alpha1.ElicitationPolicy
 		case !cl.Valid():
 			ps.add(f, ReasonInvalidSpec, fmt.Sprintf("%q is not a consequence class", string(k)))
 		case !ElicitationEligible(cl):
-			ps.add(f, ReasonInvalidSpec, fmt.Sprintf("%s moments must be resolved on the principal's own surface, never by an elicitation in the agent's MCP client (envelope-04 §12.4); only INFORMATIONAL may be listed", cl))
+			ps.add(f, ReasonInvalidSpec, fmt.Sprintf("%s moments must be resolved on the principal's own surface, never by an elicitation "+
+				"in the agent's MCP client (envelope-04 §12.4); only INFORMATIONAL may be listed", cl))
 		case seen[cl]:
 			ps.add(f, ReasonInvalidSpec, fmt.Sprintf("duplicate class %s", cl))
 		default:

@@ -208,7 +208,8 @@ func provenanceRules(st *state) (ef.EFCode, string, bool) {
 			if !known {
 				what = "unknown provenance"
 			}
-			return ef.EFInstructionProvenanceFailure, fmt.Sprintf("an instruction of %s cannot support a %s call of tool %s (rule %s)", what, st.class, quote(st.req.Tool), st.rule.name), true
+			return ef.EFInstructionProvenanceFailure, fmt.Sprintf("an instruction of %s cannot support a %s call of tool %s (rule %s)",
+				what, st.class, quote(st.req.Tool), st.rule.name), true
 		}
 		st.role = v1alpha1.EvidenceRoleHumanAuthorization
 		st.escalatedBy = true
@@ -285,7 +286,8 @@ func constraintMessage(r *rule, k *constraint, evalErr bool) string {
 
 func humanBindable(st *state) (ef.EFCode, string, bool) {
 	if st.role == v1alpha1.EvidenceRoleHumanAuthorization && !st.req.StrictArgs {
-		return ef.EFArgumentsOutOfProfile, fmt.Sprintf("tool %s needs a human decision but its arguments are outside the strict canonical profile, so they cannot be bound to one (rule %s)", quote(st.req.Tool), st.rule.name), true
+		return ef.EFArgumentsOutOfProfile, fmt.Sprintf("tool %s needs a human decision but its arguments are outside the strict canonical profile, "+
+			"so they cannot be bound to one (rule %s)", quote(st.req.Tool), st.rule.name), true
 	}
 	return "", "", false
 }
@@ -301,7 +303,8 @@ func principalsAvailable(st *state) (ef.EFCode, string, bool) {
 		}
 	}
 	if n < st.rule.minPrincipals {
-		return ef.EFPolicyDenied, fmt.Sprintf("tool %s needs %d principal(s) other than the initiating agent and the sink; rule %s names only %d", quote(st.req.Tool), st.rule.minPrincipals, st.rule.name, n), true
+		return ef.EFPolicyDenied, fmt.Sprintf("tool %s needs %d principal(s) other than the initiating agent and the sink; rule %s names only %d",
+			quote(st.req.Tool), st.rule.minPrincipals, st.rule.name, n), true
 	}
 	return "", "", false
 }
