@@ -123,7 +123,8 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, mutated)
 	resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "injected: " + joinReasons(reasons)}
 	if slices.Contains(reasons, inject.ReasonOptOutIgnored) {
-		resp.Warnings = append(resp.Warnings, fmt.Sprintf("actgate: %s=false is ignored in namespace %s; the pod is governed by %s", inject.LabelInject, pod.Namespace, strings.Join(st.Policies, ", ")))
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("actgate: %s=false is ignored in namespace %s; the pod is governed by %s",
+			inject.LabelInject, pod.Namespace, strings.Join(st.Policies, ", ")))
 	}
 	log.V(1).Info("Injected sidecar", "policies", st.Policies, "servers", st.Servers, "reasons", reasons)
 	return resp
@@ -157,7 +158,8 @@ func (h *PodInjector) ephemeral(ctx context.Context, req admission.Request) admi
 	injected := InjectedVolumes(old)
 	for _, c := range added.Spec.EphemeralContainers {
 		if c.TargetContainerName == inject.SidecarName {
-			return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not target %s: it would share the sidecar's processes and credentials", c.Name, inject.SidecarName))
+			return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not target %s: it would share the sidecar's processes and credentials",
+				c.Name, inject.SidecarName))
 		}
 		for _, m := range c.VolumeMounts {
 			// The token and credentials, and the journal (its receipt-signing key and the

@@ -116,7 +116,8 @@ func (v *ToolPolicyValidator) warnings(ctx context.Context, p *v1alpha1.ToolPoli
 
 	ns := &corev1.Namespace{}
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); err == nil && ns.Labels[inject.LabelInject] != "true" {
-		w = append(w, fmt.Sprintf("namespace %s is not labelled %s=true: only pods that opt in are injected, and other pods there are not kept from the credential Secrets", p.Namespace, inject.LabelInject))
+		w = append(w, fmt.Sprintf("namespace %s is not labelled %s=true: only pods that opt in are injected, "+
+			"and other pods there are not kept from the credential Secrets", p.Namespace, inject.LabelInject))
 	}
 
 	others := &v1alpha1.ToolPolicyList{}
