@@ -36,22 +36,13 @@ func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
 	if len(data) > maxKeyFileBytes {
 		return nil, fmt.Errorf("sidecar: public-key file larger than %d bytes", maxKeyFileBytes)
 	}
+	ders, err := strictPEM(data, "public-key file", "PUBLIC KEY")
+	if err != nil {
+		return nil, err
+	}
 	var keys []crypto.PublicKey
-	for rest := trimSpace(data); len(rest) > 0; rest = trimSpace(rest) {
-		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
-			return nil, errors.New("sidecar: public-key file has content that is not a PEM block")
-		}
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		switch {
-		case b == nil:
-			return nil, errors.New("sidecar: public-key file has a PEM block that does not decode")
-		case b.Type != "PUBLIC KEY":
-			return nil, fmt.Errorf("sidecar: PEM block %q is not a PUBLIC KEY", clip(b.Type))
-		case len(b.Headers) > 0:
-			return nil, errors.New("sidecar: a PUBLIC KEY block has headers")
-		}
-		pub, err := x509.ParsePKIXPublicKey(b.Bytes)
+	for _, der := range ders {
+		pub, err := x509.ParsePKIXPublicKey(der)
 		if err != nil {
 			return nil, fmt.Errorf("sidecar: public key %d: %w", len(keys)+1, err)
 		}
@@ -109,22 +100,13 @@ func ParseCABundle(data []byte) ([]*x509.Certificate, error) {
 	if len(data) > maxCABytes {
 		return nil, fmt.Errorf("sidecar: CA bundle larger than %d bytes", maxCABytes)
 	}
+	ders, err := strictPEM(data, "CA bundle", "CERTIFICATE")
+	if err != nil {
+		return nil, err
+	}
 	var certs []*x509.Certificate
-	for rest := trimSpace(data); len(rest) > 0; rest = trimSpace(rest) {
-		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
-			return nil, errors.New("sidecar: CA bundle has content that is not a PEM block")
-		}
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		switch {
-		case b == nil:
-			return nil, errors.New("sidecar: CA bundle has a PEM block that does not decode")
-		case b.Type != "CERTIFICATE":
-			return nil, fmt.Errorf("sidecar: PEM block %q in the CA bundle is not a CERTIFICATE", clip(b.Type))
-		case len(b.Headers) > 0:
-			return nil, errors.New("sidecar: a CERTIFICATE block has headers")
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
+	for _, der := range ders {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			return nil, fmt.Errorf("sidecar: certificate %d: %w", len(certs)+1, err)
 		}
@@ -176,4 +158,28 @@ func trimSpace(b []byte) []byte {
 		b = b[1:]
 	}
 	return b
+}
+
+// strictPEM returns the contents of the PEM blocks of data in order, after checking that data
+// is nothing but blocks of type typ without headers (surrounding whitespace aside). what names
+// the input in errors ("CA bundle").
+func strictPEM(data []byte, what, typ string) ([][]byte, error) {
+	var ders [][]byte
+	for rest := trimSpace(data); len(rest) > 0; rest = trimSpace(rest) {
+		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
+			return nil, fmt.Errorf("sidecar: %s has content that is not a PEM block", what)
+		}
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		switch {
+		case b == nil:
+			return nil, fmt.Errorf("sidecar: %s has a PEM block that does not decode", what)
+		case b.Type != typ:
+			return nil, fmt.Errorf("sidecar: PEM block %q in the %s is not a %s", clip(b.Type), what, typ)
+		case len(b.Headers) > 0:
+			return nil, fmt.Errorf("sidecar: a %s block has headers", typ)
+		}
+		ders = append(ders, b.Bytes)
+	}
+	return ders, nil
 }
