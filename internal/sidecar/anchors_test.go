@@ -125,7 +125,10 @@ func TestTrustAnchorsInline(t *testing.T) {
 		defer func() {
 			cancel()
 			select {
-			case <-done:
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
 			case <-time.After(15 * time.Second):
 				t.Error("Serve did not return")
 			}
