@@ -85,7 +85,7 @@ func TestBuildRejects(t *testing.T) {
 			d.Options[0].Args = json.RawMessage(`{"x":0.1}`)
 			d.Findings = strings.Split(strings.Repeat("A finding.|", MaxFindings+1), "|")[:MaxFindings+1]
 		}, []want{{CodeActionNotBindable, o + "[0]"}, {CodeArrayLength, "$.findings"}, {CodeOptionCount, o}}},
-		{"control character in a finding", func(d *Draft) { d.Findings[1] = "Fee[2J" }, []want{{CodeStringControl, "$.findings[1]"}}},
+		{"control character in a finding", func(d *Draft) { d.Findings[1] = "Fee\x1b[2J" }, []want{{CodeStringControl, "$.findings[1]"}}},
 		{"same label twice", func(d *Draft) { d.Options[1].Label = d.Options[0].Label }, []want{{CodeDuplicateLabel, o + "[1].label"}}},
 		{"recommended out of range", func(d *Draft) { d.RecommendedIdx = 2 }, []want{{CodeRecommendedIdx, "$.question.recommended_idx"}}},
 		{"invalid UTF-8 is refused, not replaced", func(d *Draft) { d.Synopsis = "Pay \xff now." }, []want{{"JCS_INVALID_UTF8", "$.synopsis"}}},
