@@ -413,7 +413,7 @@ func fieldOwners(t *testing.T, entries []metav1.ManagedFieldsEntry, path ...stri
 			continue
 		}
 		var node map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &node); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &node); err != nil {
 			t.Fatalf("managedFields of %q: %v", e.Manager, err)
 		}
 		held := true
