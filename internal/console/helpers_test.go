@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -87,20 +86,6 @@ func (f *fakeBackend) calls() []resolveCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]resolveCall(nil), f.resolved...)
-}
-
-// exampleEnvelope is the envelope-04 §6.4 worked example (testdata/conformance).
-func exampleEnvelope(t testing.TB) *envelope.Envelope {
-	t.Helper()
-	raw, err := os.ReadFile("testdata/conformance/envelope.canonical.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := envelope.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
 }
 
 // built returns an envelope built from d with two options.
