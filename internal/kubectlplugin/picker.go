@@ -290,7 +290,8 @@ func writeCallLines(b *strings.Builder, indent string, c envelope.Call) {
 		fmt.Fprintf(b, "%s  %s\n", indent, l)
 	}
 	if omitted > 0 {
-		fmt.Fprintf(b, "%s  [TRUNCATED: about %d bytes of arguments not shown here; read the whole call with kubectl actgate console or kubectl get -o yaml before choosing]\n", indent, omitted)
+		fmt.Fprintf(b, "%s  [TRUNCATED: about %d bytes of arguments not shown here; "+
+			"read the whole call with kubectl actgate console or kubectl get -o yaml before choosing]\n", indent, omitted)
 	}
 	for _, p := range envelope.MaskedLines(c) {
 		fmt.Fprintf(b, "%s  %s = ••• masked by policy\n", indent, p)

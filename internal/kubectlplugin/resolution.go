@@ -33,7 +33,8 @@ var (
 	ErrRefusedByServer = errors.New("the API server refused the resolution")
 	// ErrCallsNotShown: an option was chosen of a moment that does not carry the calls its
 	// options authorise; nothing showed what that option runs.
-	ErrCallsNotShown = errors.New("the binding moment does not carry the calls its options authorise, so no option can be chosen from its label alone; decline, answer or question it")
+	ErrCallsNotShown = errors.New("the binding moment does not carry the calls its options authorise, " +
+		"so no option can be chosen from its label alone; decline, answer or question it")
 )
 
 // CheckChoice refuses an option of a moment whose calls are not shown (CallsShown); the
