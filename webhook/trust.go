@@ -55,7 +55,8 @@ func (a AuthorityTrust) load() (ca, publicKeys string, err error) {
 		}
 	}
 	if len(ca) > MaxTrustBytes || len(publicKeys) > MaxTrustBytes {
-		return "", "", fmt.Errorf("%w: the CA bundle (%d bytes) or public keys (%d bytes) exceed %d bytes, more than a sidecar's environment can carry", ErrTrust, len(ca), len(publicKeys), MaxTrustBytes)
+		return "", "", fmt.Errorf("%w: the CA bundle (%d bytes) or public keys (%d bytes) exceed %d bytes, more than a sidecar's environment can carry",
+			ErrTrust, len(ca), len(publicKeys), MaxTrustBytes)
 	}
 	return ca, publicKeys, nil
 }
