@@ -102,16 +102,22 @@ or stops with an error; 2 (line USAGE) for bad flags or an unreadable file.`,
 	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	f.StringVar(&o.webhookConfig, "webhook-config", "", "webhook configuration file (webhook.Config YAML); serves the admission webhooks when set")
 	f.IntVar(&o.logVerbosity, "log-verbosity", 0, "log verbosity (0 is SRE-level information; higher is more)")
-	f.DurationVar(&o.retention, "act-retention", controllers.DefaultRetention, "how long a settled Act (denied, EXECUTED, FAILED, EXPIRED) is kept before it is deleted, and an authority Lease after it was consumed or expired")
-	f.DurationVar(&o.leaseGrace, "lease-expiry-grace", controllers.DefaultLeaseGrace, "how long past its expiry an unconsumed authority is declared expired (clock skew with sinks)")
-	f.DurationVar(&o.reconcileBackoff, "reconcile-backoff", controllers.DefaultReconcileBackoff, "wait after the first reconciliation attempt of an INDETERMINATE act; doubles per attempt")
+	f.DurationVar(&o.retention, "act-retention", controllers.DefaultRetention,
+		"how long a settled Act (denied, EXECUTED, FAILED, EXPIRED) is kept before it is deleted, and an authority Lease after it was consumed or expired")
+	f.DurationVar(&o.leaseGrace, "lease-expiry-grace", controllers.DefaultLeaseGrace,
+		"how long past its expiry an unconsumed authority is declared expired (clock skew with sinks)")
+	f.DurationVar(&o.reconcileBackoff, "reconcile-backoff", controllers.DefaultReconcileBackoff,
+		"wait after the first reconciliation attempt of an INDETERMINATE act; doubles per attempt")
 	f.DurationVar(&o.reconcileMaxBackoff, "reconcile-max-backoff", controllers.DefaultReconcileMaxBackoff, "longest wait between reconciliation attempts")
-	f.DurationVar(&o.reconcileFreshness, "reconcile-freshness", controllers.DefaultReconcileFreshness, "how long after the provider observed it a reconciliation answer is accepted")
+	f.DurationVar(&o.reconcileFreshness, "reconcile-freshness", controllers.DefaultReconcileFreshness,
+		"how long after the provider observed it a reconciliation answer is accepted")
 	f.DurationVar(&o.reconcileTimeout, "reconcile-timeout", reconclient.DefaultTimeout, "time limit of one reconciliation query")
 	f.StringVar(&o.reconcileCAFile, "reconcile-ca-file", "", "PEM CA bundle for reconciliation endpoints whose Secret has no ca.crt (default: system roots)")
 	f.BoolVar(&o.reconcileAllowHTTP, "reconcile-allow-http", false, "allow plain-http reconciliation endpoints (the bearer token travels in the clear; test backends only)")
-	f.StringVar(&o.authoritySA, "authority-service-account", controllers.DefaultAuthorityServiceAccount, "namespace/name of the authority service's service account, granted its namespaced rights in each governed namespace")
-	f.StringVar(&o.managerSA, "manager-service-account", controllers.DefaultManagerServiceAccount, "namespace/name of this manager's service account, granted its namespaced rights in each governed namespace")
+	f.StringVar(&o.authoritySA, "authority-service-account", controllers.DefaultAuthorityServiceAccount,
+		"namespace/name of the authority service's service account, granted its namespaced rights in each governed namespace")
+	f.StringVar(&o.managerSA, "manager-service-account", controllers.DefaultManagerServiceAccount,
+		"namespace/name of this manager's service account, granted its namespaced rights in each governed namespace")
 	o.notify.register(f)
 	return cmd
 }

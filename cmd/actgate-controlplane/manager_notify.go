@@ -22,7 +22,8 @@ type notifyFlags struct {
 
 func (n *notifyFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&n.webhookURL, "notify-webhook-url", "", "announce every pending BindingMoment once to this webhook (Slack-compatible JSON; https, or http to loopback)")
-	f.StringVar(&n.webhookURLFile, "notify-webhook-url-file", "", "file holding the webhook URL (a mounted Secret: a Slack webhook URL is a credential); instead of --notify-webhook-url")
+	f.StringVar(&n.webhookURLFile, "notify-webhook-url-file", "",
+		"file holding the webhook URL (a mounted Secret: a Slack webhook URL is a credential); instead of --notify-webhook-url")
 	f.StringVar(&n.headersFile, "notify-headers-file", "", `file of "Name: value" lines sent with every announcement (e.g. Authorization), read per delivery, never logged`)
 	f.StringVar(&n.consoleURL, "console-url", "", `console link in announcements: "{id}" becomes the moment's namespace/name (default: no link)`)
 }

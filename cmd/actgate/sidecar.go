@@ -151,12 +151,16 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.listen, "listen", envOr(envListen, defaultListen), "loopback address to listen on, 127.0.0.1:PORT or [::1]:PORT ($"+envListen+")")
 	f.StringVar(&o.authorityURL, "authority-url", os.Getenv(envAuthorityURL), "the authority service's https URL ($"+envAuthorityURL+")")
 	f.StringVar(&o.authorityCA, "authority-ca-file", os.Getenv(envAuthorityCA), "PEM CA bundle of the authority service (default: system roots) ($"+envAuthorityCA+")")
-	f.StringVar(&o.authorityCAPEM, "authority-ca", os.Getenv(envAuthorityCAPEM), "the authority service's CA bundle as PEM text, instead of --authority-ca-file; the injector sets it ($"+envAuthorityCAPEM+")")
-	f.StringVar(&o.tokenFile, "token-file", envOr(envTokenFile, defaultTokenFile), "projected service-account token presented to the service, read on every call ($"+envTokenFile+")")
+	f.StringVar(&o.authorityCAPEM, "authority-ca", os.Getenv(envAuthorityCAPEM),
+		"the authority service's CA bundle as PEM text, instead of --authority-ca-file; the injector sets it ($"+envAuthorityCAPEM+")")
+	f.StringVar(&o.tokenFile, "token-file", envOr(envTokenFile, defaultTokenFile),
+		"projected service-account token presented to the service, read on every call ($"+envTokenFile+")")
 	f.StringVar(&o.publicKey, "authority-public-key-file", os.Getenv(envPublicKey), "PEM PUBLIC KEY block(s) of the service's authority-signing key ($"+envPublicKey+")")
-	f.StringVar(&o.publicKeyPEM, "authority-public-key", os.Getenv(envPublicKeyPEM), "the service's authority-signing public key(s) as PEM text, instead of --authority-public-key-file; the injector sets it ($"+envPublicKeyPEM+")")
+	f.StringVar(&o.publicKeyPEM, "authority-public-key", os.Getenv(envPublicKeyPEM),
+		"the service's authority-signing public key(s) as PEM text, instead of --authority-public-key-file; the injector sets it ($"+envPublicKeyPEM+")")
 	f.StringVar(&o.namespace, "namespace", os.Getenv(envNamespace), "the pod's namespace ($"+envNamespace+")")
-	f.StringVar(&o.serviceAccount, "service-account", os.Getenv(envServiceAccount), "the pod's service account; the agent is system:serviceaccount:NAMESPACE:NAME ($"+envServiceAccount+")")
+	f.StringVar(&o.serviceAccount, "service-account", os.Getenv(envServiceAccount),
+		"the pod's service account; the agent is system:serviceaccount:NAMESPACE:NAME ($"+envServiceAccount+")")
 	f.StringVar(&o.sinkID, "sink-id", os.Getenv(envSinkID), "the governing ToolPolicy's spec.sink.id ($"+envSinkID+")")
 	f.StringVar(&o.principal, "principal", os.Getenv(envPrincipal), "the acts' initiating principal (default: the agent) ($"+envPrincipal+")")
 	f.StringSliceVar(&o.servers, "servers", envList(envServers), "names of the protected servers; each needs a --server URL ($"+envServers+")")
@@ -167,7 +171,8 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.journalDir, "journal-dir", envOr(envJournalDir, defaultJournalDir), "folder of the dispatch journal, the pod's emptyDir ($"+envJournalDir+")")
 	f.DurationVar(&o.callTimeout, "call-timeout", mcpproxy.DefaultCallTimeout, "bound of one upstream tools/call once dispatched")
 	f.DurationVar(&o.reviewTimeout, "review-timeout", sidecar.DefaultReviewTimeout, "bound of one request to the authority service (past it: EF_060)")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", os.Getenv(envMetricsAddress), "address of a plain-HTTP Prometheus /metrics endpoint, e.g. \":15090\"; empty disables it ($"+envMetricsAddress+")")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", os.Getenv(envMetricsAddress),
+		"address of a plain-HTTP Prometheus /metrics endpoint, e.g. \":15090\"; empty disables it ($"+envMetricsAddress+")")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
 }
 
