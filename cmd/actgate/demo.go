@@ -176,9 +176,9 @@ type demoRun struct {
 	errs []error
 }
 
-func (d *demoRun) header(format string, args ...any) {
+func (d *demoRun) header(title string) {
 	d.step++
-	fmt.Fprintf(d.out, "\n[%d] %s\n", d.step, fmt.Sprintf(format, args...))
+	fmt.Fprintf(d.out, "\n[%d] %s\n", d.step, title)
 }
 
 func (d *demoRun) line(format string, args ...any) {

@@ -33,10 +33,10 @@ decision. "validate --profile" checks the profile too.`,
 
 // readEnvelope reads the envelope document on stdin and validates it against envelope-04,
 // and against the actgate profile too when profile is true.
-func readEnvelope(s streams, profile bool) (*envelope.Envelope, []byte, error) {
+func readEnvelope(s streams, profile bool) (*envelope.Envelope, error) {
 	raw, err := readAll(s.in, "stdin")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	parse := envelope.ParseDocumentSpec
 	if profile {
@@ -44,7 +44,7 @@ func readEnvelope(s streams, profile bool) (*envelope.Envelope, []byte, error) {
 	}
 	env, err := parse(raw)
 	if err != nil {
-		return nil, raw, fail(exitRejected, problemLines(err, "")...)
+		return nil, fail(exitRejected, problemLines(err, "")...)
 	}
-	return env, raw, nil
+	return env, nil
 }

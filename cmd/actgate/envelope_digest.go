@@ -16,7 +16,7 @@ envelope envelope-04 accepts has a digest, within the actgate profile or not; a 
 envelope has none: it is rejected.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, _, err := readEnvelope(s, false)
+			env, err := readEnvelope(s, false)
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ the exit status is 0, and stderr has one line per profile rule it breaks, beginn
 code. With --profile those are rejections (exit status 1), as for render.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, _, err := readEnvelope(s, profile)
+			env, err := readEnvelope(s, profile)
 			if err != nil {
 				return err
 			}
