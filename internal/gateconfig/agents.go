@@ -135,7 +135,8 @@ func (c *Config) ReadTimeout() time.Duration { return c.readTimeout }
 
 // AgentNames lists the agents the gate serves: agent.name, then agents[] in order.
 func (c *Config) AgentNames() []string {
-	names := []string{c.Agent.Name}
+	names := make([]string, 0, 1+len(c.Agents))
+	names = append(names, c.Agent.Name)
 	for _, a := range c.Agents {
 		names = append(names, a.Name)
 	}
