@@ -89,8 +89,9 @@ func LoadSample[T any](t testing.TB, root, name string) *T {
 // PluginEnv is the tools' environment (ToolEnv) with the plugin folder first on PATH and KUBECONFIG set
 // to kubeconfig, the way a user with their own kubeconfig runs kubectl.
 func (e *Env) PluginEnv(pluginDir, kubeconfig string) []string {
-	var out []string
-	for _, kv := range e.ToolEnv() {
+	env := e.ToolEnv()
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "PATH":

@@ -19,7 +19,7 @@ const PayToken = "pay-upstream-token"
 
 // EchoTools are MCP tools that each answer with their own name and arguments.
 func EchoTools(names ...string) []mcptest.Tool {
-	var ts []mcptest.Tool
+	ts := make([]mcptest.Tool, 0, len(names))
 	for _, tl := range names {
 		ts = append(ts, mcptest.Tool{Name: tl, Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
 			return mcptest.Text(tl + " " + string(args)), nil
