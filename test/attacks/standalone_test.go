@@ -524,13 +524,14 @@ func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
 	}
 }
 
-// newGateBound is newGate with policy server's URL replaced by url (the upstreams still run).
-func newGateBound(t *testing.T, server, url string) *gate {
+// newGateBound is newGate with policy server's URL replaced by serverURL (the upstreams still
+// run).
+func newGateBound(t *testing.T, server, serverURL string) *gate {
 	t.Helper()
 	return newGateWith(t, func(cfg *gateconfig.Config) {
 		for i := range cfg.Policy.Servers {
 			if cfg.Policy.Servers[i].Name == server {
-				cfg.Policy.Servers[i].URL = url
+				cfg.Policy.Servers[i].URL = serverURL
 			}
 		}
 	})
