@@ -167,7 +167,8 @@ func redirectStatus(s int) bool { return s >= 300 && s < 400 }
 // redirected is the FAILED outcome of a call the upstream answered with a redirect: a
 // synthesized isError result carrying ef.EFUpstreamRedirect in _meta.
 func redirected(status int) sink.InvokeResult {
-	text := fmt.Sprintf("%s: the upstream answered the call with HTTP %d, a redirect; actgate contacts only the authorised destination, so the call ran nowhere", ef.EFUpstreamRedirect, status)
+	text := fmt.Sprintf("%s: the upstream answered the call with HTTP %d, a redirect; "+
+		"actgate contacts only the authorised destination, so the call ran nowhere", ef.EFUpstreamRedirect, status)
 	raw, _ := json.Marshal(struct {
 		Content []textBlock       `json:"content"`
 		IsError bool              `json:"isError"`
