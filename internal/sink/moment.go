@@ -360,7 +360,8 @@ func (t *momentTable) list() []*moment {
 }
 
 // momentLimitMessage is what the agent is told when a pending-moment limit refuses a moment.
-const momentLimitMessage = "Too many binding moments are pending for this agent or session; wait until the principals resolve them (or they expire). Nothing was registered or invoked."
+const momentLimitMessage = "Too many binding moments are pending for this agent or session; " +
+	"wait until the principals resolve them (or they expire). Nothing was registered or invoked."
 
 // momentLimit refuses an escalated call whose moment a pending-moment limit refused.
 func (g *gate) momentLimit(cl *callState, m *moment, err error) Result {
