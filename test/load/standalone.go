@@ -33,6 +33,14 @@ agent:
   trustDeclaredProvenance: true
   # The suite's agent connects without a token (docs/security.md: agent authentication).
   authentication: none
+# The mix raises escalations faster than it resolves them, from one agent over many sessions:
+# the caps that bound what an agent can make the gate hold are set to their maximum here, so
+# the run measures the sink, not the caps (TestStandaloneServe tests the caps).
+limits:
+  sessions: 100000
+  sessionsPerAgent: 100000
+  pendingMomentsPerAgent: 100000
+  pendingMomentsPerSession: 100000
 principals:
 - name: alice
 upstreams:
