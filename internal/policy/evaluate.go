@@ -28,6 +28,8 @@ type state struct {
 	// escalatedBy is set when a provenance rule escalated the call (the role is then
 	// HumanAuthorization whatever the rule's own role).
 	escalatedBy bool
+	// trace, when set (Explain), is told the result of each check as it runs.
+	trace func(i int, st *state, code ef.EFCode, message string, failed bool)
 }
 
 // check is one link of the evaluation chain (the cert-manager policies.Func shape): it either
@@ -39,8 +41,12 @@ type check func(st *state) (code ef.EFCode, message string, failed bool)
 type chain []check
 
 func (ch chain) evaluate(st *state) (ef.EFCode, string, bool) {
-	for _, c := range ch {
-		if code, msg, failed := c(st); failed {
+	for i, c := range ch {
+		code, msg, failed := c(st)
+		if st.trace != nil {
+			st.trace(i, st, code, msg, failed)
+		}
+		if failed {
 			return code, msg, true
 		}
 	}
@@ -329,7 +335,12 @@ func (c *Compiled) match(server, tool string) *rule {
 // In mode Audit the Enforce decision is computed and then reported, not applied: Outcome is
 // Allow, Audit is true, AuditOutcome, Code and Message say what Enforce would have done, and
 // WouldDeny is true when that was Deny or Escalate.
-func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
+func (c *Compiled) Evaluate(ctx context.Context, r Request) Decision {
+	return c.evaluate(ctx, r, nil)
+}
+
+// evaluate is Evaluate, telling trace (when not nil) the result of each check of the chain.
+func (c *Compiled) evaluate(ctx context.Context, r Request, trace func(int, *state, ef.EFCode, string, bool)) (d Decision) {
 	if c == nil {
 		return Decision{Outcome: OutcomeDeny, Code: ef.EFPolicyDenied, Message: "no policy governs this call"}
 	}
@@ -343,7 +354,7 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d = c.enforce(ctx, r)
+	d = c.enforce(ctx, r, trace)
 	if c.audit {
 		d.Audit = true
 		d.AuditOutcome = d.Outcome
@@ -353,8 +364,8 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	return d
 }
 
-func (c *Compiled) enforce(ctx context.Context, r Request) Decision {
-	st := state{ctx: ctx, c: c, req: r}
+func (c *Compiled) enforce(ctx context.Context, r Request, trace func(int, *state, ef.EFCode, string, bool)) Decision {
+	st := state{ctx: ctx, c: c, req: r, trace: trace}
 	code, msg, failed := c.chain.evaluate(&st)
 	d := Decision{Policy: c.name, Epoch: c.epoch, Class: st.class}
 	if st.rule != nil {
