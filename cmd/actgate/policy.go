@@ -98,7 +98,7 @@ func runPolicyTests(ctx context.Context, out io.Writer, files []string) error {
 	var problems []string
 	total, failed := 0, 0
 	for _, file := range files {
-		data, err := readBounded(file, maxTestFileBytes)
+		data, err := readTestFile(file)
 		if err != nil {
 			return usageError("%v", err)
 		}
@@ -186,7 +186,7 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 				if caseName == "" || ref.ToolPolicy != "" || ref.GateConfig != "" {
 					return usageError("--test needs --case NAME and no --tool-policy or --gate-config")
 				}
-				data, err := readBounded(testFile, maxTestFileBytes)
+				data, err := readTestFile(testFile)
 				if err != nil {
 					return usageError("%v", err)
 				}
@@ -247,6 +247,17 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 	f.StringVar(&call.Agent, "agent", "", "the initiating agent identity")
 	f.StringVar(&call.Destination, "destination", "", "the live destination (default the server's URL)")
 	return cmd
+}
+
+// readTestFile reads at most one byte more than a test file may hold, so that parseTestFile
+// refuses a larger one with its code.
+func readTestFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxTestFileBytes+1))
 }
 
 // overrideCall sets in c every field given in flags.
