@@ -28,9 +28,10 @@ type state struct {
 	// escalatedBy is set when a provenance rule escalated the call (the role is then
 	// HumanAuthorization whatever the rule's own role).
 	escalatedBy bool
-	// trace, when set (Explain), is told the result of each check as it runs.
-	trace func(i int, st *state, code ef.EFCode, message string, failed bool)
 }
+
+// traceFunc, when given (Explain), is told the result of each check of the chain as it runs.
+type traceFunc func(i int, st *state, code ef.EFCode, message string, failed bool)
 
 // check is one link of the evaluation chain (the cert-manager policies.Func shape): it either
 // records what it established in st, or fails with an EF code and a message safe to show the
@@ -40,11 +41,11 @@ type check func(st *state) (code ef.EFCode, message string, failed bool)
 // chain is an ordered list of checks; evaluate stops at the first that fails.
 type chain []check
 
-func (ch chain) evaluate(st *state) (ef.EFCode, string, bool) {
+func (ch chain) evaluate(st *state, trace traceFunc) (ef.EFCode, string, bool) {
 	for i, c := range ch {
 		code, msg, failed := c(st)
-		if st.trace != nil {
-			st.trace(i, st, code, msg, failed)
+		if trace != nil {
+			trace(i, st, code, msg, failed)
 		}
 		if failed {
 			return code, msg, true
@@ -340,7 +341,7 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) Decision {
 }
 
 // evaluate is Evaluate, telling trace (when not nil) the result of each check of the chain.
-func (c *Compiled) evaluate(ctx context.Context, r Request, trace func(int, *state, ef.EFCode, string, bool)) (d Decision) {
+func (c *Compiled) evaluate(ctx context.Context, r Request, trace traceFunc) (d Decision) {
 	if c == nil {
 		return Decision{Outcome: OutcomeDeny, Code: ef.EFPolicyDenied, Message: "no policy governs this call"}
 	}
@@ -364,9 +365,9 @@ func (c *Compiled) evaluate(ctx context.Context, r Request, trace func(int, *sta
 	return d
 }
 
-func (c *Compiled) enforce(ctx context.Context, r Request, trace func(int, *state, ef.EFCode, string, bool)) Decision {
-	st := state{ctx: ctx, c: c, req: r, trace: trace}
-	code, msg, failed := c.chain.evaluate(&st)
+func (c *Compiled) enforce(ctx context.Context, r Request, trace traceFunc) Decision {
+	st := state{ctx: ctx, c: c, req: r}
+	code, msg, failed := c.chain.evaluate(&st, trace)
 	d := Decision{Policy: c.name, Epoch: c.epoch, Class: st.class}
 	if st.rule != nil {
 		d.Rule = st.rule.name
