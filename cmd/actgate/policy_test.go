@@ -322,3 +322,31 @@ func TestPolicyExplain(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// A policy in mode Audit is tested on what enforcement would decide, and the table says so.
+func TestPolicyTestAuditMode(t *testing.T) {
+	dir := t.TempDir()
+	pol, err := os.ReadFile("../../config/samples/actgate_v1alpha1_toolpolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := strings.Replace(string(pol), "mode: Enforce", "mode: Audit", 1)
+	if audit == string(pol) {
+		t.Fatal("the sample's mode moved; update this test")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(audit), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(testHead, "$SAMPLE", "p.yaml", 1) + `cases:
+- name: over the cap
+  call: {tool: send_payment, arguments: {amount: 99999}}
+  expect: {decision: deny, code: EF_POLICY_DENIED}
+`
+	if err := os.WriteFile(filepath.Join(dir, "t.yaml"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("policy", "test", filepath.Join(dir, "t.yaml"))
+	if code != exitOK || !strings.Contains(out, "deny EF_POLICY_DENIED (audit)") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
