@@ -64,6 +64,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newResolveCmd(s),
 		newConsoleCmd(s),
 		newSidecarCmd(s),
+		newPolicyCmd(s),
 	)
 	return root
 }

@@ -30,6 +30,9 @@ type state struct {
 	escalatedBy bool
 }
 
+// traceFunc, when given (Explain), is told the result of each check of the chain as it runs.
+type traceFunc func(i int, st *state, code ef.EFCode, message string, failed bool)
+
 // check is one link of the evaluation chain (the cert-manager policies.Func shape): it either
 // records what it established in st, or fails with an EF code and a message safe to show the
 // agent. A check never panics and never performs I/O.
@@ -38,9 +41,13 @@ type check func(st *state) (code ef.EFCode, message string, failed bool)
 // chain is an ordered list of checks; evaluate stops at the first that fails.
 type chain []check
 
-func (ch chain) evaluate(st *state) (ef.EFCode, string, bool) {
-	for _, c := range ch {
-		if code, msg, failed := c(st); failed {
+func (ch chain) evaluate(st *state, trace traceFunc) (ef.EFCode, string, bool) {
+	for i, c := range ch {
+		code, msg, failed := c(st)
+		if trace != nil {
+			trace(i, st, code, msg, failed)
+		}
+		if failed {
 			return code, msg, true
 		}
 	}
@@ -332,7 +339,12 @@ func (c *Compiled) match(server, tool string) *rule {
 // In mode Audit the Enforce decision is computed and then reported, not applied: Outcome is
 // Allow, Audit is true, AuditOutcome, Code and Message say what Enforce would have done, and
 // WouldDeny is true when that was Deny or Escalate.
-func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
+func (c *Compiled) Evaluate(ctx context.Context, r Request) Decision {
+	return c.evaluate(ctx, r, nil)
+}
+
+// evaluate is Evaluate, telling trace (when not nil) the result of each check of the chain.
+func (c *Compiled) evaluate(ctx context.Context, r Request, trace traceFunc) (d Decision) {
 	if c == nil {
 		return Decision{Outcome: OutcomeDeny, Code: ef.EFPolicyDenied, Message: "no policy governs this call"}
 	}
@@ -346,7 +358,7 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d = c.enforce(ctx, r)
+	d = c.enforce(ctx, r, trace)
 	if c.audit {
 		d.Audit = true
 		d.AuditOutcome = d.Outcome
@@ -356,9 +368,9 @@ func (c *Compiled) Evaluate(ctx context.Context, r Request) (d Decision) {
 	return d
 }
 
-func (c *Compiled) enforce(ctx context.Context, r Request) Decision {
+func (c *Compiled) enforce(ctx context.Context, r Request, trace traceFunc) Decision {
 	st := state{ctx: ctx, c: c, req: r}
-	code, msg, failed := c.chain.evaluate(&st)
+	code, msg, failed := c.chain.evaluate(&st, trace)
 	d := Decision{Policy: c.name, Epoch: c.epoch, Class: st.class}
 	if st.rule != nil {
 		d.Rule = st.rule.name

@@ -1,0 +1,569 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/policy"
+	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/strictyaml"
+)
+
+// The policy test file format (docs/api.md "Policy test files").
+const (
+	policyTestAPIVersion = "cli.actgate.io/v1alpha1"
+	policyTestKind       = "PolicyTest"
+)
+
+// Bounds of a policy test file and of one run.
+const (
+	maxTestFileBytes = 1 << 20
+	maxTestCases     = 1000
+	maxTestFiles     = 256
+	maxTestNameLen   = 200
+)
+
+// Stable codes of `actgate policy test` and `actgate policy explain` (docs/api.md "Policy
+// test files"). Each stderr line begins with one.
+const (
+	// codeTestFileInvalid: the test file is not one strict YAML mapping of the format (unknown
+	// or case-differing field, duplicate key, several documents, wrong apiVersion or kind, no
+	// cases, too large).
+	codeTestFileInvalid = "POLICYTEST_FILE_INVALID"
+	// codeTestCaseInvalid: a case is malformed (no or duplicate name, no tool, server or agent,
+	// an unknown decision, provenance or EF code, a deny without its code, principals on a
+	// decision other than escalate, arguments that are not an object).
+	codeTestCaseInvalid = "POLICYTEST_CASE_INVALID"
+	// codeTestPolicyInvalid: the policy the file names is missing, unreadable, not a
+	// ToolPolicy or gate configuration, or does not compile; or the file names none or both.
+	codeTestPolicyInvalid = "POLICYTEST_POLICY_INVALID"
+	// codeTestNoFiles: the directory holds no *.yaml or *.yml file, or more than maxTestFiles.
+	codeTestNoFiles = "POLICYTEST_NO_FILES"
+	// codeTestFailed: at least one case's decision differs from its expectation.
+	codeTestFailed = "POLICYTEST_FAILED"
+)
+
+// testFile is one policy test file.
+type testFile struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Name names the test in the output; default the file name.
+	Name   string        `json:"name,omitempty"`
+	Policy testPolicyRef `json:"policy"`
+	// Defaults fill the fields a case's call leaves empty.
+	Defaults testDefaults `json:"defaults,omitempty"`
+	Cases    []testCase   `json:"cases"`
+}
+
+// testPolicyRef names the policy under test: exactly one of a ToolPolicy file (a whole object
+// or a bare spec) and a standalone gate configuration, whose policy is tested. Relative paths
+// are resolved against the test file's directory.
+type testPolicyRef struct {
+	ToolPolicy string `json:"toolPolicy,omitempty"`
+	GateConfig string `json:"gateConfig,omitempty"`
+}
+
+type testDefaults struct {
+	Server      string `json:"server,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	Provenance  string `json:"provenance,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+}
+
+type testCase struct {
+	Name   string     `json:"name"`
+	Call   testCall   `json:"call"`
+	Expect testExpect `json:"expect"`
+}
+
+// testCall is one tool call as the gate would see it.
+type testCall struct {
+	Server string `json:"server,omitempty"`
+	// Destination is the live destination; default the server's URL in the policy.
+	Destination string `json:"destination,omitempty"`
+	Tool        string `json:"tool"`
+	// Arguments is the argument object; default {}.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Provenance is user, system, retrieval, tool_output or unknown; default unknown.
+	Provenance string `json:"provenance,omitempty"`
+	Agent      string `json:"agent,omitempty"`
+}
+
+type testExpect struct {
+	// Decision is allow, permit, escalate or deny.
+	Decision string `json:"decision"`
+	// Code is the EF code: required for deny; for escalate it may only be
+	// EF_ESCALATION_REQUIRED.
+	Code string `json:"code,omitempty"`
+	// Rule, when set, is the governing rule's name ("" when no rule may match).
+	Rule *string `json:"rule,omitempty"`
+	// Class, when set, is the effective consequence class.
+	Class string `json:"class,omitempty"`
+	// Principals, when set (escalate only), are the principals who may resolve the moment,
+	// in any order.
+	Principals []string `json:"principals,omitempty"`
+	// MinPrincipals, when set (escalate only), is how many distinct principals must decide.
+	MinPrincipals *int `json:"minPrincipals,omitempty"`
+}
+
+// testError is a problem with a test file or a case, with its stable code.
+type testError struct {
+	code   string
+	file   string
+	detail string
+}
+
+func (e *testError) Error() string {
+	if e.file == "" {
+		return e.code + " " + e.detail
+	}
+	return e.code + " " + e.file + ": " + e.detail
+}
+
+func testErr(code, file, format string, args ...any) *testError {
+	return &testError{code: code, file: file, detail: fmt.Sprintf(format, args...)}
+}
+
+// oneLineText keeps a parser's message on one stderr line.
+func oneLineText(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+}
+
+// parseTestFile decodes and checks a policy test file strictly: one YAML mapping, no duplicate
+// keys, no unknown or case-differing fields, every case well formed. Defaults are applied.
+// It never reads the policy (see loadTestPolicy).
+func parseTestFile(data []byte, file string) (*testFile, error) {
+	if len(data) > maxTestFileBytes {
+		return nil, testErr(codeTestFileInvalid, file, "larger than %d bytes", maxTestFileBytes)
+	}
+	j, err := strictyaml.MappingJSON(data)
+	if err != nil {
+		return nil, testErr(codeTestFileInvalid, file, "%s", oneLineText(err.Error()))
+	}
+	var tf testFile
+	if err := strictyaml.Unmarshal(j, &tf); err != nil {
+		return nil, testErr(codeTestFileInvalid, file, "%s", oneLineText(err.Error()))
+	}
+	switch {
+	case tf.APIVersion != policyTestAPIVersion || tf.Kind != policyTestKind:
+		return nil, testErr(codeTestFileInvalid, file, "apiVersion/kind must be %s/%s", policyTestAPIVersion, policyTestKind)
+	case len(tf.Name) > maxTestNameLen:
+		return nil, testErr(codeTestFileInvalid, file, "name: longer than %d bytes", maxTestNameLen)
+	case len(tf.Cases) == 0:
+		return nil, testErr(codeTestFileInvalid, file, "cases: at least one case")
+	case len(tf.Cases) > maxTestCases:
+		return nil, testErr(codeTestFileInvalid, file, "cases: at most %d", maxTestCases)
+	case (tf.Policy.ToolPolicy == "") == (tf.Policy.GateConfig == ""):
+		return nil, testErr(codeTestPolicyInvalid, file, "policy: name exactly one of toolPolicy and gateConfig")
+	}
+	if tf.Name == "" {
+		tf.Name = filepath.Base(file)
+	}
+	if err := checkProvenance(tf.Defaults.Provenance); err != nil {
+		return nil, testErr(codeTestCaseInvalid, file, "defaults.provenance: %v", err)
+	}
+	seen := map[string]bool{}
+	for i := range tf.Cases {
+		c := &tf.Cases[i]
+		f := fmt.Sprintf("cases[%d]", i)
+		if c.Name == "" || len(c.Name) > maxTestNameLen {
+			return nil, testErr(codeTestCaseInvalid, file, "%s.name: required, at most %d bytes", f, maxTestNameLen)
+		}
+		if seen[c.Name] {
+			return nil, testErr(codeTestCaseInvalid, file, "%s.name: duplicate case name %q", f, c.Name)
+		}
+		seen[c.Name] = true
+		applyDefaults(&c.Call, tf.Defaults)
+		if err := checkCall(&c.Call); err != nil {
+			return nil, testErr(codeTestCaseInvalid, file, "%s (%s).call.%v", f, c.Name, err)
+		}
+		if err := checkExpect(&c.Expect); err != nil {
+			return nil, testErr(codeTestCaseInvalid, file, "%s (%s).expect.%v", f, c.Name, err)
+		}
+	}
+	return &tf, nil
+}
+
+func applyDefaults(c *testCall, d testDefaults) {
+	if c.Server == "" {
+		c.Server = d.Server
+	}
+	if c.Destination == "" {
+		c.Destination = d.Destination
+	}
+	if c.Provenance == "" {
+		c.Provenance = d.Provenance
+	}
+	if c.Agent == "" {
+		c.Agent = d.Agent
+	}
+	if len(c.Arguments) == 0 {
+		c.Arguments = json.RawMessage(`{}`)
+	}
+}
+
+func checkProvenance(p string) error {
+	switch p {
+	case "", "unknown", "user", "system", "retrieval", "tool_output":
+		return nil
+	}
+	return fmt.Errorf("%q is not user, system, retrieval, tool_output or unknown", p)
+}
+
+func checkCall(c *testCall) error {
+	switch {
+	case c.Server == "":
+		return errors.New("server: required (here or in defaults)")
+	case c.Tool == "":
+		return errors.New("tool: required")
+	case c.Agent == "":
+		return errors.New("agent: required (here or in defaults)")
+	}
+	if err := checkProvenance(c.Provenance); err != nil {
+		return fmt.Errorf("provenance: %v", err)
+	}
+	if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || a[0] != '{' {
+		return errors.New("arguments: must be an object")
+	}
+	return nil
+}
+
+// decisions maps a test file's decision to the gate's policy outcome.
+var decisions = map[string]sink.PolicyOutcome{
+	"allow":    sink.PolicyAllow,
+	"permit":   sink.PolicyPermit,
+	"escalate": sink.PolicyEscalate,
+	"deny":     sink.PolicyDeny,
+}
+
+func checkExpect(e *testExpect) error {
+	o, ok := decisions[e.Decision]
+	if !ok {
+		return fmt.Errorf("decision: %q is not allow, permit, escalate or deny", e.Decision)
+	}
+	if e.Code != "" && !ef.EFCode(e.Code).Known() {
+		return fmt.Errorf("code: %q is not an EF code", e.Code)
+	}
+	switch o {
+	case sink.PolicyDeny:
+		if e.Code == "" {
+			return errors.New("code: required for deny")
+		}
+		if e.Code == string(ef.EFEscalationRequired) {
+			return errors.New("code: EF_ESCALATION_REQUIRED is decision escalate")
+		}
+	case sink.PolicyEscalate:
+		if e.Code != "" && e.Code != string(ef.EFEscalationRequired) {
+			return errors.New("code: an escalation's code is EF_ESCALATION_REQUIRED")
+		}
+	default:
+		if e.Code != "" {
+			return fmt.Errorf("code: decision %s has no code", e.Decision)
+		}
+	}
+	if o != sink.PolicyEscalate && (e.Principals != nil || e.MinPrincipals != nil) {
+		return errors.New("principals, minPrincipals: only for decision escalate")
+	}
+	if e.Class != "" && !act.ConsequenceClass(e.Class).Valid() {
+		return fmt.Errorf("class: %q is not a consequence class", e.Class)
+	}
+	return nil
+}
+
+// testPolicy is a compiled policy under test with what the gate serving it would put in an
+// act.
+type testPolicy struct {
+	compiled *policy.Compiled
+	eval     sink.PolicyEvaluator
+	sinkID   string
+	source   string // the file it came from
+}
+
+// loadTestPolicy reads and compiles the policy a test file (or explain's flags) names, the way
+// its server does: a gate configuration through gateconfig (as `actgate serve`), a ToolPolicy
+// under its namespace/name at epoch 1 (as the authority service and the sidecars). The gate
+// evaluates it through sink.CompiledPolicy, so the tests do too.
+func loadTestPolicy(ref testPolicyRef, dir string) (*testPolicy, error) {
+	resolve := func(p string) string {
+		if filepath.IsAbs(p) || dir == "" {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	if ref.GateConfig != "" {
+		path := resolve(ref.GateConfig)
+		cfg, err := gateconfig.Load(path)
+		if err != nil {
+			return nil, testErr(codeTestPolicyInvalid, "", "%s", oneLineText(err.Error()))
+		}
+		c, err := cfg.Compile()
+		if err != nil {
+			return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+		}
+		return &testPolicy{compiled: c, eval: sink.CompiledPolicy(c), sinkID: cfg.SinkID, source: path}, nil
+	}
+	path := resolve(ref.ToolPolicy)
+	data, err := readBounded(path, policy.MaxFileBytes)
+	if err != nil {
+		return nil, testErr(codeTestPolicyInvalid, "", "%s", oneLineText(err.Error()))
+	}
+	spec, err := policy.ParseSpec(data)
+	if err != nil {
+		return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+	}
+	c, err := policy.Compile(toolPolicyName(data), spec, 1)
+	if err != nil {
+		return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+	}
+	sinkID := testSinkID
+	if spec.Sink != nil && spec.Sink.ID != "" {
+		sinkID = spec.Sink.ID
+	}
+	return &testPolicy{compiled: c, eval: sink.CompiledPolicy(c), sinkID: sinkID, source: path}, nil
+}
+
+// testSinkID is the sink id in the acts of a ToolPolicy test whose policy leaves the sink id to
+// each sink. No decision depends on it.
+const testSinkID = "actgate-policy-test"
+
+// toolPolicyName is namespace/name of a whole ToolPolicy object (namespace "default" when
+// omitted), or "policy" for a bare spec. ParseSpec has already checked the document.
+func toolPolicyName(data []byte) string {
+	j, err := strictyaml.MappingJSON(data)
+	if err != nil {
+		return "policy"
+	}
+	var probe struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(j, &probe); err != nil || probe.Metadata.Name == "" {
+		return "policy"
+	}
+	ns := probe.Metadata.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + probe.Metadata.Name
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+// testCallResult is what the gate decides for one call.
+type testCallResult struct {
+	dec sink.PolicyDecision
+	// steps are the chain's checks as policy.Explain ran them; nil when the call did not reach
+	// policy.
+	steps []policy.Step
+	// mapping is set when the gate refuses the call before policy, because it does not map to
+	// an act (the gate's EF_ACT_INVALID).
+	mapping string
+}
+
+// decide runs a call through what the gate runs: the call is mapped to an act as the gate
+// maps it (act.NewCandidate, so the arguments are canonicalized and the class and strictness
+// are the mapper's), then evaluated by the sink's PolicyEvaluator for the compiled policy.
+// Explain runs the same chain once more for the per-check report; the two decisions must agree.
+func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, error) {
+	dest := c.Destination
+	if dest == "" {
+		dest = c.Server // a declared server's name stands for its URL
+		for _, s := range tp.compiled.Servers() {
+			if s.Name == c.Server {
+				dest = s.URL
+			}
+		}
+	}
+	prov := c.Provenance
+	if prov == "unknown" {
+		prov = ""
+	}
+	ids, err := testIDIssuer()
+	if err != nil {
+		return testCallResult{}, err
+	}
+	cand, err := act.NewCandidate(act.Input{Vendor: act.VendorMCP, VendorID: "1", ToolName: c.Tool, Arguments: c.Arguments},
+		act.MappingContext{
+			SessionID:   "policy-test",
+			Principal:   act.Principal{PrincipalID: c.Agent},
+			Agent:       act.Agent{AgentID: c.Agent},
+			Server:      act.ServerIdentity{Name: c.Server, URL: dest},
+			Destination: dest,
+			SinkID:      tp.sinkID,
+			Provenance:  actSource(prov),
+			Now:         time.Now,
+			TTL:         time.Minute,
+			IDs:         ids,
+		})
+	if err != nil {
+		code := "unknown"
+		if ac, ok := act.CodeOf(err); ok {
+			code = string(ac)
+		}
+		return testCallResult{
+			dec:     sink.PolicyDecision{Outcome: sink.PolicyDeny, Code: ef.EFActInvalid, Message: "the call does not map to an act (" + code + ")"},
+			mapping: code,
+		}, nil
+	}
+	pr := sink.PolicyRequest{
+		Server:      c.Server,
+		Destination: dest,
+		Tool:        c.Tool,
+		Args:        cand.Arguments,
+		Class:       cand.Act.ConsequenceClass,
+		Provenance:  prov,
+		Agent:       c.Agent,
+		StrictArgs:  cand.Strict(),
+	}
+	dec := tp.eval.Evaluate(ctx, pr)
+	pd, steps := tp.compiled.Explain(ctx, policy.Request{
+		Server: pr.Server, Destination: pr.Destination, Tool: pr.Tool, Args: pr.Args,
+		Class: pr.Class, Provenance: pr.Provenance, Agent: pr.Agent, StrictArgs: pr.StrictArgs,
+	})
+	outcome := pd.Outcome
+	if pd.Audit {
+		outcome = pd.AuditOutcome
+	}
+	if sink.PolicyOutcome(outcome) != dec.Outcome || pd.Code != dec.Code || pd.Rule != dec.Rule {
+		return testCallResult{}, fmt.Errorf("explain decided %s %s (rule %q), the gate %s %s (rule %q)", outcome, pd.Code, pd.Rule, dec.Outcome, dec.Code, dec.Rule)
+	}
+	return testCallResult{dec: dec, steps: steps}, nil
+}
+
+// actSource is the act's source type for a provenance, as the gate maps it.
+func actSource(p string) act.SourceType {
+	switch p {
+	case "user", "system":
+		return act.SourceUser
+	case "retrieval":
+		return act.SourceRetrieval
+	case "tool_output":
+		return act.SourceTool
+	}
+	return act.SourceUnknown
+}
+
+func testIDIssuer() (*act.IDIssuer, error) {
+	key := make([]byte, act.MinIDKeyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	return act.NewIDIssuer(key, nil)
+}
+
+// decidedBy names what decided a call: the governing rule, and for a deny the check that
+// refused it.
+func (r testCallResult) decidedBy() string {
+	rule := r.dec.Rule
+	if rule == "" {
+		rule = "-"
+	}
+	if r.mapping != "" {
+		return "- (act mapping)"
+	}
+	for _, s := range r.steps {
+		if s.Result == policy.StepFailed {
+			return rule + " (" + s.Check + ")"
+		}
+	}
+	return rule
+}
+
+// describe renders a decision for the table: "allow", "permit", "deny EF_…",
+// "escalate [alice] min 1"; "(audit)" marks a policy in mode Audit, whose decision is what
+// enforcement would do.
+func describe(d sink.PolicyDecision) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(string(d.Outcome)))
+	switch d.Outcome {
+	case sink.PolicyDeny:
+		b.WriteString(" " + string(d.Code))
+	case sink.PolicyEscalate:
+		ps := slices.Clone(d.Evidence.Principals)
+		slices.Sort(ps)
+		fmt.Fprintf(&b, " [%s] min %d", strings.Join(ps, ","), max(d.Evidence.MinPrincipals, 1))
+	}
+	if d.Audit {
+		b.WriteString(" (audit)")
+	}
+	return b.String()
+}
+
+func describeExpect(e testExpect) string {
+	var b strings.Builder
+	b.WriteString(e.Decision)
+	if e.Code != "" && e.Decision == "deny" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.Principals != nil {
+		ps := slices.Clone(e.Principals)
+		slices.Sort(ps)
+		fmt.Fprintf(&b, " [%s]", strings.Join(ps, ","))
+	}
+	if e.MinPrincipals != nil {
+		fmt.Fprintf(&b, " min %d", *e.MinPrincipals)
+	}
+	return b.String()
+}
+
+// mismatch says how d differs from e, "" when it meets it.
+func mismatch(e testExpect, d sink.PolicyDecision) string {
+	var why []string
+	if decisions[e.Decision] != d.Outcome {
+		why = append(why, "decision "+strings.ToLower(string(d.Outcome)))
+	}
+	if e.Code != "" && ef.EFCode(e.Code) != d.Code {
+		why = append(why, "code "+string(d.Code))
+	}
+	if e.Rule != nil && *e.Rule != d.Rule {
+		why = append(why, fmt.Sprintf("rule %q", d.Rule))
+	}
+	if e.Class != "" && act.ConsequenceClass(e.Class) != d.Class {
+		why = append(why, "class "+string(d.Class))
+	}
+	if d.Outcome == sink.PolicyEscalate {
+		if e.Principals != nil {
+			want, got := slices.Clone(e.Principals), slices.Clone(d.Evidence.Principals)
+			slices.Sort(want)
+			slices.Sort(got)
+			if !slices.Equal(want, got) {
+				why = append(why, "principals ["+strings.Join(got, ",")+"]")
+			}
+		}
+		if e.MinPrincipals != nil && *e.MinPrincipals != max(d.Evidence.MinPrincipals, 1) {
+			why = append(why, fmt.Sprintf("minPrincipals %d", max(d.Evidence.MinPrincipals, 1)))
+		}
+	}
+	return strings.Join(why, ", ")
+}
