@@ -132,7 +132,9 @@ func runPolicyTests(ctx context.Context, out io.Writer, files []string) error {
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, c.Name, describeExpect(c.Expect), describe(res.dec), res.decidedBy(), result)
 		}
-		tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "%d of %d cases passed in %d file(s)", total-failed, total, len(files)-len(problems))
@@ -230,8 +232,7 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 			if err != nil {
 				return fail(exitRejected, err.Error())
 			}
-			writeExplanation(s.out, tp, call, res)
-			return nil
+			return writeExplanation(s.out, tp, call, res)
 		},
 	}
 	f := cmd.Flags()
@@ -272,7 +273,7 @@ func overrideCall(c *testCall, flags testCall) {
 	}
 }
 
-func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallResult) {
+func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallResult) error {
 	mode := "Enforce"
 	if tp.compiled.Audit() {
 		mode = "Audit"
@@ -300,7 +301,9 @@ func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallRes
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, st.Check, st.Result, established(prev, st), detail)
 		prev = st
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "\ndecision: %s", describe(res.dec))
 	if res.dec.Rule != "" {
 		fmt.Fprintf(out, " (rule %s", res.dec.Rule)
@@ -313,6 +316,7 @@ func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallRes
 	if res.dec.Message != "" {
 		fmt.Fprintf(out, "message: %s\n", res.dec.Message)
 	}
+	return nil
 }
 
 // established renders what a step established beyond the step before it, "-" when nothing.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,7 +43,7 @@ func TestPolicyTestAgreesWithTheGate(t *testing.T) {
 				t.Fatalf("policy test: %s", why)
 			}
 			before := g.up.Count(c.Call.Tool)
-			params := &mcp.CallToolParams{Name: c.Call.Tool, Arguments: json.RawMessage(c.Call.Arguments)}
+			params := &mcp.CallToolParams{Name: c.Call.Tool, Arguments: c.Call.Arguments}
 			if p := c.Call.Provenance; p != "" {
 				params.Meta = mcp.Meta{mcpproxy.MetaProvenance: p}
 			}
