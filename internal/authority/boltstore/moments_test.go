@@ -169,3 +169,24 @@ func FuzzStoredMoment(f *testing.F) {
 		}
 	})
 }
+
+// TestMomentsThroughTheSocket: in shared mode a client stores and loads moments through the
+// owner, and a refusal arrives as unavailable.
+func TestMomentsThroughTheSocket(t *testing.T) {
+	f := newFixture(t)
+	owner := f.open(t, shared)
+	cli := f.open(t, shared)
+	if err := cli.PutMoment(ctx, momentN(1, t0.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.PutMoment(ctx, Moment{ID: "bm-1"}); !errors.Is(err, authority.ErrStoreUnavailable) {
+		t.Fatalf("bad moment via client: %v", err)
+	}
+	got, err := owner.LoadMoments(ctx, t0)
+	if err != nil || len(got) != 1 || got[0].ID != momentN(1, t0).ID || !got[0].Settled.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("owner reads %+v %v", got, err)
+	}
+	if got, err := cli.LoadMoments(ctx, t0.Add(2*time.Hour)); err != nil || len(got) != 0 {
+		t.Fatalf("client retention: %+v %v", got, err)
+	}
+}
