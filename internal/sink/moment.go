@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 )
 
@@ -983,6 +984,9 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		d.Authorized = true
 		d.Expires = gr.expires.UTC().Format(time.RFC3339)
 	}
+	if gr != nil {
+		_ = failpoint.Inject(failpoint.MomentGranted)
+	}
 	if _, err := g.registry.Resolve(ctx, r, principal); err != nil {
 		// The registry refused the final record: the authority stays unconsumed and
 		// unreachable (no grant names it) until it expires.
@@ -1001,6 +1005,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	}
 	if gr != nil {
 		g.moments.addGrant(m, opt.actionDigest, *gr)
+		_ = failpoint.Inject(failpoint.MomentStored)
 	}
 	m.settled.Store(true)
 	g.moments.reopen(m.session, []string{opt.actionDigest})
@@ -1143,6 +1148,18 @@ func (g *gate) grantOption(ctx context.Context, m *moment, opt momentOption) (gr
 	}
 	b := g.bindingForOption(actID, opt, m.epoch)
 	a, err := g.issue(ctx, b, m.authorityTTL)
+	if errors.Is(err, authority.ErrAlreadyIssued) && m.carried {
+		// An authority id derives from its binding, so a restored moment resolved again after
+		// a crash between the issue and the stored resolution meets the authority issued
+		// then. No grant ever named that one, so nothing can consume it: the option is
+		// granted under an act id minted now for the moment's session instead.
+		id, idErr := g.ids.New(m.session)
+		if idErr != nil {
+			return grant{}, fmt.Errorf("sink: minting an act id: %w", idErr)
+		}
+		actID = id
+		a, err = g.issue(ctx, g.bindingForOption(actID, opt, m.epoch), m.authorityTTL)
+	}
 	if err != nil {
 		return grant{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.id, err)
 	}

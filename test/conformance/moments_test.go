@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/standalone"
@@ -33,8 +34,9 @@ type durableGate struct {
 	p       *testutil.ServeProcess
 }
 
-// startDurable starts the gate; edit, when not nil, rewrites the rendered configuration.
-func startDurable(t *testing.T, bin string, edit func(string) string) *durableGate {
+// startDurable starts the gate (with env added); edit, when not nil, rewrites the rendered
+// configuration.
+func startDurable(t *testing.T, bin string, edit func(string) string, env ...string) *durableGate {
 	t.Helper()
 	g := &durableGate{t: t, bin: bin, u: startUpstreams(t)}
 	dir := t.TempDir()
@@ -50,7 +52,7 @@ func startDurable(t *testing.T, bin string, edit func(string) string) *durableGa
 	if g.cfg, err = gateconfig.Load(g.cfgFile); err != nil {
 		t.Fatal(err)
 	}
-	g.p = startServe(t, bin, g.cfgFile, g.cfg)
+	g.p = startServe(t, bin, g.cfgFile, g.cfg, env...)
 	return g
 }
 
@@ -60,6 +62,13 @@ func (g *durableGate) killAndRestart() {
 	if err := g.p.Cmd.Process.Kill(); err != nil {
 		g.t.Fatal(err)
 	}
+	g.restartAfterCrash()
+}
+
+// restartAfterCrash waits for the gate to die by SIGKILL and starts it again, without
+// failpoint.
+func (g *durableGate) restartAfterCrash() {
+	g.t.Helper()
 	g.p.WaitKilled(g.t)
 	g.p = startServe(g.t, g.bin, g.cfgFile, g.cfg)
 	if !strings.Contains(g.p.Out.String(), "Restored binding moments") {
@@ -76,6 +85,16 @@ func (g *durableGate) pay() *mcp.ClientSession {
 // and answer.
 func (g *durableGate) resolve(principal, id, digest string, option int) (int, standalone.ResolveJSON, string) {
 	g.t.Helper()
+	st, rr, body, err := g.tryResolve(principal, id, digest, option)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return st, rr, body
+}
+
+// tryResolve is resolve, returning a transport error (the gate died before it answered).
+func (g *durableGate) tryResolve(principal, id, digest string, option int) (int, standalone.ResolveJSON, string, error) {
+	g.t.Helper()
 	tok, err := os.ReadFile(filepath.Join(g.cfg.DataDir, "principals", principal+".token"))
 	if err != nil {
 		g.t.Fatal(err)
@@ -86,13 +105,13 @@ func (g *durableGate) resolve(principal, id, digest string, option int) (int, st
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		g.t.Fatal(err)
+		return 0, standalone.ResolveJSON{}, "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var out standalone.ResolveJSON
 	_ = json.Unmarshal(b, &out)
-	return resp.StatusCode, out, string(b)
+	return resp.StatusCode, out, string(b), nil
 }
 
 // pendingIDs lists the moments pending for alice through the moments API.
@@ -201,6 +220,41 @@ func TestTG_MomentsSurviveCrash(t *testing.T) {
 		}
 		if st, rr, body := g.resolve("alice", id, digest, 0); st != http.StatusOK || rr.AuthorityID == "" {
 			t.Fatalf("resolve after restart: %d %s", st, body)
+		}
+		g.runsOnceThenRefused()
+	})
+
+	// The process dies inside the resolution, at the failpoints around its commit
+	// (internal/failpoint MomentGranted, MomentStored); the principal gets no answer.
+	t.Run("killed after the authority, before the resolution is stored", func(t *testing.T) {
+		g := startDurable(t, bin, nil, failpoint.EnvVar+"="+string(failpoint.MomentGranted))
+		id, digest := escalatePayout(t, g.pay())
+		if st, _, body, err := g.tryResolve("alice", id, digest, 0); err == nil {
+			t.Fatalf("the resolution was answered although the gate was killed: %d %s", st, body)
+		}
+		g.restartAfterCrash()
+		// Nothing was decided: the moment is pending, and the orphaned authority is unusable.
+		if ids := g.pendingIDs(); len(ids) != 1 || ids[0] != id {
+			t.Fatalf("pending after the crash: %v, want [%s]", ids, id)
+		}
+		if r := call(t, g.pay(), "payout_create", durablePayout, "user"); code(r) != string(ef.EFEscalationRequired) {
+			t.Fatalf("call before the resolution is stored: %+v", r.Meta)
+		}
+		if st, rr, body := g.resolve("alice", id, digest, 0); st != http.StatusOK || rr.AuthorityID == "" {
+			t.Fatalf("resolve after restart: %d %s", st, body)
+		}
+		g.runsOnceThenRefused()
+	})
+
+	t.Run("killed after the resolution is stored, before the answer", func(t *testing.T) {
+		g := startDurable(t, bin, nil, failpoint.EnvVar+"="+string(failpoint.MomentStored))
+		id, digest := escalatePayout(t, g.pay())
+		if st, _, body, err := g.tryResolve("alice", id, digest, 0); err == nil {
+			t.Fatalf("the resolution was answered although the gate was killed: %d %s", st, body)
+		}
+		g.restartAfterCrash()
+		if st, _, body := g.resolve("alice", id, digest, 0); st != http.StatusConflict {
+			t.Fatalf("the stored resolution is not final after restart: %d %s", st, body)
 		}
 		g.runsOnceThenRefused()
 	})
