@@ -274,6 +274,25 @@ func TestMomentStoreFailureFailsClosed(t *testing.T) {
 	if f.up.total() != 0 {
 		t.Fatal("invoked")
 	}
+	// After a restart the moment is pending (its resolution was never stored); resolving it
+	// again meets the authority issued the first time (its id derives from the binding) and
+	// grants the option under a new act id; the call runs once.
+	fail.Store(false)
+	f.restart()
+	if p := f.pending(); len(p) != 1 || p[0].ID != esc.Moment.ID {
+		t.Fatalf("pending after restart: %+v", p)
+	}
+	rr, err := f.resolve(esc.Moment, "alice", "option", 0, "")
+	if err != nil || rr.AuthorityID == "" {
+		t.Fatalf("resolution after restart: %+v %v", rr, err)
+	}
+	if r := f.handle(call("s2", "pay", "payout_create", payoutArgs)); !r.Invoked {
+		t.Fatalf("authorised call: %+v", r)
+	}
+	wantDeny(t, f.handle(call("s3", "pay", "payout_create", payoutArgs)), ef.EFEscalationRequired)
+	if n := f.up.count("payout_create"); n != 1 {
+		t.Fatalf("upstream ran %d times, want 1", n)
+	}
 }
 
 // A corrupt stored moment stops the gate from starting, with an error naming it.
