@@ -427,3 +427,36 @@ func FuzzDecodeMoment(f *testing.F) {
 		}
 	})
 }
+
+// A restored moment is continued by its own agent only: another agent's identical call, in
+// any session, neither finds its grant nor its pending escalation.
+func TestRestoredGrantIsTheAgentsOnly(t *testing.T) {
+	f := newDurableFixture(t, nil)
+	esc := f.escalatePayout("s1")
+	pending := f.handle(call("s1", "pay", "payout_create", `{"amount":9,"to":"acct-9"}`))
+	if _, err := f.resolve(esc.Moment, "alice", "option", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	other := call("s2", "pay", "payout_create", payoutArgs)
+	other.Agent = "agent-2"
+	r := f.handle(other)
+	wantDeny(t, r, ef.EFEscalationRequired)
+	if r.Moment == nil || r.Moment.ID == esc.Moment.ID {
+		t.Fatalf("another agent's call: %+v", r.Moment)
+	}
+	otherPending := call("s2", "pay", "payout_create", `{"amount":9,"to":"acct-9"}`)
+	otherPending.Agent = "agent-2"
+	if r := f.handle(otherPending); r.Moment == nil || r.Moment.ID == pending.Moment.ID {
+		t.Fatalf("another agent found the restored pending moment: %+v", r.Moment)
+	}
+	if f.up.total() != 0 {
+		t.Fatal("invoked for another agent")
+	}
+	if r := f.handle(call("s3", "pay", "payout_create", payoutArgs)); !r.Invoked {
+		t.Fatalf("the moment's agent: %+v", r)
+	}
+	if r := f.handle(call("s3", "pay", "payout_create", `{"amount":9,"to":"acct-9"}`)); r.Moment == nil || r.Moment.ID != pending.Moment.ID {
+		t.Fatalf("the moment's agent did not find its pending moment: %+v", r.Moment)
+	}
+}
