@@ -30,5 +30,10 @@
 //	               response has been read
 //	AfterInvoke    the upstream has answered; the outcome is not recorded
 //
+// and, for a binding moment's final option resolution in a sink with a MomentStore:
+//
+//	MomentGranted  the option's authority is issued (durable); the resolution is not stored
+//	MomentStored   the resolution and its grant are stored; the principal has no answer yet
+//
 // The call sites are single lines in internal/sink, internal/sidecar and internal/mcpproxy.
 package failpoint

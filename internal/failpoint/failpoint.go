@@ -14,10 +14,20 @@ const (
 	AfterInvoke   Point = "after-invoke"
 )
 
-// Points lists every point, in dispatch order.
+// Points lists every dispatch boundary, in dispatch order.
 func Points() []Point {
 	return []Point{BeforeConsume, AfterConsume, AfterPending, DuringInvoke, AfterInvoke}
 }
+
+// The boundaries of a binding moment's resolution in a sink with a MomentStore (package
+// documentation).
+const (
+	MomentGranted Point = "moment-granted"
+	MomentStored  Point = "moment-stored"
+)
+
+// MomentPoints lists the resolution boundaries, in order.
+func MomentPoints() []Point { return []Point{MomentGranted, MomentStored} }
 
 // EnvVar is the environment variable a failpoints build reads.
 const EnvVar = "ACTGATE_FAILPOINT"

@@ -10,7 +10,7 @@ func TestInjectIsOffWithoutTag(t *testing.T) {
 	if Enabled() {
 		t.Fatal("Enabled in a build without the failpoints tag")
 	}
-	for _, p := range Points() {
+	for _, p := range append(Points(), MomentPoints()...) {
 		t.Setenv(EnvVar, string(p)+"=error")
 		if err := Inject(p); err != nil {
 			t.Fatalf("Inject(%s) = %v", p, err)

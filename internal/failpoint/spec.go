@@ -35,7 +35,7 @@ func Parse(v string) (Spec, error) {
 	name, action, hasAction := strings.Cut(v, "=")
 	s := Spec{Point: Point(name), Action: ActionKill}
 	known := false
-	for _, p := range Points() {
+	for _, p := range append(Points(), MomentPoints()...) {
 		known = known || p == s.Point
 	}
 	if !known {

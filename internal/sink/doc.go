@@ -26,8 +26,15 @@
 //   - In audit mode (PolicyDecision.Audit) every call takes the hot path and what enforcement
 //     would refuse is recorded with its code (Result.AuditCode); audit mode is observation, never
 //     enforcement.
-//   - Moments, grants, declines and deliveries are held in memory: after a restart an
-//     outstanding moment or grant is gone and the call escalates again (fail closed).
+//   - With a MomentStore (Options.Moments; the embedded store in `actgate serve`) a moment's
+//     record, its votes, its resolution and its grants are stored (fsynced) before anyone is
+//     told of them, and New restores them: a moment resolved after a restart authorises exactly
+//     its option once, an expired one stays expired, votes count toward the quorum across
+//     restarts, and restored pending moments count against the pending-moment limits. A
+//     restored moment's session ended with the previous process, so its agent continues it
+//     (its pending escalation and its grants) from any of its sessions. Declines, question
+//     vetoes and undelivered resolutions stay in memory. Without a MomentStore everything is
+//     held in memory, and after a restart the call escalates again (fail closed).
 //   - Logs and receipts carry act ids, digests, codes, policy and rule names, never argument
 //     values (docs/architecture.md "Privacy"; tool-use-binding §29).
 package sink

@@ -93,6 +93,9 @@ type Options struct {
 	// EF_MOMENT_LIMIT. Optional: DefaultMaxPendingMomentsPerAgent and
 	// DefaultMaxPendingMomentsPerSession.
 	MaxPendingMomentsPerAgent, MaxPendingMomentsPerSession int
+	// Moments keeps binding moments, votes, resolutions and grants across restarts (the
+	// embedded store). Optional: without it they live in memory, and a restart forgets them.
+	Moments MomentStore
 }
 
 // gate is the implementation behind Gate.
@@ -116,6 +119,7 @@ type gate struct {
 	authorityTTL      time.Duration
 	recordTimeout     time.Duration
 	observer          Observer
+	momentStore       MomentStore // nil: moments live in memory
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -184,6 +188,7 @@ func New(opts Options) (*Gate, error) {
 		authorityTTL:  orDefault(opts.AuthorityTTL, DefaultAuthorityTTL),
 		recordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout),
 		observer:      opts.Observer,
+		momentStore:   opts.Moments,
 		issued:        map[string]issuedAuthority{},
 		issuedSweepAt: minSweep,
 	}
@@ -213,6 +218,9 @@ func New(opts Options) (*Gate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), orDefault(opts.StartTimeout, DefaultStartTimeout))
 	defer cancel()
 	if err := g.recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.loadMoments(ctx); err != nil {
 		return nil, err
 	}
 	return &Gate{g: g}, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 )
 
@@ -104,7 +105,11 @@ type moment struct {
 	resolved       bool
 	settled        atomic.Bool // resolved, readable without mu (momentTable.admit)
 	kind           envelope.Kind
+	resolvedAt     time.Time
 	expiryReported bool // the Observer was told this moment expired
+	// carried: the moment was restored from the MomentStore, so its session belonged to a
+	// previous process; its agent continues it from any of its sessions.
+	carried bool
 }
 
 func (m *moment) ref() *MomentRef {
@@ -119,19 +124,26 @@ type pendingKey struct{ session, actionDigest, destination string }
 type grant struct {
 	actID, authorityID, destination, momentID string
 	expires                                   time.Time
+	session                                   string // the session the act id was minted for
 }
 
 // momentTable holds moments, grants, declines and the resolutions waiting for delivery.
 type momentTable struct {
-	mu         sync.Mutex
-	byID       map[string]*moment
-	pending    map[pendingKey]*moment // gate-authored, unresolved: one per escalated action
-	grants     map[sessionAction][]grant
-	closed     map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
-	deliveries map[string][]Delivery
-	sweepAt    int
-	nClosed    atomic.Int64
-	nDeliver   atomic.Int64
+	mu      sync.Mutex
+	byID    map[string]*moment
+	pending map[pendingKey]*moment // gate-authored, unresolved: one per escalated action
+	grants  map[sessionAction][]grant
+	// agentGrants and agentPending hold the grants and gate-authored pending moments of
+	// carried moments, keyed by the moment's agent instead of its session (sessionAction and
+	// pendingKey with the agent in the session field): the session they were made in ended
+	// with the process that made them.
+	agentGrants  map[sessionAction][]grant
+	agentPending map[pendingKey]*moment
+	closed       map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
+	deliveries   map[string][]Delivery
+	sweepAt      int
+	nClosed      atomic.Int64
+	nDeliver     atomic.Int64
 
 	// open holds the moments registered and not yet seen resolved or expired, for the
 	// pending-moment limits (admit); perAgent and perSession are those limits.
@@ -141,13 +153,15 @@ type momentTable struct {
 
 func newMomentTable() *momentTable {
 	return &momentTable{
-		byID:       map[string]*moment{},
-		pending:    map[pendingKey]*moment{},
-		grants:     map[sessionAction][]grant{},
-		closed:     map[sessionAction]ef.EFCode{},
-		deliveries: map[string][]Delivery{},
-		open:       map[*moment]struct{}{},
-		sweepAt:    minSweep,
+		byID:         map[string]*moment{},
+		pending:      map[pendingKey]*moment{},
+		grants:       map[sessionAction][]grant{},
+		agentGrants:  map[sessionAction][]grant{},
+		agentPending: map[pendingKey]*moment{},
+		closed:       map[sessionAction]ef.EFCode{},
+		deliveries:   map[string][]Delivery{},
+		open:         map[*moment]struct{}{},
+		sweepAt:      minSweep,
 	}
 }
 
@@ -214,23 +228,30 @@ func (t *momentTable) reopen(session string, digests []string) {
 	}
 }
 
-// grantFor returns the grant for an action in a session: the one for this destination if there
-// is one, else another (whose consume then fails on destination, T-D), ok=false if none.
-func (t *momentTable) grantFor(session, digest, destination string, now time.Time) (grant, bool) {
+// grantFor returns the grant for an action in a session, or of a carried moment of the agent:
+// the one for this destination if there is one, else another (whose consume then fails on
+// destination, T-D), ok=false if none.
+func (t *momentTable) grantFor(session, agent, digest, destination string, now time.Time) (grant, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := sessionAction{session, digest}
-	list := t.grants[k][:0]
-	for _, g := range t.grants[k] {
+	if g, ok := pickGrant(t.grants, sessionAction{session, digest}, destination, now); ok {
+		return g, true
+	}
+	return pickGrant(t.agentGrants, sessionAction{agent, digest}, destination, now)
+}
+
+func pickGrant(grants map[sessionAction][]grant, k sessionAction, destination string, now time.Time) (grant, bool) {
+	list := grants[k][:0]
+	for _, g := range grants[k] {
 		if now.Before(g.expires) {
 			list = append(list, g)
 		}
 	}
 	if len(list) == 0 {
-		delete(t.grants, k)
+		delete(grants, k)
 		return grant{}, false
 	}
-	t.grants[k] = list
+	grants[k] = list
 	for _, g := range list {
 		if g.destination == destination {
 			return g, true
@@ -239,27 +260,57 @@ func (t *momentTable) grantFor(session, digest, destination string, now time.Tim
 	return list[0], true
 }
 
-func (t *momentTable) addGrant(session, digest string, g grant) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := sessionAction{session, digest}
-	t.grants[k] = append(t.grants[k], g)
+// grantKey is where m's grants for an action are held.
+func (t *momentTable) grantKey(m *moment, digest string) (map[sessionAction][]grant, sessionAction) {
+	if m.carried {
+		return t.agentGrants, sessionAction{m.agent, digest}
+	}
+	return t.grants, sessionAction{m.session, digest}
 }
 
-func (t *momentTable) dropGrant(session, digest, authorityID string) {
+func (t *momentTable) addGrant(m *moment, digest string, g grant) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := sessionAction{session, digest}
-	list := t.grants[k]
+	grants, k := t.grantKey(m, digest)
+	grants[k] = append(grants[k], g)
+}
+
+// dropGrant forgets a grant (consumed, refused or withdrawn), wherever it is held.
+func (t *momentTable) dropGrant(session, agent, digest, authorityID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	dropFrom(t.grants, sessionAction{session, digest}, authorityID)
+	dropFrom(t.agentGrants, sessionAction{agent, digest}, authorityID)
+}
+
+func dropFrom(grants map[sessionAction][]grant, k sessionAction, authorityID string) {
+	list := grants[k]
 	for i, g := range list {
 		if g.authorityID == authorityID {
-			t.grants[k] = append(list[:i:i], list[i+1:]...)
+			grants[k] = append(list[:i:i], list[i+1:]...)
 			break
 		}
 	}
-	if len(t.grants[k]) == 0 {
-		delete(t.grants, k)
+	if len(grants[k]) == 0 {
+		delete(grants, k)
 	}
+}
+
+// grantsOf lists the grants m issued that are still held, for its stored record.
+func (t *momentTable) grantsOf(m *moment) []grantRecord {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []grantRecord
+	for _, o := range m.options {
+		grants, k := t.grantKey(m, o.actionDigest)
+		for _, g := range grants[k] {
+			if g.momentID == m.id && !slices.ContainsFunc(out, func(r grantRecord) bool { return r.AuthorityID == g.authorityID }) {
+				out = append(out, grantRecord{ActID: g.actID, AuthorityID: g.authorityID, Destination: g.destination,
+					Digest: o.actionDigest, Expires: g.expires.UTC()})
+			}
+		}
+	}
+	return out
 }
 
 func (t *momentTable) get(id string) (*moment, bool) {
@@ -269,11 +320,20 @@ func (t *momentTable) get(id string) (*moment, bool) {
 	return m, ok
 }
 
-func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
+// pendingFor returns the open gate-authored moment of an escalated action in a session, or of
+// a carried moment of the agent.
+func (t *momentTable) pendingFor(k pendingKey, agent string, now time.Time) (*moment, bool) {
+	if m, ok := t.openPending(t.pending, k, now); ok {
+		return m, true
+	}
+	return t.openPending(t.agentPending, pendingKey{agent, k.actionDigest, k.destination}, now)
+}
+
+func (t *momentTable) openPending(pending map[pendingKey]*moment, k pendingKey, now time.Time) (*moment, bool) {
 	// Lock order is moment.mu before momentTable.mu (Resolve holds a moment while it records
 	// grants and deliveries), so the moment is examined after the table is released.
 	t.mu.Lock()
-	m, ok := t.pending[k]
+	m, ok := pending[k]
 	t.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -283,13 +343,43 @@ func (t *momentTable) pendingFor(k pendingKey, now time.Time) (*moment, bool) {
 	m.mu.Unlock()
 	if !open {
 		t.mu.Lock()
-		if t.pending[k] == m {
-			delete(t.pending, k)
+		if pending[k] == m {
+			delete(pending, k)
 		}
 		t.mu.Unlock()
 		return nil, false
 	}
 	return m, true
+}
+
+// restore registers a moment loaded from the MomentStore: pending ones count against the
+// pending-moment limits again.
+func (t *momentTable) restore(m *moment, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byID[m.id] = m
+	if m.resolved || !now.Before(m.expires) {
+		return
+	}
+	t.open[m] = struct{}{}
+	if m.gateAuthored {
+		// A gate-authored moment's first option is the escalated call.
+		o := m.options[0]
+		t.agentPending[pendingKey{m.agent, o.actionDigest, o.destination}] = m
+	}
+}
+
+// remove forgets a moment add registered (its record could not be stored).
+func (t *momentTable) remove(m *moment, pk *pendingKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.open, m)
+	if t.byID[m.id] == m {
+		delete(t.byID, m.id)
+	}
+	if pk != nil && t.pending[*pk] == m {
+		delete(t.pending, *pk)
+	}
 }
 
 // errMomentLimit: the agent or the session has as many pending moments as allowed.
@@ -396,11 +486,13 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 		// "Digests").
 		return g.refuse(cl, ef.EFArgumentsOutOfProfile, ""), nil
 	}
-	gr, granted := g.moments.grantFor(cl.c.Session, digest, cl.c.Destination, g.now())
+	gr, granted := g.moments.grantFor(cl.c.Session, cl.c.Agent, digest, cl.c.Destination, g.now())
 	if granted {
 		// The call continues the act the principal authorised: its id is the escalated act's
-		// (or the one minted at resolution), bound into the authority.
+		// (or the one minted at resolution), bound into the authority, and so is its session
+		// (another one only for a carried moment, whose session ended with a previous process).
 		cl.cand.Act.CandidateActID = gr.actID
+		cl.cand.Act.Freshness.SessionID = gr.session
 	}
 	k := dispatchKey{digest, cl.c.Destination}
 	entry, res, done := g.reserve(ctx, cl, k)
@@ -414,7 +506,7 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 	res, err := g.dispatch(ctx, cl, inv, k, entry, gr.expires, nil)
 	switch {
 	case res.Allowed, res.Code == ef.EF005, res.Code == ef.EF002:
-		g.moments.dropGrant(cl.c.Session, digest, gr.authorityID)
+		g.moments.dropGrant(cl.c.Session, cl.c.Agent, digest, gr.authorityID)
 	}
 	return res, err
 }
@@ -427,7 +519,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	now := g.now()
 	digest := cl.cand.ActionDigest()
 	pk := pendingKey{cl.c.Session, digest, cl.c.Destination}
-	if m, ok := g.moments.pendingFor(pk, now); ok {
+	if m, ok := g.moments.pendingFor(pk, cl.c.Agent, now); ok {
 		res := g.refuse(cl, ef.EFEscalationRequired, "")
 		res.Moment = m.ref()
 		return res
@@ -517,8 +609,12 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		g.log.Error(err, "binding moment not registered", "act", m.actID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; the binding moment could not be registered.")
 	}
-	if err := g.moments.add(m, &pk, now); err != nil {
-		return g.momentLimit(cl, m, err)
+	if err := g.addMoment(ctx, m, &pk, now); err != nil {
+		if errors.Is(err, errMomentLimit) {
+			return g.momentLimit(cl, m, err)
+		}
+		g.log.Error(err, "binding moment not stored", "act", m.actID, "moment", m.id)
+		return g.refuse(cl, ef.EFStoreUnavailable, "This call needs a human decision; the binding moment could not be stored.")
 	}
 	g.observer.MomentEmitted(m.event())
 	g.log.Info("escalated to a binding moment", "act", m.actID, "actionDigest", digest, "moment", m.id,
@@ -565,6 +661,21 @@ func minPrincipals(ev Evidence) int {
 		n = aeb.MaxEvidence
 	}
 	return n
+}
+
+// addMoment registers m in the table and stores its record before anyone can see it: a moment
+// the store did not take is forgotten, and the caller refuses.
+func (g *gate) addMoment(ctx context.Context, m *moment, pk *pendingKey, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := g.moments.add(m, pk, now); err != nil {
+		return err
+	}
+	if err := g.persist(ctx, m, nil, ""); err != nil {
+		g.moments.remove(m, pk)
+		return err
+	}
+	return nil
 }
 
 // register renders the moment and records its envelope in the registry, which refuses an
@@ -714,7 +825,11 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		}
 		return momentRefused("The binding moment could not be registered.")
 	}
-	if err := g.moments.add(m, nil, now); err != nil {
+	if err := g.addMoment(ctx, m, nil, now); err != nil {
+		if !errors.Is(err, errMomentLimit) {
+			g.log.Error(err, "binding moment not stored", "moment", m.id)
+			return denyResult(ef.EFStoreUnavailable, "The binding moment could not be stored; nothing was registered.")
+		}
 		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
 		return denyResult(ef.EFMomentLimit, momentLimitMessage)
 	}
@@ -824,7 +939,13 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		if _, err := g.registry.Resolve(ctx, r, principal); err != nil {
 			return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 		}
-		m.resolved, m.kind = true, r.Kind
+		m.resolved, m.kind, m.resolvedAt = true, r.Kind, now
+		if err := g.persist(ctx, m, nil, ""); err != nil {
+			// The registry holds the resolution, so the moment cannot be resolved again in
+			// this process: it stays unresolved and refuses (fail closed).
+			m.resolved, m.kind, m.resolvedAt = false, "", time.Time{}
+			return out, err
+		}
 		m.settled.Store(true)
 		g.closeOut(m, r)
 		g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind)
@@ -842,32 +963,57 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		return out, err
 	}
 	if !authorized {
+		if err := g.persist(ctx, m, nil, ""); err != nil {
+			delete(m.votes, principal)
+			return out, err
+		}
 		out.Pending = true
 		g.log.Info("binding moment vote recorded", "moment", m.id, "option", r.OptionIdx, "votes", len(votes), "required", m.min)
 		return out, nil
 	}
 	d := Delivery{MomentID: m.id, EnvelopeDigest: m.env.Digest(), Kind: string(r.Kind), OptionIdx: intPtr(r.OptionIdx),
 		Tool: opt.tool, Server: opt.server, ActionDigest: opt.actionDigest}
+	var gr *grant
 	if opt.needsHuman {
-		gr, err := g.grantOption(ctx, m, opt)
+		issued, err := g.grantOption(ctx, m, opt)
 		if err != nil {
 			delete(m.votes, principal)
 			return out, err
 		}
+		gr = &issued
 		out.AuthorityID = gr.authorityID
 		d.Authorized = true
 		d.Expires = gr.expires.UTC().Format(time.RFC3339)
 	}
+	if gr != nil {
+		_ = failpoint.Inject(failpoint.MomentGranted)
+	}
 	if _, err := g.registry.Resolve(ctx, r, principal); err != nil {
-		// The grant exists but the registry refused the final record: withdraw the grant.
-		g.moments.dropGrant(m.session, opt.actionDigest, out.AuthorityID)
+		// The registry refused the final record: the authority stays unconsumed and
+		// unreachable (no grant names it) until it expires.
 		delete(m.votes, principal)
 		return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 	}
-	m.resolved, m.kind = true, r.Kind
+	m.resolved, m.kind, m.resolvedAt = true, r.Kind, now
+	// The resolution and its grant are stored (fsynced) before the grant is filed, so no call
+	// uses a grant a restart would not know of; the authority is already in its store.
+	if err := g.persist(ctx, m, gr, opt.actionDigest); err != nil {
+		// Not filed: the authority stays unreachable. The registry holds the resolution, so
+		// the moment cannot be resolved again in this process (fail closed).
+		delete(m.votes, principal)
+		m.resolved, m.kind, m.resolvedAt = false, "", time.Time{}
+		return out, err
+	}
+	if gr != nil {
+		g.moments.addGrant(m, opt.actionDigest, *gr)
+		_ = failpoint.Inject(failpoint.MomentStored)
+	}
 	m.settled.Store(true)
 	g.moments.reopen(m.session, []string{opt.actionDigest})
-	g.moments.deliver(m.session, d)
+	if !m.carried {
+		// A carried moment's session ended with a previous process: nobody would collect it.
+		g.moments.deliver(m.session, d)
+	}
 	g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 	g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind, "option", r.OptionIdx,
 		"actionDigest", opt.actionDigest, "authority", out.AuthorityID)
@@ -903,7 +1049,9 @@ func (g *gate) closeOut(m *moment, r *envelope.Resolution) {
 	case envelope.KindQuestion:
 		g.moments.close(m.session, digests, ef.EFEscalationRequired)
 	}
-	g.moments.deliver(m.session, Delivery{MomentID: m.id, EnvelopeDigest: m.env.Digest(), Kind: string(r.Kind), Answer: r.Answer})
+	if !m.carried {
+		g.moments.deliver(m.session, Delivery{MomentID: m.id, EnvelopeDigest: m.env.Digest(), Kind: string(r.Kind), Answer: r.Answer})
+	}
 }
 
 // quorum decides, with the AEB evidence chain, whether the principals who chose option idx
@@ -988,7 +1136,8 @@ func isAEBIdent(s string) bool {
 
 // grantOption issues the authority a resolved option stands for: bound to the escalated act's
 // id (or an id minted now for the moment's session), the option's digests, tool and
-// destination, this sink and the moment's policy epoch.
+// destination, this sink and the moment's policy epoch. The caller files the grant once the
+// resolution is stored.
 func (g *gate) grantOption(ctx context.Context, m *moment, opt momentOption) (grant, error) {
 	actID := m.actID
 	if actID == "" {
@@ -1000,12 +1149,22 @@ func (g *gate) grantOption(ctx context.Context, m *moment, opt momentOption) (gr
 	}
 	b := g.bindingForOption(actID, opt, m.epoch)
 	a, err := g.issue(ctx, b, m.authorityTTL)
+	if errors.Is(err, authority.ErrAlreadyIssued) && m.carried {
+		// An authority id derives from its binding, so a restored moment resolved again after
+		// a crash between the issue and the stored resolution meets the authority issued
+		// then. No grant ever named that one, so nothing can consume it: the option is
+		// granted under an act id minted now for the moment's session instead.
+		id, idErr := g.ids.New(m.session)
+		if idErr != nil {
+			return grant{}, fmt.Errorf("sink: minting an act id: %w", idErr)
+		}
+		actID = id
+		a, err = g.issue(ctx, g.bindingForOption(actID, opt, m.epoch), m.authorityTTL)
+	}
 	if err != nil {
 		return grant{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.id, err)
 	}
-	gr := grant{actID: actID, authorityID: a.ID, destination: opt.destination, momentID: m.id, expires: a.ExpiresAt}
-	g.moments.addGrant(m.session, opt.actionDigest, gr)
-	return gr, nil
+	return grant{actID: actID, authorityID: a.ID, destination: opt.destination, momentID: m.id, expires: a.ExpiresAt, session: m.session}, nil
 }
 
 func (g *gate) bindingForOption(actID string, o momentOption, epoch int64) authority.Binding {

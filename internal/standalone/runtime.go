@@ -140,6 +140,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
 		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
+		Moments: boltMoments{rt.store},
 	})
 	if err != nil {
 		return nil, err

@@ -1,5 +1,6 @@
-// Package boltstore is the embedded store of actgate: authorities (authority.Store) and the
-// dispatch journal (journal.Journal) in one bbolt file, so that consuming an authority and
+// Package boltstore is the embedded store of actgate: authorities (authority.Store), the
+// dispatch journal (journal.Journal) and the gate's binding moments (PutMoment, LoadMoments:
+// opaque records with their settled time, for the sink's MomentStore) in one bbolt file, so that consuming an authority and
 // writing its DISPATCH_PENDING record (plus the sink's receipt) is one transaction
 // (ConsumeAndPend), and so is storing a freshly signed authority already consumed with its
 // record (IssueConsumeAndPend, the machine Permit's path). It is what `actgate serve` uses, and what a sidecar uses as its local journal

@@ -16,7 +16,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 )
 
-// File layout: one bbolt file, five buckets.
+// File layout: one bbolt file, seven buckets.
 //
 //	meta                  "schema" → schemaVersion
 //	authorities           authority ID → storedAuthority (JSON; the exact signed payload bytes)
@@ -30,6 +30,11 @@ import (
 //	                      one key per record, moved with each transition in the same
 //	                      transaction: InState and RecoverOnStart read the records of one
 //	                      state without scanning the journal (schema 2)
+//	moments               moment ID → storedMoment (JSON; the gate's record of one binding
+//	                      moment, its votes, resolution and grants) (schema 3)
+//	moments_by_settled    uint64 Settled (Unix ns) ‖ moment ID → empty, one key per moment,
+//	                      moved with each write: retention deletes the settled ones without
+//	                      reading the others (schema 3)
 var (
 	bucketMeta        = []byte("meta")
 	bucketAuthorities = []byte("authorities")
@@ -37,15 +42,19 @@ var (
 	bucketByAuthority = []byte("dispatch_by_authority")
 	bucketByAct       = []byte("dispatch_by_act")
 	bucketByState     = []byte("dispatch_by_state")
+	bucketMoments     = []byte("moments")
+	bucketBySettled   = []byte("moments_by_settled")
 	keySchema         = []byte("schema")
 )
 
 // schemaVersion is the layout this build writes. A file of schemaVersion1 (no
-// dispatch_by_state) is migrated when opened for writing; a file of a newer schema is refused,
-// and so is a file of this schema by a build that reads only schema 1 (no downgrade: such a
-// build would not maintain the index).
+// dispatch_by_state) or schemaVersion2 (no moments buckets) is migrated when opened for
+// writing; a file of a newer schema is refused, and so is a file of this schema by a build that
+// reads an older one (no downgrade: such a build would not maintain the index, and would
+// forget the stored moments).
 const (
-	schemaVersion  = "actgate-boltstore/2"
+	schemaVersion  = "actgate-boltstore/3"
+	schemaVersion2 = "actgate-boltstore/2"
 	schemaVersion1 = "actgate-boltstore/1"
 )
 
@@ -113,10 +122,11 @@ func initFile(db *bolt.DB) error {
 		}
 		v := meta.Get(keySchema)
 		migrate := string(v) == schemaVersion1
-		if v != nil && !migrate && string(v) != schemaVersion {
+		if v != nil && !migrate && string(v) != schemaVersion2 && string(v) != schemaVersion {
 			return fmt.Errorf("boltstore: file has schema %q, this build reads %q", v, schemaVersion)
 		}
-		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct, bucketByState} {
+		// Schema 2 → 3 adds the (empty) moments buckets.
+		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct, bucketByState, bucketMoments, bucketBySettled} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -243,6 +253,10 @@ func (l *local) do(ctx context.Context, inst string, req *wire.Request) (wire.Re
 		resp.Records, err = l.inState(ctx, req.State, req.Since)
 	case wire.OpRecoverOnStart:
 		resp.N, err = l.recoverOnStart(ctx)
+	case wire.OpPutMoment:
+		err = l.putMoment(ctx, req.Moment)
+	case wire.OpLoadMoments:
+		resp.Moments, err = l.loadMoments(ctx, req.Since)
 	default:
 		err = unavailablef("unknown operation %q", req.Op)
 	}

@@ -30,6 +30,9 @@ const (
 	OpByAct               Op = "ByAct"
 	OpInState             Op = "InState"
 	OpRecoverOnStart      Op = "RecoverOnStart"
+	// OpPutMoment and OpLoadMoments keep the gate's binding moments.
+	OpPutMoment   Op = "PutMoment"
+	OpLoadMoments Op = "LoadMoments"
 )
 
 // Protocol is the first line a client sends after connecting, followed by a space, its instance
@@ -59,7 +62,16 @@ type Request struct {
 	Reconciliation journal.Reconciliation
 	ActID          string
 	State          journal.State
-	Since          time.Time // InState: records created at or after it (zero: all)
+	Since          time.Time // InState: records created at or after it (zero: all); LoadMoments: retained from
+	Moment         Moment
+}
+
+// Moment is one binding moment's record: the gate's encoding under the moment's id, and the
+// time the moment is settled by (retention deletes it some time after).
+type Moment struct {
+	ID      string
+	Settled time.Time
+	Data    []byte
 }
 
 // Response is the result of a Request. An error travels as its codes and text, so the client
@@ -68,6 +80,7 @@ type Response struct {
 	Authority authority.Record
 	Record    journal.DispatchRecord
 	Records   []journal.DispatchRecord
+	Moments   []Moment
 	N         int
 
 	Failed          bool
