@@ -32,6 +32,11 @@ actgate-authority.{{ .Release.Namespace }}.svc
 {{/* Pod security context of actgate's own pods (restricted Pod Security Standard). */}}
 {{- define "actgate.podSecurityContext" -}}
 runAsNonRoot: true
+# A fixed non-root identity, and the group that owns mounted Secret files (fsGroup), so the
+# signing key (mode 0440) is readable by the process and by no other user of the node.
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
