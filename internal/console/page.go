@@ -56,7 +56,10 @@ type optionView struct {
 	Idx, Number                     int
 	Label, Reasoning, ActionDigest  string
 	Recommended, AuthorisesActsCall bool
-	Call                            callView
+	// MarkActsCall labels the option "the call the agent made": only on a gate-authored moment,
+	// which decides a call the agent made; an agent's proposal made no call.
+	MarkActsCall bool
+	Call         callView
 }
 
 // callView is the call an option authorises, as the gate holds it: every string escaped by
@@ -136,6 +139,7 @@ func viewOf(m Moment, now time.Time) momentView {
 		if ov.AuthorisesActsCall {
 			v.ActOption = i + 1
 		}
+		ov.MarkActsCall = ov.AuthorisesActsCall && !m.AgentAuthored
 		v.Options = append(v.Options, ov)
 	}
 	return v

@@ -385,3 +385,21 @@ func TestPageRefusesMomentWithoutItsCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestPageMarksTheAgentsCallOnlyWhenItMadeOne: "the call the agent made" labels the option
+// whose action is the act's on a gate-authored moment (the gate escalated a call the agent
+// made), never on an agent's proposal, whose options are all the agent's suggestions.
+func TestPageMarksTheAgentsCallOnlyWhenItMadeOne(t *testing.T) {
+	env := built(t, mislabelledDraft())
+	o1, _ := env.Option(1)
+	for _, agentAuthored := range []bool{false, true} {
+		m := wellMoment("bm-example", env)
+		m.AgentAuthored = agentAuthored
+		m.Act = Act{Name: "act-7", Tool: "send_payment", Server: "payments", Class: "FINANCIAL", ActionDigest: o1.ActionDigest}
+		_, doc := get(t, newTestConsole(t, &fakeBackend{moments: []Moment{m}}))
+		marks := all(doc, by("data-testid", "acts-call"))
+		if want := b2i(!agentAuthored); len(marks) != want {
+			t.Errorf("agentAuthored=%v: %d options marked as the call the agent made, want %d", agentAuthored, len(marks), want)
+		}
+	}
+}
