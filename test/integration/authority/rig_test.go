@@ -252,8 +252,8 @@ func (r *rig) serveTLS(t testing.TB) {
 // client is a sidecar's review client presenting token, trusting only the rig's CA.
 func (r *rig) client(token string) *review.Client {
 	return &review.Client{
-		URL:   r.url,
-		HTTP:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca, MinVersion: tls.VersionTLS12}}},
+		URL:            r.url,
+		HTTP:           &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca, MinVersion: tls.VersionTLS12}}},
 		Token:          func() (string, error) { return token, nil },
 		TracerProvider: r.tracer,
 	}
