@@ -236,7 +236,7 @@ func New(cfg Config) (*Sidecar, error) {
 		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider},
 		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
-		Observer: observer, Receipts: s.receipts,
+		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		_ = s.receipts.Close()

@@ -54,7 +54,7 @@ func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) 
 	e := cl.event(res, g.now())
 	g.observer.CallDecided(e)
 	if span.IsRecording() {
-		span.SetAttributes(e.spanAttributes()...)
+		span.SetAttributes(e.SpanAttributes()...)
 	}
 	tracing.End(span, spanError(err))
 	return res, err
@@ -71,11 +71,12 @@ func spanError(err error) string {
 	return "gate failed"
 }
 
-// spanAttributes are the attributes of the call's actgate.sink.handle span: ids, names, class,
-// decision, code and digest, never an argument value.
-func (e CallEvent) spanAttributes() []attribute.KeyValue {
+// SpanAttributes are the attributes of the call's span (actgate.sink.handle, and the sidecar's
+// actgate.sidecar.handle): ids, names, class, decision, code and digest, never an argument
+// value. The tool name is bounded as in logs.
+func (e CallEvent) SpanAttributes() []attribute.KeyValue {
 	kv := []attribute.KeyValue{
-		tracing.AttrServer.String(e.Server), tracing.AttrTool.String(e.Tool),
+		tracing.AttrServer.String(e.Server), tracing.AttrTool.String(safeTool(e.Tool)),
 		tracing.AttrAllowed.Bool(e.Allowed), tracing.AttrInvoked.Bool(e.Invoked),
 	}
 	add := func(k attribute.Key, v string) {
