@@ -283,3 +283,25 @@ func TestTracingOffPropagatesNothing(t *testing.T) {
 		t.Errorf("tracing off, yet the upstream received traceparent %q, _meta %q", c[0].header, c[0].metaPart)
 	}
 }
+
+// TestTraceBoundsToolNames: a tool name an agent makes long or unprintable reaches span
+// attributes bounded (logfield.Bound), as it reaches logs.
+func TestTraceBoundsToolNames(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newTracedFixture(t, tp, false)
+	cs := tracedAgent(t, f.endpoint, agentParent)
+	long := strings.Repeat("x", 4096) + "\x00"
+	res := call(t, cs, long, `{}`, nil)
+	if !res.IsError || efCode(res) == "" {
+		t.Fatalf("an unknown tool was not refused: %s", text(res))
+	}
+	for _, s := range rec.Ended() {
+		if v := attr(s, "actgate.tool"); len(v) > 128 || strings.Contains(v, "\x00") {
+			t.Errorf("span %s carries the tool name unbounded (%d bytes)", s.Name(), len(v))
+		}
+	}
+	if len(f.calls()) != 0 {
+		t.Fatal("the upstream was called")
+	}
+}

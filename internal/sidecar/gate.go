@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
@@ -240,7 +241,9 @@ func (g *Gate) Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.
 	e := obs.event(c, res, g.now().Sub(start))
 	g.observer.CallDecided(e)
 	if span.IsRecording() {
-		span.SetAttributes(e.SpanAttributes()...)
+		se := e
+		se.Tool = logfield.Bound(e.Tool) // the agent's tool name, bounded as in logs
+		span.SetAttributes(se.SpanAttributes()...)
 	}
 	return res, err
 }

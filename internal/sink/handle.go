@@ -73,10 +73,10 @@ func spanError(err error) string {
 
 // SpanAttributes are the attributes of the call's span (actgate.sink.handle, and the sidecar's
 // actgate.sidecar.handle): ids, names, class, decision, code and digest, never an argument
-// value. The tool name is bounded as in logs.
+// value. Tool is taken as it is: the sink's events carry it bounded (logfield.Bound).
 func (e CallEvent) SpanAttributes() []attribute.KeyValue {
 	kv := []attribute.KeyValue{
-		tracing.AttrServer.String(e.Server), tracing.AttrTool.String(safeTool(e.Tool)),
+		tracing.AttrServer.String(e.Server), tracing.AttrTool.String(e.Tool),
 		tracing.AttrAllowed.Bool(e.Allowed), tracing.AttrInvoked.Bool(e.Invoked),
 	}
 	add := func(k attribute.Key, v string) {
