@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -125,6 +126,7 @@ func TestSidecarTrace(t *testing.T) {
 			t.Errorf("review %d sent traceparent %q, want %q", i, sent[i], want)
 		}
 	}
+	t.Logf("span tree:\n%s", spanTree(rec.Ended()))
 	for k, want := range map[string]string{"actgate.tool": "send_payment", "actgate.server": "payments", "actgate.allowed": "true", "actgate.invoked": "true"} {
 		if got := attrOf(handle, k); got != want {
 			t.Errorf("sidecar span %s = %q, want %q", k, got, want)
@@ -142,4 +144,36 @@ func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// spanTree renders spans as an indented tree, children under their parent, for the test log.
+func spanTree(spans []sdktrace.ReadOnlySpan) string {
+	children := map[string][]sdktrace.ReadOnlySpan{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext().SpanID().String()] = true
+	}
+	for _, s := range spans {
+		p := s.Parent().SpanID().String()
+		if !ids[p] {
+			p = ""
+		}
+		children[p] = append(children[p], s)
+	}
+	var b strings.Builder
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, s := range children[parent] {
+			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+			for _, kv := range s.Attributes() {
+				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
+					fmt.Fprintf(&b, " %s=%s", k, kv.Value.Emit())
+				}
+			}
+			b.WriteString("\n")
+			walk(s.SpanContext().SpanID().String(), depth+1)
+		}
+	}
+	walk("", 0)
+	return b.String()
 }

@@ -2,12 +2,17 @@ package authority
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/utils/ptr"
+
+	"github.com/actgate/actgate/api/v1alpha1"
 )
 
 // TestTraceCrossesTheAuthorityHop: the sidecar's Review and Consume POSTs carry the W3C trace
@@ -39,6 +44,7 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 	call.End()
 
 	spans := rec.Ended()
+	t.Logf("span tree:\n%s", spanTree(spans))
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	var clients, servers, consumes []sdktrace.ReadOnlySpan
 	for _, s := range spans {
@@ -90,6 +96,71 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 	}
 }
 
+// TestTraceEscalatedCall: an escalated call and its retry after the principal's resolution,
+// made by an agent under one span of its own: the escalating Review, the granted Review and the
+// Consume are each a service span under the review client's, in the agent's trace; the
+// escalation's code and the resolution's decision are on them, the argument values nowhere.
+func TestTraceEscalatedCall(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	r := newRig(t, rigOptions{tracer: tp})
+	aliceC := r.principal(t, alice)
+	const session = "mcp-session-trace"
+	root, task := tp.Tracer("test").Start(context.Background(), "agent.task")
+
+	ctx, first := tp.Tracer("test").Start(root, "sidecar.tools_call")
+	c := r.call(t, session, "send_payment", paymentArgs)
+	resp, err := r.client(r.agentTk).Do(ctx, c.req)
+	if err != nil || resp.Escalation == nil || len(resp.Escalation.BindingMoments) != 1 {
+		t.Fatalf("escalation: %v %+v", err, resp)
+	}
+	first.End()
+	name := resp.Escalation.BindingMoments[0]
+	r.waitMoment(t, name)
+	r.resolve(t, aliceC, name, alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
+
+	ctx, retry := tp.Tracer("test").Start(root, "sidecar.tools_call")
+	granted := r.call(t, session, "send_payment", paymentArgs)
+	resp, err = r.client(r.agentTk).Do(ctx, granted.req)
+	if err != nil || !resp.Allowed || resp.Authority == nil {
+		t.Fatalf("granted review: %v %+v", err, resp)
+	}
+	a, err := resp.Authority.Authority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.client(r.agentTk).Do(ctx, consumeReq(a.ID, "op-esc", granted.binding(r.ns, 1))); err != nil || !got.Allowed {
+		t.Fatalf("consume: %v %+v", err, got)
+	}
+	retry.End()
+	task.End()
+
+	spans := rec.Ended()
+	t.Logf("span tree:\n%s", spanTree(spans))
+	var services []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.SpanContext().TraceID() != task.SpanContext().TraceID() {
+			t.Errorf("span %s is in another trace", s.Name())
+		}
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), "acct-9") || strings.Contains(kv.Value.Emit(), "invoice 7") {
+				t.Errorf("span %s attribute %s carries an argument value", s.Name(), kv.Key)
+			}
+		}
+		if s.Name() == "actgate.authority.review" {
+			services = append(services, s)
+		}
+	}
+	if len(services) != 3 {
+		t.Fatalf("%d service spans, want 3 (escalating Review, granted Review, Consume)", len(services))
+	}
+	if attr(services[0], "actgate.ef_code") != "EF_ESCALATION_REQUIRED" || attr(services[0], "actgate.decision") != "Escalated" ||
+		attr(services[1], "actgate.allowed") != "true" || attr(services[1], "actgate.review.reason") != "BindingMoment" ||
+		attr(services[2], "actgate.review.operation") != "Consume" {
+		t.Errorf("service spans: %v / %v / %v", services[0].Attributes(), services[1].Attributes(), services[2].Attributes())
+	}
+}
+
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
@@ -97,4 +168,36 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// spanTree renders spans as an indented tree, children under their parent, for the test log.
+func spanTree(spans []sdktrace.ReadOnlySpan) string {
+	children := map[string][]sdktrace.ReadOnlySpan{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext().SpanID().String()] = true
+	}
+	for _, s := range spans {
+		p := s.Parent().SpanID().String()
+		if !ids[p] {
+			p = ""
+		}
+		children[p] = append(children[p], s)
+	}
+	var b strings.Builder
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, s := range children[parent] {
+			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+			for _, kv := range s.Attributes() {
+				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
+					fmt.Fprintf(&b, " %s=%s", k, kv.Value.Emit())
+				}
+			}
+			b.WriteString("\n")
+			walk(s.SpanContext().SpanID().String(), depth+1)
+		}
+	}
+	walk("", 0)
+	return b.String()
 }
