@@ -103,7 +103,8 @@ unreadable kubeconfig).`,
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight reviews may finish after SIGTERM")
 	f.IntVar(&o.verbosity, "v", 0, "log verbosity (JSON lines on stderr; 1 logs every deny)")
 	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing")
-	f.Float64Var(&o.tracingRatio, "tracing-sample-ratio", tracing.DefaultSampleRatio, "fraction of new traces recorded, in [0, 1]; a sampled traceparent from a sidecar is always followed")
+	f.Float64Var(&o.tracingRatio, "tracing-sample-ratio", tracing.DefaultSampleRatio,
+		"fraction of new traces recorded, in [0, 1]; a sampled traceparent from a sidecar is always followed")
 	for _, name := range []string{"tls-cert-file", "tls-private-key-file", "signing-key-file"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

@@ -185,8 +185,10 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.DurationVar(&o.callTimeout, "call-timeout", mcpproxy.DefaultCallTimeout, "bound of one upstream tools/call once dispatched")
 	f.DurationVar(&o.reviewTimeout, "review-timeout", sidecar.DefaultReviewTimeout, "bound of one request to the authority service (past it: EF_060)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", os.Getenv(envMetricsAddress), "address of a plain-HTTP Prometheus /metrics endpoint, e.g. \":15090\"; empty disables it ($"+envMetricsAddress+")")
-	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", os.Getenv(envTracingEndpoint), "OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing ($"+envTracingEndpoint+")")
-	f.StringVar(&o.tracingRatio, "tracing-sample-ratio", envOr(envTracingRatio, "1"), "fraction of new traces recorded, in [0, 1]; a sampled traceparent from the agent is always followed ($"+envTracingRatio+")")
+	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", os.Getenv(envTracingEndpoint),
+		"OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing ($"+envTracingEndpoint+")")
+	f.StringVar(&o.tracingRatio, "tracing-sample-ratio", envOr(envTracingRatio, "1"),
+		"fraction of new traces recorded, in [0, 1]; a sampled traceparent from the agent is always followed ($"+envTracingRatio+")")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
 }
 

@@ -89,7 +89,7 @@ func TestSidecarTrace(t *testing.T) {
 			t.Errorf("span %s in another trace", s.Name())
 		}
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), secret) {
+			if strings.Contains(kv.Value.String(), secret) {
 				t.Errorf("span %s attribute %s carries the argument value", s.Name(), kv.Key)
 			}
 		}
@@ -140,7 +140,7 @@ func TestSidecarTrace(t *testing.T) {
 func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -167,7 +167,7 @@ func spanTree(spans []sdktrace.ReadOnlySpan) string {
 			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
 			for _, kv := range s.Attributes() {
 				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
-					fmt.Fprintf(&b, " %s=%s", k, kv.Value.Emit())
+					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
 				}
 			}
 			b.WriteString("\n")

@@ -53,7 +53,7 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 			t.Errorf("span %s is in another trace", s.Name())
 		}
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), secret) {
+			if strings.Contains(kv.Value.String(), secret) {
 				t.Errorf("span %s attribute %s carries the argument value", s.Name(), kv.Key)
 			}
 		}
@@ -143,7 +143,7 @@ func TestTraceEscalatedCall(t *testing.T) {
 			t.Errorf("span %s is in another trace", s.Name())
 		}
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), "acct-9") || strings.Contains(kv.Value.Emit(), "invoice 7") {
+			if strings.Contains(kv.Value.String(), "acct-9") || strings.Contains(kv.Value.String(), "invoice 7") {
 				t.Errorf("span %s attribute %s carries an argument value", s.Name(), kv.Key)
 			}
 		}
@@ -164,7 +164,7 @@ func TestTraceEscalatedCall(t *testing.T) {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -191,7 +191,7 @@ func spanTree(spans []sdktrace.ReadOnlySpan) string {
 			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
 			for _, kv := range s.Attributes() {
 				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
-					fmt.Fprintf(&b, " %s=%s", k, kv.Value.Emit())
+					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
 				}
 			}
 			b.WriteString("\n")
