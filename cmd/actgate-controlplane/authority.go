@@ -31,6 +31,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/leasestore"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // authorityOptions are the flags of `actgate-controlplane authority`.
@@ -46,9 +47,12 @@ type authorityOptions struct {
 	storeTimeout   time.Duration
 	momentTTL      time.Duration
 	qps            float32
-	burst          int
-	shutdownGrace  time.Duration
-	verbosity      int
+	// tracingEndpoint and tracingRatio configure OTLP/HTTP traces (internal/tracing).
+	tracingEndpoint string
+	tracingRatio    float64
+	burst           int
+	shutdownGrace   time.Duration
+	verbosity       int
 }
 
 func newAuthorityCmd(s streams) *cobra.Command {
@@ -98,6 +102,9 @@ unreadable kubeconfig).`,
 	f.IntVar(&o.burst, "kube-api-burst", 400, "client-side burst towards the API server")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight reviews may finish after SIGTERM")
 	f.IntVar(&o.verbosity, "v", 0, "log verbosity (JSON lines on stderr; 1 logs every deny)")
+	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing")
+	f.Float64Var(&o.tracingRatio, "tracing-sample-ratio", tracing.DefaultSampleRatio,
+		"fraction of new traces recorded, in [0, 1]; a sampled traceparent from a sidecar is always followed")
 	for _, name := range []string{"tls-cert-file", "tls-private-key-file", "signing-key-file"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -116,6 +123,10 @@ func serveFailure(format string, args ...any) error {
 func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	if o.reviewTimeout <= 0 || o.storeTimeout <= 0 || o.momentTTL <= 0 || o.shutdownGrace < 0 {
 		return usageError("--review-timeout, --store-timeout and --binding-moment-ttl must be positive")
+	}
+	tcfg := tracing.Config{Endpoint: o.tracingEndpoint, SampleRatio: o.tracingRatio, ServiceName: "actgate-authority"}
+	if err := tcfg.Validate(); err != nil {
+		return usageError("--tracing-endpoint, --tracing-sample-ratio: %v", err)
 	}
 	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(s.err, obj) }, funcr.Options{Verbosity: o.verbosity, LogTimestamp: true})
 	ctrllog.SetLogger(log) // controller-runtime's certwatcher logs through it
@@ -152,9 +163,18 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	if err != nil {
 		return configFailure("metrics: %v", err)
 	}
+	tp, shutdownTracing, err := tracing.Setup(tcfg)
+	if err != nil {
+		return configFailure("tracing: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tracing.DefaultExportTimeout)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
 	svc, err := service.New(service.Options{
 		Client: c, Store: store, Signer: signer, Audiences: o.audiences, ReviewTimeout: o.reviewTimeout,
-		MomentTTL: o.momentTTL, Metrics: metrics, Log: log.WithName("authority"),
+		MomentTTL: o.momentTTL, Metrics: metrics, Log: log.WithName("authority"), TracerProvider: tp,
 	})
 	if err != nil {
 		return configFailure("%v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sidecar"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Environment variables of `actgate sidecar`. The injector (webhook/inject) sets the ones its
@@ -44,6 +47,8 @@ const (
 	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
 	envJournalDir      = "ACTGATE_JOURNAL_DIR"
 	envMetricsAddress  = "ACTGATE_METRICS_BIND_ADDRESS"
+	envTracingEndpoint = "ACTGATE_TRACING_ENDPOINT"
+	envTracingRatio    = "ACTGATE_TRACING_SAMPLE_RATIO"
 	defaultListen      = "127.0.0.1:15080"
 	defaultTokenFile   = "/var/run/secrets/actgate.io/token/token"
 	defaultJournalDir  = "/var/run/actgate/journal"
@@ -58,8 +63,10 @@ type sidecarOptions struct {
 	servers, serverURLs, credentialFiles                    []string
 	credentialsDir, upstreamCA, journalDir                  string
 	metricsAddr                                             string
+	tracingEndpoint, tracingRatio                           string
 	callTimeout, reviewTimeout                              time.Duration
 	verbose                                                 bool
+	tracing                                                 tracing.Config // parsed by config
 }
 
 func newSidecarCmd(s streams) *cobra.Command {
@@ -104,6 +111,16 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 					return fail(exitRejected, "SIDECAR_CONFIG metrics: "+err.Error())
 				}
 			}
+			tp, shutdownTracing, err := tracing.Setup(o.tracing)
+			if err != nil {
+				return fail(exitRejected, "SIDECAR_CONFIG "+err.Error())
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), tracing.DefaultExportTimeout)
+				defer cancel()
+				_ = shutdownTracing(ctx)
+			}()
+			cfg.TracerProvider = tp
 			sc, err := sidecar.New(cfg)
 			if err != nil {
 				return sidecarConfigError(err)
@@ -173,6 +190,10 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.DurationVar(&o.reviewTimeout, "review-timeout", sidecar.DefaultReviewTimeout, "bound of one request to the authority service (past it: EF_060)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", os.Getenv(envMetricsAddress),
 		"address of a plain-HTTP Prometheus /metrics endpoint, e.g. \":15090\"; empty disables it ($"+envMetricsAddress+")")
+	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", os.Getenv(envTracingEndpoint),
+		"OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing ($"+envTracingEndpoint+")")
+	f.StringVar(&o.tracingRatio, "tracing-sample-ratio", envOr(envTracingRatio, "1"),
+		"fraction of new traces recorded, in [0, 1]; a sampled traceparent from the agent is always followed ($"+envTracingRatio+")")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
 }
 
@@ -235,6 +256,13 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 	}
 	if o.namespace == "" || o.serviceAccount == "" {
 		bad("--namespace and --service-account are required (the downward API sets $%s and $%s)", envNamespace, envServiceAccount)
+	}
+	ratio, err := strconv.ParseFloat(o.tracingRatio, 64)
+	o.tracing = tracing.Config{Endpoint: o.tracingEndpoint, SampleRatio: ratio, ServiceName: "actgate-sidecar"}
+	if err != nil {
+		bad("--tracing-sample-ratio %q is not a number", o.tracingRatio)
+	} else if err := o.tracing.Validate(); err != nil {
+		bad("--tracing-endpoint, --tracing-sample-ratio: %v", err)
 	}
 	if len(problems) > 0 {
 		return sidecar.Config{}, fail(exitUsage, problems...)

@@ -73,6 +73,8 @@ type Config struct {
 	// Reconciliation tunes the settling of INDETERMINATE dispatches by the servers'
 	// reconciliation endpoints (upstreams[].reconciliation).
 	Reconciliation Reconciliation `json:"reconciliation,omitempty"`
+	// Tracing exports OpenTelemetry traces over OTLP/HTTP (tracing.go). Off by default.
+	Tracing Tracing `json:"tracing,omitempty"`
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
@@ -264,6 +266,7 @@ func (c *Config) validate() error {
 			bad("metrics.address", "must differ from listen")
 		}
 	}
+	c.validateTracing(bad)
 	if c.DataDir == "" {
 		bad("dataDir", "required")
 	} else {

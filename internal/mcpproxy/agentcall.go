@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // MCP streamable-HTTP headers the direct paths read and write.
@@ -116,7 +117,11 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 	p.directAgent.Add(1)
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
-		return b.callTool(r.Context(), &mcp.CallToolRequest{Session: b.ss, Params: &params})
+		ctx := r.Context()
+		if p.tracer != nil {
+			ctx = tracing.Extract(ctx, r.Header)
+		}
+		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
 	}()
 	var result json.RawMessage
 	if err == nil {

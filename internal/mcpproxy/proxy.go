@@ -16,8 +16,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Gate is what the proxy needs of the finality sink; *sink.Gate implements it.
@@ -131,6 +133,10 @@ type Config struct {
 	// ElicitationTimeout bounds the wait for an elicitation's answer; 0 means
 	// DefaultElicitationTimeout.
 	ElicitationTimeout time.Duration
+	// TracerProvider records a span per tools/call and per upstream call, continuing the W3C
+	// trace context of the agent's request (its traceparent header, or params._meta) and
+	// propagating it to the upstream in both (internal/tracing). Optional: nil is tracing off.
+	TracerProvider trace.TracerProvider
 
 	// sdkOnly turns the direct tools/call paths off (agentcall.go, upstreamcall.go): every
 	// message goes through the SDK's server and client sessions. Tests compare the two.
@@ -162,6 +168,7 @@ var ErrConfig = errors.New("mcpproxy: invalid configuration")
 type Proxy struct {
 	cfg     Config
 	log     logr.Logger
+	tracer  trace.Tracer // nil: tracing off
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
 	sdk     http.Handler // handler, given the authenticated agent (sdkAuth)
@@ -225,8 +232,9 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
-		http:    upstreamClient(&upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin}),
-		direct:  upstreamClient(&upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin}),
+		tracer:  tracing.TracerOf(cfg.TracerProvider),
+		http:    upstreamClient(&upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
+		direct:  upstreamClient(&upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
@@ -18,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // errNotCanonical is the invoker's refusal to forward arguments it could not canonicalize.
@@ -33,6 +36,8 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if params.Name == sink.RequestBindingMomentTool {
 		return b.requestMoment(ctx, params)
 	}
+	ctx, span := b.p.startCall(ctx, req)
+	defer span.End()
 	raw := params.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}") // absent arguments are {} (tool-use-binding §8 mapping)
@@ -62,6 +67,13 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken()))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
+			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))
+		if cerr == nil {
+			span.SetAttributes(tracing.AttrArgsDigest.String(jcs.Digest(canonical)))
+		}
+	}
 	// The log line names the arguments by digest only (docs/architecture.md "Privacy"); it is built
 	// only when something will be logged, to keep the hot path free of it.
 	logger := func() logr.Logger {
@@ -109,6 +121,19 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		return withElicitation(r, out), err
 	}
 	return b.render(refusalResult(res))
+}
+
+// startCall starts the tools/call span, continuing the agent's W3C trace context: the
+// request's traceparent header, or params._meta's (which wins when both are present, as the
+// more specific). With tracing off it returns ctx unchanged.
+func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	if p.tracer != nil {
+		if req.Extra != nil {
+			ctx = tracing.Extract(ctx, req.Extra.Header)
+		}
+		ctx = tracing.ExtractMeta(ctx, req.Params.Meta)
+	}
+	return tracing.Start(ctx, p.tracer, "actgate.mcp.tools_call", trace.SpanKindServer)
 }
 
 // render turns a rendering failure into an internal error the agent sees (nothing ran that a
@@ -159,6 +184,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
 			return notSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
 		}
+		ctx, span := tracing.Start(ctx, b.p.tracer, "actgate.upstream.tools_call", trace.SpanKindClient)
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(tracing.AttrServer.String(b.p.cfg.Server), tracing.AttrTool.String(logfield.Bound(tool)), tracing.AttrOperationID.String(operationID))
+		}
+		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstreamTransport
 		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
 		var res *mcp.CallToolResult
 		if version, ok := directVersion(cs); ok && !b.p.cfg.sdkOnly {
@@ -173,6 +204,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 			res, err = nil, ferr // the upstream answered and the answer was lost on the way back
 		}
 		out, drop := classify(res, err, &a)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.AttrOutcome.String(out.Outcome.String()))
+			if err != nil {
+				span.SetStatus(codes.Error, out.Outcome.String())
+			}
+		}
 		if drop {
 			b.drop(cs)
 		}

@@ -12,10 +12,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // upstreamTransport adds the upstream credential to every proxy→upstream request and reports
@@ -24,6 +26,7 @@ type upstreamTransport struct {
 	base       http.RoundTripper
 	credential func(ctx context.Context) (string, error)
 	origin     string // the only origin the credential is presented to
+	trace      bool   // propagate the request context's W3C trace context (traceparent)
 }
 
 func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -37,6 +40,12 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if t.trace && trace.SpanContextFromContext(r.Context()).IsValid() {
+		if t.credential == nil || origin(r.URL) != t.origin {
+			r = r.Clone(r.Context()) // not cloned above
+		}
+		tracing.Inject(r.Context(), r.Header)
 	}
 	resp, err := t.base.RoundTrip(r)
 	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok && resp != nil && r.Method == http.MethodPost {

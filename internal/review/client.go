@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actgate/actgate/internal/fileutil"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // ErrUnavailable wraps every error of Client.Do: the service could not be asked or its answer
@@ -32,6 +34,9 @@ type Client struct {
 	// Token returns the bearer token to present: the pod's projected service-account token,
 	// read anew on each call because the kubelet rotates it (see TokenFile).
 	Token func() (string, error)
+	// TracerProvider records a span per review and propagates its W3C trace context to the
+	// service (traceparent header). Optional: nil is tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // TokenFile returns a Token function reading a projected service-account token file.
@@ -57,6 +62,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if req.UID == "" {
 		req.UID = NewUID()
 	}
+	ctx, span := tracing.Start(ctx, tracing.TracerOf(c.TracerProvider), "actgate.review.request", trace.SpanKindClient)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOperation.String(string(req.Operation)))
+	}
 	body, err := json.Marshal(ActReview{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind}, Request: &req})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding the review: %v", ErrUnavailable, err)
@@ -72,6 +82,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
+	tracing.Inject(ctx, hreq.Header)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -87,6 +98,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	}
 	if resp.StatusCode != http.StatusOK {
 		r.Allowed = false
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrAllowed.Bool(r.Allowed), tracing.AttrDecision.String(string(r.Decision)), tracing.AttrCode.String(string(r.Code)))
 	}
 	return r, nil
 }

@@ -11,15 +11,18 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Defaults of Options.
@@ -95,6 +98,8 @@ type Options struct {
 	// sidecar emits no binding moments itself (the authority service does), so only
 	// CallDecided is called.
 	Observer sink.Observer
+	// TracerProvider records a span per call (internal/tracing). Optional: nil is tracing off.
+	TracerProvider trace.TracerProvider
 	// Receipts is the signed, hash-chained receipt log (receipts.go). Optional: no receipts
 	// (unit tests); the sidecar always opens one in its journal directory.
 	Receipts *receipt.Log
@@ -118,6 +123,7 @@ type Gate struct {
 	reportTO  time.Duration
 	log       logr.Logger
 	observer  sink.Observer
+	tracer    trace.Tracer // nil: tracing off
 	receipts  *receipt.Log
 	// unsettled refuses a call of an action whose earlier dispatch has no outcome yet.
 	unsettled *unsettled
@@ -153,7 +159,7 @@ func NewGate(opts Options) (*Gate, error) {
 		review: opts.Review, verifier: opts.Verifier, journal: opts.Journal, namespace: opts.Namespace,
 		sinkID: opts.SinkID, servers: map[string]string{}, principal: opts.Principal, now: opts.Now,
 		timeout: opts.ReviewTimeout, actTTL: opts.ActTTL, recordTO: opts.RecordTimeout, reportTO: opts.ReportTimeout, log: opts.Log,
-		observer: opts.Observer, receipts: opts.Receipts,
+		observer: opts.Observer, receipts: opts.Receipts, tracer: tracing.TracerOf(opts.TracerProvider),
 	}
 	if g.observer == nil {
 		g.observer = sink.NopObserver{}
@@ -223,6 +229,8 @@ func (g *Gate) Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.
 		return sink.Result{}, errors.New("sidecar: Handle needs an Invoker")
 	}
 	start := g.now()
+	ctx, span := tracing.Start(ctx, g.tracer, "actgate.sidecar.handle", trace.SpanKindInternal)
+	defer span.End()
 	var obs callObservation
 	res, err := g.handle(ctx, c, inv, &obs)
 	if !res.Allowed && res.Code != "" && c.Vendor != "" {
@@ -230,7 +238,13 @@ func (g *Gate) Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.
 			res.Deny = b
 		}
 	}
-	g.observer.CallDecided(obs.event(c, res, g.now().Sub(start)))
+	e := obs.event(c, res, g.now().Sub(start))
+	g.observer.CallDecided(e)
+	if span.IsRecording() {
+		se := e
+		se.Tool = logfield.Bound(e.Tool) // the agent's tool name, bounded as in logs
+		span.SetAttributes(se.SpanAttributes()...)
+	}
 	return res, err
 }
 

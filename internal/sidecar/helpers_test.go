@@ -103,6 +103,8 @@ type stub struct {
 	reports  []review.ReportRequest
 	// reportFails makes every Report answer 503 (the service unavailable).
 	reportFails bool
+	// traceparents are the traceparent headers of every review received, in order.
+	traceparents []string
 }
 
 func (s *stub) reported() []review.ReportRequest {
@@ -173,6 +175,7 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.tokens = append(s.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	s.traceparents = append(s.traceparents, r.Header.Get("traceparent"))
 	s.mu.Unlock()
 	req := rv.Request
 	switch req.Operation {

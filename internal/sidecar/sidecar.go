@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
@@ -108,6 +109,9 @@ type Config struct {
 	// side-effect denies) and counts the journal's INDETERMINATE records, seeded at start. The
 	// caller serves its registry.
 	Metrics *metrics.Gate
+	// TracerProvider records the spans of each call and propagates W3C trace context to the
+	// authority service and the upstreams (internal/tracing). Optional: nil is tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -229,10 +233,10 @@ func New(cfg Config) (*Sidecar, error) {
 		servers[i] = Server{Name: u.Name, URL: u.URL}
 	}
 	s.gate, err = NewGate(Options{
-		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token},
+		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider},
 		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
-		Observer: observer, Receipts: s.receipts,
+		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		_ = s.receipts.Close()
@@ -244,7 +248,7 @@ func New(cfg Config) (*Sidecar, error) {
 		p, err := mcpproxy.New(mcpproxy.Config{
 			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Credential: creds[u.Name],
 			Transport: upstreamTransport, CallTimeout: cfg.CallTimeout, SessionTimeout: time.Hour,
-			Logger: cfg.Log.WithName("mcp"),
+			Logger: cfg.Log.WithName("mcp"), TracerProvider: cfg.TracerProvider,
 		})
 		if err != nil {
 			_ = s.Close()

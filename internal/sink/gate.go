@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Defaults for Options.
@@ -96,6 +98,9 @@ type Options struct {
 	// Moments keeps binding moments, votes, resolutions and grants across restarts (the
 	// embedded store). Optional: without it they live in memory, and a restart forgets them.
 	Moments MomentStore
+	// TracerProvider records the spans of each call (internal/tracing). Optional: nil is
+	// tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // gate is the implementation behind Gate.
@@ -119,7 +124,8 @@ type gate struct {
 	authorityTTL      time.Duration
 	recordTimeout     time.Duration
 	observer          Observer
-	momentStore       MomentStore // nil: moments live in memory
+	momentStore       MomentStore  // nil: moments live in memory
+	tracer            trace.Tracer // nil: tracing off
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -210,6 +216,7 @@ func New(opts Options) (*Gate, error) {
 	if g.registry == nil {
 		g.registry = envelope.NewMemoryRegistry(g.now)
 	}
+	g.tracer = tracing.TracerOf(opts.TracerProvider)
 	g.dispatches = newDispatchIndex(opts.IDs)
 	g.moments = newMomentTable()
 	g.moments.perAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)

@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/receipt"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // ErrUpstream wraps the error an Invoker returned. Handle returns it (with a Result describing
@@ -39,14 +44,58 @@ func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) 
 	if inv == nil {
 		return Result{}, errors.New("sink: Handle needs an Invoker")
 	}
+	ctx, span := tracing.Start(ctx, g.tracer, "actgate.sink.handle", trace.SpanKindInternal)
 	cl := &callState{c: c, received: g.now()}
 	res, err := g.handleCall(ctx, cl, inv)
 	res.Resolutions = g.moments.takeDeliveries(c.Session)
 	if !res.Allowed && res.Code != "" {
 		res.Deny = g.vendorDeny(c, res)
 	}
-	g.observer.CallDecided(cl.event(res, g.now()))
+	e := cl.event(res, g.now())
+	g.observer.CallDecided(e)
+	if span.IsRecording() {
+		span.SetAttributes(e.SpanAttributes()...)
+	}
+	tracing.End(span, spanError(err))
 	return res, err
+}
+
+// spanError is the span status of an error of Handle: its class, never its text.
+func spanError(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUpstream):
+		return "upstream invocation failed"
+	}
+	return "gate failed"
+}
+
+// SpanAttributes are the attributes of the call's span (actgate.sink.handle, and the sidecar's
+// actgate.sidecar.handle): ids, names, class, decision, code and digest, never an argument
+// value. Tool is taken as it is: the sink's events carry it bounded (logfield.Bound).
+func (e CallEvent) SpanAttributes() []attribute.KeyValue {
+	kv := []attribute.KeyValue{
+		tracing.AttrServer.String(e.Server), tracing.AttrTool.String(e.Tool),
+		tracing.AttrAllowed.Bool(e.Allowed), tracing.AttrInvoked.Bool(e.Invoked),
+	}
+	add := func(k attribute.Key, v string) {
+		if v != "" {
+			kv = append(kv, k.String(v))
+		}
+	}
+	add(tracing.AttrActID, e.ActID)
+	add(tracing.AttrClass, string(e.Class))
+	add(tracing.AttrDecision, string(e.Outcome))
+	add(tracing.AttrPolicy, e.Policy)
+	add(tracing.AttrRule, e.Rule)
+	add(tracing.AttrCode, string(e.Code))
+	add(tracing.AttrState, string(e.State))
+	add(tracing.AttrActionDigest, e.ActionDigest)
+	if e.Replayed {
+		kv = append(kv, tracing.AttrReplayed.Bool(true))
+	}
+	return kv
 }
 
 // event describes the answered call for the Observer.
@@ -107,7 +156,8 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		return denyResult(ef.EFActInvalid, ""), nil
 	}
 	cl.cand = cand
-	cl.dec = g.policy.Evaluate(ctx, PolicyRequest{
+	pctx, pspan := tracing.Start(ctx, g.tracer, "actgate.policy.evaluate", trace.SpanKindInternal)
+	cl.dec = g.policy.Evaluate(pctx, PolicyRequest{
 		Server:      c.Server,
 		Destination: c.Destination,
 		Tool:        c.Tool,
@@ -117,6 +167,11 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		Agent:       c.Agent,
 		StrictArgs:  cand.Strict(),
 	})
+	if pspan.IsRecording() {
+		pspan.SetAttributes(tracing.AttrDecision.String(string(cl.dec.Outcome)), tracing.AttrPolicy.String(cl.dec.Policy),
+			tracing.AttrRule.String(cl.dec.Rule), tracing.AttrCode.String(string(cl.dec.Code)), tracing.AttrClass.String(string(cand.Act.ConsequenceClass)))
+	}
+	pspan.End()
 	if ctx.Err() != nil {
 		// Validation did not finish in time: never allow (§16 MUST 5); EF_060 is retryable as
 		// validation only (§23).
@@ -481,7 +536,13 @@ func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispa
 	if g.receipts != nil && fresh != nil {
 		receiptDone = g.appendDurableAsync(ctx, p.receipt)
 	}
-	dec, rec := g.commitDispatch(ctx, p, fresh)
+	cctx, cspan := tracing.Start(ctx, g.tracer, "actgate.journal.commit", trace.SpanKindInternal)
+	dec, rec := g.commitDispatch(cctx, p, fresh)
+	if cspan.IsRecording() {
+		cspan.SetAttributes(tracing.AttrActID.String(p.rec.ActID), tracing.AttrAuthorityID.String(p.id),
+			tracing.AttrOperationID.String(rec.OperationID), tracing.AttrAllowed.Bool(dec.Allow), tracing.AttrCode.String(string(dec.Code)))
+	}
+	cspan.End()
 	var rerr error
 	switch {
 	case receiptDone != nil:
@@ -516,7 +577,15 @@ func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispa
 
 	// Invoke exactly once, from the durable DISPATCH_PENDING.
 	out, ierr := inv(ctx, rec.OperationID)
+	_, rspan := tracing.Start(ctx, g.tracer, "actgate.journal.record", trace.SpanKindInternal)
 	state, result, cerr := g.complete(rec, out, ierr)
+	if rspan.IsRecording() {
+		rspan.SetAttributes(tracing.AttrOperationID.String(rec.OperationID), tracing.AttrOutcome.String(out.Outcome.String()), tracing.AttrState.String(string(state)))
+	}
+	if cerr != nil {
+		rspan.SetStatus(codes.Error, "outcome not recorded")
+	}
+	rspan.End()
 	g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.result = state, result })
 	if g.receipts != nil {
 		o := g.receiptFor(cl, receipt.DecisionOutcome, "")

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
@@ -28,6 +29,7 @@ import (
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // shutdownTimeout bounds a graceful shutdown after SIGTERM.
@@ -37,6 +39,9 @@ const shutdownTimeout = 10 * time.Second
 type Hooks struct {
 	// Transport is the base RoundTripper for upstream requests (nil: a default transport).
 	Transport http.RoundTripper
+	// TracerProvider, when set, records the gate's spans instead of the provider of the
+	// config's tracing section (tests: an in-memory recorder).
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime is one running gate: everything `actgate serve` opens, and its HTTP handler.
@@ -57,6 +62,8 @@ type Runtime struct {
 	// settler settles INDETERMINATE dispatches through the servers' reconciliation endpoints
 	// (reconcile.go); nil when no server has one.
 	settler *reconcile.Settler
+	// traceShutdown flushes and stops the tracing section's exporter.
+	traceShutdown func(context.Context) error
 }
 
 // Open opens the data dir, the store (recovering in-flight dispatches to INDETERMINATE
@@ -135,12 +142,19 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	if err != nil {
 		return nil, fmt.Errorf("notifications: %w", err)
 	}
+	tp := hooks.TracerProvider
+	if tp == nil {
+		if tp, rt.traceShutdown, err = tracing.Setup(cfg.TracingConfig()); err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+	}
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
 		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
-		Moments: boltMoments{rt.store},
+		Moments:        boltMoments{rt.store},
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return nil, err
@@ -169,7 +183,8 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 			Transport: hooks.Transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
 			Agents: agents, Sessions: sessions, ReadTimeout: cfg.ReadTimeout(),
 			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),
-			Elicitation: compiled, // spec.elicitation: moments of the classes it lists are also elicited
+			Elicitation:    compiled, // spec.elicitation: moments of the classes it lists are also elicited
+			TracerProvider: tp,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("policy.servers[%d]: %w", i, err)
@@ -308,6 +323,14 @@ func (rt *Runtime) Close() error {
 	if rt.store != nil {
 		errs = append(errs, rt.store.Close())
 		rt.store = nil
+	}
+	if rt.traceShutdown != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tracing.DefaultExportTimeout)
+		if err := rt.traceShutdown(ctx); err != nil {
+			rt.log.Error(err, "Spans not exported at shutdown")
+		}
+		cancel()
+		rt.traceShutdown = nil
 	}
 	return errors.Join(errs...)
 }

@@ -3,8 +3,10 @@ package inject
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -128,6 +130,11 @@ type Config struct {
 	// rendering a YAML Pod fragment; see TemplateData.
 	Template string `json:"template,omitempty"`
 
+	// Tracing, when its endpoint is set, makes the sidecar export OpenTelemetry traces over
+	// OTLP/HTTP (ACTGATE_TRACING_ENDPOINT, ACTGATE_TRACING_SAMPLE_RATIO; docs/operations.md
+	// "Tracing"). Absent: tracing off.
+	Tracing *Tracing `json:"tracing,omitempty"`
+
 	// AuthorityCA is the PEM CA bundle of the authority service and AuthorityPublicKey the PEM
 	// PUBLIC KEY block(s) verifying its authorities, given to the sidecar as the values of
 	// ACTGATE_AUTHORITY_CA and ACTGATE_AUTHORITY_PUBLIC_KEY. They are not read from a
@@ -199,6 +206,17 @@ func (c *Config) Validate() error {
 			bad("urlEnv %q is not an environment variable name", n)
 		}
 	}
+	if t := c.Tracing; t != nil {
+		switch {
+		case t.Endpoint == "" && t.SampleRatio != nil:
+			bad("tracing.sampleRatio is set but tracing.endpoint is empty")
+		case t.SampleRatio != nil && (math.IsNaN(*t.SampleRatio) || *t.SampleRatio < 0 || *t.SampleRatio > 1):
+			bad("tracing.sampleRatio %v is not within [0, 1]", *t.SampleRatio)
+		}
+		if u, err := url.Parse(t.Endpoint); t.Endpoint != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil) {
+			bad("tracing.endpoint %q must be an absolute http(s) URL without user info", t.Endpoint)
+		}
+	}
 	if _, err := parseTemplate(c.Template); err != nil {
 		bad("template: %w", err)
 	}
@@ -206,6 +224,27 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Tracing is the sidecar's OpenTelemetry export.
+type Tracing struct {
+	// Endpoint is the OTLP/HTTP traces URL, e.g.
+	// http://otel-collector.observability:4318/v1/traces. Empty: off.
+	Endpoint string `json:"endpoint,omitempty"`
+	// SampleRatio is the fraction of new traces recorded, in [0, 1]; absent: 1.
+	SampleRatio *float64 `json:"sampleRatio,omitempty"`
+}
+
+// tracingEnv returns the values of ACTGATE_TRACING_ENDPOINT and ACTGATE_TRACING_SAMPLE_RATIO
+// ("" when unset).
+func (c *Config) tracingEnv() (endpoint, ratio string) {
+	if c.Tracing == nil || c.Tracing.Endpoint == "" {
+		return "", ""
+	}
+	if c.Tracing.SampleRatio != nil {
+		ratio = strconv.FormatFloat(*c.Tracing.SampleRatio, 'g', -1, 64)
+	}
+	return c.Tracing.Endpoint, ratio
 }
 
 // metricsPort is the sidecar's metrics port, 0 when disabled (or not defaulted).

@@ -39,6 +39,8 @@
 //	ACTGATE_JOURNAL_DIR           the dispatch journal, an emptyDir
 //	ACTGATE_CREDENTIALS_DIR       when a server has a credentialsSecretRef: <dir>/<server>/credential
 //	ACTGATE_METRICS_BIND_ADDRESS  :<Config.MetricsPort> (default 9788; absent when metricsPort is 0)
+//	ACTGATE_TRACING_ENDPOINT      Config.Tracing.Endpoint, when set (OTLP/HTTP traces URL)
+//	ACTGATE_TRACING_SAMPLE_RATIO  Config.Tracing.SampleRatio, when set with an endpoint
 //
 // # Metrics
 //

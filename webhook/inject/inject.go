@@ -99,6 +99,7 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
 		AnnotationPrometheusPath: AnnotationPrometheusPath,
 	}
+	data.TracingEndpoint, data.TracingSampleRatio = cfg.tracingEnv()
 	if m := cfg.metricsPort(); m != 0 {
 		data.MetricsListen, data.MetricsPort = fmt.Sprintf(":%d", m), m
 		data.PrometheusAnnotations = !hasPrometheusAnnotations(out)

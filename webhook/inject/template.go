@@ -26,6 +26,9 @@ type TemplateData struct {
 	// that port; "" and 0 when metrics are disabled.
 	MetricsListen string
 	MetricsPort   int32
+	// TracingEndpoint and TracingSampleRatio are the sidecar's ACTGATE_TRACING_ENDPOINT and
+	// ACTGATE_TRACING_SAMPLE_RATIO; "" when tracing is off (or the ratio is the default).
+	TracingEndpoint, TracingSampleRatio string
 	// PrometheusAnnotations is true when the template should set the prometheus.io/scrape,
 	// port and path annotations: metrics are enabled and the pod carries no prometheus.io/
 	// annotation of its own (its own scrape configuration wins, whole).

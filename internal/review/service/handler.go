@@ -9,11 +9,14 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // ServeHTTP answers one ActReview POSTed to review.Path. The response body is always an
@@ -23,10 +26,24 @@ import (
 // ToolPolicy, 503 when the API server or the store failed or was too slow.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	ctx := r.Context()
+	if s.tracer != nil {
+		ctx = tracing.Extract(ctx, r.Header)
+	}
+	ctx, span := tracing.Start(ctx, s.tracer, "actgate.authority.review", trace.SpanKindServer)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	op, uid, o := s.handle(ctx, r)
 	o.resp.UID = uid
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrOperation.String(string(op)), tracing.AttrAllowed.Bool(o.resp.Allowed),
+			tracing.AttrDecision.String(string(o.resp.Decision)), tracing.AttrCode.String(string(o.resp.Code)),
+			attribute.String("actgate.review.reason", string(o.resp.Reason)), attribute.Int("http.response.status_code", o.status))
+		if o.resp.Act != "" {
+			span.SetAttributes(attribute.String("actgate.act.name", o.resp.Act))
+		}
+	}
 	s.metrics.observe(op, o.resp, time.Since(start))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // call is one Review on its way through the service.
@@ -282,7 +284,14 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 	if current := strconv.FormatInt(c.policy.Status.PolicyEpoch, 10); expect.PolicyEpoch != current {
 		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The policy changed since this authority was issued.")
 	}
-	rec, err := s.store.Consume(ctx, cr.AuthorityID, expect, authority.Consumption{OperationID: cr.OperationID})
+	lctx, span := tracing.Start(ctx, s.tracer, "actgate.lease.consume", trace.SpanKindInternal)
+	rec, err := s.store.Consume(lctx, cr.AuthorityID, expect, authority.Consumption{OperationID: cr.OperationID})
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrActID.String(expect.ActID), tracing.AttrAuthorityID.String(cr.AuthorityID),
+			tracing.AttrOperationID.String(cr.OperationID), tracing.AttrActionDigest.String(expect.ActionDigest),
+			tracing.AttrCode.String(string(authority.CodeOf(err))))
+	}
+	span.End()
 	if err != nil {
 		s.log.V(1).Info("consume refused", "act", expect.ActID, "authority", cr.AuthorityID, "cause", authority.CodeOf(err))
 		return authorityFailure(ctx, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Defaults for Options.
@@ -57,6 +59,9 @@ type Options struct {
 	Log logr.Logger
 	// FieldManager names the service's writes. Optional: DefaultFieldManager.
 	FieldManager string
+	// TracerProvider records a span per review, continuing the caller's W3C trace context
+	// (traceparent header), and one per Lease consume. Optional: nil is tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // Service answers ActReviews. Build it with New; it is safe for concurrent use, and any number
@@ -73,6 +78,7 @@ type Service struct {
 	log       logr.Logger
 	manager   string
 	policies  *policyCache
+	tracer    trace.Tracer // nil: tracing off
 }
 
 // New returns a Service.
@@ -91,6 +97,7 @@ func New(opts Options) (*Service, error) {
 		c: opts.Client, store: opts.Store, signer: opts.Signer, audiences: opts.Audiences,
 		now: opts.Now, timeout: opts.ReviewTimeout, momentTTL: opts.MomentTTL,
 		metrics: opts.Metrics, log: opts.Log, manager: opts.FieldManager, policies: newPolicyCache(),
+		tracer: tracing.TracerOf(opts.TracerProvider),
 	}
 	if len(s.audiences) == 0 {
 		s.audiences = []string{DefaultAudience}

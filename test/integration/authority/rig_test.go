@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -98,6 +99,7 @@ type rig struct {
 	policy  *v1alpha1.ToolPolicy
 	agent   string // the agent's service-account user
 	agentTk string // a pod-bound token for the agent, audience actgate-authority
+	tracer  trace.TracerProvider
 }
 
 type rigOptions struct {
@@ -105,6 +107,7 @@ type rigOptions struct {
 	minPrincipals int32
 	apiConfig     func(*rest.Config) *rest.Config // the service's API server connection
 	reviewTimeout time.Duration
+	tracer        trace.TracerProvider // the service's and the rig's review clients'
 }
 
 var serviceRole sync.Once
@@ -156,7 +159,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.principals == nil {
 		o.principals = []string{alice}
 	}
-	r := &rig{env: env, ns: env.Namespace(t), clock: newClock(time.Now().UTC().Truncate(time.Millisecond)), signer: newSigner(t), reg: prometheus.NewRegistry()}
+	r := &rig{env: env, ns: env.Namespace(t), clock: newClock(time.Now().UTC().Truncate(time.Millisecond)), signer: newSigner(t), reg: prometheus.NewRegistry(), tracer: o.tracer}
 	var err error
 	if r.cs, err = kubernetes.NewForConfig(env.Config); err != nil {
 		t.Fatal(err)
@@ -192,7 +195,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	if r.svc, err = service.New(service.Options{Client: c, Store: r.store, Signer: r.signer, Now: r.clock.Now,
-		Metrics: metrics, ReviewTimeout: o.reviewTimeout, MomentTTL: 10 * time.Minute}); err != nil {
+		Metrics: metrics, ReviewTimeout: o.reviewTimeout, MomentTTL: 10 * time.Minute, TracerProvider: o.tracer}); err != nil {
 		t.Fatal(err)
 	}
 	r.serveTLS(t)
@@ -249,9 +252,10 @@ func (r *rig) serveTLS(t testing.TB) {
 // client is a sidecar's review client presenting token, trusting only the rig's CA.
 func (r *rig) client(token string) *review.Client {
 	return &review.Client{
-		URL:   r.url,
-		HTTP:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca, MinVersion: tls.VersionTLS12}}},
-		Token: func() (string, error) { return token, nil },
+		URL:            r.url,
+		HTTP:           &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca, MinVersion: tls.VersionTLS12}}},
+		Token:          func() (string, error) { return token, nil },
+		TracerProvider: r.tracer,
 	}
 }
 

@@ -57,6 +57,10 @@ var templateCases = []struct {
 		"--set", "notifications.webhook.headersKey=headers",
 		"--set", "notifications.consoleURL=https://console.example/moments/{id}",
 	}},
+	{"tracing", []string{
+		"--set", "tracing.endpoint=http://otel-collector.observability.svc:4318/v1/traces",
+		"--set", "tracing.sampleRatio=0.25",
+	}},
 	{"sidecar-metrics", []string{
 		"--set", "sidecar.metrics.port=9100",
 		"--set", "sidecar.metrics.podMonitor.enabled=true",

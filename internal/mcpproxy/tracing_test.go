@@ -1,0 +1,307 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/policy"
+	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
+	"github.com/actgate/actgate/test/testutil"
+)
+
+// The agent's W3C trace context.
+const (
+	agentTraceID    = "4bf92f3577b34da6a3ce929d0e0e4736"
+	agentSpanID     = "00f067aa0ba902b7"
+	agentParent     = "00-" + agentTraceID + "-" + agentSpanID + "-01"
+	secretArgValue  = "argument-value-never-in-a-span-5c1d"
+	upstreamCallKey = "tools/call"
+)
+
+// seenCall is what the upstream received with one tools/call.
+type seenCall struct {
+	header   string // traceparent header
+	metaPart string // params._meta.traceparent
+}
+
+// tracedFixture is the proxy and the sink sharing tp, in front of a real upstream behind a
+// recording front server (what the upstream receives on the wire).
+type tracedFixture struct {
+	endpoint string
+	mu       sync.Mutex
+	seen     []seenCall
+}
+
+func newTracedFixture(t *testing.T, tp trace.TracerProvider, sdkOnly bool) *tracedFixture {
+	t.Helper()
+	up, err := mcptest.Start(bankTools(), mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	target, _ := url.Parse(up.URL)
+	f := &tracedFixture{}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Meta map[string]any `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == upstreamCallKey {
+			tp, _ := msg.Params.Meta[tracing.MetaTraceparent].(string)
+			f.mu.Lock()
+			f.seen = append(f.seen, seenCall{header: r.Header.Get("traceparent"), metaPart: tp})
+			f.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	raw, err := os.ReadFile("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := policy.ParseSpec(bytes.ReplaceAll(raw, []byte("{{BANK}}"), []byte(front.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := policy.Compile("default/proxy-test", spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, signer := testutil.SeededStore(t, "mcpproxy tracing tests")
+	ids, err := act.NewIDIssuer([]byte("0123456789abcdef0123456789abcdef"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sink.New(sink.Options{SinkID: "proxy-test", Policy: sink.CompiledPolicy(compiled), Store: st, Journal: st,
+		Signer: signer, IDs: ids, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Server: "bank", URL: front.URL, Gate: g, Agent: agentName, CallTimeout: 5 * time.Second, TracerProvider: tp, sdkOnly: sdkOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path("bank"), p)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		_ = p.Close()
+		srv.Close()
+	})
+	f.endpoint = srv.URL + Path("bank")
+	return f
+}
+
+func (f *tracedFixture) calls() []seenCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seenCall(nil), f.seen...)
+}
+
+// headerTransport sets traceparent on every request of the agent.
+type headerTransport struct{ traceparent string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if h.traceparent != "" {
+		r.Header.Set("traceparent", h.traceparent)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func tracedAgent(t *testing.T, endpoint, traceparent string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: endpoint, HTTPClient: &http.Client{Transport: headerTransport{traceparent}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.Name() == name {
+			if found != nil {
+				t.Fatalf("two spans named %s", name)
+			}
+			found = s
+		}
+	}
+	if found == nil {
+		names := []string{}
+		for _, s := range spans {
+			names = append(names, s.Name())
+		}
+		t.Fatalf("no span %s among %v", name, names)
+	}
+	return found
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
+
+// TestTraceContinuesAgentContextToUpstream: a machine-permitted call with the agent's
+// traceparent header is one trace — the proxy's span a child of the agent's, the sink's steps
+// children of the sink's span — and the upstream receives the trace context of the upstream
+// call's span, in the traceparent header and in params._meta. No attribute carries the
+// argument value.
+func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
+	for _, sdkOnly := range []bool{false, true} {
+		name := "direct"
+		if sdkOnly {
+			name = "sdk"
+		}
+		t.Run(name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			f := newTracedFixture(t, tp, sdkOnly)
+			cs := tracedAgent(t, f.endpoint, agentParent)
+			res := call(t, cs, "ticket_create", `{"title":"`+secretArgValue+`"}`, nil)
+			if res.IsError || !strings.Contains(text(res), "ticket created") {
+				t.Fatalf("call not allowed: %s %s", text(res), efCode(res))
+			}
+			spans := rec.Ended()
+			proxy := spanNamed(t, spans, "actgate.mcp.tools_call")
+			handle := spanNamed(t, spans, "actgate.sink.handle")
+			upstream := spanNamed(t, spans, "actgate.upstream.tools_call")
+			for _, s := range spans {
+				if got := s.SpanContext().TraceID().String(); got != agentTraceID {
+					t.Errorf("span %s has trace %s, want the agent's %s", s.Name(), got, agentTraceID)
+				}
+				for _, kv := range s.Attributes() {
+					if strings.Contains(kv.Value.String(), secretArgValue) {
+						t.Errorf("span %s attribute %s carries the argument value", s.Name(), kv.Key)
+					}
+				}
+			}
+			if p := proxy.Parent(); !p.IsRemote() || p.SpanID().String() != agentSpanID {
+				t.Errorf("proxy span's parent = %v, want the agent's remote span %s", p.SpanID(), agentSpanID)
+			}
+			if handle.Parent().SpanID() != proxy.SpanContext().SpanID() {
+				t.Errorf("sink span is not a child of the proxy span")
+			}
+			for _, n := range []string{"actgate.policy.evaluate", "actgate.journal.commit", "actgate.journal.record", "actgate.upstream.tools_call"} {
+				if s := spanNamed(t, spans, n); s.Parent().SpanID() != handle.SpanContext().SpanID() {
+					t.Errorf("%s is not a child of the sink span", n)
+				}
+			}
+			actID := attr(handle, "actgate.act.id")
+			if actID == "" || attr(handle, "actgate.tool") != "ticket_create" || attr(handle, "actgate.server") != "bank" ||
+				attr(handle, "actgate.decision") != string(sink.PolicyPermit) || attr(handle, "actgate.action_digest") == "" ||
+				attr(handle, "actgate.state") == "" {
+				t.Errorf("sink span attributes: %v", handle.Attributes())
+			}
+			if attr(proxy, "actgate.act.id") != actID || attr(proxy, "actgate.arguments_digest") == "" {
+				t.Errorf("proxy span attributes: %v", proxy.Attributes())
+			}
+			if attr(upstream, "actgate.outcome") == "" || attr(upstream, "actgate.operation_id") == "" {
+				t.Errorf("upstream span attributes: %v", upstream.Attributes())
+			}
+			want := "00-" + agentTraceID + "-" + upstream.SpanContext().SpanID().String() + "-01"
+			calls := f.calls()
+			if len(calls) != 1 {
+				t.Fatalf("upstream received %d tools/calls, want 1", len(calls))
+			}
+			if calls[0].header != want || calls[0].metaPart != want {
+				t.Errorf("upstream received traceparent header %q, _meta %q; want %q", calls[0].header, calls[0].metaPart, want)
+			}
+		})
+	}
+}
+
+// TestTraceContinuesMetaContext: a traceparent only in params._meta (the MCP convention) is
+// continued too.
+func TestTraceContinuesMetaContext(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newTracedFixture(t, tp, false)
+	cs := tracedAgent(t, f.endpoint, "")
+	res := call(t, cs, "get_balance", `{}`, mcp.Meta{tracing.MetaTraceparent: agentParent})
+	if res.IsError {
+		t.Fatalf("call refused: %s", text(res))
+	}
+	proxy := spanNamed(t, rec.Ended(), "actgate.mcp.tools_call")
+	if proxy.SpanContext().TraceID().String() != agentTraceID || proxy.Parent().SpanID().String() != agentSpanID {
+		t.Errorf("proxy span %v did not continue the _meta context", proxy.SpanContext())
+	}
+	if c := f.calls(); len(c) != 1 || !strings.Contains(c[0].header, agentTraceID) {
+		t.Errorf("upstream received %+v", c)
+	}
+}
+
+// TestTracingOffPropagatesNothing: with no TracerProvider nothing is recorded, and the agent's
+// trace context is not forwarded to the upstream either.
+func TestTracingOffPropagatesNothing(t *testing.T) {
+	f := newTracedFixture(t, nil, false)
+	cs := tracedAgent(t, f.endpoint, agentParent)
+	res := call(t, cs, "ticket_create", `{"title":"x"}`, mcp.Meta{tracing.MetaTraceparent: agentParent})
+	if res.IsError {
+		t.Fatalf("call refused: %s", text(res))
+	}
+	c := f.calls()
+	if len(c) != 1 {
+		t.Fatalf("upstream received %d calls, want 1", len(c))
+	}
+	if c[0].header != "" || c[0].metaPart != "" {
+		t.Errorf("tracing off, yet the upstream received traceparent %q, _meta %q", c[0].header, c[0].metaPart)
+	}
+}
+
+// TestTraceBoundsToolNames: a tool name an agent makes long or unprintable reaches span
+// attributes bounded (logfield.Bound), as it reaches logs.
+func TestTraceBoundsToolNames(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newTracedFixture(t, tp, false)
+	cs := tracedAgent(t, f.endpoint, agentParent)
+	long := strings.Repeat("x", 4096) + "\x00"
+	res := call(t, cs, long, `{}`, nil)
+	if !res.IsError || efCode(res) == "" {
+		t.Fatalf("an unknown tool was not refused: %s", text(res))
+	}
+	for _, s := range rec.Ended() {
+		if v := attr(s, "actgate.tool"); len(v) > 128 || strings.Contains(v, "\x00") {
+			t.Errorf("span %s carries the tool name unbounded (%d bytes)", s.Name(), len(v))
+		}
+	}
+	if len(f.calls()) != 0 {
+		t.Fatal("the upstream was called")
+	}
+}

@@ -1,0 +1,179 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+type traceparentRT string
+
+func (tp traceparentRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", string(tp))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSidecarTrace: a permitted call through the sidecar is one trace continuing the agent's
+// traceparent: the proxy's span, the sidecar's under it, and under that one review client span
+// per ActReview POST (Review, Consume; each POST carries its span's traceparent to the service)
+// and the upstream call. The outcome's Report, sent after the call with a context of its own,
+// is not in the trace. No attribute carries the argument value.
+func TestSidecarTrace(t *testing.T) {
+	const (
+		traceID = "5bf92f3577b34da6a3ce929d0e0e4736"
+		parent  = "10f067aa0ba902b7"
+		secret  = "acct-argument-value-8e21"
+	)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	up, err := mcptest.Start(bankTools(), mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	f := &fixture{t: t, stub: newStub(t, bankModes), up: up}
+	if f.store, err = boltstore.Open(filepath.Join(t.TempDir(), JournalFile), boltstore.Options{Verifier: f.stub.signer.Verifier()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.store.Close() })
+	opts := f.options()
+	opts.Receipts = nil
+	opts.TracerProvider = tp
+	opts.Review.TracerProvider = tp
+	if f.gate, err = NewGate(opts); err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Config{Server: "payments", URL: up.URL, Gate: f.gate, Agent: testAgent,
+		Credential: func(context.Context) (string, error) { return upstreamTk, nil }, CallTimeout: 5 * time.Second, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: traceparentRT("00-" + traceID + "-" + parent + "-01")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	res := call(t, cs, "send_payment", `{"amount":"10.00","to":"`+secret+`"}`)
+	if res.IsError || up.Count("send_payment") != 1 {
+		t.Fatalf("call: %s %s", text(res), efCode(res))
+	}
+
+	byName := map[string][]sdktrace.ReadOnlySpan{}
+	reports := 0
+	for _, s := range rec.Ended() {
+		if s.Name() == "actgate.review.request" && attrOf(s, "actgate.review.operation") == "Report" {
+			reports++ // the outcome's report, sent after the call under its own deadline: a trace of its own
+			continue
+		}
+		byName[s.Name()] = append(byName[s.Name()], s)
+		if s.SpanContext().TraceID().String() != traceID {
+			t.Errorf("span %s in another trace", s.Name())
+		}
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("span %s attribute %s carries the argument value", s.Name(), kv.Key)
+			}
+		}
+	}
+	one := func(name string) sdktrace.ReadOnlySpan {
+		if len(byName[name]) != 1 {
+			t.Fatalf("%d spans %s, want 1", len(byName[name]), name)
+		}
+		return byName[name][0]
+	}
+	proxy, handle, upstream := one("actgate.mcp.tools_call"), one("actgate.sidecar.handle"), one("actgate.upstream.tools_call")
+	if proxy.Parent().SpanID().String() != parent || handle.Parent().SpanID() != proxy.SpanContext().SpanID() ||
+		upstream.Parent().SpanID() != handle.SpanContext().SpanID() {
+		t.Errorf("spans are not nested agent > proxy > sidecar > upstream")
+	}
+	if reports != 1 {
+		t.Errorf("%d Report spans, want 1", reports)
+	}
+	reviews := byName["actgate.review.request"]
+	if len(reviews) != 2 {
+		t.Fatalf("%d review client spans, want 2 (Review, Consume)", len(reviews))
+	}
+	f.stub.mu.Lock()
+	sent := append([]string(nil), f.stub.traceparents...)
+	f.stub.mu.Unlock()
+	if len(sent) != 3 || strings.Contains(sent[2], traceID) {
+		t.Fatalf("the service received traceparents %q, want the call's two and the Report's own", sent)
+	}
+	for i, r := range reviews {
+		if r.Parent().SpanID() != handle.SpanContext().SpanID() {
+			t.Errorf("review span %d is not a child of the sidecar span", i)
+		}
+		if want := "00-" + traceID + "-" + r.SpanContext().SpanID().String() + "-01"; sent[i] != want {
+			t.Errorf("review %d sent traceparent %q, want %q", i, sent[i], want)
+		}
+	}
+	t.Logf("span tree:\n%s", spanTree(rec.Ended()))
+	for k, want := range map[string]string{"actgate.tool": "send_payment", "actgate.server": "payments", "actgate.allowed": "true", "actgate.invoked": "true"} {
+		if got := attrOf(handle, k); got != want {
+			t.Errorf("sidecar span %s = %q, want %q", k, got, want)
+		}
+	}
+	if attrOf(handle, "actgate.act.id") == "" || attrOf(handle, "actgate.action_digest") == "" {
+		t.Errorf("sidecar span attributes %v", handle.Attributes())
+	}
+}
+
+func attrOf(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}
+
+// spanTree renders spans as an indented tree, children under their parent, for the test log.
+func spanTree(spans []sdktrace.ReadOnlySpan) string {
+	children := map[string][]sdktrace.ReadOnlySpan{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext().SpanID().String()] = true
+	}
+	for _, s := range spans {
+		p := s.Parent().SpanID().String()
+		if !ids[p] {
+			p = ""
+		}
+		children[p] = append(children[p], s)
+	}
+	var b strings.Builder
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		for _, s := range children[parent] {
+			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+			for _, kv := range s.Attributes() {
+				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
+					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
+				}
+			}
+			b.WriteString("\n")
+			walk(s.SpanContext().SpanID().String(), depth+1)
+		}
+	}
+	walk("", 0)
+	return b.String()
+}

@@ -1,0 +1,183 @@
+package standalone
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/test/testutil"
+)
+
+// otlpReceiver is an OTLP/HTTP traces endpoint on loopback: it decodes each binary-protobuf
+// ExportTraceServiceRequest with the OTLP collector types.
+type otlpReceiver struct {
+	mu       sync.Mutex
+	resource []*commonpb.KeyValue
+	spans    []*tracepb.Span
+	errs     []string
+}
+
+func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	body, _ := io.ReadAll(r.Body)
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		o.errs = append(o.errs, fmt.Sprintf("%s %s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type")))
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	var req collectortrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &req); err != nil {
+		o.errs = append(o.errs, err.Error())
+		http.Error(w, "bad protobuf", http.StatusBadRequest)
+		return
+	}
+	for _, rs := range req.ResourceSpans {
+		o.resource = rs.GetResource().GetAttributes()
+		for _, ss := range rs.ScopeSpans {
+			o.spans = append(o.spans, ss.Spans...)
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	_, _ = w.Write(b)
+}
+
+func otlpAttr(kvs []*commonpb.KeyValue, key string) string {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			switch v := kv.Value.Value.(type) {
+			case *commonpb.AnyValue_StringValue:
+				return v.StringValue
+			case *commonpb.AnyValue_BoolValue:
+				return fmt.Sprint(v.BoolValue)
+			}
+		}
+	}
+	return ""
+}
+
+type traceparentTransport string
+
+func (tp traceparentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", string(tp))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestServeExportsSpansOverOTLP: `actgate serve` with a tracing section exports the spans of a
+// call to a real OTLP/HTTP receiver: one trace continuing the agent's traceparent, with the
+// proxy, sink, policy and upstream spans, the call's attributes, the gate's service.name, and no
+// argument value in any attribute.
+func TestServeExportsSpansOverOTLP(t *testing.T) {
+	const (
+		traceID = "0af7651916cd43dd8448eb211c80319c"
+		parent  = "b7ad6b7169203331"
+		secret  = "acct-secret-argument-value-93b1"
+	)
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv) // 127.0.0.1
+	t.Cleanup(collector.Close)
+	up, err := mcptest.Start([]mcptest.Tool{{Name: "get_balance"}}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+
+	dir := t.TempDir()
+	tok := testutil.WriteFile(t, dir, "finance.token", []byte("tok\n"))
+	doc := string(testConfig(up.URL, filepath.Join(dir, "data"), tok))
+	doc = strings.Replace(doc, "  name: test-agent\n", "  name: test-agent\n  authentication: none\n", 1)
+	doc += fmt.Sprintf("tracing:\n  endpoint: %q\n  sampleRatio: 1\n", collector.URL+"/v1/traces")
+	cfg, err := gateconfig.Parse([]byte(doc), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(context.Background(), cfg, logr.Discard(), Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := httptest.NewServer(rt.Handler())
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:   gate.URL + mcpproxy.Path("finance"),
+		HTTPClient: &http.Client{Transport: traceparentTransport("00-" + traceID + "-" + parent + "-01")},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_balance", Arguments: json.RawMessage(`{"account":"` + secret + `"}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	if up.Count("get_balance") != 1 {
+		t.Fatalf("upstream called %d times", up.Count("get_balance"))
+	}
+	_ = cs.Close()
+	gate.Close()
+	if err := rt.Close(); err != nil { // flushes the batch to the receiver
+		t.Fatal(err)
+	}
+
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	if len(recv.errs) > 0 {
+		t.Fatalf("receiver refused exports: %v", recv.errs)
+	}
+	if got := otlpAttr(recv.resource, "service.name"); got != gateconfig.DefaultTracingServiceName {
+		t.Errorf("service.name = %q", got)
+	}
+	byName := map[string]*tracepb.Span{}
+	for _, s := range recv.spans {
+		if hex.EncodeToString(s.TraceId) != traceID {
+			t.Errorf("span %s in trace %x, want the agent's %s", s.Name, s.TraceId, traceID)
+		}
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.String(), secret) {
+				t.Errorf("span %s attribute %s carries the argument value", s.Name, kv.Key)
+			}
+		}
+		byName[s.Name] = s
+	}
+	for _, n := range []string{"actgate.mcp.tools_call", "actgate.sink.handle", "actgate.policy.evaluate", "actgate.upstream.tools_call"} {
+		if byName[n] == nil {
+			t.Fatalf("no span %s received; got %d spans", n, len(recv.spans))
+		}
+	}
+	proxy, handle := byName["actgate.mcp.tools_call"], byName["actgate.sink.handle"]
+	if hex.EncodeToString(proxy.ParentSpanId) != parent || proxy.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("proxy span parent %x kind %v", proxy.ParentSpanId, proxy.Kind)
+	}
+	if string(handle.ParentSpanId) != string(proxy.SpanId) || string(byName["actgate.upstream.tools_call"].ParentSpanId) != string(handle.SpanId) {
+		t.Errorf("spans are not nested proxy > sink > upstream")
+	}
+	for k, want := range map[string]string{
+		"actgate.tool": "get_balance", "actgate.server": "finance", "actgate.consequence_class": "INFORMATIONAL",
+		"actgate.decision": "Allow", "actgate.allowed": "true", "actgate.invoked": "true",
+	} {
+		if got := otlpAttr(handle.Attributes, k); got != want {
+			t.Errorf("sink span %s = %q, want %q", k, got, want)
+		}
+	}
+	if otlpAttr(handle.Attributes, "actgate.act.id") == "" || otlpAttr(handle.Attributes, "actgate.action_digest") == "" {
+		t.Errorf("sink span lacks act id or action digest: %v", handle.Attributes)
+	}
+}
