@@ -579,3 +579,33 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// TestChartViewerRolesLeaveBindingMomentsOut: with rbac.aggregateViewers (the default) the
+// ToolPolicy and Act viewer roles join the built-in view role, and the BindingMoment viewer role
+// does not: BindingMoments carry the raw arguments of escalated calls (spec.calls), for their
+// principals and the authority service only.
+func TestChartViewerRolesLeaveBindingMomentsOut(t *testing.T) {
+	aggregated := map[string]bool{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(renderChart(t)), 4096)
+	for {
+		var role rbacv1.ClusterRole
+		if err := dec.Decode(&role); err != nil {
+			break
+		}
+		if role.Kind == "ClusterRole" && strings.HasSuffix(role.Name, "-viewer-role") {
+			aggregated[role.Name] = role.Labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+		}
+	}
+	for name, want := range map[string]bool{
+		"actgate-toolpolicy-viewer-role":    true,
+		"actgate-act-viewer-role":           true,
+		"actgate-bindingmoment-viewer-role": false,
+	} {
+		got, ok := aggregated[name]
+		if !ok {
+			t.Errorf("the chart renders no ClusterRole %s", name)
+		} else if got != want {
+			t.Errorf("%s aggregated into view = %v, want %v", name, got, want)
+		}
+	}
+}
