@@ -25,6 +25,7 @@ import (
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
+	"github.com/actgate/actgate/internal/tracing/tracingtest"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -168,15 +169,6 @@ func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrac
 	return found
 }
 
-func attr(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
-
 // TestTraceContinuesAgentContextToUpstream: a machine-permitted call with the agent's
 // traceparent header is one trace — the proxy's span a child of the agent's, the sink's steps
 // children of the sink's span — and the upstream receives the trace context of the upstream
@@ -222,16 +214,16 @@ func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
 					t.Errorf("%s is not a child of the sink span", n)
 				}
 			}
-			actID := attr(handle, "actgate.act.id")
-			if actID == "" || attr(handle, "actgate.tool") != "ticket_create" || attr(handle, "actgate.server") != "bank" ||
-				attr(handle, "actgate.decision") != string(sink.PolicyPermit) || attr(handle, "actgate.action_digest") == "" ||
-				attr(handle, "actgate.state") == "" {
+			actID := tracingtest.Attr(handle, "actgate.act.id")
+			if actID == "" || tracingtest.Attr(handle, "actgate.tool") != "ticket_create" || tracingtest.Attr(handle, "actgate.server") != "bank" ||
+				tracingtest.Attr(handle, "actgate.decision") != string(sink.PolicyPermit) || tracingtest.Attr(handle, "actgate.action_digest") == "" ||
+				tracingtest.Attr(handle, "actgate.state") == "" {
 				t.Errorf("sink span attributes: %v", handle.Attributes())
 			}
-			if attr(proxy, "actgate.act.id") != actID || attr(proxy, "actgate.arguments_digest") == "" {
+			if tracingtest.Attr(proxy, "actgate.act.id") != actID || tracingtest.Attr(proxy, "actgate.arguments_digest") == "" {
 				t.Errorf("proxy span attributes: %v", proxy.Attributes())
 			}
-			if attr(upstream, "actgate.outcome") == "" || attr(upstream, "actgate.operation_id") == "" {
+			if tracingtest.Attr(upstream, "actgate.outcome") == "" || tracingtest.Attr(upstream, "actgate.operation_id") == "" {
 				t.Errorf("upstream span attributes: %v", upstream.Attributes())
 			}
 			want := "00-" + agentTraceID + "-" + upstream.SpanContext().SpanID().String() + "-01"
@@ -297,7 +289,7 @@ func TestTraceBoundsToolNames(t *testing.T) {
 		t.Fatalf("an unknown tool was not refused: %s", text(res))
 	}
 	for _, s := range rec.Ended() {
-		if v := attr(s, "actgate.tool"); len(v) > 128 || strings.Contains(v, "\x00") {
+		if v := tracingtest.Attr(s, "actgate.tool"); len(v) > 128 || strings.Contains(v, "\x00") {
 			t.Errorf("span %s carries the tool name unbounded (%d bytes)", s.Name(), len(v))
 		}
 	}

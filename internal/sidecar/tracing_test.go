@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/tracing/tracingtest"
 )
 
 type traceparentRT string
@@ -80,7 +80,7 @@ func TestSidecarTrace(t *testing.T) {
 	byName := map[string][]sdktrace.ReadOnlySpan{}
 	reports := 0
 	for _, s := range rec.Ended() {
-		if s.Name() == "actgate.review.request" && attrOf(s, "actgate.review.operation") == "Report" {
+		if s.Name() == "actgate.review.request" && tracingtest.Attr(s, "actgate.review.operation") == "Report" {
 			reports++ // the outcome's report, sent after the call under its own deadline: a trace of its own
 			continue
 		}
@@ -126,54 +126,13 @@ func TestSidecarTrace(t *testing.T) {
 			t.Errorf("review %d sent traceparent %q, want %q", i, sent[i], want)
 		}
 	}
-	t.Logf("span tree:\n%s", spanTree(rec.Ended()))
+	t.Logf("span tree:\n%s", tracingtest.SpanTree(rec.Ended()))
 	for k, want := range map[string]string{"actgate.tool": "send_payment", "actgate.server": "payments", "actgate.allowed": "true", "actgate.invoked": "true"} {
-		if got := attrOf(handle, k); got != want {
+		if got := tracingtest.Attr(handle, k); got != want {
 			t.Errorf("sidecar span %s = %q, want %q", k, got, want)
 		}
 	}
-	if attrOf(handle, "actgate.act.id") == "" || attrOf(handle, "actgate.action_digest") == "" {
+	if tracingtest.Attr(handle, "actgate.act.id") == "" || tracingtest.Attr(handle, "actgate.action_digest") == "" {
 		t.Errorf("sidecar span attributes %v", handle.Attributes())
 	}
-}
-
-func attrOf(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
-
-// spanTree renders spans as an indented tree, children under their parent, for the test log.
-func spanTree(spans []sdktrace.ReadOnlySpan) string {
-	children := map[string][]sdktrace.ReadOnlySpan{}
-	ids := map[string]bool{}
-	for _, s := range spans {
-		ids[s.SpanContext().SpanID().String()] = true
-	}
-	for _, s := range spans {
-		p := s.Parent().SpanID().String()
-		if !ids[p] {
-			p = ""
-		}
-		children[p] = append(children[p], s)
-	}
-	var b strings.Builder
-	var walk func(parent string, depth int)
-	walk = func(parent string, depth int) {
-		for _, s := range children[parent] {
-			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
-			for _, kv := range s.Attributes() {
-				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
-					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
-				}
-			}
-			b.WriteString("\n")
-			walk(s.SpanContext().SpanID().String(), depth+1)
-		}
-	}
-	walk("", 0)
-	return b.String()
 }

@@ -34,24 +34,13 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/sink"
 
+	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/test/testutil/rig"
 )
 
 // The rows of this file attack a running `actgate serve` (the binary, built from this tree) or
 // the parts it wires, as a local process that is not the agent, a greedy agent, a slow client,
 // a redirecting upstream and a listener on another loopback port would.
-
-// serveBinary builds cmd/actgate from this tree into the test's temporary directory.
-func serveBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "actgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/actgate")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/actgate: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // served is one `actgate serve` process on testdata/actgate.yaml plus extra configuration.
 type served struct {
@@ -195,7 +184,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // the limits 2,000 sessions or pending moments grew it without bound; before read timeouts a
 // slow client held its connection forever.
 func TestStandaloneServe(t *testing.T) {
-	bin := serveBinary(t)
+	bin := testutil.BuildActgate(t, "")
 
 	t.Run("a local process that is not the agent", func(t *testing.T) {
 		s := serve(t, bin, "agents:\n- name: other-agent\n")
@@ -382,7 +371,7 @@ func TestStandaloneServe(t *testing.T) {
 // more of each is refused with its code, and logs the process's RSS and goroutine count there
 // (the numbers docs/security.md records).
 func TestStandaloneFootprintAtCaps(t *testing.T) {
-	bin := serveBinary(t)
+	bin := testutil.BuildActgate(t, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // What you see is what you authorise (transaction signing; PSD2's dynamic linking of amount
@@ -99,21 +100,9 @@ type wysGate struct {
 	up      *wysUpstream
 }
 
-// wysBuild builds ./cmd/actgate (the shipped binary, no build tags) into a temporary folder.
-func wysBuild(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "actgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/actgate")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/actgate: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func startWYSGate(t *testing.T) *wysGate {
 	t.Helper()
-	g := &wysGate{t: t, bin: wysBuild(t), up: startWYSUpstream(t)}
+	g := &wysGate{t: t, bin: testutil.BuildActgate(t, ""), up: startWYSUpstream(t)}
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "pay.token")
 	if err := os.WriteFile(tok, []byte("pay-upstream-token\n"), 0o600); err != nil {

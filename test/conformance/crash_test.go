@@ -30,16 +30,7 @@ import (
 func buildActgate(t testing.TB) string { return buildActgateTags(t, "failpoints") }
 
 // buildActgateTags builds cmd/actgate with the given build tags ("" for the shipped binary).
-func buildActgateTags(t testing.TB, tags string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "actgate")
-	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/actgate")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildActgateTags(t testing.TB, tags string) string { return testutil.BuildActgate(t, tags) }
 
 // startServe runs `actgate serve --verbose --config cfgFile` (with env added) and waits until
 // it serves.

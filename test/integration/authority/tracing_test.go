@@ -2,10 +2,8 @@ package authority
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/tracing/tracingtest"
 )
 
 // TestTraceCrossesTheAuthorityHop: the sidecar's Review and Consume POSTs carry the W3C trace
@@ -44,7 +43,7 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 	call.End()
 
 	spans := rec.Ended()
-	t.Logf("span tree:\n%s", spanTree(spans))
+	t.Logf("span tree:\n%s", tracingtest.SpanTree(spans))
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	var clients, servers, consumes []sdktrace.ReadOnlySpan
 	for _, s := range spans {
@@ -80,18 +79,18 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 		if !p.IsRemote() || byID[p.SpanID()] == nil || byID[p.SpanID()].Name() != "actgate.review.request" {
 			t.Errorf("service span's parent %v is not a (remote) review client span", p.SpanID())
 		}
-		ops[attr(s, "actgate.review.operation")] = s
+		ops[tracingtest.Attr(s, "actgate.review.operation")] = s
 	}
 	review, consume := ops["Review"], ops["Consume"]
 	if review == nil || consume == nil {
 		t.Fatalf("service spans' operations: %v", ops)
 	}
-	if attr(review, "actgate.allowed") != "true" || attr(review, "actgate.decision") != "Allowed" || attr(review, "actgate.act.name") == "" {
+	if tracingtest.Attr(review, "actgate.allowed") != "true" || tracingtest.Attr(review, "actgate.decision") != "Allowed" || tracingtest.Attr(review, "actgate.act.name") == "" {
 		t.Errorf("review span attributes %v", review.Attributes())
 	}
 	l := consumes[0]
-	if l.Parent().SpanID() != consume.SpanContext().SpanID() || attr(l, "actgate.act.id") != c.cand.Act.CandidateActID ||
-		attr(l, "actgate.authority.id") != a.ID || attr(l, "actgate.operation_id") != "op-1" || attr(l, "actgate.ef_code") != "" {
+	if l.Parent().SpanID() != consume.SpanContext().SpanID() || tracingtest.Attr(l, "actgate.act.id") != c.cand.Act.CandidateActID ||
+		tracingtest.Attr(l, "actgate.authority.id") != a.ID || tracingtest.Attr(l, "actgate.operation_id") != "op-1" || tracingtest.Attr(l, "actgate.ef_code") != "" {
 		t.Errorf("lease consume span: parent %v, attributes %v", l.Parent().SpanID(), l.Attributes())
 	}
 }
@@ -136,7 +135,7 @@ func TestTraceEscalatedCall(t *testing.T) {
 	task.End()
 
 	spans := rec.Ended()
-	t.Logf("span tree:\n%s", spanTree(spans))
+	t.Logf("span tree:\n%s", tracingtest.SpanTree(spans))
 	var services []sdktrace.ReadOnlySpan
 	for _, s := range spans {
 		if s.SpanContext().TraceID() != task.SpanContext().TraceID() {
@@ -154,50 +153,9 @@ func TestTraceEscalatedCall(t *testing.T) {
 	if len(services) != 3 {
 		t.Fatalf("%d service spans, want 3 (escalating Review, granted Review, Consume)", len(services))
 	}
-	if attr(services[0], "actgate.ef_code") != "EF_ESCALATION_REQUIRED" || attr(services[0], "actgate.decision") != "Escalated" ||
-		attr(services[1], "actgate.allowed") != "true" || attr(services[1], "actgate.review.reason") != "BindingMoment" ||
-		attr(services[2], "actgate.review.operation") != "Consume" {
+	if tracingtest.Attr(services[0], "actgate.ef_code") != "EF_ESCALATION_REQUIRED" || tracingtest.Attr(services[0], "actgate.decision") != "Escalated" ||
+		tracingtest.Attr(services[1], "actgate.allowed") != "true" || tracingtest.Attr(services[1], "actgate.review.reason") != "BindingMoment" ||
+		tracingtest.Attr(services[2], "actgate.review.operation") != "Consume" {
 		t.Errorf("service spans: %v / %v / %v", services[0].Attributes(), services[1].Attributes(), services[2].Attributes())
 	}
-}
-
-func attr(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
-
-// spanTree renders spans as an indented tree, children under their parent, for the test log.
-func spanTree(spans []sdktrace.ReadOnlySpan) string {
-	children := map[string][]sdktrace.ReadOnlySpan{}
-	ids := map[string]bool{}
-	for _, s := range spans {
-		ids[s.SpanContext().SpanID().String()] = true
-	}
-	for _, s := range spans {
-		p := s.Parent().SpanID().String()
-		if !ids[p] {
-			p = ""
-		}
-		children[p] = append(children[p], s)
-	}
-	var b strings.Builder
-	var walk func(parent string, depth int)
-	walk = func(parent string, depth int) {
-		for _, s := range children[parent] {
-			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
-			for _, kv := range s.Attributes() {
-				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
-					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
-				}
-			}
-			b.WriteString("\n")
-			walk(s.SpanContext().SpanID().String(), depth+1)
-		}
-	}
-	walk("", 0)
-	return b.String()
 }
