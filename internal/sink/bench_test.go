@@ -30,8 +30,10 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 // §27.8): map the call to an act, evaluate the compiled ToolPolicy, append the in-memory
 // chained receipt, invoke a no-op upstream. No authority, no consume, no fsync on the path.
 // Goal: p99 < 50 µs. Figures and what sets them: docs/performance.md "Go benchmarks".
-func BenchmarkEnforceHotPath(b *testing.B) {
-	f := compiledFixture(b, false)
+func BenchmarkEnforceHotPath(b *testing.B) { benchHotPath(b, compiledFixture(b, false)) }
+
+// benchHotPath is the closed loop of BenchmarkEnforceHotPath on f's gate.
+func benchHotPath(b *testing.B, f *fixture) {
 	inv := func(context.Context, string) (InvokeResult, error) {
 		return InvokeResult{Result: []byte(`{"content":[]}`), Outcome: OutcomeExecuted}, nil
 	}

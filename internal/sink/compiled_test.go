@@ -10,7 +10,7 @@ import (
 )
 
 // compiledFixture is the fixture with the real compiled ToolPolicy of testdata/policy.yaml.
-func compiledFixture(t testing.TB, audit bool) *fixture {
+func compiledFixture(t testing.TB, audit bool, edits ...func(*Options)) *fixture {
 	t.Helper()
 	spec, err := policy.LoadFile("testdata/policy.yaml")
 	if err != nil {
@@ -23,7 +23,12 @@ func compiledFixture(t testing.TB, audit bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newFixture(t, func(o *Options) { o.Policy = CompiledPolicy(c) })
+	return newFixture(t, func(o *Options) {
+		o.Policy = CompiledPolicy(c)
+		for _, edit := range edits {
+			edit(o)
+		}
+	})
 }
 
 // TestCompiledPolicyEndToEnd runs the conformance scenarios of tool-use-binding §22 through the

@@ -62,7 +62,11 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 // with BenchmarkToolsCallRoundTripReverseProxy, the floor under it. Figures and the analysis
 // (BenchmarkLoopbackRoundTrip, strace, execution traces): docs/performance.md "Through a
 // separate process".
-func BenchmarkToolsCallRoundTripServe(b *testing.B) {
+func BenchmarkToolsCallRoundTripServe(b *testing.B) { serveRoundTrips(b, "") }
+
+// serveRoundTrips runs BenchmarkToolsCallRoundTripServe's rounds against an `actgate serve` whose
+// configuration has extra (top-level YAML) appended.
+func serveRoundTrips(b *testing.B, extra string) {
 	bin := os.Getenv(serveBinaryEnv)
 	if bin == "" {
 		bin = buildActgateTags(b, "")
@@ -71,7 +75,7 @@ func BenchmarkToolsCallRoundTripServe(b *testing.B) {
 	u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
 	dir := b.TempDir()
 	cfgFile := filepath.Join(dir, "actgate.yaml")
-	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL)
+	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL) + extra
 	if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
 		b.Fatal(err)
 	}
