@@ -87,6 +87,10 @@ func (s *Service) servePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	deadline := time.Now().Add(time.Duration(timeout) * time.Second)
+	if watch {
+		// A watch outlives the server's write timeout, which is sized for one review.
+		_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(s.timeout + 10*time.Second))
+	}
 	for {
 		// The token is reviewed on every look (from the cache within its TTL), so a watch ends
 		// when its token or pod stops being valid.
