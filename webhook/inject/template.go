@@ -54,6 +54,7 @@ type TemplateData struct {
 
 	// The fixed names, so a template need not repeat them.
 	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal string
+	VolumeUpstreamCA, UpstreamCADir, UpstreamCAFile            string
 	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir  string
 	MetricsPortName, MetricsPath                               string
 	AnnotationPrometheusScrape, AnnotationPrometheusPort       string

@@ -1,8 +1,10 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +28,11 @@ import (
 	"github.com/actgate/actgate/webhook/inject"
 )
 
-// TestOperatorCertificates runs the manager with CertModeOperator against a real API server:
-// the rotator fills the (empty) Secret, injects its CA into both webhook configurations, and the
-// API server then reaches the webhook over TLS it verifies with that CA. A goroutine plays the
-// kubelet, copying the Secret into the certificate folder.
+// TestOperatorCertificates runs the manager as the chart does (CertModeOperator,
+// CertSourceSecret) against a real API server: the rotator fills the (empty) Secret, the
+// manager copies it into its (empty) certificate folder through the API, with no kubelet, and
+// is ready at once; the rotator injects its CA into both webhook configurations, and the API
+// server then reaches the webhook over TLS it verifies with that CA.
 func TestOperatorCertificates(t *testing.T) {
 	e := envtest.Start(t)
 	ctx := t.Context()
@@ -100,9 +103,17 @@ func TestOperatorCertificates(t *testing.T) {
 	cfg := webhook.Config{
 		Injection: inject.Config{Image: "ghcr.io/actgate/actgate:test", AuthorityURL: "https://actgate-authority.actgate-system.svc:443"},
 		Server:    webhook.ServerConfig{Host: "127.0.0.1", Port: port, CertDir: certDir},
-		Certs:     webhook.CertConfig{Mode: webhook.CertModeOperator, Namespace: ns, ExtraDNSNames: []string{"localhost"}},
+		Certs: webhook.CertConfig{Mode: webhook.CertModeOperator, Source: webhook.CertSourceSecret, Namespace: ns,
+			ExtraDNSNames: []string{"localhost"}},
 	}.Default()
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := hl.Addr().String()
+	_ = hl.Close()
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: health})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,23 +122,10 @@ func TestOperatorCertificates(t *testing.T) {
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	started := time.Now()
 	go func() { done <- mgr.Start(mctx) }()
-	kubelet := make(chan struct{})
-	go func() { // the kubelet's Secret volume, roughly
-		defer close(kubelet)
-		for mctx.Err() == nil {
-			s := &corev1.Secret{}
-			if e.Client.Get(mctx, client.ObjectKeyFromObject(secret), s) == nil && len(s.Data["tls.crt"]) > 0 {
-				_ = os.WriteFile(filepath.Join(certDir, "tls.key"), s.Data["tls.key"], 0o600)
-				_ = os.WriteFile(filepath.Join(certDir, "tls.crt"), s.Data["tls.crt"], 0o600)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
 	t.Cleanup(func() {
 		cancel()
-		<-kubelet
 		select {
 		case err := <-done:
 			if err != nil {
@@ -158,6 +156,23 @@ func TestOperatorCertificates(t *testing.T) {
 		return true
 	}, "the rotator to inject its CA into both webhook configurations")
 
+	// Ready (the webhook server has its certificate) without any kubelet: the manager read the
+	// Secret through the API. On a node the Secret volume would have waited for the kubelet's
+	// next sync, 12-90 s.
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + health + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "the manager's /readyz")
+	ready := time.Since(started)
+	t.Logf("manager ready %v after start", ready.Round(time.Millisecond))
+	if ready > 20*time.Second {
+		t.Errorf("manager ready only after %v; the Secret watch should make it ready within seconds", ready)
+	}
+
 	s := &corev1.Secret{}
 	if err := e.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
 		t.Fatal(err)
@@ -166,6 +181,16 @@ func TestOperatorCertificates(t *testing.T) {
 		if len(s.Data[k]) == 0 {
 			t.Errorf("the rotator did not write %s", k)
 		}
+	}
+	// The folder holds the Secret's serving pair and CA certificate, and never the CA's key.
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		got, err := os.ReadFile(filepath.Join(certDir, k))
+		if err != nil || !bytes.Equal(got, s.Data[k]) {
+			t.Errorf("%s in the certificate folder: %v; want the Secret's", k, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(certDir, "ca.key")); !os.IsNotExist(err) {
+		t.Errorf("ca.key reached the certificate folder (stat: %v)", err)
 	}
 
 	// The API server now reaches the webhook and verifies it with the injected CA: the bad
