@@ -3,6 +3,8 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/webhook"
 	"github.com/actgate/actgate/webhook/inject"
 )
@@ -202,3 +206,117 @@ func TestOperatorCertificates(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestCertManagerModeReadsItsSecret runs the manager as the chart's cert-manager mode does
+// (CertModeExternal, CertSourceSecret) under the chart's own Role for that mode, as the
+// manager's service account: it may read the one certificate Secret by name and nothing else in
+// the release namespace, and with that alone it copies the Secret cert-manager issued into its
+// folder, is ready, and serves that certificate.
+func TestCertManagerModeReadsItsSecret(t *testing.T) {
+	e := envtest.Start(t)
+	ctx := t.Context()
+	const ns = "actgate-system"
+	namespace(t, e, ns, nil)
+	for _, d := range docs(t, renderChart(t, "--set", "certManager.enabled=true")) {
+		var obj client.Object
+		switch kindOf(t, d) {
+		case "Role":
+			obj = &rbacv1.Role{}
+		case "RoleBinding":
+			obj = &rbacv1.RoleBinding{}
+		default:
+			continue
+		}
+		if err := yaml.UnmarshalStrict(d, obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetName() != "actgate-manager-role" && obj.GetName() != "actgate-manager-rolebinding" {
+			continue
+		}
+		if err := e.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The Secret as cert-manager writes it, and another one the manager must not read.
+	pki := testutil.NewPKI(t, t.TempDir())
+	key, err := os.ReadFile(pki.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: webhook.DefaultCertSecretName}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": pemOf(pki.Cert.Certificate[0]), "tls.key": key, "ca.crt": pki.CAPEM}}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses"}, Data: map[string][]byte{"k": []byte("v")}}
+	for _, s := range []*corev1.Secret{certSecret, other} {
+		if err := e.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mgrUser, err := e.AddUser("system:serviceaccount:"+ns+":actgate-manager",
+		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { // RBAC is enforced from the informer's view of the Role
+		return mgrUser.Client.Get(ctx, client.ObjectKeyFromObject(certSecret), &corev1.Secret{}) == nil
+	}, "the chart's Role to let the manager read its certificate Secret")
+	if err := mgrUser.Client.Get(ctx, client.ObjectKeyFromObject(other), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the manager read another Secret of the release namespace: %v", err)
+	}
+	if err := mgrUser.Client.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+		t.Errorf("the manager listed every Secret of the release namespace: %v", err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	certDir := t.TempDir()
+	cfg := webhook.Config{
+		Injection: inject.Config{Image: "ghcr.io/actgate/actgate:test", AuthorityURL: "https://actgate-authority.actgate-system.svc:443"},
+		Server:    webhook.ServerConfig{Host: "127.0.0.1", Port: port, CertDir: certDir},
+		Certs:     webhook.CertConfig{Mode: webhook.CertModeExternal, Source: webhook.CertSourceSecret, Namespace: ns},
+	}.Default()
+	mgr, err := ctrl.NewManager(mgrUser.Config, ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.SetupWithManager(mgr, cfg); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("manager did not stop")
+		}
+	})
+
+	// The webhook server presents the Secret's certificate, verified with its CA.
+	waitFor(t, func() bool {
+		c, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(port)), &tls.Config{RootCAs: pki.Pool, ServerName: "localhost"})
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}, "the webhook server to serve cert-manager's certificate")
+	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		got, err := os.ReadFile(filepath.Join(certDir, k))
+		if err != nil || !bytes.Equal(got, certSecret.Data[k]) {
+			t.Errorf("%s in the certificate folder: %v; want the Secret's", k, err)
+		}
+	}
+}
+
+func pemOf(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
