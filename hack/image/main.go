@@ -218,8 +218,9 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 // BuildBinaries runs one `go build` of every Binaries entry into dir: static (CGO_ENABLED=0),
 // linux/amd64, -trimpath (no build-machine paths), symbols stripped, Version linked in.
 func BuildBinaries(ctx context.Context, o Options, dir string) error {
-	args := []string{"build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -X " + versionPkg + ".Version=" + o.Version, "-o", dir + string(filepath.Separator)}
+	args := make([]string, 0, 7+len(Binaries))
+	args = append(args, "build", "-trimpath", "-buildvcs=false",
+		"-ldflags", "-s -w -X "+versionPkg+".Version="+o.Version, "-o", dir+string(filepath.Separator))
 	for _, b := range Binaries {
 		args = append(args, "./cmd/"+b)
 	}
@@ -261,16 +262,17 @@ func Assemble(ca []byte, binaries map[string]string, version string, created tim
 		{path: "root", mode: 0o700, dir: true},
 		{path: "tmp", mode: 0o1777, dir: true},
 	}
-	bins := []entry{
-		{path: "usr", mode: 0o755, dir: true},
-		{path: "usr/local", mode: 0o755, dir: true},
-		{path: "usr/local/bin", mode: 0o755, dir: true},
-	}
 	names := make([]string, 0, len(binaries))
 	for n := range binaries {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	bins := make([]entry, 0, 3+len(names))
+	bins = append(bins,
+		entry{path: "usr", mode: 0o755, dir: true},
+		entry{path: "usr/local", mode: 0o755, dir: true},
+		entry{path: "usr/local/bin", mode: 0o755, dir: true},
+	)
 	for _, n := range names {
 		bins = append(bins, entry{path: strings.TrimPrefix(BinDir, "/") + "/" + n, mode: 0o755, src: binaries[n]})
 	}

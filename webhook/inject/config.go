@@ -242,19 +242,7 @@ func (c *Config) Validate() error {
 			bad("tracing.endpoint %q must be an absolute http(s) URL without user info", t.Endpoint)
 		}
 	}
-	if u := c.UpstreamCA; u != nil {
-		switch {
-		case (u.ConfigMap == "") == (u.Secret == ""):
-			bad("upstreamCA needs exactly one of configMap and secret")
-		case u.ConfigMap != "" && len(validation.IsDNS1123Subdomain(u.ConfigMap)) > 0:
-			bad("upstreamCA.configMap %q is not a ConfigMap name", u.ConfigMap)
-		case u.Secret != "" && len(validation.IsDNS1123Subdomain(u.Secret)) > 0:
-			bad("upstreamCA.secret %q is not a Secret name", u.Secret)
-		}
-		if errs := validation.IsConfigMapKey(u.Key); len(errs) > 0 {
-			bad("upstreamCA.key %q is not a key: %s", u.Key, strings.Join(errs, "; "))
-		}
-	}
+	errs = append(errs, c.UpstreamCA.validate()...)
 	if _, err := parseTemplate(c.Template); err != nil {
 		bad("template: %w", err)
 	}
@@ -274,6 +262,26 @@ type UpstreamCA struct {
 
 // DefaultUpstreamCAKey is UpstreamCA.Key's default.
 const DefaultUpstreamCAKey = "ca.crt"
+
+// validate checks a defaulted UpstreamCA; nil (absent) is valid.
+func (u *UpstreamCA) validate() []error {
+	if u == nil {
+		return nil
+	}
+	var errs []error
+	switch {
+	case (u.ConfigMap == "") == (u.Secret == ""):
+		errs = append(errs, errors.New("upstreamCA needs exactly one of configMap and secret"))
+	case u.ConfigMap != "" && len(validation.IsDNS1123Subdomain(u.ConfigMap)) > 0:
+		errs = append(errs, fmt.Errorf("upstreamCA.configMap %q is not a ConfigMap name", u.ConfigMap))
+	case u.Secret != "" && len(validation.IsDNS1123Subdomain(u.Secret)) > 0:
+		errs = append(errs, fmt.Errorf("upstreamCA.secret %q is not a Secret name", u.Secret))
+	}
+	if e := validation.IsConfigMapKey(u.Key); len(e) > 0 {
+		errs = append(errs, fmt.Errorf("upstreamCA.key %q is not a key: %s", u.Key, strings.Join(e, "; ")))
+	}
+	return errs
+}
 
 // Tracing is the sidecar's OpenTelemetry export.
 type Tracing struct {
