@@ -38,6 +38,9 @@ type file struct {
 // other binary), fixed times and owners, static binaries that run and report the version, a
 // second build with the same digest, and a push to a registry that serves the same digest.
 func TestImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short skips the image build (a -trimpath compile of both binaries, minutes cold); `make test` (no -short) runs it")
+	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
