@@ -103,6 +103,9 @@ func cachedService(t *testing.T, r *rig, tokenTTL time.Duration) *apiCounter {
 	if err := cache.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := cache.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	svc, err := service.New(service.Options{Client: c, Cache: cache, TokenReviewTTL: tokenTTL, Store: r.store, Signer: r.signer,
 		Now: r.clock.Now, MomentTTL: 10 * time.Minute})
 	if err != nil {
