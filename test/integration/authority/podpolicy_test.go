@@ -188,6 +188,38 @@ func TestPodPolicyEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("a relabelled pod wakes its watch", func(t *testing.T) {
+		pod := r.pod(t, "agent", "agent-relabel", map[string]string{"app.kubernetes.io/name": agentLabel})
+		pcl := r.client(r.token(t, "agent", pod, audience))
+		held, err := pcl.PodPolicy(ctx, "", 0)
+		if err != nil || held.Policy == nil {
+			t.Fatalf("%+v %v", held, err)
+		}
+		done := make(chan *review.PodPolicy, 1)
+		go func() {
+			got, err := pcl.PodPolicy(ctx, held.Version, 20*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		pod.Labels = map[string]string{"app.kubernetes.io/name": "reporting-agent"}
+		if err := r.env.Client.Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		took := time.Since(start)
+		if got == nil || got.None == nil || got.None.Reason != review.ReasonNotGoverned {
+			t.Fatalf("after relabelling: %+v", got)
+		}
+		t.Logf("watch: pod relabel answered after %v", took.Round(time.Millisecond))
+		// Faster than the 5 s recheck: the pod informer woke the watch.
+		if took > 3*time.Second {
+			t.Fatalf("the relabel took %v to reach the watcher", took)
+		}
+	})
 	t.Run("not governed", func(t *testing.T) {
 		pod := r.pod(t, "other", "other-pp", map[string]string{"app.kubernetes.io/name": "reporting-agent"})
 		got, err := r.client(r.token(t, "other", pod, audience)).PodPolicy(ctx, "", 0)
