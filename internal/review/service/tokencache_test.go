@@ -165,3 +165,45 @@ func TestJWTExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenCacheWaiterOutlivesAFailedFlight: a caller that waited on another's TokenReview
+// does not inherit that one's failure (its deadline, an outage since over): it asks itself.
+func TestTokenCacheWaiterOutlivesAFailedFlight(t *testing.T) {
+	tc := newTokenCache(10*time.Second, time.Now)
+	release := make(chan struct{})
+	first := func(context.Context) (authenticationv1.TokenReviewStatus, error) {
+		<-release
+		return authenticationv1.TokenReviewStatus{}, context.DeadlineExceeded
+	}
+	firstDone := make(chan error, 1)
+	go func() {
+		_, _, err := tc.review(context.Background(), "tok", first)
+		firstDone <- err
+	}()
+	for {
+		tc.mu.Lock()
+		n := len(tc.inflight)
+		tc.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r := &reviewer{status: authenticationv1.TokenReviewStatus{Authenticated: true}}
+	second := make(chan error, 1)
+	go func() {
+		st, _, err := tc.review(context.Background(), "tok", r.create)
+		if err == nil && !st.Authenticated {
+			err = errors.New("not authenticated")
+		}
+		second <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the second caller waits on the first's flight
+	close(release)
+	if err := <-firstDone; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first: %v", err)
+	}
+	if err := <-second; err != nil || r.calls.Load() != 1 {
+		t.Fatalf("second: %v after %d TokenReviews of its own", err, r.calls.Load())
+	}
+}
