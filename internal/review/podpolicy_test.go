@@ -13,7 +13,7 @@ import (
 )
 
 const (
-	goodPodPolicy = `{"apiVersion":"review.actgate.io/v1alpha1","kind":"PodPolicy","version":"policy/u1/7/2/3",` +
+	goodPodPolicy = `{"apiVersion":"review.actgate.io/v1alpha1","kind":"PodPolicy","version":"policy/u1/2/3",` +
 		`"policy":{"name":"payments","namespace":"agents","uid":"u1","generation":2,"resourceVersion":"7","epoch":3,` +
 		`"spec":{"podSelector":{"matchLabels":{"app":"a"}},"servers":[{"name":"payments","url":"https://payments.example/mcp"}],` +
 		`"rules":[{"name":"reads","tools":["get_*"],"consequenceClass":"INFORMATIONAL","evidence":{"role":"None"}}]}}}`
@@ -121,7 +121,7 @@ func TestClientPodPolicy(t *testing.T) {
 	if err != nil || p.Policy == nil || gotQuery != "" || gotAuth != "Bearer tok" {
 		t.Fatalf("%+v %v query %q auth %q", p, err, gotQuery, gotAuth)
 	}
-	if _, err := c.PodPolicy(ctx, "policy/u1/7/2/3", 1500*time.Millisecond); err != nil || gotQuery != "timeoutSeconds=2&version=policy%2Fu1%2F7%2F2%2F3&watch=true" {
+	if _, err := c.PodPolicy(ctx, "policy/u1/2/3", 1500*time.Millisecond); err != nil || gotQuery != "timeoutSeconds=2&version=policy%2Fu1%2F2%2F3&watch=true" {
 		t.Fatalf("watch: %v, query %q", err, gotQuery)
 	}
 	for _, tc := range []struct {

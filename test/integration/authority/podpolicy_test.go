@@ -188,6 +188,35 @@ func TestPodPolicyEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("a status write that changes neither spec nor epoch wakes no watch", func(t *testing.T) {
+		held, err := cl.PodPolicy(ctx, "", 0)
+		if err != nil || held.Policy == nil {
+			t.Fatalf("%+v %v", held, err)
+		}
+		done := make(chan *review.PodPolicy, 1)
+		start := time.Now()
+		go func() {
+			got, err := cl.PodPolicy(ctx, held.Version, 2*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		time.Sleep(200 * time.Millisecond)
+		p := &v1alpha1.ToolPolicy{}
+		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(r.policy), p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: "Unrelated", Status: metav1.ConditionTrue,
+			Reason: "Test", LastTransitionTime: metav1.Now()})
+		if err := r.env.Client.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got == nil || got.Version != held.Version || time.Since(start) < 1500*time.Millisecond {
+			t.Fatalf("after %v: %+v (held %s)", time.Since(start), got, held.Version)
+		}
+	})
 	t.Run("a relabelled pod wakes its watch", func(t *testing.T) {
 		pod := r.pod(t, "agent", "agent-relabel", map[string]string{"app.kubernetes.io/name": agentLabel})
 		pcl := r.client(r.token(t, "agent", pod, audience))
