@@ -160,10 +160,10 @@ func (s *Service) cachedPod(ctx context.Context, ns, name, uid string) (*corev1.
 	return p, true
 }
 
-// listPolicies lists the ToolPolicies of ns: from the Cache when there is one, else from the
+// listPolicies lists the ToolPolicies of ns: from the Cache once it has synced, else from the
 // API server's watch cache.
 func (s *Service) listPolicies(ctx context.Context, ns string) ([]v1alpha1.ToolPolicy, error) {
-	if s.cache != nil {
+	if s.cache != nil && s.cache.synced() {
 		return s.cache.listPolicies(ctx, ns)
 	}
 	var list v1alpha1.ToolPolicyList
