@@ -147,13 +147,42 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkReport(req); err != nil {
 			return nil, uid, err
 		}
+	case OperationPermit:
+		if err := checkPermit(req); err != nil {
+			return nil, uid, err
+		}
+	case OperationPolicy:
+		if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" || req.Consume != nil || req.Report != nil || req.Permit != nil {
+			return nil, uid, bad("request", "operation %s carries nothing but its uid", OperationPolicy)
+		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s, %s or %s", OperationReview, OperationConsume, OperationReport)
+		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s or %s", OperationReview, OperationPermit,
+			OperationConsume, OperationReport, OperationPolicy)
 	}
 	return &r, uid, nil
 }
 
 func checkReview(req *Request) error {
+	if req.Permit != nil {
+		return bad("request.permit", "only for operation %s", OperationPermit)
+	}
+	return checkCall(req)
+}
+
+// checkPermit checks a Permit: a Review's act and arguments, and the operation the authority
+// is to be consumed by.
+func checkPermit(req *Request) error {
+	if req.Permit == nil {
+		return bad("request.permit", "required for operation %s", OperationPermit)
+	}
+	if !validOperationID(req.Permit.OperationID) {
+		return bad("request.permit.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
+	}
+	return checkCall(req)
+}
+
+// checkCall checks the members of a call under review (Review and Permit).
+func checkCall(req *Request) error {
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
 	}
@@ -175,6 +204,9 @@ func checkReview(req *Request) error {
 func checkConsume(req *Request) error {
 	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
 		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
+	}
+	if req.Permit != nil {
+		return bad("request.permit", "only for operation %s", OperationPermit)
 	}
 	if req.Report != nil {
 		return bad("request.report", "only for operation %s", OperationReport)
@@ -208,6 +240,9 @@ func checkReport(req *Request) error {
 	}
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
+	}
+	if req.Permit != nil {
+		return bad("request.permit", "only for operation %s", OperationPermit)
 	}
 	r := req.Report
 	if r == nil {

@@ -47,6 +47,15 @@ const (
 	// INDETERMINATE), after the sidecar journaled it. Sidecars have no RBAC on Acts; this is
 	// how the ledger learns what happened.
 	OperationReport Operation = "Report"
+	// OperationPermit is the protected path of a pod in one request: the service re-evaluates
+	// policy for the act (it never issues what the ToolPolicy would not), records the Act and
+	// creates the authority's Lease already consumed by the operation the sidecar names, and
+	// returns the signed authority for the sidecar to verify and journal before it invokes.
+	OperationPermit Operation = "Permit"
+	// OperationPolicy asks for the ToolPolicy that governs the caller's pod, with its policy
+	// epoch, so that the sidecar decides calls with the same compiled policy the service
+	// checks them against.
+	OperationPolicy Operation = "Policy"
 )
 
 // Request is what the sidecar asks.
@@ -68,6 +77,16 @@ type Request struct {
 	Consume *ConsumeRequest `json:"consume,omitempty"`
 	// report says which dispatch ended how. Report only.
 	Report *ReportRequest `json:"report,omitempty"`
+	// permit names the dispatch a Permit's authority is spent on. Permit only (with server,
+	// act and arguments, as for a Review).
+	Permit *PermitRequest `json:"permit,omitempty"`
+}
+
+// PermitRequest is the body of a Permit review beside its act and arguments.
+type PermitRequest struct {
+	// operationID is the dispatch the authority is consumed by: the idempotency key the sidecar
+	// forwards, recorded as the Lease's holderIdentity.
+	OperationID string `json:"operationID"`
 }
 
 // ReportRequest is the body of a Report review: the outcome the sidecar journaled for the
@@ -221,6 +240,21 @@ type Response struct {
 	Consumed *Consumed `json:"consumed,omitempty"`
 	// reported confirms a Report.
 	Reported *Reported `json:"reported,omitempty"`
+	// policy is the governing ToolPolicy (operation Policy).
+	Policy *GoverningPolicy `json:"policy,omitempty"`
+}
+
+// GoverningPolicy is the ToolPolicy that governs the caller's pod, as the service serves it:
+// Accepted at its current generation, with the epoch every authority is bound to.
+type GoverningPolicy struct {
+	// name is the ToolPolicy's name in the caller's namespace.
+	Name string `json:"name"`
+	// epoch is status.policyEpoch.
+	Epoch int64 `json:"epoch"`
+	// generation is metadata.generation.
+	Generation int64 `json:"generation"`
+	// spec is the ToolPolicy's spec as JSON.
+	Spec json.RawMessage `json:"spec"`
 }
 
 // SignedAuthority is an authority as the sink receives it: the exact signed payload and the
