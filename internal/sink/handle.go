@@ -356,7 +356,7 @@ func (g *gate) hotPath(ctx context.Context, cl *callState, inv Invoker, d string
 		g.log.Error(err, "receipt append failed; not invoking", "act", r.ActID)
 		return g.refuse(cl, ef.EFStoreUnavailable, ""), nil
 	}
-	out, err := inv(ctx, opID)
+	out, err := inv(withInvocation(ctx, Invocation{OperationID: opID}), opID)
 	res := Result{
 		Allowed:     true,
 		Invoked:     out.Outcome != OutcomeNotSent,
@@ -601,7 +601,7 @@ func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k d
 		"operation", rec.OperationID, "server", cl.c.Server)
 
 	// Invoke exactly once, from the durable DISPATCH_PENDING.
-	out, ierr := inv(ctx, rec.OperationID)
+	out, ierr := inv(withInvocation(ctx, Invocation{OperationID: rec.OperationID, AuthorityID: dec.AuthorityID, Journaled: true}), rec.OperationID)
 	_, rspan := tracing.Start(ctx, g.tracer, "actgate.journal.record", trace.SpanKindInternal)
 	state, result, cerr := g.complete(rec, out, ierr)
 	if rspan.IsRecording() {
