@@ -151,13 +151,9 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkPermit(req); err != nil {
 			return nil, uid, err
 		}
-	case OperationPolicy:
-		if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" || req.Consume != nil || req.Report != nil || req.Permit != nil {
-			return nil, uid, bad("request", "operation %s carries nothing but its uid", OperationPolicy)
-		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s or %s", OperationReview, OperationPermit,
-			OperationConsume, OperationReport, OperationPolicy)
+		return nil, uid, bad("request.operation", "must be %s, %s, %s or %s", OperationReview, OperationPermit,
+			OperationConsume, OperationReport)
 	}
 	return &r, uid, nil
 }

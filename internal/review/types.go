@@ -52,10 +52,6 @@ const (
 	// creates the authority's Lease already consumed by the operation the sidecar names, and
 	// returns the signed authority for the sidecar to verify and journal before it invokes.
 	OperationPermit Operation = "Permit"
-	// OperationPolicy asks for the ToolPolicy that governs the caller's pod, with its policy
-	// epoch, so that the sidecar decides calls with the same compiled policy the service
-	// checks them against.
-	OperationPolicy Operation = "Policy"
 )
 
 // Request is what the sidecar asks.
@@ -240,22 +236,8 @@ type Response struct {
 	Consumed *Consumed `json:"consumed,omitempty"`
 	// reported confirms a Report.
 	Reported *Reported `json:"reported,omitempty"`
-	// policy is the governing ToolPolicy (operation Policy).
-	Policy *GoverningPolicy `json:"policy,omitempty"`
 }
 
-// GoverningPolicy is the ToolPolicy that governs the caller's pod, as the service serves it:
-// Accepted at its current generation, with the epoch every authority is bound to.
-type GoverningPolicy struct {
-	// name is the ToolPolicy's name in the caller's namespace.
-	Name string `json:"name"`
-	// epoch is status.policyEpoch.
-	Epoch int64 `json:"epoch"`
-	// generation is metadata.generation.
-	Generation int64 `json:"generation"`
-	// spec is the ToolPolicy's spec as JSON.
-	Spec json.RawMessage `json:"spec"`
-}
 
 // SignedAuthority is an authority as the sink receives it: the exact signed payload and the
 // signature, which the sink verifies with the authority service's public key before consuming

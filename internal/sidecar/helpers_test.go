@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,10 +108,12 @@ type stub struct {
 	reportFails bool
 	// traceparents are the traceparent headers of every review received, in order.
 	traceparents []string
-	// ops counts the reviews received by operation.
-	ops map[review.Operation]int
-	// spec and epoch are the ToolPolicy the stub serves to operation Policy (none when spec
-	// is nil: every Policy review is answered NotGoverned).
+	// ops counts the reviews received by operation; policyGets the requests of the policy
+	// endpoint.
+	ops        map[review.Operation]int
+	policyGets int
+	// spec and epoch are the ToolPolicy the stub serves at the policy endpoint (none when
+	// spec is nil: the answer is NotGoverned).
 	spec  *v1alpha1.ToolPolicySpec
 	epoch int64
 }
@@ -133,20 +136,31 @@ func (s *stub) requests() int {
 	return n
 }
 
-func (s *stub) policy(w http.ResponseWriter, uid types.UID) {
+// podPolicy answers the policy endpoint: the stub's spec at its epoch, or none. A watch
+// returns at once when the version differs, else after a short wait with the same answer.
+func (s *stub) podPolicy(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	spec, epoch := s.spec, s.epoch
+	s.policyGets++
 	s.mu.Unlock()
+	p := review.PodPolicy{TypeMeta: metav1.TypeMeta{APIVersion: review.APIVersion, Kind: review.PolicyKind}}
 	if spec == nil {
-		s.answer(w, 403, uid, review.Response{Code: ef.EFPolicyDenied, Reason: review.ReasonNotGoverned, Message: "No ToolPolicy selects this pod."})
-		return
+		p.Version = "none"
+		p.None = &review.NoPolicy{Reason: review.ReasonNotGoverned, Code: ef.EFPolicyDenied, Message: "No ToolPolicy selects this pod."}
+	} else {
+		p.Version = "v" + strconv.FormatInt(epoch, 10)
+		p.Policy = &review.GoverningPolicy{Name: "bank", Namespace: testNS, UID: "uid-bank", Generation: epoch,
+			ResourceVersion: p.Version, Epoch: epoch, Spec: *spec}
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		s.t.Fatal(err)
+	if r.URL.Query().Get(review.PolicyWatchParam) == "true" && r.URL.Query().Get(review.PolicyVersionParam) == p.Version {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	s.answer(w, 200, uid, review.Response{Allowed: true, Reason: review.ReasonPolicy,
-		Policy: &review.GoverningPolicy{Name: "bank", Epoch: epoch, Generation: epoch, Spec: b}})
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(p)
 }
 
 func (s *stub) reported() []review.ReportRequest {
@@ -208,6 +222,10 @@ func (s *stub) lastToken() string {
 }
 
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == review.PolicyPath {
+		s.podPolicy(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	rv, uid, err := review.DecodeRequest(body)
 	if err != nil {
@@ -227,8 +245,6 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	s.ops[req.Operation]++
 	s.mu.Unlock()
 	switch req.Operation {
-	case review.OperationPolicy:
-		s.policy(w, uid)
 	case review.OperationConsume:
 		s.consume(w, uid, req.Consume)
 	case review.OperationReport:

@@ -24,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/policysource"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
@@ -120,10 +121,9 @@ type Config struct {
 	// authority service and the upstreams (internal/tracing). Optional: nil is tracing off.
 	TracerProvider trace.TracerProvider
 	// Policy decides each call: the compiled ToolPolicy that governs the pod. Optional: nil is
-	// ServicePolicy, the policy the authority service serves for the pod, refreshed every
-	// PolicyRefresh (DefaultPolicyRefresh).
-	Policy        sink.PolicyEvaluator
-	PolicyRefresh time.Duration
+	// an internal/policysource.Source following the policy the authority service serves for
+	// the pod.
+	Policy sink.PolicyEvaluator
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -152,9 +152,12 @@ type Sidecar struct {
 	receipts *receipt.Log
 	proxies  []*mcpproxy.Proxy
 	outbox   *Outbox
-	policy   *ServicePolicy // nil when Config.Policy is given
-	handler  http.Handler
-	log      logr.Logger
+	// policy follows the pod's ToolPolicy (nil when Config.Policy is given); stopPolicy ends
+	// it.
+	policy     *policysource.Source
+	stopPolicy context.CancelFunc
+	handler    http.Handler
+	log        logr.Logger
 }
 
 // New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
@@ -236,8 +239,19 @@ func New(cfg Config) (*Sidecar, error) {
 	timeout := orDefault(cfg.ReviewTimeout, DefaultReviewTimeout)
 	pol := cfg.Policy
 	if pol == nil {
-		s.policy = NewServicePolicy(client, cfg.Namespace, timeout, cfg.PolicyRefresh, cfg.Log.WithName("policy"))
-		pol = s.policy
+		src, err := policysource.New(policysource.Options{Client: client, SinkID: cfg.SinkID, Log: cfg.Log.WithName("policy")})
+		if err != nil {
+			return fail(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopPolicy = cancel
+		go func() { _ = src.Run(ctx) }()
+		// The first answer usually arrives at once; until one does, every call is refused, so
+		// the start waits for it (a review timeout at most).
+		for deadline := time.Now().Add(timeout); src.Status().Updated.IsZero() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.policy, pol = src, src
 	}
 	servers := make([]Server, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
@@ -403,8 +417,8 @@ func (s *Sidecar) Close() error {
 	for _, p := range s.proxies {
 		_ = p.Close()
 	}
-	if s.policy != nil {
-		s.policy.Close()
+	if s.stopPolicy != nil {
+		s.stopPolicy()
 	}
 	if s.gate != nil {
 		s.gate.Close()

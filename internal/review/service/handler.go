@@ -97,8 +97,6 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 		return req.Operation, uid, s.report(ctx, c, req)
 	case review.OperationPermit:
 		return req.Operation, uid, s.permit(ctx, c, req)
-	case review.OperationPolicy:
-		return req.Operation, uid, s.policyOf(c)
 	default:
 		return req.Operation, uid, s.review(ctx, c, req)
 	}

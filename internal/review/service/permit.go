@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -91,22 +90,5 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonPolicy, Act: x.obj.Name,
 		ConsequenceClass: x.class, Authority: signed,
 		Consumed: &review.Consumed{AuthorityID: a.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
-	}}
-}
-
-// policyOf answers a Policy review: the ToolPolicy that governs the caller's pod (the same
-// selection every review makes), when it may be served, with its epoch and spec.
-func (s *Service) policyOf(c *caller) outcome {
-	p := c.policy
-	if why := ready(p); why != "" {
-		return deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, fmt.Sprintf("ToolPolicy %s is not served: %s.", p.Name, why))
-	}
-	spec, err := json.Marshal(&p.Spec)
-	if err != nil {
-		return deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, fmt.Sprintf("ToolPolicy %s is not served: it does not encode.", p.Name))
-	}
-	return outcome{status: http.StatusOK, resp: review.Response{
-		Allowed: true, Reason: review.ReasonPolicy,
-		Policy: &review.GoverningPolicy{Name: p.Name, Epoch: p.Status.PolicyEpoch, Generation: p.Generation, Spec: spec},
 	}}
 }
