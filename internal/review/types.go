@@ -238,7 +238,6 @@ type Response struct {
 	Reported *Reported `json:"reported,omitempty"`
 }
 
-
 // SignedAuthority is an authority as the sink receives it: the exact signed payload and the
 // signature, which the sink verifies with the authority service's public key before consuming
 // (docs/architecture.md "In a pod").

@@ -50,10 +50,6 @@ const (
 // sidecar, on the loopback listener).
 const HealthPath = "/healthz"
 
-// HTTPToolPrefix is where the injector points agents for servers of protocol HTTP
-// (/http/{server}); the sidecar answers 501 there (see New).
-const HTTPToolPrefix = "/http/"
-
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 10 * time.Second
 
@@ -120,10 +116,10 @@ type Config struct {
 	// TracerProvider records the spans of each call and propagates W3C trace context to the
 	// authority service and the upstreams (internal/tracing). Optional: nil is tracing off.
 	TracerProvider trace.TracerProvider
-	// Policy decides each call: the compiled ToolPolicy that governs the pod. Optional: nil is
-	// an internal/policysource.Source following the policy the authority service serves for
-	// the pod.
-	Policy sink.PolicyEvaluator
+	// PolicySource holds the pod's governing ToolPolicy (a sink.PolicyEvaluator; ReadyPath
+	// reports it). Serve runs it. Optional: nil follows the authority service at AuthorityURL
+	// with the same CA and token as the reviews.
+	PolicySource *policysource.Source
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -152,12 +148,9 @@ type Sidecar struct {
 	receipts *receipt.Log
 	proxies  []*mcpproxy.Proxy
 	outbox   *Outbox
-	// policy follows the pod's ToolPolicy (nil when Config.Policy is given); stopPolicy ends
-	// it.
-	policy     *policysource.Source
-	stopPolicy context.CancelFunc
-	handler    http.Handler
-	log        logr.Logger
+	policy   *policysource.Source
+	handler  http.Handler
+	log      logr.Logger
 }
 
 // New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
@@ -235,30 +228,18 @@ func New(cfg Config) (*Sidecar, error) {
 	if cfg.Metrics != nil {
 		observer = cfg.Metrics
 	}
-	client := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
-	timeout := orDefault(cfg.ReviewTimeout, DefaultReviewTimeout)
-	pol := cfg.Policy
-	if pol == nil {
-		src, err := policysource.New(policysource.Options{Client: client, SinkID: cfg.SinkID, Log: cfg.Log.WithName("policy")})
-		if err != nil {
+	authority := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
+	if s.policy = cfg.PolicySource; s.policy == nil {
+		if s.policy, err = newPolicySource(cfg, authority); err != nil {
 			return fail(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		s.stopPolicy = cancel
-		go func() { _ = src.Run(ctx) }()
-		// The first answer usually arrives at once; until one does, every call is refused, so
-		// the start waits for it (a review timeout at most).
-		for deadline := time.Now().Add(timeout); src.Status().Updated.IsZero() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		s.policy, pol = src, src
 	}
 	servers := make([]Server, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		servers[i] = Server{Name: u.Name, URL: u.URL}
 	}
 	s.gate, err = NewGate(Options{
-		Review: client, Policy: pol, Store: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
+		Review: authority, Policy: s.policy, Store: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, IDKey: idKey, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
 		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider, Outbox: s.outbox,
 	})
@@ -292,12 +273,7 @@ func New(cfg Config) (*Sidecar, error) {
 	mux.Handle(EnforcePath, host)
 	mux.Handle(CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	// The injector points agents at /http/{server} for ToolPolicy servers of protocol HTTP;
-	// that proxy does not exist yet, so such calls are refused here, visibly, and nothing is
-	// forwarded (the credential stays with the sidecar).
-	mux.HandleFunc(HTTPToolPrefix, func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "actgate sidecar: the HTTP tool proxy is not available; nothing was forwarded", http.StatusNotImplemented)
-	})
+	mux.Handle(ReadyPath, newReadiness(s.policy, cfg.Upstreams))
 	s.handler = mux
 	return s, nil
 }
@@ -368,11 +344,15 @@ func credentialFile(path string) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) { return fileutil.ReadToken(path) }
 }
 
-// Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz.
+// Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,
+// /readyz.
 func (s *Sidecar) Handler() http.Handler { return s.handler }
 
 // Gate is the sidecar's gate.
 func (s *Sidecar) Gate() *Gate { return s.gate }
+
+// Policy is the sidecar's policy source.
+func (s *Sidecar) Policy() *policysource.Source { return s.policy }
 
 // Journal is the sidecar's dispatch journal.
 func (s *Sidecar) Journal() *boltstore.Store { return s.store }
@@ -381,6 +361,15 @@ func (s *Sidecar) Journal() *boltstore.Store { return s.store }
 func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
+	pctx, stopPolicy := context.WithCancel(ctx)
+	defer stopPolicy()
+	go func() { _ = s.policy.Run(pctx) }()
+	// Until the service's first answer arrives every call is refused, so calls are taken once
+	// it has (a review timeout at most: without it the sidecar serves, and refuses).
+	for deadline := time.Now().Add(orDefault(s.cfg.ReviewTimeout, DefaultReviewTimeout)); s.policy.Status().Updated.IsZero() &&
+		time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("Serving", "address", ln.Addr().String(), "sink", s.cfg.SinkID, "namespace", s.cfg.Namespace,
 		"agent", s.cfg.Agent, "servers", len(s.proxies), "authority", s.cfg.AuthorityURL)
@@ -416,9 +405,6 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Sidecar) Close() error {
 	for _, p := range s.proxies {
 		_ = p.Close()
-	}
-	if s.stopPolicy != nil {
-		s.stopPolicy()
 	}
 	if s.gate != nil {
 		s.gate.Close()

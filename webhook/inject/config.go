@@ -21,6 +21,9 @@ const (
 	// undo it first (idempotent re-injection) and operators can see it.
 	AnnotationStatus = "actgate.io/status"
 
+	// SidecarBinary is the actgate binary in the sidecar image (its entrypoint): the startup
+	// and readiness probes run `SidecarBinary sidecar probe` in the container.
+	SidecarBinary = "/usr/local/bin/actgate"
 	// SidecarName is the injected container's name. A container of this name already in the
 	// pod is removed before injecting: only the injector's sidecar may have it.
 	SidecarName = "actgate-sidecar"
