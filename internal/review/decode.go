@@ -151,9 +151,13 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkPermit(req); err != nil {
 			return nil, uid, err
 		}
+	case OperationRefusal:
+		if err := checkRefusal(req); err != nil {
+			return nil, uid, err
+		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s, %s, %s or %s", OperationReview, OperationPermit,
-			OperationConsume, OperationReport)
+		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s or %s", OperationReview, OperationPermit,
+			OperationConsume, OperationReport, OperationRefusal)
 	}
 	return &r, uid, nil
 }
@@ -161,6 +165,28 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 func checkReview(req *Request) error {
 	if req.Permit != nil {
 		return bad("request.permit", "only for operation %s", OperationPermit)
+	}
+	if req.Refusal != nil {
+		return bad("request.refusal", "only for operation %s", OperationRefusal)
+	}
+	return checkCall(req)
+}
+
+// maxRefusalMessage bounds request.refusal.message.
+const maxRefusalMessage = 1024
+
+// checkRefusal checks a Refusal: a Review's act and arguments, and a known EF code.
+func checkRefusal(req *Request) error {
+	r := req.Refusal
+	switch {
+	case r == nil:
+		return bad("request.refusal", "required for operation %s", OperationRefusal)
+	case req.Permit != nil:
+		return bad("request.permit", "only for operation %s", OperationPermit)
+	case !r.Code.Known():
+		return bad("request.refusal.code", "must be a known EF code")
+	case utf8.RuneCountInString(r.Message) > maxRefusalMessage:
+		return bad("request.refusal.message", "at most %d characters", maxRefusalMessage)
 	}
 	return checkCall(req)
 }
@@ -170,6 +196,9 @@ func checkReview(req *Request) error {
 func checkPermit(req *Request) error {
 	if req.Permit == nil {
 		return bad("request.permit", "required for operation %s", OperationPermit)
+	}
+	if req.Refusal != nil {
+		return bad("request.refusal", "only for operation %s", OperationRefusal)
 	}
 	if !validOperationID(req.Permit.OperationID) {
 		return bad("request.permit.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
@@ -237,8 +266,8 @@ func checkReport(req *Request) error {
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
 	}
-	if req.Permit != nil {
-		return bad("request.permit", "only for operation %s", OperationPermit)
+	if req.Permit != nil || req.Refusal != nil {
+		return bad("request", "permit and refusal are only for operations %s and %s", OperationPermit, OperationRefusal)
 	}
 	r := req.Report
 	if r == nil {

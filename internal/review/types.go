@@ -52,6 +52,10 @@ const (
 	// creates the authority's Lease already consumed by the operation the sidecar names, and
 	// returns the signed authority for the sidecar to verify and journal before it invokes.
 	OperationPermit Operation = "Permit"
+	// OperationRefusal records a call the sidecar refused by its own policy (a Deny), so that
+	// the ledger shows refusals: the service records the Act, Denied with the sidecar's code.
+	// It authorises nothing; the sidecar sends it off the call path and never waits for it.
+	OperationRefusal Operation = "Refusal"
 )
 
 // Request is what the sidecar asks.
@@ -76,6 +80,17 @@ type Request struct {
 	// permit names the dispatch a Permit's authority is spent on. Permit only (with server,
 	// act and arguments, as for a Review).
 	Permit *PermitRequest `json:"permit,omitempty"`
+	// refusal says how the sidecar refused the call. Refusal only (with server, act and
+	// arguments, as for a Review).
+	Refusal *RefusalRequest `json:"refusal,omitempty"`
+}
+
+// RefusalRequest is the body of a Refusal review beside its act and arguments.
+type RefusalRequest struct {
+	// code is the EF code the agent was given.
+	Code ef.EFCode `json:"code"`
+	// message is what the agent was told (no argument values), at most 1024 characters.
+	Message string `json:"message,omitempty"`
 }
 
 // PermitRequest is the body of a Permit review beside its act and arguments.

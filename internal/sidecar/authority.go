@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,6 +31,7 @@ type serviceAuthority struct {
 	timeout   time.Duration
 	namespace string
 	log       logr.Logger
+	refusals  *refusals
 }
 
 var _ sink.AuthorityService = (*serviceAuthority)(nil)
@@ -208,4 +211,87 @@ func randomKey() []byte {
 	key := make([]byte, act.MinIDKeyBytes)
 	_, _ = rand.Read(key) // never fails (Go 1.24+)
 	return key
+}
+
+// RefusalQueue bounds the refusal records waiting to be sent to the authority service: a deny
+// storm fills it, and what does not fit is dropped and counted
+// (actgate_refusal_records_dropped_total), never waited for.
+const RefusalQueue = 1024
+
+// refusals sends the Act records of the calls the pod's policy denied (operation Refusal), one
+// at a time, off the call path: the agent's refusal never waits for them. A record the service
+// does not take is logged and not retried; the pod's receipt log holds every refusal anyway.
+type refusals struct {
+	client  *review.Client
+	timeout time.Duration
+	log     logr.Logger
+	dropped func()
+	queue   chan review.Request
+	drops   atomic.Int64
+	sent    atomic.Int64
+	done    chan struct{}
+	exited  chan struct{}
+	once    sync.Once
+}
+
+func newRefusals(c *review.Client, timeout time.Duration, log logr.Logger, dropped func()) *refusals {
+	r := &refusals{client: c, timeout: timeout, log: log, dropped: dropped, queue: make(chan review.Request, RefusalQueue),
+		done: make(chan struct{}), exited: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// add queues the record of a refused call, or drops it when the queue is full.
+func (r *refusals) add(req review.Request) {
+	select {
+	case r.queue <- req:
+	default:
+		if r.drops.Add(1) == 1 || r.drops.Load()%1000 == 0 {
+			r.log.Info("Refusal records dropped: the queue to the authority service is full", "dropped", r.drops.Load(), "queue", RefusalQueue)
+		}
+		if r.dropped != nil {
+			r.dropped()
+		}
+	}
+}
+
+func (r *refusals) run() {
+	defer close(r.exited)
+	for {
+		select {
+		case <-r.done:
+			return
+		case req := <-r.queue:
+			ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+			resp, err := r.client.Do(ctx, req)
+			cancel()
+			switch {
+			case err != nil:
+				r.log.V(1).Info("Refusal record not sent", "cause", err.Error())
+			case resp.Act == "":
+				r.log.V(1).Info("Refusal record not taken", "code", resp.Code, "reason", resp.Reason)
+			default:
+				r.sent.Add(1)
+			}
+		}
+	}
+}
+
+// stop ends sending; what is queued is dropped.
+func (r *refusals) stop() {
+	r.once.Do(func() { close(r.done) })
+	<-r.exited
+}
+
+// Refused queues the Act record of a call the pod's policy denied.
+func (s *serviceAuthority) Refused(r sink.AuthorityRequest, code ef.EFCode, message string) {
+	req, err := s.call(review.OperationRefusal, r)
+	if err != nil {
+		return
+	}
+	if n := []rune(message); len(n) > 1024 {
+		message = string(n[:1024])
+	}
+	req.Refusal = &review.RefusalRequest{Code: code, Message: message}
+	s.refusals.add(req)
 }

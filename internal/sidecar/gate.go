@@ -111,6 +111,7 @@ type Gate struct {
 	outbox    *Outbox
 	ids       *act.IDIssuer
 	host      *hostLoop
+	authority *serviceAuthority
 	log       logr.Logger
 	principal string
 	actTTL    time.Duration
@@ -177,6 +178,12 @@ func NewGate(opts Options) (*Gate, error) {
 		g.outbox = NewMemoryOutbox()
 	}
 	g.outbox.start(opts.Review, opts.Store, orDefault(opts.ReportTimeout, DefaultReportTimeout), g.now, g.log.WithName("outbox"))
+	var dropped func()
+	if m, ok := opts.Observer.(interface{ RefusalRecordDropped() }); ok {
+		dropped = m.RefusalRecordDropped
+	}
+	g.authority = &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, log: g.log,
+		refusals: newRefusals(opts.Review, timeout, g.log.WithName("refusals"), dropped)}
 	sg, err := sink.New(sink.Options{
 		SinkID:         opts.SinkID,
 		Namespace:      opts.Namespace,
@@ -193,10 +200,11 @@ func NewGate(opts Options) (*Gate, error) {
 		RecordTimeout:  orDefault(opts.RecordTimeout, DefaultRecordTimeout),
 		Observer:       opts.Observer,
 		TracerProvider: opts.TracerProvider,
-		Authority:      &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, log: g.log},
+		Authority:      g.authority,
 	})
 	if err != nil {
 		g.outbox.stop()
+		g.authority.refusals.stop()
 		if errors.Is(err, sink.ErrConfig) {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -209,6 +217,7 @@ func NewGate(opts Options) (*Gate, error) {
 	defer cancel()
 	if err := g.outbox.load(ctx); err != nil {
 		g.outbox.stop()
+		g.authority.refusals.stop()
 		return nil, err
 	}
 	g.host = newHostLoop(g, orDefault(opts.HostLoopTimeout, DefaultHostLoopTimeout))
@@ -223,11 +232,13 @@ func receiptLog(r *receipt.Log) sink.ReceiptLog {
 	return r
 }
 
-// Close ends the host-loop dispatches still awaiting their outcome (INDETERMINATE) and stops
-// the outbox (what it has not delivered stays in the journal for the next start).
+// Close ends the host-loop dispatches still awaiting their outcome (INDETERMINATE), stops the
+// outbox (what it has not delivered stays in the journal for the next start) and the refusal
+// records (what is queued is dropped).
 func (g *Gate) Close() {
 	g.host.close()
 	g.outbox.stop()
+	g.authority.refusals.stop()
 }
 
 // Outbox is the gate's outcome outbox.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/ef"
@@ -460,5 +464,42 @@ func waitFor(t testing.TB, cond func() bool) {
 			t.Fatal("condition not reached in 5 s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRefusalsRecorded: a call the pod's policy denies is refused at once and its Act record
+// goes to the service afterwards (operation Refusal), with the code the agent got; a deny storm
+// fills the bounded queue and the rest is dropped and counted, never waited for.
+func TestRefusalsRecorded(t *testing.T) {
+	f := newFixture(t)
+	res := call(t, f.agent(), "email_send", `{"to":"x@example.com"}`)
+	if efCode(res) != string(ef.EFPolicyDenied) || f.up.Count("email_send") != 0 {
+		t.Fatalf("email_send: %s %s", efCode(res), text(res))
+	}
+	waitFor(t, func() bool { return f.stub.count(review.OperationRefusal) == 1 })
+	if f.stub.count(review.OperationPermit)+f.stub.count(review.OperationReview) != 0 {
+		t.Fatal("a local deny asked the service for a decision")
+	}
+
+	// The service hangs: records queue up to RefusalQueue, the rest are dropped, and the
+	// refusals are answered at once all the same.
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
+	defer srv.Close()
+	drops := 0
+	r := newRefusals(&review.Client{URL: srv.URL, HTTP: srv.Client(), Token: func() (string, error) { return "t", nil }},
+		time.Minute, logr.Discard(), func() { drops++ })
+	defer r.stop()
+	defer close(hang)
+	start := time.Now()
+	for range RefusalQueue + 100 {
+		r.add(review.Request{Operation: review.OperationRefusal})
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("queueing %d refusal records took %s", RefusalQueue+100, d)
+	}
+	// One record is in flight, RefusalQueue wait: the rest is dropped.
+	if drops < 99 || drops > 100 || r.drops.Load() != int64(drops) {
+		t.Fatalf("%d records dropped (counter %d), want 99 or 100", drops, r.drops.Load())
 	}
 }

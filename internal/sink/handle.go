@@ -196,7 +196,11 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		if !code.Known() {
 			code = ef.EFPolicyDenied
 		}
-		return g.refuse(cl, code, cl.dec.Message), nil
+		res := g.refuse(cl, code, cl.dec.Message)
+		if g.remote != nil {
+			g.remote.Refused(cl.request(), res.Code, res.Message)
+		}
+		return res, nil
 	case PolicyAllow:
 		if g.moments.declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil

@@ -32,6 +32,10 @@ type AuthorityService interface {
 	Escalate(ctx context.Context, r AuthorityRequest) (Escalation, error)
 	// Consume spends a granted authority for operationID, bound to expect.
 	Consume(ctx context.Context, a authority.Authority, expect authority.Binding, operationID string) error
+	// Refused is told of every call the gate's policy denied, for the service's ledger. It must
+	// not block and must not keep r past its return (the gate reuses nothing of it, but the
+	// record is the service's business, off the call path): the call is already refused.
+	Refused(r AuthorityRequest, code ef.EFCode, message string)
 }
 
 // AuthorityRequest is the call an AuthorityService is asked about: the act the gate built

@@ -92,3 +92,31 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 		Consumed: &review.Consumed{AuthorityID: a.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
 	}}
 }
+
+// refusal answers a Refusal: the Act of a call the sidecar refused by its own policy is
+// recorded, Denied with the sidecar's code, so that the ledger shows refusals made in the pod.
+// The act is checked and evaluated as for a Review (the Act's spec is the service's view of the
+// call: destination, class, rule, epoch); the sidecar's code and message are recorded as its
+// refusal. It authorises nothing: the answer is never an allow. It costs two writes, the Act
+// and its status.
+func (s *Service) refusal(ctx context.Context, c *caller, req *review.Request) outcome {
+	x, refused := s.evaluate(ctx, c, req)
+	if refused != nil {
+		return *refused
+	}
+	if o := s.recordAct(ctx, x.obj); o != nil {
+		return *o
+	}
+	code, msg := req.Refusal.Code, req.Refusal.Message
+	if msg == "" {
+		msg = code.Description()
+	}
+	if err := s.setActStatus(ctx, x.obj, deniedStatus(code, msg, v1alpha1.ActStateMatch)); err != nil {
+		return apiFailure(ctx, "record the refusal", err)
+	}
+	s.log.V(1).Info("refusal recorded", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "code", code,
+		"policy", x.d.Policy, "rule", x.d.Rule)
+	o := deny(http.StatusOK, code, review.ReasonPolicy, msg)
+	o.resp.Act, o.resp.ConsequenceClass = x.obj.Name, x.class
+	return o
+}

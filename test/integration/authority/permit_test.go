@@ -115,3 +115,27 @@ func TestPermitOneRequest(t *testing.T) {
 		t.Fatalf("refused permits created %d Leases", n-leases)
 	}
 }
+
+// TestRefusalRecorded: a call the pod's policy denied is recorded as an Act, Denied with the
+// sidecar's code, in two writes; the record authorises nothing.
+func TestRefusalRecorded(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	counter := cachedService(t, r, 0)
+	r.do(t, r.call(t, "warm", "get_balance", `{"account":"w"}`).req)
+	time.Sleep(200 * time.Millisecond)
+	c := r.call(t, "s-deny", "email_send", `{"to":"x@example.com"}`)
+	req := c.req
+	req.Operation, req.Refusal = review.OperationRefusal, &review.RefusalRequest{Code: ef.EFPolicyDenied, Message: "Not from retrieved text."}
+	counter.reset()
+	resp := r.do(t, req)
+	expectDeny(t, resp, ef.EFPolicyDenied, review.ReasonPolicy)
+	obj := r.actObject(t, c.cand.Act.CandidateActID)
+	if obj.Status.Decision != v1alpha1.ActDecisionDenied || obj.Status.Code != string(ef.EFPolicyDenied) || obj.Spec.Tool != "email_send" {
+		t.Fatalf("refusal record: %+v %+v", obj.Spec, obj.Status)
+	}
+	writes := counter.get("POST acts") + counter.get("PATCH acts/status") + counter.get("PUT acts/status")
+	t.Logf("one refusal record: %d writes", writes)
+	if writes != 2 || len(r.leases(t)) != 0 {
+		t.Fatalf("a refusal record cost %d writes and left %d Leases", writes, len(r.leases(t)))
+	}
+}
