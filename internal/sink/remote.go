@@ -9,6 +9,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
 )
 
 // AuthorityService issues and consumes the authority of protected acts when the gate does not
@@ -157,7 +158,11 @@ type obtainFunc func(ctx context.Context, p *pendingDispatch) (authority.Authori
 // consume (a grant, whose consume may be refused for ordinary reasons).
 func (g *gate) dispatchRemote(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, early bool, obtain obtainFunc) (Result, error) {
 	return g.dispatchWith(ctx, cl, inv, k, entry, nil, early, func(ctx context.Context, p *pendingDispatch) (Decision, time.Time) {
+		_ = failpoint.Inject(failpoint.BeforeConsume)
 		a, err := obtain(ctx, p)
+		if err == nil {
+			_ = failpoint.Inject(failpoint.AfterConsume) // the service spent it; nothing is journaled yet
+		}
 		if err != nil {
 			code, msg := remoteCode(ctx, err)
 			g.log.V(1).Info("authority service refused", "act", p.rec.ActID, "actionDigest", p.rec.ActionDigest,
