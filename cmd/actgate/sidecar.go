@@ -124,6 +124,9 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 				_ = shutdownTracing(ctx)
 			}()
 			cfg.TracerProvider = tp
+			// The receipt stream on stdout, for the cluster's log pipeline (the logs go to
+			// stderr; the banner lines below are not records and verify --stream skips them).
+			cfg.ReceiptMirror = s.out
 			sc, err := sidecar.New(cfg)
 			if err != nil {
 				return sidecarConfigError(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -120,6 +121,10 @@ type Config struct {
 	// reports it). Serve runs it. Optional: nil follows the authority service at AuthorityURL
 	// with the same CA and token as the reviews.
 	PolicySource *policysource.Source
+	// ReceiptMirror, when set, receives the receipt log as a receipt stream (receipt.Options
+	// Mirror: every committed receipt and checkpoint as a JSON line), so that the cluster's log
+	// pipeline keeps the evidence after the pod is gone. `actgate sidecar` sets its stdout.
+	ReceiptMirror io.Writer
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -215,7 +220,8 @@ func New(cfg Config) (*Sidecar, error) {
 		return fail(fmt.Errorf("receipts: %w", err))
 	}
 	// Open verifies what a previous run wrote and continues its chain (internal/receipt).
-	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now})
+	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now,
+		Mirror: cfg.ReceiptMirror})
 	if err != nil {
 		return fail(fmt.Errorf("receipts: %w", err))
 	}
