@@ -78,12 +78,15 @@ func newSidecarCmd(s streams) *cobra.Command {
 proxies the agent's MCP traffic for each protected server at /mcp/{server}, and serves host
 loops that run tool calls in-process at /v1/enforce and /v1/complete (see internal/sidecar).
 
-Every tools/call is mapped to an act and reviewed by the authority service (ActReview over
-TLS, the pod's projected service-account token as bearer). An authority it issues is verified
-here against the live call with the service's public key, consumed (the Lease compare-and-swap)
-right before the call, journaled DISPATCH_PENDING in --journal-dir, and the upstream is called
-once with the credential only this container holds. Any error, timeout or undecodable answer
-of the service is a deny; the upstream is never contacted then.
+Every tools/call is decided here by the finality sink of actgate serve with the pod's
+ToolPolicy, which the sidecar follows from the authority service. The hot path needs no
+control plane. A protected call asks the service for its authority (ActReview over TLS, the
+pod's projected service-account token as bearer: one Permit, or a Review and a Consume for a
+human grant); the authority is verified here against the live call with the service's public
+key, journaled consumed with DISPATCH_PENDING in --journal-dir, and the upstream is called
+once with the credential only this container holds. Outcomes are reported to the service
+until it acknowledges them. Any error, timeout or undecodable answer of the service is a deny;
+the upstream is never contacted then.
 
 Every flag can come from the environment (the variable is named in the flag's help); a flag
 given on the command line wins. The authority's public key and CA come inline (PEM text in
@@ -121,6 +124,9 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 				_ = shutdownTracing(ctx)
 			}()
 			cfg.TracerProvider = tp
+			// The receipt stream on stdout, for the cluster's log pipeline (the logs go to
+			// stderr; the banner lines below are not records and verify --stream skips them).
+			cfg.ReceiptMirror = s.out
 			sc, err := sidecar.New(cfg)
 			if err != nil {
 				return sidecarConfigError(err)

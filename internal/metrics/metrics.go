@@ -325,7 +325,9 @@ func (m *Moments) Expired(x Moment) {
 //   - actgate_side_effect_denies_total{code,class} (see the package doc for the definition)
 //   - actgate_indeterminate_outstanding{source="journal"}: the journal's INDETERMINATE records,
 //     as counted by SeedIndeterminate at start plus the calls that ended INDETERMINATE since
-//   - the Moments metrics of the moments the gate emits, resolves and expires.
+//   - the Moments metrics of the moments the gate emits, resolves and expires
+//   - actgate_refusal_records_dropped_total: refusals decided in a pod whose Act record was
+//     dropped because the sidecar's bounded queue of records was full (RefusalRecordDropped).
 type Gate struct {
 	l             *labels
 	duration      *prometheus.HistogramVec
@@ -333,6 +335,18 @@ type Gate struct {
 	sideEffect    *prometheus.CounterVec
 	moments       *Moments
 	indeterminate atomic.Int64
+	dropped       prometheus.Counter
+}
+
+// NameRefusalRecordsDropped is the counter of refusal records a pod's sidecar dropped.
+const NameRefusalRecordsDropped = "actgate_refusal_records_dropped_total"
+
+// RefusalRecordDropped counts one refusal whose Act record the sidecar dropped (its queue of
+// records to the authority service was full).
+func (g *Gate) RefusalRecordDropped() {
+	if g != nil {
+		g.dropped.Inc()
+	}
 }
 
 var _ sink.Observer = (*Gate)(nil)
@@ -353,6 +367,9 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 			Name: NameSideEffectDenies, Help: "Tool calls refused (not invoked) whose consequence class is known and not INFORMATIONAL: denies that would have been side effects.",
 		}, []string{"code", "class"}),
 		moments: newMoments(l),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: NameRefusalRecordsDropped, Help: "Refusals decided in the pod whose Act record was dropped: the sidecar's bounded queue of records to the authority service was full.",
+		}),
 	}
 	ind := &countCollector{
 		desc: indeterminateDesc(),
@@ -362,7 +379,7 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 		},
 	}
 	m := g.moments
-	if err := register(reg, g.duration, g.decisions, g.sideEffect, ind,
+	if err := register(reg, g.duration, g.decisions, g.sideEffect, g.dropped, ind,
 		m.emitted, m.resolved, m.expired, m.hatchDisabled, m.calibration, m.resolution); err != nil {
 		return nil, err
 	}

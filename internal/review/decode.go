@@ -147,13 +147,67 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkReport(req); err != nil {
 			return nil, uid, err
 		}
+	case OperationPermit:
+		if err := checkPermit(req); err != nil {
+			return nil, uid, err
+		}
+	case OperationRefusal:
+		if err := checkRefusal(req); err != nil {
+			return nil, uid, err
+		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s, %s or %s", OperationReview, OperationConsume, OperationReport)
+		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s or %s", OperationReview, OperationPermit,
+			OperationConsume, OperationReport, OperationRefusal)
 	}
 	return &r, uid, nil
 }
 
 func checkReview(req *Request) error {
+	if req.Permit != nil {
+		return bad("request.permit", "only for operation %s", OperationPermit)
+	}
+	if req.Refusal != nil {
+		return bad("request.refusal", "only for operation %s", OperationRefusal)
+	}
+	return checkCall(req)
+}
+
+// maxRefusalMessage bounds request.refusal.message.
+const maxRefusalMessage = 1024
+
+// checkRefusal checks a Refusal: a Review's act and arguments, and a known EF code.
+func checkRefusal(req *Request) error {
+	r := req.Refusal
+	switch {
+	case r == nil:
+		return bad("request.refusal", "required for operation %s", OperationRefusal)
+	case req.Permit != nil:
+		return bad("request.permit", "only for operation %s", OperationPermit)
+	case !r.Code.Known():
+		return bad("request.refusal.code", "must be a known EF code")
+	case utf8.RuneCountInString(r.Message) > maxRefusalMessage:
+		return bad("request.refusal.message", "at most %d characters", maxRefusalMessage)
+	}
+	return checkCall(req)
+}
+
+// checkPermit checks a Permit: a Review's act and arguments, and the operation the authority
+// is to be consumed by.
+func checkPermit(req *Request) error {
+	if req.Permit == nil {
+		return bad("request.permit", "required for operation %s", OperationPermit)
+	}
+	if req.Refusal != nil {
+		return bad("request.refusal", "only for operation %s", OperationRefusal)
+	}
+	if !validOperationID(req.Permit.OperationID) {
+		return bad("request.permit.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
+	}
+	return checkCall(req)
+}
+
+// checkCall checks the members of a call under review (Review and Permit).
+func checkCall(req *Request) error {
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
 	}
@@ -175,6 +229,9 @@ func checkReview(req *Request) error {
 func checkConsume(req *Request) error {
 	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
 		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
+	}
+	if req.Permit != nil {
+		return bad("request.permit", "only for operation %s", OperationPermit)
 	}
 	if req.Report != nil {
 		return bad("request.report", "only for operation %s", OperationReport)
@@ -208,6 +265,9 @@ func checkReport(req *Request) error {
 	}
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
+	}
+	if req.Permit != nil || req.Refusal != nil {
+		return bad("request", "permit and refusal are only for operations %s and %s", OperationPermit, OperationRefusal)
 	}
 	r := req.Report
 	if r == nil {

@@ -14,17 +14,22 @@
 //	 "response":{"uid":"…","allowed":true,"decision":"Allowed","act":"act-…",
 //	             "authority":{"id":"authz-…","payload":"…","signature":"…","expiresAt":"…"}}}
 //
-// There are three calls per protected act:
+// The sidecar decides every call with its pod's policy and asks the service only for
+// authority:
 //
-//   - Review (policy, evidence requirement, issuance): the service evaluates the ToolPolicy that
-//     governs the caller's pod and answers allow (the hot path, no authority), allow with a
-//     signed single-use authority to consume, deny with an EF code, or escalate with the
-//     BindingMoment the principal must resolve.
-//   - Consume (the compare-and-swap, right before the sidecar invokes): the service consumes
-//     the authority's Lease for the binding the sidecar expects, once.
+//   - Permit (a call the policy permits, in one request): the service evaluates its own policy
+//     for the act again and, for a Permit under the act's epoch, records the Act and creates the
+//     authority's Lease already consumed by the operation the sidecar names; it answers with the
+//     signed authority, which the sidecar verifies before it journals and invokes.
+//   - Review (a call the policy escalates): the BindingMoments the call awaits, a resolution to
+//     deliver, or, when principals granted exactly this call, a signed authority to consume.
+//   - Consume (the compare-and-swap, right before the sidecar invokes a grant): the service
+//     consumes the authority's Lease for the binding the sidecar expects, once.
 //   - Report (after the dispatch): the sidecar reports the outcome it journaled, EXECUTED,
 //     FAILED or INDETERMINATE, with the evidence digest and never the result; the service
-//     records it on the Act, which sidecars have no RBAC to write.
+//     records it on the Act, which sidecars have no RBAC to write. Idempotent.
+//   - Refusal (after a local deny): the record of a call the pod's policy refused; the service
+//     records the Act Denied with the sidecar's code. It authorises nothing.
 //
 // The caller authenticates with its pod's service-account token as a bearer token; the
 // namespace of every Lease and object comes from that identity, never from the request.

@@ -47,6 +47,15 @@ const (
 	// INDETERMINATE), after the sidecar journaled it. Sidecars have no RBAC on Acts; this is
 	// how the ledger learns what happened.
 	OperationReport Operation = "Report"
+	// OperationPermit is the protected path of a pod in one request: the service re-evaluates
+	// policy for the act (it never issues what the ToolPolicy would not), records the Act and
+	// creates the authority's Lease already consumed by the operation the sidecar names, and
+	// returns the signed authority for the sidecar to verify and journal before it invokes.
+	OperationPermit Operation = "Permit"
+	// OperationRefusal records a call the sidecar refused by its own policy (a Deny), so that
+	// the ledger shows refusals: the service records the Act, Denied with the sidecar's code.
+	// It authorises nothing; the sidecar sends it off the call path and never waits for it.
+	OperationRefusal Operation = "Refusal"
 )
 
 // Request is what the sidecar asks.
@@ -68,6 +77,27 @@ type Request struct {
 	Consume *ConsumeRequest `json:"consume,omitempty"`
 	// report says which dispatch ended how. Report only.
 	Report *ReportRequest `json:"report,omitempty"`
+	// permit names the dispatch a Permit's authority is spent on. Permit only (with server,
+	// act and arguments, as for a Review).
+	Permit *PermitRequest `json:"permit,omitempty"`
+	// refusal says how the sidecar refused the call. Refusal only (with server, act and
+	// arguments, as for a Review).
+	Refusal *RefusalRequest `json:"refusal,omitempty"`
+}
+
+// RefusalRequest is the body of a Refusal review beside its act and arguments.
+type RefusalRequest struct {
+	// code is the EF code the agent was given.
+	Code ef.EFCode `json:"code"`
+	// message is what the agent was told (no argument values), at most 1024 characters.
+	Message string `json:"message,omitempty"`
+}
+
+// PermitRequest is the body of a Permit review beside its act and arguments.
+type PermitRequest struct {
+	// operationID is the dispatch the authority is consumed by: the idempotency key the sidecar
+	// forwards, recorded as the Lease's holderIdentity.
+	OperationID string `json:"operationID"`
 }
 
 // ReportRequest is the body of a Report review: the outcome the sidecar journaled for the

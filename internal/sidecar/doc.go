@@ -1,51 +1,39 @@
 // Package sidecar is the finality sink in an agent pod (`actgate sidecar`, Kubernetes mode): the
 // enforcing sidecar the webhook injects. It listens on loopback only, for the agent's MCP traffic
 // (internal/mcpproxy, one mount per protected server at /mcp/{server}) and for host loops that run
-// OpenAI or Anthropic tool calls in-process (/v1/enforce, /v1/complete). The decisions are the
-// authority service's; the upstream credentials and the dispatch are the sidecar's alone
-// (docs/architecture.md "Anti-bypass").
+// OpenAI or Anthropic tool calls in-process (/v1/enforce, /v1/complete). The upstream credentials
+// and the dispatch are the sidecar's alone (docs/architecture.md "Anti-bypass").
 //
-// # One tools/call (docs/architecture.md "In a pod")
+// # One dispatch core (docs/architecture.md "In a pod")
 //
-// Gate satisfies mcpproxy.Gate, so the MCP proxy runs unchanged around it:
+// Gate is internal/sink's Gate — the one `actgate serve` runs — wired for a pod, so a tool call
+// goes through the same functions in both deployments: the act mapping, policy evaluation, the
+// retry index and INDETERMINATE refusals, the journal, the receipts, the results and the
+// tools/list annotation. What differs is behind sink.Options:
 //
-//  1. map the live call to a non-effective AgentCandidateAct (internal/act NewCandidate), with
-//     the act id minted for the agent's MCP session, the destination the sidecar itself
-//     forwards to and the configured sink id; nothing in it comes from the model but the tool
-//     name and the arguments;
-//  2. answer a retry — the same action at the same destination in the same session (the act id
-//     is a MAC over the session) while the authority consumed for its EXECUTED or FAILED
-//     dispatch is unexpired — with the recorded result, without asking the service or invoking
-//     (retries.go; docs/architecture.md "Retries"; tool-use-binding §9); otherwise
-//     POST an ActReview (operation Review) to the authority service (internal/review), with the
-//     pod's projected service-account token as bearer;
-//  3. on a deny or an escalation, return the refusal with its EF code (and, for an escalation,
-//     the BindingMoment names and the gate-authored envelope) without contacting the upstream;
-//  4. on allow without authority (the policy's hot path), invoke once;
-//  5. on allow with authority, verify the signed authority here with the service's public key,
-//     against a binding rebuilt from the live call and this sidecar's configuration (never from
-//     the authority): namespace, act id, tool, arguments and action digests, destination, sink
-//     (tool-use-binding §16 MUST 1–3); the policy epoch is the service's to check at consume;
-//  6. refuse with EF_INDETERMINATE, before consuming, a call of an action (action digest and
-//     destination) whose earlier dispatch by this sidecar has no outcome yet — in flight, or
-//     INDETERMINATE after a crash or an unknown upstream answer — in any session and after a
-//     restart (unsettled.go); otherwise POST a Consume review (the Lease compare-and-swap)
-//     right before invoking, naming the operation id that will be forwarded upstream as the
-//     idempotency key;
-//  7. journal DISPATCH_PENDING durably (a bbolt journal in the pod's emptyDir,
-//     internal/authority/boltstore), then invoke exactly once through the proxy's invoker;
-//  8. classify the outcome EXECUTED | FAILED | INDETERMINATE (action-evidence-boundary "Classify
-//     the Effect Outcome") and record it in the journal;
-//  9. POST a Report review with that state and the evidence digest (never the result), so the
-//     service moves the Act from CONSUMED to the outcome. The report is best effort under
-//     Options.ReportTimeout: the journal is the source of truth, and a report that fails or is
-//     refused is logged with ids and digests and changes nothing of what the agent gets.
+//   - Policy: the compiled ToolPolicy that governs the pod (internal/policysource, following the
+//     authority service; Config.PolicySource). Without one every call is refused.
+//   - Store and Journal: a bbolt journal in the pod's emptyDir (internal/authority/boltstore)
+//     whose verifier holds the authority service's public keys. It keeps a copy of every
+//     authority the sidecar dispatched, verified and journaled consumed with DISPATCH_PENDING in
+//     one commit (IssueConsumeAndPend), so the retry index survives a restart as standalone.
+//   - Authority (authority.go, serviceAuthority): a machine Permit is one Permit review — the
+//     service evaluates its own policy again, records the Act and creates the Lease already
+//     consumed by the dispatch's operation; an escalated call is one Review (the service keeps
+//     the binding moments as BindingMoment objects) and, for a grant of exactly that call, one
+//     Consume (the Lease compare-and-swap). The sink checks every authority against the binding
+//     it built from the live call (authority.Match) before the journal verifies its signature;
+//     any error, timeout, non-200 or undecodable answer is a deny, and so is an allow that does
+//     not confirm the consumption of exactly this authority by exactly this operation.
+//   - Outcomes (outbox.go): every EXECUTED, FAILED and INDETERMINATE the journal records is
+//     reported (Report, idempotent) until the service acknowledges it, off the call path, with
+//     backoff while it is down, and again after a restart (the journal is the outbox's content;
+//     outbox.db remembers what was acknowledged).
+//   - Refusals (authority.go, refusals): the Act record of a call the pod's policy denied is
+//     queued (RefusalQueue) and sent off the call path (Refusal); a full queue drops and counts.
 //
-// Any error, timeout, non-200 or undecodable answer of the service is a deny (EF_060 for a
-// timeout, EF_STORE_UNAVAILABLE otherwise) and the upstream is never contacted
-// (docs/architecture.md "Fail closed"). So is an authority that does not verify, a consume that is
-// not confirmed for exactly this authority and operation, and a journal that cannot record
-// DISPATCH_PENDING.
+// The hot path (a rule with evidence None) makes no network call: no review, no API request,
+// no Act object.
 //
 // # Host loops
 //
@@ -57,20 +45,19 @@
 //	POST /v1/complete  {"operation_id":"…","outcome":"executed|failed|indeterminate","result":…}
 //	                → {"operation_id":"…","state":"EXECUTED"}
 //
-// /v1/enforce is tool-use-binding §16 enforce() over HTTP: the raw tool_use block, tool_calls
-// entry or Responses function_call item is mapped to an act, reviewed, and — when the answer is
-// allow under authority — the authority is verified, consumed and the dispatch journaled
-// DISPATCH_PENDING before allow is returned; the host then runs the tool once and reports the
-// outcome with /v1/complete, which journals it and reports it to the service as step 9 does.
-// A refusal carries the vendor-shaped deny payload to hand back to the model as the tool
-// result.
+// /v1/enforce is tool-use-binding §16 enforce() over HTTP, run through the sink's Handle with the
+// host as the Invoker (hostloop.go): the block is mapped to a call, decided, and — when allowed
+// under authority — answered allow once the authority is consumed and the dispatch journaled
+// DISPATCH_PENDING; the host then runs the tool once and reports the outcome with /v1/complete,
+// which the sink records (journal, receipt, outbox) as for an MCP call. A host that does not
+// report within HostLoopTimeout leaves the dispatch INDETERMINATE. A retry of a dispatch already
+// settled in the session is answered with replayed and the recorded result, never allowed again.
+// A refusal carries the vendor-shaped deny payload to hand back to the model as the tool result.
 //
 // # Not available in Kubernetes mode
 //
-// The virtual request_binding_moment tool (agent-proposed binding moments) has no operation
-// in the review protocol; RequestMoment refuses with EF_MOMENT_INVALID and says so. CanEscalate
-// is false for every tool: the gate does not decide with the policy the sidecar holds, so it
-// cannot annotate tools/list.
+// The virtual request_binding_moment tool (agent-proposed binding moments) has no operation in
+// the review protocol: the sink refuses it with EF_MOMENT_INVALID and says so.
 //
 // # Policy and readiness
 //

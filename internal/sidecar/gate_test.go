@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/ef"
@@ -35,12 +40,13 @@ func TestRefusalsNeverInvoke(t *testing.T) {
 		{"lying", ef.EFPolicyDenied, false}, // HTTP 503 with allowed:true is not an allow
 		{"wrong_uid", ef.EFStoreUnavailable, false},
 		{"unauth", ef.EFPolicyDenied, false},
-		{"tamper", ef.EFScopeMismatch, false},
-		{"wrong_sink", ef.EF040, false},
-		{"wrong_dest", ef.EFDestinationMismatch, false},
-		{"wrong_ns", ef.EFScopeMismatch, false},
-		{"rogue", ef.EF002, false},
-		{"expired", ef.EF002, false},
+		// The service spent an authority that is not for this call: refused at the sink.
+		{"tamper", ef.EFScopeMismatch, true},
+		{"wrong_sink", ef.EF040, true},
+		{"wrong_dest", ef.EFDestinationMismatch, true},
+		{"wrong_ns", ef.EFScopeMismatch, true},
+		{"rogue", ef.EF002, true},
+		{"expired", ef.EF002, true},
 		{"consume_refused", ef.EF005, true},
 		{"consume_unconfirmed", ef.EFStoreUnavailable, true},
 		{"consume_wrong_op", ef.EFStoreUnavailable, true},
@@ -75,14 +81,15 @@ func TestHotPath(t *testing.T) {
 	if res.IsError || !strings.Contains(text(res), `done: {"account":"A-1"}`) {
 		t.Fatalf("hot path result: %s", text(res))
 	}
-	if f.up.Count("get_balance") != 1 || f.stub.consumeCount() != 0 {
-		t.Fatalf("upstream %d calls, %d consumes; want 1 and 0", f.up.Count("get_balance"), f.stub.consumeCount())
+	for range 20 {
+		call(t, cs, "get_balance", `{"account":"A-2"}`)
+	}
+	// The hot path needs no control plane: not one request reached the authority service.
+	if f.up.Count("get_balance") != 21 || f.stub.requests() != 0 {
+		t.Fatalf("upstream %d calls, %d requests to the service; want 21 and 0", f.up.Count("get_balance"), f.stub.requests())
 	}
 	if got := f.up.Authorizations(); len(got) == 0 || got[len(got)-1] != "Bearer "+upstreamTk {
 		t.Fatalf("upstream saw authorization %q, want the sidecar's credential", got)
-	}
-	if f.stub.lastToken() != testToken {
-		t.Fatalf("service saw bearer %q", f.stub.lastToken())
 	}
 	for _, st := range []journal.State{journal.StateDispatchPending, journal.StateExecuted} {
 		if recs, _ := f.store.InState(context.Background(), st); len(recs) != 0 {
@@ -94,8 +101,17 @@ func TestHotPath(t *testing.T) {
 // TestAuditMode: audit lets the call through and is never reported as enforcement.
 func TestAuditMode(t *testing.T) {
 	f := newFixture(t)
-	res, err := f.gate.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
-		Destination: f.up.URL, Tool: "audit_me", Args: json.RawMessage(`{}`)}, func(context.Context, string) (sink.InvokeResult, error) {
+	spec := testPolicy(t, f.up.URL)
+	spec.Mode = "Audit"
+	o := f.options()
+	o.Policy = compiled(t, spec, 1)
+	g, err := NewGate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	res, err := g.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
+		Destination: f.up.URL, Tool: "email_send", Args: json.RawMessage(`{}`)}, func(context.Context, string) (sink.InvokeResult, error) {
 		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
 	})
 	if err != nil || !res.Allowed || res.AuditCode != ef.EFPolicyDenied {
@@ -117,8 +133,11 @@ func TestPermitDispatchesOnce(t *testing.T) {
 	}
 	calls := f.up.Calls()
 	op := calls[len(calls)-1].OperationID
-	if f.stub.consumeCount() != 1 {
-		t.Fatalf("%d consumes, want 1", f.stub.consumeCount())
+	// The protected path is one request to the service: a Permit, no Review, no Consume.
+	if f.stub.consumeCount() != 1 || f.stub.count(review.OperationPermit) != 1 || f.stub.count(review.OperationReview) != 0 ||
+		f.stub.count(review.OperationConsume) != 0 {
+		t.Fatalf("%d consumes, %d permits, %d reviews, %d consume reviews; want 1, 1, 0, 0", f.stub.consumeCount(),
+			f.stub.count(review.OperationPermit), f.stub.count(review.OperationReview), f.stub.count(review.OperationConsume))
 	}
 	c := f.stub.consumes[0]
 	if c.OperationID != op || op == "" {
@@ -140,13 +159,13 @@ func TestPermitDispatchesOnce(t *testing.T) {
 	// The same call again in the same session, while the consumed authority is unexpired, is
 	// a retry of that act (retries.go; docs/architecture.md "Retries"): the recorded result, no new
 	// review or consume, and the upstream does not run again.
-	reviews := f.stub.reviewCount()
+	permits := f.stub.count(review.OperationPermit)
 	again := call(t, cs, "send_payment", `{"amount":250,"to":"ACME"}`)
 	if again.IsError || text(again) != text(res) {
 		t.Fatalf("retry: %s, want the recorded %s", text(again), text(res))
 	}
-	if n := f.up.Count("send_payment"); n != 1 || f.stub.consumeCount() != 1 || f.stub.reviewCount() != reviews {
-		t.Fatalf("retry ran again: upstream %d, consumes %d, reviews %d → %d", n, f.stub.consumeCount(), reviews, f.stub.reviewCount())
+	if n := f.up.Count("send_payment"); n != 1 || f.stub.consumeCount() != 1 || f.stub.count(review.OperationPermit) != permits {
+		t.Fatalf("retry ran again: upstream %d, consumes %d, permits %d → %d", n, f.stub.consumeCount(), permits, f.stub.count(review.OperationPermit))
 	}
 	// In another session the same arguments are a new act: a new review, a new authority; never
 	// a replay of the spent one.
@@ -173,15 +192,17 @@ func TestOutcomeReported(t *testing.T) {
 	}
 	check := func(t *testing.T, f *fixture, op string, want v1alpha1.ActState) {
 		t.Helper()
-		reps := f.stub.reported()
-		if len(reps) != 1 {
-			t.Fatalf("%d reports, want 1: %+v", len(reps), reps)
+		reps := f.waitReports(1)
+		for _, r := range reps {
+			if r.OperationID != op {
+				t.Fatalf("report of another operation: %+v", reps)
+			}
 		}
 		rec, err := f.store.Record(ctx, op)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := reps[0]
+		r := reps[len(reps)-1]
 		if r.State != want || r.OperationID != op || r.AuthorityID != rec.AuthorityID || r.AuthorityID != f.stub.consumes[0].AuthorityID ||
 			r.EvidenceDigest != rec.EvidenceDigest || string(rec.State) != string(want) {
 			t.Fatalf("report %+v, journal %+v", r, rec)
@@ -219,15 +240,25 @@ func TestOutcomeReported(t *testing.T) {
 			t.Fatalf("hot path: count %d, reports %+v", f.up.Count("get_balance"), f.stub.reported())
 		}
 	})
-	t.Run("a failed report changes nothing", func(t *testing.T) {
+	t.Run("a failed report changes nothing and is sent again", func(t *testing.T) {
 		f := newFixture(t)
+		f.stub.mu.Lock()
 		f.stub.reportFails = true
+		f.stub.mu.Unlock()
 		res := handle(f, "send_payment", `{"amount":4}`, func(context.Context, string) (sink.InvokeResult, error) {
 			return sink.InvokeResult{Outcome: sink.OutcomeExecuted, Result: json.RawMessage(`{"paid":true}`)}, nil
 		})
 		if !res.Allowed || !res.Invoked || res.State != journal.StateExecuted || res.Code != "" || string(res.Upstream) != `{"paid":true}` {
 			t.Fatalf("result with a failed report: %+v", res)
 		}
+		f.waitReports(2) // refused, and tried again
+		if f.gate.Outbox().Pending() != 1 {
+			t.Fatalf("outbox holds %d outcomes, want the unacknowledged one", f.gate.Outbox().Pending())
+		}
+		f.stub.mu.Lock()
+		f.stub.reportFails = false
+		f.stub.mu.Unlock()
+		waitFor(t, func() bool { return f.gate.Outbox().Pending() == 0 })
 		check(t, f, res.OperationID, v1alpha1.ActStateExecuted)
 	})
 }
@@ -299,12 +330,12 @@ func TestCallChecks(t *testing.T) {
 		{"arguments not an object", sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance", Args: json.RawMessage(`[1]`)}, ef.EFActInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.stub.reviewCount()
+			before := f.stub.requests()
 			res, err := f.gate.Handle(context.Background(), tc.c, never)
 			if err != nil || res.Allowed || res.Code != tc.code {
 				t.Fatalf("got %+v %v, want %s", res, err, tc.code)
 			}
-			if f.stub.reviewCount() != before {
+			if f.stub.requests() != before {
 				t.Fatal("the service was asked about a call the sidecar refuses itself")
 			}
 		})
@@ -339,16 +370,22 @@ func TestTokenReadEachCall(t *testing.T) {
 	inv := func(context.Context, string) (sink.InvokeResult, error) {
 		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
 	}
-	c := sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance", Args: json.RawMessage(`{}`)}
-	if res, _ := g.Handle(context.Background(), c, inv); !res.Allowed || f.stub.lastToken() != "first" {
+	defer g.Close()
+	c := func(n int) sink.Call {
+		return sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "send_payment",
+			Args: json.RawMessage(`{"amount":` + strconv.Itoa(n) + `}`)}
+	}
+	if res, _ := g.Handle(context.Background(), c(1), inv); !res.Allowed || f.stub.lastToken() != "first" {
 		t.Fatalf("first: %+v token %q", res, f.stub.lastToken())
 	}
+	waitFor(t, func() bool { return g.Outbox().Pending() == 0 })
 	writeFile(t, dir, "token", []byte("second"))
-	if res, _ := g.Handle(context.Background(), c, inv); !res.Allowed || f.stub.lastToken() != "second" {
+	if res, _ := g.Handle(context.Background(), c(2), inv); !res.Allowed || f.stub.lastToken() != "second" {
 		t.Fatalf("rotated: %+v token %q", res, f.stub.lastToken())
 	}
+	waitFor(t, func() bool { return g.Outbox().Pending() == 0 })
 	writeFile(t, dir, "token", nil)
-	if res, _ := g.Handle(context.Background(), c, inv); res.Allowed || res.Code != ef.EFStoreUnavailable {
+	if res, _ := g.Handle(context.Background(), c(3), inv); res.Allowed || res.Code != ef.EFStoreUnavailable {
 		t.Fatalf("empty token: %+v", res)
 	}
 }
@@ -370,28 +407,29 @@ func TestInvokerErrorIsIndeterminate(t *testing.T) {
 	}
 }
 
-func TestRequestMomentRefused(t *testing.T) {
+// TestToolsListAnnotation: the sidecar holds the policy, so tools/list says which tools may
+// escalate, as the standalone gate does.
+func TestToolsListAnnotation(t *testing.T) {
 	f := newFixture(t)
-	res, err := f.gate.RequestMoment(context.Background(), "s", testAgent, sink.Proposal{})
-	if err != nil || res.Allowed || res.Code != ef.EFMomentInvalid || f.stub.reviewCount() != 0 {
-		t.Fatalf("got %+v %v", res, err)
+	if !f.gate.CanEscalate("payments", "wire") || f.gate.CanEscalate("payments", "get_balance") {
+		t.Fatal("CanEscalate does not follow the policy")
 	}
-	if f.gate.CanEscalate("payments", "wire") {
-		t.Fatal("CanEscalate without the policy")
+	if f.stub.requests() != 0 {
+		t.Fatal("the annotation asked the service")
 	}
 }
 
 func TestNewGateConfig(t *testing.T) {
 	f := newFixture(t)
-	ok := Options{Review: f.stub.client(nil), Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS,
+	ok := Options{Review: f.stub.client(nil), Policy: f.policy, Store: f.store, Namespace: testNS,
 		SinkID: testSink, Servers: []Server{{Name: "payments", URL: "https://payments.example/mcp"}}}
 	for _, tc := range []struct {
 		name string
 		edit func(*Options)
 	}{
 		{"no review client", func(o *Options) { o.Review = nil }},
-		{"no verifier", func(o *Options) { o.Verifier = nil }},
-		{"no journal", func(o *Options) { o.Journal = nil }},
+		{"no policy", func(o *Options) { o.Policy = nil }},
+		{"no store", func(o *Options) { o.Store = nil }},
 		{"bad namespace", func(o *Options) { o.Namespace = "Billing" }},
 		{"no sink", func(o *Options) { o.SinkID = "" }},
 		{"no servers", func(o *Options) { o.Servers = nil }},
@@ -410,7 +448,58 @@ func TestNewGateConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewGate(ok); err != nil {
+	g, err := NewGate(ok)
+	if err != nil {
 		t.Fatal(err)
+	}
+	g.Close()
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRefusalsRecorded: a call the pod's policy denies is refused at once and its Act record
+// goes to the service afterwards (operation Refusal), with the code the agent got; a deny storm
+// fills the bounded queue and the rest is dropped and counted, never waited for.
+func TestRefusalsRecorded(t *testing.T) {
+	f := newFixture(t)
+	res := call(t, f.agent(), "email_send", `{"to":"x@example.com"}`)
+	if efCode(res) != string(ef.EFPolicyDenied) || f.up.Count("email_send") != 0 {
+		t.Fatalf("email_send: %s %s", efCode(res), text(res))
+	}
+	waitFor(t, func() bool { return f.stub.count(review.OperationRefusal) == 1 })
+	if f.stub.count(review.OperationPermit)+f.stub.count(review.OperationReview) != 0 {
+		t.Fatal("a local deny asked the service for a decision")
+	}
+
+	// The service hangs: records queue up to RefusalQueue, the rest are dropped, and the
+	// refusals are answered at once all the same.
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
+	defer srv.Close()
+	drops := 0
+	r := newRefusals(&review.Client{URL: srv.URL, HTTP: srv.Client(), Token: func() (string, error) { return "t", nil }},
+		time.Minute, logr.Discard(), func() { drops++ })
+	defer r.stop()
+	defer close(hang)
+	start := time.Now()
+	for range RefusalQueue + 100 {
+		r.add(review.Request{Operation: review.OperationRefusal})
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("queueing %d refusal records took %s", RefusalQueue+100, d)
+	}
+	// One record is in flight, RefusalQueue wait: the rest is dropped.
+	if drops < 99 || drops > 100 || r.drops.Load() != int64(drops) {
+		t.Fatalf("%d records dropped (counter %d), want 99 or 100", drops, r.drops.Load())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,10 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/testutil"
 )
 
@@ -105,6 +108,59 @@ type stub struct {
 	reportFails bool
 	// traceparents are the traceparent headers of every review received, in order.
 	traceparents []string
+	// ops counts the reviews received by operation; policyGets the requests of the policy
+	// endpoint.
+	ops        map[review.Operation]int
+	policyGets int
+	// spec and epoch are the ToolPolicy the stub serves at the policy endpoint (none when
+	// spec is nil: the answer is NotGoverned).
+	spec  *v1alpha1.ToolPolicySpec
+	epoch int64
+}
+
+// count is how many reviews of op the stub received.
+func (s *stub) count(op review.Operation) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops[op]
+}
+
+// requests is how many reviews of any operation the stub received.
+func (s *stub) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.ops {
+		n += v
+	}
+	return n
+}
+
+// podPolicy answers the policy endpoint: the stub's spec at its epoch, or none. A watch
+// returns at once when the version differs, else after a short wait with the same answer.
+func (s *stub) podPolicy(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	spec, epoch := s.spec, s.epoch
+	s.policyGets++
+	s.mu.Unlock()
+	p := review.PodPolicy{TypeMeta: metav1.TypeMeta{APIVersion: review.APIVersion, Kind: review.PolicyKind}}
+	if spec == nil {
+		p.Version = "none"
+		p.None = &review.NoPolicy{Reason: review.ReasonNotGoverned, Code: ef.EFPolicyDenied, Message: "No ToolPolicy selects this pod."}
+	} else {
+		p.Version = "v" + strconv.FormatInt(epoch, 10)
+		p.Policy = &review.GoverningPolicy{Name: "bank", Namespace: testNS, UID: "uid-bank", Generation: epoch,
+			ResourceVersion: p.Version, Epoch: epoch, Spec: *spec}
+	}
+	if r.URL.Query().Get(review.PolicyWatchParam) == "true" && r.URL.Query().Get(review.PolicyVersionParam) == p.Version {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(p)
 }
 
 func (s *stub) reported() []review.ReportRequest {
@@ -167,8 +223,7 @@ func (s *stub) lastToken() string {
 
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.URL.Path == review.PolicyPath {
-		// The stub serves reviews only: the sidecar's policy source stays not ready.
-		http.NotFound(w, r)
+		s.podPolicy(w, r)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
@@ -183,6 +238,12 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	s.traceparents = append(s.traceparents, r.Header.Get("traceparent"))
 	s.mu.Unlock()
 	req := rv.Request
+	s.mu.Lock()
+	if s.ops == nil {
+		s.ops = map[review.Operation]int{}
+	}
+	s.ops[req.Operation]++
+	s.mu.Unlock()
 	switch req.Operation {
 	case review.OperationConsume:
 		s.consume(w, uid, req.Consume)
@@ -289,6 +350,29 @@ func (s *stub) review(w http.ResponseWriter, uid types.UID, req *review.Request)
 		s.t.Fatal(err)
 	}
 	resp := review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Authority: signed, Act: a.CandidateActID}
+	if req.Operation == review.OperationPermit {
+		// One request: the authority is created consumed by the sidecar's operation.
+		s.mu.Lock()
+		s.spent[auth.ID] = true
+		s.consumes = append(s.consumes, review.ConsumeRequest{AuthorityID: auth.ID, OperationID: req.Permit.OperationID, Binding: review.BindingOf(b)})
+		s.mu.Unlock()
+		resp.Consumed = &review.Consumed{AuthorityID: auth.ID, OperationID: req.Permit.OperationID, ConsumedAt: time.Now()}
+		switch m.consume {
+		case cmRefused:
+			s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionDenied, Code: ef.EF005, Reason: review.ReasonAuthority})
+			return
+		case cmUnconfirmed:
+			resp.Consumed = nil
+		case cmWrongOperation:
+			resp.Consumed.OperationID = "op-someone-else"
+		case cmTimeout:
+			time.Sleep(s.delay)
+		case cmGarbage:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`<html>502 Bad Gateway</html>`))
+			return
+		}
+	}
 	if m.review == rvGranted {
 		idx := int32(0)
 		resp.Escalation = &review.Escalation{State: review.EscalationGranted, BindingMoments: []string{moment}, EnvelopeDigest: s.env.Digest(),
@@ -369,15 +453,80 @@ var bankModes = map[string]mode{
 	"granted":             {review: rvGranted},
 }
 
+// permitTools are the tools the test policy permits (evidence PolicyPermit): the stub's mode
+// for each says how the service answers the Permit.
+var permitTools = []string{"send_payment", "refuse", "slow", "garbage", "lying", "wrong_uid", "unauth", "tamper",
+	"wrong_sink", "wrong_dest", "wrong_ns", "rogue", "expired", "consume_refused", "consume_unconfirmed",
+	"consume_wrong_op", "consume_slow", "consume_garbage"}
+
+// testPolicy is the ToolPolicy the fixture's sidecar decides with: get_balance is the hot path,
+// email_send is refused by an argument constraint that never holds, wire and granted are
+// human-gated, the rest need a machine permit.
+func testPolicy(t testing.TB, url string) *v1alpha1.ToolPolicySpec {
+	t.Helper()
+	doc := `podSelector: {}
+sink:
+  id: ` + testSink + `
+servers:
+- name: payments
+  url: ` + url + `
+rules:
+- name: reads
+  tools: [get_balance]
+  consequenceClass: INFORMATIONAL
+- name: mail
+  tools: [email_send]
+  consequenceClass: COMMUNICATION
+  evidence:
+    role: PolicyPermit
+  arguments:
+  - name: never
+    expression: "false"
+    message: Not this one.
+- name: wires
+  tools: [wire, granted]
+  consequenceClass: FINANCIAL
+  evidence:
+    role: HumanAuthorization
+    principals: [alice@example.com]
+  alternatives:
+  - label: Hold the wire
+    reasoning: Keeps the funds until reviewed.
+    args:
+      hold: true
+- name: payments
+  tools: [` + strings.Join(permitTools, ", ") + `]
+  consequenceClass: FINANCIAL
+  evidence:
+    role: PolicyPermit
+`
+	spec, err := policy.ParseSpec([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// compiled is spec compiled at epoch, as the sink's policy.
+func compiled(t testing.TB, spec *v1alpha1.ToolPolicySpec, epoch int64) sink.PolicyEvaluator {
+	t.Helper()
+	c, err := policy.Compile(testNS+"/bank", spec, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink.CompiledPolicy(c)
+}
+
 // fixture is the sidecar's gate (real journal) behind the real MCP proxy, in front of a real
-// upstream MCP server, asking the stub service.
+// upstream MCP server, with the compiled test policy, asking the stub service.
 type fixture struct {
-	t     testing.TB
-	stub  *stub
-	up    *mcptest.Server
-	store *boltstore.Store
-	gate  *Gate
-	srv   *httptest.Server
+	t      testing.TB
+	stub   *stub
+	up     *mcptest.Server
+	store  *boltstore.Store
+	gate   *Gate
+	policy sink.PolicyEvaluator
+	srv    *httptest.Server
 	// log is the gate's receipt log in dir, signed with logKey.
 	log    *receipt.Log
 	dir    string
@@ -405,10 +554,13 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.log.Close() })
+	f.stub.spec, f.stub.epoch = testPolicy(t, up.URL), 1
+	f.policy = compiled(t, f.stub.spec, 1)
 	f.gate, err = NewGate(f.options())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.gate.Close)
 	p, err := mcpproxy.New(mcpproxy.Config{Server: "payments", URL: up.URL, Gate: f.gate, Agent: testAgent,
 		Credential: func(context.Context) (string, error) { return upstreamTk, nil }, CallTimeout: 5 * time.Second})
 	if err != nil {
@@ -432,9 +584,25 @@ func newFixture(t testing.TB) *fixture {
 // needs another gate on the same parts changes a copy.
 func (f *fixture) options() Options {
 	return Options{
-		Review:   f.stub.client(func() (string, error) { return testToken, nil }),
-		Verifier: f.stub.signer.Verifier(), Journal: f.store, Namespace: testNS, SinkID: testSink,
+		Review: f.stub.client(func() (string, error) { return testToken, nil }),
+		Policy: f.policy, Store: f.store, Namespace: testNS, SinkID: testSink,
 		Servers: []Server{{Name: "payments", URL: f.up.URL}}, ReviewTimeout: time.Second, Receipts: f.log,
+	}
+}
+
+// waitReports waits until the stub has received at least n outcome reports, and returns them.
+func (f *fixture) waitReports(n int) []review.ReportRequest {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		reps := f.stub.reported()
+		if len(reps) >= n {
+			return reps
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d outcome reports, want %d: %+v", len(reps), n, reps)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	sigsjson "sigs.k8s.io/json"
@@ -92,6 +94,11 @@ type Decision struct {
 	Resolutions []sink.Delivery `json:"resolutions,omitempty"`
 	// AuditCode is, in audit mode, the code enforcement would have returned.
 	AuditCode ef.EFCode `json:"audit_code,omitempty"`
+	// Replayed is true for a retry of a dispatch already settled in this session (Allow is
+	// false: the tool must not run again); Result is the result recorded for it, the tool's
+	// result to hand back to the model.
+	Replayed bool            `json:"replayed,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
 	// Deny is the refusal in the block's vendor shape (tool_result with is_error, tool message,
 	// function_call_output), to hand back to the model as the tool's result.
 	Deny json.RawMessage `json:"deny,omitempty"`
@@ -230,43 +237,110 @@ func printable(s string) bool {
 	return true
 }
 
-// Enforce is tool-use-binding §16 enforce() for one block a host loop is about to run: allow
-// only after the authority was verified and consumed and the dispatch journaled, or when the
-// policy allows the call without authority. agent is the pod's identity.
-func (g *Gate) Enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
-	start := g.now()
-	var obs callObservation
-	dec := g.enforce(ctx, agent, r, &obs)
-	// The host invokes the tool after an allow: the event is the decision alone (Invoked false,
-	// the duration is enforce's), its outcome arrives by Complete.
-	g.observer.CallDecided(obs.event(sink.Call{Server: r.Server},
-		sink.Result{Allowed: dec.Allow, ActID: dec.ActID, State: dec.State, Code: dec.Code, AuditCode: dec.AuditCode},
-		g.now().Sub(start)))
-	return dec
+// HostOutcome is what a host loop reports about a tool it ran (POST /v1/complete).
+type HostOutcome string
+
+// Host outcomes.
+const (
+	// HostExecuted: the tool ran and returned its result.
+	HostExecuted HostOutcome = "executed"
+	// HostFailed: the tool refused or failed with an error of its own.
+	HostFailed HostOutcome = "failed"
+	// HostIndeterminate: the host does not know whether the tool took effect (it crashed, timed
+	// out, lost the connection). Only authenticated reconciliation settles it.
+	HostIndeterminate HostOutcome = "indeterminate"
+)
+
+// Sentinel errors of Complete.
+var (
+	// ErrUnknownOperation: no dispatch of this sidecar has that operation id.
+	ErrUnknownOperation = errors.New("sidecar: no such dispatch")
+	// ErrSettled: the dispatch already has an outcome; it is never overwritten.
+	ErrSettled = errors.New("sidecar: dispatch already settled")
+)
+
+// hostLoop runs a host loop's call through the sink's Handle, as the MCP proxy runs a
+// tools/call: the Invoker is the host itself. For a dispatch under authority the Invoker
+// answers /v1/enforce with the allow and the operation id, then waits for the host's
+// /v1/complete (or HostLoopTimeout, after which the outcome is unknown: INDETERMINATE), and the
+// sink records the outcome, its receipt and its report exactly as for an MCP call. On the hot
+// path the Invoker answers the allow and returns at once: nothing is journaled there.
+type hostLoop struct {
+	g       *Gate
+	timeout time.Duration
+	mu      sync.Mutex
+	waiting map[string]*hostDispatch // operation id → the dispatch awaiting its outcome
+	// running counts the host-loop calls under way; closing ends those awaiting an outcome.
+	running   sync.WaitGroup
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
-func (g *Gate) enforce(ctx context.Context, agent string, r EnforceRequest, obs *callObservation) Decision {
+type hostDispatch struct {
+	report   chan hostReport    // the host's outcome
+	recorded chan journal.State // what the sink recorded for it
+}
+
+type hostReport struct {
+	outcome HostOutcome
+	result  json.RawMessage
+}
+
+// allowed is what the Invoker tells Enforce when the sink lets the call run.
+type allowed struct {
+	inv sink.Invocation
+}
+
+func newHostLoop(g *Gate, timeout time.Duration) *hostLoop {
+	return &hostLoop{g: g, timeout: timeout, waiting: map[string]*hostDispatch{}, closing: make(chan struct{})}
+}
+
+// Enforce is tool-use-binding §16 enforce() for one block a host loop is about to run: allow
+// only after the authority was issued, verified, consumed and the dispatch journaled, or when
+// the policy allows the call without authority. agent is the pod's identity.
+func (g *Gate) Enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
+	return g.host.enforce(ctx, agent, r)
+}
+
+// Complete records the outcome a host loop reports for a dispatch Enforce allowed. The host
+// loop is the executor of an in-process tool, so its report of executed or failed is the
+// authoritative evidence, digested with the result it returned; indeterminate stays
+// INDETERMINATE. A dispatch is settled once: a second report is ErrSettled.
+func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
+	return g.host.complete(ctx, operationID, outcome, result)
+}
+
+func (h *hostLoop) enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
+	g := h.g
 	server := r.Server
 	if server == "" && len(g.servers) == 1 {
 		for name := range g.servers {
 			server = name
 		}
 	}
-	_, known := g.servers[server]
+	dest, known := g.servers[server]
 	session := r.Session
 	if session == "" {
 		session = DefaultHostSession
 	}
-	mc := g.mapping(session, agent, server, sourceType(r.Provenance))
-	if !known {
-		// Mapped only to address the refusal to the block's vendor id.
-		mc.Server, mc.Destination = act.ServerIdentity{}, ""
+	principal := g.principal
+	if principal == "" {
+		principal = agent
+	}
+	mc := act.MappingContext{
+		SessionID: session, Principal: act.Principal{PrincipalID: principal},
+		Agent: act.Agent{AgentID: agent, RuntimeID: RuntimeID}, SinkID: "host-loop", Now: g.now, TTL: g.actTTL, IDs: g.ids,
+	}
+	if known {
+		mc.Server, mc.Destination = act.ServerIdentity{Name: server, URL: dest}, dest
 	}
 	var (
 		cand   *act.Candidate
 		err    error
 		vendor act.Vendor
 	)
+	// The block is mapped here only to read the tool, the arguments and the vendor id; the
+	// sink maps the call again into the act it decides and binds.
 	switch r.Vendor {
 	case HostAnthropic:
 		vendor = act.VendorAnthropic
@@ -283,56 +357,197 @@ func (g *Gate) enforce(ctx context.Context, agent string, r EnforceRequest, obs 
 	if err != nil {
 		g.log.V(1).Info("Host-loop block not mapped to an act", "server", server, "cause", actCode(err))
 		d := act.DenialFor(err)
-		return decisionOf(refusal(d.Code, d.Message), admission{})
+		return refusedDecision(sink.Result{Code: d.Code, Message: orDescription(d.Code, d.Message)}, "", "")
 	}
-	var dec Decision
-	ad := admission{}
-	obs.class, obs.actionDigest = cand.Act.ConsequenceClass, cand.ActionDigest()
-	if known {
-		ad = g.admit(ctx, cand, server)
-		if ad.class != "" {
-			obs.class = ad.class
-		}
-		obs.outcome, obs.audit = ad.outcome, ad.audit
-	} else {
-		ad.res = refusal(ef.EFUnknownTool, "Name the server the tool belongs to; this sidecar does not front that one.")
+	if !known {
+		res := sink.Result{Code: ef.EFUnknownTool, Message: "Name the server the tool belongs to; this sidecar does not front that one."}
+		return refusedDecision(res, vendor, cand.VendorID)
 	}
-	switch {
-	case !ad.ok:
-		g.receiptRefusal(cand, server, ad.class, ad.res.Code)
-		dec = decisionOf(ad.res, ad)
-	case ad.rec == nil:
-		// The host invokes after this answer: the allow is in the log first (receipts.go). The
-		// hot path has no operation of its own here; the act id names the decision.
-		if res, ok := g.receiptHot(cand, server, ad, ""); !ok {
-			dec = decisionOf(res, admission{})
-			break
+	c := sink.Call{Session: session, Agent: agent, Server: server, Destination: dest, Tool: cand.Act.Tool.ToolID,
+		Args: cand.Arguments, Provenance: r.Provenance, Vendor: vendor, VendorID: cand.VendorID}
+
+	allow := make(chan allowed, 1)
+	done := make(chan sink.Result, 1)
+	h.running.Add(1)
+	go func() {
+		defer h.running.Done()
+		// Once the call is under way it finishes (or fails closed) whatever the client does,
+		// as the MCP proxy detaches the gate.
+		var hd *hostDispatch
+		res, _ := g.Handle(context.WithoutCancel(ctx), c, h.invoker(allow, &hd))
+		if hd != nil {
+			hd.recorded <- res.State // the outcome, its receipt and its report are done
 		}
-		dec = Decision{Allow: true, ActID: cand.Act.CandidateActID, AuditCode: ad.auditCode, Resolutions: ad.deliveries}
-	default:
-		if res, ok := g.receiptDispatch(ctx, cand, server, ad); !ok {
-			dec = decisionOf(res, admission{})
-			break
+		done <- res
+	}()
+	select {
+	case a := <-allow:
+		d := Decision{Allow: true, ActID: "", AuditCode: ""}
+		if a.inv.Journaled {
+			d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
 		}
-		dec = Decision{Allow: true, ActID: cand.Act.CandidateActID, AuditCode: ad.auditCode, Resolutions: ad.deliveries}
-		dec.AuthorityID, dec.OperationID, dec.State = ad.rec.AuthorityID, ad.rec.OperationID, ad.rec.State
+		// The act id and the audit code are known once Handle answers; on the hot path that is
+		// at once.
+		if !a.inv.Journaled {
+			res := <-done
+			d.ActID, d.AuditCode, d.Resolutions = res.ActID, res.AuditCode, res.Resolutions
+		} else {
+			d.ActID = h.actOf(a.inv.OperationID)
+		}
+		return d
+	case res := <-done:
+		if res.Replayed {
+			// A retry of a dispatch already settled in this session: not to be run again; the
+			// recorded result is the tool's result (tool-use-binding §9).
+			return Decision{Replayed: true, Result: res.Upstream, Message: res.Message, ActID: res.ActID, State: res.State,
+				OperationID: res.OperationID, Resolutions: res.Resolutions}
+		}
+		return refusedDecision(res, vendor, cand.VendorID)
 	}
-	if !dec.Allow {
-		if b, derr := act.DenyResult(vendor, cand.VendorID, act.Denial{Code: dec.Code, Message: dec.Message}); derr == nil {
-			dec.Deny = b
-		}
-	}
-	return dec
 }
 
-// decisionOf is the Decision of a refusal.
-func decisionOf(res sink.Result, ad admission) Decision {
-	d := Decision{Code: res.Code, Message: res.Message, ActID: res.ActID, Retryable: res.Code.Retryable() && (ad.retryable || res.Code == ef.EF060),
-		BindingMoments: ad.moments, EnvelopeDigest: ad.envelopeDigest, Resolutions: res.Resolutions}
-	if res.Moment != nil && res.Moment.Envelope != nil {
-		d.BindingMoment = res.Moment.Envelope.Canonical()
+// actOf is the act id of a journaled dispatch ("" if it cannot be read).
+func (h *hostLoop) actOf(operationID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
+	defer cancel()
+	rec, err := h.g.store.Record(ctx, operationID)
+	if err != nil {
+		return ""
+	}
+	return rec.ActID
+}
+
+// invoker is the Invoker of a host-loop call: it tells Enforce the call may run and, for a
+// journaled dispatch, waits for the host's outcome.
+func (h *hostLoop) invoker(allow chan<- allowed, registered **hostDispatch) sink.Invoker {
+	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
+		inv, _ := sink.InvocationFrom(ctx)
+		inv.OperationID = operationID
+		if !inv.Journaled {
+			allow <- allowed{inv: inv}
+			return sink.InvokeResult{Outcome: sink.OutcomeExecuted}, nil
+		}
+		hd := &hostDispatch{report: make(chan hostReport, 1), recorded: make(chan journal.State, 1)}
+		*registered = hd
+		h.mu.Lock()
+		h.waiting[operationID] = hd
+		h.mu.Unlock()
+		allow <- allowed{inv: inv}
+		t := time.NewTimer(h.timeout)
+		defer t.Stop()
+		select {
+		case rep := <-hd.report:
+			switch rep.outcome {
+			case HostExecuted:
+				return sink.InvokeResult{Result: rep.result, Outcome: sink.OutcomeExecuted}, nil
+			case HostFailed:
+				return sink.InvokeResult{Result: rep.result, Outcome: sink.OutcomeFailed}, nil
+			}
+			return sink.InvokeResult{Result: rep.result, Outcome: sink.OutcomeIndeterminate}, nil
+		case <-h.closing:
+			h.mu.Lock()
+			delete(h.waiting, operationID)
+			h.mu.Unlock()
+			h.g.log.Info("Sidecar stopping before the host loop reported the outcome; INDETERMINATE", "operation", operationID)
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, nil
+		case <-t.C:
+			h.mu.Lock()
+			delete(h.waiting, operationID)
+			h.mu.Unlock()
+			h.g.log.Info("Host loop did not report the outcome in time; INDETERMINATE", "operation", operationID)
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, nil
+		}
+	}
+}
+
+func (h *hostLoop) complete(ctx context.Context, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
+	switch outcome {
+	case HostExecuted, HostFailed, HostIndeterminate:
+	default:
+		return journal.DispatchRecord{}, fmt.Errorf("sidecar: outcome %q is not executed, failed or indeterminate", clip(string(outcome)))
+	}
+	h.mu.Lock()
+	hd, ok := h.waiting[operationID]
+	delete(h.waiting, operationID)
+	h.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRecordTimeout)
+	defer cancel()
+	if !ok {
+		rec, err := h.g.store.Record(rctx, operationID)
+		switch {
+		case errors.Is(err, journal.ErrNotFound):
+			return journal.DispatchRecord{}, fmt.Errorf("%w: %s", ErrUnknownOperation, clip(operationID))
+		case err != nil:
+			return journal.DispatchRecord{}, err
+		}
+		return rec, fmt.Errorf("%w: %s is %s", ErrSettled, operationID, rec.State)
+	}
+	hd.report <- hostReport{outcome: outcome, result: append(json.RawMessage(nil), result...)}
+	h.g.log.Info("Dispatch outcome reported by the host loop", "operation", operationID, "outcome", string(outcome))
+	// The sink records the outcome when the Invoker returns; read what it recorded.
+	select {
+	case <-hd.recorded:
+	case <-rctx.Done():
+		return journal.DispatchRecord{}, fmt.Errorf("sidecar: the outcome of %s was not recorded in time: %w", operationID, rctx.Err())
+	}
+	return h.g.store.Record(rctx, operationID)
+}
+
+// close ends the host loops' dispatches still awaiting their outcome (INDETERMINATE: the host
+// may have run the tool) and waits, at most a record timeout, for their records.
+func (h *hostLoop) close() {
+	h.closeOnce.Do(func() { close(h.closing) })
+	done := make(chan struct{})
+	go func() {
+		h.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(DefaultRecordTimeout):
+	}
+}
+
+// refusedDecision is the Decision of a refusal, with the deny payload in the block's vendor
+// shape.
+func refusedDecision(res sink.Result, vendor act.Vendor, vendorID string) Decision {
+	d := Decision{Code: res.Code, Message: res.Message, ActID: res.ActID, Retryable: res.Code.Retryable(), Resolutions: res.Resolutions,
+		State: res.State}
+	if res.Moment != nil {
+		d.BindingMoments = []string{res.Moment.ID}
+		d.EnvelopeDigest = res.Moment.Digest
+		if res.Moment.Envelope != nil {
+			d.BindingMoment = res.Moment.Envelope.Canonical()
+		}
+	}
+	if vendor != "" {
+		if b, err := act.DenyResult(vendor, vendorID, act.Denial{Code: res.Code, Message: res.Message}); err == nil {
+			d.Deny = b
+		}
 	}
 	return d
+}
+
+func orDescription(code ef.EFCode, msg string) string {
+	if msg == "" {
+		return code.Description()
+	}
+	return msg
+}
+
+// clip bounds an untrusted string for errors and logs.
+func clip(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
+}
+
+func actCode(err error) string {
+	if c, ok := act.CodeOf(err); ok {
+		return string(c)
+	}
+	return "unknown"
 }
 
 // HostLoopHandler serves POST /v1/enforce and POST /v1/complete for host loops in the pod,

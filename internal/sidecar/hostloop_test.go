@@ -56,7 +56,7 @@ func TestEnforceThenComplete(t *testing.T) {
 				t.Fatalf("journal after complete: %+v", rec)
 			}
 			// The outcome is reported for the Act with the journal's evidence, never the result.
-			if reps := f.stub.reported(); len(reps) != 1 || reps[0].State != "EXECUTED" || reps[0].OperationID != d.OperationID ||
+			if reps := f.waitReports(1); len(reps) != 1 || reps[0].State != "EXECUTED" || reps[0].OperationID != d.OperationID ||
 				reps[0].AuthorityID != d.AuthorityID || reps[0].EvidenceDigest != rec.EvidenceDigest {
 				t.Fatalf("reports after complete: %+v", reps)
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sink"
@@ -66,16 +65,17 @@ func TestObserverMetrics(t *testing.T) {
 		invoked++
 		return sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}, nil
 	}
-	for _, tool := range []string{"get_balance", "send_payment", "email_send", "wire", "audit_me"} {
+	defer g.Close()
+	for _, tool := range []string{"get_balance", "send_payment", "email_send", "wire"} {
 		if _, err := g.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments",
 			Destination: f.up.URL, Tool: tool, Args: json.RawMessage(`{"secret":"S-991"}`)}, inv); err != nil {
 			t.Fatalf("%s: %v", tool, err)
 		}
 	}
-	if invoked != 3 {
-		t.Fatalf("invoked %d times, want 3 (hot, permit, audit)", invoked)
+	if invoked != 2 {
+		t.Fatalf("invoked %d times, want 2 (hot, permit)", invoked)
 	}
-	cls := func(tool string) string { return string(act.DefaultClass(tool)) }
+	cls := policyClass
 	for _, c := range []struct {
 		decision, code, tool string
 	}{
@@ -83,22 +83,18 @@ func TestObserverMetrics(t *testing.T) {
 		{"Allowed", "", "send_payment"},
 		{"Denied", string(ef.EFPolicyDenied), "email_send"},
 		{"Escalated", string(ef.EFEscalationRequired), "wire"},
-		{"AuditDenied", string(ef.EFPolicyDenied), "audit_me"},
 	} {
 		if n := counterValue(t, reg, metrics.NameDecisions, map[string]string{"decision": c.decision, "code": c.code, "class": cls(c.tool)}); n != 1 {
 			t.Errorf("decisions{%s,%s,%s} = %v, want 1", c.decision, c.code, cls(c.tool), n)
 		}
 	}
-	for _, p := range []metrics.Path{metrics.PathHot, metrics.PathPermit, metrics.PathDeny, metrics.PathEscalate, metrics.PathAudit} {
+	for _, p := range []metrics.Path{metrics.PathHot, metrics.PathPermit, metrics.PathDeny, metrics.PathEscalate} {
 		if n := counterValue(t, reg, metrics.NameEnforceDuration, map[string]string{"path": string(p)}); n != 1 {
 			t.Errorf("enforce duration{path=%s} has %v samples, want 1", p, n)
 		}
 	}
 	for _, tool := range []string{"email_send", "wire"} {
-		want := 0.0
-		if act.DefaultClass(tool) != act.ClassInformational {
-			want = 1
-		}
+		want := 1.0 // COMMUNICATION and FINANCIAL are side effects
 		code := map[string]ef.EFCode{"email_send": ef.EFPolicyDenied, "wire": ef.EFEscalationRequired}[tool]
 		if n := counterValue(t, reg, metrics.NameSideEffectDenies, map[string]string{"code": string(code), "class": cls(tool)}); n != want {
 			t.Errorf("side-effect denies{%s,%s} = %v, want %v", code, cls(tool), n, want)
@@ -106,8 +102,8 @@ func TestObserverMetrics(t *testing.T) {
 	}
 }
 
-// TestObserverSeesHostLoopEnforce: a host loop's enforce() decision is observed too, as a
-// decision that invoked nothing (the host runs the tool and reports with Complete).
+// TestObserverSeesHostLoopEnforce: a host loop's call is observed as an MCP call is: a refusal
+// when it is refused, a dispatch once the host reported its outcome with Complete.
 func TestObserverSeesHostLoopEnforce(t *testing.T) {
 	f := newFixture(t)
 	reg := prometheus.NewPedanticRegistry()
@@ -121,14 +117,20 @@ func TestObserverSeesHostLoopEnforce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer g.Close()
 	for i, tool := range []string{"send_payment", "email_send"} {
 		block := json.RawMessage(`{"type":"tool_use","id":"toolu_0` + string(rune('1'+i)) + `","name":"` + tool + `","input":{"amount":5}}`)
 		d := g.Enforce(context.Background(), testAgent, EnforceRequest{Vendor: HostAnthropic, Block: block, Session: "host-1"})
 		if want := tool == "send_payment"; d.Allow != want {
 			t.Fatalf("%s: allow %v (%s %s)", tool, d.Allow, d.Code, d.Message)
 		}
+		if d.Allow {
+			if _, err := g.Complete(context.Background(), d.OperationID, HostExecuted, []byte(`{"ok":true}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	cls := func(tool string) string { return string(act.DefaultClass(tool)) }
+	cls := policyClass
 	if n := counterValue(t, reg, metrics.NameDecisions, map[string]string{"decision": "Allowed", "code": "", "class": cls("send_payment")}); n != 1 {
 		t.Errorf("allowed enforce counted %v times", n)
 	}
@@ -138,4 +140,9 @@ func TestObserverSeesHostLoopEnforce(t *testing.T) {
 	if n := counterValue(t, reg, metrics.NameEnforceDuration, map[string]string{"path": string(metrics.PathPermit)}); n != 1 {
 		t.Errorf("permit path has %v samples", n)
 	}
+}
+
+// policyClass is the consequence class the test policy assigns a tool.
+func policyClass(tool string) string {
+	return map[string]string{"get_balance": "INFORMATIONAL", "send_payment": "FINANCIAL", "email_send": "COMMUNICATION", "wire": "FINANCIAL"}[tool]
 }

@@ -43,7 +43,7 @@ func TestReceipts(t *testing.T) {
 	}
 	want := []line{
 		{"get_balance", receipt.DecisionAllow, "", ""},
-		{"send_payment", receipt.DecisionAllow, "", ""},
+		{"send_payment", receipt.DecisionAllow, sink.ReceiptCodeDispatch, string(journal.StateDispatchPending)},
 		{"send_payment", receipt.DecisionOutcome, "", string(journal.StateExecuted)},
 		{"send_payment", receipt.DecisionOutcome, sink.ReceiptCodeReplayed, string(journal.StateExecuted)},
 		{"email_send", receipt.DecisionDeny, string(ef.EFPolicyDenied), ""},
@@ -109,7 +109,7 @@ func TestReceiptLogFailureRefuses(t *testing.T) {
 	if err != nil || rec.State != journal.StateFailed || rec.Reason != sink.ReasonNotDispatched {
 		t.Fatalf("journal: %+v %v; want FAILED %s", rec, err, sink.ReasonNotDispatched)
 	}
-	if reps := f.stub.reported(); len(reps) != 1 || reps[0].State != "FAILED" {
+	if reps := f.waitReports(1); len(reps) != 1 || reps[0].State != "FAILED" {
 		t.Fatalf("reports: %+v", reps)
 	}
 	// The host loop is refused the same way, before it may run anything.

@@ -2,10 +2,13 @@ package sidecar
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -29,6 +33,10 @@ import (
 
 // JournalFile is the journal's file name in Config.JournalDir.
 const JournalFile = "journal.db"
+
+// IDKeyFile holds the key of the act ids in Config.JournalDir (mode 0600): a retry after a
+// restart is recognised as its session's because the key is the same.
+const IDKeyFile = "act-id.key"
 
 // The receipt log's files in Config.JournalDir (receipts.go): the log, the Ed25519 key that
 // signs its checkpoints (generated on the first start, mode 0600) and that key's public half for
@@ -113,6 +121,10 @@ type Config struct {
 	// reports it). Serve runs it. Optional: nil follows the authority service at AuthorityURL
 	// with the same CA and token as the reviews.
 	PolicySource *policysource.Source
+	// ReceiptMirror, when set, receives the receipt log as a receipt stream (receipt.Options
+	// Mirror: every committed receipt and checkpoint as a JSON line), so that the cluster's log
+	// pipeline keeps the evidence after the pod is gone. `actgate sidecar` sets its stdout.
+	ReceiptMirror io.Writer
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -140,6 +152,7 @@ type Sidecar struct {
 	store    *boltstore.Store
 	receipts *receipt.Log
 	proxies  []*mcpproxy.Proxy
+	outbox   *Outbox
 	policy   *policysource.Source
 	handler  http.Handler
 	log      logr.Logger
@@ -191,27 +204,26 @@ func New(cfg Config) (*Sidecar, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	s := &Sidecar{cfg: cfg, store: store, log: cfg.Log}
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
-	n, err := store.RecoverOnStart(ctx)
-	cancel()
+	fail := func(err error) (*Sidecar, error) {
+		_ = s.Close()
+		return nil, err
+	}
+	idKey, err := loadOrCreateKey(filepath.Join(cfg.JournalDir, IDKeyFile), act.MinIDKeyBytes)
 	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("journal: recovery: %w", err)
+		return fail(fmt.Errorf("act id key: %w", err))
 	}
-	if n > 0 {
-		cfg.Log.Info("Dispatches left in flight by a previous run are INDETERMINATE until reconciled", "count", n)
+	if s.outbox, err = OpenOutbox(filepath.Join(cfg.JournalDir, OutboxFile)); err != nil {
+		return fail(err)
 	}
-
 	signer, err := receipt.LoadOrCreateSigner(filepath.Join(cfg.JournalDir, ReceiptKeyFile), filepath.Join(cfg.JournalDir, ReceiptPubFile))
 	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("receipts: %w", err)
+		return fail(fmt.Errorf("receipts: %w", err))
 	}
 	// Open verifies what a previous run wrote and continues its chain (internal/receipt).
-	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now})
+	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now,
+		Mirror: cfg.ReceiptMirror})
 	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("receipts: %w", err)
+		return fail(fmt.Errorf("receipts: %w", err))
 	}
 	if rec := s.receipts.Recovered(); rec.SavedTo != "" {
 		cfg.Log.Info("Receipt log cut back to its last signed checkpoint after an unclean stop",
@@ -220,22 +232,12 @@ func New(cfg Config) (*Sidecar, error) {
 
 	var observer sink.Observer
 	if cfg.Metrics != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
-		err := cfg.Metrics.SeedIndeterminate(ctx, store)
-		cancel()
-		if err != nil {
-			_ = store.Close()
-			return nil, fmt.Errorf("journal: counting INDETERMINATE records: %w", err)
-		}
 		observer = cfg.Metrics
 	}
-
 	authority := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
 	if s.policy = cfg.PolicySource; s.policy == nil {
 		if s.policy, err = newPolicySource(cfg, authority); err != nil {
-			_ = s.receipts.Close()
-			_ = store.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	servers := make([]Server, len(cfg.Upstreams))
@@ -243,15 +245,21 @@ func New(cfg Config) (*Sidecar, error) {
 		servers[i] = Server{Name: u.Name, URL: u.URL}
 	}
 	s.gate, err = NewGate(Options{
-		Review:   authority,
-		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
-		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
-		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider,
+		Review: authority, Policy: s.policy, Store: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
+		Principal: cfg.Principal, IDKey: idKey, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
+		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider, Outbox: s.outbox,
 	})
 	if err != nil {
-		_ = s.receipts.Close()
-		_ = store.Close()
-		return nil, err
+		return fail(err)
+	}
+	if cfg.Metrics != nil {
+		// After the gate's start, whose journal recovery may have made records INDETERMINATE.
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
+		err := cfg.Metrics.SeedIndeterminate(ctx, store)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("journal: counting INDETERMINATE records: %w", err))
+		}
 	}
 	mux := http.NewServeMux()
 	for _, u := range cfg.Upstreams {
@@ -359,10 +367,16 @@ func (s *Sidecar) Journal() *boltstore.Store { return s.store }
 func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	pctx, stopPolicy := context.WithCancel(ctx)
 	defer stopPolicy()
 	go func() { _ = s.policy.Run(pctx) }()
+	// Until the service's first answer arrives every call is refused, so calls are taken once
+	// it has (a review timeout at most: without it the sidecar serves, and refuses).
+	for deadline := time.Now().Add(orDefault(s.cfg.ReviewTimeout, DefaultReviewTimeout)); s.policy.Status().Updated.IsZero() &&
+		time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("Serving", "address", ln.Addr().String(), "sink", s.cfg.SinkID, "namespace", s.cfg.Namespace,
 		"agent", s.cfg.Agent, "servers", len(s.proxies), "authority", s.cfg.AuthorityURL)
 	var serveErr error
@@ -391,14 +405,55 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	return serveErr
 }
 
-// Close closes the proxies, commits and closes the receipt log, and closes the journal.
+// Close closes the proxies, stops following the policy and reporting outcomes (what is not
+// acknowledged stays in the journal for the next start), commits and closes the receipt log,
+// and closes the journal.
 func (s *Sidecar) Close() error {
 	for _, p := range s.proxies {
 		_ = p.Close()
 	}
-	rerr := s.receipts.Close()
-	if err := s.store.Close(); err != nil {
-		return err
+	if s.gate != nil {
+		s.gate.Close()
 	}
-	return rerr
+	var errs []error
+	if s.outbox != nil {
+		errs = append(errs, s.outbox.Close())
+	}
+	if s.receipts != nil {
+		errs = append(errs, s.receipts.Close())
+	}
+	errs = append(errs, s.store.Close())
+	return errors.Join(errs...)
+}
+
+// loadOrCreateKey returns the n-byte secret at path, creating it (mode 0600) on first use.
+func loadOrCreateKey(path string, n int) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != n {
+			return nil, fmt.Errorf("%s: want %d bytes, found %d", path, n, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, n)
+	_, _ = rand.Read(b) // never fails (Go 1.24+)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return loadOrCreateKey(path, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return b, f.Close()
 }

@@ -167,6 +167,7 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
+	s.spec, s.epoch = testPolicy(t, up.URL), 1
 	journalDir := filepath.Join(files.dir, "journal")
 	sc, err := New(Config{
 		Listen: "127.0.0.1:0", AuthorityURL: s.srv.URL, AuthorityCAFile: files.ca, TokenFile: files.token,

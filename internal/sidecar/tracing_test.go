@@ -28,10 +28,10 @@ func (tp traceparentRT) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestSidecarTrace: a permitted call through the sidecar is one trace continuing the agent's
-// traceparent: the proxy's span, the sidecar's under it, and under that one review client span
-// per ActReview POST (Review, Consume; each POST carries its span's traceparent to the service)
-// and the upstream call. The outcome's Report, sent after the call with a context of its own,
-// is not in the trace. No attribute carries the argument value.
+// traceparent: the proxy's span, the sink's under it, under that the journal commit with the
+// one review client span of the Permit (whose POST carries its span's traceparent to the
+// service), and the upstream call. The outcome's Report, sent by the outbox with a context of
+// its own, is not in the trace. No attribute carries the argument value.
 func TestSidecarTrace(t *testing.T) {
 	const (
 		traceID = "5bf92f3577b34da6a3ce929d0e0e4736"
@@ -46,6 +46,8 @@ func TestSidecarTrace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = up.Close() })
 	f := &fixture{t: t, stub: newStub(t, bankModes), up: up}
+	f.stub.spec, f.stub.epoch = testPolicy(t, up.URL), 1
+	f.policy = compiled(t, f.stub.spec, 1)
 	if f.store, err = boltstore.Open(filepath.Join(t.TempDir(), JournalFile), boltstore.Options{Verifier: f.stub.signer.Verifier()}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +59,7 @@ func TestSidecarTrace(t *testing.T) {
 	if f.gate, err = NewGate(opts); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.gate.Close)
 	p, err := mcpproxy.New(mcpproxy.Config{Server: "payments", URL: up.URL, Gate: f.gate, Agent: testAgent,
 		Credential: func(context.Context) (string, error) { return upstreamTk, nil }, CallTimeout: 5 * time.Second, TracerProvider: tp})
 	if err != nil {
@@ -76,6 +79,8 @@ func TestSidecarTrace(t *testing.T) {
 	if res.IsError || up.Count("send_payment") != 1 {
 		t.Fatalf("call: %s %s", text(res), efCode(res))
 	}
+	f.waitReports(1)
+	waitFor(t, func() bool { return f.gate.Outbox().Pending() == 0 })
 
 	byName := map[string][]sdktrace.ReadOnlySpan{}
 	reports := 0
@@ -100,27 +105,31 @@ func TestSidecarTrace(t *testing.T) {
 		}
 		return byName[name][0]
 	}
-	proxy, handle, upstream := one("actgate.mcp.tools_call"), one("actgate.sidecar.handle"), one("actgate.upstream.tools_call")
+	proxy, handle, upstream := one("actgate.mcp.tools_call"), one("actgate.sink.handle"), one("actgate.upstream.tools_call")
+	commit := one("actgate.journal.commit")
 	if proxy.Parent().SpanID().String() != parent || handle.Parent().SpanID() != proxy.SpanContext().SpanID() ||
 		upstream.Parent().SpanID() != handle.SpanContext().SpanID() {
-		t.Errorf("spans are not nested agent > proxy > sidecar > upstream")
+		t.Errorf("spans are not nested agent > proxy > sink > upstream")
 	}
 	if reports != 1 {
 		t.Errorf("%d Report spans, want 1", reports)
 	}
 	reviews := byName["actgate.review.request"]
-	if len(reviews) != 2 {
-		t.Fatalf("%d review client spans, want 2 (Review, Consume)", len(reviews))
+	if len(reviews) != 1 {
+		t.Fatalf("%d review client spans, want 1 (the Permit)", len(reviews))
 	}
 	f.stub.mu.Lock()
 	sent := append([]string(nil), f.stub.traceparents...)
 	f.stub.mu.Unlock()
-	if len(sent) != 3 || strings.Contains(sent[2], traceID) {
-		t.Fatalf("the service received traceparents %q, want the call's two and the Report's own", sent)
+	if len(sent) != 2 || strings.Contains(sent[1], traceID) {
+		t.Fatalf("the service received traceparents %q, want the Permit's and the Report's own", sent)
+	}
+	if commit.Parent().SpanID() != handle.SpanContext().SpanID() {
+		t.Errorf("the journal commit is not a child of the sink span")
 	}
 	for i, r := range reviews {
-		if r.Parent().SpanID() != handle.SpanContext().SpanID() {
-			t.Errorf("review span %d is not a child of the sidecar span", i)
+		if r.Parent().SpanID() != commit.SpanContext().SpanID() {
+			t.Errorf("review span %d is not a child of the journal commit", i)
 		}
 		if want := "00-" + traceID + "-" + r.SpanContext().SpanID().String() + "-01"; sent[i] != want {
 			t.Errorf("review %d sent traceparent %q, want %q", i, sent[i], want)
@@ -129,10 +138,10 @@ func TestSidecarTrace(t *testing.T) {
 	t.Logf("span tree:\n%s", tracingtest.SpanTree(rec.Ended()))
 	for k, want := range map[string]string{"actgate.tool": "send_payment", "actgate.server": "payments", "actgate.allowed": "true", "actgate.invoked": "true"} {
 		if got := tracingtest.Attr(handle, k); got != want {
-			t.Errorf("sidecar span %s = %q, want %q", k, got, want)
+			t.Errorf("sink span %s = %q, want %q", k, got, want)
 		}
 	}
 	if tracingtest.Attr(handle, "actgate.act.id") == "" || tracingtest.Attr(handle, "actgate.action_digest") == "" {
-		t.Errorf("sidecar span attributes %v", handle.Attributes())
+		t.Errorf("sink span attributes %v", handle.Attributes())
 	}
 }

@@ -67,6 +67,31 @@ func (o InvokeOutcome) String() string {
 // have left → Outcome Indeterminate; an error before any byte left → NotSent.
 type Invoker func(ctx context.Context, operationID string) (InvokeResult, error)
 
+// Invocation is what the gate says about an invocation it is making, for an Invoker that needs
+// more than the operation id (InvocationFrom).
+type Invocation struct {
+	// OperationID is the idempotency key (the Invoker's argument).
+	OperationID string
+	// AuthorityID is the consumed authority of a journaled dispatch ("" on the hot path).
+	AuthorityID string
+	// Journaled is true for a dispatch of a consumed authority: its DISPATCH_PENDING record is
+	// durable and its outcome is recorded from what the Invoker returns. False on the hot path,
+	// where nothing is journaled.
+	Journaled bool
+}
+
+type invocationKey struct{}
+
+// InvocationFrom returns the Invocation of the context the gate passes to an Invoker.
+func InvocationFrom(ctx context.Context) (Invocation, bool) {
+	i, ok := ctx.Value(invocationKey{}).(Invocation)
+	return i, ok
+}
+
+func withInvocation(ctx context.Context, i Invocation) context.Context {
+	return context.WithValue(ctx, invocationKey{}, i)
+}
+
 // InvokeResult is what an Invoker returns.
 type InvokeResult struct {
 	Result  json.RawMessage // e.g. the MCP CallToolResult JSON

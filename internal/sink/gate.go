@@ -34,7 +34,8 @@ const (
 	DefaultMaxPendingMomentsPerSession = 16
 )
 
-// Options wire a Gate. Policy, Store, Journal, Signer, IDs and SinkID are required.
+// Options wire a Gate. Policy, Store, Journal, IDs and SinkID are required, and Signer unless
+// Authority is set.
 type Options struct {
 	// SinkID is this finality sink's identity, bound into every authority it issues and checked
 	// on every authority it consumes (tool-use-binding §16 MUST 3, "sink-mismatched" → EF_040).
@@ -101,6 +102,13 @@ type Options struct {
 	// TracerProvider records the spans of each call (internal/tracing). Optional: nil is
 	// tracing off.
 	TracerProvider trace.TracerProvider
+	// Authority, when set, issues and consumes the authority of protected acts instead of the
+	// gate (a pod: the authority service; remote.go). Permits are one request to it, escalated
+	// calls ask it about their binding moments (which then live there, not in the gate), and
+	// Store must implement authority.IssueConsumeAndPender: it verifies each authority with
+	// its trust anchors and journals it consumed with DISPATCH_PENDING in one commit. Signer
+	// is then optional and unused. Optional: nil, the gate signs and the Store consumes.
+	Authority AuthorityService
 }
 
 // gate is the implementation behind Gate.
@@ -124,8 +132,9 @@ type gate struct {
 	authorityTTL      time.Duration
 	recordTimeout     time.Duration
 	observer          Observer
-	momentStore       MomentStore  // nil: moments live in memory
-	tracer            trace.Tracer // nil: tracing off
+	momentStore       MomentStore      // nil: moments live in memory
+	tracer            trace.Tracer     // nil: tracing off
+	remote            AuthorityService // nil: the gate issues and the store consumes
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -157,7 +166,7 @@ func New(opts Options) (*Gate, error) {
 		return nil, fmt.Errorf("%w: Store is required", ErrConfig)
 	case opts.Journal == nil:
 		return nil, fmt.Errorf("%w: Journal is required", ErrConfig)
-	case opts.Signer == nil:
+	case opts.Signer == nil && opts.Authority == nil:
 		return nil, fmt.Errorf("%w: Signer is required", ErrConfig)
 	case opts.IDs == nil:
 		return nil, fmt.Errorf("%w: IDs is required", ErrConfig)
@@ -212,6 +221,12 @@ func New(opts Options) (*Gate, error) {
 	}
 	if p, ok := opts.Store.(authority.IssueConsumeAndPender); ok {
 		g.issuer = p
+	}
+	if opts.Authority != nil {
+		if g.issuer == nil {
+			return nil, fmt.Errorf("%w: with an Authority the Store must journal consumed authorities (authority.IssueConsumeAndPender)", ErrConfig)
+		}
+		g.remote = opts.Authority
 	}
 	if g.registry == nil {
 		g.registry = envelope.NewMemoryRegistry(g.now)

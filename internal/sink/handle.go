@@ -47,7 +47,7 @@ func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) 
 	ctx, span := tracing.Start(ctx, g.tracer, "actgate.sink.handle", trace.SpanKindInternal)
 	cl := &callState{c: c, received: g.now()}
 	res, err := g.handleCall(ctx, cl, inv)
-	res.Resolutions = g.moments.takeDeliveries(c.Session)
+	res.Resolutions = append(res.Resolutions, g.moments.takeDeliveries(c.Session)...)
 	if !res.Allowed && res.Code != "" {
 		res.Deny = g.vendorDeny(c, res)
 	}
@@ -196,7 +196,11 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		if !code.Known() {
 			code = ef.EFPolicyDenied
 		}
-		return g.refuse(cl, code, cl.dec.Message), nil
+		res := g.refuse(cl, code, cl.dec.Message)
+		if g.remote != nil {
+			g.remote.Refused(cl.request(), res.Code, res.Message)
+		}
+		return res, nil
 	case PolicyAllow:
 		if g.moments.declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
@@ -206,8 +210,14 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		if g.moments.declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
 		}
+		if g.remote != nil {
+			return g.permitRemote(ctx, cl, inv)
+		}
 		return g.permit(ctx, cl, inv)
 	case PolicyEscalate:
+		if g.remote != nil {
+			return g.escalateRemote(ctx, cl, inv)
+		}
 		return g.escalate(ctx, cl, inv)
 	}
 	return g.refuse(cl, ef.EFPolicyDenied, ""), nil
@@ -350,7 +360,7 @@ func (g *gate) hotPath(ctx context.Context, cl *callState, inv Invoker, d string
 		g.log.Error(err, "receipt append failed; not invoking", "act", r.ActID)
 		return g.refuse(cl, ef.EFStoreUnavailable, ""), nil
 	}
-	out, err := inv(ctx, opID)
+	out, err := inv(withInvocation(ctx, Invocation{OperationID: opID}), opID)
 	res := Result{
 		Allowed:     true,
 		Invoked:     out.Outcome != OutcomeNotSent,
@@ -527,17 +537,36 @@ func (g *gate) reserve(ctx context.Context, cl *callState, k dispatchKey) (*disp
 // so its receipt is written only after the consume succeeds: the log carries no dispatch
 // receipt for an act refused at its consume.
 func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, expires time.Time, fresh *authority.Authority) (Result, error) {
+	return g.dispatchWith(ctx, cl, inv, k, entry, fresh, fresh != nil, func(ctx context.Context, p *pendingDispatch) (Decision, time.Time) {
+		dec, _ := g.commitDispatch(ctx, p, fresh)
+		return dec, expires
+	})
+}
+
+// commitFunc consumes the authority of a prepared dispatch and journals it DISPATCH_PENDING
+// (commitDispatch, after whatever obtains the authority); it returns the Decision and the
+// authority's expiry (the retry window of the dispatch).
+type commitFunc func(ctx context.Context, p *pendingDispatch) (Decision, time.Time)
+
+// dispatchWith is dispatch with the consume step given: fresh is the authority the gate has just
+// signed (prepareDispatch), and early writes the durable receipt concurrently with the commit
+// (an authority just issued for a Permit).
+func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, fresh *authority.Authority, early bool, commit commitFunc) (Result, error) {
 	p, dec := g.prepareDispatch(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class}, fresh)
 	if p == nil {
 		g.dispatches.release(k, entry)
 		return g.refuse(cl, dec.Code, dec.Message), nil
 	}
 	var receiptDone <-chan error
-	if g.receipts != nil && fresh != nil {
+	if g.receipts != nil && early {
 		receiptDone = g.appendDurableAsync(ctx, p.receipt)
 	}
 	cctx, cspan := tracing.Start(ctx, g.tracer, "actgate.journal.commit", trace.SpanKindInternal)
-	dec, rec := g.commitDispatch(cctx, p, fresh)
+	dec, expires := commit(cctx, p)
+	rec := p.rec
+	if dec.Allow {
+		rec.OperationID, rec.State = dec.OperationID, dec.State
+	}
 	if cspan.IsRecording() {
 		cspan.SetAttributes(tracing.AttrActID.String(p.rec.ActID), tracing.AttrAuthorityID.String(p.id),
 			tracing.AttrOperationID.String(rec.OperationID), tracing.AttrAllowed.Bool(dec.Allow), tracing.AttrCode.String(string(dec.Code)))
@@ -576,7 +605,7 @@ func (g *gate) dispatch(ctx context.Context, cl *callState, inv Invoker, k dispa
 		"operation", rec.OperationID, "server", cl.c.Server)
 
 	// Invoke exactly once, from the durable DISPATCH_PENDING.
-	out, ierr := inv(ctx, rec.OperationID)
+	out, ierr := inv(withInvocation(ctx, Invocation{OperationID: rec.OperationID, AuthorityID: dec.AuthorityID, Journaled: true}), rec.OperationID)
 	_, rspan := tracing.Start(ctx, g.tracer, "actgate.journal.record", trace.SpanKindInternal)
 	state, result, cerr := g.complete(rec, out, ierr)
 	if rspan.IsRecording() {

@@ -701,8 +701,13 @@ func (g *gate) requestMoment(ctx context.Context, session, agent string, p Propo
 	if g == nil {
 		return Result{}, errNoGate
 	}
-	res := g.proposeMoment(ctx, session, agent, p)
-	res.Resolutions = g.moments.takeDeliveries(session)
+	var res Result
+	if g.remote != nil {
+		res = g.proposeRemote(ctx, session, agent, p)
+	} else {
+		res = g.proposeMoment(ctx, session, agent, p)
+	}
+	res.Resolutions = append(res.Resolutions, g.moments.takeDeliveries(session)...)
 	return res, nil
 }
 

@@ -425,13 +425,17 @@ spec:
 	}
 	calls := up.Calls()
 	opID := calls[len(calls)-1].OperationID
-	granted := grantedAct(t, c, opID)
-	// The sidecar reported the outcome it journaled (operation Report) before answering the
-	// agent, so the Act has moved from CONSUMED to EXECUTED.
-	if granted.Status.State != v1alpha1.ActStateExecuted || granted.Status.AuthorityRef == nil ||
-		!meta.IsStatusConditionTrue(granted.Status.Conditions, v1alpha1.ActSettledCondition) {
-		t.Fatalf("the granted Act %s: %+v\n%s", granted.Name, granted.Status, sidecarProc.output())
-	}
+	// The sidecar's outbox reports the outcome it journaled (operation Report) until the
+	// service acknowledges it, so the Act moves from CONSUMED to EXECUTED.
+	var granted *v1alpha1.Act
+	testutil.Eventually(t, 30*time.Second, "the granted Act to record the journal's EXECUTED", func() error {
+		granted = grantedAct(t, c, opID)
+		if granted.Status.State != v1alpha1.ActStateExecuted || granted.Status.AuthorityRef == nil ||
+			!meta.IsStatusConditionTrue(granted.Status.Conditions, v1alpha1.ActSettledCondition) {
+			return fmt.Errorf("the granted Act %s: %+v", granted.Name, granted.Status)
+		}
+		return nil
+	})
 	lease := &coordinationv1.Lease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: granted.Status.AuthorityRef.Name}, lease); err != nil {
 		t.Fatalf("authority Lease: %v", err)
@@ -484,19 +488,27 @@ spec:
 		t.Fatalf("/v1/complete: HTTP %d %s", status, body)
 	}
 
-	// kubectl shows it all.
-	acts := env.Kubectl(t, "-n", agentNS, "get", "acts", "-o", "wide")
-	t.Logf("kubectl get acts -o wide:\n%s", acts)
-	for _, want := range [][]string{
-		{"get_balance", "INFORMATIONAL", "Allowed"},
-		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
-		{granted.Name, "send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
-		{"email_send", "COMMUNICATION", "Allowed", "EXECUTED"},
-		{"email_send", "COMMUNICATION", "Denied"},
-	} {
-		if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {
-			t.Errorf("kubectl get acts has no line with %q", want)
+	// kubectl shows it all: the escalation, both dispatches with the outcomes the outbox
+	// reported, the refusal the sidecar recorded off the call path — and no Act for the hot
+	// path, which never reached the control plane.
+	var acts string
+	testutil.Eventually(t, 30*time.Second, "kubectl get acts to show every act the pod decided", func() error {
+		acts = env.Kubectl(t, "-n", agentNS, "get", "acts", "-o", "wide")
+		for _, want := range [][]string{
+			{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
+			{granted.Name, "send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
+			{"email_send", "COMMUNICATION", "Allowed", "EXECUTED"},
+			{"email_send", "COMMUNICATION", "Denied"},
+		} {
+			if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {
+				return fmt.Errorf("kubectl get acts has no line with %q", want)
+			}
 		}
+		return nil
+	})
+	t.Logf("kubectl get acts -o wide:\n%s", acts)
+	if strings.Contains(acts, "get_balance") {
+		t.Errorf("the hot path created an Act:\n%s", acts)
 	}
 	if out, stderr, err := tool(t, env, plugin, "", "kubectl", "actgate", "acts", "-n", agentNS); err != nil || !strings.Contains(out, "send_payment") {
 		t.Errorf("kubectl actgate acts: %v\n%s%s", err, out, stderr)
@@ -983,7 +995,8 @@ func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act
 		decisions = append(decisions, strings.TrimSpace(r.Decision+" "+r.State+" "+r.Code))
 	}
 	executed := receipt.DecisionOutcome + " " + string(journal.StateExecuted)
-	if want := []string{receipt.DecisionAllow, executed, executed + " " + sink.ReceiptCodeReplayed}; !slices.Equal(decisions, want) {
+	dispatch := receipt.DecisionAllow + " " + string(journal.StateDispatchPending) + " " + sink.ReceiptCodeDispatch
+	if want := []string{dispatch, executed, executed + " " + sink.ReceiptCodeReplayed}; !slices.Equal(decisions, want) {
 		t.Errorf("receipts of operation %s: %q, want %q", opID, decisions, want)
 	}
 }

@@ -427,7 +427,8 @@ func newK8sRig(t *testing.T, o rigOptions) *k8sRig {
 // returns its agent-facing MCP endpoint and the process.
 func (r *k8sRig) startSidecar(t *testing.T, authorityURL string, env ...string) (string, *proc) {
 	t.Helper()
-	if authorityURL == "" {
+	healthy := authorityURL == ""
+	if healthy {
 		authorityURL = r.authF.srv.URL
 	}
 	p := startProc(t, env, `serving on (http://127\.0\.0\.1:\d+)`, "sidecar",
@@ -435,7 +436,24 @@ func (r *k8sRig) startSidecar(t *testing.T, authorityURL string, env ...string) 
 		"--token-file", r.token, "--authority-public-key-file", r.pki.publicKey, "--namespace", r.ns,
 		"--service-account", agentSA, "--sink-id", k8sSink, "--servers", "tools", "--server", "tools="+r.up.URL,
 		"--journal-dir", r.journal, "--call-timeout", r.callTimeout.String(), "--review-timeout", r.reviewTimeout.String(), "--verbose")
-	return p.addr(t) + mcpproxy.Path("tools"), p
+	base := p.addr(t)
+	if healthy {
+		// The sidecar decides with its pod's policy, which it follows from the service: a call
+		// before the first answer is refused (EF_POLICY_UNAVAILABLE). Wait until it is ready.
+		testutil.Eventually(t, 30*time.Second, "the sidecar to hold its pod's policy", func() error {
+			resp, err := http.Get(base + sidecar.ReadyPath)
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: HTTP %d %s", sidecar.ReadyPath, resp.StatusCode, b)
+			}
+			return nil
+		})
+	}
+	return base + mcpproxy.Path("tools"), p
 }
 
 // verifyReceipts runs `actgate receipts verify --key` on the stopped sidecar's receipt log (in

@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +17,18 @@ import (
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // TestSidecarMatrix is the failpoint matrix for the Kubernetes path (doc.go, "The matrix"): a
 // real `actgate sidecar` built with -tags failpoints, in front of a real `actgate-controlplane authority`
 // on envtest, is killed at each boundary during a call of a protected tool, restarted over the
 // same journal, and the agent retries in a new session. Here consume and DISPATCH_PENDING are
-// two writes in two places — the Lease compare-and-swap at the service, then the sidecar's own
-// journal — so after-consume exists. Asserted each time: the upstream's own count, the
-// journal's state, the Lease (ISSUED or CONSUMED by the journaled operation), and that the
-// retry is never a second invocation of an action that may have run.
+// two writes in two places — the Permit at the service, which creates the Lease consumed, then
+// the sidecar's own journal — so after-consume exists. Asserted each time: the upstream's own
+// count, the journal's state, the Lease (none, or CONSUMED by the first call's operation), the
+// Act (the outcome the outbox reports after the restart), and that the retry is never a second
+// invocation of an action that may have run.
 func TestSidecarMatrix(t *testing.T) {
 	for _, tc := range []struct {
 		point          failpoint.Point
@@ -37,7 +40,7 @@ func TestSidecarMatrix(t *testing.T) {
 		// action's first dispatch.
 		unsettled bool
 	}{
-		{point: failpoint.BeforeConsume},
+		{point: failpoint.BeforeConsume}, // the Permit was never sent: nothing issued
 		{point: failpoint.AfterConsume, consumed: true},
 		{point: failpoint.AfterPending, consumed: true, unsettled: true},
 		{point: failpoint.DuringInvoke, ranMax: 1, consumed: true, unsettled: true},
@@ -61,19 +64,18 @@ func TestSidecarMatrix(t *testing.T) {
 			}
 			t.Logf("upstream invocations at the crash: %d", ran)
 			issued := r.authF.issuedIDs()
-			if len(issued) != 1 {
-				t.Fatalf("authorities issued for the first call: %v", issued)
+			if want := map[bool]int{true: 1, false: 0}[tc.consumed]; len(issued) != want {
+				t.Fatalf("authorities issued for the first call: %v, want %d", issued, want)
 			}
-			first := issued[0]
 
 			// 2. Restart over the same journal; 3. the agent retries in a new session.
 			endpoint, p2 := r.startSidecar(t, "")
 			retry := mustCall(t, agent(t, endpoint), protectedTool, ticketArgs)
-			recovered := strings.Contains(p2.Out.String(), "Dispatches left in flight by a previous run are INDETERMINATE")
+			recovered := strings.Contains(p2.Out.String(), "recovered in-flight dispatches as INDETERMINATE")
 			if recovered != tc.unsettled {
 				t.Errorf("recovery logged %v, want %v:\n%s", recovered, tc.unsettled, p2.Out.String())
 			}
-			consumes := r.authF.count(review.OperationConsume)
+			consumes := r.authF.count(review.OperationPermit)
 			if tc.unsettled {
 				if efCode(retry) != string(ef.EFIndeterminate) || !retry.IsError {
 					t.Fatalf("retry of an unsettled action: %s", js(retry))
@@ -87,39 +89,58 @@ func TestSidecarMatrix(t *testing.T) {
 					t.Fatalf("retry: %s, upstream count %d", js(retry), r.up.Count(protectedTool))
 				}
 			}
+			if tc.unsettled {
+				// The restarted sidecar's outbox reports what recovery made of the first call.
+				l := r.lease(t, issued[0])
+				testutil.Eventually(t, 20*time.Second, "the first call's Act to record the journal's INDETERMINATE", func() error {
+					var a v1alpha1.Act
+					if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: l.Authority.Binding.ActID}, &a); err != nil {
+						return err
+					}
+					if a.Status.State != v1alpha1.ActStateIndeterminate {
+						return fmt.Errorf("the Act is %q", a.Status.State)
+					}
+					return nil
+				})
+			}
 			p2.stop(t)
 
 			// 4. The state of the world: the journal, the Leases, what the upstream saw, and the
 			// sidecar's receipt log, which still verifies after the crash and, where the first
 			// call was journaled, holds its allow: durable before anything was sent.
 			recs := r.readJournal(t)
-			lease := r.lease(t, first)
 			lines := r.verifyReceipts(t)
+			if !tc.consumed {
+				// The retry's own dispatch, EXECUTED, and the only authority ever issued.
+				if len(recs) != 1 || recs[0].State != journal.StateExecuted || len(r.authF.issuedIDs()) != 1 {
+					t.Fatalf("journal %s, authorities %v: want the retry's one EXECUTED dispatch", js(recs), r.authF.issuedIDs())
+				}
+				return
+			}
+			first := issued[0]
+			lease := r.lease(t, first)
 			if tc.unsettled {
 				got := mentioning(lines, lease.ConsumedBy)
 				if len(got) == 0 || !strings.Contains(got[0], `"decision":"allow"`) {
 					t.Errorf("no durable allow receipt for operation %s before its invocation: %q", lease.ConsumedBy, got)
 				}
 			}
-			switch {
-			case !tc.consumed:
-				if lease.State != authority.StateIssued {
-					t.Errorf("the first call's authority is %s, want ISSUED (never consumed)", lease.State)
-				}
-			case lease.State != authority.StateConsumed || lease.ConsumedBy == "":
+			if lease.State != authority.StateConsumed || lease.ConsumedBy == "" {
 				t.Errorf("the first call's authority is %s (consumed by %q), want CONSUMED", lease.State, lease.ConsumedBy)
 			}
-			// The first call's Act: CONSUMED by the spent authority's operation, with no outcome
-			// (the sidecar died before it could report one, and recovery reports nothing).
+			// The first call's Act: recorded by the Permit; once the restarted sidecar's outbox
+			// reported the journal's INDETERMINATE, it says so, with the spent operation. An act
+			// spent but never journaled (after-consume) has no outcome to report: its Lease says
+			// it was spent, and nothing ran.
 			var a v1alpha1.Act
 			if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: lease.Authority.Binding.ActID}, &a); err != nil {
 				t.Fatalf("the first call's Act: %v", err)
 			}
-			if tc.consumed && (a.Status.State != v1alpha1.ActStateConsumed || a.Status.OperationID != lease.ConsumedBy) {
-				t.Errorf("the first call's Act is %s (operation %q), want CONSUMED by %q", a.Status.State, a.Status.OperationID, lease.ConsumedBy)
+			if tc.unsettled && (a.Status.State != v1alpha1.ActStateIndeterminate || a.Status.OperationID != lease.ConsumedBy) {
+				t.Errorf("the first call's Act is %s (operation %q), want INDETERMINATE by %q", a.Status.State, a.Status.OperationID, lease.ConsumedBy)
 			}
-			if !tc.consumed && a.Status.State == v1alpha1.ActStateConsumed {
-				t.Errorf("the first call's Act is CONSUMED although its authority was not")
+			if !tc.unsettled && a.Status.State != "" {
+				t.Errorf("the first call's Act is %s although nothing was journaled for it", a.Status.State)
 			}
 			if tc.unsettled {
 				if len(recs) != 1 || recs[0].State != journal.StateIndeterminate || recs[0].Reason != journal.ReasonRecoveredOnStart ||

@@ -33,10 +33,16 @@
 //     - Deny: the decision's EF code.
 //     Audit mode lets everything through as allowed and records AuditDenied with the code
 //     enforcement would have returned; it is never called enforcement.
-//  4. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
+//  4. Permit (a pod's machine Permit in one request): the act is checked and policy evaluated
+//     as for a Review; anything but Permit, or an act decided under another epoch, is refused.
+//     The Act is recorded and the authority's Lease created already consumed by the sidecar's
+//     operation (leasestore IssueConsumed: the create is the compare-and-swap), two writes; the
+//     Act's status is written by the outcome's Report. Refusal records a call the sidecar
+//     refused by its own policy: the Act, Denied with the sidecar's code, two writes.
+//  5. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
 //     sidecar expects, in the caller's namespace, under the policy's current epoch; the Act
 //     moves to CONSUMED with the operation id.
-//  5. Report: after the sidecar journaled the dispatch's outcome, it reports EXECUTED, FAILED or
+//  6. Report: after the sidecar journaled the dispatch's outcome, it reports EXECUTED, FAILED or
 //     INDETERMINATE with the evidence digest (never the result). The authority's Lease in the
 //     caller's namespace must be CONSUMED by that operation, and the Act it names must record
 //     the same authority and operation; the Act moves from CONSUMED to the reported state, with

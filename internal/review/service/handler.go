@@ -95,6 +95,10 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 		return req.Operation, uid, s.consume(ctx, c, req)
 	case review.OperationReport:
 		return req.Operation, uid, s.report(ctx, c, req)
+	case review.OperationPermit:
+		return req.Operation, uid, s.permit(ctx, c, req)
+	case review.OperationRefusal:
+		return req.Operation, uid, s.refusal(ctx, c, req)
 	default:
 		return req.Operation, uid, s.review(ctx, c, req)
 	}

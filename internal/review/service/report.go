@@ -54,22 +54,34 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 			return apiFailure(ctx, "read the act", err)
 		}
 		st := obj.Status
-		if st.AuthorityRef == nil || st.AuthorityRef.Name != rr.AuthorityID || st.OperationID != rr.OperationID {
+		// An Act recorded by a Permit has no status until its outcome: the Lease, consumed by
+		// exactly this operation for this act, is what says it was allowed and spent.
+		permitted := st.State == "" && st.Decision == "" && st.AuthorityRef == nil && st.OperationID == ""
+		if !permitted && (st.AuthorityRef == nil || st.AuthorityRef.Name != rr.AuthorityID || st.OperationID != rr.OperationID) {
 			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The act does not record that authority and operation.")
 		}
+		decision := st.Decision
+		if permitted {
+			decision = v1alpha1.ActDecisionAllowed
+		}
 		done := outcome{status: http.StatusOK, resp: review.Response{
-			Allowed: true, Decision: st.Decision, Reason: review.ReasonAuthority, Act: obj.Name,
+			Allowed: true, Decision: decision, Reason: review.ReasonAuthority, Act: obj.Name,
 			Reported: &review.Reported{AuthorityID: rr.AuthorityID, OperationID: rr.OperationID, State: rr.State},
 		}}
-		switch st.State {
-		case rr.State:
+		switch {
+		case st.State == rr.State:
 			return done
-		case v1alpha1.ActStateConsumed:
+		case st.State == v1alpha1.ActStateConsumed, permitted:
 		default:
 			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority,
 				fmt.Sprintf("The act is %s; its outcome cannot be reported as %s.", st.State, rr.State))
 		}
 		orig := obj.DeepCopy()
+		if permitted {
+			obj.Status.Decision = v1alpha1.ActDecisionAllowed
+			obj.Status.AuthorityRef = &v1alpha1.LocalObjectReference{Name: rr.AuthorityID}
+			obj.Status.OperationID = rr.OperationID
+		}
 		obj.Status.State = rr.State
 		msg := fmt.Sprintf("Outcome %s reported by the sink for operation %s", rr.State, clipRunes(rr.OperationID, 256))
 		if rr.EvidenceDigest != "" {

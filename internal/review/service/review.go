@@ -78,25 +78,42 @@ func provenance(a *act.AgentCandidateAct) string {
 // review answers a Review: map and check the act, ask policy, record the Act, then allow, issue,
 // escalate or deny.
 func (s *Service) review(ctx context.Context, c *caller, req *review.Request) outcome {
-	compiled, refused := s.serve(c)
+	x, refused := s.evaluate(ctx, c, req)
 	if refused != nil {
 		return *refused
+	}
+	if o := s.recordAct(ctx, x.obj); o != nil {
+		return *o
+	}
+	o := s.decide(ctx, x)
+	o.resp.Act = x.obj.Name
+	o.resp.ConsequenceClass = x.class
+	return o
+}
+
+// evaluate maps and checks the act of a Review or a Permit and asks policy about it; it builds
+// the authority binding and the Act object, and writes nothing.
+func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) (*call, *outcome) {
+	fail := func(o outcome) (*call, *outcome) { return nil, &o }
+	compiled, refused := s.serve(c)
+	if refused != nil {
+		return nil, refused
 	}
 	a, err := act.ParseCandidateAct(req.Act)
 	if err != nil {
 		code, _ := act.CodeOf(err)
-		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, fmt.Sprintf("The act is malformed (%s).", code))
+		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, fmt.Sprintf("The act is malformed (%s).", code)))
 	}
 	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now()}
 	if !x.now.Before(a.ExpiresAt) {
-		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The act has expired.")
+		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The act has expired."))
 	}
 	// §16 MUST 1–2: the digest is recomputed from the arguments the sidecar will send.
 	if err := a.MatchArguments(req.Arguments); err != nil {
-		return deny(http.StatusBadRequest, ef.EFScopeMismatch, review.ReasonBadRequest, "")
+		return fail(deny(http.StatusBadRequest, ef.EFScopeMismatch, review.ReasonBadRequest, ""))
 	}
 	if x.args, err = jcs.Canonicalize(req.Arguments, a.ArgumentsDigest.Canonicalization.Mode()); err != nil {
-		return deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The arguments are not canonicalizable.")
+		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The arguments are not canonicalizable."))
 	}
 	_, strictErr := action.Digest(x.tool(), x.args, jcs.Strict)
 	x.strict = strictErr == nil
@@ -109,11 +126,11 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 		}
 	}
 	if x.destination == "" {
-		return deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, req.Server))
+		return fail(deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, req.Server)))
 	}
 	if (a.Destination != nil && a.Destination.DestinationID != x.destination) || (a.Tool.ToolEndpoint != "" && a.Tool.ToolEndpoint != x.destination) {
 		s.log.Info("act refused: its destination is not the policy's server", "act", a.CandidateActID, "agent", c.user, "server", req.Server)
-		return deny(http.StatusOK, ef.EFDestinationMismatch, review.ReasonPolicy, "")
+		return fail(deny(http.StatusOK, ef.EFDestinationMismatch, review.ReasonPolicy, ""))
 	}
 	sinkID := compiled.SinkID()
 	switch {
@@ -121,7 +138,7 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 		sinkID = a.FinalitySink.SinkID
 	case a.FinalitySink.SinkID != sinkID:
 		s.log.Info("act refused: it names another finality sink than the policy's", "act", a.CandidateActID, "agent", c.user)
-		return deny(http.StatusOK, ef.EF040, review.ReasonPolicy, "The act names another finality sink than the policy's.")
+		return fail(deny(http.StatusOK, ef.EF040, review.ReasonPolicy, "The act names another finality sink than the policy's."))
 	}
 
 	x.d = compiled.Evaluate(ctx, policy.Request{
@@ -129,7 +146,7 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 		Class: a.ConsequenceClass, Provenance: provenance(a), Agent: c.user, StrictArgs: x.strict,
 	})
 	if ctx.Err() != nil {
-		return apiFailure(ctx, "decide", ctx.Err())
+		return fail(apiFailure(ctx, "decide", ctx.Err()))
 	}
 	x.class = v1alpha1.ConsequenceClass(a.ConsequenceClass)
 	if x.d.Class != "" {
@@ -153,13 +170,7 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 			SinkID: sinkID, PolicyEpoch: x.d.Epoch,
 		},
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
-		return *o
-	}
-	o := s.decide(ctx, x)
-	o.resp.Act = x.obj.Name
-	o.resp.ConsequenceClass = x.class
-	return o
+	return x, nil
 }
 
 // decide acts on the policy decision for a recorded act.

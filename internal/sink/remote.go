@@ -1,0 +1,197 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/failpoint"
+)
+
+// AuthorityService issues and consumes the authority of protected acts when the gate does not
+// (Options.Authority; in a pod, the authority service, docs/architecture.md "In a pod"). The
+// gate still decides every call with its own policy, keeps the retry index and the journal,
+// and checks every authority it is given against the binding it built from the live call: the
+// binding must be exactly that one (authority.Match), and the Store verifies the signature
+// with its trust anchors when it journals the consumed authority with DISPATCH_PENDING in one
+// commit. Nothing is invoked on any error.
+//
+// Errors are refusals: a *Refusal says which code and message the agent gets; any other error
+// is mapped as a store failure is (EF_060 when the context ended, else EF_STORE_UNAVAILABLE).
+type AuthorityService interface {
+	// Permit asks for the authority of a call the gate's policy permits (PolicyPermit),
+	// already consumed by operationID: one request, in which the service evaluates its policy
+	// for the act again and never issues what it would not.
+	Permit(ctx context.Context, r AuthorityRequest, operationID string) (authority.Authority, error)
+	// Escalate asks about a call the gate's policy escalates to a human: the binding moment
+	// that awaits its principals (or its resolution), or, when principals granted exactly this
+	// call, the authority to consume with Consume.
+	Escalate(ctx context.Context, r AuthorityRequest) (Escalation, error)
+	// Consume spends a granted authority for operationID, bound to expect.
+	Consume(ctx context.Context, a authority.Authority, expect authority.Binding, operationID string) error
+	// Refused is told of every call the gate's policy denied, for the service's ledger. It must
+	// not block and must not keep r past its return (the gate reuses nothing of it, but the
+	// record is the service's business, off the call path): the call is already refused.
+	Refused(r AuthorityRequest, code ef.EFCode, message string)
+}
+
+// AuthorityRequest is the call an AuthorityService is asked about: the act the gate built
+// (with the policy epoch it decided under), the canonical arguments it will send, and the
+// server.
+type AuthorityRequest struct {
+	Act       *act.AgentCandidateAct
+	Arguments json.RawMessage
+	Server    string
+}
+
+// Escalation is an AuthorityService's answer about an escalated call: Authority when it was
+// granted, else the refusal to give (EF_ESCALATION_REQUIRED with the moment, EF_MOMENT_DECLINED,
+// an expiry…).
+type Escalation struct {
+	Authority   *authority.Authority
+	Code        ef.EFCode
+	Message     string
+	Moment      *MomentRef
+	Resolutions []Delivery
+}
+
+// Refusal is an AuthorityService's refusal of a call, with what the agent is told.
+type Refusal struct {
+	Code    ef.EFCode
+	Message string
+}
+
+func (r *Refusal) Error() string { return "sink: refused by the authority service: " + string(r.Code) }
+
+// remoteCode is the refusal of an AuthorityService error.
+func remoteCode(ctx context.Context, err error) (ef.EFCode, string) {
+	var r *Refusal
+	if errors.As(err, &r) {
+		code := r.Code
+		if !code.Known() {
+			code = ef.EFPolicyDenied
+		}
+		return code, r.Message
+	}
+	if !errors.Is(err, authority.ErrStoreUnavailable) && authority.CodeOf(err) != "" && !errors.Is(err, context.DeadlineExceeded) {
+		return consumeCode(ctx, err), ""
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return ef.EF060, ""
+	}
+	return ef.EFStoreUnavailable, ""
+}
+
+// request is the AuthorityRequest of a call.
+func (cl *callState) request() AuthorityRequest {
+	return AuthorityRequest{Act: &cl.cand.Act, Arguments: cl.cand.Arguments, Server: cl.c.Server}
+}
+
+// permitRemote is permit with the authority service as the issuer: the authority is asked for
+// already consumed by the dispatch's operation, then verified and journaled with
+// DISPATCH_PENDING in one local commit; the durable receipt is written concurrently, as for a
+// Permit the gate signs itself.
+func (g *gate) permitRemote(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
+	k := dispatchKey{cl.cand.ActionDigest(), cl.c.Destination}
+	entry, res, done := g.reserve(ctx, cl, k)
+	if done {
+		return res, nil
+	}
+	req := cl.request()
+	return g.dispatchRemote(ctx, cl, inv, k, entry, true, func(ctx context.Context, p *pendingDispatch) (authority.Authority, error) {
+		return g.remote.Permit(ctx, req, p.rec.OperationID)
+	})
+}
+
+// escalateRemote is escalate with moments kept by the authority service: it says whether the
+// call awaits (or got) a human decision; a grant for exactly this call is consumed there and
+// journaled here.
+func (g *gate) escalateRemote(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
+	if !cl.cand.Strict() {
+		return g.refuse(cl, ef.EFArgumentsOutOfProfile, ""), nil
+	}
+	k := dispatchKey{cl.cand.ActionDigest(), cl.c.Destination}
+	entry, res, done := g.reserve(ctx, cl, k)
+	if done {
+		return res, nil
+	}
+	esc, err := g.remote.Escalate(ctx, cl.request())
+	if err != nil {
+		g.dispatches.release(k, entry)
+		code, msg := remoteCode(ctx, err)
+		g.log.Info("escalation not answered; refusing", "act", cl.cand.Act.CandidateActID, "actionDigest", cl.cand.ActionDigest(), "code", code)
+		return g.refuse(cl, code, msg), nil
+	}
+	if esc.Authority == nil {
+		g.dispatches.release(k, entry)
+		code := esc.Code
+		if !code.Known() {
+			code = ef.EFPolicyDenied
+		}
+		res := g.refuse(cl, code, esc.Message)
+		res.Moment, res.Resolutions = esc.Moment, esc.Resolutions
+		return res, nil
+	}
+	granted := *esc.Authority
+	res, err = g.dispatchRemote(ctx, cl, inv, k, entry, false, func(ctx context.Context, p *pendingDispatch) (authority.Authority, error) {
+		if err := authority.Match(granted.Binding, p.expect); err != nil {
+			return granted, err
+		}
+		return granted, g.remote.Consume(ctx, granted, p.expect, p.rec.OperationID)
+	})
+	res.Resolutions = append(esc.Resolutions, res.Resolutions...)
+	return res, err
+}
+
+// obtainFunc gets the authority of a dispatch from the authority service, consumed by the
+// dispatch's operation.
+type obtainFunc func(ctx context.Context, p *pendingDispatch) (authority.Authority, error)
+
+// dispatchRemote is dispatch for an authority the service issued and consumed: obtain it, check
+// that it is bound to exactly what the live call yields, and journal it consumed with
+// DISPATCH_PENDING (the Store verifies its signature) before invoking once. early writes the
+// durable receipt concurrently with the request (a Permit); otherwise it is written after the
+// consume (a grant, whose consume may be refused for ordinary reasons).
+func (g *gate) dispatchRemote(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, early bool, obtain obtainFunc) (Result, error) {
+	return g.dispatchWith(ctx, cl, inv, k, entry, nil, early, func(ctx context.Context, p *pendingDispatch) (Decision, time.Time) {
+		_ = failpoint.Inject(failpoint.BeforeConsume)
+		a, err := obtain(ctx, p)
+		if err == nil {
+			_ = failpoint.Inject(failpoint.AfterConsume) // the service spent it; nothing is journaled yet
+		}
+		if err != nil {
+			code, msg := remoteCode(ctx, err)
+			g.log.V(1).Info("authority service refused", "act", p.rec.ActID, "actionDigest", p.rec.ActionDigest,
+				"authority", p.id, "code", code, "cause", authority.CodeOf(err))
+			return denyDecision(code, msg), time.Time{}
+		}
+		if err := authority.Match(a.Binding, p.expect); err != nil || a.ID != p.id {
+			// Issued for another binding than the live call's (another epoch, destination,
+			// namespace…): never dispatched.
+			g.log.Info("authority refused at the sink: not bound to the live call", "act", p.rec.ActID, "authority", a.ID,
+				"cause", authority.CodeOf(err))
+			return denyDecision(consumeCode(ctx, cmpErr(err)), ""), time.Time{}
+		}
+		dec, _ := g.commitDispatch(ctx, p, &a)
+		return dec, a.ExpiresAt
+	})
+}
+
+// cmpErr is err, or ErrInvalid when the binding matched but the id did not.
+func cmpErr(err error) error {
+	if err != nil {
+		return err
+	}
+	return authority.ErrInvalid
+}
+
+// proposeRemote is the virtual request_binding_moment tool when moments live in the authority
+// service. The service has no operation for an agent-proposed moment, so the proposal is
+// refused, visibly; calling the human-gated tool itself escalates with a gate-authored moment.
+func (g *gate) proposeRemote(_ context.Context, _, _ string, _ Proposal) Result {
+	return momentRefused("Proposed binding moments are not taken by this deployment's authority service; call the tool itself and the gate escalates it.")
+}
