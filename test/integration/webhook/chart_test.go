@@ -600,6 +600,7 @@ func TestChartViewerRolesLeaveBindingMomentsOut(t *testing.T) {
 		"actgate-toolpolicy-viewer-role":    true,
 		"actgate-act-viewer-role":           true,
 		"actgate-bindingmoment-viewer-role": false,
+		"actgate-receiptanchor-viewer-role": true,
 	} {
 		got, ok := aggregated[name]
 		if !ok {
