@@ -215,6 +215,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	mux := http.NewServeMux()
 	mux.Handle(review.Path, svc)
 	mux.Handle(review.PolicyPath, svc.PolicyHandler())
+	mux.Handle(review.AnchorPath, svc.AnchorHandler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{
 		Handler:           mux,
