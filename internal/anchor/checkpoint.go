@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
@@ -155,4 +156,21 @@ func clip(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// VerifyStream verifies a receipt stream (receipt.VerifyStream) against an anchor: under the
+// anchored key, the records of the anchored log (its key ID, unless o.LogID names another),
+// and requiring that the stream holds the anchored checkpoint's receipt with its head digest.
+// A stream that ends before it lost receipts the anchor proves were written
+// (RECEIPT_ANCHOR_MISSING); one holding another receipt at that seq is another chain
+// (RECEIPT_ANCHOR_MISMATCH). o.Anchors are checked too.
+func VerifyStream(r io.Reader, obj *Object, o receipt.StreamOptions) (receipt.StreamReport, error) {
+	if obj == nil {
+		return receipt.StreamReport{}, fmt.Errorf("%w: no anchor", ErrInvalid)
+	}
+	if o.LogID == "" {
+		o.LogID = obj.Anchor.Spec.KeyID
+	}
+	o.Anchors = append(append([]receipt.Anchor(nil), o.Anchors...), receipt.Anchor{Seq: obj.Checkpoint.Seq, Digest: obj.Checkpoint.Head})
+	return receipt.VerifyStream(r, obj.Key.Verifier, o)
 }
