@@ -265,7 +265,9 @@ func TestParseObject(t *testing.T) {
 	if obj.Checkpoint.Seq != 6 || obj.Checkpoint.Head != sc.Head || obj.Anchor.Spec.PodName != "agent-0" {
 		t.Fatalf("parsed %+v", obj.Checkpoint)
 	}
-	status := func(m map[string]any) map[string]any { return m["status"].(map[string]any)["checkpoint"].(map[string]any) }
+	status := func(m map[string]any) map[string]any {
+		return m["status"].(map[string]any)["checkpoint"].(map[string]any)
+	}
 	for _, tc := range []struct {
 		name string
 		data []byte
