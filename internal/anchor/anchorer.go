@@ -83,7 +83,8 @@ func New(o Options) (*Anchorer, error) {
 
 // Offer hands the Anchorer a checkpoint the log signed (use it as
 // receipt.Options.OnCheckpoint). It keeps only the newest: a checkpoint not after one already
-// waiting or posted is dropped. It never blocks.
+// waiting or posted is dropped. It never blocks. Build the Anchorer before opening the log:
+// receipt.Open offers the file's last checkpoint before it returns.
 func (a *Anchorer) Offer(sc receipt.SignedCheckpoint) {
 	a.mu.Lock()
 	if sc.Seq <= a.tried || (a.next != nil && sc.Seq <= a.next.Seq) {

@@ -41,7 +41,8 @@ func (w *lockedBuffer) Write(p []byte) (int, error) {
 func (w *lockedBuffer) lines() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return strings.SplitAfter(strings.TrimSuffix(w.b.String(), "\n"), "\n")
+	ls := strings.SplitAfter(w.b.String(), "\n")
+	return ls[:len(ls)-1] // every record ends in a newline: the last element is empty
 }
 
 // anchoredLog is a sidecar's receipt log (mirrored to a stream) whose checkpoints are recorded.
@@ -117,8 +118,9 @@ func wantRefused(t *testing.T, err error, reason review.Reason) {
 // newest checkpoint in the ReceiptAnchor named by its pod's UID, through the authority service
 // as the pod (its bound token). Another pod's token writes only its own anchor; an unbound token
 // writes none; a lower seq, a fork, another key and a bad signature are refused with their
-// reasons and change nothing. After the pod is deleted the anchor is still there, and the
-// pod's stream verifies against it, unless it was cut before the anchored checkpoint.
+// reasons and change nothing. A restarted sidecar container reopens the log with the same key
+// and its anchor goes on. After the pod is deleted the anchor is still there, and the pod's
+// stream verifies against it, unless it was cut before the anchored checkpoint.
 func TestReceiptAnchor(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	ctx := context.Background()
@@ -226,6 +228,31 @@ func TestReceiptAnchor(t *testing.T) {
 	}
 	unchanged("unbound token")
 
+	// The sidecar container restarts: the log reopens from the same emptyDir with the same key,
+	// offers its last checkpoint (9) to the new Anchorer, and goes on; the anchor follows.
+	if err := sidecar.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var anch2 *anchor.Anchorer
+	if anch2, err = anchor.New(anchor.Options{Post: client0.PostAnchor, PublicKeyPEM: sidecar.pem, MinBackoff: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := openAnchoredLog(t, dir, anch2.Offer)
+	runCtx, stop = context.WithCancel(ctx)
+	done = make(chan struct{})
+	go func() { anch2.Run(runCtx); close(done) }()
+	cp12 := restarted.batch(t, "d", 3)
+	deadline = time.Now().Add(10 * time.Second)
+	for anch2.Anchored() != cp12.Seq && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if got := r.receiptAnchor(t, uid0); got.Status.Checkpoint.Seq != 12 || got.Spec.PublicKey != ra.Spec.PublicKey {
+		t.Fatalf("after the restart the anchor holds seq %d", got.Status.Checkpoint.Seq)
+	}
+	restarted.batch(t, "e", 3) // committed, signed, in the stream, not anchored
+
 	// The pod goes; its anchor stays, and is what kubectl prints.
 	if err := r.env.Client.Delete(ctx, pod0, &client.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
@@ -254,10 +281,13 @@ func TestReceiptAnchor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lines := sidecar.stream.lines() // r r r cp3 r r r cp6 r r r cp9
-	if len(lines) != 12 {
-		t.Fatalf("stream of %d lines, want 12", len(lines))
+	// The pod's output: the first run's records (r r r cp3 r r r cp6 r r r cp9), then the
+	// restarted run's (its last signed segment again, r r r cp9, then r r r cp12, r r r cp15).
+	first, second := sidecar.stream.lines(), restarted.stream.lines()
+	if len(first) != 12 || len(second) != 12 {
+		t.Fatalf("streams of %d and %d lines, want 12 and 12", len(first), len(second))
 	}
+	lines := append(append([]string(nil), first...), second...)
 	verify := func(ls []string) error {
 		_, err := anchor.VerifyStream(strings.NewReader("sidecar starting\n"+strings.Join(ls, "")), obj, receipt.StreamOptions{})
 		return err
@@ -273,8 +303,13 @@ func TestReceiptAnchor(t *testing.T) {
 	if err := verify(lines[:4]); !errors.As(err, &ve) || !ve.Has(receipt.CodeAnchorMissing) {
 		t.Fatalf("stream cut before the anchored checkpoint: %v, want %s", err, receipt.CodeAnchorMissing)
 	}
-	// A cut after the anchored checkpoint, at a later checkpoint, is what an anchor cannot see.
-	if err := verify(lines[:8]); err != nil {
+	// Losing the restarted run's output (the stream ends at 9, a checkpoint) is caught too.
+	if err := verify(first); !errors.As(err, &ve) || !ve.Has(receipt.CodeAnchorMissing) {
+		t.Fatalf("stream without the restarted run: %v, want %s", err, receipt.CodeAnchorMissing)
+	}
+	// A cut after the anchored checkpoint, at a later checkpoint, is what an anchor cannot see:
+	// the restarted run's last batch (to 15) was never anchored.
+	if err := verify(lines[:len(lines)-4]); err != nil {
 		t.Fatalf("stream cut at the anchored checkpoint: %v", err)
 	}
 }
