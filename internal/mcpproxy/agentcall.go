@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,7 +67,35 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return !p.cfg.sdkOnly && p.serveToolsCall(w, r, body)
+	if p.cfg.sdkOnly {
+		return false
+	}
+	b, handled := p.directBridge(w, r)
+	if b == nil {
+		return handled
+	}
+	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
+	if err != nil {
+		return false
+	}
+	return p.serveToolsCall(w, r, b, msg) || p.serveRelay(w, r, b, msg)
+}
+
+// directBridge returns the bridge of the request's session when the direct paths may answer
+// it: a session this proxy bridged, below 2026-07-28, with the session's own negotiated
+// protocol version in Mcp-Protocol-Version, of the agent that opened it. Otherwise it returns
+// nil, and handled reports whether it wrote the refusal (another agent's request on the
+// session, refused as the SDK's handler refuses it).
+func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, handled bool) {
+	b = p.bridgeByID(r.Header.Get(headerSessionID))
+	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
+		return nil, false
+	}
+	if b.agent != p.requestAgent(r.Context()) {
+		http.Error(w, "session user mismatch", http.StatusForbidden)
+		return nil, true
+	}
+	return b, false
 }
 
 // serveToolsCall answers the agent's tools/call POST on an initialized session itself, without
@@ -83,20 +112,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 // protocolVersion in _meta). Anything else returns false, and the SDK's handler answers it with
 // its own checks and errors. TestDirectAgentPathMatchesSDK compares both paths on the same
 // requests.
-func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	b := p.bridgeByID(r.Header.Get(headerSessionID))
-	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
-		return false
-	}
-	if b.agent != p.requestAgent(r.Context()) {
-		// As the SDK's handler refuses another user's request on a session.
-		http.Error(w, "session user mismatch", http.StatusForbidden)
-		return true
-	}
-	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
-	if err != nil {
-		return false
-	}
+func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() || req.Method != methodCallTool || !isObject(req.Params) {
 		return false // absent or null params included: the SDK has its own answers
@@ -121,6 +137,7 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 		if p.tracer != nil {
 			ctx = tracing.Extract(ctx, r.Header)
 		}
+		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
 		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
 	}()
 	var result json.RawMessage
@@ -139,6 +156,9 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 	_, _ = w.Write(out)
 	return true
 }
+
+// agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.
+type agentRequestKey struct{}
 
 // isObject reports whether raw is a JSON object (as far as its first byte says; the decoder
 // checks the rest).

@@ -66,6 +66,9 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams, release func()) (*mcp.CallToolResult, error) {
 	b.p.directUpstream.Add(1)
 	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	if agentID, ok := ctx.Value(agentRequestKey{}).(jsonrpc.ID); ok && agentID.IsValid() && b.track(agentID, id) {
+		defer b.untrack(agentID) // the agent's cancellation reaches the upstream (relay.go)
+	}
 	res, rest, err := b.sendCall(ctx, cs, version, id, params)
 	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
 	abandoned := err != nil && ctx.Err() != nil
@@ -308,8 +311,12 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
 	if !req.IsCall() {
 		if params, ok := notificationParams(req.Method); ok {
-			if len(req.Params) > 0 && unmarshal(req.Params, params) != nil {
-				b.p.log.V(1).Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
+			if len(req.Params) == 0 {
+				b.notify(ctx, req.Method, nil) // absent params stay absent
+				return
+			}
+			if unmarshal(req.Params, params) != nil {
+				b.p.log.Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
 				return
 			}
 			b.notify(ctx, req.Method, params)
@@ -381,7 +388,7 @@ func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) 
 		if err := decode(&p); err != nil {
 			return nil, err
 		}
-		return b.ss.Elicit(ctx, &p)
+		return b.elicitAgent(ctx, &p)
 	case methodListRoots:
 		if b.caps.RootsV2 == nil {
 			return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil // the SDK client's own (empty) roots

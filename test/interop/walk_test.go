@@ -3,6 +3,9 @@ package interop
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -37,11 +40,19 @@ const (
 // weather is random): they compare by shape, every string and number replaced by its type.
 var volatile = map[string]bool{"content: structured (outputSchema)": true}
 
+// made matches what server-everything makes up on each call, the same direct and gated only by
+// chance: UUIDs (URL elicitation ids) and clock times (its dynamic resources' text).
+var made = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{1,2}:\d{2}:\d{2}( [AP]M)?`)
+
 func runWalk(t *testing.T, url string) map[string]string {
 	t.Helper()
 	out, err := runNode(t, 3*time.Minute, "walk.mjs", url)
 	if err != nil {
 		t.Fatalf("walk %s: %v", url, err)
+	}
+	if dir := os.Getenv("ACTGATE_INTEROP_OUT"); dir != "" { // the raw transcripts, to read
+		name := strings.NewReplacer(":", "_", "/", "_").Replace(strings.TrimPrefix(url, "http://")) + ".json"
+		_ = os.WriteFile(filepath.Join(dir, name), out, 0o600)
 	}
 	var tr transcript
 	if err := json.Unmarshal(out, &tr); err != nil {
@@ -66,6 +77,7 @@ func runWalk(t *testing.T, url string) map[string]string {
 			doc = shape(doc)
 		}
 		b, _ := json.Marshal(doc)
+		b = made.ReplaceAll(b, []byte("<made up>"))
 		verdict := "ok"
 		if !f.OK {
 			verdict = "error"
