@@ -67,6 +67,9 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if refuseSessionless(w, r, body) {
+		return true
+	}
 	if p.cfg.sdkOnly {
 		return false
 	}
@@ -79,6 +82,41 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return p.serveToolsCall(w, r, b, msg) || p.serveRelay(w, r, b, msg)
+}
+
+// refuseSessionless answers a POSTed request of a stateful revision that carries no
+// Mcp-Session-Id and is not initialize: HTTP 400 with a JSON-RPC invalid-request error (MCP
+// streamable HTTP: every request after initialize carries the session id). The SDK's handler
+// would answer such a request HTTP 200 with a JSON-RPC error of code 0. Requests of the
+// sessionless revision (2026-07-28: the version in Mcp-Protocol-Version or in params._meta,
+// or server/discover) are left to the SDK.
+func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if r.Header.Get(headerSessionID) != "" || r.Header.Get(headerProtocolVersion) >= versionStandardHeaders {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method == methodInitialize || req.Method == methodDiscover {
+		return false
+	}
+	var params struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &params) == nil {
+		if _, ok := params.Meta["protocolVersion"]; ok {
+			return false
+		}
+	}
+	const msgText = "Bad Request: Mcp-Session-Id header is required (initialize first)"
+	if !req.IsCall() {
+		http.Error(w, msgText, http.StatusBadRequest)
+		return true
+	}
+	writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: codeInvalidRequest, Message: msgText})
+	return true
 }
 
 // directBridge returns the bridge of the request's session when the direct paths may answer

@@ -30,6 +30,7 @@ const (
 	methodSetLevel              = "logging/setLevel"
 	methodListRoots             = "roots/list"
 	methodElicit                = "elicitation/create"
+	methodDiscover              = "server/discover"
 
 	notifyProgress            = "notifications/progress"
 	notifyMessage             = "notifications/message"

@@ -275,3 +275,36 @@ func FuzzParseCancelled(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionlessRequestRefused: a request of a stateful revision without Mcp-Session-Id that
+// is not initialize is refused with HTTP 400 and a JSON-RPC invalid-request error (not HTTP 200
+// with error code 0); a notification gets HTTP 400 too. Nothing reaches the upstream.
+func TestSessionlessRequestRefused(t *testing.T) {
+	log := newUpstreamLog()
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: func(_ http.ResponseWriter, r *http.Request) bool {
+		raw, method, _ := rpcBody(r)
+		log.add(method, string(raw))
+		return false
+	}}})
+	for _, tc := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Bad Request: Mcp-Session-Id header is required (initialize first)"}}`},
+		{`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"get_balance"}}`, `{"jsonrpc":"2.0","id":"c","error":{"code":-32600,"message":"Bad Request: Mcp-Session-Id header is required (initialize first)"}}`},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Bad Request: Mcp-Session-Id header is required (initialize first)\n"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || string(b) != tc.want {
+			t.Errorf("%s: HTTP %d %s, want 400 %s", tc.body, resp.StatusCode, b, tc.want)
+		}
+	}
+	if n := len(log.get("tools/list")) + len(log.get("tools/call")); n != 0 {
+		t.Errorf("the upstream received %d sessionless requests", n)
+	}
+}

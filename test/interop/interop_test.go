@@ -3,6 +3,7 @@ package interop
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -136,4 +137,27 @@ func TestInterop(t *testing.T) {
 	})
 	t.Run("walk", func(t *testing.T) { walk(t, r.everything, r.gated("everything")) })
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
+	t.Run("refusal", func(t *testing.T) { refusal(t, r.gated("guarded")) })
+}
+
+// refusal: the gate's refusal of a tool with an outputSchema, as the TypeScript SDK client sees
+// it after listing the tools: an error result it accepts (its callTool validates structured
+// content against the cached schema and would throw -32602), with the EF code, and without
+// structuredContent.
+func refusal(t *testing.T, url string) {
+	out, err := runNode(t, time.Minute, "refusal.mjs", url, "get-structured-content", `{"location":"Chicago"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Listed, OutputSchema, Threw, IsError, Structured bool
+		Error, Code                                      string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("refusal.mjs: %v: %s", err, out)
+	}
+	t.Logf("TypeScript SDK 1.32 callTool of a denied tool with an outputSchema: %s", bytes.TrimSpace(out))
+	if !got.Listed || !got.OutputSchema || got.Threw || !got.IsError || got.Code != "EF_POLICY_DENIED" || got.Structured {
+		t.Errorf("the refusal as the TypeScript client saw it: %+v, want an error result with EF_POLICY_DENIED and no structuredContent", got)
+	}
 }
