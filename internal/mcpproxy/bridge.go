@@ -172,6 +172,8 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
 		Endpoint:   b.p.cfg.URL,
 		HTTPClient: b.p.http,
+		// The agent's initialize does not wait for the upstream's answer to the GET stream.
+		StandaloneSSEInBackground: true,
 	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)

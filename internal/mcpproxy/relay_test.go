@@ -308,3 +308,29 @@ func TestSessionlessRequestRefused(t *testing.T) {
 		t.Errorf("the upstream received %d sessionless requests", n)
 	}
 }
+
+// TestUpstreamGETDoesNotBlockInitialize: the agent's initialize is answered without waiting for
+// the upstream's answer to the upstream session's GET stream (the SDK client opened it before
+// returning from Connect; third_party/go-sdk/PATCHES.md).
+func TestUpstreamGETDoesNotBlockInitialize(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet {
+			select { // the GET's headers come late
+			case <-release:
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		}
+		return false
+	}}})
+	start := time.Now()
+	s := newRawSession(t, f.endpoint())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("initialize took %s: it waited for the upstream's GET stream", d)
+	}
+	if got := s.request("1", "ping", `{}`); !bytes.Contains(got, []byte(`"result":{}`)) {
+		t.Errorf("ping: %s", got)
+	}
+}
