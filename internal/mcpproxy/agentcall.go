@@ -73,7 +73,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if p.cfg.sdkOnly {
 		return false
 	}
-	b, handled := p.directBridge(w, r)
+	b, exact, handled := p.directBridge(w, r)
 	if b == nil {
 		return handled
 	}
@@ -81,8 +81,16 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	return p.serveToolsCall(w, r, b, msg) || p.serveRelay(w, r, b, msg)
+	if resp, ok := msg.(*jsonrpc.Response); ok && b.deliver(resp) {
+		w.WriteHeader(http.StatusAccepted) // the agent's answer to a request put on an answer stream
+		return true
+	}
+	return (exact && p.serveToolsCall(w, r, b, msg)) || p.serveRelay(w, r, b, msg)
 }
+
+// statefulVersions are the protocol versions the SDK's handler accepts in Mcp-Protocol-Version
+// on a session (below 2026-07-28).
+var statefulVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
 
 // refuseSessionless answers a POSTed request of a stateful revision that carries no
 // Mcp-Session-Id and is not initialize: HTTP 400 with a JSON-RPC invalid-request error (MCP
@@ -120,20 +128,26 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 }
 
 // directBridge returns the bridge of the request's session when the direct paths may answer
-// it: a session this proxy bridged, below 2026-07-28, with the session's own negotiated
-// protocol version in Mcp-Protocol-Version, of the agent that opened it. Otherwise it returns
-// nil, and handled reports whether it wrote the refusal (another agent's request on the
-// session, refused as the SDK's handler refuses it).
-func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, handled bool) {
+// it: a session this proxy bridged, below 2026-07-28, of the agent that opened it, with a
+// stateful version the SDK's handler would accept in Mcp-Protocol-Version (or none, which it
+// reads as 2025-03-26); exact reports that it is the session's own negotiated version, which
+// the direct tools/call path requires. Otherwise it returns nil, and handled reports whether it
+// wrote the refusal (another agent's request on the session, refused as the SDK's handler
+// refuses it).
+func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, exact, handled bool) {
 	b = p.bridgeByID(r.Header.Get(headerSessionID))
-	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
-		return nil, false
+	if b == nil || b.version == "" || b.version >= versionStandardHeaders {
+		return nil, false, false
+	}
+	v := r.Header.Get(headerProtocolVersion)
+	if v != "" && !statefulVersions[v] {
+		return nil, false, false
 	}
 	if b.agent != p.requestAgent(r.Context()) {
 		http.Error(w, "session user mismatch", http.StatusForbidden)
-		return nil, true
+		return nil, false, true
 	}
-	return b, false
+	return b, v == b.version, false
 }
 
 // serveToolsCall answers the agent's tools/call POST on an initialized session itself, without
@@ -169,9 +183,10 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
+	stream := &agentStream{w: w}
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
-		ctx := r.Context()
+		ctx := withAgentStream(r.Context(), stream)
 		if p.tracer != nil {
 			ctx = tracing.Extract(ctx, r.Header)
 		}
@@ -185,13 +200,12 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
 		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-		http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		if !stream.isStarted() {
+			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		}
 		return true
 	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	stream.answer(out)
 	return true
 }
 

@@ -73,6 +73,9 @@ type bridge struct {
 	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
 	// maxRelayed entries.
 	relayed map[jsonrpc.ID]jsonrpc.ID
+	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
+	// proxy's id, until the agent's response; at most maxRelayed entries.
+	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool

@@ -29,14 +29,13 @@ const maxRelayed = 1024
 const codeTooManyRequests = -32000
 
 // hopByHop are the agent requests and notifications the agent-side SDK server answers itself:
-// the session's own lifecycle (initialize, notifications/initialized), ping, and
-// logging/setLevel (forwarded upstream by Proxy.receive, and kept by the server session, which
-// filters the log messages it sends). tools/call has its own path (serveToolsCall).
+// the session's own lifecycle (initialize, notifications/initialized). tools/call has its own
+// path (serveToolsCall). ping and logging/setLevel are relayed: the upstream answers them, and
+// the log messages it then sends are forwarded as they come (the gate's session filters only
+// the messages it logs itself, and it logs none).
 var hopByHop = map[string]bool{
 	methodInitialize:            true,
 	"notifications/initialized": true,
-	methodPing:                  true,
-	methodSetLevel:              true,
 	methodCallTool:              true,
 }
 
@@ -84,20 +83,20 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
+	stream := &agentStream{w: w}
 	resp := func() *jsonrpc.Response {
 		defer b.end(req.ID)
-		return b.relay(r.Context(), cs, version, req)
+		return b.relay(withAgentStream(r.Context(), stream), cs, version, req)
 	}()
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
-		http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		if !stream.isStarted() {
+			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		}
 		return true
 	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	stream.answer(out)
 	return true
 }
 
@@ -163,6 +162,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
 	case mt == "text/event-stream":
+		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
 		if err != nil {
 			_ = resp.Body.Close()

@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -93,6 +94,11 @@ func TestRelayIsFaithful(t *testing.T) {
 			answerJSON(w, id, "result", `{"tools":[{"name":"get_balance","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"icons":[{"src":"https://example.com/i.png"}]},`+
 				`{"name":"request_binding_moment","inputSchema":{"type":"object"}},`+
 				`{"name":"send_payment","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"paid":{"type":"number"}},"required":["paid"]}}],"nextCursor":"","_meta":{"k":"v"}}`)
+		case "foo/progress":
+			// An event stream: a progress notification of the request, then its response.
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "id: up-1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p9\",\"progress\":1,\"extra\":false}}\n\n")
+			fmt.Fprintf(w, "id: up-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"done\":true}}\n\n", id)
 		case notifyRootsChanged, notifyCancelled:
 			w.WriteHeader(http.StatusAccepted)
 		default:
@@ -169,6 +175,25 @@ func TestRelayIsFaithful(t *testing.T) {
 	}
 	if _, ok := mail.Result["structuredContent"]; !ok || string(mail.Result["isError"]) != "true" {
 		t.Errorf("refusal of a tool without an outputSchema: %v", mail.Result)
+	}
+
+	// An upstream event stream: the agent's answer is an event stream too, the request's
+	// progress notification on it as the upstream wrote it, then the response.
+	req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(`{"jsonrpc":"2.0","id":21,"method":"foo/progress","params":{"_meta":{"progressToken":"p9"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.session)
+	req.Header.Set("Mcp-Protocol-Version", s.version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	wantStream := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p9\",\"progress\":1,\"extra\":false}}\n\n" +
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":21,\"result\":{\"done\":true}}\n\n"
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || string(stream) != wantStream {
+		t.Errorf("foo/progress answer (%s):\n%s\nwant\n%s", ct, stream, wantStream)
 	}
 
 	// The agent's cancellation reaches the upstream under the upstream leg's id.
@@ -332,5 +357,94 @@ func TestUpstreamGETDoesNotBlockInitialize(t *testing.T) {
 	}
 	if got := s.request("1", "ping", `{}`); !bytes.Contains(got, []byte(`"result":{}`)) {
 		t.Errorf("ping: %s", got)
+	}
+}
+
+// TestUpstreamRequestOnAnswerStream: an upstream's elicitation/create on the stream of a
+// relayed request reaches the agent on the agent's own answer stream (no GET stream open), as
+// the upstream wrote it, and the agent's answer reaches the upstream as the agent wrote it,
+// member order and all, under the upstream's id.
+func TestUpstreamRequestOnAnswerStream(t *testing.T) {
+	answered := make(chan string, 1)
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		raw, method, id := rpcBody(r)
+		switch {
+		case method == "foo/ask":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"u-1\",\"method\":\"elicitation/create\",\"params\":{\"message\":\"Name?\",\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"default\":\"Ann\"},\"age\":{\"type\":\"integer\",\"default\":3}}}}}\n\n")
+			w.(http.Flusher).Flush()
+			var got string
+			select {
+			case got = <-answered:
+			case <-time.After(5 * time.Second):
+			}
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"upstreamSaw\":%q}}\n\n", id, got)
+			return true
+		case method == "" && r.Method == http.MethodPost && bytes.Contains(raw, []byte(`"u-1"`)):
+			answered <- string(raw)
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+
+	resp = post(session, `{"jsonrpc":"2.0","id":5,"method":"foo/ask","params":{}}`)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("answer content type %q", ct)
+	}
+	rd := bufio.NewReader(resp.Body)
+	next := func() string { // the next event's data
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			if d, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "data: "); ok {
+				return d
+			}
+		}
+	}
+	var ask struct {
+		ID     string          `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(next()), &ask); err != nil || ask.Method != "elicitation/create" || !strings.HasPrefix(ask.ID, "actgate-s-") ||
+		string(ask.Params) != `{"message":"Name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"Ann"},"age":{"type":"integer","default":3}}}}` {
+		t.Fatalf("the agent was asked %+v (%v)", ask, err)
+	}
+	post(session, `{"jsonrpc":"2.0","id":"`+ask.ID+`","result":{"action":"accept","content":{"zeta":"z","name":"Bo"}}}`).Body.Close()
+	var final struct {
+		ID     int `json:"id"`
+		Result struct {
+			UpstreamSaw string `json:"upstreamSaw"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(next()), &final); err != nil || final.ID != 5 {
+		t.Fatalf("final answer %+v %v", final, err)
+	}
+	if want := `{"jsonrpc":"2.0","id":"u-1","result":{"action":"accept","content":{"zeta":"z","name":"Bo"}}}`; final.Result.UpstreamSaw != want {
+		t.Errorf("the upstream received %s, want %s", final.Result.UpstreamSaw, want)
 	}
 }

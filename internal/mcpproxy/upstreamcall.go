@@ -123,6 +123,7 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		answer, err = readJSONAnswer(resp.Body, id)
 		_ = resp.Body.Close()
 	case "text/event-stream":
+		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
 			_ = resp.Body.Close()
@@ -200,7 +201,7 @@ func (b *bridge) notifyCancelled(sid, version string, id jsonrpc.ID) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	if err := b.postMessage(ctx, sid, version, &jsonrpc.Request{Method: "notifications/cancelled", Params: params}); err != nil {
-		b.p.log.V(1).Info("Cancellation not delivered upstream", "error", err.Error())
+		b.p.log.Info("Cancellation not delivered upstream", "error", err.Error())
 	}
 }
 
@@ -310,6 +311,9 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // (bridge.client) and the answer POSTed upstream.
 func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
 	if !req.IsCall() {
+		if _, ok := notificationParams(req.Method); ok && agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params}) {
+			return // on the agent's own answer stream, as the upstream wrote it
+		}
 		if params, ok := notificationParams(req.Method); ok {
 			if len(req.Params) == 0 {
 				b.notify(ctx, req.Method, nil) // absent params stay absent
@@ -323,15 +327,18 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 		}
 		return
 	}
-	result, err := b.answer(ctx, req)
-	resp := &jsonrpc.Response{ID: req.ID, Error: err}
-	if err == nil {
-		if resp.Result, err = marshalNoEscape(result); err != nil {
-			resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+	resp, ok := b.askOnStream(ctx, req) // on the agent's answer stream, when there is one
+	if !ok {
+		result, err := b.answer(ctx, req)
+		resp = &jsonrpc.Response{ID: req.ID, Error: err}
+		if err == nil {
+			if resp.Result, err = marshalNoEscape(result); err != nil {
+				resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+			}
 		}
 	}
 	if err := b.postMessage(ctx, sid, version, resp); err != nil {
-		b.p.log.V(1).Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+		b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
 	}
 }
 

@@ -17,28 +17,26 @@ var knownDifferences = map[string]string{
 	// request whose Host is not loopback (DNS rebinding); server-everything does not.
 	"conformance/everything/dns-rebinding-protection": "the gate refuses non-loopback Host headers (docs/security.md); server-everything accepts them",
 
-	// Item 6 and 9: the gate answers every POST with application/json and relays no event
-	// stream of the upstream's as it is (no SSE framing of its own answers, no event ids, no
-	// resumption, no server-to-client traffic on a POST stream).
-	"conformance/reference/server-sse-multiple-streams":  "item 6/9: POST answers are application/json, not event streams",
-	"conformance/everything/server-sse-multiple-streams": "item 6/9: POST answers are application/json, not event streams",
+	// Item 6: the gate's answer streams follow the upstream's framing (an event stream when
+	// the upstream streams) but their events carry no ids: the gate offers no resumption.
 	"walk/resumability":                        "item 6: no event ids, so no resumption tokens",
 	"walk/http: GET":                           "item 6: the GET stream's events carry no ids",
 	"walk/client errors":                       "item 6: the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events as they are",
-	"walk/http: POST completion/complete":      "item 9: JSON, not an event stream",
-	"walk/http: POST foo/bar":                  "item 9: JSON, not an event stream",
-	"walk/http: POST initialize":               "item 9: JSON, not an event stream",
-	"walk/http: POST logging/setLevel":         "item 9: JSON, not an event stream",
-	"walk/http: POST ping":                     "item 9: JSON, not an event stream",
-	"walk/http: POST prompts/get":              "item 9: JSON, not an event stream",
-	"walk/http: POST prompts/list":             "item 9: JSON, not an event stream",
-	"walk/http: POST resources/list":           "item 9: JSON, not an event stream",
-	"walk/http: POST resources/read":           "item 9: JSON, not an event stream",
-	"walk/http: POST resources/subscribe":      "item 9: JSON, not an event stream",
-	"walk/http: POST resources/templates/list": "item 9: JSON, not an event stream",
-	"walk/http: POST resources/unsubscribe":    "item 9: JSON, not an event stream",
-	"walk/http: POST tools/call":               "item 9: JSON, not an event stream",
-	"walk/http: POST tools/list":               "item 9: JSON, not an event stream",
+	"walk/http: POST completion/complete":      "item 6: an event stream without event ids",
+	"walk/http: POST foo/bar":                  "item 6: an event stream without event ids",
+	"walk/http: POST prompts/get":              "item 6: an event stream without event ids",
+	"walk/http: POST prompts/list":             "item 6: an event stream without event ids",
+	"walk/http: POST resources/list":           "item 6: an event stream without event ids",
+	"walk/http: POST resources/read":           "item 6: an event stream without event ids",
+	"walk/http: POST resources/subscribe":      "item 6: an event stream without event ids",
+	"walk/http: POST resources/templates/list": "item 6: an event stream without event ids",
+	"walk/http: POST resources/unsubscribe":    "item 6: an event stream without event ids",
+	"walk/http: POST tools/call":               "item 6: an event stream without event ids",
+	"walk/http: POST tools/list":               "item 6: an event stream without event ids",
+	"walk/http: POST logging/setLevel":         "item 6: an event stream without event ids",
+	"walk/http: POST ping":                     "item 6: an event stream without event ids",
+	// Item 9: the gate's own agent session answers initialize, in application/json.
+	"walk/http: POST initialize": "item 9: the gate's session answers initialize in JSON",
 
 	// Item 11 (and 5): the agent session is the gate's own SDK server session; its initialize
 	// result is built from the SDK's types, which have no capabilities.tasks.
@@ -46,9 +44,6 @@ var knownDifferences = map[string]string{
 	// The gate's SDK server session answers the agent's DELETE itself (204), after closing
 	// the upstream session; the upstream answers its own DELETE 200.
 	"walk/http: DELETE": "item 11: the gate's DELETE answer is 204 No Content, server-everything's 200",
-	// Item 3: the agent's elicitation answer reaches the upstream as given (no defaults filled
-	// in), but re-encoded by the SDK's types: its members in sorted order.
-	"walk/elicitation: form": "item 3: the answer's members arrive in sorted order (same members and values)",
 }
 
 // row is one line of a comparison table.
