@@ -183,7 +183,8 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
-	stream := &agentStream{w: w}
+	stream := &agentStream{w: w, lazy: true}
+	defer stream.finish()
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
 		ctx := withAgentStream(r.Context(), stream)

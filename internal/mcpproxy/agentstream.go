@@ -21,11 +21,18 @@ import (
 // still receives them. An upstream answer in application/json keeps the
 // agent's answer application/json. Events carry no ids: the gate offers no resumption
 // (docs/api.md "MCP through the gate").
+//
+// A lazy stream (the direct tools/call path, the hot path) becomes an event stream only when a
+// message precedes the response: a call the upstream streams with nothing but its response is
+// answered application/json, which costs the agent less than an event stream does.
 type agentStream struct {
 	mu      sync.Mutex
 	w       http.ResponseWriter
+	lazy    bool
+	wanted  bool // the upstream streams (lazy: not started until a message comes)
 	started bool
 	broken  bool // a write failed: the agent is gone; later events are dropped
+	done    bool // answered (or abandoned): nothing more is written
 }
 
 type agentStreamKey struct{}
@@ -42,13 +49,25 @@ func agentStreamOf(ctx context.Context) *agentStream {
 	return s
 }
 
-// start begins the event-stream answer (once).
+// start makes the answer an event stream (once). Nothing is written yet: the headers go out
+// with the first event, so that a stream holding only the response costs one write, as a JSON
+// answer does.
 func (s *agentStream) start() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.wanted = true
+	if !s.lazy {
+		s.beginLocked()
+	}
+}
+
+func (s *agentStream) beginLocked() {
 	if s.started {
 		return
 	}
@@ -56,9 +75,17 @@ func (s *agentStream) start() {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Connection", "keep-alive")
-	s.w.WriteHeader(http.StatusOK)
-	s.flushLocked()
+}
+
+// streams reports whether the upstream answers the request on an event stream (the agent's
+// answer is one, or becomes one with the first message).
+func (s *agentStream) streams() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wanted
 }
 
 // isStarted reports whether the answer is an event stream.
@@ -81,17 +108,27 @@ func (s *agentStream) message(msg jsonrpc.Message) bool {
 	if err != nil {
 		return false
 	}
-	return s.event(data)
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return true // answered already: dropped
+	}
+	if s.wanted {
+		s.beginLocked()
+	}
+	s.mu.Unlock()
+	return s.event(data, true)
 }
 
-// event writes one encoded JSON-RPC message as an SSE "message" event.
-func (s *agentStream) event(data []byte) bool {
+// event writes one encoded JSON-RPC message as an SSE "message" event, flushed unless it is
+// the last (the handler's return sends it).
+func (s *agentStream) event(data []byte, flush bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
 		return false
 	}
-	if s.broken {
+	if s.broken || s.done {
 		return true
 	}
 	buf := make([]byte, 0, len(data)+24)
@@ -102,7 +139,9 @@ func (s *agentStream) event(data []byte) bool {
 		s.broken = true
 		return true
 	}
-	s.flushLocked()
+	if flush {
+		s.flushLocked()
+	}
 	return true
 }
 
@@ -113,16 +152,26 @@ func (s *agentStream) flushLocked() {
 }
 
 // answer writes the response to the agent: the last event of a started stream, or a JSON
-// body.
+// body. Nothing is written to the stream after it.
 func (s *agentStream) answer(out []byte) {
 	if s.isStarted() {
-		s.event(out)
+		s.event(out, false)
+		s.finish()
 		return
 	}
+	s.finish()
 	h := s.w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")
 	_, _ = s.w.Write(out)
+}
+
+// finish ends the stream: a message that comes later (from an upstream stream still being
+// read) is dropped, never written after the agent's request was answered.
+func (s *agentStream) finish() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
 }
 
 // streamSeq numbers the requests the proxy puts to the agent on an answer stream
@@ -142,7 +191,7 @@ var errAgentSilent = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: 
 // elicitation, by the elicitation timeout.
 func (b *bridge) askOnStream(ctx context.Context, req *jsonrpc.Request) (resp *jsonrpc.Response, ok bool) {
 	s := agentStreamOf(ctx)
-	if !s.isStarted() || !b.agentCan(req.Method) {
+	if !s.streams() || !b.agentCan(req.Method) {
 		return nil, false
 	}
 	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))

@@ -194,10 +194,16 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 // no agent request waits for it).
 func (b *bridge) drop(cs *mcp.ClientSession) {
 	b.mu.Lock()
+	current := b.cs == cs && !b.closed
 	if b.cs == cs {
 		b.cs = nil
 	}
 	b.mu.Unlock()
+	if current {
+		// At the default level: the upstream's per-session state (subscriptions, timers) is
+		// gone, and the agent's session goes on with a new upstream session.
+		b.p.log.Info("Upstream session ended; the next request opens a new one", "session", b.ss.ID(), "upstreamSession", cs.ID())
+	}
 	go func() { _ = cs.Close() }()
 }
 

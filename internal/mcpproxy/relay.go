@@ -84,6 +84,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 		return true
 	}
 	stream := &agentStream{w: w}
+	defer stream.finish()
 	resp := func() *jsonrpc.Response {
 		defer b.end(req.ID)
 		return b.relay(withAgentStream(r.Context(), stream), cs, version, req)
@@ -112,8 +113,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 	answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: req.Method, Params: req.Params})
 	if err != nil {
 		if errors.Is(err, errSessionGone) {
-			b.p.log.Info("Upstream session ended; the next request opens a new one", "method", logfield.Bound(req.Method))
-			b.drop(cs)
+			b.drop(cs) // logged there
 		} else {
 			b.p.log.Error(err, "Upstream request failed", "method", logfield.Bound(req.Method))
 		}

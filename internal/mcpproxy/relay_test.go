@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -447,4 +448,78 @@ func TestUpstreamRequestOnAnswerStream(t *testing.T) {
 	if want := `{"jsonrpc":"2.0","id":"u-1","result":{"action":"accept","content":{"zeta":"z","name":"Bo"}}}`; final.Result.UpstreamSaw != want {
 		t.Errorf("the upstream received %s, want %s", final.Result.UpstreamSaw, want)
 	}
+}
+
+// TestToolsCallProgressOnAnswerStream: the upstream's progress notification of a tools/call
+// reaches the agent on the call's own answer stream, before the result, as the upstream wrote
+// it; a call the upstream streams with nothing but its result is answered application/json.
+func TestToolsCallProgressOnAnswerStream(t *testing.T) {
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		raw, method, id := rpcBody(r)
+		if method != methodCallTool {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		if bytes.Contains(raw, []byte(`"progressToken":"tok"`)) {
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"tok\",\"progress\":1,\"total\":2}}\n\n")
+		}
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"42\"}]}}\n\n", id)
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	post := func(body string) (string, string) {
+		req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", s.session)
+		req.Header.Set("Mcp-Protocol-Version", s.version)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Header.Get("Content-Type"), string(b)
+	}
+	ct, body := post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_balance","arguments":{},"_meta":{"progressToken":"tok"}}}`)
+	want := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"tok\",\"progress\":1,\"total\":2}}\n\n" +
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"42\"}]}}\n\n"
+	if ct != "text/event-stream" || body != want {
+		t.Errorf("tools/call with progress: %s\n%s\nwant\n%s", ct, body, want)
+	}
+	ct, body = post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_balance","arguments":{"x":1}}}`)
+	if ct != "application/json" || body != `{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"42"}]}}` {
+		t.Errorf("tools/call without progress: %s %s", ct, body)
+	}
+}
+
+// FuzzRefuseSessionless: no body panics; a body is refused only when it is one JSON-RPC request
+// other than initialize and server/discover without a per-request protocolVersion, and then
+// with HTTP 400.
+func FuzzRefuseSessionless(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`, `[]`, `{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/mcp/bank", bytes.NewReader(body))
+		if !refuseSessionless(w, r, body) {
+			if w.Code != http.StatusOK || w.Body.Len() != 0 {
+				t.Fatalf("not refused, but wrote %d %q", w.Code, w.Body.String())
+			}
+			return
+		}
+		if w.Code != http.StatusBadRequest {
+			t.Fatalf("refused with HTTP %d", w.Code)
+		}
+		var m struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(body, &m) != nil || m.Method == methodInitialize || m.Method == methodDiscover {
+			t.Fatalf("refused %q", body)
+		}
+	})
 }
