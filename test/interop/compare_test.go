@@ -8,42 +8,41 @@ import (
 )
 
 // knownDifferences are the differences the gate still makes, each named by what differs
-// ("conformance/{server}/{scenario}" or "walk/{feature}") with the item of the MCP-fidelity
-// issue it belongs to and why it is not fixed. docs/api.md "MCP through the gate" lists the same
-// entries. A listed difference that no longer differs fails the test too, so the list stays
-// true.
+// ("conformance/{server}/{scenario}" or "walk/{feature}") with why it is not fixed; the row of
+// docs/api.md "MCP through the gate", "Known differences" it belongs to is named in brackets.
+// A listed difference that no longer differs fails the test too, so the list stays true.
 var knownDifferences = map[string]string{
 	// The gate's own protection, not a difference to remove: its loopback listener refuses a
 	// request whose Host is not loopback (DNS rebinding); server-everything does not.
 	"conformance/everything/dns-rebinding-protection": "the gate refuses non-loopback Host headers (docs/security.md); server-everything accepts them",
 
-	// Item 6: the gate's answer streams follow the upstream's framing (an event stream when
+	// Event ids: the gate's answer streams follow the upstream's framing (an event stream when
 	// the upstream streams) but their events carry no ids: the gate offers no resumption.
-	"walk/resumability":                        "item 6: no event ids, so no resumption tokens",
-	"walk/http: GET":                           "item 6: the GET stream's events carry no ids",
-	"walk/client errors":                       "item 6: the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events as they are",
-	"walk/http: POST completion/complete":      "item 6: an event stream without event ids",
-	"walk/http: POST foo/bar":                  "item 6: an event stream without event ids",
-	"walk/http: POST prompts/get":              "item 6: an event stream without event ids",
-	"walk/http: POST prompts/list":             "item 6: an event stream without event ids",
-	"walk/http: POST resources/list":           "item 6: an event stream without event ids",
-	"walk/http: POST resources/read":           "item 6: an event stream without event ids",
-	"walk/http: POST resources/subscribe":      "item 6: an event stream without event ids",
-	"walk/http: POST resources/templates/list": "item 6: an event stream without event ids",
-	"walk/http: POST resources/unsubscribe":    "item 6: an event stream without event ids",
-	"walk/http: POST tools/call":               "item 6/9: a call the upstream streams with nothing but its result is answered application/json (the hot path); a streamed one carries no event ids",
-	"walk/http: POST tools/list":               "item 6: an event stream without event ids",
-	"walk/http: POST logging/setLevel":         "item 6: an event stream without event ids",
-	"walk/http: POST ping":                     "item 6: an event stream without event ids",
-	// Item 9: the gate's own agent session answers initialize, in application/json.
-	"walk/http: POST initialize": "item 9: the gate's session answers initialize in JSON",
+	"walk/resumability":                        "[event ids] no event ids, so no resumption tokens",
+	"walk/http: GET":                           "[event ids] the GET stream's events carry no ids",
+	"walk/client errors":                       "[event ids] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events as they are",
+	"walk/http: POST completion/complete":      "[event ids] an event stream without event ids",
+	"walk/http: POST foo/bar":                  "[event ids] an event stream without event ids",
+	"walk/http: POST prompts/get":              "[event ids] an event stream without event ids",
+	"walk/http: POST prompts/list":             "[event ids] an event stream without event ids",
+	"walk/http: POST resources/list":           "[event ids] an event stream without event ids",
+	"walk/http: POST resources/read":           "[event ids] an event stream without event ids",
+	"walk/http: POST resources/subscribe":      "[event ids] an event stream without event ids",
+	"walk/http: POST resources/templates/list": "[event ids] an event stream without event ids",
+	"walk/http: POST resources/unsubscribe":    "[event ids] an event stream without event ids",
+	"walk/http: POST tools/call":               "[answer framing, event ids] a call the upstream streams with nothing but its result is answered application/json (the hot path); a streamed one carries no event ids",
+	"walk/http: POST tools/list":               "[event ids] an event stream without event ids",
+	"walk/http: POST logging/setLevel":         "[event ids] an event stream without event ids",
+	"walk/http: POST ping":                     "[event ids] an event stream without event ids",
+	// Answer framing: the gate's own agent session answers initialize, in application/json.
+	"walk/http: POST initialize": "[answer framing] the gate's session answers initialize in JSON",
 
-	// Item 11 (and 5): the agent session is the gate's own SDK server session; its initialize
+	// Tasks: the agent session is the gate's own SDK server session; its initialize
 	// result is built from the SDK's types, which have no capabilities.tasks.
-	"walk/initialize": "item 5/11: capabilities.tasks of the upstream is dropped from initialize",
+	"walk/initialize": "[tasks] capabilities.tasks of the upstream is dropped from initialize",
 	// The gate's SDK server session answers the agent's DELETE itself (204), after closing
 	// the upstream session; the upstream answers its own DELETE 200.
-	"walk/http: DELETE": "item 11: the gate's DELETE answer is 204 No Content, server-everything's 200",
+	"walk/http: DELETE": "[DELETE] the gate's DELETE answer is 204 No Content, server-everything's 200",
 }
 
 // row is one line of a comparison table.
