@@ -202,6 +202,17 @@ await feature('resumability', async () => {
   return { resumptionTokens: tokens > 0 };
 });
 
+await feature('tasks', async () => {
+  // simulate-research-query has execution.taskSupport "required": a task-augmented call, its
+  // status updates and its result (consecutive equal entries folded: their number is timing).
+  const seen = [];
+  for await (const m of client.experimental.tasks.callToolStream({ name: 'simulate-research-query', arguments: { topic: 'walk' } })) {
+    const entry = m.type + (m.task ? ':' + m.task.status : '') + (m.error ? ':' + (m.error.code ?? '') : '');
+    if (seen[seen.length - 1] !== entry) seen.push(entry);
+  }
+  return seen;
+}, 30000);
+
 await feature('session DELETE', async () => {
   await transport.terminateSession();
   return { sessionId: transport.sessionId === undefined ? 'cleared' : 'kept' };
