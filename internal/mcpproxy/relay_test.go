@@ -523,3 +523,57 @@ func FuzzRefuseSessionless(f *testing.F) {
 		}
 	})
 }
+
+// TestToolsCallCancellationForwarded: the agent's notifications/cancelled of a dispatched
+// tools/call reaches the upstream under the upstream leg's id, with the agent's reason; the
+// call itself still ends with the upstream's answer.
+func TestToolsCallCancellationForwarded(t *testing.T) {
+	log := newUpstreamLog()
+	release := make(chan struct{})
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		raw, method, id := rpcBody(r)
+		switch method {
+		case methodCallTool:
+			log.add(method, string(raw))
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			answerJSON(w, id, "result", `{"content":[{"type":"text","text":"done"}]}`)
+			return true
+		case notifyCancelled:
+			log.add(method, string(raw))
+			close(release)
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	done := make(chan json.RawMessage, 1)
+	go func() { done <- s.request("31", "tools/call", `{"name":"get_balance","arguments":{"account":"a"}}`) }()
+	var upID json.RawMessage
+	deadline := time.After(5 * time.Second)
+	for upID == nil {
+		select {
+		case body := <-log.ch:
+			var m struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(body), &m)
+			upID = m.ID
+		case <-deadline:
+			t.Fatal("the call never reached the upstream")
+		}
+	}
+	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":31,"reason":"stop"}}`)
+	got := <-done
+	cancels := log.get(notifyCancelled)
+	if len(cancels) != 1 || !strings.Contains(cancels[0], `"requestId":`+string(upID)) || !strings.Contains(cancels[0], `"reason":"stop"`) {
+		t.Errorf("upstream cancellations %q, want one for %s", cancels, upID)
+	}
+	if !bytes.Contains(got, []byte(`"text":"done"`)) {
+		t.Errorf("the call's answer: %s", got)
+	}
+}
