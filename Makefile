@@ -110,7 +110,8 @@ image: ## Build the actgate image without Docker: bin/image/actgate.tar (static,
 ##@ Test
 
 .PHONY: test
-test: ## Run every test: unit, conformance, fuzz seeds, envtest integration (builds what it needs).
+test: ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration (builds what it needs).
+	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
 	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
 
