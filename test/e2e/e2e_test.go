@@ -164,8 +164,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The chart's webhook.yaml, with what only exists in this test swapped in: the listener,
-	// certificates provided here (mode external), and the files that name the authority's CA
-	// and signing public key for the injector (in the chart: mounted Secrets).
+	// certificates provided here as files (mode external, source volume), and the files that
+	// name the authority's CA and signing public key for the injector (in the chart: the
+	// certificate Secret the manager copies, and a mounted Secret).
 	var whCfg map[string]any
 	if err := yaml.Unmarshal([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
 		t.Fatalf("the chart's webhook.yaml: %v", err)
@@ -179,6 +180,7 @@ func TestEndToEnd(t *testing.T) {
 		whCfg["certs"] = certs
 	}
 	certs["mode"] = string(webhook.CertModeExternal)
+	certs["source"] = string(webhook.CertSourceVolume)
 	if trust, ok := whCfg["authority"].(map[string]any); ok {
 		for k, local := range map[string]string{"caFile": caFile, "publicKeyFile": signPub} {
 			if _, set := trust[k]; set {

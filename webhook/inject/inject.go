@@ -92,8 +92,8 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 		Config: *cfg, Listen: fmt.Sprintf("127.0.0.1:%d", cfg.Port), Policies: policyNames,
 		ServerNames: st.Servers, ServerURLs: serverURLs, SinkID: sinkID, Credentials: credentialProjection(servers),
 		SidecarName: SidecarName, SidecarBinary: SidecarBinary, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
-		VolumeJournal: VolumeJournal,
-		TokenDir:      TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
+		VolumeJournal: VolumeJournal, VolumeUpstreamCA: VolumeUpstreamCA, UpstreamCADir: UpstreamCADir, UpstreamCAFile: UpstreamCAFile,
+		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
 		JournalDir:      JournalDir,
 		MetricsPortName: MetricsPortName, MetricsPath: MetricsPath,
 		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
@@ -155,7 +155,7 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 	}
 	dropInit := drop(st.InitContainers, SidecarName)
 	dropCont := drop(st.Containers, SidecarName)
-	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal)
+	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal, VolumeUpstreamCA)
 	out.Spec.InitContainers = slices.DeleteFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return dropInit[c.Name] })
 	out.Spec.Containers = slices.DeleteFunc(out.Spec.Containers, func(c corev1.Container) bool { return dropCont[c.Name] })
 	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return dropVol[v.Name] })

@@ -55,6 +55,7 @@ type TemplateData struct {
 	// The fixed names, so a template need not repeat them.
 	SidecarName, SidecarBinary                                string
 	VolumeToken, VolumeCredentials, VolumeJournal             string
+	VolumeUpstreamCA, UpstreamCADir, UpstreamCAFile           string
 	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir string
 	MetricsPortName, MetricsPath                              string
 	AnnotationPrometheusScrape, AnnotationPrometheusPort      string
