@@ -80,6 +80,7 @@ type Node struct {
 	CAFile, APIServer string
 
 	st  *state
+	pki *pki
 	log io.Writer
 }
 
@@ -270,6 +271,7 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 		return err
 	}
 	n.CAFile = p.CAFile()
+	n.pki = p
 	saKey, saPub, err := p.serviceAccountKey()
 	if err != nil {
 		return err
@@ -515,6 +517,22 @@ func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// UserKubeconfig writes a kubeconfig for user name in groups (a client certificate of the
+// cluster CA: the API server takes the CN as the user and each O as a group) and returns its
+// path.
+func (n *Node) UserKubeconfig(name string, groups ...string) (string, error) {
+	if n.pki == nil {
+		return "", errors.New("node: no CA in this process (the node was brought up by another)")
+	}
+	file := strings.NewReplacer("@", "-at-", ":", "-", "/", "-").Replace(name)
+	c, err := n.pki.issue("user-"+file, name, groups, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(n.Dir, "users", file+".kubeconfig")
+	return path, n.pki.kubeconfig(path, n.APIServer, c)
 }
 
 // Env is the environment for kubectl, helm and crictl against the node: the caller's with
