@@ -63,6 +63,49 @@ type suite struct {
 	work  string
 	agent string // http://<agent pod IP>:8081
 	up    string // http://<upstream pod IP>:8080
+	// boundToken is the sidecar's projected token, read from the node's disk.
+	boundToken string
+	// plugin is the folder of kubectl-actgate; aliceConfig the principal's kubeconfig.
+	plugin, aliceConfig string
+}
+
+// escalateAndResolve makes the call in session, which must escalate without reaching the
+// upstream and raise a BindingMoment for alice; alice resolves it with `kubectl actgate
+// resolve`, choosing the option that authorises exactly this call. It returns the moment's
+// name once the manager records it Resolved.
+func (s *suite) escalateAndResolve(session, tool, args string) string {
+	t := s.t
+	t.Helper()
+	before := s.counts().Counts[tool]
+	res := s.call(session, tool, args)
+	momentName, _ := res.Meta[mcpproxy.MetaMomentID].(string)
+	if res.code() != string(ef.EFEscalationRequired) || momentName == "" {
+		t.Fatalf("%s: code %q moment %q: %s", tool, res.code(), momentName, res.Text)
+	}
+	if c := s.counts(); c.Counts[tool] != before {
+		t.Fatalf("an escalated %s reached the upstream", tool)
+	}
+	bm := &v1alpha1.BindingMoment{}
+	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
+		t.Fatalf("BindingMoment %s: %v", momentName, err)
+	}
+	if bm.Spec.Principal != alice {
+		t.Fatalf("BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
+	}
+	option := optionFor(t, bm, tool, args)
+	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
+		t.Fatalf("alice's kubectl actgate resolve: %v\n%s", err, out)
+	}
+	testutil.Eventually(t, 60*time.Second, "the BindingMoment to be recorded Resolved by alice", func() error {
+		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
+			return err
+		}
+		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
+			return nil
+		}
+		return fmt.Errorf("%+v", bm.Status)
+	})
+	return momentName
 }
 
 func TestNode(t *testing.T) {
@@ -214,42 +257,13 @@ spec:
 	}
 	t.Logf("denied over the cap: %s", res.code())
 
-	// An escalated call raises a BindingMoment for alice; nothing runs.
-	res = s.call("a", "send_payment", paymentArgs)
-	momentName, _ := res.Meta[mcpproxy.MetaMomentID].(string)
-	if res.code() != string(ef.EFEscalationRequired) || momentName == "" {
-		t.Fatalf("send_payment: code %q moment %q: %s", res.code(), momentName, res.Text)
-	}
-	if c := s.counts(); c.Counts["send_payment"] != 0 {
-		t.Fatal("an escalated call reached the upstream")
-	}
-	bm := &v1alpha1.BindingMoment{}
-	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
-		t.Fatalf("BindingMoment %s: %v", momentName, err)
-	}
-	if bm.Spec.Principal != alice {
-		t.Fatalf("BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
-	}
-	option := optionFor(t, bm, "send_payment", paymentArgs)
-
-	// The principal resolves it with the plugin, as a user with her own kubeconfig.
-	plugin := s.buildPlugin()
-	aliceConfig, err := n.UserKubeconfig(alice)
-	if err != nil {
+	// An escalated call raises a BindingMoment for alice, nothing runs, and alice resolves it
+	// with the plugin, as a user with her own kubeconfig.
+	s.plugin = s.buildPlugin()
+	if s.aliceConfig, err = n.UserKubeconfig(alice); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.pluginCmd(plugin, aliceConfig, "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
-		t.Fatalf("alice's kubectl actgate resolve: %v\n%s", err, out)
-	}
-	testutil.Eventually(t, 60*time.Second, "the BindingMoment to be recorded Resolved by alice", func() error {
-		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
-			return err
-		}
-		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
-			return nil
-		}
-		return fmt.Errorf("%+v", bm.Status)
-	})
+	momentName := s.escalateAndResolve("a", "send_payment", paymentArgs)
 
 	// The retry of exactly that call runs once.
 	res = s.call("a", "send_payment", paymentArgs)
@@ -305,6 +319,11 @@ spec:
 		}
 	}
 	t.Logf("kubectl get bindingmoments:\n%s", s.kubectl("-n", agentNS, "get", "bindingmoments"))
+
+	// ---- 4. What only a real pod shows -------------------------------------------------------
+	s.checkBoundToken(pod)
+	s.killSidecarMidDispatch(pod)
+	s.deletePodStopsSidecarLast(pod)
 	t.Logf("suite took %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -368,21 +387,70 @@ func (s *suite) checkInjectedAndOrdered(pod *corev1.Pod) {
 			}
 		}
 	}
-	var sideStarted, agentStarted time.Time
-	for _, st := range pod.Status.InitContainerStatuses {
-		if st.Name == "actgate-sidecar" && st.State.Running != nil {
-			sideStarted = st.State.Running.StartedAt.Time
+	// The kubelet's status has second resolution; the runtime's record of each container has
+	// nanoseconds.
+	side, agent := s.container(pod, "actgate-sidecar"), s.container(pod, "agent")
+	if side.StartedAt.IsZero() || agent.StartedAt.IsZero() || !agent.StartedAt.After(side.StartedAt) {
+		t.Errorf("the sidecar started at %v, the agent at %v: the sidecar must start first", side.StartedAt, agent.StartedAt)
+	}
+	t.Logf("sidecar started %s, agent %s later", side.StartedAt.Format(time.RFC3339Nano), agent.StartedAt.Sub(side.StartedAt))
+}
+
+// runtimeContainer is what crictl inspect says of a container.
+type runtimeContainer struct {
+	ID                    string
+	PID                   int
+	State                 string
+	StartedAt, FinishedAt time.Time
+}
+
+// containerID is the runtime id of the named (init or app) container of pod, from its status.
+func containerID(pod *corev1.Pod, name string) string {
+	for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if st.Name == name {
+			return strings.TrimPrefix(st.ContainerID, "containerd://")
 		}
 	}
-	for _, st := range pod.Status.ContainerStatuses {
-		if st.Name == "agent" && st.State.Running != nil {
-			agentStarted = st.State.Running.StartedAt.Time
-		}
+	return ""
+}
+
+func (s *suite) container(pod *corev1.Pod, name string) runtimeContainer {
+	s.t.Helper()
+	id := containerID(pod, name)
+	if id == "" {
+		s.t.Fatalf("pod %s has no container id for %s: %+v", pod.Name, name, pod.Status)
 	}
-	if sideStarted.IsZero() || agentStarted.IsZero() || agentStarted.Before(sideStarted) {
-		t.Errorf("the sidecar started at %v, the agent at %v: the sidecar must start first", sideStarted, agentStarted)
+	c, err := s.inspect(id)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	t.Logf("sidecar started %v, agent %v", sideStarted, agentStarted)
+	return c
+}
+
+func (s *suite) inspect(id string) (runtimeContainer, error) {
+	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := s.n.Command(ctx, "crictl", "inspect", id).Output()
+	if err != nil {
+		return runtimeContainer{}, fmt.Errorf("crictl inspect %s: %w", id, err)
+	}
+	var v struct {
+		Status struct {
+			State      string `json:"state"`
+			StartedAt  string `json:"startedAt"`
+			FinishedAt string `json:"finishedAt"`
+		} `json:"status"`
+		Info struct {
+			PID int `json:"pid"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return runtimeContainer{}, fmt.Errorf("crictl inspect %s: %w", id, err)
+	}
+	c := runtimeContainer{ID: id, PID: v.Info.PID, State: v.Status.State}
+	c.StartedAt, _ = time.Parse(time.RFC3339Nano, v.Status.StartedAt)
+	c.FinishedAt, _ = time.Parse(time.RFC3339Nano, v.Status.FinishedAt)
+	return c, nil
 }
 
 type callResult struct {

@@ -1,6 +1,6 @@
 // Command upstream is the payments MCP server of the node suite, run in its own pod: the
 // tools get_balance, send_payment and email_send (internal/mcpproxy/mcptest, the official Go
-// SDK over streamable HTTP) behind a bearer credential read from UPSTREAM_TOKEN, so only a
+// SDK over streamable HTTP; send_payment and email_send can be asked to hold their answer) behind a bearer credential read from UPSTREAM_TOKEN, so only a
 // caller holding the credential reaches a tool. GET /counts reports what the server itself
 // saw: calls per tool, their operation ids, and the SHA-256 of each Authorization header it
 // accepted or refused (never the header itself).
@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,10 +39,12 @@ func main() {
 		{Name: "get_balance", Description: "Reads a balance.", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
 			return mcptest.Text(`{"balance":"1200.00"}`), nil
 		}},
-		{Name: "send_payment", Description: "Sends money.", Handler: func(_ context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+		{Name: "send_payment", Description: "Sends money.", Handler: func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			hold(ctx, args)
 			return mcptest.Text("paid: " + string(args)), nil
 		}},
-		{Name: "email_send", Description: "Sends an email.", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+		{Name: "email_send", Description: "Sends an email.", Handler: func(ctx context.Context, args json.RawMessage) (*mcp.CallToolResult, error) {
+			hold(ctx, args)
 			return mcptest.Text(`{"sent":true}`), nil
 		}},
 	}
@@ -84,6 +87,21 @@ func main() {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	_ = srv.Close()
+}
+
+// hold waits hold_seconds (at most 120) when the arguments ask for it, or until the caller
+// goes away: a call the suite can catch in flight.
+func hold(ctx context.Context, args json.RawMessage) {
+	var a struct {
+		Hold float64 `json:"hold_seconds"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Hold <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(min(a.Hold, 120) * float64(time.Second))):
+	}
 }
 
 func digest(s string) string {
