@@ -60,6 +60,10 @@ $(GOLANGCI_LINT):
 envtest: ## Build etcd, kube-apiserver, kubectl and helm from Go modules into bin/k8s/ (cold ~8 min).
 	./hack/envtest-bins.sh
 
+.PHONY: node-bins
+node-bins: ## Build kubelet, kube-scheduler, kube-controller-manager, kube-proxy and crictl into bin/k8s/ (cold ~9 min).
+	./hack/node-bins.sh
+
 ##@ Code generation
 
 # Packages whose kubebuilder markers (crd, rbac, webhook) feed config/. Only folders that exist are
@@ -100,10 +104,22 @@ build: ## Build the actgate binaries into bin/.
 
 ##@ Test
 
+# GOTEST_TIMEOUT bounds each test binary; the real-node suite builds images and brings a node up.
+GOTEST_TIMEOUT ?= 30m
+# ACTGATE_IMAGE_TAR, when set (e.g. bin/image/actgate.tar from `make image`), is the actgate
+# image test/node installs; empty, the suite builds one from this tree.
+ACTGATE_IMAGE_TAR ?=
+
 .PHONY: test
-test: ## Run every test: unit, conformance, fuzz seeds, envtest integration (builds what it needs).
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
+test: ## Run every test: unit, conformance, fuzz seeds, envtest integration, the real-node suite (needs root; builds what it needs).
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
+		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
 	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
+
+.PHONY: test-node
+test-node: ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" \
+		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p 1 -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./test/testutil/node/... ./test/node/...
 
 .PHONY: test-short
 test-short: ## Unit tests only (no API server).

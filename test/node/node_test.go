@@ -320,6 +320,9 @@ spec:
 	}
 	t.Logf("kubectl get bindingmoments:\n%s", s.kubectl("-n", agentNS, "get", "bindingmoments"))
 
+	procs, shims, pods := n.Memory()
+	t.Logf("memory: node processes %d MiB, containerd shims %d MiB, pods %d MiB", procs>>20, shims>>20, pods>>20)
+
 	// ---- 4. What only a real pod shows -------------------------------------------------------
 	s.checkBoundToken(pod)
 	s.killSidecarMidDispatch(pod)
@@ -338,6 +341,9 @@ func (s *suite) importImages() string {
 	}
 	tarball, ref := os.Getenv("ACTGATE_IMAGE_TAR"), ""
 	if tarball != "" {
+		if !filepath.IsAbs(tarball) {
+			tarball = filepath.Join(s.root, tarball)
+		}
 		var err error
 		if ref, err = node.ImageRef(tarball); err != nil {
 			t.Fatal(err)

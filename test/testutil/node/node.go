@@ -722,3 +722,42 @@ func getOK(url string, caPEM []byte, c certPair) error {
 	}
 	return nil
 }
+
+// Memory is the resident memory of the node: its own processes (control plane, kubelet,
+// kube-proxy, containerd), the containerd shims, and the pods (total_rss of the memory cgroup
+// under the node's cgroup root), in bytes.
+func (n *Node) Memory() (procs, shims, pods int64) {
+	rss := func(pid int) int64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return 0
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+		return 0
+	}
+	for _, p := range n.st.Procs {
+		if p.alive() {
+			procs += rss(p.PID)
+		}
+	}
+	for _, pid := range shimsOf(n.ContainerdSocket) {
+		shims += rss(pid)
+	}
+	for _, m := range cgroupMounts() {
+		b, err := os.ReadFile(filepath.Join(m, n.Name, "memory.stat"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "total_rss" {
+				pods, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+	}
+	return procs, shims, pods
+}
