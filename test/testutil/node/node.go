@@ -471,7 +471,7 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 // start runs one of the node's processes and records it.
 func (n *Node) start(opts Options, name, bin string, args ...string) error {
 	p, err := startProc(name, bin, filepath.Join(n.Dir, "logs", name+".log"), opts.Detach,
-		[]string{"HOME=" + filepath.Join(n.Dir, "home"), "XDG_CACHE_HOME=" + filepath.Join(n.Dir, "home", ".cache")}, args...)
+		[]string{procMarker + n.Name, "HOME=" + filepath.Join(n.Dir, "home"), "XDG_CACHE_HOME=" + filepath.Join(n.Dir, "home", ".cache")}, args...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
@@ -51,9 +52,15 @@ var outsideDirs = []string{
 	"/var/run/netns", "/etc/kubernetes", "/run/runc",
 }
 
-// nodeProcs are the command names of the node's processes and the pods' sandboxes.
-var nodeProcs = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kubelet",
-	"kube-proxy", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "pause"}
+// nodeProcs are the command names of the node's own processes and the pods' sandboxes that
+// nothing else on a test machine runs. etcd and kube-apiserver are counted only when they
+// carry procMarker: envtest tests run their own beside a node.
+var nodeProcs = []string{"kube-controller", "kube-scheduler", "kubelet", "kube-proxy", "containerd",
+	"containerd-shim", "containerd-shim-runc-v2", "runc", "pause"}
+
+// procMarker is in the environment of every process the node starts (and of the shims
+// containerd starts).
+const procMarker = "ACTGATE_NODE="
 
 // TakeSnapshot reads the machine's current state.
 func TakeSnapshot() Snapshot {
@@ -101,7 +108,10 @@ func TakeSnapshot() Snapshot {
 		if err != nil {
 			continue
 		}
-		if comm := strings.TrimSpace(string(b)); slices.Contains(nodeProcs, comm) {
+		comm := strings.TrimSpace(string(b))
+		if slices.Contains(nodeProcs, comm) {
+			s.Procs = append(s.Procs, pid+" "+comm)
+		} else if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && (bytes.HasPrefix(env, []byte(procMarker)) || bytes.Contains(env, []byte("\x00"+procMarker))) {
 			s.Procs = append(s.Procs, pid+" "+comm)
 		}
 	}
