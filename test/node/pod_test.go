@@ -153,13 +153,30 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 	}
 }
 
-// deletePodStopsSidecarLast deletes the agent pod and watches the runtime: the agent container
-// stops before the sidecar, and the sidecar's token stops working once the pod is gone.
+// deletePodStopsSidecarLast deletes the agent pod while a payment alice authorised is held in
+// the upstream, and watches the runtime: the agent container stops before the sidecar, the
+// held action reaches the upstream once only, and the sidecar's token stops working once the
+// pod is gone. It logs the state the in-flight Act is left in.
 func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	t := s.t
 	if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
 		t.Fatal(err)
 	}
+	const held = `{"amount":42,"to":"ACME","hold_seconds":90}`
+	before := s.counts()
+	s.escalateAndResolve("held-delete", "send_payment", held)
+	go func() {
+		var r callResult
+		_ = s.postJSONErr(s.agent+"/call", map[string]any{"session": "held-delete", "tool": "send_payment", "args": json.RawMessage(held)}, &r)
+	}()
+	testutil.Eventually(t, 60*time.Second, "the held send_payment to reach the upstream", func() error {
+		if got := s.counts().Counts["send_payment"]; got != before.Counts["send_payment"]+1 {
+			return fmt.Errorf("upstream send_payment count %d", got)
+		}
+		return nil
+	})
+	ops := s.counts().Operations
+	heldOp := ops[len(ops)-1]
 	sideID, agentID := containerID(pod, "actgate-sidecar"), containerID(pod, "agent")
 	s.kubectl("-n", agentNS, "delete", "pod", agentPod, "--wait=false")
 	var side, agent runtimeContainer
@@ -181,6 +198,26 @@ func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	}
 	t.Logf("on delete the agent stopped %s before the sidecar", side.FinishedAt.Sub(agent.FinishedAt))
 	s.kubectl("-n", agentNS, "wait", "--for=delete", "pod/"+agentPod, "--timeout=60s")
+	if got := s.counts().Counts["send_payment"]; got != before.Counts["send_payment"]+1 {
+		t.Errorf("the upstream saw send_payment %d times since the hold, want 1", got-before.Counts["send_payment"])
+	}
+	var acts v1alpha1.ActList
+	if err := s.c.List(t.Context(), &acts, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range acts.Items {
+		if a.Status.OperationID == heldOp {
+			found = true
+			if a.Status.State == v1alpha1.ActStateExecuted {
+				t.Errorf("Act %s of the call cut off by the pod's deletion says EXECUTED", a.Name)
+			}
+			t.Logf("the Act of the call in flight when the pod was deleted: %s, state %s", a.Name, a.Status.State)
+		}
+	}
+	if !found {
+		t.Errorf("no Act records operation %s, the dispatch the upstream received", heldOp)
+	}
 	if s.boundToken != "" {
 		gone := time.Now()
 		testutil.Eventually(t, 90*time.Second, "the deleted pod's token to stop authenticating", func() error {
