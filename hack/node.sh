@@ -5,7 +5,8 @@
 #   hack/node.sh up DIR     # build what is missing, bring the node up under DIR, leave it running
 #   hack/node.sh down DIR   # tear it down: processes, pods, bridge, iptables, cgroups, mounts, sysctls
 #
-# `up` prints the environment to use it (KUBECONFIG, CONTAINER_RUNTIME_ENDPOINT, PATH).
+# `up` prints the environment to use it (KUBECONFIG, CONTAINER_RUNTIME_ENDPOINT for crictl,
+# CONTAINERD_ADDRESS for ctr, PATH): eval "$(hack/node.sh up DIR | tail -1)".
 # docs/operations.md "Testing on a real node" describes what it runs and what it cleans up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

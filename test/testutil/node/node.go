@@ -535,14 +535,15 @@ func (n *Node) UserKubeconfig(name string, groups ...string) (string, error) {
 	return path, n.pki.kubeconfig(path, n.APIServer, c)
 }
 
-// Env is the environment for kubectl, helm and crictl against the node: the caller's with
-// KUBECONFIG, CONTAINER_RUNTIME_ENDPOINT, the binaries first in PATH and HOME and the tools'
+// Env is the environment for kubectl, helm, crictl and ctr against the node: the caller's with
+// KUBECONFIG, CONTAINER_RUNTIME_ENDPOINT, CONTAINERD_ADDRESS, the binaries first in PATH and HOME and the tools'
 // caches in the run's folder. Never pass it to `go build`: it moves XDG_CACHE_HOME.
 func (n *Node) Env() []string {
 	home := filepath.Join(n.Dir, "home")
 	vars := map[string]string{
 		"KUBECONFIG":                 n.Kubeconfig,
 		"CONTAINER_RUNTIME_ENDPOINT": "unix://" + n.ContainerdSocket,
+		"CONTAINERD_ADDRESS":         n.ContainerdSocket,
 		"PATH":                       n.ControlPlaneBinDir + ":" + n.NodeBinDir + ":" + os.Getenv("PATH"),
 		"HOME":                       home,
 		"XDG_CACHE_HOME":             filepath.Join(home, ".cache"),

@@ -33,8 +33,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		fmt.Printf("export KUBECONFIG=%s CONTAINER_RUNTIME_ENDPOINT=unix://%s PATH=%s:%s:$PATH\n",
-			n.Kubeconfig, n.ContainerdSocket, n.ControlPlaneBinDir, n.NodeBinDir)
+		fmt.Printf("export KUBECONFIG=%s CONTAINER_RUNTIME_ENDPOINT=unix://%s CONTAINERD_ADDRESS=%s PATH=%s:%s:$PATH\n",
+			n.Kubeconfig, n.ContainerdSocket, n.ContainerdSocket, n.ControlPlaneBinDir, n.NodeBinDir)
 	case "down":
 		if err := node.DownDir(arg, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
