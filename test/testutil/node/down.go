@@ -51,134 +51,161 @@ func DownDir(dir string, log io.Writer) error {
 }
 
 func down(st *state, log io.Writer) error {
-	var errs []error
-	fail := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-			fmt.Fprintf(log, "node: down: %v\n", err)
-		}
+	d := &teardown{st: st, log: log}
+	d.stopProcesses()
+	// Mounts under the run's folder, deepest first.
+	d.fail(unmountUnder(st.Dir))
+	// Cgroups: whatever still runs in them belongs to the node's pods.
+	for _, cg := range st.Cgroups {
+		d.fail(removeCgroup(cg))
 	}
-	byName := func(name string) *proc {
-		for _, p := range st.Procs {
-			if p.Name == name {
-				return p
-			}
-		}
-		return nil
-	}
-	stop := func(name string, grace time.Duration) {
-		if p := byName(name); p != nil && p.stop(grace) {
-			fmt.Fprintf(log, "node: down: %s did not stop on SIGTERM within %s; killed\n", name, grace)
-		}
-	}
+	d.restoreNetwork()
+	d.removeOutside()
+	return errors.Join(d.errs...)
+}
 
-	stop("kubelet", 20*time.Second)
+// teardown is one Down in progress: it goes on past errors and collects them.
+type teardown struct {
+	st   *state
+	log  io.Writer
+	errs []error
+}
 
-	// Pod sandboxes go through containerd, so the CNI plugins release what they set up. A
-	// containerd that died with its caller is started again for it.
-	confFile := filepath.Join(st.Dir, "containerd", "config.toml")
-	if _, err := os.Stat(confFile); err == nil && st.Socket != "" {
-		var temp *proc
-		if p := byName("containerd"); p == nil || !p.alive() {
-			var err error
-			temp, err = startProc("containerd-cleanup", "containerd", filepath.Join(st.Dir, "logs", "containerd-cleanup.log"), false, nil, "--config", confFile)
-			fail(err)
-			if temp != nil {
-				waitSocket(st.Socket, 30*time.Second)
-			}
-		}
-		crictl := filepath.Join(st.NodeBinDir, "crictl")
-		if out, err := exec.Command(crictl, "--runtime-endpoint", "unix://"+st.Socket, "--timeout", "60s", "rmp", "-fa").CombinedOutput(); err != nil {
-			fail(fmt.Errorf("crictl rmp -fa: %w: %s", err, strings.TrimSpace(string(out))))
-		}
-		if temp != nil {
-			temp.stop(10 * time.Second)
+func (d *teardown) fail(err error) {
+	if err != nil {
+		d.errs = append(d.errs, err)
+		fmt.Fprintf(d.log, "node: down: %v\n", err)
+	}
+}
+
+func (d *teardown) proc(name string) *proc {
+	for _, p := range d.st.Procs {
+		if p.Name == name {
+			return p
 		}
 	}
+	return nil
+}
 
-	stop("kube-proxy", 10*time.Second)
-	if byName("kube-proxy") != nil {
+func (d *teardown) stop(name string, grace time.Duration) {
+	if p := d.proc(name); p != nil && p.stop(grace) {
+		fmt.Fprintf(d.log, "node: down: %s did not stop on SIGTERM within %s; killed\n", name, grace)
+	}
+}
+
+// stopProcesses stops the kubelet, removes the pod sandboxes, stops kube-proxy (and removes
+// its rules), containerd, its shims and the control plane.
+func (d *teardown) stopProcesses() {
+	st := d.st
+	d.stop("kubelet", 20*time.Second)
+	d.removeSandboxes()
+	d.stop("kube-proxy", 10*time.Second)
+	if d.proc("kube-proxy") != nil {
 		if out, err := exec.Command(filepath.Join(st.NodeBinDir, "kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
-			fail(fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLines(string(out), 5)))
+			d.fail(fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLines(string(out), 5)))
 		}
 	}
-	stop("containerd", 15*time.Second)
+	d.stop(containerdName, 15*time.Second)
 	if st.Socket != "" {
 		for _, pid := range shimsOf(st.Socket) {
-			fmt.Fprintf(log, "node: down: killing containerd shim %d left behind\n", pid)
+			fmt.Fprintf(d.log, "node: down: killing containerd shim %d left behind\n", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
-		stop(name, 15*time.Second)
+		d.stop(name, 15*time.Second)
 	}
 	for _, p := range st.Procs {
 		if p.alive() {
-			fail(fmt.Errorf("%s (pid %d) still running; killing it", p.Name, p.PID))
+			d.fail(fmt.Errorf("%s (pid %d) still running; killing it", p.Name, p.PID))
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 			waitGone(p, 5*time.Second)
 		}
 	}
+}
 
-	// Mounts under the run's folder, deepest first.
-	fail(unmountUnder(st.Dir))
-
-	// Cgroups: whatever still runs in them belongs to the node's pods.
-	for _, cg := range st.Cgroups {
-		fail(removeCgroup(cg))
+// removeSandboxes stops and removes every pod sandbox through containerd, so the CNI plugins
+// release what they set up. A containerd that died with its caller is started again for it.
+func (d *teardown) removeSandboxes() {
+	st := d.st
+	confFile := filepath.Join(st.Dir, containerdName, "config.toml")
+	if _, err := os.Stat(confFile); err != nil || st.Socket == "" {
+		return
 	}
+	var temp *proc
+	if p := d.proc(containerdName); p == nil || !p.alive() {
+		var err error
+		temp, err = startProc("containerd-cleanup", containerdName, filepath.Join(st.Dir, "logs", "containerd-cleanup.log"), false, nil, "--config", confFile)
+		d.fail(err)
+		if temp != nil {
+			waitSocket(st.Socket, 30*time.Second)
+		}
+	}
+	crictl := filepath.Join(st.NodeBinDir, "crictl")
+	if out, err := exec.Command(crictl, "--runtime-endpoint", "unix://"+st.Socket, "--timeout", "60s", "rmp", "-fa").CombinedOutput(); err != nil {
+		d.fail(fmt.Errorf("crictl rmp -fa: %w: %s", err, strings.TrimSpace(string(out))))
+	}
+	if temp != nil {
+		temp.stop(10 * time.Second)
+	}
+}
 
-	// Netfilter: the guard chain, then any table that did not exist before (iptables-nft
-	// creates tables when kube-proxy or the guard first writes to them).
+// restoreNetwork deletes the guard chain, any nft table that did not exist before (iptables-nft
+// creates tables when kube-proxy or the guard first writes to them) and the bridge, and writes
+// back the sysctls.
+func (d *teardown) restoreNetwork() {
+	st := d.st
 	if st.Guard {
 		_ = run("iptables", "-w", "-D", "FORWARD", "-j", guardChain)
 		_ = run("iptables", "-w", "-F", guardChain)
-		fail(run("iptables", "-w", "-X", guardChain))
+		d.fail(run("iptables", "-w", "-X", guardChain))
 	}
 	before := tablesOf(st.Ruleset)
 	if out, err := exec.Command("nft", "list", "tables").Output(); err == nil {
 		for _, t := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			if t = strings.TrimSpace(t); t != "" && !slices.Contains(before, t) {
-				fail(run("nft", append([]string{"delete"}, strings.Fields(t)...)...))
+				d.fail(run("nft", append([]string{"delete"}, strings.Fields(t)...)...))
 			}
 		}
 	}
 	if st.Bridge {
-		fail(run("ip", "link", "del", Bridge))
+		d.fail(run("ip", "link", "del", Bridge))
 	}
 	for k, v := range st.Sysctls {
 		b, err := os.ReadFile("/proc/sys/" + k)
 		if err == nil && strings.TrimSpace(string(b)) != v {
-			fail(os.WriteFile("/proc/sys/"+k, []byte(v), 0o644))
+			d.fail(os.WriteFile("/proc/sys/"+k, []byte(v), 0o644))
 		}
 	}
+}
 
-	// What the parts write outside the run's folder.
+// removeOutside removes what the parts write outside the run's folder.
+func (d *teardown) removeOutside() {
+	st := d.st
 	created := slices.Clone(st.Created)
 	sort.Strings(created)
-	for _, d := range created {
-		fail(os.RemoveAll(d))
+	for _, dir := range created {
+		d.fail(os.RemoveAll(dir))
 	}
 	if entries, err := os.ReadDir("/var/log/containers"); err == nil {
 		for _, e := range entries {
 			p := filepath.Join("/var/log/containers", e.Name())
 			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, st.Dir+"/") {
-				fail(os.Remove(p))
+				d.fail(os.Remove(p))
 			}
 		}
 	}
 	if entries, err := os.ReadDir("/var/lib/cni/results"); err == nil {
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), cniNetwork+"-") {
-				fail(os.Remove(filepath.Join("/var/lib/cni/results", e.Name())))
+				d.fail(os.Remove(filepath.Join("/var/lib/cni/results", e.Name())))
 			}
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(stateDir, st.Name)); err == nil && string(b) == st.Dir {
-		fail(os.Remove(filepath.Join(stateDir, st.Name)))
+		d.fail(os.Remove(filepath.Join(stateDir, st.Name)))
 		_ = os.Remove(stateDir) // only when empty
 	}
-	return errors.Join(errs...)
 }
 
 // reclaim tears down a node of this name left by a process that died without Down (its

@@ -37,6 +37,9 @@ const (
 	PauseImage = "actgate.test/pause:1"
 	// DefaultName is the node's name and its cgroup root.
 	DefaultName = "actgate-node"
+	// containerdName is containerd's program, its process's name and its folder in the run's
+	// folder.
+	containerdName = "containerd"
 	// cniNetwork names the CNI network (libcni's cache files start with it).
 	cniNetwork = "actgate-node"
 	// guardChain is the filter chain that drops forwarded pod traffic not going back to the
@@ -206,16 +209,44 @@ func Up(ctx context.Context, opts Options) (n *Node, err error) {
 	return n, nil
 }
 
+// bringUp is one Up in progress: what its steps share.
+type bringUp struct {
+	n    *Node
+	ctx  context.Context
+	opts Options
+	logf func(string, ...any)
+	pki  *pki
+	// saKey and saPub sign and verify service-account tokens.
+	saKey, saPub string
+	// apiCert serves the API server; kubeletServing the kubelet; apiToKubelet is the API
+	// server's client certificate at the kubelet.
+	apiCert, kubeletServing, apiToKubelet certPair
+	apiPort                               int
+}
+
+func (b *bringUp) path(p ...string) string {
+	return filepath.Join(append([]string{b.n.Dir}, p...)...)
+}
+
 func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) error {
-	dir, st := n.Dir, n.st
-	path := func(p ...string) string { return filepath.Join(append([]string{dir}, p...)...) }
-	for _, d := range []string{"logs", "pki", "etcd", "containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pod-logs", "kubelet/volume-plugins", "images", "home"} {
-		if err := os.MkdirAll(path(d), 0o700); err != nil {
+	b := &bringUp{n: n, ctx: ctx, opts: opts, logf: logf}
+	for _, d := range []string{"logs", "pki", "etcd", containerdName, "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pod-logs", "kubelet/volume-plugins", "images", "home"} {
+		if err := os.MkdirAll(b.path(d), 0o700); err != nil {
 			return err
 		}
 	}
-	// The network: the bridge with the node's address, ClusterIPs routed to it, and the guard
-	// that keeps pod traffic on the machine.
+	for _, step := range []func() error{b.network, b.cgroups, b.certificates, b.containerd, b.controlPlane, b.kubeletAndProxy, b.ready} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// network makes the bridge with the node's address, routes ClusterIPs to it, and adds the
+// guard that keeps pod traffic on the machine.
+func (b *bringUp) network() error {
+	st := b.n.st
 	if err := run("ip", "link", "add", Bridge, "type", "bridge"); err != nil {
 		return err
 	}
@@ -242,60 +273,57 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if err := run("iptables", "-w", "-A", guardChain, "-i", Bridge, "!", "-o", Bridge, "-j", "DROP"); err != nil {
 		return err
 	}
-	if err := run("iptables", "-w", "-I", "FORWARD", "1", "-j", guardChain); err != nil {
-		return err
-	}
+	return run("iptables", "-w", "-I", "FORWARD", "1", "-j", guardChain)
+}
 
-	// cgroups: the kubelet's cgroupRoot in every hierarchy, cpuset filled from the root.
+// cgroups makes the kubelet's cgroupRoot in every hierarchy, cpuset filled from the root.
+func (b *bringUp) cgroups() error {
+	st := b.n.st
 	for _, m := range cgroupMounts() {
-		cg := filepath.Join(m, n.Name)
+		cg := filepath.Join(m, b.n.Name)
 		if err := os.Mkdir(cg, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroup %s: %w", cg, err)
 		}
 		st.Cgroups = append(st.Cgroups, cg)
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if b, err := os.ReadFile(filepath.Join(m, f)); err == nil {
-				if err := os.WriteFile(filepath.Join(cg, f), b, 0o644); err != nil {
+			if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(cg, f), v, 0o644); err != nil {
 					return fmt.Errorf("cgroup %s: %w", cg, err)
 				}
 			}
 		}
 	}
-	if err := st.save(); err != nil {
-		return err
-	}
+	return st.save()
+}
 
-	// Certificates and kubeconfigs.
-	p, err := newPKI(path("pki"))
+// certificates makes the run's CA, every serving and client certificate, the service-account
+// key and the kubeconfigs.
+func (b *bringUp) certificates() error {
+	n := b.n
+	p, err := newPKI(b.path("pki"))
 	if err != nil {
 		return err
 	}
-	n.CAFile = p.CAFile()
-	n.pki = p
-	saKey, saPub, err := p.serviceAccountKey()
-	if err != nil {
+	b.pki, n.pki, n.CAFile = p, p, p.CAFile()
+	if b.saKey, b.saPub, err = p.serviceAccountKey(); err != nil {
 		return err
 	}
 	nodeIP := net.ParseIP(NodeIP)
-	apiCert, err := p.issue("apiserver", "kube-apiserver", nil,
+	if b.apiCert, err = p.issue("apiserver", "kube-apiserver", nil,
 		[]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
-		[]net.IP{nodeIP, net.ParseIP(KubernetesServiceIP), net.ParseIP("127.0.0.1")})
-	if err != nil {
+		[]net.IP{nodeIP, net.ParseIP(KubernetesServiceIP), net.ParseIP("127.0.0.1")}); err != nil {
 		return err
 	}
-	kubeletServing, err := p.issue("kubelet-serving", "system:node:"+n.Name, []string{"system:nodes"}, []string{n.Name}, []net.IP{nodeIP})
-	if err != nil {
+	if b.kubeletServing, err = p.issue("kubelet-serving", "system:node:"+n.Name, []string{"system:nodes"}, []string{n.Name}, []net.IP{nodeIP}); err != nil {
 		return err
 	}
-	apiToKubelet, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil)
-	if err != nil {
+	if b.apiToKubelet, err = p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil); err != nil {
 		return err
 	}
-	apiPort, err := freePort(NodeIP)
-	if err != nil {
+	if b.apiPort, err = freePort(NodeIP); err != nil {
 		return err
 	}
-	n.APIServer = fmt.Sprintf("https://%s:%d", NodeIP, apiPort)
+	n.APIServer = fmt.Sprintf("https://%s:%d", NodeIP, b.apiPort)
 	for _, u := range []struct{ file, cn, org string }{
 		{"admin.kubeconfig", "actgate-node-admin", "system:masters"},
 		{"controller-manager.kubeconfig", "system:kube-controller-manager", ""},
@@ -311,39 +339,48 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 		if err != nil {
 			return err
 		}
-		if err := p.kubeconfig(path(u.file), n.APIServer, c); err != nil {
+		if err := p.kubeconfig(b.path(u.file), n.APIServer, c); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	// The sandbox image, then containerd.
-	pauseTar := path("images", "pause.tar")
-	if err := buildPause(ctx, path("images"), pauseTar); err != nil {
+// containerd builds the sandbox image, starts containerd and imports the image.
+func (b *bringUp) containerd() error {
+	n := b.n
+	pauseTar := b.path("images", "pause.tar")
+	if err := buildPause(b.ctx, b.path("images"), pauseTar); err != nil {
 		return err
 	}
-	n.ContainerdSocket = path("containerd", "containerd.sock")
-	st.Socket = n.ContainerdSocket
-	if err := os.WriteFile(path("containerd", "config.toml"), []byte(containerdConfig(dir)), 0o600); err != nil {
+	n.ContainerdSocket = b.path(containerdName, "containerd.sock")
+	n.st.Socket = n.ContainerdSocket
+	if err := os.WriteFile(b.path(containerdName, "config.toml"), []byte(containerdConfig(n.Dir)), 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path("cni", "net.d", "10-actgate.conflist"), []byte(cniConfig(dir)), 0o600); err != nil {
+	if err := os.WriteFile(b.path("cni", "net.d", "10-actgate.conflist"), []byte(cniConfig(n.Dir)), 0o600); err != nil {
 		return err
 	}
-	if err := n.start(opts, "containerd", "containerd", "--config", path("containerd", "config.toml")); err != nil {
+	if err := n.start(b.opts, containerdName, containerdName, "--config", b.path(containerdName, "config.toml")); err != nil {
 		return err
 	}
-	if err := n.waitFor(ctx, "containerd", 30*time.Second, func() error {
-		_, err := n.ctr(ctx, "version")
+	if err := n.waitFor(b.ctx, containerdName, 30*time.Second, func() error {
+		_, err := n.ctr(b.ctx, "version")
 		return err
 	}); err != nil {
 		return err
 	}
-	if _, err := n.ImportImage(ctx, pauseTar); err != nil {
+	if _, err := n.ImportImage(b.ctx, pauseTar); err != nil {
 		return err
 	}
-	logf("containerd up, %s imported", PauseImage)
+	b.logf("containerd up, %s imported", PauseImage)
+	return nil
+}
 
-	// etcd and the API server.
+// controlPlane starts etcd and the API server, waits for /readyz, then starts the
+// controller-manager and the scheduler.
+func (b *bringUp) controlPlane() error {
+	n, opts, p := b.n, b.opts, b.pki
 	etcdPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return err
@@ -354,25 +391,25 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	if err := n.start(opts, "etcd", filepath.Join(opts.ControlPlaneBinDir, "etcd"), "--name", "node", "--data-dir", path("etcd"),
+	if err := n.start(opts, "etcd", filepath.Join(opts.ControlPlaneBinDir, "etcd"), "--name", "node", "--data-dir", b.path("etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL, "--initial-cluster", "node="+peerURL,
 		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
 		return err
 	}
-	pki := p.CAFile()
+	ca := p.CAFile()
 	if err := n.start(opts, "kube-apiserver", filepath.Join(opts.ControlPlaneBinDir, "kube-apiserver"),
 		"--etcd-servers", etcdURL,
-		"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(apiPort),
-		"--cert-dir", path("pki", "apiserver-generated"),
-		"--tls-cert-file", apiCert.CertFile, "--tls-private-key-file", apiCert.KeyFile,
-		"--client-ca-file", pki,
-		"--service-account-key-file", saPub, "--service-account-signing-key-file", saKey,
+		"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(b.apiPort),
+		"--cert-dir", b.path("pki", "apiserver-generated"),
+		"--tls-cert-file", b.apiCert.CertFile, "--tls-private-key-file", b.apiCert.KeyFile,
+		"--client-ca-file", ca,
+		"--service-account-key-file", b.saPub, "--service-account-signing-key-file", b.saKey,
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range", ServiceCIDR,
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
-		"--kubelet-client-certificate", apiToKubelet.CertFile, "--kubelet-client-key", apiToKubelet.KeyFile,
-		"--kubelet-certificate-authority", pki, "--kubelet-preferred-address-types", "InternalIP",
+		"--kubelet-client-certificate", b.apiToKubelet.CertFile, "--kubelet-client-key", b.apiToKubelet.KeyFile,
+		"--kubelet-certificate-authority", ca, "--kubelet-preferred-address-types", "InternalIP",
 		"--allow-privileged", "--profiling=false"); err != nil {
 		return err
 	}
@@ -380,41 +417,41 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if err != nil {
 		return err
 	}
-	if err := n.waitFor(ctx, "kube-apiserver /readyz", 2*time.Minute, func() error {
+	if err := n.waitFor(b.ctx, "kube-apiserver /readyz", 2*time.Minute, func() error {
 		return getOK(n.APIServer+"/readyz", p.caPEM, admin)
 	}); err != nil {
 		return err
 	}
-	logf("etcd and kube-apiserver up")
+	b.logf("etcd and kube-apiserver up")
 
-	// The controllers and the scheduler.
+	kcm := b.path("controller-manager.kubeconfig")
 	kcmPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
 	if err := n.start(opts, "kube-controller-manager", filepath.Join(opts.NodeBinDir, "kube-controller-manager"),
-		"--kubeconfig", path("controller-manager.kubeconfig"),
-		"--authentication-kubeconfig", path("controller-manager.kubeconfig"), "--authorization-kubeconfig", path("controller-manager.kubeconfig"),
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(kcmPort), "--cert-dir", path("pki", "kcm-generated"),
-		"--service-account-private-key-file", saKey, "--root-ca-file", pki,
-		"--cluster-signing-cert-file", pki, "--cluster-signing-key-file", p.CAKeyFile(),
+		"--kubeconfig", kcm, "--authentication-kubeconfig", kcm, "--authorization-kubeconfig", kcm,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(kcmPort), "--cert-dir", b.path("pki", "kcm-generated"),
+		"--service-account-private-key-file", b.saKey, "--root-ca-file", ca,
+		"--cluster-signing-cert-file", ca, "--cluster-signing-key-file", p.CAKeyFile(),
 		"--use-service-account-credentials", "--leader-elect=false",
 		"--service-cluster-ip-range", ServiceCIDR, "--cluster-name", n.Name); err != nil {
 		return err
 	}
+	sched := b.path("scheduler.kubeconfig")
 	schedPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	if err := n.start(opts, "kube-scheduler", filepath.Join(opts.NodeBinDir, "kube-scheduler"),
-		"--kubeconfig", path("scheduler.kubeconfig"),
-		"--authentication-kubeconfig", path("scheduler.kubeconfig"), "--authorization-kubeconfig", path("scheduler.kubeconfig"),
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort), "--cert-dir", path("pki", "scheduler-generated"),
-		"--leader-elect=false"); err != nil {
-		return err
-	}
+	return n.start(opts, "kube-scheduler", filepath.Join(opts.NodeBinDir, "kube-scheduler"),
+		"--kubeconfig", sched, "--authentication-kubeconfig", sched, "--authorization-kubeconfig", sched,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort), "--cert-dir", b.path("pki", "scheduler-generated"),
+		"--leader-elect=false")
+}
 
-	// The kubelet and kube-proxy.
+// kubeletAndProxy starts the kubelet and kube-proxy.
+func (b *bringUp) kubeletAndProxy() error {
+	n, opts := b.n, b.opts
 	kubeletPort, err := freePort(NodeIP)
 	if err != nil {
 		return err
@@ -423,15 +460,16 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path("kubelet", "resolv.conf"), []byte("# no name servers: pods resolve Services through hostAliases\n"), 0o644); err != nil {
+	if err := os.WriteFile(b.path("kubelet", "resolv.conf"), []byte("# no name servers: pods resolve Services through hostAliases\n"), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path("kubelet", "config.yaml"), []byte(kubeletConfig(dir, n.Name, n.ContainerdSocket, kubeletServing, pki, kubeletPort, healthzPort)), 0o600); err != nil {
+	cfg := kubeletConfig(n.Dir, n.Name, n.ContainerdSocket, b.kubeletServing, b.pki.CAFile(), kubeletPort, healthzPort)
+	if err := os.WriteFile(b.path("kubelet", "config.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
 	if err := n.start(opts, "kubelet", filepath.Join(opts.NodeBinDir, "kubelet"),
-		"--config", path("kubelet", "config.yaml"), "--kubeconfig", path("kubelet.kubeconfig"),
-		"--root-dir", path("kubelet", "root"), "--cert-dir", path("pki", "kubelet-generated"),
+		"--config", b.path("kubelet", "config.yaml"), "--kubeconfig", b.path("kubelet.kubeconfig"),
+		"--root-dir", b.path("kubelet", "root"), "--cert-dir", b.path("pki", "kubelet-generated"),
 		"--node-ip", NodeIP, "--hostname-override", n.Name); err != nil {
 		return err
 	}
@@ -443,15 +481,17 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path("kube-proxy.yaml"), []byte(kubeProxyConfig(path("kube-proxy.kubeconfig"), n.Name, proxyHealth, proxyMetrics)), 0o600); err != nil {
+	if err := os.WriteFile(b.path("kube-proxy.yaml"), []byte(kubeProxyConfig(b.path("kube-proxy.kubeconfig"), n.Name, proxyHealth, proxyMetrics)), 0o600); err != nil {
 		return err
 	}
-	if err := n.start(opts, "kube-proxy", filepath.Join(opts.NodeBinDir, "kube-proxy"), "--config", path("kube-proxy.yaml")); err != nil {
-		return err
-	}
+	return n.start(opts, "kube-proxy", filepath.Join(opts.NodeBinDir, "kube-proxy"), "--config", b.path("kube-proxy.yaml"))
+}
 
-	if err := n.waitFor(ctx, "node "+n.Name+" Ready", 2*time.Minute, func() error {
-		out, err := n.kubectlOut(ctx, "get", "node", n.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+// ready waits for the node to be Ready and the default ServiceAccount to exist.
+func (b *bringUp) ready() error {
+	n := b.n
+	if err := n.waitFor(b.ctx, "node "+n.Name+" Ready", 2*time.Minute, func() error {
+		out, err := n.kubectlOut(b.ctx, "get", "node", n.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		if err != nil {
 			return err
 		}
@@ -462,8 +502,8 @@ func (n *Node) up(ctx context.Context, opts Options, logf func(string, ...any)) 
 	}); err != nil {
 		return err
 	}
-	return n.waitFor(ctx, "the default ServiceAccount", time.Minute, func() error {
-		_, err := n.kubectlOut(ctx, "-n", "default", "get", "serviceaccount", "default")
+	return n.waitFor(b.ctx, "the default ServiceAccount", time.Minute, func() error {
+		_, err := n.kubectlOut(b.ctx, "-n", "default", "get", "serviceaccount", "default")
 		return err
 	})
 }

@@ -55,7 +55,7 @@ var outsideDirs = []string{
 // nodeProcs are the command names of the node's own processes and the pods' sandboxes that
 // nothing else on a test machine runs. etcd and kube-apiserver are counted only when they
 // carry procMarker: envtest tests run their own beside a node.
-var nodeProcs = []string{"kube-controller", "kube-scheduler", "kubelet", "kube-proxy", "containerd",
+var nodeProcs = []string{"kube-controller", "kube-scheduler", "kubelet", "kube-proxy", containerdName,
 	"containerd-shim", "containerd-shim-runc-v2", "runc", "pause"}
 
 // procMarker is in the environment of every process the node starts (and of the shims
