@@ -137,7 +137,7 @@ func TestNode(t *testing.T) {
 	s.helm("install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
 		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
-		"--wait", "--timeout", "5m")
+		"--wait", "--timeout", "3m")
 	t.Logf("helm install --wait took %s", time.Since(installStart).Round(time.Millisecond))
 	t.Logf("kubectl get pods -n %s:\n%s", releaseNS, s.kubectl("get", "pods", "-n", releaseNS, "-o", "wide"))
 
