@@ -102,6 +102,15 @@ $(CONTROLLER_GEN):
 build: ## Build the actgate binaries into bin/.
 	$(GO) build -o $(LOCALBIN)/ ./cmd/...
 
+# IMAGE_TAG names the tarball's image (default: the chart's image.repository:appVersion);
+# IMAGE_PUSH, when set, is a registry reference the image is also pushed to (credentials from
+# the Docker config, as `docker login` or `crane auth login` write it).
+IMAGE_TAG ?=
+IMAGE_PUSH ?=
+.PHONY: image
+image: ## Build the actgate image without Docker: bin/image/actgate.tar (static, non-root, reproducible); IMAGE_PUSH=REF also pushes it.
+	$(GO) run ./hack/image $(if $(IMAGE_TAG),-tag $(IMAGE_TAG)) $(if $(IMAGE_PUSH),-push $(IMAGE_PUSH))
+
 ##@ Test
 
 # GOTEST_TIMEOUT bounds each test binary; the real-node suite builds images and brings a node up.

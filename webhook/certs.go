@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// certLoader serves the certificate in a folder that may not exist yet: in operator mode the
-// manager writes the Secret and the kubelet mounts it a minute later, and controller-runtime's
+// certLoader serves the certificate in a folder that may be empty yet: in operator mode the
+// manager fills the Secret after it starts, and the files follow (at once with
+// CertSourceSecret, on the kubelet's next sync with a Secret volume); controller-runtime's
 // own watcher refuses to start without the files. Until they appear every handshake fails,
 // which the API server treats as a webhook failure: with failurePolicy Fail, a denial (fail
 // closed). The files are re-read when their modification time changes (rotation).

@@ -17,12 +17,27 @@ type CertMode string
 const (
 	// CertModeOperator: the manager generates a CA and serving certificate itself
 	// (open-policy-agent/cert-controller), stores them in Certs.SecretName, and injects the CA
-	// into the webhook configurations. The Secret is mounted at Server.CertDir. The chart's
-	// default.
+	// into the webhook configurations. The Secret reaches Server.CertDir as Certs.Source says.
+	// The chart's default.
 	CertModeOperator CertMode = "operator"
-	// CertModeExternal: something else writes the files in Server.CertDir and the CA bundles
+	// CertModeExternal: something else issues the certificate (into Certs.SecretName, with
+	// CertSourceSecret) or writes the files in Server.CertDir, and fills the CA bundles
 	// (cert-manager with its CA injector, the chart's certManager.enabled; or envtest).
 	CertModeExternal CertMode = "external"
+)
+
+// CertSource is where the manager's webhook server finds its certificate files.
+type CertSource string
+
+const (
+	// CertSourceVolume: something else puts the files in Server.CertDir (a Secret volume,
+	// refreshed by the kubelet on its next sync, or files written by hand). The default.
+	CertSourceVolume CertSource = "volume"
+	// CertSourceSecret: the manager watches Certs.SecretName in Certs.Namespace through the API
+	// and writes its tls.crt, tls.key and ca.crt into Server.CertDir, which must be writable
+	// (the chart: an in-memory emptyDir). The webhook server is ready as soon as the Secret
+	// holds a pair, not on the kubelet's next sync; the CA's key is never written to disk.
+	CertSourceSecret CertSource = "secret"
 )
 
 // Defaults of Config.
@@ -84,7 +99,10 @@ type ServerConfig struct {
 type CertConfig struct {
 	// Mode is operator (default) or external.
 	Mode CertMode `json:"mode,omitempty"`
-	// Namespace of the Secret, the Service and the manager; required in operator mode.
+	// Source is volume (default) or secret: how the files reach Server.CertDir.
+	Source CertSource `json:"source,omitempty"`
+	// Namespace of the Secret, the Service and the manager; required in operator mode and
+	// with source secret.
 	Namespace string `json:"namespace,omitempty"`
 	// SecretName is the Secret holding the CA and serving pair; default
 	// actgate-webhook-server-cert.
@@ -120,6 +138,9 @@ func (c Config) Default() Config {
 	}
 	if c.Certs.Mode == "" {
 		c.Certs.Mode = CertModeOperator
+	}
+	if c.Certs.Source == "" {
+		c.Certs.Source = CertSourceVolume
 	}
 	if c.Certs.SecretName == "" {
 		c.Certs.SecretName = DefaultCertSecretName
@@ -158,6 +179,15 @@ func (c *Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("certs.mode %q is neither %s nor %s", c.Certs.Mode, CertModeOperator, CertModeExternal))
+	}
+	switch c.Certs.Source {
+	case CertSourceVolume:
+	case CertSourceSecret:
+		if c.Certs.Namespace == "" {
+			errs = append(errs, errors.New("certs.namespace is required with certs.source secret"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("certs.source %q is neither %s nor %s", c.Certs.Source, CertSourceVolume, CertSourceSecret))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))

@@ -18,6 +18,10 @@ func TestLoadConfig(t *testing.T) {
 		{"unknown field", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {mode: external}\nextra: 1\n", "unknown field"},
 		{"unknown nested field", "injection: {image: i, authorityURL: 'https://a:443', imagee: x}\ncerts: {mode: external}\n", "unknown field"},
 		{"bad mode", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {mode: magic}\n", `certs.mode "magic"`},
+		{"certificates from the Secret", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {namespace: actgate-system, source: secret}\n", ""},
+		{"external certificates from the Secret", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {mode: external, namespace: actgate-system, source: secret}\n", ""},
+		{"the Secret source needs a namespace", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {mode: external, source: secret}\n", "certs.namespace is required with certs.source secret"},
+		{"bad source", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {namespace: actgate-system, source: kubelet}\n", `certs.source "kubelet"`},
 		{"bad injection", "injection: {authorityURL: 'https://a:443'}\ncerts: {mode: external}\n", "image is required"},
 		{"bad port", "injection: {image: i, authorityURL: 'https://a:443'}\ncerts: {mode: external}\nserver: {port: 99999}\n", "server.port"},
 	} {

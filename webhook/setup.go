@@ -8,6 +8,7 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -70,7 +71,8 @@ type Options struct {
 
 // SetupWithManager registers actgate's admission webhooks with mgr on a webhook server of their
 // own (cfg.Server; added to mgr as a runnable, with a readiness check named
-// "actgate-webhook"), and in CertModeOperator the certificate rotator. cfg must be defaulted
+// "actgate-webhook"), with CertSourceSecret the watch that writes the certificate Secret into
+// cfg.Server.CertDir, and in CertModeOperator the certificate rotator. cfg must be defaulted
 // (Config.Default); it is validated here. mgr's scheme must hold client-go's types and
 // actgate's v1alpha1. `actgate-controlplane manager` calls it once:
 //
@@ -125,6 +127,16 @@ func SetupWithManager(mgr manager.Manager, cfg Config, opts ...Options) error {
 	}
 	if err := mgr.AddReadyzCheck("actgate-webhook", loader.Check); err != nil {
 		return fmt.Errorf("webhook: readiness check: %w", err)
+	}
+
+	if cfg.Certs.Source == CertSourceSecret {
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("webhook: certificate Secret client: %w", err)
+		}
+		if err := mgr.Add(newSecretSync(cs, cfg, log.WithName("certs"))); err != nil {
+			return fmt.Errorf("webhook: certificate Secret watch: %w", err)
+		}
 	}
 
 	if cfg.Certs.Mode != CertModeOperator {

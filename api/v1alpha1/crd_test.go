@@ -87,7 +87,7 @@ func TestCRDEnumsMatchGoConstants(t *testing.T) {
 		want []string
 	}{
 		{"policy mode", tp, []string{"spec", "mode"}, sorted(v1alpha1.PolicyModeEnforce, v1alpha1.PolicyModeAudit)},
-		{"server protocol", tp, []string{"spec", "servers", "[]", "protocol"}, sorted(v1alpha1.ServerProtocolMCP, v1alpha1.ServerProtocolHTTP)},
+		{"server protocol", tp, []string{"spec", "servers", "[]", "protocol"}, sorted(v1alpha1.ServerProtocolMCP)},
 		{"rule class", tp, []string{"spec", "rules", "[]", "consequenceClass"}, classes},
 		{"evidence role", tp, []string{"spec", "rules", "[]", "evidence", "role"},
 			sorted(v1alpha1.EvidenceRoleNone, v1alpha1.EvidenceRolePolicyPermit, v1alpha1.EvidenceRoleHumanAuthorization)},

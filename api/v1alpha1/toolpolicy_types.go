@@ -20,16 +20,15 @@ const (
 	PolicyModeAudit PolicyMode = "Audit"
 )
 
-// ServerProtocol is how the sink talks to an upstream tool server.
-// +kubebuilder:validation:Enum=MCP;HTTP
+// ServerProtocol is how the sink talks to an upstream tool server. MCP is the only protocol:
+// a sink enforces only what it can bind and digest, and it has no proxy for plain HTTP tool
+// backends (docs/api.md "ToolPolicy").
+// +kubebuilder:validation:Enum=MCP
 type ServerProtocol string
 
 const (
 	// ServerProtocolMCP is an MCP server over streamable HTTP; tools are MCP `tools/call` names.
 	ServerProtocolMCP ServerProtocol = "MCP"
-	// ServerProtocolHTTP is an HTTP tool backend; tools are the names the sink's HTTP tool proxy
-	// maps requests to.
-	ServerProtocolHTTP ServerProtocol = "HTTP"
 )
 
 // EvidenceRole is the evidence a rule requires before authority is issued: the slot of the
@@ -234,8 +233,8 @@ type ToolServer struct {
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="url must be an absolute http or https URL"
 	URL string `json:"url,omitempty"`
 
-	// protocol is how the sink speaks to the server: MCP (streamable HTTP, the default) or HTTP
-	// (an HTTP tool backend behind the sink's HTTP tool proxy).
+	// protocol is how the sink speaks to the server: MCP (streamable HTTP), the default and the
+	// only value.
 	// +optional
 	// +kubebuilder:default=MCP
 	Protocol ServerProtocol `json:"protocol,omitempty"`

@@ -46,6 +46,7 @@ type authorityOptions struct {
 	reviewTimeout  time.Duration
 	storeTimeout   time.Duration
 	momentTTL      time.Duration
+	tokenTTL       time.Duration
 	qps            float32
 	// tracingEndpoint and tracingRatio configure OTLP/HTTP traces (internal/tracing).
 	tracingEndpoint string
@@ -67,6 +68,9 @@ a candidate act under the ToolPolicy that governs the caller's pod, and gets an 
 single-use authority (held as a Lease in the agent's namespace), a deny with its EF code, or an
 escalation to a BindingMoment; a Consume spends an authority by compare-and-swap on its Lease,
 right before the sidecar invokes. The service records an Act for every reviewed call.
+Sidecars GET ` + review.PolicyPath + ` (with ?watch=true, a long poll) for the ToolPolicy that
+governs their pod, found by the same rule. ToolPolicies and Pods are read from informers;
+TokenReview answers are reused for --token-review-cache-ttl.
 
 Fail closed: an API server that is slow or unreachable is a deny with EF_060, never an allow.
 
@@ -98,6 +102,8 @@ unreadable kubeconfig).`,
 	f.DurationVar(&o.reviewTimeout, "review-timeout", service.DefaultReviewTimeout, "deadline of one review, API calls included (past it: EF_060)")
 	f.DurationVar(&o.storeTimeout, "store-timeout", leasestore.DefaultTimeout, "deadline of one Lease operation")
 	f.DurationVar(&o.momentTTL, "binding-moment-ttl", service.DefaultMomentTTL, "how long a binding moment awaits its principals")
+	f.DurationVar(&o.tokenTTL, "token-review-cache-ttl", service.DefaultTokenReviewTTL,
+		"how long an authenticated TokenReview is reused, by token hash (refusals: at most 1s); 0 disables the cache")
 	f.Float32Var(&o.qps, "kube-api-qps", 200, "client-side rate limit towards the API server (queries per second)")
 	f.IntVar(&o.burst, "kube-api-burst", 400, "client-side burst towards the API server")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "how long in-flight reviews may finish after SIGTERM")
@@ -121,8 +127,8 @@ func serveFailure(format string, args ...any) error {
 }
 
 func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
-	if o.reviewTimeout <= 0 || o.storeTimeout <= 0 || o.momentTTL <= 0 || o.shutdownGrace < 0 {
-		return usageError("--review-timeout, --store-timeout and --binding-moment-ttl must be positive")
+	if o.reviewTimeout <= 0 || o.storeTimeout <= 0 || o.momentTTL <= 0 || o.shutdownGrace < 0 || o.tokenTTL < 0 {
+		return usageError("--review-timeout, --store-timeout and --binding-moment-ttl must be positive, --token-review-cache-ttl not negative")
 	}
 	tcfg := tracing.Config{Endpoint: o.tracingEndpoint, SampleRatio: o.tracingRatio, ServiceName: "actgate-authority"}
 	if err := tcfg.Validate(); err != nil {
@@ -148,10 +154,16 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 			return configFailure("scheme: %v", err)
 		}
 	}
-	// Uncached: every review reads the API server (docs/architecture.md "Authority").
+	// Direct: TokenReviews, Acts, BindingMoments and misses of the cache below
+	// (docs/architecture.md "Authority").
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return configFailure("client: %v", err)
+	}
+	// ToolPolicies and Pods are read from informers, which also wake the policy watchers.
+	cache, err := service.NewCache(cfg, scheme, log.WithName("cache"))
+	if err != nil {
+		return configFailure("%v", err)
 	}
 	store, err := leasestore.NewForConfig(cfg, leasestore.Options{Verifier: signer.Verifier(), Timeout: o.storeTimeout})
 	if err != nil {
@@ -172,8 +184,12 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 		defer cancel()
 		_ = shutdownTracing(ctx)
 	}()
+	tokenTTL := o.tokenTTL
+	if tokenTTL == 0 {
+		tokenTTL = -1 // the flag's 0 is "off"; Options' 0 is the default
+	}
 	svc, err := service.New(service.Options{
-		Client: c, Store: store, Signer: signer, Audiences: o.audiences, ReviewTimeout: o.reviewTimeout,
+		Client: c, Cache: cache, TokenReviewTTL: tokenTTL, Store: store, Signer: signer, Audiences: o.audiences, ReviewTimeout: o.reviewTimeout,
 		MomentTTL: o.momentTTL, Metrics: metrics, Log: log.WithName("authority"), TracerProvider: tp,
 	})
 	if err != nil {
@@ -186,6 +202,9 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := cache.Start(ctx); err != nil {
+		return serveFailure("%v", err)
+	}
 	errs := make(chan error, 3)
 	go func() {
 		if err := certs.Start(ctx); err != nil {
@@ -195,6 +214,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 
 	mux := http.NewServeMux()
 	mux.Handle(review.Path, svc)
+	mux.Handle(review.PolicyPath, svc.PolicyHandler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{
 		Handler:           mux,

@@ -41,7 +41,7 @@ sidecar and the protocol CLI are in the actgate binary, which links no Kubernete
 	root.SetIn(s.in)
 	root.SetOut(s.out)
 	root.SetErr(s.err)
-	root.AddCommand(newManagerCmd(s), newAuthorityCmd(s))
+	root.AddCommand(newManagerCmd(s), newAuthorityCmd(s), newVersionCmd(s))
 	return root
 }
 

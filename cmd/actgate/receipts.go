@@ -32,9 +32,11 @@ func newReceiptsVerifyCmd(s streams) *cobra.Command {
 		keyFile       string
 		anchors       []string
 		requireSigned bool
+		stream        bool
+		logID         string
 	)
 	cmd := &cobra.Command{
-		Use:   "verify --key PUBKEY.pem [--anchor SEQ=DIGEST]... [--require-signed] [FILE]",
+		Use:   "verify --key PUBKEY.pem [--anchor SEQ=DIGEST]... [--require-signed] [--stream [--log ID]] [FILE]",
 		Short: "Check a receipt log: every digest, the chain, and every checkpoint signature",
 		Long: `Read a receipt log from FILE, or stdin, and check every line: canonical form, each
 receipt's digest, seq numbers 1, 2, 3, ... without gaps, each receipt's prev against the
@@ -49,7 +51,17 @@ The log alone cannot show that lines were cut off its end, or that receipts afte
 checkpoint (the summary's unsigned_tail) were rewritten. --require-signed rejects a log with
 an unsigned tail; --anchor SEQ=DIGEST, a receipt digest or a checkpoint's seq and head
 recorded elsewhere earlier, requires the log to hold that receipt, which pins everything up
-to it.`,
+to it.
+
+--stream reads a receipt stream instead of a log file: the records a sink mirrors to its
+stdout (one {"actgate_receipt_log":KEY_ID,"line":{...}} object per line), as a cluster's log
+pipeline keeps them after the pod is gone, e.g. the output of ` + "`kubectl logs POD -c actgate-sidecar`" + `
+(--timestamps and --prefix are fine). Lines that are not records are ignored and counted;
+records of other logs (another key ID; --log picks one, default the --key's) are skipped and
+counted; a record repeated verbatim (a restarted sink re-emits its last signed segment) is
+skipped. Every record is checked as a log line is; a stream must also end with a checkpoint
+(receipts after it: RECEIPT_UNSIGNED_TAIL), and one without any record of the log is
+RECEIPT_STREAM_EMPTY.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := loadVerifyKey(keyFile)
@@ -69,16 +81,24 @@ to it.`,
 				defer f.Close()
 				in, source = f, args[0]
 			}
+			if stream {
+				rep, err := receipt.VerifyStream(in, v, receipt.StreamOptions{LogID: logID, Anchors: pins})
+				if ps := receipt.ProblemsOf(err); len(ps) > 0 {
+					return fail(exitRejected, receiptProblemLines(ps, source)...)
+				}
+				if err != nil {
+					return usageError("%v", err)
+				}
+				_, err = fmt.Fprintf(s.out, "verified stream log=%s receipts=%d checkpoints=%d head=%s signed_seq=%d signed_head=%s ignored_lines=%d other_logs=%d repeated=%d\n",
+					rep.LogID, rep.Receipts, rep.Checkpoints, orDash(rep.Head), rep.SignedSeq, orDash(rep.SignedHead), rep.Ignored, rep.OtherLogs, rep.Repeated)
+				return err
+			}
+			if logID != "" {
+				return usageError("--log needs --stream")
+			}
 			rep, err := receipt.VerifyAnchored(in, v, pins...)
 			if ps := receipt.ProblemsOf(err); len(ps) > 0 {
-				lines := make([]string, len(ps))
-				for i, p := range ps {
-					lines[i] = p.String()
-					if source != "" {
-						lines[i] += " (in " + source + ")"
-					}
-				}
-				return fail(exitRejected, lines...)
+				return fail(exitRejected, receiptProblemLines(ps, source)...)
 			}
 			if err != nil {
 				return usageError("%v", err)
@@ -96,8 +116,22 @@ to it.`,
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the checkpoints are signed with (required)")
 	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "SEQ=DIGEST: the receipt with this seq must have this digest (repeatable)")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "reject receipts after the last checkpoint")
+	cmd.Flags().BoolVar(&stream, "stream", false, "the input is a receipt stream (a sink's stdout as its log pipeline kept it), not a log file")
+	cmd.Flags().StringVar(&logID, "log", "", "with --stream: the key ID of the log to verify (default: the --key's)")
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
+}
+
+// receiptProblemLines renders verification problems, one line each, naming source when set.
+func receiptProblemLines(ps []receipt.Problem, source string) []string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+		if source != "" {
+			lines[i] += " (in " + source + ")"
+		}
+	}
+	return lines
 }
 
 // loadVerifyKey reads a PEM public key; an unreadable or unsupported key is a usage error.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +168,63 @@ func sigHead(t *testing.T, line string) string {
 		t.Fatalf("not a checkpoint line: %s", line)
 	}
 	return rest[:71]
+}
+
+// TestReceiptsVerifyStream: --stream verifies a sink's mirrored receipts in a pod's output as
+// `kubectl logs --timestamps` prints it (other lines between the records), and reports the
+// codes of a removed receipt, a missing last checkpoint and a stream without the log.
+func TestReceiptsVerifyStream(t *testing.T) {
+	_, log, key, _, rep := receiptsFixture(t)
+	good, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, _ := os.ReadFile(key)
+	v, err := receipt.NewVerifierPEM(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := v.PublicKey()
+	keyID, _ := receipt.KeyID(pub)
+	ls := strings.SplitAfter(string(good), "\n")[:8]
+	stream := func(skip ...int) string {
+		var b strings.Builder
+		b.WriteString("2026-12-01T10:00:00.000000001Z actgate sidecar serving on http://127.0.0.1:15080\n")
+		for i, l := range ls {
+			if slices.Contains(skip, i) {
+				continue
+			}
+			fmt.Fprintf(&b, "2026-12-01T10:00:0%d.000000001Z {%q:%q,\"line\":%s}\n", i, receipt.StreamKey, keyID, strings.TrimSuffix(l, "\n"))
+		}
+		return b.String()
+	}
+	summary := fmt.Sprintf("verified stream log=%s receipts=6 checkpoints=2 head=%s signed_seq=6 signed_head=%s ignored_lines=1 other_logs=0 repeated=0\n",
+		keyID, rep.Head, rep.Head)
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stdin  string
+		exit   int
+		stdout string
+		code   string
+	}{
+		{"stream", []string{"receipts", "verify", "--key", key, "--stream"}, stream(), exitOK, summary, ""},
+		{"stream of its log", []string{"receipts", "verify", "--key", key, "--stream", "--log", keyID}, stream(), exitOK, summary, ""},
+		{"a receipt removed", []string{"receipts", "verify", "--key", key, "--stream"}, stream(1), exitRejected, "", "RECEIPT_REMOVED"},
+		{"the last checkpoint removed", []string{"receipts", "verify", "--key", key, "--stream"}, stream(7), exitRejected, "", "RECEIPT_UNSIGNED_TAIL"},
+		{"another log's stream", []string{"receipts", "verify", "--key", key, "--stream", "--log", "sha256:other"}, stream(), exitRejected, "", "RECEIPT_STREAM_EMPTY"},
+		{"a log file is not a stream", []string{"receipts", "verify", "--key", key, "--stream", log}, "", exitRejected, "", "RECEIPT_STREAM_EMPTY"},
+		{"--log without --stream", []string{"receipts", "verify", "--key", key, "--log", keyID, log}, "", exitUsage, "", "USAGE"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			exit := run(tt.args, strings.NewReader(tt.stdin), &stdout, &stderr)
+			if exit != tt.exit || stdout.String() != tt.stdout {
+				t.Errorf("exit %d, want %d; stdout %q, want %q\nstderr:\n%s", exit, tt.exit, stdout.String(), tt.stdout, stderr.String())
+			}
+			if tt.code != "" && !strings.HasPrefix(stderr.String(), tt.code) {
+				t.Errorf("stderr does not begin with %s:\n%s", tt.code, stderr.String())
+			}
+		})
+	}
 }

@@ -53,8 +53,10 @@ func TestServeNotifications(t *testing.T) {
 	g := &testGate{t: t, dir: dir, cfgFile: cfgFile, up: up}
 	g.start()
 
-	const payee = "PAYEE-UNIQUE-4471"
-	id := escalate(t, g.agent(), `{"to":"`+payee+`","amount":250}`)
+	// Both argument values are strings no digest or id can contain (hex and base32 have no
+	// "-" or "Q"), so finding either in the announcement means the arguments leaked.
+	const payee, memo = "PAYEE-UNIQUE-4471", "MEMO-QQQ-7"
+	id := escalate(t, g.agent(), `{"to":"`+payee+`","amount":250,"memo":"`+memo+`"}`)
 	g.stop() // drains the announcement queue
 	mu.Lock()
 	defer mu.Unlock()
@@ -66,7 +68,7 @@ func TestServeNotifications(t *testing.T) {
 			t.Errorf("announcement lacks %q: %s", want, bodies[0])
 		}
 	}
-	if strings.Contains(bodies[0], payee) || strings.Contains(bodies[0], "250") {
+	if strings.Contains(bodies[0], payee) || strings.Contains(bodies[0], memo) || strings.Contains(bodies[0], `"amount"`) {
 		t.Errorf("announcement carries the call's arguments: %s", bodies[0])
 	}
 	if auth[0] != "Bearer hook-5ec" {

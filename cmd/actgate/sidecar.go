@@ -160,6 +160,7 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 		},
 	}
 	o.bind(cmd.Flags())
+	cmd.AddCommand(newSidecarProbeCmd(s))
 	return cmd
 }
 

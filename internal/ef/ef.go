@@ -42,6 +42,11 @@ const (
 	EFEscalationRequired EFCode = "EF_ESCALATION_REQUIRED"
 	// EFPolicyDenied — policy refuses this act.
 	EFPolicyDenied EFCode = "EF_POLICY_DENIED"
+	// EFPolicyUnavailable — the sink holds no current policy to decide with: an injected
+	// sidecar that has not received its pod's governing ToolPolicy from the authority service,
+	// was told that none governs the pod, or holds one that does not compile. Every call is
+	// refused until a policy arrives (docs/architecture.md "Fail closed").
+	EFPolicyUnavailable EFCode = "EF_POLICY_UNAVAILABLE"
 	// EFUnknownTool — the tool is not declared for a protected server (docs/architecture.md "Fail
 	// closed").
 	EFUnknownTool EFCode = "EF_UNKNOWN_TOOL"
@@ -106,6 +111,7 @@ func all() []Info {
 		{EFActInvalid, "The tool call could not be mapped to a valid candidate act.", false, true},
 		{EFEscalationRequired, "This tool requires a human decision before it can run.", false, true},
 		{EFPolicyDenied, "Policy does not permit this act.", false, true},
+		{EFPolicyUnavailable, "No current policy governs this sink; the tool was not invoked.", false, true},
 		{EFUnknownTool, "The tool is not declared for this protected server.", false, true},
 		{EFArgumentsOutOfProfile, "The arguments cannot be bound to a human decision: outside the strict canonical profile.", false, true},
 		{EFStoreUnavailable, "The authority store is unavailable; the tool was not invoked.", false, true},

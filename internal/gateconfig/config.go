@@ -24,6 +24,12 @@ const (
 	DefaultListen      = "127.0.0.1:8787"
 	DefaultSinkID      = "actgate-local"
 	DefaultCallTimeout = 60 * time.Second
+	// DefaultMomentTTL is how long a binding moment awaits its principals when momentTTL is
+	// not set (the sink's default).
+	DefaultMomentTTL = 15 * time.Minute
+	// MaxMomentTTL bounds momentTTL: a moment is for a decision a person makes while the agent
+	// waits, and its record is kept for the retention window of settled moments.
+	MaxMomentTTL = 24 * time.Hour
 	// DefaultMetricsAddress is where `actgate serve` answers /metrics when metrics.address is
 	// not set: loopback, beside DefaultListen.
 	DefaultMetricsAddress = "127.0.0.1:9787"
@@ -63,6 +69,11 @@ type Config struct {
 	// CallTimeout bounds one upstream tools/call once dispatched, as a Go duration ("60s"),
 	// from 1s to 10m. Default DefaultCallTimeout. Read it with Timeout.
 	CallTimeout string `json:"callTimeout,omitempty"`
+	// MomentTTL bounds how long a binding moment awaits its principals, as a Go duration
+	// ("15m"), from 1s to MaxMomentTTL; past it the moment is expired, stays expired across
+	// restarts (its expiry is stored with it), and resolving it is refused. Default
+	// DefaultMomentTTL. Read it with MomentExpiry.
+	MomentTTL string `json:"momentTTL,omitempty"`
 	// Policy is the ToolPolicy spec the gate enforces.
 	Policy v1alpha1.ToolPolicySpec `json:"policy"`
 	// Metrics configures the Prometheus endpoint (internal/metrics).
@@ -80,6 +91,8 @@ type Config struct {
 	dir string
 	// callTimeout is CallTimeout parsed.
 	callTimeout time.Duration
+	// momentTTL is MomentTTL parsed, or its default.
+	momentTTL time.Duration
 	// reconcileInterval is Reconciliation.Interval parsed, or its default.
 	reconcileInterval time.Duration
 	// readTimeout is Limits.ReadTimeout parsed, or its default.
@@ -88,6 +101,9 @@ type Config struct {
 
 // Timeout returns CallTimeout as a duration (the default when unset).
 func (c *Config) Timeout() time.Duration { return c.callTimeout }
+
+// MomentExpiry returns MomentTTL as a duration (the default when unset).
+func (c *Config) MomentExpiry() time.Duration { return c.momentTTL }
 
 // ReconcileInterval is reconciliation.interval, defaulted.
 func (c *Config) ReconcileInterval() time.Duration { return c.reconcileInterval }
@@ -367,6 +383,7 @@ func (c *Config) validate() error {
 	}
 
 	c.callTimeout = boundedDuration(bad, "callTimeout", c.CallTimeout, DefaultCallTimeout, "60s", 10*time.Minute, "10m")
+	c.momentTTL = boundedDuration(bad, "momentTTL", c.MomentTTL, DefaultMomentTTL, "15m", MaxMomentTTL, "24h")
 	c.reconcileInterval = boundedDuration(bad, "reconciliation.interval", c.Reconciliation.Interval, DefaultReconcileInterval, "30s", time.Hour, "1h")
 
 	c.validateNotifications(bad)

@@ -65,6 +65,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("sinkID %q", c.SinkID)
 	case c.Timeout() != DefaultCallTimeout:
 		t.Errorf("callTimeout %v", c.CallTimeout)
+	case c.MomentExpiry() != DefaultMomentTTL:
+		t.Errorf("momentTTL %v", c.MomentExpiry())
 	case c.DataDir != "/etc/actgate/data":
 		t.Errorf("dataDir %q", c.DataDir)
 	case c.Path(StoreFile) != "/etc/actgate/data/actgate.db":
@@ -144,6 +146,11 @@ func TestBadConfigs(t *testing.T) {
 		{"duplicate upstream", minimal + "upstreams:\n- server: bank\n- server: bank\n", "upstreams[1].server"},
 		{"callTimeout not a duration", minimal + "callTimeout: 10\n", "callTimeout"},
 		{"callTimeout out of range", minimal + "callTimeout: 1h\n", "callTimeout"},
+		{"momentTTL not a duration", minimal + "momentTTL: 15\n", "momentTTL"},
+		{"momentTTL below 1s", minimal + "momentTTL: 500ms\n", "momentTTL"},
+		{"momentTTL negative", minimal + "momentTTL: -1m\n", "momentTTL"},
+		{"momentTTL above 24h", minimal + "momentTTL: 25h\n", "momentTTL"},
+		{"momentTTL a number", minimal + "momentTTL: 2.5\n", "momentTTL"},
 		{"secret ref in embedded mode", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    credentialsSecretRef: {name: s, key: k}"), "policy.servers[0].credentialsSecretRef"},
 		{"HTTP protocol server", edit("    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    protocol: HTTP"), "policy.servers[0].protocol"},
 		{"policy does not compile", edit("    tools: [get_balance]", "    tools: [get_balance]\n    arguments:\n    - name: c\n      expression: 'args.x +'"), "policy.rules[0].arguments[0].expression"},
@@ -260,5 +267,21 @@ func TestReconciliationConfig(t *testing.T) {
 	c, err = Parse([]byte(doc+"reconciliation: {interval: 2s}\n"), "/base")
 	if err != nil || c.ReconcileInterval() != 2*time.Second {
 		t.Fatalf("interval 2s: %v %v", c.ReconcileInterval(), err)
+	}
+}
+
+func TestMomentTTL(t *testing.T) {
+	for doc, want := range map[string]time.Duration{
+		minimal:                      DefaultMomentTTL,
+		minimal + "momentTTL: 2s\n":  2 * time.Second,
+		minimal + "momentTTL: 24h\n": MaxMomentTTL,
+	} {
+		c, err := Parse([]byte(doc), "/etc/actgate")
+		if err != nil {
+			t.Fatalf("%q: %v", doc[len(minimal):], err)
+		}
+		if got := c.MomentExpiry(); got != want {
+			t.Errorf("%q: momentTTL %v, want %v", doc[len(minimal):], got, want)
+		}
 	}
 }

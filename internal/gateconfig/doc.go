@@ -23,6 +23,7 @@
 //	- server: bank                  # a policy.servers[].name
 //	  bearerTokenFile: ./bank.token # presented only on the gate→upstream leg
 //	callTimeout: 60s
+//	momentTTL: 15m                  # how long a binding moment awaits its principals
 //	notifications:                  # announce pending moments (internal/notify); optional
 //	  consoleURL: "http://127.0.0.1:8788/console?moment={id}"
 //	  webhooks:

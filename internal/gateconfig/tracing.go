@@ -52,6 +52,6 @@ func (c *Config) validateTracing(bad func(field, format string, args ...any)) {
 		bad("tracing.serviceName", "must be at most 253 characters")
 	}
 	if err := (tracing.Config{Endpoint: t.Endpoint}).Validate(); err != nil {
-		bad("tracing.endpoint", "must be an absolute http or https URL without user info")
+		bad("tracing.endpoint", "must be an absolute http or https URL without user info, query or fragment")
 	}
 }

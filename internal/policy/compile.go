@@ -214,9 +214,9 @@ func compileServers(ps *problems, c *Compiled, servers []v1alpha1.ToolServer) {
 			ps.add(f+".name", ReasonInvalidSpec, fmt.Sprintf("duplicate server name %q", s.Name))
 		}
 		switch s.Protocol {
-		case "", v1alpha1.ServerProtocolMCP, v1alpha1.ServerProtocolHTTP:
+		case "", v1alpha1.ServerProtocolMCP:
 		default:
-			ps.add(f+".protocol", ReasonInvalidSpec, "must be MCP or HTTP")
+			ps.add(f+".protocol", ReasonInvalidSpec, "must be MCP")
 		}
 		o, err := httpOrigin(s.URL)
 		if err != nil || len(s.URL) > 2048 {

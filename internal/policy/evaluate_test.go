@@ -355,7 +355,7 @@ func TestCanEscalate(t *testing.T) {
 func TestServersIsACopy(t *testing.T) {
 	c := compileSample(t, nil)
 	s := c.Servers()
-	if len(s) != 3 || s[0].Name != "payments" || s[2].Protocol != v1alpha1.ServerProtocolHTTP {
+	if len(s) != 3 || s[0].Name != "payments" || s[2].Name != "browser" {
 		t.Fatalf("servers %+v", s)
 	}
 	s[0].URL = "https://evil.example"

@@ -81,6 +81,12 @@
 // verify later with VerifyAnchored (actgate receipts verify --anchor SEQ=DIGEST). A matching
 // anchor pins every receipt up to its seq.
 //
+// # Streams
+//
+// A Log with Options.Mirror also writes each committed batch to a writer as stream records
+// (stream.go), e.g. a container's stdout kept by a cluster's log pipeline after the pod is
+// gone; VerifyStream verifies the records of one log in such a stream, skipping other output.
+//
 // Verification does not check times for monotonicity (clocks step) and does not interpret key
 // IDs: the verifier's key alone decides whether a checkpoint is signed. Rotating the key starts
 // a new log: Open refuses a log whose checkpoints another key signed.

@@ -80,6 +80,10 @@ const (
 	// CodeUnsignedTail: receipts follow the last checkpoint. Verify does not report it (a log
 	// read mid-write or cut by a crash has one); callers that require a fully signed log do.
 	CodeUnsignedTail Code = "RECEIPT_UNSIGNED_TAIL"
+	// CodeStreamEmpty: a receipt stream (VerifyStream) holds no record of the log: nothing
+	// was verified. A stream exported in a wrapping format (each line a JSON string inside a
+	// pipeline's own object) must be unwrapped to the process's lines first.
+	CodeStreamEmpty Code = "RECEIPT_STREAM_EMPTY"
 	// CodeTooManyProblems: verification stopped after MaxProblems problems.
 	CodeTooManyProblems Code = "RECEIPT_TOO_MANY_PROBLEMS"
 )

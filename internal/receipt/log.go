@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -47,6 +48,17 @@ type Options struct {
 	// Now is the clock for receipt and checkpoint times; default time.Now. (Batching delays
 	// run on the runtime's timers, not on this clock.)
 	Now func() time.Time
+	// Mirror, when set, receives a copy of the log as a receipt stream (stream.go): after each
+	// group commit's fsync, its receipts and checkpoints as stream records, in one Write. Open
+	// first re-emits the file's last signed segment, which a crash between a commit's fsync
+	// and its Write would otherwise leave out of the stream (VerifyStream skips the repeat).
+	// The writer must be the log's alone (lines of other writers could interleave with a
+	// record), e.g. the stdout of a process that logs to stderr, collected by a cluster's log
+	// pipeline so the receipts outlive the pod. The committer waits for each Write: a writer
+	// that blocks holds up the commits behind it, and past MaxPending appends fail
+	// (ErrBacklog). A failed Write does not fail the log, whose file stays the durable copy:
+	// it is kept (MirrorErr) and the stream then shows a gap (RECEIPT_REMOVED).
+	Mirror io.Writer
 }
 
 // file is what the committer needs of the log file; tests wrap *os.File to watch or fail it.
@@ -88,6 +100,10 @@ type Log struct {
 	signedSeq  uint64 // seq of the last checkpoint written; the committer's alone after Open
 	sigScratch []byte
 	out        []byte // the committer's interleaving buffer for a batch of several checkpoints
+
+	mirror    io.Writer
+	mirrorBuf []byte // the committer's stream records of a batch
+	mirrorErr error  // the first failed Write to mirror, under mu
 }
 
 type entry struct {
@@ -100,6 +116,9 @@ type entry struct {
 type Recovery struct {
 	// Report is the verification of the file as found (after a torn line was cut).
 	Report Report
+	// lastSegment is the offsets of the file's last signed segment: the lines after the
+	// checkpoint before the last, through the last.
+	lastSegment [2]int64
 	// TornBytes is the length of a partial last line that Open cut.
 	TornBytes int64
 	// UnsignedReceipts is the number of complete receipts after the last checkpoint that Open
@@ -150,6 +169,7 @@ func open(opts Options, wrap func(*os.File) file) (*Log, error) {
 		maxBatch:   opts.MaxBatch,
 		maxDelay:   opts.MaxDelay,
 		maxPending: opts.MaxPending,
+		mirror:     opts.Mirror,
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		committed:  make(chan struct{}),
@@ -194,9 +214,43 @@ func open(opts Options, wrap func(*os.File) file) (*Log, error) {
 	if rep.SignedSeq > 0 {
 		l.head = rep.SignedHead
 	}
+	if seg := l.recovery.lastSegment; l.mirror != nil && seg[1] > seg[0] {
+		buf := make([]byte, seg[1]-seg[0])
+		if _, err := f.ReadAt(buf, seg[0]); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: reading the last signed segment of %s: %v", ErrFailed, opts.Path, err)
+		}
+		l.mirrorLines(buf)
+	}
 	l.f = wrap(f)
 	go l.run()
 	return l, nil
+}
+
+// MirrorErr returns the first failed Write to Options.Mirror, or nil.
+func (l *Log) MirrorErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mirrorErr
+}
+
+// mirrorLines writes lines (complete log lines) to the mirror as stream records. Only the
+// committer (and Open, before it starts) calls it.
+func (l *Log) mirrorLines(lines []byte) {
+	if l.mirror == nil {
+		return
+	}
+	var err error
+	if l.mirrorBuf, err = appendStreamRecords(l.mirrorBuf[:0], l.keyID, lines); err == nil {
+		_, err = l.mirror.Write(l.mirrorBuf)
+	}
+	if err != nil {
+		l.mu.Lock()
+		if l.mirrorErr == nil {
+			l.mirrorErr = fmt.Errorf("receipt: writing the receipt stream: %w", err)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // Recovered reports what Open found and repaired.
@@ -485,6 +539,7 @@ func (l *Log) write(buf []byte, lastSeq uint64) error {
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("%w: fsync of batch ending at %d: %v", ErrFailed, lastSeq, err)
 	}
+	l.mirrorLines(buf)
 	return nil
 }
 

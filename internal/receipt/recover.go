@@ -46,6 +46,7 @@ func recoverFile(f *os.File, v signature.Verifier) (Recovery, error) {
 	rep.Head = rep.SignedHead
 	rec.Report = rep
 	rec.Problems = s.problems
+	rec.lastSegment = [2]int64{s.prevGoodCpOffset, s.goodCpOffset}
 
 	cut := s.goodCpOffset
 	if cut == size {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/actgate/actgate/internal/jcs"
 )
 
 // MaxProblems bounds the problems one verification reports; past it, verification stops with
@@ -93,6 +95,9 @@ type verifyState struct {
 	goodCpOffset     int64
 	problemsAtGoodCp int
 	cpAfterGood      int
+	// prevGoodCpOffset is goodCpOffset before the last verified checkpoint: the last signed
+	// segment (one commit's receipts and checkpoint) lies between the two.
+	prevGoodCpOffset int64
 
 	headSeq    uint64 // highest seq seen; a late (reordered) receipt does not move it
 	headDigest string // digest of the receipt with seq headSeq, as stated by that receipt
@@ -102,6 +107,40 @@ type verifyState struct {
 
 	scratch []byte
 	stopped bool
+
+	// A stream's state (VerifyStream): recent maps the seq of each recently read receipt and
+	// checkpoint (offset by cpKey) to the digest of its line's bytes,
+	// bounded by maxRecent in the order of recentSeqs; repeated counts the lines skipped as
+	// repeats. recent is nil when verifying a file, where a repeat is a problem.
+	recent     map[uint64]string
+	recentSeqs []uint64
+	repeated   int
+}
+
+// cpKey offsets a checkpoint's seq in verifyState.recent: seqs are below 2^53.
+const cpKey = 1 << 62
+
+// repeatOf reports whether the line of key (a receipt's seq, or cpKey plus a checkpoint's),
+// whose bytes have digest d, is one read before, and remembers it otherwise. For a file
+// (recent nil) it is always false: a repeat there is a problem.
+func (s *verifyState) repeatOf(key uint64, d string) bool {
+	if s.recent == nil {
+		return false
+	}
+	if prev, ok := s.recent[key]; ok {
+		if prev == d {
+			s.repeated++
+			return true
+		}
+		return false
+	}
+	if len(s.recentSeqs) >= maxRecent {
+		delete(s.recent, s.recentSeqs[0])
+		s.recentSeqs = s.recentSeqs[1:]
+	}
+	s.recent[key] = d
+	s.recentSeqs = append(s.recentSeqs, key)
+	return false
 }
 
 func (s *verifyState) add(c Code, seq uint64, format string, args ...any) {
@@ -117,11 +156,8 @@ func (s *verifyState) add(c Code, seq uint64, format string, args ...any) {
 	s.problems = append(s.problems, Problem{Code: c, Line: s.line, Seq: seq, Detail: fmt.Sprintf(format, args...)})
 }
 
-func verifyStream(r io.Reader, v signature.Verifier, anchors []Anchor) (*verifyState, error) {
+func newVerifyState(v signature.Verifier, anchors []Anchor) *verifyState {
 	s := &verifyState{v: v, headDigest: ZeroDigest}
-	if v == nil {
-		return s, fmt.Errorf("%w: no verifier", ErrInvalid)
-	}
 	if len(anchors) > 0 {
 		s.anchors = make(map[uint64]string, len(anchors))
 		for _, a := range anchors {
@@ -131,6 +167,14 @@ func verifyStream(r io.Reader, v signature.Verifier, anchors []Anchor) (*verifyS
 			s.anchors[a.Seq] = a.Digest
 		}
 		slices.Sort(s.pinned)
+	}
+	return s
+}
+
+func verifyStream(r io.Reader, v signature.Verifier, anchors []Anchor) (*verifyState, error) {
+	s := newVerifyState(v, anchors)
+	if v == nil {
+		return s, fmt.Errorf("%w: no verifier", ErrInvalid)
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	for !s.stopped {
@@ -194,6 +238,9 @@ func (s *verifyState) readReceipt(line []byte) {
 		// Not a receipt the writer could have produced; its seq and digests mean nothing.
 		s.add(CodeInvalid, 0, "%s", trimPrefix(err))
 		s.unreadable++
+		return
+	}
+	if s.recent != nil && s.repeatOf(r.Seq, jcs.Digest(line)) {
 		return
 	}
 	s.rep.Receipts++
@@ -261,8 +308,11 @@ func (s *verifyState) lateReceipt(seq uint64) {
 }
 
 func (s *verifyState) readCheckpoint(line []byte) {
-	s.cpAfterGood++
 	c, sig, err := decodeCheckpoint(line)
+	if err == nil && s.recent != nil && s.repeatOf(cpKey+c.Seq, jcs.Digest(line)) {
+		return
+	}
+	s.cpAfterGood++
 	if err != nil {
 		s.add(CodeSyntax, 0, "not a well-formed checkpoint")
 		return
@@ -303,6 +353,7 @@ func (s *verifyState) readCheckpoint(line []byte) {
 		s.rep.Checkpoints++
 		s.rep.UnsignedTail = 0
 		s.rep.SignedSeq, s.rep.SignedHead = c.Seq, c.Head
+		s.prevGoodCpOffset = s.goodCpOffset
 		s.goodCpOffset, s.problemsAtGoodCp, s.cpAfterGood = s.offset, len(s.problems), 0
 	}
 }

@@ -69,8 +69,16 @@
 //
 // The virtual request_binding_moment tool (agent-proposed binding moments) has no operation
 // in the review protocol; RequestMoment refuses with EF_MOMENT_INVALID and says so. CanEscalate
-// is false for every tool: the sidecar does not hold the policy, so it cannot annotate tools/list.
-// The HTTP tool proxy for ToolPolicy servers of protocol HTTP (/http/{server}, where the
-// injector points agents) does not exist yet: the sidecar answers 501 there and forwards
-// nothing.
+// is false for every tool: the gate does not decide with the policy the sidecar holds, so it
+// cannot annotate tools/list.
+//
+// # Policy and readiness
+//
+// The sidecar holds its pod's governing ToolPolicy (internal/policysource, following the
+// authority service's policy endpoint; Config.PolicySource). /readyz answers 200 when that
+// policy is held and every upstream accepts a TCP connection (checked at most every 5 s);
+// /readyz?check=policy checks the policy only. The injected container's startup probe
+// (policy) and readiness probe (policy and upstreams) run `actgate sidecar probe` in the
+// container, because the listener is loopback-only and the kubelet sends HTTP probes to the
+// pod's IP.
 package sidecar

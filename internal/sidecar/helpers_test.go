@@ -166,6 +166,11 @@ func (s *stub) lastToken() string {
 }
 
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == review.PolicyPath {
+		// The stub serves reviews only: the sidecar's policy source stays not ready.
+		http.NotFound(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	rv, uid, err := review.DecodeRequest(body)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
+	"github.com/actgate/actgate/internal/policysource"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
@@ -41,10 +42,6 @@ const (
 // HealthPath answers 200 once the sidecar serves (the kubelet's startup probe of the native
 // sidecar, on the loopback listener).
 const HealthPath = "/healthz"
-
-// HTTPToolPrefix is where the injector points agents for servers of protocol HTTP
-// (/http/{server}); the sidecar answers 501 there (see New).
-const HTTPToolPrefix = "/http/"
 
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 10 * time.Second
@@ -112,6 +109,10 @@ type Config struct {
 	// TracerProvider records the spans of each call and propagates W3C trace context to the
 	// authority service and the upstreams (internal/tracing). Optional: nil is tracing off.
 	TracerProvider trace.TracerProvider
+	// PolicySource holds the pod's governing ToolPolicy (a sink.PolicyEvaluator; ReadyPath
+	// reports it). Serve runs it. Optional: nil follows the authority service at AuthorityURL
+	// with the same CA and token as the reviews.
+	PolicySource *policysource.Source
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -139,6 +140,7 @@ type Sidecar struct {
 	store    *boltstore.Store
 	receipts *receipt.Log
 	proxies  []*mcpproxy.Proxy
+	policy   *policysource.Source
 	handler  http.Handler
 	log      logr.Logger
 }
@@ -228,12 +230,20 @@ func New(cfg Config) (*Sidecar, error) {
 		observer = cfg.Metrics
 	}
 
+	authority := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
+	if s.policy = cfg.PolicySource; s.policy == nil {
+		if s.policy, err = newPolicySource(cfg, authority); err != nil {
+			_ = s.receipts.Close()
+			_ = store.Close()
+			return nil, err
+		}
+	}
 	servers := make([]Server, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		servers[i] = Server{Name: u.Name, URL: u.URL}
 	}
 	s.gate, err = NewGate(Options{
-		Review:   &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider},
+		Review:   authority,
 		Verifier: verifier, Journal: store, Namespace: cfg.Namespace, SinkID: cfg.SinkID, Servers: servers,
 		Principal: cfg.Principal, Now: cfg.Now, ReviewTimeout: cfg.ReviewTimeout, Log: cfg.Log.WithName("gate"),
 		Observer: observer, Receipts: s.receipts, TracerProvider: cfg.TracerProvider,
@@ -261,12 +271,7 @@ func New(cfg Config) (*Sidecar, error) {
 	mux.Handle(EnforcePath, host)
 	mux.Handle(CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	// The injector points agents at /http/{server} for ToolPolicy servers of protocol HTTP;
-	// that proxy does not exist yet, so such calls are refused here, visibly, and nothing is
-	// forwarded (the credential stays with the sidecar).
-	mux.HandleFunc(HTTPToolPrefix, func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "actgate sidecar: the HTTP tool proxy is not available; nothing was forwarded", http.StatusNotImplemented)
-	})
+	mux.Handle(ReadyPath, newReadiness(s.policy, cfg.Upstreams))
 	s.handler = mux
 	return s, nil
 }
@@ -337,11 +342,15 @@ func credentialFile(path string) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) { return fileutil.ReadToken(path) }
 }
 
-// Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz.
+// Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,
+// /readyz.
 func (s *Sidecar) Handler() http.Handler { return s.handler }
 
 // Gate is the sidecar's gate.
 func (s *Sidecar) Gate() *Gate { return s.gate }
+
+// Policy is the sidecar's policy source.
+func (s *Sidecar) Policy() *policysource.Source { return s.policy }
 
 // Journal is the sidecar's dispatch journal.
 func (s *Sidecar) Journal() *boltstore.Store { return s.store }
@@ -351,6 +360,9 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	pctx, stopPolicy := context.WithCancel(ctx)
+	defer stopPolicy()
+	go func() { _ = s.policy.Run(pctx) }()
 	s.log.Info("Serving", "address", ln.Addr().String(), "sink", s.cfg.SinkID, "namespace", s.cfg.Namespace,
 		"agent", s.cfg.Agent, "servers", len(s.proxies), "authority", s.cfg.AuthorityURL)
 	var serveErr error

@@ -191,8 +191,9 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatalf("health: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Post(base+HTTPToolPrefix+"payments", "application/json", strings.NewReader(`{}`))
-	if err != nil || resp.StatusCode != http.StatusNotImplemented {
+	// There is no HTTP tool proxy (ToolPolicy servers are MCP only): nothing answers there.
+	resp, err = http.Post(base+"/http/payments", "application/json", strings.NewReader(`{}`))
+	if err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("/http/payments: %v %v", resp, err)
 	}
 	resp.Body.Close()

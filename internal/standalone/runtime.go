@@ -154,6 +154,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 		Moments:        boltMoments{rt.store},
+		MomentTTL:      cfg.MomentExpiry(),
 		TracerProvider: tp,
 	})
 	if err != nil {

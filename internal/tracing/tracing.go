@@ -83,8 +83,8 @@ func (c Config) Validate() error {
 		return nil
 	}
 	u, err := url.Parse(c.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return fmt.Errorf("tracing: endpoint %q is not an absolute http(s) URL without credentials", c.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" || u.RawQuery != "" || u.ForceQuery || u.Opaque != "" {
+		return fmt.Errorf("tracing: endpoint %q is not an absolute http(s) URL without credentials, query or fragment", c.Endpoint)
 	}
 	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
 		return fmt.Errorf("tracing: sampleRatio %v is not in [0, 1]", c.SampleRatio)
@@ -105,7 +105,10 @@ func Setup(cfg Config) (trace.TracerProvider, func(context.Context) error, error
 	if name == "" {
 		name = "actgate"
 	}
-	exp := NewExporter(cfg.Endpoint, cfg.Transport)
+	exp, err := NewExporter(cfg.Endpoint, cfg.Transport)
+	if err != nil {
+		return nil, nil, err
+	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),

@@ -2,8 +2,11 @@ package tracing
 
 import (
 	"context"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,6 +30,9 @@ func TestValidate(t *testing.T) {
 		{"grpc scheme", Config{Endpoint: "grpc://collector:4317", SampleRatio: 1}, false},
 		{"user info", Config{Endpoint: "http://user:pw@collector:4318/v1/traces", SampleRatio: 1}, false},
 		{"fragment", Config{Endpoint: "http://collector:4318/v1/traces#x", SampleRatio: 1}, false},
+		{"query", Config{Endpoint: "http://collector:4318/v1/traces?x=1", SampleRatio: 1}, false},
+		{"empty query", Config{Endpoint: "http://collector:4318/v1/traces?", SampleRatio: 1}, false},
+		{"opaque", Config{Endpoint: "http:collector", SampleRatio: 1}, false},
 		{"no host", Config{Endpoint: "http:///v1/traces", SampleRatio: 1}, false},
 		{"ratio above 1", Config{Endpoint: "http://c:4318/v1/traces", SampleRatio: 1.5}, false},
 		{"negative ratio", Config{Endpoint: "http://c:4318/v1/traces", SampleRatio: -0.1}, false},
@@ -104,38 +110,106 @@ func FuzzExtract(f *testing.F) {
 	})
 }
 
-// TestMarshalSpansDecodes: MarshalSpans is an ExportTraceServiceRequest the OTLP collector types
-// decode, spans grouped by resource and scope, with ids, parentage, kind and attributes.
-func TestMarshalSpansDecodes(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+// otlpCollector is an OTLP/HTTP traces endpoint: it decodes each POST as an
+// ExportTraceServiceRequest with the OTLP collector types and answers status.
+type otlpCollector struct {
+	mu     sync.Mutex
+	status int
+	posts  int
+	errs   []string
+	res    []*tracepb.ResourceSpans
+}
+
+func (o *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.posts++
+	if o.status/100 == 3 {
+		http.Redirect(w, r, "/elsewhere", o.status)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req collectortrace.ExportTraceServiceRequest
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		o.errs = append(o.errs, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type"))
+	} else if err := proto.Unmarshal(body, &req); err != nil {
+		o.errs = append(o.errs, err.Error())
+	}
+	o.res = append(o.res, req.ResourceSpans...)
+	if o.status != 0 {
+		w.WriteHeader(o.status)
+	}
+}
+
+// TestSetupExportsOverOTLP: the provider of Setup exports through the SDK's OTLP/HTTP exporter
+// to the configured URL: one ExportTraceServiceRequest a real decoder reads, the resource's
+// service.name, the scope, ids, parentage, kind, status and attributes. A collector that
+// redirects is not followed: the export fails.
+func TestSetupExportsOverOTLP(t *testing.T) {
+	col := &otlpCollector{}
+	srv := httptest.NewServer(col) // 127.0.0.1
+	t.Cleanup(srv.Close)
+	tp, shutdown, err := Setup(Config{Endpoint: srv.URL + "/v1/traces", SampleRatio: 1, ServiceName: "actgate-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, parent := Start(context.Background(), TracerOf(tp), "parent", trace.SpanKindServer)
 	_, child := Start(ctx, TracerOf(tp), "child", trace.SpanKindClient)
 	child.SetAttributes(AttrTool.String("t"), AttrAllowed.Bool(true))
 	End(child, "failed")
 	parent.End()
-	b, err := MarshalSpans(rec.Ended())
-	if err != nil {
+	if err := shutdown(context.Background()); err != nil { // flushes the batch
 		t.Fatal(err)
 	}
-	var req collectortrace.ExportTraceServiceRequest
-	if err := proto.Unmarshal(b, &req); err != nil {
-		t.Fatal(err)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.errs) > 0 || col.posts != 1 || len(col.res) != 1 {
+		t.Fatalf("collector: %d posts, errors %v, %d resource spans", col.posts, col.errs, len(col.res))
 	}
-	if len(req.ResourceSpans) != 1 || len(req.ResourceSpans[0].ScopeSpans) != 1 {
-		t.Fatalf("grouping: %v", &req)
+	rs := col.res[0]
+	name := ""
+	for _, kv := range rs.GetResource().GetAttributes() {
+		if kv.Key == "service.name" {
+			name = kv.Value.GetStringValue()
+		}
 	}
-	ss := req.ResourceSpans[0].ScopeSpans[0]
-	if ss.Scope.Name != Scope || len(ss.Spans) != 2 {
+	if name != "actgate-test" || len(rs.ScopeSpans) != 1 {
+		t.Fatalf("resource %v, %d scopes", rs.GetResource(), len(rs.ScopeSpans))
+	}
+	ss := rs.ScopeSpans[0]
+	if ss.Scope.GetName() != Scope || len(ss.Spans) != 2 {
 		t.Fatalf("scope %v, %d spans", ss.Scope, len(ss.Spans))
 	}
 	c, p := ss.Spans[0], ss.Spans[1]
 	if c.Name != "child" || p.Name != "parent" || string(c.ParentSpanId) != string(p.SpanId) || string(c.TraceId) != string(p.TraceId) ||
 		c.Kind != tracepb.Span_SPAN_KIND_CLIENT || p.Kind != tracepb.Span_SPAN_KIND_SERVER || c.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR ||
 		len(c.Attributes) != 2 || c.Attributes[0].Value.GetStringValue() != "t" || !c.Attributes[1].Value.GetBoolValue() ||
-		c.EndTimeUnixNano < c.StartTimeUnixNano {
+		c.EndTimeUnixNano < c.StartTimeUnixNano || len(p.ParentSpanId) != 0 {
 		t.Fatalf("decoded spans %v / %v", c, p)
 	}
+
+	// A redirecting collector: the export is an error and the redirect is not followed.
+	rcol := &otlpCollector{status: http.StatusTemporaryRedirect}
+	rsrv := httptest.NewServer(rcol)
+	t.Cleanup(rsrv.Close)
+	exp, err := NewExporter(rsrv.URL+"/v1/traces", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	rtp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	_, s := Start(context.Background(), TracerOf(rtp), "x", trace.SpanKindInternal)
+	s.End()
+	if err := exp.ExportSpans(context.Background(), rec.Ended()); err == nil {
+		t.Error("an export answered by a redirect succeeded")
+	}
+	_ = exp.Shutdown(context.Background())
+	rcol.mu.Lock()
+	if rcol.posts != 1 {
+		t.Errorf("the redirect was followed: %d requests", rcol.posts)
+	}
+	rcol.mu.Unlock()
+
 	// Tracing off: Start returns the context and a span that records nothing.
 	octx, off := Start(context.Background(), nil, "x", trace.SpanKindInternal)
 	if off.IsRecording() || octx != context.Background() {

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Names the injector uses on pods. They are part of actgate's contract with users and with the
@@ -21,6 +23,9 @@ const (
 	// undo it first (idempotent re-injection) and operators can see it.
 	AnnotationStatus = "actgate.io/status"
 
+	// SidecarBinary is the actgate binary in the sidecar image (its entrypoint): the startup
+	// and readiness probes run `SidecarBinary sidecar probe` in the container.
+	SidecarBinary = "/usr/local/bin/actgate"
 	// SidecarName is the injected container's name. A container of this name already in the
 	// pod is removed before injecting: only the injector's sidecar may have it.
 	SidecarName = "actgate-sidecar"
@@ -38,6 +43,13 @@ const (
 	// MovedDir is where the sidecar mounts credential volumes taken from agent containers,
 	// one folder per volume name.
 	MovedDir = "/var/run/secrets/actgate.io/moved"
+
+	// VolumeUpstreamCA is the CA bundle the sidecar trusts for https upstreams
+	// (Config.UpstreamCA), mounted into the sidecar only at UpstreamCADir; the file is
+	// UpstreamCAFile, named by ACTGATE_UPSTREAM_CA_FILE (`actgate sidecar --upstream-ca-file`).
+	VolumeUpstreamCA = "actgate-upstream-ca"
+	UpstreamCADir    = "/var/run/actgate/upstream-ca"
+	UpstreamCAFile   = UpstreamCADir + "/ca.crt"
 
 	// VolumeJournal is the sidecar's dispatch journal (an emptyDir: its root filesystem is
 	// read-only), mounted at JournalDir.
@@ -130,6 +142,14 @@ type Config struct {
 	// rendering a YAML Pod fragment; see TemplateData.
 	Template string `json:"template,omitempty"`
 
+	// UpstreamCA, when set, is a PEM CA bundle the sidecar trusts for https upstreams beside
+	// the system roots (a private CA of an upstream MCP server): a key of a ConfigMap or a
+	// Secret in the pod's namespace, so it must exist in every governed namespace (e.g.
+	// distributed by trust-manager). It is mounted read-only into the sidecar only. A pod whose
+	// namespace lacks it does not start (the kubelet cannot mount the volume): its sidecar could
+	// not verify the upstream anyway. Absent: the system roots only.
+	UpstreamCA *UpstreamCA `json:"upstreamCA,omitempty"`
+
 	// Tracing, when its endpoint is set, makes the sidecar export OpenTelemetry traces over
 	// OTLP/HTTP (ACTGATE_TRACING_ENDPOINT, ACTGATE_TRACING_SAMPLE_RATIO; docs/operations.md
 	// "Tracing"). Absent: tracing off.
@@ -174,6 +194,11 @@ func (c Config) Default() Config {
 	if c.Template == "" {
 		c.Template = DefaultTemplate
 	}
+	if c.UpstreamCA != nil && c.UpstreamCA.Key == "" {
+		u := *c.UpstreamCA
+		u.Key = DefaultUpstreamCAKey
+		c.UpstreamCA = &u
+	}
 	return c
 }
 
@@ -217,6 +242,7 @@ func (c *Config) Validate() error {
 			bad("tracing.endpoint %q must be an absolute http(s) URL without user info", t.Endpoint)
 		}
 	}
+	errs = append(errs, c.UpstreamCA.validate()...)
 	if _, err := parseTemplate(c.Template); err != nil {
 		bad("template: %w", err)
 	}
@@ -224,6 +250,37 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// UpstreamCA names the key holding the sidecar's upstream CA bundle: in ConfigMap or in Secret
+// (exactly one), key Key (default ca.crt).
+type UpstreamCA struct {
+	ConfigMap string `json:"configMap,omitempty"`
+	Secret    string `json:"secret,omitempty"`
+	Key       string `json:"key,omitempty"`
+}
+
+// DefaultUpstreamCAKey is UpstreamCA.Key's default.
+const DefaultUpstreamCAKey = "ca.crt"
+
+// validate checks a defaulted UpstreamCA; nil (absent) is valid.
+func (u *UpstreamCA) validate() []error {
+	if u == nil {
+		return nil
+	}
+	var errs []error
+	switch {
+	case (u.ConfigMap == "") == (u.Secret == ""):
+		errs = append(errs, errors.New("upstreamCA needs exactly one of configMap and secret"))
+	case u.ConfigMap != "" && len(validation.IsDNS1123Subdomain(u.ConfigMap)) > 0:
+		errs = append(errs, fmt.Errorf("upstreamCA.configMap %q is not a ConfigMap name", u.ConfigMap))
+	case u.Secret != "" && len(validation.IsDNS1123Subdomain(u.Secret)) > 0:
+		errs = append(errs, fmt.Errorf("upstreamCA.secret %q is not a Secret name", u.Secret))
+	}
+	if e := validation.IsConfigMapKey(u.Key); len(e) > 0 {
+		errs = append(errs, fmt.Errorf("upstreamCA.key %q is not a key: %s", u.Key, strings.Join(e, "; ")))
+	}
+	return errs
 }
 
 // Tracing is the sidecar's OpenTelemetry export.

@@ -38,7 +38,7 @@ var (
 //     "Anti-bypass");
 //  4. agent containers get ACTGATE_MCP_URL_<SERVER> per server, and their MCP URL variables
 //     (Config.URLEnv, and any variable whose value is a server's URL) are pointed at the
-//     sidecar: http://127.0.0.1:<port>/mcp/<server> (/http/<server> for an HTTP server);
+//     sidecar: http://127.0.0.1:<port>/mcp/<server>;
 //  5. the sidecar template is rendered and merged as an overlay (a pod naming no service
 //     account gets "default" named, which the projected token requires); with
 //     Config.MetricsPort set the sidecar serves metrics on it (port actgate-metrics), and a pod
@@ -91,9 +91,9 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 	data := &TemplateData{
 		Config: *cfg, Listen: fmt.Sprintf("127.0.0.1:%d", cfg.Port), Policies: policyNames,
 		ServerNames: st.Servers, ServerURLs: serverURLs, SinkID: sinkID, Credentials: credentialProjection(servers),
-		SidecarName: SidecarName, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
-		VolumeJournal: VolumeJournal,
-		TokenDir:      TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
+		SidecarName: SidecarName, SidecarBinary: SidecarBinary, VolumeToken: VolumeToken, VolumeCredentials: VolumeCredentials,
+		VolumeJournal: VolumeJournal, VolumeUpstreamCA: VolumeUpstreamCA, UpstreamCADir: UpstreamCADir, UpstreamCAFile: UpstreamCAFile,
+		TokenDir: TokenDir, TokenFile: TokenDir + "/token", CredentialsDir: CredentialsDir, MovedDir: MovedDir,
 		JournalDir:      JournalDir,
 		MetricsPortName: MetricsPortName, MetricsPath: MetricsPath,
 		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
@@ -155,7 +155,7 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 	}
 	dropInit := drop(st.InitContainers, SidecarName)
 	dropCont := drop(st.Containers, SidecarName)
-	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal)
+	dropVol := drop(st.Volumes, VolumeToken, VolumeCredentials, VolumeJournal, VolumeUpstreamCA)
 	out.Spec.InitContainers = slices.DeleteFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return dropInit[c.Name] })
 	out.Spec.Containers = slices.DeleteFunc(out.Spec.Containers, func(c corev1.Container) bool { return dropCont[c.Name] })
 	out.Spec.Volumes = slices.DeleteFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return dropVol[v.Name] })
@@ -404,11 +404,7 @@ func moveCredentials(pod *corev1.Pod, secrets map[string]bool, data *TemplateDat
 
 // SidecarURL is the URL an agent uses for server through the sidecar listening on port.
 func SidecarURL(port int32, s v1alpha1.ToolServer) string {
-	kind := "mcp"
-	if s.Protocol == v1alpha1.ServerProtocolHTTP {
-		kind = "http"
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d/%s/%s", port, kind, s.Name)
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp/%s", port, s.Name)
 }
 
 // ServerURLEnv is the per-server variable name, ACTGATE_MCP_URL_<SERVER>.

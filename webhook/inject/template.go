@@ -53,11 +53,13 @@ type TemplateData struct {
 	MovedVolumes []string
 
 	// The fixed names, so a template need not repeat them.
-	SidecarName, VolumeToken, VolumeCredentials, VolumeJournal string
-	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir  string
-	MetricsPortName, MetricsPath                               string
-	AnnotationPrometheusScrape, AnnotationPrometheusPort       string
-	AnnotationPrometheusPath                                   string
+	SidecarName, SidecarBinary                                string
+	VolumeToken, VolumeCredentials, VolumeJournal             string
+	VolumeUpstreamCA, UpstreamCADir, UpstreamCAFile           string
+	TokenDir, TokenFile, CredentialsDir, MovedDir, JournalDir string
+	MetricsPortName, MetricsPath                              string
+	AnnotationPrometheusScrape, AnnotationPrometheusPort      string
+	AnnotationPrometheusPath                                  string
 }
 
 // CredentialSecret is one Secret projected into the credentials volume.

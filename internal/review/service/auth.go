@@ -52,8 +52,14 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // authenticate resolves a bearer token to a caller and its governing policy, or the refusal.
 func (s *Service) authenticate(ctx context.Context, token string) (*caller, *outcome) {
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: s.audiences}}
-	if err := s.c.Create(ctx, tr); err != nil {
+	tr := &authenticationv1.TokenReview{}
+	var err error
+	tr.Status, _, err = s.tokens.review(ctx, token, func(ctx context.Context) (authenticationv1.TokenReviewStatus, error) {
+		created := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: s.audiences}}
+		err := s.c.Create(ctx, created)
+		return created.Status, err
+	})
+	if err != nil {
 		o := apiFailure(ctx, "authenticate the caller", err)
 		return nil, &o
 	}
@@ -109,42 +115,74 @@ func podServiceAccount(p *corev1.Pod) string {
 // callerPod resolves the pod a bound token names, by name and UID: it must exist with the
 // token's UID and run as the token's service account.
 func (s *Service) callerPod(ctx context.Context, c *caller, name, uid string) (*caller, *outcome) {
+	// Refusals that name the caller's namespace return the caller too: the policy endpoint
+	// waits on that namespace's changes.
 	notFound := func() (*caller, *outcome) {
 		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonPodNotFound, "The caller's pod could not be identified.")
-		return nil, &o
+		return c, &o
 	}
-	var pod corev1.Pod
-	err := s.c.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, &pod)
-	switch {
-	case apierrors.IsNotFound(err):
-		return notFound()
-	case apierrors.IsForbidden(err):
-		// The service may read pods only where actgate governs (a ToolPolicy is there, and the
-		// manager has bound the service's namespace role).
-		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonNotGoverned,
-			fmt.Sprintf("actgate does not govern namespace %s: no ToolPolicy there (or its access is not yet granted).", c.namespace))
-		return nil, &o
-	case err != nil:
-		o := apiFailure(ctx, "read the caller's pod", err)
-		return nil, &o
+	pod, ok := s.cachedPod(ctx, c.namespace, name, uid)
+	if !ok {
+		pod = &corev1.Pod{}
+		err := s.c.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			return notFound()
+		case apierrors.IsForbidden(err):
+			// The service may read pods only where actgate governs (a ToolPolicy is there, and
+			// the manager has bound the service's namespace role).
+			o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonNotGoverned,
+				fmt.Sprintf("actgate does not govern namespace %s: no ToolPolicy there (or its access is not yet granted).", c.namespace))
+			return c, &o
+		case err != nil:
+			o := apiFailure(ctx, "read the caller's pod", err)
+			return nil, &o
+		}
 	}
-	if string(pod.UID) != uid || podServiceAccount(&pod) != c.serviceAccount {
+	if string(pod.UID) != uid || podServiceAccount(pod) != c.serviceAccount {
 		return notFound()
 	}
 	c.podName, c.labels = pod.Name, pod.Labels
 	return s.governing(ctx, c, []map[string]string{pod.Labels})
 }
 
+// cachedPod returns the caller's pod from the Cache when it holds it with the token's UID. A
+// miss (no Cache, a pod too new for it, another UID under the name) is read from the API
+// server by the caller, so the cache never refuses what the API server would accept.
+func (s *Service) cachedPod(ctx context.Context, ns, name, uid string) (*corev1.Pod, bool) {
+	if s.cache == nil {
+		return nil, false
+	}
+	p, ok := s.cache.pod(ctx, ns, name)
+	if !ok || string(p.UID) != uid {
+		return nil, false
+	}
+	return p, true
+}
+
+// listPolicies lists the ToolPolicies of ns: from the Cache once it has synced, else from the
+// API server's watch cache.
+func (s *Service) listPolicies(ctx context.Context, ns string) ([]v1alpha1.ToolPolicy, error) {
+	if s.cache != nil && s.cache.synced() {
+		return s.cache.listPolicies(ctx, ns)
+	}
+	var list v1alpha1.ToolPolicyList
+	if err := s.c.List(ctx, &list, client.InNamespace(ns), fromWatchCache()); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
 // governing finds the one ToolPolicy that selects the caller's pods.
 func (s *Service) governing(ctx context.Context, c *caller, labelSets []map[string]string) (*caller, *outcome) {
-	var list v1alpha1.ToolPolicyList
-	if err := s.c.List(ctx, &list, client.InNamespace(c.namespace), fromWatchCache()); err != nil {
+	items, err := s.listPolicies(ctx, c.namespace)
+	if err != nil {
 		o := apiFailure(ctx, "read the ToolPolicies", err)
 		return nil, &o
 	}
 	var found []*v1alpha1.ToolPolicy
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range items {
+		p := &items[i]
 		for _, ls := range labelSets {
 			if selects(p, ls) {
 				found = append(found, p)
@@ -155,7 +193,7 @@ func (s *Service) governing(ctx context.Context, c *caller, labelSets []map[stri
 	switch len(found) {
 	case 0:
 		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonNotGoverned, "No ToolPolicy governs the caller's pod.")
-		return nil, &o
+		return c, &o
 	case 1:
 		c.policy = found[0]
 		return c, nil
@@ -166,7 +204,7 @@ func (s *Service) governing(ctx context.Context, c *caller, labelSets []map[stri
 	}
 	o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonAmbiguousPolicy,
 		fmt.Sprintf("More than one ToolPolicy governs the caller's pod (%s); none is applied.", strings.Join(names, ", ")))
-	return nil, &o
+	return c, &o
 }
 
 // fromWatchCache makes a list be served from the API server's watch cache (resourceVersion

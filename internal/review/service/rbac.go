@@ -11,8 +11,8 @@ func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		// Authenticate callers.
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-		// Find the governing policy.
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"toolpolicies"}, Verbs: []string{"get", "list"}},
+		// Find the governing policy: the service's informer (Cache) lists and watches them.
+		{APIGroups: []string{"actgate.io"}, Resources: []string{"toolpolicies"}, Verbs: []string{"get", "list", "watch"}},
 	}
 }
 
@@ -23,8 +23,9 @@ func PolicyRules() []rbacv1.PolicyRule {
 // other namespace without a policy.
 func NamespacePolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		// Resolve the caller's pod (by the bound token's name and UID) and its labels.
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		// Resolve the caller's pod (by the bound token's name and UID) and its labels: read from
+		// the namespace's pod informer (Cache), by name when it misses.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		// Record acts; grant and delivery markers are metadata updates by compare-and-swap.
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts"}, Verbs: []string{"get", "create", "update", "patch"}},
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},

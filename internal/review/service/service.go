@@ -35,10 +35,18 @@ const (
 
 // Options wire a Service.
 type Options struct {
-	// Client talks to the API server on every call (client.New, never a cache): TokenReviews,
-	// Pods, ToolPolicies, Acts and BindingMoments. Its scheme must hold client-go's types and
-	// actgate's v1alpha1. Required.
+	// Client talks to the API server directly (client.New, never a cache): TokenReviews, Acts,
+	// BindingMoments, and Pods and ToolPolicies when there is no Cache or it misses. Its scheme
+	// must hold client-go's types and actgate's v1alpha1. Required.
 	Client client.Client
+	// Cache serves the reads of ToolPolicies and Pods from informers (NewCache; started by the
+	// caller) and wakes policy watchers on every change. Optional: nil reads them from the API
+	// server on every review, and watchers look again every few seconds.
+	Cache *Cache
+	// TokenReviewTTL is how long an authenticated TokenReview result is reused, by token hash
+	// (a token the API server refused: at most a second). Optional: DefaultTokenReviewTTL;
+	// negative turns the cache off.
+	TokenReviewTTL time.Duration
 	// Store holds authorities: the Lease store in production. Required.
 	Store authority.Store
 	// Signer signs the authorities the service issues; Store's verifier must trust its key.
@@ -79,6 +87,9 @@ type Service struct {
 	manager   string
 	policies  *policyCache
 	tracer    trace.Tracer // nil: tracing off
+	cache     *Cache       // nil: no informers
+	tokens    *tokenCache
+	changes   *changes
 }
 
 // New returns a Service.
@@ -97,7 +108,7 @@ func New(opts Options) (*Service, error) {
 		c: opts.Client, store: opts.Store, signer: opts.Signer, audiences: opts.Audiences,
 		now: opts.Now, timeout: opts.ReviewTimeout, momentTTL: opts.MomentTTL,
 		metrics: opts.Metrics, log: opts.Log, manager: opts.FieldManager, policies: newPolicyCache(),
-		tracer: tracing.TracerOf(opts.TracerProvider),
+		tracer: tracing.TracerOf(opts.TracerProvider), cache: opts.Cache, changes: newChanges(),
 	}
 	if len(s.audiences) == 0 {
 		s.audiences = []string{DefaultAudience}
@@ -116,6 +127,16 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.manager == "" {
 		s.manager = DefaultFieldManager
+	}
+	ttl := opts.TokenReviewTTL
+	if ttl == 0 {
+		ttl = DefaultTokenReviewTTL
+	}
+	// Token answers age by the wall clock, as the API server's own cache of them does, not by
+	// Options.Now, the clock authorities are issued and expire by.
+	s.tokens = newTokenCache(ttl, time.Now)
+	if s.cache != nil {
+		s.cache.setChanged(s.changes.notify)
 	}
 	return s, nil
 }

@@ -4,6 +4,7 @@ package tracingtest
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ func Attr(s sdktrace.ReadOnlySpan, key string) string {
 	return ""
 }
 
-// SpanTree renders spans as an indented tree, children under their parent, for the test log.
+// SpanTree renders spans as an indented tree, children under their parent in the order they
+// started, for the test log: name, kind, duration, the service.name of the span's process when
+// it has one (not the SDK's unknown_service default), and the call's tool, decision, EF code and
+// outcome attributes.
 func SpanTree(spans []sdktrace.ReadOnlySpan) string {
 	children := map[string][]sdktrace.ReadOnlySpan{}
 	ids := map[string]bool{}
@@ -34,14 +38,23 @@ func SpanTree(spans []sdktrace.ReadOnlySpan) string {
 		}
 		children[p] = append(children[p], s)
 	}
+	for _, c := range children {
+		sort.SliceStable(c, func(i, j int) bool { return c[i].StartTime().Before(c[j].StartTime()) })
+	}
 	var b strings.Builder
 	var walk func(parent string, depth int)
 	walk = func(parent string, depth int) {
 		for _, s := range children[parent] {
 			fmt.Fprintf(&b, "%s%s [%s] %s", strings.Repeat("  ", depth), s.Name(), s.SpanKind(), s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+			if svc := serviceName(s); svc != "" && !strings.HasPrefix(svc, "unknown_service") {
+				fmt.Fprintf(&b, " (%s)", svc)
+			}
 			for _, kv := range s.Attributes() {
-				if k := string(kv.Key); k == "actgate.review.operation" || k == "actgate.decision" || k == "actgate.ef_code" || k == "actgate.outcome" {
-					fmt.Fprintf(&b, " %s=%s", k, kv.Value.String())
+				switch string(kv.Key) {
+				case "actgate.tool", "actgate.review.operation", "actgate.decision", "actgate.ef_code", "actgate.outcome":
+					if v := kv.Value.Emit(); v != "" {
+						fmt.Fprintf(&b, " %s=%s", kv.Key, v)
+					}
 				}
 			}
 			b.WriteString("\n")
@@ -50,4 +63,13 @@ func SpanTree(spans []sdktrace.ReadOnlySpan) string {
 	}
 	walk("", 0)
 	return b.String()
+}
+
+func serviceName(s sdktrace.ReadOnlySpan) string {
+	if r := s.Resource(); r != nil {
+		if v, ok := r.Set().Value("service.name"); ok {
+			return v.AsString()
+		}
+	}
+	return ""
 }

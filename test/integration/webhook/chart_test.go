@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -67,6 +69,7 @@ var templateCases = []struct {
 		"--set", "sidecar.metrics.podMonitor.labels.release=kube-prometheus-stack",
 		"--set", "sidecar.metrics.podMonitor.interval=30s",
 	}},
+	{"upstream-ca", []string{"--set", "sidecar.upstreamCA.configMap=corp-ca-bundle", "--set", "sidecar.upstreamCA.key=ca.pem"}},
 	{"sidecar-metrics-off", []string{"--set", "sidecar.metrics.enabled=false", "--set", "sidecar.metrics.podMonitor.enabled=true"}},
 }
 
@@ -227,6 +230,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 					checkAuthorityRole(t, d)
 				case "Secret":
 					checkSigningKey(t, d)
+				case "Deployment":
+					checkPodReadsItsVolumes(t, d)
 				case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
 					if strings.Contains(string(d), "failurePolicy: Ignore") || strings.Count(string(d), "failurePolicy: Fail") < 3 {
 						t.Errorf("a webhook does not fail closed:\n%s", d)
@@ -255,6 +260,64 @@ func checkWebhookConfig(t *testing.T, doc []byte) {
 	}
 	if !slices.Contains(cfg.Injection.ExemptNamespaces, cm.Namespace) || cfg.Certs.Namespace != cm.Namespace {
 		t.Errorf("release namespace %s not exempt / not the certs namespace: %+v", cm.Namespace, cfg)
+	}
+	// The manager reads its certificate through the API: ready without the kubelet's sync.
+	if cfg.Certs.Source != webhook.CertSourceSecret {
+		t.Errorf("certs.source %q, want %q", cfg.Certs.Source, webhook.CertSourceSecret)
+	}
+}
+
+// checkPodReadsItsVolumes: every Secret and ConfigMap file a chart pod mounts is readable by
+// the pod's non-root user as the kubelet writes it (root-owned, group fsGroup, the volume's
+// mode): by "other", or by the group when the pod has fsGroup equal to its group. A 0400 key
+// in a pod without fsGroup fails here as it crash-loops on a node ("permission denied"). And a
+// folder the process writes (the manager's certificate folder) is an emptyDir, writable under
+// readOnlyRootFilesystem.
+func checkPodReadsItsVolumes(t *testing.T, doc []byte) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict(doc, d); err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	sc := spec.SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser == 0 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Fatalf("%s: not a non-root pod: %+v", d.Name, sc)
+	}
+	groupReads := sc.FSGroup != nil && sc.RunAsGroup != nil && *sc.FSGroup == *sc.RunAsGroup
+	for _, v := range spec.Volumes {
+		var mode *int32
+		var items []corev1.KeyToPath
+		switch {
+		case v.Secret != nil:
+			mode, items = v.Secret.DefaultMode, v.Secret.Items
+		case v.ConfigMap != nil:
+			mode, items = v.ConfigMap.DefaultMode, v.ConfigMap.Items
+		default:
+			continue
+		}
+		def := int32(0o644) // the API server's default
+		if mode != nil {
+			def = *mode
+		}
+		modes := []int32{def}
+		for _, it := range items {
+			if it.Mode != nil {
+				modes = append(modes, *it.Mode)
+			}
+		}
+		for _, m := range modes {
+			if m&0o004 == 0 && (m&0o040 == 0 || !groupReads) {
+				t.Errorf("%s: volume %s has mode %#o: unreadable by user %d (fsGroup %s, runAsGroup %s)",
+					d.Name, v.Name, m, *sc.RunAsUser, optInt(sc.FSGroup), optInt(sc.RunAsGroup))
+			}
+		}
+	}
+	if d.Name == "actgate-manager" {
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "webhook-certs" })
+		if i < 0 || spec.Volumes[i].EmptyDir == nil || spec.Volumes[i].EmptyDir.Medium != corev1.StorageMediumMemory {
+			t.Errorf("the manager's webhook-certs volume is not an in-memory emptyDir it can write: %+v", spec.Volumes)
+		}
 	}
 }
 
@@ -608,4 +671,11 @@ func TestChartViewerRolesLeaveBindingMomentsOut(t *testing.T) {
 			t.Errorf("%s aggregated into view = %v, want %v", name, got, want)
 		}
 	}
+}
+
+func optInt(p *int64) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.FormatInt(*p, 10)
 }
