@@ -229,16 +229,17 @@ spec:
 	s.agent = "http://" + pod.Status.PodIP + ":8081"
 
 	// ---- 3. Through the injected sidecar -------------------------------------------------------
-	// The hot-path read, with the credential only the sidecar holds. The first call is retried
-	// while the sidecar is not yet listening (it has no probes): a refusal is never retried.
-	var res callResult
-	testutil.Eventually(t, 60*time.Second, "the sidecar to answer the agent's first call", func() error {
-		res = s.call("a", "get_balance", `{"account":"ACME"}`)
-		if res.Err != "" {
-			return fmt.Errorf("%s", res.Err)
-		}
-		return nil
-	})
+	// The kubelet starts the agent only once the sidecar's startup probe passed: the agent's
+	// first connection, at its start, reached the sidecar, and its first call is answered (no
+	// retry).
+	if at := s.probe("no-such-needle").AtStart; !at.SidecarListened {
+		t.Errorf("the sidecar was not listening when the agent started: %s", at.DialErr)
+	}
+	// The hot-path read, with the credential only the sidecar holds.
+	res := s.call("a", "get_balance", `{"account":"ACME"}`)
+	if res.Err != "" {
+		t.Fatalf("the agent's first call through the sidecar: %s", res.Err)
+	}
 	counts := s.counts()
 	if res.IsError || counts.Counts["get_balance"] != 1 {
 		t.Fatalf("get_balance: isError=%v upstream counts %v: %s", res.IsError, counts.Counts, res.Text)
