@@ -96,8 +96,12 @@ func TestEndToEnd(t *testing.T) {
 	t.Log("step 1: helm install, manager and authority service as local processes")
 	// The harness installed config/crd/bases; remove them so the chart's crds/ are what is
 	// installed.
-	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
-		if err := c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	var installed apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &installed); err != nil {
+		t.Fatal(err)
+	}
+	for i := range installed.Items {
+		if err := c.Delete(ctx, &installed.Items[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
