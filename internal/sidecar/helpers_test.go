@@ -112,6 +112,8 @@ type stub struct {
 	// endpoint.
 	ops        map[review.Operation]int
 	policyGets int
+	// proposals are the Propose reviews received.
+	proposals []review.ProposalRequest
 	// spec and epoch are the ToolPolicy the stub serves at the policy endpoint (none when
 	// spec is nil: the answer is NotGoverned).
 	spec  *v1alpha1.ToolPolicySpec
@@ -245,6 +247,20 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	s.ops[req.Operation]++
 	s.mu.Unlock()
 	switch req.Operation {
+	case review.OperationPropose:
+		s.mu.Lock()
+		s.proposals = append(s.proposals, *req.Proposal)
+		s.mu.Unlock()
+		env, err := envelope.Parse([]byte(req.Proposal.Envelope))
+		if err != nil {
+			s.t.Errorf("the sidecar proposed an envelope that does not parse: %v", err)
+			s.answer(w, 200, uid, review.Response{Code: ef.EFMomentInvalid, Reason: review.ReasonBadRequest})
+			return
+		}
+		exp := metav1.NewTime(time.Now().Add(10 * time.Minute))
+		s.answer(w, 200, uid, review.Response{Allowed: true, Decision: v1alpha1.ActDecisionEscalated, Reason: review.ReasonBindingMoment,
+			Escalation: &review.Escalation{State: review.EscalationPending, BindingMoments: []string{moment},
+				Envelope: req.Proposal.Envelope, EnvelopeDigest: env.Digest(), ExpiresAt: &exp}})
 	case review.OperationConsume:
 		s.consume(w, uid, req.Consume)
 	case review.OperationReport:
