@@ -60,6 +60,10 @@ $(GOLANGCI_LINT):
 envtest: ## Build etcd, kube-apiserver, kubectl and helm from Go modules into bin/k8s/ (cold ~8 min).
 	./hack/envtest-bins.sh
 
+.PHONY: node-bins
+node-bins: ## Build kubelet, kube-scheduler, kube-controller-manager, kube-proxy and crictl into bin/k8s/ (cold ~9 min).
+	./hack/node-bins.sh
+
 ##@ Code generation
 
 # Packages whose kubebuilder markers (crd, rbac, webhook) feed config/. Only folders that exist are
@@ -109,10 +113,23 @@ image: ## Build the actgate image without Docker: bin/image/actgate.tar (static,
 
 ##@ Test
 
+# GOTEST_TIMEOUT bounds each test binary; the real-node suite builds images and brings a node up.
+GOTEST_TIMEOUT ?= 30m
+# ACTGATE_IMAGE_TAR is the actgate image test/node installs: `make image`'s tarball, built
+# first by `make test` and `make test-node`; empty, the suite builds one from this tree itself.
+ACTGATE_IMAGE_TAR ?= $(LOCALBIN)/image/actgate.tar
+
 .PHONY: test
-test: ## Run every test: unit, conformance, fuzz seeds, envtest integration (builds what it needs).
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" $(GO) test -p $(GOTEST_P) -count=1 $(GOTESTFLAGS) ./...
+test: image ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image (needs root; builds what it needs).
+	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
+		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
 	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
+
+.PHONY: test-node
+test-node: image ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" \
+		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p 1 -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./test/testutil/node/... ./test/node/...
 
 .PHONY: test-short
 test-short: ## Unit tests only (no API server).

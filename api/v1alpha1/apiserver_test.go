@@ -47,7 +47,7 @@ func wantInvalid(t *testing.T, err error, msg string) {
 
 func TestCRDsAreEstablished(t *testing.T) {
 	e := apiServer(t)
-	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := e.Client.Get(ctxFor(t), client.ObjectKey{Name: name}, crd); err != nil {
 			t.Fatalf("%s: %v", name, err)

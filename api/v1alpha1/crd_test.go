@@ -124,7 +124,7 @@ func TestCRDEnumsMatchGoConstants(t *testing.T) {
 // arguments never appear raw.
 func TestCRDDigestFieldsArePatterned(t *testing.T) {
 	const pattern = `^sha256:[0-9a-f]{64}$`
-	act, bm := loadCRD(t, "acts"), loadCRD(t, "bindingmoments")
+	act, bm, ra := loadCRD(t, "acts"), loadCRD(t, "bindingmoments"), loadCRD(t, "receiptanchors")
 	for _, tc := range []struct {
 		crd  *apiextensionsv1.CustomResourceDefinition
 		path []string
@@ -135,6 +135,7 @@ func TestCRDDigestFieldsArePatterned(t *testing.T) {
 		{act, []string{"status", "reconciliation", "evidenceDigest"}},
 		{bm, []string{"spec", "envelopeDigest"}},
 		{bm, []string{"spec", "resolution", "envelopeDigest"}},
+		{ra, []string{"status", "checkpoint", "head"}},
 	} {
 		if got := schemaAt(t, tc.crd, tc.path...).Pattern; got != pattern {
 			t.Errorf("%s %v pattern = %q, want %q", tc.crd.Name, tc.path, got, pattern)
@@ -155,6 +156,7 @@ func TestCRDNamesAndColumns(t *testing.T) {
 		{"toolpolicies", "tp", []string{"Mode", "Accepted", "Ready", "Epoch", "Age"}},
 		{"acts", "act", []string{"Tool", "Class", "Decision", "State", "Code", "Age", "Server", "Agent", "Action"}},
 		{"bindingmoments", "bm", []string{"Principal", "Synopsis", "State", "Age", "Resolution", "Act", "Expires"}},
+		{"receiptanchors", "ranchor", []string{"Pod", "Size", "Age", "Head", "Anchored"}},
 	} {
 		t.Run(tc.plural, func(t *testing.T) {
 			crd := loadCRD(t, tc.plural)

@@ -69,7 +69,9 @@ single-use authority (held as a Lease in the agent's namespace), a deny with its
 escalation to a BindingMoment; a Consume spends an authority by compare-and-swap on its Lease,
 right before the sidecar invokes. The service records an Act for every reviewed call.
 Sidecars GET ` + review.PolicyPath + ` (with ?watch=true, a long poll) for the ToolPolicy that
-governs their pod, found by the same rule. ToolPolicies and Pods are read from informers;
+governs their pod, found by the same rule, and POST ` + review.AnchorPath + ` their receipt log's
+newest signed checkpoint, which the service verifies and records in the pod's ReceiptAnchor
+(named by the pod's UID; the key is set once, the seq only rises). ToolPolicies and Pods are read from informers;
 TokenReview answers are reused for --token-review-cache-ttl.
 
 Fail closed: an API server that is slow or unreachable is a deny with EF_060, never an allow.
@@ -215,6 +217,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	mux := http.NewServeMux()
 	mux.Handle(review.Path, svc)
 	mux.Handle(review.PolicyPath, svc.PolicyHandler())
+	mux.Handle(review.AnchorPath, svc.AnchorHandler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{
 		Handler:           mux,

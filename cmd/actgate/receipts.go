@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +12,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
+	"github.com/actgate/actgate/internal/anchor"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/receipt"
 )
@@ -36,7 +40,7 @@ func newReceiptsVerifyCmd(s streams) *cobra.Command {
 		logID         string
 	)
 	cmd := &cobra.Command{
-		Use:   "verify --key PUBKEY.pem [--anchor SEQ=DIGEST]... [--require-signed] [--stream [--log ID]] [FILE]",
+		Use:   "verify (--key PUBKEY.pem | --anchor ANCHOR.json) [--anchor SEQ=DIGEST]... [--require-signed] [--stream [--log ID]] [FILE]",
 		Short: "Check a receipt log: every digest, the chain, and every checkpoint signature",
 		Long: `Read a receipt log from FILE, or stdin, and check every line: canonical form, each
 receipt's digest, seq numbers 1, 2, 3, ... without gaps, each receipt's prev against the
@@ -61,16 +65,52 @@ records of other logs (another key ID; --log picks one, default the --key's) are
 counted; a record repeated verbatim (a restarted sink re-emits its last signed segment) is
 skipped. Every record is checked as a log line is; a stream must also end with a checkpoint
 (receipts after it: RECEIPT_UNSIGNED_TAIL), and one without any record of the log is
-RECEIPT_STREAM_EMPTY.`,
+RECEIPT_STREAM_EMPTY.
+
+--anchor ANCHOR.json is a pod's ReceiptAnchor as ` + "`kubectl get receiptanchor POD_UID -o json`" + ` prints
+it (the authority service records there, outside the pod, the key of the pod's receipt log and
+its newest signed checkpoint). The log is verified under the anchored key (--key is then
+optional; given, it must be the same key), its records are those of the anchored key ID, and
+it must hold the anchored checkpoint's receipt with its head digest: a stream or log that ends
+before it lost receipts (RECEIPT_ANCHOR_MISSING), one with another receipt there is another
+chain (RECEIPT_ANCHOR_MISMATCH). An anchor whose checkpoint does not verify under its own key
+is CHECKPOINT_BAD_SIGNATURE. Receipts after the anchored checkpoint are checked as any are, but
+a cut after it is not detectable from the anchor (docs/operations.md "Receipts that outlive the
+pod").`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := loadVerifyKey(keyFile)
+			if logID != "" && !stream {
+				return usageError("--log needs --stream")
+			}
+			pins, anchorFile, err := parseAnchors(anchors)
 			if err != nil {
 				return err
 			}
-			pins, err := parseAnchors(anchors)
-			if err != nil {
-				return err
+			var obj *anchor.Object
+			if anchorFile != "" {
+				if obj, err = loadAnchor(anchorFile); err != nil {
+					return err
+				}
+			}
+			var v signature.Verifier
+			switch {
+			case keyFile != "":
+				if v, err = loadVerifyKey(keyFile); err != nil {
+					return err
+				}
+				if obj != nil && !sameKey(v, obj.Key) {
+					return usageError("--key %s is not the key anchored in %s", keyFile, anchorFile)
+				}
+			case obj != nil:
+				v = obj.Key.Verifier
+			default:
+				return usageError("--key or --anchor ANCHOR.json is required")
+			}
+			if obj != nil {
+				pins = append(pins, receipt.Anchor{Seq: obj.Checkpoint.Seq, Digest: obj.Checkpoint.Head})
+				if logID == "" {
+					logID = obj.Anchor.Spec.KeyID
+				}
 			}
 			in, source := s.in, ""
 			if len(args) == 1 {
@@ -93,9 +133,6 @@ RECEIPT_STREAM_EMPTY.`,
 					rep.LogID, rep.Receipts, rep.Checkpoints, orDash(rep.Head), rep.SignedSeq, orDash(rep.SignedHead), rep.Ignored, rep.OtherLogs, rep.Repeated)
 				return err
 			}
-			if logID != "" {
-				return usageError("--log needs --stream")
-			}
 			rep, err := receipt.VerifyAnchored(in, v, pins...)
 			if ps := receipt.ProblemsOf(err); len(ps) > 0 {
 				return fail(exitRejected, receiptProblemLines(ps, source)...)
@@ -113,12 +150,11 @@ RECEIPT_STREAM_EMPTY.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the checkpoints are signed with (required)")
-	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "SEQ=DIGEST: the receipt with this seq must have this digest (repeatable)")
+	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the checkpoints are signed with (required without --anchor ANCHOR.json)")
+	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "SEQ=DIGEST: the receipt with this seq must have this digest; or ANCHOR.json: a ReceiptAnchor (kubectl get receiptanchor POD_UID -o json) (repeatable; one file)")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "reject receipts after the last checkpoint")
 	cmd.Flags().BoolVar(&stream, "stream", false, "the input is a receipt stream (a sink's stdout as its log pipeline kept it), not a log file")
 	cmd.Flags().StringVar(&logID, "log", "", "with --stream: the key ID of the log to verify (default: the --key's)")
-	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
 
@@ -154,16 +190,51 @@ func orDash(s string) string {
 	return s
 }
 
-// parseAnchors reads SEQ=DIGEST values.
-func parseAnchors(vals []string) ([]receipt.Anchor, error) {
-	var out []receipt.Anchor
+// parseAnchors reads --anchor values: SEQ=DIGEST pins, and at most one ReceiptAnchor file. A
+// value is a pin when it starts with digits and "="; anything else names a file.
+func parseAnchors(vals []string) (pins []receipt.Anchor, file string, err error) {
 	for _, v := range vals {
 		seqStr, digest, ok := strings.Cut(v, "=")
-		seq, err := strconv.ParseUint(seqStr, 10, 64)
-		if !ok || err != nil || seq == 0 || !jcs.IsDigest(digest) {
-			return nil, usageError("--anchor %q: want SEQ=sha256:<64 hex>, SEQ at least 1", v)
+		if !ok || seqStr == "" || strings.Trim(seqStr, "0123456789") != "" {
+			if file != "" {
+				return nil, "", usageError("--anchor %s: only one ReceiptAnchor file (already %s)", v, file)
+			}
+			file = v
+			continue
 		}
-		out = append(out, receipt.Anchor{Seq: seq, Digest: digest})
+		seq, err := strconv.ParseUint(seqStr, 10, 64)
+		if err != nil || seq == 0 || !jcs.IsDigest(digest) {
+			return nil, "", usageError("--anchor %q: want SEQ=sha256:<64 hex>, SEQ at least 1, or a ReceiptAnchor file", v)
+		}
+		pins = append(pins, receipt.Anchor{Seq: seq, Digest: digest})
 	}
-	return out, nil
+	return pins, file, nil
+}
+
+// loadAnchor reads a ReceiptAnchor file: a malformed one is a usage error, one whose
+// checkpoint does not verify under its own key a rejection.
+func loadAnchor(path string) (*anchor.Object, error) {
+	data, err := readFile(path, "anchor")
+	if err != nil {
+		return nil, err
+	}
+	obj, err := anchor.ParseObject(data)
+	if errors.Is(err, receipt.ErrBadSignature) {
+		p := receipt.Problem{Code: receipt.CodeCheckpointBadSignature, Detail: "the anchored checkpoint in " + path + " does not verify under the anchored key"}
+		return nil, fail(exitRejected, p.String())
+	}
+	if err != nil {
+		return nil, usageError("--anchor %s: %v", path, err)
+	}
+	return obj, nil
+}
+
+// sameKey reports whether v verifies with the anchored key k.
+func sameKey(v signature.Verifier, k anchor.PublicKey) bool {
+	pub, err := v.PublicKey()
+	if err != nil {
+		return false
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	return err == nil && bytes.Equal(der, k.DER)
 }

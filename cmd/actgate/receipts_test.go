@@ -130,7 +130,7 @@ func TestReceiptsVerify(t *testing.T) {
 			[]string{"RECEIPT_ANCHOR_MISMATCH"}},
 		{"not a log", []string{"receipts", "verify", "--key", key}, "hello\n", exitRejected, "", []string{"RECEIPT_SYNTAX"}},
 
-		{"no key", []string{"receipts", "verify", log}, "", exitUsage, "", []string{"USAGE", "Run"}},
+		{"no key", []string{"receipts", "verify", log}, "", exitUsage, "", []string{"USAGE"}},
 		{"key file missing", []string{"receipts", "verify", "--key", filepath.Join(dir, "nope.pem"), log}, "", exitUsage, "", []string{"USAGE"}},
 		{"key not PEM", []string{"receipts", "verify", "--key", log, log}, "", exitUsage, "", []string{"USAGE"}},
 		{"log missing", []string{"receipts", "verify", "--key", key, filepath.Join(dir, "nope")}, "", exitUsage, "", []string{"USAGE"}},

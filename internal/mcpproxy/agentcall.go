@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,7 +67,87 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return !p.cfg.sdkOnly && p.serveToolsCall(w, r, body)
+	if refuseSessionless(w, r, body) {
+		return true
+	}
+	if p.cfg.sdkOnly {
+		return false
+	}
+	b, exact, handled := p.directBridge(w, r)
+	if b == nil {
+		return handled
+	}
+	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
+	if err != nil {
+		return false
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && b.deliver(resp) {
+		w.WriteHeader(http.StatusAccepted) // the agent's answer to a request put on an answer stream
+		return true
+	}
+	return (exact && p.serveToolsCall(w, r, b, msg)) || p.serveRelay(w, r, b, msg)
+}
+
+// statefulVersions are the protocol versions the SDK's handler accepts in Mcp-Protocol-Version
+// on a session (below 2026-07-28).
+var statefulVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
+
+// refuseSessionless answers a POSTed request of a stateful revision that carries no
+// Mcp-Session-Id and is not initialize: HTTP 400 with a JSON-RPC invalid-request error (MCP
+// streamable HTTP: every request after initialize carries the session id). The SDK's handler
+// would answer such a request HTTP 200 with a JSON-RPC error of code 0. Requests of the
+// sessionless revision (2026-07-28: the version in Mcp-Protocol-Version or in params._meta,
+// or server/discover) are left to the SDK.
+func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if r.Header.Get(headerSessionID) != "" || r.Header.Get(headerProtocolVersion) >= versionStandardHeaders {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method == methodInitialize || req.Method == methodDiscover {
+		return false
+	}
+	var params struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &params) == nil {
+		if _, ok := params.Meta["protocolVersion"]; ok {
+			return false
+		}
+	}
+	const msgText = "Bad Request: Mcp-Session-Id header is required (initialize first)"
+	if !req.IsCall() {
+		http.Error(w, msgText, http.StatusBadRequest)
+		return true
+	}
+	writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: codeInvalidRequest, Message: msgText})
+	return true
+}
+
+// directBridge returns the bridge of the request's session when the direct paths may answer
+// it: a session this proxy bridged, below 2026-07-28, of the agent that opened it, with a
+// stateful version the SDK's handler would accept in Mcp-Protocol-Version (or none, which it
+// reads as 2025-03-26); exact reports that it is the session's own negotiated version, which
+// the direct tools/call path requires. Otherwise it returns nil, and handled reports whether it
+// wrote the refusal (another agent's request on the session, refused as the SDK's handler
+// refuses it).
+func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, exact, handled bool) {
+	b = p.bridgeByID(r.Header.Get(headerSessionID))
+	if b == nil || b.version == "" || b.version >= versionStandardHeaders {
+		return nil, false, false
+	}
+	v := r.Header.Get(headerProtocolVersion)
+	if v != "" && !statefulVersions[v] {
+		return nil, false, false
+	}
+	if b.agent != p.requestAgent(r.Context()) {
+		http.Error(w, "session user mismatch", http.StatusForbidden)
+		return nil, false, true
+	}
+	return b, v == b.version, false
 }
 
 // serveToolsCall answers the agent's tools/call POST on an initialized session itself, without
@@ -83,20 +164,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 // protocolVersion in _meta). Anything else returns false, and the SDK's handler answers it with
 // its own checks and errors. TestDirectAgentPathMatchesSDK compares both paths on the same
 // requests.
-func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	b := p.bridgeByID(r.Header.Get(headerSessionID))
-	if b == nil || b.version == "" || b.version >= versionStandardHeaders || r.Header.Get(headerProtocolVersion) != b.version {
-		return false
-	}
-	if b.agent != p.requestAgent(r.Context()) {
-		// As the SDK's handler refuses another user's request on a session.
-		http.Error(w, "session user mismatch", http.StatusForbidden)
-		return true
-	}
-	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
-	if err != nil {
-		return false
-	}
+func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() || req.Method != methodCallTool || !isObject(req.Params) {
 		return false // absent or null params included: the SDK has its own answers
@@ -115,12 +183,15 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 		return true
 	}
 	p.directAgent.Add(1)
+	stream := &agentStream{w: w, lazy: true}
+	defer stream.finish()
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
-		ctx := r.Context()
+		ctx := withAgentStream(r.Context(), stream)
 		if p.tracer != nil {
 			ctx = tracing.Extract(ctx, r.Header)
 		}
+		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
 		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
 	}()
 	var result json.RawMessage
@@ -130,15 +201,17 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, body []by
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
 		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-		http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		if !stream.isStarted() {
+			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		}
 		return true
 	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	stream.answer(out)
 	return true
 }
+
+// agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.
+type agentRequestKey struct{}
 
 // isObject reports whether raw is a JSON object (as far as its first byte says; the decoder
 // checks the rest).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ const (
 	methodComplete              = "completion/complete"
 	methodSetLevel              = "logging/setLevel"
 	methodListRoots             = "roots/list"
+	methodElicit                = "elicitation/create"
+	methodDiscover              = "server/discover"
 
 	notifyProgress            = "notifications/progress"
 	notifyMessage             = "notifications/message"
@@ -66,11 +69,26 @@ type bridge struct {
 	idle     *time.Timer
 	active   int                     // requests in flight, either path
 	inflight map[jsonrpc.ID]struct{} // ids of direct-path calls in flight
+	// relayed maps the agent's id of each request carried upstream by the direct paths
+	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
+	// maxRelayed entries.
+	relayed map[jsonrpc.ID]jsonrpc.ID
+	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
+	// proxy's id, until the agent's response; at most maxRelayed entries.
+	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
+	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
+	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
+	outputSchemas   map[string]bool
+	schemasOverflow bool
+	// requested is the protocol version the agent's initialize asked for: the version the
+	// upstream session is opened with, so that both legs speak the agent's revision.
+	requested string
 }
 
 func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
 	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}, agent: agent}
 	if params != nil {
+		b.requested = params.ProtocolVersion
 		b.info = params.ClientInfo
 		if params.Capabilities != nil {
 			c := *params.Capabilities
@@ -148,10 +166,18 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.p.cfg.ConnectTimeout)
 	defer cancel()
+	// The upstream session speaks the agent's revision when it is a stateful one: asked for
+	// explicitly, the SDK client sends no server/discover probe first.
+	var opts *mcp.ClientSessionOptions
+	if b.requested != "" && b.requested < versionStandardHeaders {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: b.requested}
+	}
 	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
 		Endpoint:   b.p.cfg.URL,
 		HTTPClient: b.p.http,
-	}, nil)
+		// The agent's initialize does not wait for the upstream's answer to the GET stream.
+		StandaloneSSEInBackground: true,
+	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
 	}
@@ -168,10 +194,16 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 // no agent request waits for it).
 func (b *bridge) drop(cs *mcp.ClientSession) {
 	b.mu.Lock()
+	current := b.cs == cs && !b.closed
 	if b.cs == cs {
 		b.cs = nil
 	}
 	b.mu.Unlock()
+	if current {
+		// At the default level: the upstream's per-session state (subscriptions, timers) is
+		// gone, and the agent's session goes on with a new upstream session.
+		b.p.log.Info("Upstream session ended; the next request opens a new one", "session", b.ss.ID(), "upstreamSession", cs.ID())
+	}
 	go func() { _ = cs.Close() }()
 }
 
@@ -229,7 +261,7 @@ func (b *bridge) client() *mcp.Client {
 	}
 	if b.caps.Elicitation != nil {
 		opts.ElicitationHandler = func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return b.ss.Elicit(ctx, r.Params)
+			return b.elicitAgent(ctx, r.Params)
 		}
 	}
 	c := mcp.NewClient(b.info, opts)
@@ -241,6 +273,15 @@ func (b *bridge) client() *mcp.Client {
 	// root set.
 	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == methodElicit && b.caps.Elicitation != nil {
+				// The agent's answer goes upstream as given: the SDK client's own handling
+				// would validate it and fill in the schema's defaults.
+				var params *mcp.ElicitParams
+				if r, ok := req.(*mcp.ElicitRequest); ok {
+					params = r.Params
+				}
+				return b.elicitAgent(ctx, params)
+			}
 			if method == methodListRoots && b.caps.RootsV2 != nil {
 				var params *mcp.ListRootsParams
 				if r, ok := req.(*mcp.ListRootsRequest); ok {
@@ -254,12 +295,43 @@ func (b *bridge) client() *mcp.Client {
 	return c
 }
 
-// notify forwards an upstream notification to the agent session unchanged.
+// notify forwards an upstream notification to the agent session unchanged. Absent params (a
+// nil pointer of the method's params type) stay absent: "params": null is not a valid MCP
+// notification, and clients drop it.
 func (b *bridge) notify(ctx context.Context, method string, params mcp.Params) {
+	if v := reflect.ValueOf(params); v.Kind() == reflect.Pointer && v.IsNil() {
+		params = nil
+	}
 	req := &mcp.ServerRequest[mcp.Params]{Session: b.ss, Params: params}
 	if _, err := b.p.send(ctx, method, req); err != nil {
-		b.p.log.V(1).Info("Notification not delivered to the agent", "method", method, "error", err.Error())
+		b.p.log.Info("Notification not delivered to the agent", "method", method, "session", b.ss.ID(), "error", err.Error())
 	}
+}
+
+// elicitAgent sends an upstream's elicitation/create to the agent and returns the agent's
+// answer as the agent gave it: through the server session's sending handler, not
+// ServerSession.Elicit, which would fill in the requested schema's defaults.
+func (b *bridge) elicitAgent(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if params != nil && params.Mode == "" {
+		// The mode the upstream left implicit, as ServerSession.Elicit infers it: the SDK's
+		// type writes "mode" always, and "" is not a mode.
+		p := *params
+		p.Mode = "form"
+		if p.URL != "" {
+			p.Mode = "url"
+		}
+		params = &p
+	}
+	req := &mcp.ServerRequest[*mcp.ElicitParams]{Session: b.ss, Params: params}
+	res, err := b.p.send(ctx, methodElicit, req)
+	if err != nil {
+		return nil, err
+	}
+	er, ok := res.(*mcp.ElicitResult)
+	if !ok {
+		return nil, fmt.Errorf("mcpproxy: unexpected elicitation result %T", res)
+	}
+	return er, nil
 }
 
 // rootsListChanged forwards the agent's notifications/roots/list_changed upstream.
@@ -274,8 +346,12 @@ func (p *Proxy) rootsListChanged(ctx context.Context, r *mcp.RootsListChangedReq
 	if cs == nil || send == nil {
 		return
 	}
-	req := &mcp.ClientRequest[mcp.Params]{Session: cs, Params: r.Params}
+	var params mcp.Params
+	if r.Params != nil {
+		params = r.Params // absent params stay absent (see notify)
+	}
+	req := &mcp.ClientRequest[mcp.Params]{Session: cs, Params: params}
 	if _, err := send(ctx, notifyRootsChanged, req); err != nil {
-		p.log.V(1).Info("Notification not delivered upstream", "method", notifyRootsChanged, "error", err.Error())
+		p.log.Info("Notification not delivered upstream", "method", notifyRootsChanged, "error", err.Error())
 	}
 }

@@ -19,6 +19,9 @@ const (
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
 	codeInternalError  = -32603
+	// codeURLElicitationRequired is MCP's URLElicitationRequiredError (2025-11-25): the
+	// request cannot proceed until the user completes the URL elicitations in its data.
+	codeURLElicitationRequired = -32042
 )
 
 // receive is the agent-side server's receiving middleware: every request and notification of

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/act"
@@ -405,16 +407,22 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args})
-		if err != nil {
+		// The one error the agent may get instead of a result is the upstream's own JSON-RPC
+		// refusal before execution, passed through (checked against the journal below).
+		var rpcErr *jsonrpc.Error
+		if err != nil && !errors.As(err, &rpcErr) {
 			t.Fatalf("the agent got no result: %v", err)
+		}
+		if rpcErr != nil {
+			res = &mcp.CallToolResult{}
 		}
 		switch got := asked.Load() - before; got {
 		case 0:
 			// The previous answer broke the upstream session and this call found it closed:
 			// nothing was sent, and the agent is told so (the proxy opens a new session for the
 			// next call).
-			if !res.IsError {
-				t.Fatalf("a call that never reached the upstream succeeded: %+v", res)
+			if !res.IsError || rpcErr != nil {
+				t.Fatalf("a call that never reached the upstream succeeded or got an upstream error: %+v %v", res, rpcErr)
 			}
 			return
 		case 1:
@@ -427,6 +435,9 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 			t.Fatalf("journal record of operation %q: %v", op, err)
 		}
 		code, _ := res.Meta[MetaEFCode].(string)
+		if rpcErr != nil && (rec.State != journal.StateFailed || !bytes.Contains(body, []byte(fmt.Sprintf(`"code":%d`, rpcErr.Code)))) {
+			t.Fatalf("the agent got JSON-RPC error %d (%s) for a %s act on HTTP %d %q", rpcErr.Code, rpcErr.Message, rec.State, a.status, body)
+		}
 		switch rec.State {
 		case journal.StateExecuted:
 			if a.status < 200 || a.status > 299 || !bytes.Contains(body, []byte(`"result"`)) {
@@ -436,7 +447,7 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 				t.Fatalf("EXECUTED but the agent was told isError=%v code=%q", res.IsError, code)
 			}
 		case journal.StateFailed:
-			if !res.IsError {
+			if rpcErr == nil && !res.IsError {
 				t.Fatalf("FAILED but the agent got a success: %+v", res)
 			}
 		case journal.StateIndeterminate:

@@ -76,6 +76,10 @@ func invokeOutcomes(t *testing.T, sdk bool) {
 		mcptest.Tool{Name: "ticket_crash", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: -32000, Message: "handler crashed half way"}
 		}},
+		mcptest.Tool{Name: "ticket_browser", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32042, Message: "This request requires browser-based authorization.",
+				Data: json.RawMessage(`{"elicitations":[{"mode":"url","url":"https://example.com/auth","message":"Open it","elicitationId":"e-1"}]}`)}
+		}},
 	)
 	var mode atomic.Value // what the upstream's HTTP layer does to the next tools/call
 	mode.Store("")
@@ -114,15 +118,19 @@ func invokeOutcomes(t *testing.T, sdk bool) {
 		ran        int           // the upstream's handler ran
 		isError    bool          // the agent's result is an error
 		code       ef.EFCode     // refusal code, if the gate refused
+		rpc        int64         // the upstream's JSON-RPC error the agent gets instead of a result
+		data       string        // and its data, as the upstream wrote it
 	}{
-		{"executed", "ticket_create", "", journal.StateExecuted, 1, false, ""},
-		{"upstream isError result", "ticket_refused", "", journal.StateFailed, 1, true, ""},
-		{"HTTP 401 before execution", "ticket_create", "401", journal.StateFailed, 0, true, ""},
-		{"unknown tool at the upstream (invalid params)", "ticket_ghost", "", journal.StateFailed, 0, true, ""},
-		{"JSON-RPC server error from the handler", "ticket_crash", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate},
-		{"HTTP 503", "ticket_create", "503", journal.StateIndeterminate, 0, true, ef.EFIndeterminate},
-		{"connection lost after sending", "ticket_create", "drop", journal.StateIndeterminate, 0, true, ef.EFIndeterminate},
-		{"timeout after sending", "ticket_slow", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate},
+		{"executed", "ticket_create", "", journal.StateExecuted, 1, false, "", 0, ""},
+		{"upstream isError result", "ticket_refused", "", journal.StateFailed, 1, true, "", 0, ""},
+		{"HTTP 401 before execution", "ticket_create", "401", journal.StateFailed, 0, true, "", 0, ""},
+		{"unknown tool at the upstream (invalid params)", "ticket_ghost", "", journal.StateFailed, 0, true, "", codeInvalidParams, ""},
+		{"URL elicitation required (-32042) before execution", "ticket_browser", "", journal.StateFailed, 1, true, "", codeURLElicitationRequired,
+			`{"elicitations":[{"mode":"url","url":"https://example.com/auth","message":"Open it","elicitationId":"e-1"}]}`},
+		{"JSON-RPC server error from the handler", "ticket_crash", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate, 0, ""},
+		{"HTTP 503", "ticket_create", "503", journal.StateIndeterminate, 0, true, ef.EFIndeterminate, 0, ""},
+		{"connection lost after sending", "ticket_create", "drop", journal.StateIndeterminate, 0, true, ef.EFIndeterminate, 0, ""},
+		{"timeout after sending", "ticket_slow", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate, 0, ""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +139,17 @@ func invokeOutcomes(t *testing.T, sdk bool) {
 			mode.Store(tc.mode)
 			defer mode.Store("")
 			// Distinct arguments per case: a retry of an INDETERMINATE action is refused.
-			res := call(t, cs, tc.tool, fmt.Sprintf(`{"case":%d}`, i), nil)
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: json.RawMessage(fmt.Sprintf(`{"case":%d}`, i))})
+			if tc.rpc != 0 {
+				// The upstream's refusal passed through as it wrote it (not the gate's EF result).
+				var we *jsonrpc.Error
+				if !errors.As(err, &we) || we.Code != tc.rpc || (tc.data != "" && string(we.Data) != tc.data) {
+					t.Fatalf("tools/call %s: got %v (%+v), want the upstream's JSON-RPC error %d with data %s", tc.tool, err, res, tc.rpc, tc.data)
+				}
+				res = &mcp.CallToolResult{IsError: true}
+			} else if err != nil {
+				t.Fatalf("tools/call %s: %v", tc.tool, err)
+			}
 			after := statesIn(t, f)
 			if after[tc.state] != before[tc.state]+1 {
 				t.Errorf("journal %v → %v, want one more %s", before, after, tc.state)
@@ -141,6 +159,10 @@ func invokeOutcomes(t *testing.T, sdk bool) {
 			}
 			if res.IsError != tc.isError || efCode(res) != string(tc.code) {
 				t.Errorf("agent result isError=%v code=%q, want %v %q: %s", res.IsError, efCode(res), tc.isError, tc.code, text(res))
+			}
+			if tc.code == ef.EFIndeterminate && !strings.Contains(text(res), `"invoked":true`) {
+				// Dispatched, outcome unknown: the error object says the tool was invoked.
+				t.Errorf("INDETERMINATE refusal of a dispatched call does not say invoked: %s", text(res))
 			}
 		})
 	}

@@ -161,6 +161,10 @@ func origin(u *url.URL) string {
 // Path returns the mount path of a server's proxy: /mcp/{server}.
 func Path(server string) string { return "/mcp/" + server }
 
+// AltPath returns the second mount path of a server's proxy, /{server}/mcp: the form clients
+// reach that rewrite an endpoint not ending in /mcp (the MCP Inspector CLI).
+func AltPath(server string) string { return "/" + server + "/mcp" }
+
 // ErrConfig is wrapped by every configuration error of New.
 var ErrConfig = errors.New("mcpproxy: invalid configuration")
 

@@ -12,6 +12,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -62,7 +63,7 @@ type textBlock struct {
 // top-level binding_moment member (envelope-04 §8.1).
 type refusal struct {
 	Content           []textBlock     `json:"content"`
-	StructuredContent refusalContent  `json:"structuredContent"`
+	StructuredContent *refusalContent `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError"`
 	Meta              map[string]any  `json:"_meta"`
 	BindingMoment     json.RawMessage `json:"binding_moment,omitempty"`
@@ -98,7 +99,14 @@ type momentContent struct {
 }
 
 // refusalResult renders a call the gate refused (deny or escalation).
-func refusalResult(res sink.Result) (*rawResult, error) {
+func refusalResult(res sink.Result) (*rawResult, error) { return refusalFor(res, true) }
+
+// refusalFor renders a refusal, with the error object in structuredContent only when
+// structured: a refusal of a tool that declares an outputSchema omits it, since structured
+// content must conform to the tool's schema (MCP tools: structured content), and clients
+// validate it even on an error result. The text content, the _meta EF code and the
+// binding_moment member are the same either way.
+func refusalFor(res sink.Result, structured bool) (*rawResult, error) {
 	code := res.Code
 	if !code.Known() {
 		// A refusal without a usable code is still a refusal (fail closed).
@@ -108,13 +116,17 @@ func refusalResult(res sink.Result) (*rawResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The error object says whether the tool was invoked: a call dispatched whose outcome is
+	// unknown was (tool-use-binding §17 "invoked"), whatever the refusal's code.
+	obj.Error.Invoked = invoked(res)
 	text, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
+	sc := &refusalContent{Error: obj.Error, ActID: res.ActID, State: string(res.State), Resolutions: res.Resolutions}
 	out := refusal{
 		IsError:           true,
-		StructuredContent: refusalContent{Error: obj.Error, ActID: res.ActID, State: string(res.State), Resolutions: res.Resolutions},
+		StructuredContent: sc,
 		Meta:              map[string]any{MetaEFCode: string(code)},
 	}
 	if len(res.Resolutions) > 0 {
@@ -129,8 +141,8 @@ func refusalResult(res sink.Result) (*rawResult, error) {
 	payload := string(text)
 	if m := res.Moment; m != nil && m.Envelope != nil {
 		out.BindingMoment = m.Envelope.Canonical()
-		out.StructuredContent.MomentID = m.ID
-		out.StructuredContent.EnvelopeDigest = m.Envelope.Digest()
+		sc.MomentID = m.ID
+		sc.EnvelopeDigest = m.Envelope.Digest()
 		out.Meta[MetaMomentID] = m.ID
 		out.Meta[MetaEnvelopeDigest] = m.Envelope.Digest()
 		rendered, err := renderMoment(m)
@@ -143,11 +155,27 @@ func refusalResult(res sink.Result) (*rawResult, error) {
 	if len(res.Resolutions) > 0 {
 		out.Content = append(out.Content, textBlock{Type: "text", Text: deliveriesText(res.Resolutions)})
 	}
+	if !structured {
+		out.StructuredContent = nil
+	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
 	return &rawResult{raw: b}, nil
+}
+
+// invoked reports whether the refused call's tool was invoked: this call dispatched it, or it
+// is a retry of an act dispatched before whose outcome is not known to have been a refusal.
+func invoked(res sink.Result) bool {
+	if res.Invoked {
+		return true
+	}
+	switch res.State {
+	case journal.StateInvoked, journal.StateIndeterminate, journal.StateExecuted:
+		return res.Replayed
+	}
+	return false
 }
 
 // registeredMoment renders the result of request_binding_moment when the gate registered it.

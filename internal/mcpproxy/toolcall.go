@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -66,7 +67,8 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	}
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
-	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken()))
+	var refused upstreamRefusal
+	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused))
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
 			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))
@@ -101,6 +103,14 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		// reconciliation: the upstream's result was never received, so there is none to give.
 		res.Upstream = settledResult(res.State)
 	}
+	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed && (res.State == "" || res.State == journal.StateFailed) {
+		// The upstream refused this call with a JSON-RPC error before executing it (a
+		// journaled act is FAILED; a hot-path call has no journal state): the agent gets that
+		// error as the upstream wrote it, code, message and data (a -32042 URL elicitation
+		// among them), as it would without the gate.
+		logger().Info("Call refused by the upstream", "act", res.ActID, "code", rerr.Code)
+		return nil, rerr
+	}
 	if res.Allowed && len(res.Upstream) > 0 {
 		if b.p.log.V(1).Enabled() {
 			logger().V(1).Info("Call allowed", "act", res.ActID, "invoked", res.Invoked, "replayed", res.Replayed, "state", res.State)
@@ -115,12 +125,33 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		res.Allowed = false
 	}
 	logger().Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
+	structured := !b.hasOutputSchema(params.Name)
 	if res.Moment != nil { // also offered as an elicitation where policy allows (elicit.go)
 		out := b.elicit(ctx, res.Moment)
-		r, err := b.render(refusalResult(res))
+		r, err := b.render(refusalFor(res, structured))
 		return withElicitation(r, out), err
 	}
-	return b.render(refusalResult(res))
+	return b.render(refusalFor(res, structured))
+}
+
+// upstreamRefusal holds the JSON-RPC error an upstream answered a tools/call with, when the
+// proxy classified it as a refusal before execution (classify): set by the invoker, read after
+// the gate finished.
+type upstreamRefusal struct {
+	mu  sync.Mutex
+	err *jsonrpc.Error
+}
+
+func (u *upstreamRefusal) set(err *jsonrpc.Error) {
+	u.mu.Lock()
+	u.err = err
+	u.mu.Unlock()
+}
+
+func (u *upstreamRefusal) get() *jsonrpc.Error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
 }
 
 // startCall starts the tools/call span, continuing the agent's W3C trace context: the
@@ -156,7 +187,7 @@ func (b *bridge) provenance(meta mcp.Meta) string {
 }
 
 // invoker calls the upstream once with the sink's operation id and classifies the attempt.
-func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) sink.Invoker {
+func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, refused *upstreamRefusal) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			b.p.log.Error(errNotCanonical, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
@@ -223,6 +254,9 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any) s
 		}
 		// Failed and NotSent are the proxy's authoritative classification of the error; the
 		// sink records an Invoker error as INDETERMINATE, so it is not passed on.
+		if we := upstreamRPCError(err); we != nil && out.Outcome == sink.OutcomeFailed && refused != nil {
+			refused.set(we)
+		}
 		return out, nil
 	}
 }

@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,7 +22,10 @@ func (b *bridge) listTools(ctx context.Context, req *mcp.ListToolsRequest) (mcp.
 	}
 	up := res.(*mcp.ListToolsResult)
 	first := req.Params == nil || req.Params.Cursor == ""
-	raw, err := augmentTools(up, first, func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) })
+	raw, err := json.Marshal(up)
+	if err == nil {
+		raw, err = augmentToolsRaw(raw, first, func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+	}
 	if err != nil {
 		return b.render(nil, err)
 	}
@@ -32,44 +36,71 @@ func (b *bridge) listTools(ctx context.Context, req *mcp.ListToolsRequest) (mcp.
 // named like the virtual tool), the advisory annotation on each tool canEscalate names, and,
 // when first, the virtual tool appended.
 func augmentTools(up *mcp.ListToolsResult, first bool, canEscalate func(string) bool) (json.RawMessage, error) {
-	out := *up
-	out.Tools = make([]*mcp.Tool, 0, len(up.Tools))
-	for _, t := range up.Tools {
-		if t != nil && t.Name != sink.RequestBindingMomentTool {
-			out.Tools = append(out.Tools, t)
-		}
-	}
-	b, err := json.Marshal(&out)
+	b, err := json.Marshal(up)
 	if err != nil {
 		return nil, err
 	}
+	return augmentToolsRaw(b, first, canEscalate, nil)
+}
+
+// errToolsList is the refusal of a tools/list result that is not an object with a tools array
+// of objects.
+var errToolsList = errors.New("mcpproxy: the tools/list result is not an object with a tools array of objects")
+
+// augmentToolsRaw is augmentTools on the upstream's result as it was written: every member of
+// the result and of each tool is kept as the upstream wrote it (execution, outputSchema, icons,
+// fields of revisions the proxy does not know); only the virtual tool's name is removed, the
+// annotation added, and the virtual tool appended. A result that is not an object with an
+// array of tool objects is refused (errToolsList), never passed on unannotated. listed, when
+// set, is told each upstream tool's name and whether it declares an outputSchema.
+func augmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) bool, listed func(string, bool)) (json.RawMessage, error) {
 	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, err
+	if err := json.Unmarshal(raw, &doc); err != nil || doc == nil {
+		return nil, errToolsList
 	}
 	var tools []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["tools"], &tools); err != nil {
-		return nil, err
+	if t, ok := doc["tools"]; ok && string(t) != "null" {
+		if err := json.Unmarshal(t, &tools); err != nil {
+			return nil, errToolsList
+		}
 	}
-	for i, t := range tools {
-		if !canEscalate(out.Tools[i].Name) {
+	out := make([]map[string]json.RawMessage, 0, len(tools)+1)
+	for _, t := range tools {
+		if t == nil {
+			return nil, errToolsList
+		}
+		var name string
+		if n, ok := t["name"]; ok {
+			if err := json.Unmarshal(n, &name); err != nil {
+				return nil, errToolsList
+			}
+		}
+		if name == sink.RequestBindingMomentTool {
 			continue
 		}
-		if err := annotate(t); err != nil {
-			return nil, err
+		if listed != nil {
+			os, ok := t["outputSchema"]
+			listed(name, ok && string(os) != "null")
 		}
+		if canEscalate(name) {
+			if err := annotate(t); err != nil {
+				return nil, errToolsList
+			}
+		}
+		out = append(out, t)
 	}
 	if first {
 		v, err := virtualTool()
 		if err != nil {
 			return nil, err
 		}
-		tools = append(tools, v)
+		out = append(out, v)
 	}
-	if doc["tools"], err = json.Marshal(tools); err != nil {
+	var err error
+	if doc["tools"], err = marshalNoEscape(out); err != nil {
 		return nil, err
 	}
-	return json.Marshal(doc)
+	return marshalNoEscape(doc)
 }
 
 // annotate sets emits_binding_moment: true in a tool's "annotations" and "_meta" objects,
@@ -118,4 +149,31 @@ func virtualTool() (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	return m, annotate(m)
+}
+
+// maxListedTools bounds the tools a session remembers from its tools/list results (listed):
+// beyond it every refusal of the session omits structuredContent (hasOutputSchema).
+const maxListedTools = 4096
+
+// listed records whether a tool the session listed declares an outputSchema.
+func (b *bridge) listed(tool string, outputSchema bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.outputSchemas[tool]; !ok && len(b.outputSchemas) >= maxListedTools {
+		b.schemasOverflow = true
+		return
+	}
+	if b.outputSchemas == nil {
+		b.outputSchemas = make(map[string]bool)
+	}
+	b.outputSchemas[tool] = outputSchema
+}
+
+// hasOutputSchema reports whether a refusal of tool must omit structuredContent: the session
+// listed the tool with an outputSchema (its client may validate a result against it), or
+// listed more tools than it remembers.
+func (b *bridge) hasOutputSchema(tool string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.schemasOverflow || b.outputSchemas[tool]
 }

@@ -126,9 +126,9 @@ func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult
 	}
 	if we := upstreamRPCError(err); we != nil {
 		switch we.Code {
-		case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams:
+		case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired:
 			// A protocol error answered before execution (MCP: unknown tool, invalid
-			// arguments).
+			// arguments; a URL elicitation the request requires before it can proceed).
 			return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", we.Code, clip(we.Message, 200))), false
 		}
 		// Any other error answer may come from a handler that had already acted.

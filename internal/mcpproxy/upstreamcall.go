@@ -66,6 +66,9 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams, release func()) (*mcp.CallToolResult, error) {
 	b.p.directUpstream.Add(1)
 	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	if agentID, ok := ctx.Value(agentRequestKey{}).(jsonrpc.ID); ok && agentID.IsValid() && b.track(agentID, id) {
+		defer b.untrack(agentID) // the agent's cancellation reaches the upstream (relay.go)
+	}
 	res, rest, err := b.sendCall(ctx, cs, version, id, params)
 	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
 	abandoned := err != nil && ctx.Err() != nil
@@ -120,6 +123,7 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		answer, err = readJSONAnswer(resp.Body, id)
 		_ = resp.Body.Close()
 	case "text/event-stream":
+		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
 			_ = resp.Body.Close()
@@ -197,7 +201,7 @@ func (b *bridge) notifyCancelled(sid, version string, id jsonrpc.ID) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	if err := b.postMessage(ctx, sid, version, &jsonrpc.Request{Method: "notifications/cancelled", Params: params}); err != nil {
-		b.p.log.V(1).Info("Cancellation not delivered upstream", "error", err.Error())
+		b.p.log.Info("Cancellation not delivered upstream", "error", err.Error())
 	}
 }
 
@@ -307,24 +311,34 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // (bridge.client) and the answer POSTed upstream.
 func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
 	if !req.IsCall() {
+		if _, ok := notificationParams(req.Method); ok && agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params}) {
+			return // on the agent's own answer stream, as the upstream wrote it
+		}
 		if params, ok := notificationParams(req.Method); ok {
-			if len(req.Params) > 0 && unmarshal(req.Params, params) != nil {
-				b.p.log.V(1).Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
+			if len(req.Params) == 0 {
+				b.notify(ctx, req.Method, nil) // absent params stay absent
+				return
+			}
+			if unmarshal(req.Params, params) != nil {
+				b.p.log.Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
 				return
 			}
 			b.notify(ctx, req.Method, params)
 		}
 		return
 	}
-	result, err := b.answer(ctx, req)
-	resp := &jsonrpc.Response{ID: req.ID, Error: err}
-	if err == nil {
-		if resp.Result, err = marshalNoEscape(result); err != nil {
-			resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+	resp, ok := b.askOnStream(ctx, req) // on the agent's answer stream, when there is one
+	if !ok {
+		result, err := b.answer(ctx, req)
+		resp = &jsonrpc.Response{ID: req.ID, Error: err}
+		if err == nil {
+			if resp.Result, err = marshalNoEscape(result); err != nil {
+				resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+			}
 		}
 	}
 	if err := b.postMessage(ctx, sid, version, resp); err != nil {
-		b.p.log.V(1).Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+		b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
 	}
 }
 
@@ -381,7 +395,7 @@ func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) 
 		if err := decode(&p); err != nil {
 			return nil, err
 		}
-		return b.ss.Elicit(ctx, &p)
+		return b.elicitAgent(ctx, &p)
 	case methodListRoots:
 		if b.caps.RootsV2 == nil {
 			return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil // the SDK client's own (empty) roots

@@ -99,6 +99,50 @@ func (c *Checkpoint) validate() error {
 	return nil
 }
 
+// SignedCheckpoint is a checkpoint and its signature: what Options.OnCheckpoint receives and
+// what is anchored outside the log.
+type SignedCheckpoint struct {
+	Checkpoint
+	Signature []byte
+}
+
+// Canonical returns the canonical checkpoint bytes the signature covers.
+func (c *Checkpoint) Canonical() ([]byte, error) {
+	b, err := c.appendCanonical(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding checkpoint: %v", ErrInvalid, err)
+	}
+	return b, nil
+}
+
+// Validate checks the checkpoint's fields as a verification of a log does
+// (CHECKPOINT_INVALID): type, seq after prev_seq and below 2^53, a head digest, a key ID, a
+// time.
+func (c *Checkpoint) Validate() error { return c.validate() }
+
+// VerifyCheckpoint checks a checkpoint held outside a log (an anchor): its fields, and its
+// signature under v over its canonical bytes. The error wraps ErrInvalid for a malformed
+// checkpoint, ErrBadSignature for a signature that does not verify.
+func VerifyCheckpoint(v signature.Verifier, sc SignedCheckpoint) error {
+	if v == nil {
+		return fmt.Errorf("%w: no verifier", ErrInvalid)
+	}
+	if err := sc.validate(); err != nil {
+		return err
+	}
+	if len(sc.Signature) == 0 || len(sc.Signature) > maxSignatureBytes {
+		return fmt.Errorf("%w: signature is empty or longer than %d bytes", ErrInvalid, maxSignatureBytes)
+	}
+	body, err := sc.Canonical()
+	if err != nil {
+		return err
+	}
+	if err := v.VerifySignature(bytes.NewReader(sc.Signature), bytes.NewReader(body)); err != nil {
+		return fmt.Errorf("%w: checkpoint %d", ErrBadSignature, sc.Seq)
+	}
+	return nil
+}
+
 type checkpointWire struct {
 	Checkpoint *Checkpoint `json:"checkpoint"`
 	Signature  []byte      `json:"signature"`

@@ -27,6 +27,9 @@ var (
 	// later call returns it, because after a failed fsync what reached the disk is unknown. A
 	// process restart reopens the log, which cuts any partial batch (see Open).
 	ErrFailed = errors.New("receipt: log failed")
+	// ErrBadSignature: VerifyCheckpoint found a well-formed checkpoint whose signature does
+	// not verify under the key.
+	ErrBadSignature = errors.New("receipt: checkpoint signature does not verify")
 )
 
 // Code is the stable code of one verification problem. Callers and the CLI branch on it; the

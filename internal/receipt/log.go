@@ -59,6 +59,12 @@ type Options struct {
 	// (ErrBacklog). A failed Write does not fail the log, whose file stays the durable copy:
 	// it is kept (MirrorErr) and the stream then shows a gap (RECEIPT_REMOVED).
 	Mirror io.Writer
+	// OnCheckpoint, when set, is called with the last checkpoint of each group commit after
+	// its fsync (and its Mirror Write), and once by Open with the file's last checkpoint, so
+	// that a reopened log offers again what an earlier process may not have anchored. It runs
+	// on the committer goroutine: it must return at once (hand the checkpoint to another
+	// goroutine, keeping only the newest), or it holds up every commit behind it.
+	OnCheckpoint func(SignedCheckpoint)
 }
 
 // file is what the committer needs of the log file; tests wrap *os.File to watch or fail it.
@@ -104,6 +110,9 @@ type Log struct {
 	mirror    io.Writer
 	mirrorBuf []byte // the committer's stream records of a batch
 	mirrorErr error  // the first failed Write to mirror, under mu
+
+	onCheckpoint func(SignedCheckpoint)
+	lastSigned   SignedCheckpoint // the committer's last signed checkpoint, for onCheckpoint
 }
 
 type entry struct {
@@ -162,18 +171,19 @@ func open(opts Options, wrap func(*os.File) file) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		path:       opts.Path,
-		signer:     opts.Signer,
-		keyID:      opts.KeyID,
-		now:        opts.Now,
-		maxBatch:   opts.MaxBatch,
-		maxDelay:   opts.MaxDelay,
-		maxPending: opts.MaxPending,
-		mirror:     opts.Mirror,
-		kick:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		committed:  make(chan struct{}),
-		head:       ZeroDigest,
+		path:         opts.Path,
+		signer:       opts.Signer,
+		keyID:        opts.KeyID,
+		now:          opts.Now,
+		maxBatch:     opts.MaxBatch,
+		maxDelay:     opts.MaxDelay,
+		maxPending:   opts.MaxPending,
+		mirror:       opts.Mirror,
+		onCheckpoint: opts.OnCheckpoint,
+		kick:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		committed:    make(chan struct{}),
+		head:         ZeroDigest,
 	}
 	if l.keyID == "" {
 		if l.keyID, err = KeyID(pub); err != nil {
@@ -214,13 +224,24 @@ func open(opts Options, wrap func(*os.File) file) (*Log, error) {
 	if rep.SignedSeq > 0 {
 		l.head = rep.SignedHead
 	}
-	if seg := l.recovery.lastSegment; l.mirror != nil && seg[1] > seg[0] {
+	if seg := l.recovery.lastSegment; (l.mirror != nil || l.onCheckpoint != nil) && seg[1] > seg[0] {
 		buf := make([]byte, seg[1]-seg[0])
 		if _, err := f.ReadAt(buf, seg[0]); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%w: reading the last signed segment of %s: %v", ErrFailed, opts.Path, err)
 		}
 		l.mirrorLines(buf)
+		if l.onCheckpoint != nil {
+			// The segment ends with the checkpoint recovery verified.
+			last := bytes.TrimSuffix(buf, []byte("\n"))
+			last = last[bytes.LastIndexByte(last, '\n')+1:]
+			c, sig, err := decodeCheckpoint(last)
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("%w: reading the last checkpoint of %s: %v", ErrFailed, opts.Path, err)
+			}
+			l.onCheckpoint(SignedCheckpoint{Checkpoint: c, Signature: sig})
+		}
 	}
 	l.f = wrap(f)
 	go l.run()
@@ -527,6 +548,7 @@ func (l *Log) appendCheckpoint(dst []byte, last entry) ([]byte, error) {
 		return dst, fmt.Errorf("%w: signing checkpoint %d: %v", ErrFailed, cp.Seq, err)
 	}
 	l.signedSeq = cp.Seq
+	l.lastSigned = SignedCheckpoint{Checkpoint: cp, Signature: sig}
 	return appendCheckpointLine(dst, body, sig), nil
 }
 
@@ -540,6 +562,9 @@ func (l *Log) write(buf []byte, lastSeq uint64) error {
 		return fmt.Errorf("%w: fsync of batch ending at %d: %v", ErrFailed, lastSeq, err)
 	}
 	l.mirrorLines(buf)
+	if l.onCheckpoint != nil {
+		l.onCheckpoint(l.lastSigned)
+	}
 	return nil
 }
 

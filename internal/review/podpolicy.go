@@ -48,7 +48,8 @@ const (
 // is Accepted at its current generation and it has a policy epoch.
 type PodPolicy struct {
 	metav1.TypeMeta `json:",inline"`
-	// version identifies the answer: it changes when the governing policy or its state does.
+	// version identifies the answer: it changes when the governing policy, its spec or its
+	// epoch changes, or the reason there is none.
 	// A watch returns when it differs from the version the caller holds.
 	Version string `json:"version"`
 	// policy is the governing ToolPolicy.
@@ -122,9 +123,11 @@ func DecodePodPolicy(body []byte) (*PodPolicy, error) {
 	return &p, nil
 }
 
-// PolicyVersion is the version of an answer naming policy p at resourceVersion rv.
-func PolicyVersion(uid types.UID, rv string, generation, epoch int64) string {
-	return fmt.Sprintf("policy/%s/%s/%d/%d", uid, rv, generation, epoch)
+// PolicyVersion is the version of an answer naming the policy uid at generation (its spec) and
+// epoch. It leaves out the resourceVersion, which every status write changes, so a write that
+// changes neither the spec nor the epoch wakes no watch.
+func PolicyVersion(uid types.UID, generation, epoch int64) string {
+	return fmt.Sprintf("policy/%s/%d/%d", uid, generation, epoch)
 }
 
 // NoneVersion is the version of a "none" answer for reason.

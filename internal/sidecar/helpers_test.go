@@ -112,8 +112,9 @@ type stub struct {
 	// endpoint.
 	ops        map[review.Operation]int
 	policyGets int
-	// proposals are the Propose reviews received.
+	// proposals are the Propose reviews received; anchors the checkpoints posted.
 	proposals []review.ProposalRequest
+	anchors   []review.AnchorRequest
 	// spec and epoch are the ToolPolicy the stub serves at the policy endpoint (none when
 	// spec is nil: the answer is NotGoverned).
 	spec  *v1alpha1.ToolPolicySpec
@@ -226,6 +227,19 @@ func (s *stub) lastToken() string {
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.URL.Path == review.PolicyPath {
 		s.podPolicy(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == review.AnchorPath {
+		var a review.AnchorRequest
+		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+			s.t.Errorf("the sidecar sent a malformed anchor request: %v", err)
+		}
+		s.mu.Lock()
+		s.anchors = append(s.anchors, a)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+			Status: metav1.StatusSuccess, Reason: metav1.StatusReason(review.ReasonAnchored), Code: 200})
 		return
 	}
 	body, _ := io.ReadAll(r.Body)

@@ -192,6 +192,9 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		}
 		rt.proxies = append(rt.proxies, p)
 		mux.Handle(mcpproxy.Path(srv.Name), p)
+		if alt := mcpproxy.AltPath(srv.Name); alt != mcpproxy.Path(srv.Name) { // a server named mcp has one path
+			mux.Handle(alt, p)
+		}
 	}
 	api := &momentsAPI{gate: rt.gate, tokens: tokens, log: log.WithName("moments")}
 	api.register(mux)
@@ -218,7 +221,7 @@ func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) er
 	go func() { defer close(settled); rt.runSettler(sweepCtx) }()
 	fmt.Fprintf(out, "actgate serving on %s (sink %s)\n", base, rt.cfg.SinkID)
 	for _, p := range rt.proxies {
-		fmt.Fprintf(out, "  MCP server %-16s %s%s -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), p.Destination())
+		fmt.Fprintf(out, "  MCP server %-16s %s%s (or %s) -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), mcpproxy.AltPath(p.Server()), p.Destination())
 	}
 	if rt.cfg.Agent.Authentication != gateconfig.AuthNone {
 		for _, a := range rt.cfg.AgentNames() {

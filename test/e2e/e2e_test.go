@@ -49,6 +49,7 @@ import (
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/webhook"
+	"github.com/actgate/actgate/webhook/inject"
 )
 
 const (
@@ -331,6 +332,25 @@ spec:
 			t.Errorf("GET /metrics on the sidecar: %s, no %s in:\n%.2000s", resp.Status, metrics.NameDecisions, body)
 		}
 	}
+
+	// The injected startup and readiness probes, run against this sidecar (the exec command of
+	// the container spec, with the test's binary and listen address): both pass once it holds
+	// the pod's policy. Then a ToolPolicy change reaches the running sidecar: its /readyz names
+	// the new epoch.
+	checkProbes(t, side, actgate, sideAddr, sideEnv)
+	epoch := policy.Status.PolicyEpoch
+	if got := readyEpoch(t, sideAddr); got != epoch {
+		t.Fatalf("the sidecar holds epoch %d, the policy is at %d", got, epoch)
+	}
+	changed := time.Now()
+	env.Kubectl(t, "-n", agentNS, "patch", "toolpolicy", "payments", "--type=merge", "-p", `{"spec":{"authorityTTL":"4m"}}`)
+	testutil.Eventually(t, 30*time.Second, "the running sidecar to hold the changed policy", func() error {
+		if got := readyEpoch(t, sideAddr); got <= epoch {
+			return fmt.Errorf("epoch %d", got)
+		}
+		return nil
+	})
+	t.Logf("policy change (kubectl patch) to the running sidecar's new epoch, through the manager's acceptance: %v", time.Since(changed).Round(time.Millisecond))
 
 	// A FINANCIAL call escalates; a BindingMoment for alice appears; nothing runs.
 	res = callTool(t, cs, "send_payment", paymentArgs)
@@ -1068,4 +1088,46 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// readyEpoch is the policy epoch the sidecar at addr reports on /readyz?check=policy (0: none).
+func readyEpoch(t *testing.T, addr string) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + sidecar.ReadyPath + "?check=policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b struct {
+		Epoch int64 `json:"epoch"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Epoch
+}
+
+// checkProbes runs the injected container's startup and readiness probe commands against the
+// running sidecar, as the kubelet would in its container: the image's binary replaced by the
+// test's, the listen address by the one the test gave the sidecar.
+func checkProbes(t *testing.T, side corev1.Container, bin, addr string, env []string) {
+	t.Helper()
+	for name, p := range map[string]*corev1.Probe{"startupProbe": side.StartupProbe, "readinessProbe": side.ReadinessProbe} {
+		if p == nil || p.Exec == nil || len(p.Exec.Command) < 3 || p.Exec.Command[0] != inject.SidecarBinary || p.Exec.Command[1] != "sidecar" || p.Exec.Command[2] != "probe" {
+			t.Errorf("the injected sidecar's %s is not `%s sidecar probe …`: %+v", name, inject.SidecarBinary, p)
+			continue
+		}
+		args := slices.Clone(p.Exec.Command[1:])
+		if i := slices.Index(args, "--listen"); i >= 0 && i+1 < len(args) {
+			args[i+1] = addr
+		}
+		testutil.Eventually(t, 10*time.Second, "the sidecar's "+name+" to pass", func() error {
+			cmd := exec.Command(bin, args...)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	}
 }

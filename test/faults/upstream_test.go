@@ -4,12 +4,16 @@ package faults
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -82,6 +86,9 @@ func TestUpstreamFaults(t *testing.T) {
 		answer func(http.ResponseWriter, json.RawMessage)
 		state  journal.State
 		reason journal.Reason
+		// rpc: the upstream's JSON-RPC refusal the agent gets instead of a result, as the
+		// upstream wrote it (docs/api.md "MCP through the gate").
+		rpc int64
 	}{
 		{name: "hangs past CallTimeout", hold: true, state: journal.StateIndeterminate, reason: sink.ReasonUpstreamUnknown},
 		{name: "resets mid-response", answer: resetMidResponse, state: journal.StateIndeterminate, reason: sink.ReasonUpstreamUnknown},
@@ -95,7 +102,7 @@ func TestUpstreamFaults(t *testing.T) {
 			state: journal.StateIndeterminate, reason: sink.ReasonUpstreamUnknown},
 		// Invalid params is the upstream's refusal before execution: authoritative, FAILED.
 		{name: "refuses with JSON-RPC invalid params", answer: jsonAnswer(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such field"}}`),
-			state: journal.StateFailed, reason: sink.ReasonUpstreamFailed},
+			state: journal.StateFailed, reason: sink.ReasonUpstreamFailed, rpc: -32602},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &faulty{answer: tc.answer}
@@ -109,10 +116,19 @@ func TestUpstreamFaults(t *testing.T) {
 			p := g.start(t)
 
 			start := time.Now()
-			r := mustCall(t, agent(t, p.endpoint()), protectedTool, ticketArgs)
+			r, err := callTool(agent(t, p.endpoint()), protectedTool, ticketArgs, 30*time.Second)
 			took := time.Since(start)
 			if count() != 1 {
 				t.Fatalf("upstream count %d after the call, want 1", count())
+			}
+			if tc.rpc != 0 {
+				var we *jsonrpc.Error
+				if !errors.As(err, &we) || we.Code != tc.rpc {
+					t.Fatalf("want the upstream's JSON-RPC error %d passed through, got %v %s", tc.rpc, err, js(r))
+				}
+				r = &mcp.CallToolResult{IsError: true}
+			} else if err != nil {
+				t.Fatalf("tools/call %s: %v", protectedTool, err)
 			}
 			if !r.IsError {
 				t.Fatalf("a faulty upstream's answer passed as success: %s", js(r))

@@ -35,6 +35,7 @@ type caller struct {
 	namespace      string
 	serviceAccount string
 	podName        string
+	podUID         string // set with podName once the pod is found with the token's UID
 	labels         map[string]string
 	policy         *v1alpha1.ToolPolicy
 }
@@ -142,7 +143,7 @@ func (s *Service) callerPod(ctx context.Context, c *caller, name, uid string) (*
 	if string(pod.UID) != uid || podServiceAccount(pod) != c.serviceAccount {
 		return notFound()
 	}
-	c.podName, c.labels = pod.Name, pod.Labels
+	c.podName, c.podUID, c.labels = pod.Name, uid, pod.Labels
 	return s.governing(ctx, c, []map[string]string{pod.Labels})
 }
 
@@ -160,10 +161,10 @@ func (s *Service) cachedPod(ctx context.Context, ns, name, uid string) (*corev1.
 	return p, true
 }
 
-// listPolicies lists the ToolPolicies of ns: from the Cache when there is one, else from the
+// listPolicies lists the ToolPolicies of ns: from the Cache once it has synced, else from the
 // API server's watch cache.
 func (s *Service) listPolicies(ctx context.Context, ns string) ([]v1alpha1.ToolPolicy, error) {
-	if s.cache != nil {
+	if s.cache != nil && s.cache.synced() {
 		return s.cache.listPolicies(ctx, ns)
 	}
 	var list v1alpha1.ToolPolicyList

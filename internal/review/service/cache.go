@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -19,9 +19,6 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 )
-
-// DefaultCacheSyncTimeout bounds Cache.Start's wait for the ToolPolicy informer.
-const DefaultCacheSyncTimeout = 60 * time.Second
 
 // Cache serves the reads a review makes to find its caller: ToolPolicies from one informer
 // across the cluster, and Pods from one informer per namespace that holds a ToolPolicy (the
@@ -48,6 +45,8 @@ type Cache struct {
 	ctx     context.Context // Start's; nil before Start
 	pods    map[string]*podInformer
 	changed func(namespace string)
+	// policiesSynced is the ToolPolicy informer's HasSynced; nil before Start.
+	policiesSynced func() bool
 }
 
 type podInformer struct {
@@ -66,6 +65,7 @@ func NewCache(cfg *rest.Config, scheme *runtime.Scheme, log logr.Logger) (*Cache
 	}
 	policies, err := crcache.New(cfg, crcache.Options{
 		Scheme:                      scheme,
+		Mapper:                      staticMapper(),
 		ByObject:                    map[client.Object]crcache.ByObject{&v1alpha1.ToolPolicy{}: {}},
 		ReaderFailOnMissingInformer: true,
 	})
@@ -75,8 +75,18 @@ func NewCache(cfg *rest.Config, scheme *runtime.Scheme, log logr.Logger) (*Cache
 	return &Cache{cfg: cfg, scheme: scheme, log: log, policies: policies, pods: map[string]*podInformer{}, changed: func(string) {}}, nil
 }
 
-// Start runs the informers until ctx ends. It returns once the ToolPolicy informer has synced,
-// or with an error when it did not within DefaultCacheSyncTimeout.
+// staticMapper maps the two kinds the Cache reads without asking the API server's discovery,
+// so a Cache is built and started while the API server is unreachable.
+func staticMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(v1alpha1.GroupVersion.WithKind("ToolPolicy"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	return m
+}
+
+// Start runs the informers until ctx ends, and returns at once. Until the ToolPolicy informer
+// has synced (the API server may be unreachable), reviews read ToolPolicies from the API
+// server instead; WaitForSync waits for it.
 func (c *Cache) Start(ctx context.Context) error {
 	inf, err := c.policies.GetInformer(ctx, &v1alpha1.ToolPolicy{})
 	if err != nil {
@@ -84,6 +94,7 @@ func (c *Cache) Start(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.ctx = ctx
+	c.policiesSynced = inf.HasSynced
 	c.mu.Unlock()
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.policyEvent(obj) },
@@ -98,12 +109,23 @@ func (c *Cache) Start(ctx context.Context) error {
 			c.log.Error(err, "ToolPolicy cache stopped")
 		}
 	}()
-	sctx, cancel := context.WithTimeout(ctx, DefaultCacheSyncTimeout)
-	defer cancel()
-	if !c.policies.WaitForCacheSync(sctx) {
+	return nil
+}
+
+// WaitForSync waits until the ToolPolicy informer has synced, or ctx ends.
+func (c *Cache) WaitForSync(ctx context.Context) error {
+	if !c.policies.WaitForCacheSync(ctx) {
 		return errors.New("service: the ToolPolicy cache did not sync")
 	}
 	return nil
+}
+
+// synced reports whether the ToolPolicy informer holds a complete list.
+func (c *Cache) synced() bool {
+	c.mu.Lock()
+	f := c.policiesSynced
+	c.mu.Unlock()
+	return f != nil && f()
 }
 
 // setChanged names the function woken on every change, by namespace.
@@ -150,6 +172,7 @@ func (c *Cache) startPods(ns string) {
 	}
 	pc, err := crcache.New(c.cfg, crcache.Options{
 		Scheme:                      c.scheme,
+		Mapper:                      staticMapper(),
 		DefaultNamespaces:           map[string]crcache.Config{ns: {}},
 		ByObject:                    map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: stripPod}},
 		ReaderFailOnMissingInformer: true,

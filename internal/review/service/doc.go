@@ -14,8 +14,11 @@
 //  2. Find the policy: exactly one ToolPolicy in the pod's namespace must select the pod
 //     (spec.podSelector); none is NotGoverned, several is AmbiguousPolicy, both HTTP 403. The
 //     policy is served only when its Accepted condition is True for its current generation and
-//     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies are listed
-//     from the API server on every review and compiled once per generation.
+//     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies and pods
+//     are read from informers when the service has a Cache (NewCache; the API server until it
+//     has synced, and for a pod it does not hold yet), else from the API server on every
+//     review; policies are compiled once per generation. TokenReview answers are reused by
+//     token hash for Options.TokenReviewTTL.
 //  3. Review: the act (internal/act) is parsed strictly and its arguments digest recomputed
 //     from the arguments the sidecar will send (a difference is EF_SCOPE_MISMATCH); the
 //     destination is the server's URL from the policy and the sink is the policy's sink.id (or
@@ -78,13 +81,21 @@
 //
 // # Reads
 //
-// Everything is read from the API server, never from an informer in this process. Lists of
-// ToolPolicies, Pods and BindingMoments are served from the API server's watch cache
+// ToolPolicies and Pods, which only find the caller and its policy, come from the Cache's
+// informers when there is one (a pod it does not hold is read by name). Without a Cache, and
+// for BindingMoments always, lists are served from the API server's watch cache
 // (resourceVersion "0"), milliseconds behind etcd, because a consistent list waits for etcd's
 // progress notification (tens of milliseconds a review, measured on envtest). What single use
 // rests on is read by quorum: the Lease a consume spends (internal/authority/leasestore), and
 // the escalated Act whose annotation records, by compare-and-swap, the one call a resolution
 // was granted to.
+//
+// # The pod's policy
+//
+// PolicyHandler serves GET review.PolicyPath: the PodPolicy of the calling pod, found by the
+// same authenticate-and-govern steps as a review, and as a long poll (watch=true) answered when
+// its version changes. The Cache wakes the watches of a namespace on every change of its
+// ToolPolicies or pods; a watch also looks again every 5 seconds.
 //
 // # Fail closed
 //

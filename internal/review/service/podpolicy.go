@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -147,14 +148,14 @@ func (s *Service) podPolicy(ctx context.Context, token string) (podPolicyAnswer,
 	pol := c.policy
 	if _, notServed := s.serve(c); notServed != nil {
 		p.None = &review.NoPolicy{Reason: review.ReasonPolicyNotReady, Code: ef.EFPolicyUnavailable, Message: notServed.resp.Message}
-		p.Version = review.NoneVersion(review.ReasonPolicyNotReady, string(pol.UID)+"/"+pol.ResourceVersion)
+		p.Version = review.NoneVersion(review.ReasonPolicyNotReady, fmt.Sprintf("%s/%d", pol.UID, pol.Generation))
 		return p, http.StatusOK, outcome{}
 	}
 	p.Policy = &review.GoverningPolicy{
 		Name: pol.Name, Namespace: pol.Namespace, UID: pol.UID, Generation: pol.Generation,
 		ResourceVersion: pol.ResourceVersion, Epoch: pol.Status.PolicyEpoch, Spec: *pol.Spec.DeepCopy(),
 	}
-	p.Version = review.PolicyVersion(pol.UID, pol.ResourceVersion, pol.Generation, pol.Status.PolicyEpoch)
+	p.Version = review.PolicyVersion(pol.UID, pol.Generation, pol.Status.PolicyEpoch)
 	return p, http.StatusOK, outcome{}
 }
 

@@ -33,5 +33,9 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"actgate.io"}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", "create"}},
 		// Issue and consume authorities (the Lease store).
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		// Anchor each calling pod's receipt log: create its ReceiptAnchor once, then move its
+		// checkpoint forward by compare-and-swap (anchor.go).
+		{APIGroups: []string{"actgate.io"}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", "create"}},
+		{APIGroups: []string{"actgate.io"}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", "update"}},
 	}
 }

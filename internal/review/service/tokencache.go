@@ -62,28 +62,38 @@ func (tc *tokenCache) review(ctx context.Context, token string, create func(cont
 		return st, false, err
 	}
 	key := sha256.Sum256([]byte(token))
-	now := tc.now()
-	tc.mu.Lock()
-	if e, ok := tc.entries[key]; ok {
-		if now.Before(e.expires) {
-			tc.mu.Unlock()
-			return e.status, true, nil
+	var f *tokenFlight
+	for f == nil {
+		now := tc.now()
+		tc.mu.Lock()
+		if e, ok := tc.entries[key]; ok {
+			if now.Before(e.expires) {
+				tc.mu.Unlock()
+				return e.status, true, nil
+			}
+			delete(tc.entries, key)
 		}
-		delete(tc.entries, key)
-	}
-	if f, ok := tc.inflight[key]; ok {
+		other, ok := tc.inflight[key]
+		if !ok {
+			f = &tokenFlight{done: make(chan struct{})}
+			tc.inflight[key] = f
+			tc.mu.Unlock()
+			break
+		}
 		tc.mu.Unlock()
 		select {
-		case <-f.done:
-			return f.status, true, f.err
+		case <-other.done:
 		case <-ctx.Done():
 			return st, true, ctx.Err()
 		}
+		if other.err == nil {
+			return other.status, true, nil
+		}
+		// The other caller's TokenReview failed, perhaps on its own deadline: this caller asks
+		// the API server itself, within its own deadline.
 	}
-	f := &tokenFlight{done: make(chan struct{})}
-	tc.inflight[key] = f
-	tc.mu.Unlock()
 
+	now := tc.now()
 	f.status, f.err = create(ctx)
 	tc.mu.Lock()
 	delete(tc.inflight, key)

@@ -103,6 +103,9 @@ func cachedService(t *testing.T, r *rig, tokenTTL time.Duration) *apiCounter {
 	if err := cache.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := cache.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	svc, err := service.New(service.Options{Client: c, Cache: cache, TokenReviewTTL: tokenTTL, Store: r.store, Signer: r.signer,
 		Now: r.clock.Now, MomentTTL: 10 * time.Minute})
 	if err != nil {
@@ -185,6 +188,67 @@ func TestPodPolicyEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("a status write that changes neither spec nor epoch wakes no watch", func(t *testing.T) {
+		held, err := cl.PodPolicy(ctx, "", 0)
+		if err != nil || held.Policy == nil {
+			t.Fatalf("%+v %v", held, err)
+		}
+		done := make(chan *review.PodPolicy, 1)
+		start := time.Now()
+		go func() {
+			got, err := cl.PodPolicy(ctx, held.Version, 2*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		time.Sleep(200 * time.Millisecond)
+		p := &v1alpha1.ToolPolicy{}
+		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(r.policy), p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: "Unrelated", Status: metav1.ConditionTrue,
+			Reason: "Test", LastTransitionTime: metav1.Now()})
+		if err := r.env.Client.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got == nil || got.Version != held.Version || time.Since(start) < 1500*time.Millisecond {
+			t.Fatalf("after %v: %+v (held %s)", time.Since(start), got, held.Version)
+		}
+	})
+	t.Run("a relabelled pod wakes its watch", func(t *testing.T) {
+		pod := r.pod(t, "agent", "agent-relabel", map[string]string{"app.kubernetes.io/name": agentLabel})
+		pcl := r.client(r.token(t, "agent", pod, audience))
+		held, err := pcl.PodPolicy(ctx, "", 0)
+		if err != nil || held.Policy == nil {
+			t.Fatalf("%+v %v", held, err)
+		}
+		done := make(chan *review.PodPolicy, 1)
+		go func() {
+			got, err := pcl.PodPolicy(ctx, held.Version, 20*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- got
+		}()
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		pod.Labels = map[string]string{"app.kubernetes.io/name": "reporting-agent"}
+		if err := r.env.Client.Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		took := time.Since(start)
+		if got == nil || got.None == nil || got.None.Reason != review.ReasonNotGoverned {
+			t.Fatalf("after relabelling: %+v", got)
+		}
+		t.Logf("watch: pod relabel answered after %v", took.Round(time.Millisecond))
+		// Faster than the 5 s recheck: the pod informer woke the watch.
+		if took > 3*time.Second {
+			t.Fatalf("the relabel took %v to reach the watcher", took)
+		}
+	})
 	t.Run("not governed", func(t *testing.T) {
 		pod := r.pod(t, "other", "other-pp", map[string]string{"app.kubernetes.io/name": "reporting-agent"})
 		got, err := r.client(r.token(t, "other", pod, audience)).PodPolicy(ctx, "", 0)

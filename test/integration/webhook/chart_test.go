@@ -453,9 +453,10 @@ func TestHelmInstall(t *testing.T) {
 		cached := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
 		return e.Client.List(ctx, &v1alpha1.ToolPolicyList{}, cached) == nil &&
 			e.Client.List(ctx, &v1alpha1.ActList{}, cached) == nil &&
-			e.Client.List(ctx, &v1alpha1.BindingMomentList{}, cached) == nil
+			e.Client.List(ctx, &v1alpha1.BindingMomentList{}, cached) == nil &&
+			e.Client.List(ctx, &v1alpha1.ReceiptAnchorList{}, cached) == nil
 	}, "the custom resources' watch caches")
-	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io"} {
 		if err := e.Client.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +475,7 @@ func TestHelmInstall(t *testing.T) {
 
 	t.Run("CRDs from the chart are established", func(t *testing.T) {
 		waitFor(t, func() bool {
-			for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
+			for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io"} {
 				crd := &apiextensionsv1.CustomResourceDefinition{}
 				if e.Client.Get(ctx, client.ObjectKey{Name: name}, crd) != nil {
 					return false
@@ -518,6 +519,13 @@ func TestHelmInstall(t *testing.T) {
 			{agent, "get", "bindingmoments.actgate.io", "billing", "no"},
 			{agent, "patch", "bindingmoments.actgate.io", "billing", "no"},
 			{agent, "update", "leases.coordination.k8s.io", "billing", "no"},
+			// Nobody but the authority service (in governed namespaces) writes receipt anchors:
+			// not the pod whose log it anchors, not the manager, not a principal.
+			{agent, "create", "receiptanchors.actgate.io", "billing", "no"},
+			{agent, "update", "receiptanchors.actgate.io --subresource=status", "billing", "no"},
+			{manager, "update", "receiptanchors.actgate.io --subresource=status", "billing", "no"},
+			{"alice@example.com", "delete", "receiptanchors.actgate.io", "billing", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "update", "receiptanchors.actgate.io --subresource=status", "billing", "no"},
 			// Principals resolve binding moments where they are bound, and only there.
 			{"alice@example.com", "patch", "bindingmoments.actgate.io", "billing", "yes"},
 			{"alice@example.com", "patch", "bindingmoments.actgate.io", "ops", "no"},
@@ -663,6 +671,7 @@ func TestChartViewerRolesLeaveBindingMomentsOut(t *testing.T) {
 		"actgate-toolpolicy-viewer-role":    true,
 		"actgate-act-viewer-role":           true,
 		"actgate-bindingmoment-viewer-role": false,
+		"actgate-receiptanchor-viewer-role": true,
 	} {
 		got, ok := aggregated[name]
 		if !ok {

@@ -1990,6 +1990,12 @@ type StreamableClientTransport struct {
 	//   - You want to avoid maintaining a persistent connection
 	DisableStandaloneSSE bool
 
+	// StandaloneSSEInBackground makes Connect return without waiting for the server's
+	// response to the standalone SSE stream's GET (actgate patch, PATCHES.md): the stream is
+	// opened in the background. Messages the server sends on it before it is connected are
+	// not received.
+	StandaloneSSEInBackground bool
+
 	// OAuthHandler is an optional field that, if provided, will be used to authorize the requests.
 	OAuthHandler auth.OAuthHandler
 
@@ -2084,6 +2090,7 @@ func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, er
 		cancel:               cancel,
 		failed:               make(chan struct{}),
 		disableStandaloneSSE: t.DisableStandaloneSSE,
+		sseInBackground:      t.StandaloneSSEInBackground,
 		oauthHandler:         t.OAuthHandler,
 		maxEventSize:         t.MaxEventSize,
 	}
@@ -2103,6 +2110,7 @@ type streamableClientConn struct {
 	// disableStandaloneSSE controls whether to disable the standalone SSE stream
 	// for receiving server-to-client notifications when no request is in flight.
 	disableStandaloneSSE bool // from [StreamableClientTransport.DisableStandaloneSSE]
+	sseInBackground      bool // from [StreamableClientTransport.StandaloneSSEInBackground]
 
 	// oauthHandler is the OAuth handler for the connection.
 	oauthHandler auth.OAuthHandler // from [StreamableClientTransport.OAuthHandler]
@@ -2161,7 +2169,11 @@ func (c *streamableClientConn) sessionUpdated(state clientSessionState) {
 	// ID at initialization time, by including it in a Mcp-Session-Id header
 	// on the HTTP response containing the InitializeResult.
 	if !c.disableStandaloneSSE {
-		c.connectStandaloneSSE()
+		if c.sseInBackground { // actgate patch (PATCHES.md)
+			go c.connectStandaloneSSE()
+		} else {
+			c.connectStandaloneSSE()
+		}
 	}
 }
 

@@ -1,0 +1,264 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/logfield"
+)
+
+// notifyCancelled is the JSON-RPC cancellation notification (MCP basic/utilities/cancellation).
+const notifyCancelled = "notifications/cancelled"
+
+// maxRelayed bounds the agent requests one session has relayed and not yet answered: the map
+// that lets the agent's cancellation reach the upstream (bridge.relayed). A request beyond it
+// is refused with codeTooManyRequests, never dropped silently.
+const maxRelayed = 1024
+
+// codeTooManyRequests is the JSON-RPC error of a request beyond maxRelayed (an implementation
+// defined server error, JSON-RPC 2.0 §5.1).
+const codeTooManyRequests = -32000
+
+// hopByHop are the agent requests and notifications the agent-side SDK server answers itself:
+// the session's own lifecycle (initialize, notifications/initialized). tools/call has its own
+// path (serveToolsCall). ping and logging/setLevel are relayed: the upstream answers them, and
+// the log messages it then sends are forwarded as they come (the gate's session filters only
+// the messages it logs itself, and it logs none).
+var hopByHop = map[string]bool{
+	methodInitialize:            true,
+	"notifications/initialized": true,
+	methodCallTool:              true,
+}
+
+// serveRelay relays an agent's request or notification that the gate does not decide to the
+// upstream session as the agent wrote it (its method, params and _meta, byte for byte; only
+// the JSON-RPC id is the proxy's own on the upstream leg) and answers with the upstream's
+// result or error as the upstream wrote them: resources/*, prompts/*, completion/complete,
+// tasks/*, methods the proxy does not know, and tools/list (whose result gets the gate's
+// additions, augmentToolsRaw). It takes the same plain requests as serveToolsCall (an
+// initialized session below 2026-07-28 with its own Mcp-Protocol-Version) on a stateful
+// upstream session; it returns false, having written nothing, for everything else, which the
+// SDK's handler answers.
+//
+// The agent's notifications/cancelled of a relayed request or a direct tools/call is sent to
+// the upstream with the upstream leg's id; other notifications (roots/list_changed) are relayed
+// as they are.
+func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || hopByHop[req.Method] {
+		return false // responses to the server session's own requests are the SDK's
+	}
+	cs, err := b.upstream(r.Context())
+	if err != nil {
+		return false // the SDK path reports it with its own error
+	}
+	version, ok := directVersion(cs)
+	if !ok {
+		return false
+	}
+	if !req.IsCall() {
+		if req.Method == notifyCancelled && !b.cancelUpstream(r.Context(), cs, version, req.Params) {
+			return false // not a request the relay carried: the SDK's own to cancel
+		}
+		if req.Method != notifyCancelled {
+			fwd := &jsonrpc.Request{Method: req.Method, Params: req.Params}
+			if err := b.postMessage(r.Context(), cs.ID(), version, fwd); err != nil {
+				b.p.log.Info("Notification not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}
+	if !b.begin(req.ID) {
+		writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
+		return true
+	}
+	stream := &agentStream{w: w}
+	defer stream.finish()
+	resp := func() *jsonrpc.Response {
+		defer b.end(req.ID)
+		return b.relay(withAgentStream(r.Context(), stream), cs, version, req)
+	}()
+	out, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
+		if !stream.isStarted() {
+			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		}
+		return true
+	}
+	stream.answer(out)
+	return true
+}
+
+// relay sends req upstream under an id of the proxy's own and returns the upstream's answer
+// under the agent's id.
+func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version string, req *jsonrpc.Request) *jsonrpc.Response {
+	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	if !b.track(req.ID, upID) {
+		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+			Message: fmt.Sprintf("actgate: more than %d requests in flight on this session", maxRelayed)}}
+	}
+	defer b.untrack(req.ID)
+	answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: req.Method, Params: req.Params})
+	if err != nil {
+		if errors.Is(err, errSessionGone) {
+			b.drop(cs) // logged there
+		} else {
+			b.p.log.Error(err, "Upstream request failed", "method", logfield.Bound(req.Method))
+		}
+		return &jsonrpc.Response{ID: req.ID, Error: b.unavailable()}
+	}
+	if req.Method == methodListTools && answer.Error == nil {
+		raw, err := augmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+		if err != nil {
+			b.p.log.Error(err, "Upstream tools/list result not understood")
+			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
+		}
+		answer.Result = raw
+	}
+	return &jsonrpc.Response{ID: req.ID, Result: answer.Result, Error: answer.Error}
+}
+
+// errSessionGone: the upstream answered 404, the session is over (MCP streamable HTTP: the
+// client starts a new one).
+var errSessionGone = errors.New("mcpproxy: the upstream session is gone (HTTP 404)")
+
+// exchange POSTs one request on the upstream session and reads its response: a JSON body, or
+// an event stream whose earlier messages are handled as for a tools/call (readStream). An
+// error status with a JSON-RPC response body gives that response (the upstream's own refusal).
+func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version string, req *jsonrpc.Request) (*jsonrpc.Response, error) {
+	body, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.post(ctx, cs.ID(), version, body)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		_ = resp.Body.Close()
+		return nil, errSessionGone
+	case mt == "application/json":
+		defer resp.Body.Close()
+		answer, err := readJSONAnswer(resp.Body, req.ID)
+		if err != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+			return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
+		}
+		return answer, err
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
+	case mt == "text/event-stream":
+		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
+		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
+		if err != nil {
+			_ = resp.Body.Close()
+			return nil, err
+		}
+		go func() { // the stream's end, so that the connection goes back to the pool
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}()
+		return answer, nil
+	}
+	_ = resp.Body.Close()
+	return nil, fmt.Errorf("mcpproxy: upstream answered %s with content type %q", logfield.Bound(req.Method), mt)
+}
+
+// firstPage reports whether list params ask for the first page (no cursor).
+func firstPage(params json.RawMessage) bool {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Cursor == ""
+}
+
+// track records that the agent's request id is carried upstream as upID (for the agent's
+// cancellation); false when the session has maxRelayed requests in flight already.
+func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.relayed == nil {
+		b.relayed = make(map[jsonrpc.ID]jsonrpc.ID)
+	}
+	if len(b.relayed) >= maxRelayed {
+		return false
+	}
+	b.relayed[agentID] = upID
+	return true
+}
+
+func (b *bridge) untrack(agentID jsonrpc.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.relayed, agentID)
+}
+
+// cancelUpstream sends the agent's notifications/cancelled upstream for a request the proxy
+// carries, with the upstream leg's id and the agent's reason; false when params name no such
+// request.
+func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, version string, params json.RawMessage) bool {
+	agentID, reason, ok := parseCancelled(params)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	upID, ok := b.relayed[agentID]
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	out, err := json.Marshal(&mcp.CancelledParams{RequestID: upID.Raw(), Reason: reason})
+	if err != nil {
+		return false
+	}
+	if err := b.postMessage(context.WithoutCancel(ctx), cs.ID(), version, &jsonrpc.Request{Method: notifyCancelled, Params: out}); err != nil {
+		b.p.log.Info("Cancellation not delivered upstream", "error", err.Error())
+	}
+	return true
+}
+
+// maxCancelReason bounds the reason of a cancellation relayed upstream.
+const maxCancelReason = 1024
+
+// parseCancelled reads the params of an agent's notifications/cancelled: the id of the
+// request it cancels (a string or an integer, as JSON-RPC ids are) and its optional reason,
+// clipped to maxCancelReason bytes. ok is false for params that are not an object with such an
+// id (the SDK's handler then sees the notification, and ignores it).
+func parseCancelled(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || len(p.RequestID) == 0 {
+		return jsonrpc.ID{}, "", false
+	}
+	var raw any // as the SDK decodes an id: a string, or a number (float64)
+	if json.Unmarshal(p.RequestID, &raw) != nil {
+		return jsonrpc.ID{}, "", false
+	}
+	switch raw.(type) {
+	case string, float64:
+	default:
+		return jsonrpc.ID{}, "", false
+	}
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil || !id.IsValid() {
+		return jsonrpc.ID{}, "", false
+	}
+	return id, clip(p.Reason, maxCancelReason), true
+}

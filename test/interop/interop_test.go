@@ -1,0 +1,163 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actgate/actgate/test/testutil"
+)
+
+// The pinned packages' entry points, relative to this directory (package.json).
+const (
+	conformanceCLI = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	everythingJS   = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	referenceTS    = "reference/everything-server.ts"
+	preload        = "./preload.mjs"
+)
+
+// rig is one run of the suite: both upstream servers, and `actgate serve` in front of them.
+type rig struct {
+	// everything and reference are the servers' own endpoints.
+	everything, reference string
+	// gate is the gate's base URL; a server's gated endpoint is gate + /mcp/{server}.
+	gate  string
+	serve *testutil.ServeProcess
+}
+
+func (r *rig) gated(server string) string { return r.gate + "/mcp/" + server }
+
+// requireNodeModules fails the test, loudly, when hack/interop.sh has not installed the pinned
+// packages: a suite that cannot run is not a suite that passed.
+func requireNodeModules(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is not on PATH: the interop suite needs Node 20 or later (hack/interop.sh)")
+	}
+	for _, f := range []string{conformanceCLI, everythingJS, "node_modules/tsx/package.json", "node_modules/@modelcontextprotocol/sdk/package.json"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s is missing: run hack/interop.sh (npm ci of test/interop/package-lock.json) first: %v", f, err)
+		}
+	}
+}
+
+// startNode runs a Node server with the suite's preload on a free loopback port and waits until
+// it accepts connections; it is killed when the test ends.
+func startNode(t *testing.T, name string, args ...string) (addr string, p *testutil.Process) {
+	t.Helper()
+	addr = testutil.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	p = testutil.StartProcess(t, "node", args, []string{"PORT=" + port, "NODE_NO_WARNINGS=1"}, true)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return addr, p
+		}
+		if !p.Alive() || time.Now().After(deadline) {
+			t.Fatalf("%s did not listen on %s:\n%s", name, addr, p.Out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func startRig(t *testing.T) *rig {
+	t.Helper()
+	requireNodeModules(t)
+	bin := testutil.BuildActgate(t, "")
+	ev, _ := startNode(t, "server-everything", "--import", preload, everythingJS, "streamableHttp")
+	ref, _ := startNode(t, "conformance reference server", "--import", "tsx", "--import", preload, referenceTS)
+	r := &rig{everything: "http://" + ev + "/mcp", reference: "http://" + ref + "/mcp"}
+
+	data := t.TempDir()
+	tmpl, err := os.ReadFile("testdata/actgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer("{{DATA}}", data, "{{EVERYTHING}}", r.everything, "{{REFERENCE}}", r.reference).Replace(string(tmpl))
+	path := filepath.Join(t.TempDir(), "actgate.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.serve = testutil.StartServe(t, bin, []string{"serve", "--config", path}, filepath.Join(data, "endpoint"))
+	r.gate = r.serve.Base
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("actgate serve output:\n%s", r.serve.Out.String())
+		}
+	})
+	return r
+}
+
+// runNode runs a Node program of the suite to completion (bounded) and returns its stdout.
+func runNode(t *testing.T, timeout time.Duration, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{"--import", preload}, args...)...)
+	cmd.Env = append(os.Environ(), "NODE_NO_WARNINGS=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return stdout.Bytes(), fmt.Errorf("node %s: timed out after %s\n%s", strings.Join(args, " "), timeout, stderr.String())
+	}
+	if err != nil {
+		err = fmt.Errorf("node %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 4000))
+	}
+	return stdout.Bytes(), err
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// TestInterop runs the conformance scenarios and the feature walk, each directly and gated.
+func TestInterop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Node servers and actgate serve")
+	}
+	r := startRig(t)
+	t.Run("conformance", func(t *testing.T) {
+		for _, up := range []struct{ name, direct string }{{"reference", r.reference}, {"everything", r.everything}} {
+			t.Run(up.name, func(t *testing.T) { conformance(t, up.name, up.direct, r.gated(up.name)) })
+		}
+	})
+	t.Run("walk", func(t *testing.T) { walk(t, r.everything, r.gated("everything")) })
+	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
+	t.Run("refusal", func(t *testing.T) { refusal(t, r.gated("guarded")) })
+}
+
+// refusal: the gate's refusal of a tool with an outputSchema, as the TypeScript SDK client sees
+// it after listing the tools: an error result it accepts (its callTool validates structured
+// content against the cached schema and would throw -32602), with the EF code, and without
+// structuredContent.
+func refusal(t *testing.T, url string) {
+	out, err := runNode(t, time.Minute, "refusal.mjs", url, "get-structured-content", `{"location":"Chicago"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Listed, OutputSchema, Threw, IsError, Structured bool
+		Error, Code                                      string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("refusal.mjs: %v: %s", err, out)
+	}
+	t.Logf("TypeScript SDK 1.32 callTool of a denied tool with an outputSchema: %s", bytes.TrimSpace(out))
+	if !got.Listed || !got.OutputSchema || got.Threw || !got.IsError || got.Code != "EF_POLICY_DENIED" || got.Structured {
+		t.Errorf("the refusal as the TypeScript client saw it: %+v, want an error result with EF_POLICY_DENIED and no structuredContent", got)
+	}
+}

@@ -1,0 +1,693 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil"
+	"github.com/actgate/actgate/test/testutil/node"
+)
+
+const (
+	releaseNS     = "actgate-system"
+	agentNS       = "billing"
+	upstreamNS    = "payments"
+	agentSA       = "billing-agent"
+	agentPod      = "agent-0"
+	alice         = "alice@example.com"
+	upstreamToken = "payments-mcp-credential-7f2a"
+	samplePolicy  = "config/samples/actgate_v1alpha1_toolpolicy.yaml"
+	paymentArgs   = `{"amount":250,"to":"ACME"}`
+	// actgateRef is the name of the image built here when ACTGATE_IMAGE_TAR is not set.
+	actgateRef  = "actgate.test/actgate:node"
+	fixturesRef = "actgate.test/node-fixtures:1"
+	// upstreamHost is the upstream's Service name, as the policy names it.
+	upstreamHost = "payments-mcp.payments.svc"
+	authorityDNS = "actgate-authority.actgate-system.svc"
+)
+
+// suite is what the steps share.
+type suite struct {
+	t     *testing.T
+	n     *node.Node
+	c     client.Client
+	root  string
+	work  string
+	agent string // http://<agent pod IP>:8081
+	up    string // http://<upstream pod IP>:8080
+	// boundToken is the sidecar's projected token, read from the node's disk.
+	boundToken string
+	// plugin is the folder of kubectl-actgate; aliceConfig the principal's kubeconfig.
+	plugin, aliceConfig string
+}
+
+// escalateAndResolve makes the call in session, which must escalate without reaching the
+// upstream and raise a BindingMoment for alice; alice resolves it with `kubectl actgate
+// resolve`, choosing the option that authorises exactly this call. It returns the moment's
+// name once the manager records it Resolved.
+func (s *suite) escalateAndResolve(session, tool, args string) string {
+	t := s.t
+	t.Helper()
+	before := s.counts().Counts[tool]
+	res := s.call(session, tool, args)
+	momentName, _ := res.Meta[mcpproxy.MetaMomentID].(string)
+	if res.code() != string(ef.EFEscalationRequired) || momentName == "" {
+		t.Fatalf("%s: code %q moment %q: %s", tool, res.code(), momentName, res.Text)
+	}
+	if c := s.counts(); c.Counts[tool] != before {
+		t.Fatalf("an escalated %s reached the upstream", tool)
+	}
+	bm := &v1alpha1.BindingMoment{}
+	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
+		t.Fatalf("BindingMoment %s: %v", momentName, err)
+	}
+	if bm.Spec.Principal != alice {
+		t.Fatalf("BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
+	}
+	option := optionFor(t, bm, tool, args)
+	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
+		t.Fatalf("alice's kubectl actgate resolve: %v\n%s", err, out)
+	}
+	testutil.Eventually(t, 60*time.Second, "the BindingMoment to be recorded Resolved by alice", func() error {
+		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
+			return err
+		}
+		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
+			return nil
+		}
+		return fmt.Errorf("%+v", bm.Status)
+	})
+	return momentName
+}
+
+func TestNode(t *testing.T) {
+	envtest.SkipIfShort(t)
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	n := node.Start(t, node.Options{Log: tlog{t}})
+	t.Logf("node up in %s", time.Since(began).Round(time.Millisecond))
+	s := &suite{t: t, n: n, root: root, work: t.TempDir()}
+	s.c = s.client(n.Kubeconfig)
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dumpState()
+		}
+	})
+
+	// ---- 1. Images and the chart ---------------------------------------------------------------
+	ref := s.importImages()
+	repo, tag := ref, "latest"
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		repo, tag = ref[:i], ref[i+1:]
+	}
+	// The principals' RoleBindings go into the agent's namespace, so it exists first.
+	s.kubectl("create", "namespace", agentNS)
+	installStart := time.Now()
+	s.helm("install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
+		"--wait", "--timeout", "3m")
+	t.Logf("helm install --wait took %s", time.Since(installStart).Round(time.Millisecond))
+	t.Logf("kubectl get pods -n %s:\n%s", releaseNS, s.kubectl("get", "pods", "-n", releaseNS, "-o", "wide"))
+
+	// ---- 2. The upstream, the policy, the agent ------------------------------------------------
+	s.kubectl("create", "namespace", upstreamNS)
+	s.kubectl("-n", upstreamNS, "create", "secret", "generic", "payments-upstream", "--from-literal=token="+upstreamToken)
+	s.apply("upstream.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: payments-mcp
+  namespace: %[1]s
+  labels: {app: payments-mcp}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: upstream
+    image: %[2]s
+    imagePullPolicy: Never
+    command: [/upstream]
+    env:
+    - name: UPSTREAM_TOKEN
+      valueFrom: {secretKeyRef: {name: payments-upstream, key: token}}
+    ports: [{containerPort: 8080, name: mcp}]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+    securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: payments-mcp, namespace: %[1]s}
+spec:
+  selector: {app: payments-mcp}
+  ports: [{port: 8080, targetPort: 8080}]
+`, upstreamNS, fixturesRef))
+	s.kubectl("-n", upstreamNS, "wait", "--for=condition=Ready", "pod/payments-mcp", "--timeout=120s")
+	s.up = "http://" + s.podIP(upstreamNS, "payments-mcp") + ":8080"
+	upstreamIP := s.serviceIP(upstreamNS, "payments-mcp")
+	authorityIP := s.serviceIP(releaseNS, "actgate-authority")
+
+	s.kubectl("label", "namespace", agentNS, "actgate.io/inject=true")
+	s.kubectl("-n", agentNS, "create", "secret", "generic", "payments-mcp", "--from-literal=token="+upstreamToken)
+	s.kubectl("-n", agentNS, "create", "serviceaccount", agentSA)
+	s.kubectl("-n", agentNS, "apply", "-f", samplePolicy)
+	upstreamURL := "http://" + upstreamHost + ":8080/mcp"
+	s.kubectl("-n", agentNS, "patch", "toolpolicy", "payments", "--type=json", "-p",
+		`[{"op":"replace","path":"/spec/servers/0/url","value":"`+upstreamURL+`"},{"op":"remove","path":"/spec/servers/0/reconciliation"}]`)
+	policy := &v1alpha1.ToolPolicy{}
+	testutil.Eventually(t, 60*time.Second, "the ToolPolicy to be Accepted with a policy epoch", func() error {
+		if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: "payments"}, policy); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ToolPolicyAcceptedCondition)
+		if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == policy.Generation && policy.Status.PolicyEpoch > 0 {
+			return nil
+		}
+		return fmt.Errorf("%+v", policy.Status)
+	})
+
+	s.apply("agent.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels: {app.kubernetes.io/name: billing-agent}
+spec:
+  serviceAccountName: %[3]s
+  terminationGracePeriodSeconds: 5
+  hostAliases:
+  - {ip: %[4]q, hostnames: [%[5]q]}
+  - {ip: %[6]q, hostnames: [%[7]q]}
+  containers:
+  - name: agent
+    image: %[8]s
+    imagePullPolicy: Never
+    command: [/agent]
+    env:
+    - {name: MCP_SERVER_URL, value: %[9]q}
+    - name: PAYMENTS_TOKEN
+      valueFrom: {secretKeyRef: {name: payments-mcp, key: token}}
+    ports: [{containerPort: 8081, name: control}]
+    readinessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
+    securityContext: {runAsNonRoot: true, runAsUser: 1000, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true}
+`, agentPod, agentNS, agentSA, upstreamIP, upstreamHost, authorityIP, authorityDNS, fixturesRef, upstreamURL))
+	s.kubectl("-n", agentNS, "wait", "--for=condition=Ready", "pod/"+agentPod, "--timeout=180s")
+	pod := &corev1.Pod{}
+	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: agentPod}, pod); err != nil {
+		t.Fatal(err)
+	}
+	s.checkInjectedAndOrdered(pod)
+	s.agent = "http://" + pod.Status.PodIP + ":8081"
+
+	// ---- 3. Through the injected sidecar -------------------------------------------------------
+	// The kubelet starts the agent only once the sidecar's startup probe passed: the agent's
+	// first connection, at its start, reached the sidecar, and its first call is answered (no
+	// retry).
+	if at := s.probe("no-such-needle").AtStart; !at.SidecarListened {
+		t.Errorf("the sidecar was not listening when the agent started: %s", at.DialErr)
+	}
+	// The hot-path read, with the credential only the sidecar holds.
+	res := s.call("a", "get_balance", `{"account":"ACME"}`)
+	if res.Err != "" {
+		t.Fatalf("the agent's first call through the sidecar: %s", res.Err)
+	}
+	counts := s.counts()
+	if res.IsError || counts.Counts["get_balance"] != 1 {
+		t.Fatalf("get_balance: isError=%v upstream counts %v: %s", res.IsError, counts.Counts, res.Text)
+	}
+	if want := digest("Bearer " + upstreamToken); !slices.Contains(counts.Accepted, want) {
+		t.Fatalf("the upstream accepted no request with the moved credential: %+v", counts)
+	}
+
+	// A call the policy denies (over the amount cap) never reaches the upstream.
+	res = s.call("a", "send_payment", `{"amount":50000,"to":"ACME"}`)
+	if !res.IsError || res.code() == "" || res.code() == string(ef.EFEscalationRequired) {
+		t.Fatalf("send_payment over the cap: isError=%v code %q: %s", res.IsError, res.code(), res.Text)
+	}
+	if c := s.counts(); c.Counts["send_payment"] != 0 || len(c.Operations) != 1 {
+		t.Fatalf("a denied call reached the upstream: %+v", c)
+	}
+	t.Logf("denied over the cap: %s", res.code())
+
+	// An escalated call raises a BindingMoment for alice, nothing runs, and alice resolves it
+	// with the plugin, as a user with her own kubeconfig.
+	s.plugin = s.buildPlugin()
+	if s.aliceConfig, err = n.UserKubeconfig(alice); err != nil {
+		t.Fatal(err)
+	}
+	momentName := s.escalateAndResolve("a", "send_payment", paymentArgs)
+
+	// The retry of exactly that call runs once.
+	res = s.call("a", "send_payment", paymentArgs)
+	if c := s.counts(); res.IsError || c.Counts["send_payment"] != 1 || !strings.Contains(res.Text, "paid: ") {
+		t.Fatalf("granted retry: isError=%v code %q upstream %v: %s", res.IsError, res.code(), c.Counts, res.Text)
+	}
+	// A replay never runs again: in the same session it is answered from the journal, from a
+	// new session it needs a new binding moment.
+	res = s.call("a", "send_payment", paymentArgs)
+	if replayed, _ := res.Meta[mcpproxy.MetaReplayed].(bool); res.IsError || !replayed || s.counts().Counts["send_payment"] != 1 {
+		t.Fatalf("same-session replay: isError=%v replayed=%v upstream %v: %s", res.IsError, replayed, s.counts().Counts, res.Text)
+	}
+	res = s.call("b", "send_payment", paymentArgs)
+	if again, _ := res.Meta[mcpproxy.MetaMomentID].(string); !res.IsError || res.code() != string(ef.EFEscalationRequired) || again == momentName || s.counts().Counts["send_payment"] != 1 {
+		t.Fatalf("replay from another session: isError=%v code %q moment %q (first %q) upstream %v", res.IsError, res.code(), again, momentName, s.counts().Counts)
+	}
+
+	// The agent container holds the credential nowhere, and the upstream refuses it without.
+	pr := s.probe(upstreamToken)
+	if len(pr.InEnv) > 0 || len(pr.InFiles) > 0 {
+		t.Errorf("the agent container can read the credential: env %v files %v", pr.InEnv, pr.InFiles)
+	}
+	if slices.Contains(pr.EnvNames, "PAYMENTS_TOKEN") {
+		t.Errorf("the agent container still has PAYMENTS_TOKEN")
+	}
+	for _, m := range pr.Mounts {
+		if strings.HasPrefix(m, "/var/run/actgate") {
+			t.Errorf("the agent container mounts %s", m)
+		}
+	}
+	for _, p := range pr.Processes {
+		if strings.Contains(p, "sidecar") {
+			t.Errorf("the agent container sees the sidecar's process: %s", p)
+		}
+	}
+	t.Logf("agent probe: %d env vars, %d unreadable paths, processes %v", len(pr.EnvNames), pr.Unreadable, pr.Processes)
+	refusedBefore := len(s.counts().Refused)
+	direct := s.direct(upstreamURL, "send_payment", paymentArgs)
+	if direct.Err == "" || s.counts().Counts["send_payment"] != 1 || len(s.counts().Refused) <= refusedBefore {
+		t.Errorf("the agent reached the upstream directly: %+v, upstream %+v", direct, s.counts())
+	}
+
+	// kubectl shows it all.
+	acts := s.kubectl("-n", agentNS, "get", "acts", "-o", "wide")
+	t.Logf("kubectl get acts -o wide:\n%s", acts)
+	for _, want := range [][]string{
+		{"get_balance", "INFORMATIONAL", "Allowed"},
+		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
+		{"send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
+	} {
+		if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {
+			t.Errorf("kubectl get acts has no line with %q", want)
+		}
+	}
+	t.Logf("kubectl get bindingmoments:\n%s", s.kubectl("-n", agentNS, "get", "bindingmoments"))
+
+	procs, shims, pods := n.Memory()
+	t.Logf("memory: node processes %d MiB, containerd shims %d MiB, pods %d MiB", procs>>20, shims>>20, pods>>20)
+
+	// ---- 4. What only a real pod shows -------------------------------------------------------
+	s.checkBoundToken(pod)
+	s.killSidecarMidDispatch(pod)
+	s.deletePodStopsSidecarLast(pod)
+	t.Logf("suite took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// importImages imports the actgate image (ACTGATE_IMAGE_TAR, or one built here) and the
+// fixture image, and returns the actgate image's name.
+func (s *suite) importImages() string {
+	t := s.t
+	ctx := t.Context()
+	dir := filepath.Join(s.work, "images")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tarball, ref := os.Getenv("ACTGATE_IMAGE_TAR"), ""
+	if tarball != "" {
+		if !filepath.IsAbs(tarball) {
+			tarball = filepath.Join(s.root, tarball)
+		}
+		var err error
+		if ref, err = node.ImageRef(tarball); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		tarball, ref = filepath.Join(dir, "actgate.tar"), actgateRef
+		start := time.Now()
+		if err := node.BuildGoImage(ctx, dir, tarball, ref, []node.GoBinary{
+			{Package: "./cmd/actgate", Path: "/usr/local/bin/actgate"},
+			{Package: "./cmd/actgate-controlplane", Path: "/usr/local/bin/actgate-controlplane"},
+		}, node.ImageConfig{Entrypoint: []string{"/usr/local/bin/actgate"}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("built %s in %s (ACTGATE_IMAGE_TAR not set)", ref, time.Since(start).Round(time.Millisecond))
+	}
+	fixtures := filepath.Join(dir, "fixtures.tar")
+	if err := node.BuildGoImage(ctx, dir, fixtures, fixturesRef, []node.GoBinary{
+		{Package: "./test/node/agent", Path: "/agent"},
+		{Package: "./test/node/upstream", Path: "/upstream"},
+	}, node.ImageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range []string{tarball, fixtures} {
+		if out, err := s.n.ImportImage(ctx, tb); err != nil {
+			t.Fatalf("import %s: %v\n%s", tb, err, out)
+		}
+	}
+	t.Logf("imported %s and %s", ref, fixturesRef)
+	return ref
+}
+
+// checkInjectedAndOrdered: the sidecar is injected as a native sidecar, the credential left the
+// agent container, and the kubelet started the sidecar before the agent.
+func (s *suite) checkInjectedAndOrdered(pod *corev1.Pod) {
+	t := s.t
+	i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "actgate-sidecar" })
+	if i < 0 {
+		t.Fatalf("no actgate-sidecar init container: %+v", pod.Spec.InitContainers)
+	}
+	if rp := pod.Spec.InitContainers[i].RestartPolicy; rp == nil || *rp != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("the sidecar is not a native sidecar: restartPolicy %v", rp)
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "payments-mcp" {
+				t.Errorf("container %s still reads the credential Secret (%s)", c.Name, e.Name)
+			}
+		}
+	}
+	// The kubelet's status has second resolution; the runtime's record of each container has
+	// nanoseconds.
+	side, agent := s.container(pod, "actgate-sidecar"), s.container(pod, "agent")
+	if side.StartedAt.IsZero() || agent.StartedAt.IsZero() || !agent.StartedAt.After(side.StartedAt) {
+		t.Errorf("the sidecar started at %v, the agent at %v: the sidecar must start first", side.StartedAt, agent.StartedAt)
+	}
+	t.Logf("sidecar started %s, agent %s later", side.StartedAt.Format(time.RFC3339Nano), agent.StartedAt.Sub(side.StartedAt))
+}
+
+// runtimeContainer is what crictl inspect says of a container.
+type runtimeContainer struct {
+	ID                    string
+	PID                   int
+	State                 string
+	StartedAt, FinishedAt time.Time
+}
+
+// containerID is the runtime id of the named (init or app) container of pod, from its status.
+func containerID(pod *corev1.Pod, name string) string {
+	for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if st.Name == name {
+			return strings.TrimPrefix(st.ContainerID, "containerd://")
+		}
+	}
+	return ""
+}
+
+func (s *suite) container(pod *corev1.Pod, name string) runtimeContainer {
+	s.t.Helper()
+	id := containerID(pod, name)
+	if id == "" {
+		s.t.Fatalf("pod %s has no container id for %s: %+v", pod.Name, name, pod.Status)
+	}
+	c, err := s.inspect(id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+func (s *suite) inspect(id string) (runtimeContainer, error) {
+	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := s.n.Command(ctx, "crictl", "inspect", id).Output()
+	if err != nil {
+		return runtimeContainer{}, fmt.Errorf("crictl inspect %s: %w", id, err)
+	}
+	var v struct {
+		Status struct {
+			State      string `json:"state"`
+			StartedAt  string `json:"startedAt"`
+			FinishedAt string `json:"finishedAt"`
+		} `json:"status"`
+		Info struct {
+			PID int `json:"pid"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return runtimeContainer{}, fmt.Errorf("crictl inspect %s: %w", id, err)
+	}
+	c := runtimeContainer{ID: id, PID: v.Info.PID, State: v.Status.State}
+	c.StartedAt, _ = time.Parse(time.RFC3339Nano, v.Status.StartedAt)
+	c.FinishedAt, _ = time.Parse(time.RFC3339Nano, v.Status.FinishedAt)
+	return c, nil
+}
+
+type callResult struct {
+	IsError bool           `json:"isError"`
+	Text    string         `json:"text"`
+	Meta    map[string]any `json:"meta"`
+	Err     string         `json:"err"`
+}
+
+func (r callResult) code() string { s, _ := r.Meta[mcpproxy.MetaEFCode].(string); return s }
+
+// call makes the agent call tool through the sidecar in its MCP session named session.
+func (s *suite) call(session, tool, args string) callResult {
+	var r callResult
+	s.postJSON(s.agent+"/call", map[string]any{"session": session, "tool": tool, "args": json.RawMessage(args)}, &r)
+	return r
+}
+
+// direct makes the agent call url itself, bypassing the sidecar.
+func (s *suite) direct(url, tool, args string) callResult {
+	var r callResult
+	s.postJSON(s.agent+"/direct", map[string]any{"url": url, "tool": tool, "args": json.RawMessage(args)}, &r)
+	return r
+}
+
+type probeResult struct {
+	EnvNames   []string `json:"envNames"`
+	InEnv      []string `json:"inEnv"`
+	InFiles    []string `json:"inFiles"`
+	Unreadable int      `json:"unreadable"`
+	Processes  []string `json:"processes"`
+	Mounts     []string `json:"mounts"`
+	AtStart    struct {
+		SidecarListened bool   `json:"sidecarListened"`
+		DialErr         string `json:"dialErr"`
+	} `json:"atStart"`
+}
+
+func (s *suite) probe(needle string) probeResult {
+	var r probeResult
+	s.postJSON(s.agent+"/probe", map[string]string{"needle": needle}, &r)
+	return r
+}
+
+type upstreamCounts struct {
+	Counts     map[string]int `json:"counts"`
+	Operations []string       `json:"operations"`
+	Accepted   []string       `json:"accepted"`
+	Refused    []string       `json:"refused"`
+}
+
+// counts reads the upstream's own counters.
+func (s *suite) counts() upstreamCounts {
+	s.t.Helper()
+	resp, err := http.Get(s.up + "/counts")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c upstreamCounts
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+func (s *suite) postJSON(url string, body, out any) {
+	s.t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 90 * time.Second}
+	resp, err := hc.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("POST %s: %s: %s", url, resp.Status, rb)
+	}
+	if err := json.Unmarshal(rb, out); err != nil {
+		s.t.Fatalf("POST %s: %v: %s", url, err, rb)
+	}
+}
+
+func (s *suite) client(kubeconfig string) client.Client {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+func (s *suite) tool(name string, args ...string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.t.Context(), 6*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := s.n.Command(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		s.t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func (s *suite) kubectl(args ...string) string { s.t.Helper(); return s.tool("kubectl", args...) }
+func (s *suite) helm(args ...string) string    { s.t.Helper(); return s.tool("helm", args...) }
+
+func (s *suite) apply(name, manifest string) {
+	s.t.Helper()
+	s.kubectl("apply", "-f", testutil.WriteFile(s.t, s.work, name, []byte(manifest)))
+}
+
+func (s *suite) podIP(ns, name string) string {
+	s.t.Helper()
+	ip := strings.TrimSpace(s.kubectl("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.podIP}"))
+	if ip == "" {
+		s.t.Fatalf("pod %s/%s has no IP", ns, name)
+	}
+	return ip
+}
+
+func (s *suite) serviceIP(ns, name string) string {
+	s.t.Helper()
+	ip := strings.TrimSpace(s.kubectl("-n", ns, "get", "service", name, "-o", "jsonpath={.spec.clusterIP}"))
+	if ip == "" {
+		s.t.Fatalf("service %s/%s has no ClusterIP", ns, name)
+	}
+	return ip
+}
+
+// buildPlugin builds kubectl-actgate into a folder for PATH.
+func (s *suite) buildPlugin() string {
+	dir := filepath.Join(s.work, "plugin")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-actgate"), "./cmd/kubectl-actgate")
+	cmd.Dir = s.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("go build ./cmd/kubectl-actgate: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// pluginCmd runs kubectl with the plugin folder first in PATH and kubeconfig as KUBECONFIG.
+func (s *suite) pluginCmd(pluginDir, kubeconfig string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
+	defer cancel()
+	cmd := s.n.Command(ctx, "kubectl", args...)
+	for i, kv := range cmd.Env {
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			cmd.Env[i] = "PATH=" + pluginDir + ":" + strings.TrimPrefix(kv, "PATH=")
+		case strings.HasPrefix(kv, "KUBECONFIG="):
+			cmd.Env[i] = "KUBECONFIG=" + kubeconfig
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// dumpState logs what a failure needs: pods, events, and the logs of actgate's containers.
+func (s *suite) dumpState() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(args ...string) string {
+		out, _ := s.n.Command(ctx, "kubectl", args...).CombinedOutput()
+		return string(out)
+	}
+	s.t.Logf("pods:\n%s", run("get", "pods", "-A", "-o", "wide"))
+	s.t.Logf("events:\n%s", run("get", "events", "-A", "--sort-by=.lastTimestamp"))
+	for _, l := range [][]string{
+		{"-n", releaseNS, "logs", "deploy/actgate-manager", "--tail=40"},
+		{"-n", releaseNS, "logs", "deploy/actgate-authority", "--tail=40"},
+		{"-n", agentNS, "logs", agentPod, "-c", "actgate-sidecar", "--tail=60"},
+		{"-n", agentNS, "logs", agentPod, "-c", "agent", "--tail=20"},
+	} {
+		s.t.Logf("kubectl %s:\n%s", strings.Join(l, " "), run(l...))
+	}
+}
+
+// optionFor returns the index of the moment's option whose action digest is exactly tool with
+// args (envelope-04 §5.6).
+func optionFor(t *testing.T, bm *v1alpha1.BindingMoment, tool, args string) int {
+	t.Helper()
+	env, err := envelope.Parse([]byte(bm.Spec.Envelope))
+	if err != nil {
+		t.Fatalf("BindingMoment envelope: %v", err)
+	}
+	want, err := action.Digest(tool, json.RawMessage(args), jcs.Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < env.NumOptions(); i++ {
+		if o, _ := env.Option(i); o.ActionDigest == want {
+			return i
+		}
+	}
+	t.Fatalf("no option of %s authorises %s %s", bm.Name, tool, args)
+	return -1
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+type tlog struct{ t *testing.T }
+
+func (l tlog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
