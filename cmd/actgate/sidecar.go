@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/actgate/actgate/internal/anchor"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sidecar"
@@ -111,6 +112,9 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 				reg = prometheus.NewRegistry()
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 				if cfg.Metrics, err = metrics.NewGate(reg); err != nil {
+					return fail(exitRejected, "SIDECAR_CONFIG metrics: "+err.Error())
+				}
+				if cfg.AnchorMetrics, err = anchor.NewMetrics(reg); err != nil {
 					return fail(exitRejected, "SIDECAR_CONFIG metrics: "+err.Error())
 				}
 			}

@@ -155,9 +155,13 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 		if err := checkRefusal(req); err != nil {
 			return nil, uid, err
 		}
+	case OperationPropose:
+		if err := checkPropose(req); err != nil {
+			return nil, uid, err
+		}
 	default:
-		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s or %s", OperationReview, OperationPermit,
-			OperationConsume, OperationReport, OperationRefusal)
+		return nil, uid, bad("request.operation", "must be %s, %s, %s, %s, %s or %s", OperationReview, OperationPermit,
+			OperationConsume, OperationReport, OperationRefusal, OperationPropose)
 	}
 	return &r, uid, nil
 }
@@ -170,6 +174,40 @@ func checkReview(req *Request) error {
 		return bad("request.refusal", "only for operation %s", OperationRefusal)
 	}
 	return checkCall(req)
+}
+
+// checkPropose checks a Propose: a session, an envelope, and 2 to 4 calls, each a server
+// name, a tool and an arguments object. The envelope and the calls are checked against each
+// other by the service.
+func checkPropose(req *Request) error {
+	p := req.Proposal
+	switch {
+	case p == nil:
+		return bad("request.proposal", "required for operation %s", OperationPropose)
+	case len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" || req.Consume != nil || req.Report != nil ||
+		req.Permit != nil || req.Refusal != nil:
+		return bad("request", "operation %s carries only its proposal", OperationPropose)
+	case p.Session == "" || len(p.Session) > 256 || !utf8.ValidString(p.Session):
+		return bad("request.proposal.session", "must be 1-256 bytes of UTF-8")
+	case p.SinkID == "" || len(p.SinkID) > 253:
+		return bad("request.proposal.sinkID", "must be 1-253 characters")
+	case p.Envelope == "" || p.Envelope[0] != '{':
+		return bad("request.proposal.envelope", "must be the envelope's canonical JSON")
+	case len(p.Calls) < 2 || len(p.Calls) > 4:
+		return bad("request.proposal.calls", "a binding moment offers 2 to 4 options")
+	}
+	for i, c := range p.Calls {
+		field := fmt.Sprintf("request.proposal.calls[%d]", i)
+		switch {
+		case len(validation.IsDNS1123Label(c.Server)) > 0:
+			return bad(field+".server", "must be a ToolPolicy server name (a DNS label)")
+		case c.Tool == "" || len(c.Tool) > 256:
+			return bad(field+".tool", "must be a tool name")
+		case len(c.Arguments) == 0 || c.Arguments[0] != '{':
+			return bad(field+".arguments", "must be the arguments object")
+		}
+	}
+	return nil
 }
 
 // maxRefusalMessage bounds request.refusal.message.
@@ -206,8 +244,11 @@ func checkPermit(req *Request) error {
 	return checkCall(req)
 }
 
-// checkCall checks the members of a call under review (Review and Permit).
+// checkCall checks the members of a call under review (Review, Permit and Refusal).
 func checkCall(req *Request) error {
+	if req.Proposal != nil {
+		return bad("request.proposal", "only for operation %s", OperationPropose)
+	}
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
 	}
@@ -230,8 +271,8 @@ func checkConsume(req *Request) error {
 	if len(req.Act) != 0 || len(req.Arguments) != 0 || req.Server != "" {
 		return bad("request", "act, arguments and server are only for operation %s", OperationReview)
 	}
-	if req.Permit != nil {
-		return bad("request.permit", "only for operation %s", OperationPermit)
+	if req.Permit != nil || req.Refusal != nil || req.Proposal != nil {
+		return bad("request", "permit, refusal and proposal are only for operations %s, %s and %s", OperationPermit, OperationRefusal, OperationPropose)
 	}
 	if req.Report != nil {
 		return bad("request.report", "only for operation %s", OperationReport)
@@ -266,8 +307,8 @@ func checkReport(req *Request) error {
 	if req.Consume != nil {
 		return bad("request.consume", "only for operation %s", OperationConsume)
 	}
-	if req.Permit != nil || req.Refusal != nil {
-		return bad("request", "permit and refusal are only for operations %s and %s", OperationPermit, OperationRefusal)
+	if req.Permit != nil || req.Refusal != nil || req.Proposal != nil {
+		return bad("request", "permit, refusal and proposal are only for operations %s, %s and %s", OperationPermit, OperationRefusal, OperationPropose)
 	}
 	r := req.Report
 	if r == nil {

@@ -28,6 +28,8 @@
 //   - Report (after the dispatch): the sidecar reports the outcome it journaled, EXECUTED,
 //     FAILED or INDETERMINATE, with the evidence digest and never the result; the service
 //     records it on the Act, which sidecars have no RBAC to write. Idempotent.
+//   - Propose (request_binding_moment): an agent-authored moment the sidecar built; the service
+//     checks every option's digest and call against its policy and creates the BindingMoments.
 //   - Refusal (after a local deny): the record of a call the pod's policy refused; the service
 //     records the Act Denied with the sidecar's code. It authorises nothing.
 //

@@ -56,6 +56,11 @@ const (
 	// the ledger shows refusals: the service records the Act, Denied with the sidecar's code.
 	// It authorises nothing; the sidecar sends it off the call path and never waits for it.
 	OperationRefusal Operation = "Refusal"
+	// OperationPropose registers an agent-authored binding moment (the virtual
+	// request_binding_moment tool in a pod): the service checks every option's action digest
+	// against its call and every call against its policy, and creates one BindingMoment per
+	// eligible principal, as for a gate-authored escalation.
+	OperationPropose Operation = "Propose"
 )
 
 // Request is what the sidecar asks.
@@ -83,6 +88,28 @@ type Request struct {
 	// refusal says how the sidecar refused the call. Refusal only (with server, act and
 	// arguments, as for a Review).
 	Refusal *RefusalRequest `json:"refusal,omitempty"`
+	// proposal is the agent-authored moment. Propose only.
+	Proposal *ProposalRequest `json:"proposal,omitempty"`
+}
+
+// ProposalRequest is the body of a Propose review: the envelope the sidecar built from the
+// agent's proposal and the call behind each option, in order.
+type ProposalRequest struct {
+	// session is the agent's session the moment belongs to (1–256 characters).
+	Session string `json:"session"`
+	// sinkID is the sidecar's sink id (the policy's spec.sink.id when it names one).
+	SinkID string `json:"sinkID"`
+	// envelope is the binding_moment envelope, its RFC 8785 canonical bytes as a string.
+	Envelope string `json:"envelope"`
+	// calls are the options' calls: server, tool and the arguments object.
+	Calls []ProposalCall `json:"calls"`
+}
+
+// ProposalCall is the call one option of a proposed moment authorises.
+type ProposalCall struct {
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // RefusalRequest is the body of a Refusal review beside its act and arguments.

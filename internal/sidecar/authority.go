@@ -30,6 +30,7 @@ type serviceAuthority struct {
 	client    *review.Client
 	timeout   time.Duration
 	namespace string
+	sinkID    string
 	log       logr.Logger
 	refusals  *refusals
 }
@@ -294,4 +295,33 @@ func (s *serviceAuthority) Refused(r sink.AuthorityRequest, code ef.EFCode, mess
 	}
 	req.Refusal = &review.RefusalRequest{Code: code, Message: message}
 	s.refusals.add(req)
+}
+
+// Propose is one Propose review: the service checks the moment the sink built against its own
+// policy and keeps it as BindingMoments for the policy's principals.
+func (s *serviceAuthority) Propose(ctx context.Context, p sink.MomentProposal) (*sink.MomentRef, error) {
+	req := review.Request{Operation: review.OperationPropose, Proposal: &review.ProposalRequest{
+		Session: p.Session, SinkID: s.sinkID, Envelope: string(p.Envelope.Canonical()),
+	}}
+	for _, c := range p.Calls {
+		req.Proposal.Calls = append(req.Proposal.Calls, review.ProposalCall{Server: c.Server, Tool: c.Tool, Arguments: c.Args})
+	}
+	resp, err := s.ask(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	esc := resp.Escalation
+	if !resp.Allowed || esc == nil || esc.State != review.EscalationPending || len(esc.BindingMoments) == 0 {
+		s.log.Info("Proposed binding moment refused", "envelope", p.Envelope.Digest(), "code", resp.Code, "reason", resp.Reason)
+		return nil, refusalOf(resp, ef.EFMomentInvalid)
+	}
+	if esc.EnvelopeDigest != p.Envelope.Digest() {
+		return nil, &sink.Refusal{Code: ef.EFMomentInvalid, Message: "The authority service registered another envelope than the one proposed."}
+	}
+	ref := &sink.MomentRef{ID: esc.BindingMoments[0], Envelope: p.Envelope, Digest: p.Envelope.Digest()}
+	if esc.ExpiresAt != nil {
+		ref.Expires = esc.ExpiresAt.Time
+	}
+	s.log.Info("Proposed binding moment registered", "actObject", resp.Act, "bindingMoments", esc.BindingMoments, "envelope", ref.Digest)
+	return ref, nil
 }

@@ -12,9 +12,11 @@ import (
 )
 
 // BenchmarkHandle measures the sidecar's part of one call, with the authority service a stub
-// over loopback HTTPS and an invoker that answers at once: the hot path (one Review) and a
-// permit (Review, local verification, Consume, DISPATCH_PENDING and the outcome fsynced in
-// bbolt). It reports p50/p95/p99 per call; the real service adds its API-server round trips.
+// over loopback HTTPS and an invoker that answers at once: the hot path (decided in the pod, no
+// request) and a permit (one Permit request; the authority verified and journaled consumed
+// with DISPATCH_PENDING, then the outcome, fsynced in bbolt; the outcome's report goes through
+// the outbox, off the call). It reports p50/p95/p99 per call; the real service adds its
+// API-server round trips.
 func BenchmarkHandle(b *testing.B) {
 	for _, tool := range []string{"get_balance", "send_payment"} {
 		b.Run(tool, func(b *testing.B) {

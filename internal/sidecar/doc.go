@@ -29,6 +29,7 @@
 //     reported (Report, idempotent) until the service acknowledges it, off the call path, with
 //     backoff while it is down, and again after a restart (the journal is the outbox's content;
 //     outbox.db remembers what was acknowledged).
+//   - Moments: an agent-authored moment is one Propose review (the service checks it again).
 //   - Refusals (authority.go, refusals): the Act record of a call the pod's policy denied is
 //     queued (RefusalQueue) and sent off the call path (Refusal); a full queue drops and counts.
 //
@@ -54,10 +55,11 @@
 // settled in the session is answered with replayed and the recorded result, never allowed again.
 // A refusal carries the vendor-shaped deny payload to hand back to the model as the tool result.
 //
-// # Not available in Kubernetes mode
+// # Agent-authored moments
 //
-// The virtual request_binding_moment tool (agent-proposed binding moments) has no operation in
-// the review protocol: the sink refuses it with EF_MOMENT_INVALID and says so.
+// The virtual request_binding_moment tool is the sink's, as standalone: the proposal is checked
+// against the pod's policy and built into an envelope, which the authority service registers
+// (Propose) as BindingMoments for the principals; every option must call one server.
 //
 // # Policy and readiness
 //

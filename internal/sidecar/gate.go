@@ -182,7 +182,7 @@ func NewGate(opts Options) (*Gate, error) {
 	if m, ok := opts.Observer.(interface{ RefusalRecordDropped() }); ok {
 		dropped = m.RefusalRecordDropped
 	}
-	g.authority = &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, log: g.log,
+	g.authority = &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, sinkID: opts.SinkID, log: g.log,
 		refusals: newRefusals(opts.Review, timeout, g.log.WithName("refusals"), dropped)}
 	sg, err := sink.New(sink.Options{
 		SinkID:         opts.SinkID,

@@ -503,3 +503,35 @@ func TestRefusalsRecorded(t *testing.T) {
 		t.Fatalf("%d records dropped (counter %d), want 99 or 100", drops, r.drops.Load())
 	}
 }
+
+// TestRequestMomentInAPod: request_binding_moment works in a pod. The sink checks the proposal
+// against the pod's policy as standalone — a proposal with an option the policy denies is
+// refused without asking anyone — and registers the envelope with the authority service
+// (operation Propose) with each option's call; the agent gets the moment.
+func TestRequestMomentInAPod(t *testing.T) {
+	f := newFixture(t)
+	prop := func(args2 string, tool2 string) sink.Proposal {
+		return sink.Proposal{Synopsis: "A wire is due.", Stem: "Which call may run?", Recommended: 1, Options: []sink.Option{
+			{Label: "Wire it", Tool: "wire", Server: "payments", Args: json.RawMessage(`{"amount":9000}`), Reasoning: "As asked."},
+			{Label: "Hold it", Tool: tool2, Server: "payments", Args: json.RawMessage(args2), Reasoning: "Safer."},
+		}}
+	}
+	res, err := f.gate.RequestMoment(context.Background(), "s", testAgent, prop(`{"to":"x@example.com"}`, "email_send"))
+	if err != nil || res.Allowed || f.stub.count(review.OperationPropose) != 0 {
+		t.Fatalf("a proposal with a denied option: %+v %v (%d proposals sent)", res, err, f.stub.count(review.OperationPropose))
+	}
+	res, err = f.gate.RequestMoment(context.Background(), "s", testAgent, prop(`{"amount":9000,"hold":true}`, "wire"))
+	if err != nil || !res.Allowed || res.Moment == nil || res.Moment.ID != moment || res.Moment.Envelope == nil {
+		t.Fatalf("proposal: %+v %v", res, err)
+	}
+	f.stub.mu.Lock()
+	defer f.stub.mu.Unlock()
+	if len(f.stub.proposals) != 1 {
+		t.Fatalf("%d proposals sent", len(f.stub.proposals))
+	}
+	p := f.stub.proposals[0]
+	if p.Session != "s" || p.SinkID != testSink || len(p.Calls) != 2 || p.Calls[1].Tool != "wire" || string(p.Calls[1].Arguments) != `{"amount":9000,"hold":true}` ||
+		p.Envelope != string(res.Moment.Envelope.Canonical()) {
+		t.Fatalf("the proposal sent: %+v", p)
+	}
+}

@@ -112,6 +112,9 @@ type stub struct {
 	// endpoint.
 	ops        map[review.Operation]int
 	policyGets int
+	// proposals are the Propose reviews received; anchors the checkpoints posted.
+	proposals []review.ProposalRequest
+	anchors   []review.AnchorRequest
 	// spec and epoch are the ToolPolicy the stub serves at the policy endpoint (none when
 	// spec is nil: the answer is NotGoverned).
 	spec  *v1alpha1.ToolPolicySpec
@@ -226,6 +229,19 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 		s.podPolicy(w, r)
 		return
 	}
+	if r.Method == http.MethodPost && r.URL.Path == review.AnchorPath {
+		var a review.AnchorRequest
+		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+			s.t.Errorf("the sidecar sent a malformed anchor request: %v", err)
+		}
+		s.mu.Lock()
+		s.anchors = append(s.anchors, a)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+			Status: metav1.StatusSuccess, Reason: metav1.StatusReason(review.ReasonAnchored), Code: 200})
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	rv, uid, err := review.DecodeRequest(body)
 	if err != nil {
@@ -245,6 +261,20 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	s.ops[req.Operation]++
 	s.mu.Unlock()
 	switch req.Operation {
+	case review.OperationPropose:
+		s.mu.Lock()
+		s.proposals = append(s.proposals, *req.Proposal)
+		s.mu.Unlock()
+		env, err := envelope.Parse([]byte(req.Proposal.Envelope))
+		if err != nil {
+			s.t.Errorf("the sidecar proposed an envelope that does not parse: %v", err)
+			s.answer(w, 200, uid, review.Response{Code: ef.EFMomentInvalid, Reason: review.ReasonBadRequest})
+			return
+		}
+		exp := metav1.NewTime(time.Now().Add(10 * time.Minute))
+		s.answer(w, 200, uid, review.Response{Allowed: true, Decision: v1alpha1.ActDecisionEscalated, Reason: review.ReasonBindingMoment,
+			Escalation: &review.Escalation{State: review.EscalationPending, BindingMoments: []string{moment},
+				Envelope: req.Proposal.Envelope, EnvelopeDigest: env.Digest(), ExpiresAt: &exp}})
 	case review.OperationConsume:
 		s.consume(w, uid, req.Consume)
 	case review.OperationReport:

@@ -15,12 +15,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/anchor"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -53,6 +55,9 @@ const HealthPath = "/healthz"
 
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 10 * time.Second
+
+// anchorFlushTimeout bounds the wait at shutdown for the last checkpoint's anchor.
+const anchorFlushTimeout = 5 * time.Second
 
 // Upstream is one protected server as the sidecar is configured for it.
 type Upstream struct {
@@ -125,6 +130,9 @@ type Config struct {
 	// Mirror: every committed receipt and checkpoint as a JSON line), so that the cluster's log
 	// pipeline keeps the evidence after the pod is gone. `actgate sidecar` sets its stdout.
 	ReceiptMirror io.Writer
+	// AnchorMetrics counts the posts of the receipt log's checkpoints to the authority service
+	// (internal/anchor). Optional.
+	AnchorMetrics *anchor.Metrics
 }
 
 // CheckLoopback refuses a listen address that is not a loopback IP with a port: the sidecar's
@@ -154,8 +162,12 @@ type Sidecar struct {
 	proxies  []*mcpproxy.Proxy
 	outbox   *Outbox
 	policy   *policysource.Source
-	handler  http.Handler
-	log      logr.Logger
+	// anchor posts the receipt log's newest checkpoint to the pod's ReceiptAnchor; offered is
+	// the seq of the newest checkpoint the log signed.
+	anchor  *anchor.Anchorer
+	offered atomic.Uint64
+	handler http.Handler
+	log     logr.Logger
 }
 
 // New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
@@ -219,9 +231,23 @@ func New(cfg Config) (*Sidecar, error) {
 	if err != nil {
 		return fail(fmt.Errorf("receipts: %w", err))
 	}
+	authority := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
+	// The Anchorer exists before the log opens: Open offers the file's last checkpoint.
+	pub, err := os.ReadFile(filepath.Join(cfg.JournalDir, ReceiptPubFile))
+	if err != nil {
+		return fail(fmt.Errorf("receipts: %w", err))
+	}
+	if s.anchor, err = anchor.New(anchor.Options{Post: authority.PostAnchor, PublicKeyPEM: string(pub),
+		Metrics: cfg.AnchorMetrics, Log: cfg.Log.WithName("anchor")}); err != nil {
+		return fail(fmt.Errorf("receipt anchor: %w", err))
+	}
+	offer := func(sc receipt.SignedCheckpoint) {
+		s.offered.Store(sc.Seq)
+		s.anchor.Offer(sc)
+	}
 	// Open verifies what a previous run wrote and continues its chain (internal/receipt).
 	s.receipts, err = receipt.Open(receipt.Options{Path: filepath.Join(cfg.JournalDir, ReceiptsFile), Signer: signer, Now: cfg.Now,
-		Mirror: cfg.ReceiptMirror})
+		Mirror: cfg.ReceiptMirror, OnCheckpoint: offer})
 	if err != nil {
 		return fail(fmt.Errorf("receipts: %w", err))
 	}
@@ -234,7 +260,6 @@ func New(cfg Config) (*Sidecar, error) {
 	if cfg.Metrics != nil {
 		observer = cfg.Metrics
 	}
-	authority := &review.Client{URL: cfg.AuthorityURL, HTTP: httpClient, Token: token, TracerProvider: cfg.TracerProvider}
 	if s.policy = cfg.PolicySource; s.policy == nil {
 		if s.policy, err = newPolicySource(cfg, authority); err != nil {
 			return fail(err)
@@ -370,6 +395,10 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	pctx, stopPolicy := context.WithCancel(ctx)
 	defer stopPolicy()
 	go func() { _ = s.policy.Run(pctx) }()
+	// The anchor outlives the listener: the last checkpoint, signed at shutdown, is posted too.
+	actx, stopAnchor := context.WithCancel(context.Background())
+	defer stopAnchor()
+	go s.anchor.Run(actx)
 	// Until the service's first answer arrives every call is refused, so calls are taken once
 	// it has (a review timeout at most: without it the sidecar serves, and refuses).
 	for deadline := time.Now().Add(orDefault(s.cfg.ReviewTimeout, DefaultReviewTimeout)); s.policy.Status().Updated.IsZero() &&
@@ -396,6 +425,18 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	if err := <-done; err != nil {
 		_ = srv.Close()
 	}
+	// The calls are over: settle what host loops left open, sign the log's last checkpoint
+	// and give the Anchorer a bounded time to post it.
+	s.gate.Close()
+	fctx, fcancel := context.WithTimeout(context.Background(), anchorFlushTimeout)
+	if err := s.receipts.Flush(fctx); err != nil {
+		s.log.Error(err, "Receipt log not flushed at shutdown")
+	}
+	for s.anchor.Anchored() < s.offered.Load() && fctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	fcancel()
+	stopAnchor()
 	if err := s.Close(); err != nil && serveErr == nil {
 		serveErr = err
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/review"
 )
 
 func TestParsePublicKeys(t *testing.T) {
@@ -230,6 +232,18 @@ func TestSidecarServes(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+	// The log's last checkpoint, signed at shutdown, was anchored with the authority service.
+	s.mu.Lock()
+	anchors := append([]review.AnchorRequest(nil), s.anchors...)
+	s.mu.Unlock()
+	lines, err := os.ReadFile(filepath.Join(journalDir, ReceiptsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(anchors) == 0 || anchors[len(anchors)-1].Checkpoint.Seq < 2 ||
+		!strings.Contains(string(lines), anchors[len(anchors)-1].Checkpoint.Head) {
+		t.Fatalf("anchors posted: %+v", anchors)
 	}
 	// The journal survives the process; the host-loop dispatch never completed, so a restart
 	// makes it INDETERMINATE (AEB: in-flight on restart is indeterminate, never guessed).

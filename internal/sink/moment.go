@@ -701,12 +701,7 @@ func (g *gate) requestMoment(ctx context.Context, session, agent string, p Propo
 	if g == nil {
 		return Result{}, errNoGate
 	}
-	var res Result
-	if g.remote != nil {
-		res = g.proposeRemote(ctx, session, agent, p)
-	} else {
-		res = g.proposeMoment(ctx, session, agent, p)
-	}
+	res := g.proposeMoment(ctx, session, agent, p)
 	res.Resolutions = append(res.Resolutions, g.moments.takeDeliveries(session)...)
 	return res, nil
 }
@@ -810,6 +805,9 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 	})
 	if err != nil {
 		return momentRefused(problemSummary(err))
+	}
+	if g.remote != nil {
+		return g.proposeRemote(ctx, session, agent, env, opts)
 	}
 	now := g.now()
 	m := &moment{

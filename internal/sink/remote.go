@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/failpoint"
 )
 
@@ -33,6 +35,10 @@ type AuthorityService interface {
 	Escalate(ctx context.Context, r AuthorityRequest) (Escalation, error)
 	// Consume spends a granted authority for operationID, bound to expect.
 	Consume(ctx context.Context, a authority.Authority, expect authority.Binding, operationID string) error
+	// Propose registers an agent-authored binding moment (request_binding_moment) that the
+	// gate built and checked against its policy; the service checks it again and keeps it for
+	// the policy's principals. It answers with the moment's reference.
+	Propose(ctx context.Context, p MomentProposal) (*MomentRef, error)
 	// Refused is told of every call the gate's policy denied, for the service's ledger. It must
 	// not block and must not keep r past its return (the gate reuses nothing of it, but the
 	// record is the service's business, off the call path): the call is already refused.
@@ -57,6 +63,20 @@ type Escalation struct {
 	Message     string
 	Moment      *MomentRef
 	Resolutions []Delivery
+}
+
+// MomentProposal is an agent-authored binding moment as the gate built it: its session and
+// agent, the envelope, and each option's call (server, tool, canonical arguments) in order.
+type MomentProposal struct {
+	Session, Agent string
+	Envelope       *envelope.Envelope
+	Calls          []ProposedCall
+}
+
+// ProposedCall is the call of one option of a MomentProposal.
+type ProposedCall struct {
+	Server, Tool string
+	Args         json.RawMessage
 }
 
 // Refusal is an AuthorityService's refusal of a call, with what the agent is told.
@@ -189,9 +209,24 @@ func cmpErr(err error) error {
 	return authority.ErrInvalid
 }
 
-// proposeRemote is the virtual request_binding_moment tool when moments live in the authority
-// service. The service has no operation for an agent-proposed moment, so the proposal is
-// refused, visibly; calling the human-gated tool itself escalates with a gate-authored moment.
-func (g *gate) proposeRemote(_ context.Context, _, _ string, _ Proposal) Result {
-	return momentRefused("Proposed binding moments are not taken by this deployment's authority service; call the tool itself and the gate escalates it.")
+// proposeRemote registers an agent-authored moment with the authority service, which keeps it
+// for the policy's principals: every option on one server (the service's moments are per
+// server and destination).
+func (g *gate) proposeRemote(ctx context.Context, session, agent string, env *envelope.Envelope, opts []momentOption) Result {
+	p := MomentProposal{Session: session, Agent: agent, Envelope: env}
+	for i, o := range opts {
+		if o.server != opts[0].server {
+			return momentRefused(fmt.Sprintf("Option %d names another server: in this deployment a binding moment's options call one server.", i))
+		}
+		p.Calls = append(p.Calls, ProposedCall{Server: o.server, Tool: o.tool, Args: o.args})
+	}
+	ref, err := g.remote.Propose(ctx, p)
+	if err != nil {
+		code, msg := remoteCode(ctx, err)
+		g.log.Info("binding moment not registered by the authority service", "envelope", env.Digest(), "code", code)
+		return denyResult(code, msg)
+	}
+	g.log.Info("binding moment proposed", "moment", ref.ID, "envelope", env.Digest(), "options", len(opts))
+	return Result{Allowed: true, Moment: ref,
+		Message: fmt.Sprintf("Binding moment %s awaits its principals; they resolve it with kubectl actgate resolve.", ref.ID)}
 }

@@ -473,6 +473,46 @@ spec:
 	}
 	replayConsume(t, authAddr, pki, token, granted)
 
+	// An agent-authored binding moment in the pod: tools/list offers the virtual tool, the agent
+	// proposes two payments, alice chooses the second with kubectl actgate resolve, and exactly
+	// that call runs once.
+	tools, err := cs2.ListTools(ctx, nil)
+	if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == sink.RequestBindingMomentTool }) {
+		t.Fatalf("tools/list in the pod has no %s: %v", sink.RequestBindingMomentTool, err)
+	}
+	proposal := `{"synopsis":"Two invoices from ACME are due; the agent asks which payment may run.",` +
+		`"stem":"Which payment may run?","recommended":1,"options":[` +
+		`{"label":"Pay both invoices","tool":"send_payment","server":"payments","args":{"amount":60,"to":"ACME"},"reasoning":"Settles both."},` +
+		`{"label":"Pay the first invoice","tool":"send_payment","server":"payments","args":{"amount":30,"to":"ACME"},"reasoning":"Settles the older one."}]}`
+	res = callTool(t, cs2, sink.RequestBindingMomentTool, proposal)
+	proposed, _ := res.Meta[mcpproxy.MetaMomentID].(string)
+	if res.IsError || proposed == "" {
+		t.Fatalf("request_binding_moment in the pod: %s %s", efCode(res), text(res))
+	}
+	pbm := &v1alpha1.BindingMoment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: proposed}, pbm); err != nil || pbm.Spec.Principal != alice {
+		t.Fatalf("the proposed BindingMoment %s: %+v %v", proposed, pbm.Spec, err)
+	}
+	if stdout, stderr, err := tool(t, env, plugin, aliceUser.Kubeconfig, "kubectl", "actgate", "resolve", proposed, "-n", agentNS, "--option", "2"); err != nil {
+		t.Fatalf("alice resolving the proposed moment: %v\n%s%s", err, stdout, stderr)
+	}
+	testutil.Eventually(t, 30*time.Second, "the proposed BindingMoment to be recorded Resolved", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pbm), pbm); err != nil {
+			return err
+		}
+		if pbm.Status.State != v1alpha1.BindingMomentResolved {
+			return fmt.Errorf("%+v", pbm.Status)
+		}
+		return nil
+	})
+	before := up.Count("send_payment")
+	if res := callTool(t, cs2, "send_payment", `{"amount":60,"to":"ACME"}`); !res.IsError || up.Count("send_payment") != before {
+		t.Fatalf("the option alice did not choose ran: %s", text(res))
+	}
+	if res := callTool(t, cs2, "send_payment", `{"amount":30,"to":"ACME"}`); res.IsError || up.Count("send_payment") != before+1 {
+		t.Fatalf("the option alice chose: %s %s (upstream %d → %d)", efCode(res), text(res), before, up.Count("send_payment"))
+	}
+
 	// A host loop running tools in-process asks /v1/enforce: a policy-permit call is allowed only
 	// after its authority was consumed, and reports its outcome to /v1/complete; the same call
 	// from retrieved text is refused (the sample's prompt-injection rule).

@@ -38,7 +38,8 @@
 //     The Act is recorded and the authority's Lease created already consumed by the sidecar's
 //     operation (leasestore IssueConsumed: the create is the compare-and-swap), two writes; the
 //     Act's status is written by the outcome's Report. Refusal records a call the sidecar
-//     refused by its own policy: the Act, Denied with the sidecar's code, two writes.
+//     refused by its own policy: the Act, Denied with the sidecar's code, two writes. Propose
+//     registers an agent-authored moment (see "Binding moments").
 //  5. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
 //     sidecar expects, in the caller's namespace, under the policy's current epoch; the Act
 //     moves to CONSUMED with the operation id.
@@ -68,6 +69,11 @@
 //   - pending: EF_ESCALATION_REQUIRED with the same moments;
 //   - expired unresolved: the act is denied once (EF_002, state Expired); the next call
 //     escalates anew.
+//
+// An agent-authored moment (Propose) is registered the same way, with the agent's envelope once
+// every option's action digest is its call's and every call passed the policy; its Act is named
+// by the session and envelope, and the moments carry the first option that needs a human as
+// their call.
 //
 // A moment counts as resolved only when the controller has recorded it (status.state
 // Resolved, status.resolvedBy equal to spec.principal) and its resolution names its envelope:

@@ -99,6 +99,8 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 		return req.Operation, uid, s.permit(ctx, c, req)
 	case review.OperationRefusal:
 		return req.Operation, uid, s.refusal(ctx, c, req)
+	case review.OperationPropose:
+		return req.Operation, uid, s.propose(ctx, c, req)
 	default:
 		return req.Operation, uid, s.review(ctx, c, req)
 	}

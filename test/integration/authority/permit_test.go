@@ -1,13 +1,18 @@
 package authority
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority/leasestore"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -137,5 +142,80 @@ func TestRefusalRecorded(t *testing.T) {
 	t.Logf("one refusal record: %d writes", writes)
 	if writes != 2 || len(r.leases(t)) != 0 {
 		t.Fatalf("a refusal record cost %d writes and left %d Leases", writes, len(r.leases(t)))
+	}
+}
+
+// TestProposeMoment: an agent-authored binding moment in a pod (request_binding_moment): the
+// service checks each option's digest against its call and each call against its policy,
+// creates the BindingMoment for the policy's principal, and, once the principal chose an
+// option, a Review of exactly that call in the session is granted. A proposal whose option
+// digest is not its call's, or whose call the policy denies, registers nothing.
+func TestProposeMoment(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	aliceC := r.principal(t, alice)
+	const session = "s-propose"
+	dry := `{"amount":"100.00","dry_run":true,"memo":"invoice 7","to":"acct-9"}`
+	build := func(t *testing.T, calls ...review.ProposalCall) string {
+		t.Helper()
+		var opts []envelope.DraftOption
+		for i, c := range calls {
+			opts = append(opts, envelope.DraftOption{Label: fmt.Sprintf("Option %d", i), Reasoning: "Because.", Tool: c.Tool, Args: c.Arguments})
+		}
+		env, err := envelope.Build(envelope.Draft{Synopsis: "The agent asks which payment may run.", Findings: []string{"An invoice is due."},
+			Recommendations: []string{"Pay it."}, Offer: "Ask for detail.", Stem: "Which call may run?", Options: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(env.Canonical())
+	}
+	propose := func(t *testing.T, env string, calls ...review.ProposalCall) *review.Response {
+		t.Helper()
+		return r.do(t, review.Request{Operation: review.OperationPropose, Proposal: &review.ProposalRequest{
+			Session: session, SinkID: sinkID, Envelope: env, Calls: calls}})
+	}
+	pay := review.ProposalCall{Server: "payments", Tool: "send_payment", Arguments: json.RawMessage(paymentArgs)}
+	dryRun := review.ProposalCall{Server: "payments", Tool: "send_payment", Arguments: json.RawMessage(dry)}
+
+	// Refused: an option whose digest is another call's; a call the policy denies.
+	if resp := propose(t, build(t, pay, dryRun), dryRun, pay); resp.Allowed || resp.Code != ef.EFMomentInvalid {
+		t.Fatalf("swapped calls: %+v", resp)
+	}
+	over := review.ProposalCall{Server: "payments", Tool: "send_payment", Arguments: json.RawMessage(`{"amount":"99999.00","to":"acct-9"}`)}
+	if resp := propose(t, build(t, pay, over), pay, over); resp.Allowed || resp.Code == "" {
+		t.Fatalf("a call over the policy's cap: %+v", resp)
+	}
+	var none v1alpha1.BindingMomentList
+	if err := r.env.Client.List(context.Background(), &none, client.InNamespace(r.ns)); err != nil || len(none.Items) != 0 {
+		t.Fatalf("refused proposals left %d BindingMoments (%v)", len(none.Items), err)
+	}
+
+	resp := propose(t, build(t, pay, dryRun), pay, dryRun)
+	if !resp.Allowed || resp.Escalation == nil || resp.Escalation.State != review.EscalationPending || len(resp.Escalation.BindingMoments) != 1 {
+		t.Fatalf("proposal: %+v / %+v", resp, resp.Escalation)
+	}
+	name := resp.Escalation.BindingMoments[0]
+	r.waitMoment(t, name)
+	m := &v1alpha1.BindingMoment{}
+	if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.Principal != alice || len(m.Spec.Calls) != 2 || m.Spec.Calls[1].Tool != "send_payment" || m.Spec.ActRef.Name == "" {
+		t.Fatalf("BindingMoment %+v", m.Spec)
+	}
+	// Before the principal decides, the call awaits this moment (no second one).
+	c := r.call(t, session, "send_payment", dry)
+	if got := r.do(t, c.req); got.Escalation == nil || got.Escalation.State != review.EscalationPending || got.Escalation.BindingMoments[0] != name {
+		t.Fatalf("the option's call before the decision: %+v / %+v", got, got.Escalation)
+	}
+	// Alice chooses the dry run: exactly that call is granted, once.
+	idx := int32(1)
+	r.resolve(t, aliceC, name, alice, v1alpha1.ResolutionOption, &idx, "", true)
+	c = r.call(t, session, "send_payment", dry)
+	got := r.do(t, c.req)
+	if !got.Allowed || got.Authority == nil || got.Escalation == nil || got.Escalation.State != review.EscalationGranted {
+		t.Fatalf("the chosen option's call: %+v / %+v", got, got.Escalation)
+	}
+	if got := r.do(t, r.call(t, session, "send_payment", paymentArgs).req); got.Allowed {
+		t.Fatalf("the option alice did not choose was granted: %+v", got)
 	}
 }

@@ -1,0 +1,98 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// TestOutboxAcrossOutageAndRestart: the authority service is down while outcomes happen; the
+// sidecar restarts over the same journal and outbox file; once the service is back every
+// outcome reaches it in the state the journal holds, and an acknowledged outcome is not
+// reported again by a later start.
+func TestOutboxAcrossOutageAndRestart(t *testing.T) {
+	f := newFixture(t)
+	f.gate.Close()
+	path := filepath.Join(t.TempDir(), OutboxFile)
+	setFails := func(v bool) {
+		f.stub.mu.Lock()
+		f.stub.reportFails = v
+		f.stub.mu.Unlock()
+	}
+	start := func() (*Gate, *Outbox) {
+		t.Helper()
+		o, err := OpenOutbox(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := f.options()
+		opts.Outbox = o
+		g, err := NewGate(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, o
+	}
+
+	setFails(true)
+	g, o := start()
+	ops := map[string]journal.State{}
+	outcomes := []sink.InvokeOutcome{sink.OutcomeExecuted, sink.OutcomeFailed, sink.OutcomeIndeterminate}
+	for i, out := range outcomes {
+		res, _ := g.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL,
+			Tool: "send_payment", Args: json.RawMessage(`{"amount":` + strconv.Itoa(i+1) + `}`)},
+			func(context.Context, string) (sink.InvokeResult, error) {
+				return sink.InvokeResult{Result: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`), Outcome: out}, nil
+			})
+		if !res.Allowed || res.OperationID == "" {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+		ops[res.OperationID] = res.State
+	}
+	f.waitReports(3) // tried, and refused: the service is down
+	if n := o.Pending(); n != 3 {
+		t.Fatalf("outbox holds %d outcomes with the service down, want 3", n)
+	}
+	g.Close()
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart with the service back: every outcome is reported as the journal holds it.
+	setFails(false)
+	tried := len(f.stub.reported())
+	g, o = start()
+	waitFor(t, func() bool { return o.Pending() == 0 })
+	got := map[string]string{}
+	for _, r := range f.stub.reported()[tried:] {
+		got[r.OperationID] = string(r.State)
+		rec, err := f.store.Record(context.Background(), r.OperationID)
+		if err != nil || r.EvidenceDigest != rec.EvidenceDigest || r.AuthorityID != rec.AuthorityID {
+			t.Fatalf("report %+v, journal %+v %v", r, rec, err)
+		}
+	}
+	for op, st := range ops {
+		if got[op] != string(st) {
+			t.Fatalf("after the restart the service got %v, want every journal state %v", got, ops)
+		}
+	}
+	g.Close()
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A later start reports nothing again: the acknowledgements are in the outbox file.
+	acked := len(f.stub.reported())
+	g, o = start()
+	defer func() { g.Close(); _ = o.Close() }()
+	time.Sleep(300 * time.Millisecond)
+	if n := len(f.stub.reported()); n != acked || o.Pending() != 0 {
+		t.Fatalf("a start after the acknowledgements reported %d outcomes again (pending %d)", n-acked, o.Pending())
+	}
+}
