@@ -368,7 +368,8 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 		}, []string{"code", "class"}),
 		moments: newMoments(l),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: NameRefusalRecordsDropped, Help: "Refusals decided in the pod whose Act record was dropped: the sidecar's bounded queue of records to the authority service was full.",
+			Name: NameRefusalRecordsDropped,
+			Help: "Refusals decided in the pod whose Act record was dropped: the sidecar's bounded queue of records was full.",
 		}),
 	}
 	ind := &countCollector{

@@ -551,7 +551,8 @@ type commitFunc func(ctx context.Context, p *pendingDispatch) (Decision, time.Ti
 // dispatchWith is dispatch with the consume step given: fresh is the authority the gate has just
 // signed (prepareDispatch), and early writes the durable receipt concurrently with the commit
 // (an authority just issued for a Permit).
-func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry, fresh *authority.Authority, early bool, commit commitFunc) (Result, error) {
+func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k dispatchKey, entry *dispatchEntry,
+	fresh *authority.Authority, early bool, commit commitFunc) (Result, error) {
 	p, dec := g.prepareDispatch(ctx, &cl.cand.Act, cl.cand.Arguments, dispatchInfo{server: cl.c.Server, class: cl.class}, fresh)
 	if p == nil {
 		g.dispatches.release(k, entry)

@@ -560,6 +560,26 @@ spec:
 		t.Logf("kubectl actgate acts:\n%s", out)
 	}
 
+	// A policy change is enforced by the running sidecar: once the reads rule no longer covers
+	// get_*, the hot-path read the pod decided alone a moment ago is refused there, and never
+	// reaches the upstream.
+	reads := up.Count("get_balance")
+	changed = time.Now()
+	env.Kubectl(t, "-n", agentNS, "patch", "toolpolicy", "payments", "--type=json",
+		"-p", `[{"op":"replace","path":"/spec/rules/0/tools","value":["search*"]}]`)
+	testutil.Eventually(t, 30*time.Second, "the running sidecar to refuse get_balance under the changed policy", func() error {
+		if res := callTool(t, cs2, "get_balance", `{"account":"A-1"}`); !res.IsError {
+			return errors.New("get_balance still allowed")
+		}
+		return nil
+	})
+	t.Logf("policy change (kubectl patch) to its enforcement by the running sidecar: %v (%d reads allowed meanwhile)",
+		time.Since(changed).Round(time.Millisecond), up.Count("get_balance")-reads)
+	before = up.Count("get_balance")
+	if res := callTool(t, cs2, "get_balance", `{"account":"A-1"}`); !res.IsError || up.Count("get_balance") != before {
+		t.Fatalf("get_balance under the changed policy: %s (upstream %d → %d)", text(res), before, up.Count("get_balance"))
+	}
+
 	// The sidecar journaled the dispatch and recorded its outcome.
 	sidecarProc.stop(t)
 	checkJournal(t, journalDir, signPub, opID, granted)

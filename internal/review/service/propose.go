@@ -66,63 +66,11 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 	if x.destination == "" {
 		return deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, x.server))
 	}
-	var (
-		gate       *policy.Decision // the decision of the first option that needs a human
-		gateIdx    int
-		principals []string
-		calls      = make([]v1alpha1.BindingMomentCall, len(p.Calls))
-		digests    = make([]string, len(p.Calls))
-		canons     = make([][]byte, len(p.Calls))
-	)
-	for i, pc := range p.Calls {
-		if pc.Server != x.server {
-			return invalid("In a pod every option of a binding moment names the same server.")
-		}
-		if act.CheckToolName("tool", pc.Tool) != nil {
-			return invalid(fmt.Sprintf("Option %d has an invalid tool name.", i))
-		}
-		canon, err := jcs.Canonicalize(pc.Arguments, jcs.Strict)
-		if err != nil || len(canon) == 0 || canon[0] != '{' {
-			return deny(http.StatusOK, ef.EFArgumentsOutOfProfile, review.ReasonBadRequest, fmt.Sprintf("Option %d: arguments are not an object inside the strict profile.", i))
-		}
-		digest, err := action.Digest(pc.Tool, canon, jcs.Strict)
-		if err != nil {
-			return deny(http.StatusOK, ef.EFArgumentsOutOfProfile, review.ReasonBadRequest, fmt.Sprintf("Option %d: arguments cannot be bound to a human decision.", i))
-		}
-		if o, ok := env.Option(i); !ok || o.ActionDigest != digest {
-			return invalid(fmt.Sprintf("Option %d's action digest is not its call's.", i))
-		}
-		d := compiled.Evaluate(ctx, policy.Request{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: canon,
-			Class: act.DefaultClass(pc.Tool), Agent: c.user, StrictArgs: true})
-		if ctx.Err() != nil {
-			return apiFailure(ctx, "decide", ctx.Err())
-		}
-		switch {
-		case d.Audit:
-		case d.Outcome == policy.OutcomeAllow, d.Outcome == policy.OutcomePermit:
-		case d.Outcome == policy.OutcomeEscalate:
-			eligible := policy.EligiblePrincipals(d, c.user, sinkID)
-			slices.Sort(eligible)
-			if gate == nil {
-				dd := d
-				gate, gateIdx, principals = &dd, i, eligible
-			} else if !slices.Equal(principals, eligible) || policy.MinPrincipals(d) != policy.MinPrincipals(*gate) {
-				return invalid("The options need decisions by different principals; propose them in separate binding moments.")
-			}
-		default:
-			code := d.Code
-			if !code.Known() {
-				code = ef.EFPolicyDenied
-			}
-			return deny(http.StatusOK, code, review.ReasonPolicy, fmt.Sprintf("Option %d: policy refuses this call; a principal cannot authorise it.", i))
-		}
-		args, masked, err := argmask.Apply(canon, d.MaskArguments)
-		if err != nil || len(args) > maxCallArgsBytes {
-			return invalid(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
-		}
-		calls[i] = v1alpha1.BindingMomentCall{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: string(args), Masked: masked}
-		digests[i], canons[i] = digest, canon
+	pc, refusal := proposalCallsOf(ctx, compiled, x, env, p, sinkID)
+	if refusal != nil {
+		return *refusal
 	}
+	gate, gateIdx, principals, calls, digests, canons := pc.gate, pc.gateIdx, pc.principals, pc.calls, pc.digests, pc.canons
 	if gate == nil {
 		return invalid("No option needs a human decision under policy; call the tool directly.")
 	}
@@ -189,4 +137,80 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 	o.resp.Act = x.obj.Name
 	o.resp.Code, o.resp.Message = "", fmt.Sprintf("Binding moment %s awaits a decision by %d of the principals policy names.", g.names()[0], policy.MinPrincipals(*gate))
 	return o
+}
+
+// proposalCalls are a proposal's calls as the service checked them: each option's call shown to
+// principals (masks applied), its action digest and canonical arguments, and the decision,
+// index and eligible principals of the first option that needs a human (gate nil: none does).
+type proposalCalls struct {
+	gate       *policy.Decision
+	gateIdx    int
+	principals []string
+	calls      []v1alpha1.BindingMomentCall
+	digests    []string
+	canons     [][]byte
+}
+
+// proposalCallsOf checks every option of a proposal against its call and the policy (propose).
+func proposalCallsOf(ctx context.Context, compiled *policy.Compiled, x *call, env *envelope.Envelope, p *review.ProposalRequest,
+	sinkID string) (proposalCalls, *outcome) {
+	c := x.c
+	fail := func(o outcome) (proposalCalls, *outcome) { return proposalCalls{}, &o }
+	invalid := func(msg string) (proposalCalls, *outcome) {
+		return fail(deny(http.StatusOK, ef.EFMomentInvalid, review.ReasonBadRequest, msg))
+	}
+	out := proposalCalls{calls: make([]v1alpha1.BindingMomentCall, len(p.Calls)), digests: make([]string, len(p.Calls)),
+		canons: make([][]byte, len(p.Calls))}
+	for i, pc := range p.Calls {
+		if pc.Server != x.server {
+			return invalid("In a pod every option of a binding moment names the same server.")
+		}
+		if act.CheckToolName("tool", pc.Tool) != nil {
+			return invalid(fmt.Sprintf("Option %d has an invalid tool name.", i))
+		}
+		canon, err := jcs.Canonicalize(pc.Arguments, jcs.Strict)
+		if err != nil || len(canon) == 0 || canon[0] != '{' {
+			return fail(deny(http.StatusOK, ef.EFArgumentsOutOfProfile, review.ReasonBadRequest,
+				fmt.Sprintf("Option %d: arguments are not an object inside the strict profile.", i)))
+		}
+		digest, err := action.Digest(pc.Tool, canon, jcs.Strict)
+		if err != nil {
+			return fail(deny(http.StatusOK, ef.EFArgumentsOutOfProfile, review.ReasonBadRequest,
+				fmt.Sprintf("Option %d: arguments cannot be bound to a human decision.", i)))
+		}
+		if o, ok := env.Option(i); !ok || o.ActionDigest != digest {
+			return invalid(fmt.Sprintf("Option %d's action digest is not its call's.", i))
+		}
+		d := compiled.Evaluate(ctx, policy.Request{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: canon,
+			Class: act.DefaultClass(pc.Tool), Agent: c.user, StrictArgs: true})
+		if ctx.Err() != nil {
+			return fail(apiFailure(ctx, "decide", ctx.Err()))
+		}
+		switch {
+		case d.Audit:
+		case d.Outcome == policy.OutcomeAllow, d.Outcome == policy.OutcomePermit:
+		case d.Outcome == policy.OutcomeEscalate:
+			eligible := policy.EligiblePrincipals(d, c.user, sinkID)
+			slices.Sort(eligible)
+			if out.gate == nil {
+				dd := d
+				out.gate, out.gateIdx, out.principals = &dd, i, eligible
+			} else if !slices.Equal(out.principals, eligible) || policy.MinPrincipals(d) != policy.MinPrincipals(*out.gate) {
+				return invalid("The options need decisions by different principals; propose them in separate binding moments.")
+			}
+		default:
+			code := d.Code
+			if !code.Known() {
+				code = ef.EFPolicyDenied
+			}
+			return fail(deny(http.StatusOK, code, review.ReasonPolicy, fmt.Sprintf("Option %d: policy refuses this call; a principal cannot authorise it.", i)))
+		}
+		args, masked, err := argmask.Apply(canon, d.MaskArguments)
+		if err != nil || len(args) > maxCallArgsBytes {
+			return invalid(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
+		}
+		out.calls[i] = v1alpha1.BindingMomentCall{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: string(args), Masked: masked}
+		out.digests[i], out.canons[i] = digest, canon
+	}
+	return out, nil
 }
