@@ -151,7 +151,9 @@ pod").`,
 		},
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM public key the checkpoints are signed with (required without --anchor ANCHOR.json)")
-	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "SEQ=DIGEST: the receipt with this seq must have this digest; or ANCHOR.json: a ReceiptAnchor (kubectl get receiptanchor POD_UID -o json) (repeatable; one file)")
+	cmd.Flags().StringArrayVar(&anchors, "anchor", nil,
+		"SEQ=DIGEST: the receipt with this seq must have this digest; or ANCHOR.json: a ReceiptAnchor "+
+			"(kubectl get receiptanchor POD_UID -o json) (repeatable; one file)")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "reject receipts after the last checkpoint")
 	cmd.Flags().BoolVar(&stream, "stream", false, "the input is a receipt stream (a sink's stdout as its log pipeline kept it), not a log file")
 	cmd.Flags().StringVar(&logID, "log", "", "with --stream: the key ID of the log to verify (default: the --key's)")

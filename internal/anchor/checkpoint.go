@@ -129,7 +129,8 @@ func ParseObject(data []byte) (*Object, error) {
 		return nil, fmt.Errorf("%w: more than one JSON value", ErrInvalid)
 	}
 	if ra.Kind != "ReceiptAnchor" || ra.APIVersion != v1alpha1.GroupVersion.String() {
-		return nil, fmt.Errorf("%w: kind %q apiVersion %q: want a single ReceiptAnchor of %s (kubectl get receiptanchor UID -o json)", ErrInvalid, clip(ra.Kind), clip(ra.APIVersion), v1alpha1.GroupVersion)
+		return nil, fmt.Errorf("%w: kind %q apiVersion %q: want a single ReceiptAnchor of %s (kubectl get receiptanchor UID -o json)",
+			ErrInvalid, clip(ra.Kind), clip(ra.APIVersion), v1alpha1.GroupVersion)
 	}
 	key, err := ParsePublicKey(ra.Spec.PublicKey)
 	if err != nil {

@@ -241,7 +241,7 @@ func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bo
 		return nil, errors.New("mcpproxy: the upstream result is not an object")
 	}
 	meta := map[string]json.RawMessage{}
-	if old, ok := doc["_meta"]; ok && string(old) != "null" {
+	if old, ok := doc["_meta"]; ok && string(old) != jsonNull {
 		if err := json.Unmarshal(old, &meta); err != nil {
 			return nil, err
 		}
@@ -255,7 +255,7 @@ func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bo
 			return nil, err
 		}
 		var content []json.RawMessage
-		if old, ok := doc["content"]; ok && string(old) != "null" {
+		if old, ok := doc["content"]; ok && string(old) != jsonNull {
 			if err := json.Unmarshal(old, &content); err != nil {
 				return nil, err
 			}

@@ -13,6 +13,9 @@ import (
 // listTools is tools/list: the upstream's list plus the virtual tool and the advisory
 // emits_binding_moment annotation, nothing else changed (envelope-04 §8.2). Discovery never
 // issues authority (tool-use-binding §8).
+// jsonNull is a JSON member present with the value null, which MCP reads as absent.
+const jsonNull = "null"
+
 func (b *bridge) listTools(ctx context.Context, req *mcp.ListToolsRequest) (mcp.Result, error) {
 	res, err := forward(ctx, b, func(cs *mcp.ClientSession) (*mcp.ListToolsResult, error) {
 		return cs.ListTools(ctx, req.Params)
@@ -59,7 +62,7 @@ func augmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) b
 		return nil, errToolsList
 	}
 	var tools []map[string]json.RawMessage
-	if t, ok := doc["tools"]; ok && string(t) != "null" {
+	if t, ok := doc["tools"]; ok && string(t) != jsonNull {
 		if err := json.Unmarshal(t, &tools); err != nil {
 			return nil, errToolsList
 		}
@@ -80,7 +83,7 @@ func augmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) b
 		}
 		if listed != nil {
 			os, ok := t["outputSchema"]
-			listed(name, ok && string(os) != "null")
+			listed(name, ok && string(os) != jsonNull)
 		}
 		if canEscalate(name) {
 			if err := annotate(t); err != nil {
@@ -108,7 +111,7 @@ func augmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) b
 func annotate(tool map[string]json.RawMessage) error {
 	for _, member := range []string{"annotations", "_meta"} {
 		obj := map[string]json.RawMessage{}
-		if old, ok := tool[member]; ok && string(old) != "null" {
+		if old, ok := tool[member]; ok && string(old) != jsonNull {
 			if err := json.Unmarshal(old, &obj); err != nil {
 				return err
 			}

@@ -240,17 +240,6 @@ func (c *Cache) listPolicies(ctx context.Context, ns string) ([]v1alpha1.ToolPol
 	return list.Items, nil
 }
 
-// podNamespaces lists the namespaces whose pods are cached (for tests and metrics).
-func (c *Cache) podNamespaces() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.pods))
-	for ns := range c.pods {
-		out = append(out, ns)
-	}
-	return out
-}
-
 // stripPod keeps what a review reads of a pod.
 func stripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)

@@ -2,6 +2,12 @@ package service
 
 import rbacv1 "k8s.io/api/rbac/v1"
 
+// The API group of actgate's own kinds, and the verb every rule that writes an object uses.
+const (
+	groupActgate = "actgate.io"
+	verbCreate   = "create"
+)
+
 // PolicyRules are the RBAC rules the authority service's service account needs cluster-wide
 // (the chart's actgate-authority-role): authenticating callers, and finding the governing
 // policy of a caller in any namespace (a namespace without one is answered NotGoverned).
@@ -10,9 +16,9 @@ import rbacv1 "k8s.io/api/rbac/v1"
 func PolicyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		// Authenticate callers.
-		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{verbCreate}},
 		// Find the governing policy: the service's informer (Cache) lists and watches them.
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"toolpolicies"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies"}, Verbs: []string{"get", "list", "watch"}},
 	}
 }
 
@@ -27,15 +33,15 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		// the namespace's pod informer (Cache), by name when it misses.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		// Record acts; grant and delivery markers are metadata updates by compare-and-swap.
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts"}, Verbs: []string{"get", "create", "update", "patch"}},
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"acts"}, Verbs: []string{"get", verbCreate, "update", "patch"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},
 		// Escalate, and read resolutions.
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", "create"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", verbCreate}},
 		// Issue and consume authorities (the Lease store).
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", verbCreate, "update"}},
 		// Anchor each calling pod's receipt log: create its ReceiptAnchor once, then move its
 		// checkpoint forward by compare-and-swap (anchor.go).
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", "create"}},
-		{APIGroups: []string{"actgate.io"}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", verbCreate}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", "update"}},
 	}
 }

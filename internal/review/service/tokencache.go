@@ -56,7 +56,9 @@ func newTokenCache(ttl time.Duration, now func() time.Time) *tokenCache {
 
 // review returns the TokenReview status of token, from the cache or by calling create once
 // for all concurrent callers. cached reports whether no TokenReview was sent for this call.
-func (tc *tokenCache) review(ctx context.Context, token string, create func(context.Context) (authenticationv1.TokenReviewStatus, error)) (st authenticationv1.TokenReviewStatus, cached bool, err error) {
+func (tc *tokenCache) review(ctx context.Context, token string,
+	create func(context.Context) (authenticationv1.TokenReviewStatus, error),
+) (st authenticationv1.TokenReviewStatus, cached bool, err error) {
 	if tc.ttl <= 0 {
 		st, err = create(ctx)
 		return st, false, err

@@ -52,7 +52,7 @@ func SpanTree(spans []sdktrace.ReadOnlySpan) string {
 			for _, kv := range s.Attributes() {
 				switch string(kv.Key) {
 				case "actgate.tool", "actgate.review.operation", "actgate.decision", "actgate.ef_code", "actgate.outcome":
-					if v := kv.Value.Emit(); v != "" {
+					if v := kv.Value.String(); v != "" {
 						fmt.Fprintf(&b, " %s=%s", kv.Key, v)
 					}
 				}
