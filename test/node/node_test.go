@@ -52,6 +52,9 @@ const (
 	// upstreamHost is the upstream's Service name, as the policy names it.
 	upstreamHost = "payments-mcp.payments.svc"
 	authorityDNS = "actgate-authority.actgate-system.svc"
+	// dispatcherGoneGrace is the manager's --dispatcher-gone-grace here (the chart's default is
+	// 30s): how long the Act of a dispatch whose pod is gone waits for a late outcome report.
+	dispatcherGoneGrace = 10 * time.Second
 )
 
 // suite is what the steps share.
@@ -137,6 +140,7 @@ func TestNode(t *testing.T) {
 	s.helm("install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
 		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
+		"--set", "manager.dispatcherGoneGrace="+dispatcherGoneGrace.String(),
 		"--wait", "--timeout", "3m")
 	t.Logf("helm install --wait took %s", time.Since(installStart).Round(time.Millisecond))
 	t.Logf("kubectl get pods -n %s:\n%s", releaseNS, s.kubectl("get", "pods", "-n", releaseNS, "-o", "wide"))
