@@ -314,8 +314,12 @@ spec:
 	// kubectl shows it all.
 	acts := s.kubectl("-n", agentNS, "get", "acts", "-o", "wide")
 	t.Logf("kubectl get acts -o wide:\n%s", acts)
+	// The hot-path read was decided in the pod and recorded no Act; the protected calls did.
+	if strings.Contains(acts, "get_balance") {
+		t.Errorf("a hot-path read created an Act:\n%s", acts)
+	}
 	for _, want := range [][]string{
-		{"get_balance", "INFORMATIONAL", "Allowed"},
+		{"send_payment", "FINANCIAL", "Denied", "EF_POLICY_DENIED"},
 		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
 		{"send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
 	} {

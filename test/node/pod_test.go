@@ -87,9 +87,8 @@ func slicesEqual(got authenticationv1.ExtraValue, want string) bool {
 // the sidecar process with SIGKILL while that dispatch is in flight, and checks that the
 // kubelet restarts the sidecar, which finds the dispatch in its journal (the pod's emptyDir),
 // recovers it INDETERMINATE and reports that to its Act through the outbox: the Act reads
-// INDETERMINATE; the same action, freshly authorised by alice again from a new session, is
-// refused with EF_INDETERMINATE before anything is consumed, and the upstream never sees it
-// again.
+// INDETERMINATE; the same action from a new session is refused with EF_INDETERMINATE at once,
+// before any review, binding moment or consume, and the upstream never sees it again.
 func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 	t := s.t
 	const held = `{"amount":75,"to":"ACME","hold_seconds":90}`
@@ -140,10 +139,20 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 		}
 		return nil
 	})
-	s.escalateAndResolve("retry-after-restart", "send_payment", held)
+	var moments v1alpha1.BindingMomentList
+	if err := s.c.List(t.Context(), &moments, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
 	r := s.call("retry-after-restart", "send_payment", held)
 	if !r.IsError || r.code() != string(ef.EFIndeterminate) {
-		t.Errorf("the same action after the restart, authorised again: isError=%v code %q: %s (want %s)", r.IsError, r.code(), r.Text, ef.EFIndeterminate)
+		t.Errorf("the same action after the restart: isError=%v code %q: %s (want %s)", r.IsError, r.code(), r.Text, ef.EFIndeterminate)
+	}
+	var after v1alpha1.BindingMomentList
+	if err := s.c.List(t.Context(), &after, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != len(moments.Items) {
+		t.Errorf("the refused INDETERMINATE action raised %d new binding moments", len(after.Items)-len(moments.Items))
 	}
 	if got := s.counts().Counts["send_payment"]; got != before+1 {
 		t.Errorf("the upstream saw send_payment %d times since the hold, want 1: the in-flight action ran again", got-before)
