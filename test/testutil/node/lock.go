@@ -16,9 +16,9 @@ import (
 // Up then finds the node alive and refuses (reclaim) rather than waiting.
 const lockFile = "/run/actgate-node.lock"
 
-// lockMachine takes lockFile exclusively, polling until ctx ends.
-func lockMachine(ctx context.Context, logf func(string, ...any)) (*os.File, error) {
-	f, err := os.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o600)
+// lockMachine takes the lock file path exclusively, polling until ctx ends.
+func lockMachine(ctx context.Context, path string, logf func(string, ...any)) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("node: lock: %w", err)
 	}
@@ -30,16 +30,16 @@ func lockMachine(ctx context.Context, logf func(string, ...any)) (*os.File, erro
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
-			return nil, fmt.Errorf("node: lock %s: %w", lockFile, err)
+			return nil, fmt.Errorf("node: lock %s: %w", path, err)
 		}
 		if !waited {
-			logf("another node run holds %s: waiting for it to finish", lockFile)
+			logf("another node run holds %s: waiting for it to finish", path)
 			waited = true
 		}
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("node: waiting for %s: %w", lockFile, ctx.Err())
+			return nil, fmt.Errorf("node: waiting for %s: %w", path, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}

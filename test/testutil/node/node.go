@@ -171,7 +171,7 @@ func Up(ctx context.Context, opts Options) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	lock, err := lockMachine(ctx, logf)
+	lock, err := lockMachine(ctx, lockFile, logf)
 	if err != nil {
 		return nil, err
 	}
