@@ -49,7 +49,7 @@ type ActReconciler struct {
 	// Client reads Acts, ToolPolicies, BindingMoments and authority Leases from the cache, writes
 	// Act status and deletes Acts and Leases.
 	Client client.Client
-	// APIReader reads Secrets uncached.
+	// APIReader reads Secrets and the pods of in-flight acts uncached.
 	APIReader client.Reader
 	// Recorder emits Events.
 	Recorder events.EventRecorder
@@ -64,6 +64,10 @@ type ActReconciler struct {
 	// LeaseGrace is how long past its expiry an unconsumed authority is declared expired, for
 	// clock skew with the sinks. Zero means DefaultLeaseGrace.
 	LeaseGrace time.Duration
+	// DispatcherGoneGrace is how long an in-flight act whose dispatching pod is gone must have
+	// gone unwritten before it is held INDETERMINATE (holdCutOffDispatch). Zero means
+	// DefaultDispatcherGoneGrace.
+	DispatcherGoneGrace time.Duration
 
 	// Reconciler asks reconciliation endpoints.
 	Reconciler *reconclient.Client
@@ -99,6 +103,8 @@ type actScope struct {
 	authorityExpired bool
 	// escalationExpired lists the binding moments that all expired unresolved; the act is denied.
 	escalationExpired []string
+	// dispatcherGone: the pod that dispatched the in-flight act is gone; it becomes INDETERMINATE.
+	dispatcherGone *dispatcherGone
 
 	// attempted: a reconciliation query was made; verdict is what it established and detail
 	// explains a finding that did not settle the act.
@@ -136,6 +142,7 @@ func (r *ActReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		r.retain,
 		r.expireAuthority,
 		r.expireEscalation,
+		r.holdCutOffDispatch,
 		r.reconcileOutcome,
 	} {
 		stepRes, err := step(ctx, s)
@@ -188,6 +195,9 @@ func (r *ActReconciler) emitEvents(s *actScope) {
 	if len(s.escalationExpired) > 0 {
 		r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, EventEscalationExpired, actionDeny,
 			"%s", note(escalationExpiredMessage(s.escalationExpired)))
+	}
+	if g := s.dispatcherGone; g != nil {
+		r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, EventDispatcherGone, actionHold, "%s", note(g.message))
 	}
 	if s.attempted {
 		v := s.verdict

@@ -17,6 +17,9 @@ func actStatus(act *v1alpha1.Act, s *actScope, now time.Time) v1alpha1.ActStatus
 	if s.authorityExpired {
 		st.State = v1alpha1.ActStateExpired
 	}
+	if s.dispatcherGone != nil {
+		applyDispatcherGone(&st, s.dispatcherGone, act.Generation, now)
+	}
 	if len(s.escalationExpired) > 0 {
 		st.Decision = v1alpha1.ActDecisionDenied
 		st.Code = string(ef.EFEscalationRequired)
@@ -61,6 +64,10 @@ func settledCondition(st v1alpha1.ActStatus) metav1.Condition {
 	case st.State == v1alpha1.ActStateIndeterminate:
 		c.Reason = v1alpha1.ActIndeterminateReason
 		c.Message = "The outcome is unknown until authenticated reconciliation; the call is never retried blindly"
+		if dispatcherIsGone(st) {
+			c.Message = "The pod that dispatched the call is gone without reporting an outcome, so " +
+				"the outcome is unknown until authenticated reconciliation; the call is never retried blindly"
+		}
 		if st.Reconciliation != nil && st.Reconciliation.LastResult != "" {
 			c.Message += fmt.Sprintf(" (%d attempts, last result %s)", st.Reconciliation.Attempts, st.Reconciliation.LastResult)
 		}

@@ -31,6 +31,9 @@ const (
 	// EventIndeterminate (Warning): the act's outcome is unknown (INDETERMINATE) until
 	// authenticated reconciliation; it is never retried. Once per act.
 	EventIndeterminate = "Indeterminate"
+	// EventDispatcherGone (Warning): an in-flight act was held INDETERMINATE because the pod
+	// whose sidecar dispatched it is gone without reporting an outcome; the note names the pod.
+	EventDispatcherGone = "DispatcherGone"
 	// EventHatchDisabled (Warning): the binding moment's envelope disables an escape hatch
 	// (envelope-04 §12.3), one Event per disabled hatch, when the moment is first recorded.
 	EventHatchDisabled = "HatchDisabled"
@@ -41,6 +44,7 @@ const (
 	actionCompile    = "Compile"
 	actionCheck      = "CheckSecrets"
 	actionReconcile  = "Reconcile"
+	actionHold       = "HoldIndeterminate"
 	actionExpire     = "Expire"
 	actionDeny       = "Deny"
 	actionRecord     = "RecordResolution"

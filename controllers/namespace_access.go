@@ -51,12 +51,14 @@ const (
 
 // ManagerNamespaceRules are the rules of ManagerNamespaceRole: what the manager needs in a
 // governed namespace only. Secrets are read uncached, one by name (ToolPolicy and Act
-// controllers); authority Leases are deleted past retention (Act and authority Lease
-// controllers). The manager lists and watches Leases cluster-wide through a cache that selects
+// controllers); so is the pod of an in-flight Act, to see whether it is gone (Act controller,
+// holdCutOffDispatch: no list, no watch); authority Leases are deleted past retention (Act and
+// authority Lease controllers). The manager lists and watches Leases cluster-wide through a cache that selects
 // authority Leases by label (CacheByObject), and never updates one.
 func ManagerNamespaceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete"}},
 	}
 }

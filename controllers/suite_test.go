@@ -115,6 +115,8 @@ func (r *countingRecorder) count(name, reason string) int {
 // settings adjusts the reconcilers a harness runs.
 type settings struct {
 	retention, grace, backoff, maxBackoff, freshness time.Duration
+	// dispatcherGone is the ActReconciler's DispatcherGoneGrace.
+	dispatcherGone time.Duration
 	// started is the ActReconciler's Started (zero: every act is notified).
 	started time.Time
 }
@@ -164,7 +166,7 @@ func start(t *testing.T, set settings) *harness {
 			Recorder: mgr.GetEventRecorder("actgate-toolpolicy"), Clock: h.clock, SecretRecheck: 200 * time.Millisecond},
 		&controllers.ActReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Recorder: h.rec, Clock: h.clock,
-			Retention: set.retention, LeaseGrace: set.grace,
+			Retention: set.retention, LeaseGrace: set.grace, DispatcherGoneGrace: set.dispatcherGone,
 			Reconciler: &reconclient.Client{Timeout: 5 * time.Second},
 			Backoff:    set.backoff, MaxBackoff: set.maxBackoff, Freshness: set.freshness,
 			Metrics: results, Started: set.started},

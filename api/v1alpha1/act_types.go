@@ -106,6 +106,28 @@ const (
 	ActAwaitingPrincipalReason = "AwaitingPrincipal"
 	// ActIndeterminateReason (Settled=False): the outcome is unknown until reconciliation.
 	ActIndeterminateReason = "Indeterminate"
+
+	// ActDispatcherGoneCondition is True once the Act controller moved a consumed act to
+	// INDETERMINATE because the pod whose sidecar dispatched it is gone without reporting an
+	// outcome (action-evidence-boundary, "Classify the Effect Outcome": the outcome cannot be
+	// known, so the act is held until authenticated reconciliation). Its message names the pod.
+	ActDispatcherGoneCondition = "DispatcherGone"
+	// ActPodDeletedReason (DispatcherGone=True): the pod no longer exists (or a pod of its name
+	// has another UID).
+	ActPodDeletedReason = "PodDeleted"
+	// ActPodTerminatedReason (DispatcherGone=True): the pod is Succeeded or Failed: no container
+	// of it runs to report the outcome.
+	ActPodTerminatedReason = "PodTerminated"
+)
+
+// Metadata the authority service writes on an Act it records for an injected pod's sidecar:
+// the pod that made the call, which is the pod whose sidecar consumes the act's authority and
+// dispatches it. The Act controller reads them to find a dispatch cut off by the pod's end.
+const (
+	// LabelActPodUID holds the calling pod's UID.
+	LabelActPodUID = "actgate.io/pod-uid"
+	// AnnotationActPod holds the calling pod's name (in the Act's namespace).
+	AnnotationActPod = "actgate.io/pod"
 )
 
 // ActSpec is the frozen observed action (action-evidence-boundary, "Construct the Observed

@@ -41,8 +41,9 @@ type managerOptions struct {
 	webhookConfig           string
 	logVerbosity            int
 
-	retention  time.Duration
-	leaseGrace time.Duration
+	retention      time.Duration
+	leaseGrace     time.Duration
+	dispatcherGone time.Duration
 
 	reconcileBackoff    time.Duration
 	reconcileMaxBackoff time.Duration
@@ -68,7 +69,7 @@ func newManagerCmd(s streams) *cobra.Command {
 		Long: `Run actgate's Kubernetes manager until SIGINT or SIGTERM: the ToolPolicy controller
 (compile, policy epoch, Accepted/Ready, Events), the Act controller (Settled condition,
 authenticated reconciliation of INDETERMINATE outcomes, authority expiry, escalation expiry,
-retention), the authority Lease controller (expired unconsumed Leases) and the BindingMoment
+in-flight acts of pods that are gone held INDETERMINATE, retention), the authority Lease controller (expired unconsumed Leases) and the BindingMoment
 controller (resolution and expiry); with --webhook-config, the admission webhooks too.
 
 The cluster is the one --kubeconfig names, else $KUBECONFIG, the in-cluster service account
@@ -106,6 +107,8 @@ or stops with an error; 2 (line USAGE) for bad flags or an unreadable file.`,
 		"how long a settled Act (denied, EXECUTED, FAILED, EXPIRED) is kept before it is deleted, and an authority Lease after it was consumed or expired")
 	f.DurationVar(&o.leaseGrace, "lease-expiry-grace", controllers.DefaultLeaseGrace,
 		"how long past its expiry an unconsumed authority is declared expired (clock skew with sinks)")
+	f.DurationVar(&o.dispatcherGone, "dispatcher-gone-grace", controllers.DefaultDispatcherGoneGrace,
+		"how long an in-flight Act (authority consumed, no outcome) whose pod is gone must go unwritten before it is held INDETERMINATE")
 	f.DurationVar(&o.reconcileBackoff, "reconcile-backoff", controllers.DefaultReconcileBackoff,
 		"wait after the first reconciliation attempt of an INDETERMINATE act; doubles per attempt")
 	f.DurationVar(&o.reconcileMaxBackoff, "reconcile-max-backoff", controllers.DefaultReconcileMaxBackoff, "longest wait between reconciliation attempts")
@@ -127,7 +130,7 @@ func (o managerOptions) validate() error {
 		flag string
 		v    time.Duration
 	}{
-		{"--act-retention", o.retention}, {"--lease-expiry-grace", o.leaseGrace},
+		{"--act-retention", o.retention}, {"--lease-expiry-grace", o.leaseGrace}, {"--dispatcher-gone-grace", o.dispatcherGone},
 		{"--reconcile-backoff", o.reconcileBackoff}, {"--reconcile-max-backoff", o.reconcileMaxBackoff},
 		{"--reconcile-freshness", o.reconcileFreshness}, {"--reconcile-timeout", o.reconcileTimeout},
 	} {
@@ -227,19 +230,20 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		return managerFailed("ToolPolicy controller: %v", err)
 	}
 	if err := (&controllers.ActReconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder("actgate-act"),
-		Clock:      realClock,
-		Retention:  o.retention,
-		LeaseGrace: o.leaseGrace,
-		Reconciler: &reconclient.Client{Timeout: o.reconcileTimeout, AllowHTTP: o.reconcileAllowHTTP},
-		Backoff:    o.reconcileBackoff,
-		MaxBackoff: o.reconcileMaxBackoff,
-		Freshness:  o.reconcileFreshness,
-		RootCAs:    roots,
-		Metrics:    results,
-		Started:    time.Now(),
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Recorder:            mgr.GetEventRecorder("actgate-act"),
+		Clock:               realClock,
+		Retention:           o.retention,
+		LeaseGrace:          o.leaseGrace,
+		DispatcherGoneGrace: o.dispatcherGone,
+		Reconciler:          &reconclient.Client{Timeout: o.reconcileTimeout, AllowHTTP: o.reconcileAllowHTTP},
+		Backoff:             o.reconcileBackoff,
+		MaxBackoff:          o.reconcileMaxBackoff,
+		Freshness:           o.reconcileFreshness,
+		RootCAs:             roots,
+		Metrics:             results,
+		Started:             time.Now(),
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("Act controller: %v", err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
@@ -83,9 +85,10 @@ func slicesEqual(got authenticationv1.ExtraValue, want string) bool {
 
 // killSidecarMidDispatch has alice authorise a payment that the upstream then holds, kills
 // the sidecar process with SIGKILL while that dispatch is in flight, and checks that the
-// kubelet restarts the sidecar, which finds the dispatch in its journal (the pod's emptyDir):
-// the same action, freshly authorised by alice again from a new session, is refused with
-// EF_INDETERMINATE before anything is consumed, and the upstream never sees it again.
+// kubelet restarts the sidecar, which finds the dispatch in its journal (the pod's emptyDir),
+// recovers it INDETERMINATE and reports that to its Act through the outbox: the Act reads
+// INDETERMINATE; the same action from a new session is refused with EF_INDETERMINATE at once,
+// before any review, binding moment or consume, and the upstream never sees it again.
 func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 	t := s.t
 	const held = `{"amount":75,"to":"ACME","hold_seconds":90}`
@@ -103,6 +106,8 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 		}
 		return nil
 	})
+	ops := s.counts().Operations
+	heldOp := ops[len(ops)-1]
 	side := s.container(pod, "actgate-sidecar")
 	if side.PID <= 0 {
 		t.Fatalf("no PID for the sidecar container: %+v", side)
@@ -134,30 +139,64 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 		}
 		return nil
 	})
-	// The restarted sidecar recovered the dispatch as INDETERMINATE: the same action is refused
-	// before policy can raise a moment for it, so no approval can run it again.
+	var moments v1alpha1.BindingMomentList
+	if err := s.c.List(t.Context(), &moments, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
 	r := s.call("retry-after-restart", "send_payment", held)
 	if !r.IsError || r.code() != string(ef.EFIndeterminate) {
 		t.Errorf("the same action after the restart: isError=%v code %q: %s (want %s)", r.IsError, r.code(), r.Text, ef.EFIndeterminate)
 	}
+	var after v1alpha1.BindingMomentList
+	if err := s.c.List(t.Context(), &after, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != len(moments.Items) {
+		t.Errorf("the refused INDETERMINATE action raised %d new binding moments", len(after.Items)-len(moments.Items))
+	}
 	if got := s.counts().Counts["send_payment"]; got != before+1 {
 		t.Errorf("the upstream saw send_payment %d times since the hold, want 1: the in-flight action ran again", got-before)
 	}
-	var acts v1alpha1.ActList
-	if err := s.c.List(t.Context(), &acts, client.InNamespace(agentNS)); err != nil {
-		t.Fatal(err)
+	// The restarted sidecar's outbox reported what its recovery found: the Act of the
+	// dispatch the kill cut off is INDETERMINATE, said by the sidecar (its pod runs), and
+	// stays so (only authenticated reconciliation moves it on).
+	a := s.waitActState(heldOp, v1alpha1.ActStateIndeterminate, 60*time.Second)
+	if meta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ActDispatcherGoneCondition) {
+		t.Errorf("Act %s of the killed sidecar's dispatch says its pod is gone: %+v", a.Name, a.Status.Conditions)
 	}
-	for _, a := range acts.Items {
-		if a.Spec.Tool == "send_payment" {
-			t.Logf("Act %s send_payment: decision %s, state %s, code %s", a.Name, a.Status.Decision, a.Status.State, a.Status.Code)
+	t.Logf("Act %s of the dispatch the kill cut off: %s (%s)", a.Name, a.Status.State, a.Status.Message)
+}
+
+// waitActState waits until the Act recording operation op is in state want, and returns it.
+func (s *suite) waitActState(op string, want v1alpha1.ActState, d time.Duration) v1alpha1.Act {
+	t := s.t
+	t.Helper()
+	var found v1alpha1.Act
+	testutil.Eventually(t, d, fmt.Sprintf("the Act of operation %s to be %s", op, want), func() error {
+		var acts v1alpha1.ActList
+		if err := s.c.List(t.Context(), &acts, client.InNamespace(agentNS)); err != nil {
+			return err
 		}
-	}
+		for _, a := range acts.Items {
+			if a.Status.OperationID != op {
+				continue
+			}
+			found = a
+			if a.Status.State != want {
+				return fmt.Errorf("Act %s is %s: %s", a.Name, a.Status.State, a.Status.Message)
+			}
+			return nil
+		}
+		return fmt.Errorf("no Act records operation %s", op)
+	})
+	return found
 }
 
 // deletePodStopsSidecarLast deletes the agent pod while a payment alice authorised is held in
 // the upstream, and watches the runtime: the agent container stops before the sidecar, the
 // held action reaches the upstream once only, and the sidecar's token stops working once the
-// pod is gone. It logs the state the in-flight Act is left in.
+// pod is gone. The in-flight Act, whose journal went with the pod, is held INDETERMINATE by
+// the manager once the pod is gone and the grace passed, and stays so.
 func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	t := s.t
 	if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
@@ -199,25 +238,9 @@ func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	}
 	t.Logf("on delete the agent stopped %s before the sidecar", side.FinishedAt.Sub(agent.FinishedAt))
 	s.kubectl("-n", agentNS, "wait", "--for=delete", "pod/"+agentPod, "--timeout=60s")
+	podGone := time.Now()
 	if got := s.counts().Counts["send_payment"]; got != before.Counts["send_payment"]+1 {
 		t.Errorf("the upstream saw send_payment %d times since the hold, want 1", got-before.Counts["send_payment"])
-	}
-	var acts v1alpha1.ActList
-	if err := s.c.List(t.Context(), &acts, client.InNamespace(agentNS)); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, a := range acts.Items {
-		if a.Status.OperationID == heldOp {
-			found = true
-			if a.Status.State == v1alpha1.ActStateExecuted {
-				t.Errorf("Act %s of the call cut off by the pod's deletion says EXECUTED", a.Name)
-			}
-			t.Logf("the Act of the call in flight when the pod was deleted: %s, state %s", a.Name, a.Status.State)
-		}
-	}
-	if !found {
-		t.Errorf("no Act records operation %s, the dispatch the upstream received", heldOp)
 	}
 	if s.boundToken != "" {
 		gone := time.Now()
@@ -229,6 +252,17 @@ func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 		})
 		t.Logf("the deleted pod's token stopped authenticating %s after the pod was gone", time.Since(gone).Round(time.Millisecond))
 	}
+	a := s.waitActState(heldOp, v1alpha1.ActStateIndeterminate, 3*dispatcherGoneGrace+60*time.Second)
+	cond := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ActDispatcherGoneCondition)
+	t.Logf("the Act of the call in flight when the pod was deleted: %s, %s %s after the pod was gone; DispatcherGone %+v; %s",
+		a.Name, a.Status.State, time.Since(podGone).Round(time.Second), cond, a.Status.Message)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ActPodDeletedReason || !strings.Contains(cond.Message, string(pod.UID)) {
+		t.Errorf("Act %s: DispatcherGone %+v, want True/%s naming pod %s", a.Name, cond, v1alpha1.ActPodDeletedReason, pod.UID)
+	}
+	// Held until authenticated reconciliation (the policy declares none here): nothing moves it.
+	time.Sleep(dispatcherGoneGrace)
+	s.waitActState(heldOp, v1alpha1.ActStateIndeterminate, time.Second)
+	t.Logf("kubectl get acts -o wide:\n%s", s.kubectl("-n", agentNS, "get", "acts", "-o", "wide"))
 }
 
 // postJSONErr is postJSON for a goroutine: it returns the error instead of failing the test.

@@ -175,6 +175,23 @@ func clipRunes(s string, max int) string {
 	return string(r[:max-1]) + "…"
 }
 
+// labelCallerPod records on a new Act the pod whose sidecar made the call: that sidecar
+// consumes the act's authority and dispatches it, and the Act controller holds a consumed act
+// INDETERMINATE once that pod is gone without an outcome reported.
+func labelCallerPod(a *v1alpha1.Act, c *caller) {
+	if c.podUID == "" || len(validation.IsValidLabelValue(c.podUID)) > 0 {
+		return
+	}
+	if a.Labels == nil {
+		a.Labels = map[string]string{}
+	}
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	a.Labels[v1alpha1.LabelActPodUID] = c.podUID
+	a.Annotations[v1alpha1.AnnotationActPod] = c.podName
+}
+
 // actLabels are the labels of an Act: the same act label as its Leases and BindingMoments
 // carry, so the operator finds all three by one selector, and the session.
 func actLabels(actID, session string) map[string]string {

@@ -170,6 +170,7 @@ func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) 
 			SinkID: sinkID, PolicyEpoch: x.d.Epoch,
 		},
 	}
+	labelCallerPod(x.obj, c)
 	return x, nil
 }
 

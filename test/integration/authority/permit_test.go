@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
@@ -96,6 +97,15 @@ func TestPermitOneRequest(t *testing.T) {
 	if obj.Status.State != v1alpha1.ActStateExecuted || obj.Status.Decision != v1alpha1.ActDecisionAllowed ||
 		obj.Status.AuthorityRef == nil || obj.Status.AuthorityRef.Name != a.ID || obj.Status.OperationID != "op-permit-1" {
 		t.Fatalf("act after the report: %+v", obj.Status)
+	}
+	// The Act names the pod whose sidecar made the call (by UID), which the Act controller
+	// checks to hold a dispatch cut off by the pod's end INDETERMINATE.
+	pod := &corev1.Pod{}
+	if err := r.env.Client.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: "agent-0"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if obj.Labels[v1alpha1.LabelActPodUID] != string(pod.UID) || obj.Annotations[v1alpha1.AnnotationActPod] != "agent-0" {
+		t.Fatalf("the Act does not name its pod %s (uid %s): labels %v annotations %v", pod.Name, pod.UID, obj.Labels, obj.Annotations)
 	}
 	if w := counter.get("PATCH acts/status") + counter.get("PUT acts/status"); w != 1 {
 		t.Fatalf("the report cost %d status writes, want 1", w)

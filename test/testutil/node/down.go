@@ -38,7 +38,12 @@ func (n *Node) Down() error {
 	if log == nil {
 		log = io.Discard
 	}
-	return down(n.st, log)
+	err := down(n.st, log)
+	if n.lock != nil {
+		_ = n.lock.Close() // releases the machine's node lock
+		n.lock = nil
+	}
+	return err
 }
 
 // DownDir tears down the node whose run's folder is dir (hack/node.sh down DIR).

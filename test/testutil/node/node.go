@@ -82,9 +82,10 @@ type Node struct {
 	// CAFile is the cluster CA; APIServer the API server's URL.
 	CAFile, APIServer string
 
-	st  *state
-	pki *pki
-	log io.Writer
+	st   *state
+	pki  *pki
+	log  io.Writer
+	lock *os.File // the machine's node lock (lockFile), held until Down
 }
 
 // state is what Down needs, saved in Dir/state.json as Up goes, so Down can undo a partial Up
@@ -170,6 +171,15 @@ func Up(ctx context.Context, opts Options) (n *Node, err error) {
 			return nil, err
 		}
 	}
+	lock, err := lockMachine(ctx, lockFile, logf)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
 	if err := reclaim(opts.Name, opts.Log); err != nil {
 		return nil, err
 	}
@@ -192,7 +202,7 @@ func Up(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Dir: opts.Dir, Name: opts.Name, ControlPlaneBinDir: opts.ControlPlaneBinDir, NodeBinDir: opts.NodeBinDir,
-		Kubeconfig: filepath.Join(opts.Dir, "admin.kubeconfig"), st: st, log: opts.Log}
+		Kubeconfig: filepath.Join(opts.Dir, "admin.kubeconfig"), st: st, log: opts.Log, lock: lock}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("node: up: %w", err)
