@@ -170,7 +170,7 @@ func (r *ActReconciler) patchStatus(ctx context.Context, s *actScope) error {
 			r.Metrics.Observe(metrics.ResultNotConfigured)
 		}
 	}()
-	if act.Status.State == "" && act.Status.Decision == "" {
+	if act.Status.State == "" && act.Status.Decision == "" && s.dispatcherGone == nil {
 		return nil // the authority service has not written the act's status yet
 	}
 	status := actStatus(act, s, s.now)

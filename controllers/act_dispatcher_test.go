@@ -56,6 +56,19 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	act("executed", deleted, inFlight(v1alpha1.ActStateExecuted, "op-executed"))
 	act("authorized", deleted, v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionAllowed, State: v1alpha1.ActStateAuthorized})
 	act("unlabelled", nil, inFlight(v1alpha1.ActStateConsumed, "op-unlabelled"))
+	// Acts a Permit recorded have no status until the outcome: the consumed authority Lease
+	// says one is in flight; one whose authority is only issued is not.
+	auths := h.authorities(t)
+	for name, op := range map[string]string{"permit-consumed": "op-permit", "permit-issued": ""} {
+		a := newAct(name, "no-such-policy")
+		a.Labels = map[string]string{v1alpha1.LabelActPodUID: string(deleted.UID)}
+		a.Annotations = map[string]string{v1alpha1.AnnotationActPod: deleted.Name}
+		h.create(t, a)
+		auth := auths.issue(t, a, time.Hour)
+		if op != "" {
+			auths.consume(t, auth, op)
+		}
+	}
 
 	// The pods go: one deleted, one deleted and created again under its name, one Succeeded.
 	for _, p := range []*corev1.Pod{deleted, replaced} {
@@ -84,6 +97,7 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 		"of-deleted-invoked": v1alpha1.ActStateInvoked, "of-replaced": v1alpha1.ActStateDispatchPending,
 		"of-finished": v1alpha1.ActStateConsumed, "executed": v1alpha1.ActStateExecuted,
 		"authorized": v1alpha1.ActStateAuthorized, "unlabelled": v1alpha1.ActStateConsumed,
+		"permit-consumed": "", "permit-issued": "",
 	}
 	var all []client.Object
 	for name := range want {
@@ -110,13 +124,14 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	// Past the grace since the acts' last write: the cut-off dispatches are held.
 	h.clock.Step(grace)
 	h.poke(t, all...)
-	for _, name := range []string{"of-deleted", "of-deleted-invoked", "of-replaced", "of-finished"} {
+	for _, name := range []string{"of-deleted", "of-deleted-invoked", "of-replaced", "of-finished", "permit-consumed"} {
 		want[name] = v1alpha1.ActStateIndeterminate
 	}
 	eventually(t, 20*time.Second, states)
 	for name, reason := range map[string]string{
 		"of-deleted": v1alpha1.ActPodDeletedReason, "of-deleted-invoked": v1alpha1.ActPodDeletedReason,
 		"of-replaced": v1alpha1.ActPodDeletedReason, "of-finished": v1alpha1.ActPodTerminatedReason,
+		"permit-consumed": v1alpha1.ActPodDeletedReason,
 	} {
 		a, err := h.getAct(t, name)
 		if err != nil {
@@ -136,6 +151,14 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 			t.Errorf("Act %s: message %q, reconciliation %+v", name, a.Status.Message, a.Status.Reconciliation)
 		}
 		h.waitEvent(t, name, controllers.EventDispatcherGone, corev1.EventTypeWarning, a.Status.OperationID)
+	}
+	// The Permit's act records what a report would have: allowed, its authority, the
+	// operation that consumed it.
+	if a, err := h.getAct(t, "permit-consumed"); err != nil {
+		t.Fatal(err)
+	} else if a.Status.Decision != v1alpha1.ActDecisionAllowed || a.Status.AuthorityRef == nil || a.Status.AuthorityRef.Name == "" ||
+		a.Status.OperationID != "op-permit" {
+		t.Errorf("Act permit-consumed: %+v", a.Status)
 	}
 	// Held: no outcome is guessed later, however long it stays.
 	h.clock.Step(grace)

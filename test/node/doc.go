@@ -17,7 +17,11 @@
 //     BindingMoment, `kubectl actgate resolve` as the principal resolves it, and the retry
 //     runs exactly once; a replay is refused; the agent container holds the credential
 //     nowhere in its environment or filesystem and the upstream refuses it without one; the
-//     sidecar was started before the agent; `kubectl get acts` shows it all.
+//     sidecar was started before the agent; `kubectl get acts` shows it all;
+//  4. what only a real pod shows: the sidecar's projected token is bound to its pod; a sidecar
+//     SIGKILLed mid-dispatch restarts, refuses the action EF_INDETERMINATE and its outbox
+//     reports the INDETERMINATE to the Act; a pod deleted mid-call stops the agent first, and
+//     its Act is held INDETERMINATE by the manager (DispatcherGone) once the pod is gone.
 //
 // Names resolve through the agent pod's hostAliases (the node runs no cluster DNS). The
 // suite needs root; it never skips a step silently: when the node cannot come up the suite
