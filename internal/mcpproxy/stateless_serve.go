@@ -208,7 +208,9 @@ func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
 // statusError is an upstream HTTP answer without a JSON-RPC response in it.
 type statusError struct{ status int }
 
-func (e *statusError) Error() string { return fmt.Sprintf("mcpproxy: upstream answered HTTP %d", e.status) }
+func (e *statusError) Error() string {
+	return fmt.Sprintf("mcpproxy: upstream answered HTTP %d", e.status)
+}
 
 // slExchange POSTs one JSON-RPC request upstream with the headers h and returns the response
 // to id and the HTTP status. An event-stream answer's notifications before the response are
