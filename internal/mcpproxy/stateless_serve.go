@@ -58,7 +58,10 @@ const statelessUpstreamVersion = "2025-11-25"
 // (stateless)"); it returns false, having read nothing it does not give back, for a request of
 // a stateful revision.
 func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(headerSessionID)) > 0 {
+		return false // a session's request: the hot path reads nothing here
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && v < versionStandardHeaders {
 		return false
 	}
 	body, err := io.ReadAll(r.Body)
