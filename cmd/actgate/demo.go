@@ -419,7 +419,9 @@ func demoAgent(ctx context.Context, endpoint string, cfg *gateconfig.Config) (*m
 		return nil, err
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "demo-agent", Version: "v1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	// The demo shows sessions (a resolution does not authorise another session's call): it
+	// speaks the stateful revision.
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 }
 
 // agentClient is an HTTP client presenting agent's token (Authorization: Bearer) on every

@@ -62,7 +62,7 @@ func TestServeMetricsAndLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance"), HTTPClient: hc}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + mcpproxy.Path("finance"), HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,11 @@ const (
 	// the gate allows; the moment was not registered and the call was not invoked. Wait for
 	// the principal to resolve (or let expire) the pending ones.
 	EFMomentLimit EFCode = "EF_MOMENT_LIMIT"
+	// EFMCPHeaderMismatch — an MCP 2026-07-28 request's Mcp-Method, Mcp-Name or
+	// Mcp-Protocol-Version header is missing or says something other than its body: the gate
+	// decides on the body and a server may route on the headers, so nothing is decided or
+	// relayed.
+	EFMCPHeaderMismatch EFCode = "EF_MCP_HEADER_MISMATCH"
 )
 
 // Info describes one code.
@@ -122,6 +127,7 @@ func all() []Info {
 		{EFAgentUnauthenticated, "The request does not carry a configured agent's credential.", false, true},
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
+		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},
 	}
 }
 

@@ -75,7 +75,7 @@ func TestAgentSessions(t *testing.T) {
 		c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.endpoint(), HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+		return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.endpoint(), HTTPClient: hc, DisableStandaloneSSE: true}, sessionOpts)
 	}
 	if _, err := connectAs(""); err == nil {
 		t.Fatal("a session opened without a token")

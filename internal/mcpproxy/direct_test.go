@@ -165,7 +165,7 @@ func TestUpstreamMessagesDuringCall(t *testing.T) {
 			})
 			c.AddRoots(&mcp.Root{URI: "file:///agent-root", Name: "agent"})
 			ctx := context.Background()
-			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.endpoint()}, nil)
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.endpoint()}, sessionOpts)
 			if err != nil {
 				t.Fatal(err)
 			}

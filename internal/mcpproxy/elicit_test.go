@@ -101,7 +101,7 @@ func (f *elicitFixture) connect(t *testing.T, h *human) *mcp.ClientSession {
 		}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, opts)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.server.URL + Path("bank")}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.server.URL + Path("bank")}, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,7 +389,7 @@ func upstreamAnswerTarget(f testing.TB) func(t *testing.T, statusIdx byte, sse b
 	}
 	rig := newFuzzRig(f, intercept, 300*time.Millisecond)
 	c := mcp.NewClient(&mcp.Implementation{Name: "fuzz-agent", Version: "v1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: rig.endpoint, DisableStandaloneSSE: true}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: rig.endpoint, DisableStandaloneSSE: true}, sessionOpts)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -140,10 +140,15 @@ func (f *fixture) agent() *mcp.ClientSession {
 	return connect(f.t, f.endpoint())
 }
 
+// sessionOpts pins a test client to the stateful revision: the session path is what those
+// tests exercise (a client left at the SDK's latest version speaks 2026-07-28 through the gate,
+// stateless_test.go).
+var sessionOpts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func connect(t *testing.T, endpoint string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,6 +186,9 @@ type Proxy struct {
 	// (agentcall.go, upstreamcall.go).
 	directAgent, directUpstream atomic.Int64
 
+	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
+	sl statelessState
+
 	mu      sync.Mutex
 	bridges map[*mcp.ServerSession]*bridge
 	byID    map[string]*bridge
@@ -269,7 +272,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.readBody(w, r) {
 		return
 	}
-	if r.Method == http.MethodPost && p.servePOST(w, r) {
+	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
 		return
 	}
 	p.sdk.ServeHTTP(w, r)
@@ -329,6 +332,7 @@ func (p *Proxy) Close() error {
 	for _, b := range bs {
 		b.close()
 	}
+	p.closeStateless()
 	for ss := range p.server.Sessions() {
 		_ = ss.Close()
 	}

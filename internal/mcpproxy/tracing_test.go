@@ -140,7 +140,7 @@ func tracedAgent(t *testing.T, endpoint, traceparent string) *mcp.ClientSession 
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: &http.Client{Transport: headerTransport{traceparent}},
-	}, nil)
+	}, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

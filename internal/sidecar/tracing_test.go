@@ -70,7 +70,7 @@ func TestSidecarTrace(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
-		HTTPClient: &http.Client{Transport: traceparentRT("00-" + traceID + "-" + parent + "-01")}}, nil)
+		HTTPClient: &http.Client{Transport: traceparentRT("00-" + traceID + "-" + parent + "-01")}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

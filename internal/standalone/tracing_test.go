@@ -120,7 +120,7 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:   gate.URL + mcpproxy.Path("finance"),
 		HTTPClient: &http.Client{Transport: traceparentTransport("00-" + traceID + "-" + parent + "-01")},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

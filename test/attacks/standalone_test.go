@@ -130,7 +130,8 @@ func (s *served) connect(server, token string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "attacker", Version: "v1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.base + mcpproxy.Path(server), HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	// Sessions (their limits, their binding to an agent) are the subject: the stateful revision.
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.base + mcpproxy.Path(server), HTTPClient: hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err == nil {
 		s.t.Cleanup(func() { _ = cs.Close() })
 	}

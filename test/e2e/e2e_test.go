@@ -313,7 +313,7 @@ spec:
 	waitTCP(t, sidecarProc, sideAddr)
 
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, nil)
+		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("MCP client through the sidecar: %v\n%s", err, sidecarProc.output())
 	}
@@ -459,7 +459,7 @@ spec:
 		t.Fatalf("same-session replay: isError=%v replayed=%v upstream count %d: %s", res.IsError, replayed, up.Count("send_payment"), text(res))
 	}
 	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, nil)
+		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("second MCP session through the sidecar: %v", err)
 	}

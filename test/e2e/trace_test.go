@@ -243,7 +243,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	}
 	agentTr := tracing.TracerOf(agentTP)
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, nil)
+		&mcp.StreamableClientTransport{Endpoint: "http://" + sideAddr + mcpproxy.Path("payments")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("MCP client through the sidecar: %v\n%s", err, sidecarProc.output())
 	}

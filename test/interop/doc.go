@@ -6,6 +6,8 @@
 // meant to be invisible except for its documented additions to tools/list; each difference it
 // still makes is named, with the reason, in knownDifferences and in docs/api.md "MCP through the
 // gate". The tests log one table per run (scenario or feature × direct/gated: same/differs).
+// TestWalk2026 does the same for MCP 2026-07-28 with the TypeScript SDK v2 client
+// (walk2026.mjs, pinned to that revision) in front of a 2026-07-28 server and a stateful one.
 //
 // The npm packages are pinned in package-lock.json and installed by hack/interop.sh (`make
 // test` runs it first); without them the tests fail and say so.

@@ -209,7 +209,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens one MCP client session (streamable HTTP) to endpoint.
 func connect(ctx context.Context, endpoint string, hc *http.Client) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: agentName, Version: "v1"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 }
 
 // principal resolves a gate-authored binding moment with the option that is exactly the

@@ -67,7 +67,7 @@ func main() {
 	sessions := map[string]*mcp.ClientSession{}
 	connect := func(ctx context.Context, endpoint string) (*mcp.ClientSession, error) {
 		return mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+			&mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /call", func(w http.ResponseWriter, r *http.Request) {

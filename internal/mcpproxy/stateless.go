@@ -1,0 +1,273 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/actgate/actgate/internal/ef"
+)
+
+// MCP 2026-07-28 (SEP-2575, SEP-2243) request headers and per-request _meta members the
+// stateless path reads (docs/architecture.md "MCP 2026-07-28 (stateless)").
+const (
+	headerMethod      = "Mcp-Method"
+	headerName        = "Mcp-Name"
+	headerParamPrefix = "Mcp-Param-"
+
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+
+	// codeHeaderMismatch is MCP's error for standard headers that disagree with the body.
+	codeHeaderMismatch = -32020
+	// codeUnsupportedProtocolVersion is MCP's error for a per-request version the server does
+	// not speak; its data lists the supported ones.
+	codeUnsupportedProtocolVersion = -32022
+
+	// resultTypeComplete and resultTypeInputRequired are the 2026-07-28 resultType values.
+	resultTypeComplete      = "complete"
+	resultTypeInputRequired = "input_required"
+)
+
+// statelessVersions are the sessionless protocol versions the gate speaks toward the agent.
+var statelessVersions = []string{versionStandardHeaders}
+
+// statelessRequest is one agent request of MCP 2026-07-28 whose headers agree with its body.
+type statelessRequest struct {
+	req     *jsonrpc.Request
+	version string
+	// name is the body's params.name (tools/call, prompts/get) or params.uri (resources/read),
+	// which Mcp-Name repeats; "" for other methods.
+	name string
+	// params are the request's params members as written (nil when absent).
+	params map[string]json.RawMessage
+}
+
+// statelessError is the refusal of a request that is not a well-formed 2026-07-28 request:
+// the HTTP status and the JSON-RPC error it is answered with, before anything is decided.
+type statelessError struct {
+	status int
+	err    *jsonrpc.Error
+}
+
+func headerMismatch(format string, args ...any) *statelessError {
+	data, _ := json.Marshal(map[string]string{MetaEFCode: string(ef.EFMCPHeaderMismatch)})
+	return &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{
+		Code: codeHeaderMismatch, Message: "actgate: " + fmt.Sprintf(format, args...), Data: data}}
+}
+
+func invalidStateless(code int64, msg string) *statelessError {
+	return &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: code, Message: "actgate: " + msg}}
+}
+
+// maxHeaderValue bounds the Mcp-Method and Mcp-Name values compared (a longer one cannot
+// match any body the gate accepts: names are bounded far below it).
+const maxHeaderValue = 4096
+
+// isStatelessRequest reports whether a POST is addressed to the sessionless revision: it has no
+// Mcp-Session-Id, and its Mcp-Protocol-Version or, without one, its body's
+// _meta["io.modelcontextprotocol/protocolVersion"] is 2026-07-28 or later. Such a request is
+// the stateless path's to answer or refuse (parseStateless); any other is the session path's.
+func isStatelessRequest(h http.Header, body []byte) bool {
+	if len(h.Values(headerSessionID)) > 0 {
+		return false
+	}
+	if v := h.Get(headerProtocolVersion); v != "" {
+		return v >= versionStandardHeaders
+	}
+	var probe struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &probe) != nil {
+		return false
+	}
+	var v string
+	if raw, ok := probe.Params.Meta[metaProtocolVersion]; !ok || json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	return v >= versionStandardHeaders
+}
+
+// parseStateless reads one 2026-07-28 request: a single JSON-RPC request or notification with
+// absent or object params, whose _meta names the protocol version that Mcp-Protocol-Version
+// names (one the gate speaks), whose Mcp-Method is its method and, for tools/call, prompts/get
+// and resources/read, whose Mcp-Name is its params.name (params.uri). Each header must appear
+// once. A missing or disagreeing header is refused with codeHeaderMismatch and
+// EF_MCP_HEADER_MISMATCH: the gate decides on the body, and a server that routes on the headers
+// would otherwise run something else (a confused deputy).
+func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessError) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, invalidStateless(codeParseError, "the body is not a JSON-RPC message")
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		// 2026-07-28 has no server-to-client requests, so there is nothing for a response to
+		// answer.
+		return nil, invalidStateless(codeInvalidRequest, "a JSON-RPC response has no request to answer on MCP 2026-07-28")
+	}
+	out := &statelessRequest{req: req}
+	if p := bytes.TrimSpace(req.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if p[0] != '{' || json.Unmarshal(p, &out.params) != nil {
+			return nil, invalidStateless(codeInvalidParams, "params must be an object")
+		}
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := out.params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return nil, invalidStateless(codeInvalidParams, "params._meta must be an object")
+	}
+	versions := h.Values(headerProtocolVersion)
+	if len(versions) != 1 {
+		return nil, headerMismatch("exactly one %s header is required on MCP 2026-07-28", headerProtocolVersion)
+	}
+	var metaVersion string
+	if raw, ok := meta[metaProtocolVersion]; ok && json.Unmarshal(raw, &metaVersion) != nil {
+		return nil, invalidStateless(codeInvalidParams, "params._meta protocolVersion must be a string")
+	}
+	if req.IsCall() && metaVersion == "" {
+		return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("params._meta[%q] is required", metaProtocolVersion))
+	}
+	if metaVersion != "" && metaVersion != versions[0] {
+		return nil, headerMismatch("%s does not match params._meta's protocol version", headerProtocolVersion)
+	}
+	out.version = versions[0]
+	if !speaksStateless(out.version) {
+		data, _ := json.Marshal(map[string]any{"supported": statelessVersions, "requested": clip(out.version, 64)})
+		return nil, &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: codeUnsupportedProtocolVersion,
+			Message: "actgate: unsupported protocol version", Data: data}}
+	}
+	if err := checkSingle(h, headerMethod, req.Method); err != nil {
+		return nil, err
+	}
+	if member := nameMember(req.Method); member != "" {
+		var name string
+		if raw, ok := out.params[member]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
+			return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("%s: params.%s must be a non-empty string", req.Method, member))
+		}
+		if err := checkSingle(h, headerName, name); err != nil {
+			return nil, err
+		}
+		out.name = name
+	}
+	return out, nil
+}
+
+// speaksStateless reports whether v is a sessionless version the gate speaks.
+func speaksStateless(v string) bool {
+	for _, s := range statelessVersions {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// nameMember is the params member Mcp-Name repeats for method, or "".
+func nameMember(method string) string {
+	switch method {
+	case methodCallTool, methodGetPrompt:
+		return "name"
+	case methodReadResource:
+		return "uri"
+	}
+	return ""
+}
+
+// checkSingle requires header to appear once with the value want, as written or in the
+// =?base64?…?= form MCP uses for values that are not plain printable ASCII.
+func checkSingle(h http.Header, header, want string) *statelessError {
+	vs := h.Values(header)
+	switch {
+	case len(vs) == 0:
+		return headerMismatch("the %s header is required on MCP 2026-07-28", header)
+	case len(vs) > 1:
+		return headerMismatch("the %s header appears %d times", header, len(vs))
+	case len(vs[0]) > maxHeaderValue:
+		return headerMismatch("the %s header is longer than %d bytes", header, maxHeaderValue)
+	}
+	got, ok := decodeHeader(vs[0])
+	if !ok || got != want {
+		return headerMismatch("the %s header does not match the request body", header)
+	}
+	return nil
+}
+
+// decodeHeader decodes the =?base64?…?= form of an MCP header value; other values are as
+// written. ok is false for that form with invalid base64.
+func decodeHeader(v string) (string, bool) {
+	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if enc, ok = strings.CutSuffix(enc, "?="); ok {
+			raw, err := base64.StdEncoding.DecodeString(enc)
+			return string(raw), err == nil
+		}
+	}
+	return v, true
+}
+
+// statelessScope is the sink session of an agent's 2026-07-28 calls to a server: derived from
+// the authenticated agent and the server only, never from anything the request carries, so
+// that no value an agent sends names another agent's acts, recorded results or binding-moment
+// resolutions.
+func statelessScope(server, agent string) string {
+	h := sha256.New()
+	h.Write([]byte("actgate mcp 2026-07-28 scope\x00"))
+	h.Write([]byte(server))
+	h.Write([]byte{0})
+	h.Write([]byte(agent))
+	return "stateless-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// continuationScope is the sink session of an input-required continuation (a tools/call with
+// requestState or inputResponses): the agent's scope narrowed by a digest of what continues, so
+// that the first round's grant never authorises it and a retry of the same continuation is
+// answered from its own record.
+func continuationScope(scope string, requestState, inputResponses json.RawMessage) string {
+	if len(requestState) == 0 && len(inputResponses) == 0 {
+		return scope
+	}
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write(requestState)
+	h.Write([]byte{0})
+	h.Write(inputResponses)
+	return scope + "." + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// withResultType returns a result object with resultType "complete" added when it has none:
+// results of a stateful upstream and the gate's own answers, as 2026-07-28 writes them. A
+// result that is not an object is returned unchanged.
+func withResultType(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	if _, ok := m["resultType"]; ok {
+		return raw
+	}
+	m["resultType"] = json.RawMessage(`"` + resultTypeComplete + `"`)
+	out, err := marshalNoEscape(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// resultTypeOf is a result's resultType ("" when absent or not a string).
+func resultTypeOf(raw json.RawMessage) string {
+	var r struct {
+		ResultType string `json:"resultType"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return r.ResultType
+}

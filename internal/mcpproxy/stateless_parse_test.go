@@ -1,0 +1,138 @@
+package mcpproxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func hdr2026(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+
+// TestParseStatelessBadInput: every malformed or disagreeing 2026-07-28 request is refused
+// with its code, never accepted and never a panic.
+func TestParseStatelessBadInput(t *testing.T) {
+	ok := hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "t")
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		body string
+		code int64
+	}{
+		{"not JSON-RPC", ok, `[1,2]`, codeParseError},
+		{"a response", ok, `{"jsonrpc":"2.0","id":1,"result":{}}`, codeInvalidRequest},
+		{"params an array", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, codeInvalidParams},
+		{"_meta not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":3}}`, codeInvalidParams},
+		{"no meta version", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`, codeInvalidParams},
+		{"meta version not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`, codeInvalidParams},
+		{"no version header", hdr2026("Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"two version headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"version header differs from meta", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"unknown version", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, codeUnsupportedProtocolVersion},
+		{"no method header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"method header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"two method headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"no name header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"name header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "u"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"name header case differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "T"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"name header bad base64", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?!!?="), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"name header too long", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", strings.Repeat("t", maxHeaderValue+1)), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"no name in body", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta2026 + `}}`, codeInvalidParams},
+		{"name not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1,` + meta2026 + `}}`, codeInvalidParams},
+		{"resources/read uri differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b",` + meta2026 + `}}`, codeHeaderMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr, err := parseStateless(tc.h, []byte(tc.body))
+			if err == nil {
+				t.Fatalf("accepted: %+v", sr)
+			}
+			if err.err.Code != tc.code || err.status != http.StatusBadRequest {
+				t.Fatalf("code %d HTTP %d (%s), want %d", err.err.Code, err.status, err.err.Message, tc.code)
+			}
+			if err.err.Code == codeHeaderMismatch {
+				var data map[string]string
+				if json.Unmarshal(err.err.Data, &data) != nil || data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
+					t.Fatalf("header refusal without its EF code: %s", err.err.Data)
+				}
+			}
+		})
+	}
+	// The agreeing forms are accepted: as written, and base64-encoded.
+	for _, h := range []http.Header{ok, hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?dA==?=")} {
+		sr, err := parseStateless(h, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`))
+		if err != nil || sr.name != "t" || sr.version != "2026-07-28" {
+			t.Fatalf("refused an agreeing request: %+v %+v", sr, err)
+		}
+	}
+}
+
+func TestIsStatelessRequest(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta2026 + `}}`)
+	for _, tc := range []struct {
+		h    http.Header
+		body []byte
+		want bool
+	}{
+		{hdr2026("Mcp-Protocol-Version", "2026-07-28"), nil, true},
+		{hdr2026("Mcp-Protocol-Version", "2025-11-25"), body, false},
+		{hdr2026("Mcp-Session-Id", "s", "Mcp-Protocol-Version", "2026-07-28"), body, false},
+		{http.Header{}, body, true},
+		{http.Header{}, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), false},
+		{http.Header{}, []byte(`not json`), false},
+	} {
+		if got := isStatelessRequest(tc.h, tc.body); got != tc.want {
+			t.Errorf("isStatelessRequest(%v, %s) = %v", tc.h, tc.body, got)
+		}
+	}
+}
+
+func TestContinuationScope(t *testing.T) {
+	s := statelessScope("bank", "a")
+	if continuationScope(s, nil, nil) != s {
+		t.Fatal("a first round is not in the agent's scope")
+	}
+	c1 := continuationScope(s, json.RawMessage(`"st1"`), json.RawMessage(`{"x":1}`))
+	c2 := continuationScope(s, json.RawMessage(`"st1"`), json.RawMessage(`{"x":2}`))
+	if c1 == s || c1 == c2 || c1 != continuationScope(s, json.RawMessage(`"st1"`), json.RawMessage(`{"x":1}`)) {
+		t.Fatalf("continuation scopes: %s %s", c1, c2)
+	}
+}
+
+// FuzzParseStateless: no header set and body makes the parser panic, and whatever it accepts
+// agrees with its headers.
+func FuzzParseStateless(f *testing.F) {
+	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`)
+	f.Add("resources/read", "file:///a", `{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"file:///a",`+meta2026+`}}`)
+	f.Add("tools/list", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`)
+	f.Add("notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	f.Fuzz(func(t *testing.T, method, name, body string) {
+		h := hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method)
+		if name != "" {
+			h.Set("Mcp-Name", name)
+		}
+		_ = isStatelessRequest(h, []byte(body))
+		sr, err := parseStateless(h, []byte(body))
+		if err != nil {
+			if err.err == nil || err.status != http.StatusBadRequest {
+				t.Fatalf("refusal without an error: %+v", err)
+			}
+			return
+		}
+		if sr.req.Method != method {
+			t.Fatalf("accepted method %q under Mcp-Method %q", sr.req.Method, method)
+		}
+		if nameMember(sr.req.Method) != "" {
+			if dec, _ := decodeHeader(name); dec != sr.name {
+				t.Fatalf("accepted name %q under Mcp-Name %q", sr.name, name)
+			}
+		}
+	})
+}

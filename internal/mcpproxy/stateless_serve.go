@@ -1,0 +1,830 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/sink"
+)
+
+// upstreamMode is what the proxy learned of the upstream's revisions (probeUpstream).
+type upstreamMode int
+
+const (
+	modeUnknown   upstreamMode = iota
+	modeStateless              // the upstream speaks 2026-07-28: one POST per request
+	modeStateful               // it does not: one upstream session per agent
+)
+
+// statelessState is the stateless path's state of one proxy.
+type statelessState struct {
+	probe sync.Mutex // one probe at a time
+	mu    sync.Mutex
+	mode  upstreamMode
+	// sessions are the upstream sessions of a stateful upstream, by agent. Agents are the
+	// configured ones (Config.Agents authenticates them), so the map is bounded by the
+	// configuration, not by anything an agent sends.
+	sessions map[string]*upstreamSession
+	open     sync.Mutex // one upstream initialize at a time
+}
+
+// upstreamSession is a stateful upstream's session held for one agent's 2026-07-28 requests.
+type upstreamSession struct {
+	id, version string
+	init        json.RawMessage // the upstream's initialize result
+}
+
+// statelessUpstreamVersion is the stateful version the proxy opens upstream sessions with for
+// 2026-07-28 agents.
+const statelessUpstreamVersion = "2025-11-25"
+
+// serveStateless answers an agent's MCP 2026-07-28 POST (docs/architecture.md "MCP 2026-07-28
+// (stateless)"); it returns false, having read nothing it does not give back, for a request of
+// a stateful revision.
+func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(headerSessionID)) > 0 {
+		return false // a session's request: the hot path reads nothing here
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && v < versionStandardHeaders {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || !isStatelessRequest(r.Header, body) {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+		return true
+	}
+	if !json.Valid(body) {
+		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: codeParseError, Message: "actgate: the body is not one well-formed JSON value"})
+		return true
+	}
+	sr, serr := parseStateless(r.Header, body)
+	if serr != nil {
+		var id jsonrpc.ID
+		if sr != nil {
+			id = sr.req.ID
+		} else if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+			if req, ok := msg.(*jsonrpc.Request); ok {
+				id = req.ID
+			}
+		}
+		p.log.Info("MCP 2026-07-28 request refused", "code", serr.err.Code, "reason", serr.err.Message)
+		writeRPCError(w, serr.status, id, serr.err)
+		return true
+	}
+	ctx := r.Context()
+	agent := p.requestAgent(ctx)
+	mode, err := p.upstreamMode(ctx)
+	if err != nil {
+		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.req.Method), "error", err.Error())
+		if sr.req.IsCall() {
+			writeRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
+		} else {
+			w.WriteHeader(http.StatusAccepted)
+		}
+		return true
+	}
+	if !sr.req.IsCall() {
+		p.statelessNotify(ctx, mode, agent, r.Header, sr)
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}
+	stream := &agentStream{w: w, lazy: true}
+	defer stream.finish()
+	ctx = withAgentStream(ctx, stream)
+	var resp *jsonrpc.Response
+	status := http.StatusOK
+	switch {
+	case sr.req.Method == methodCallTool:
+		resp = p.statelessCall(ctx, mode, agent, r.Header, sr)
+	case sr.req.Method == methodDiscover && mode == modeStateful:
+		resp = p.statelessDiscover(ctx, agent, sr)
+	default:
+		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr, body)
+	}
+	out, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: response could not be encoded"}})
+	}
+	if status != http.StatusOK && !stream.isStarted() {
+		writeRaw(w, status, out)
+		return true
+	}
+	stream.answer(out)
+	return true
+}
+
+func writeRaw(w http.ResponseWriter, status int, out []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+}
+
+func (p *Proxy) unavailableErr() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
+}
+
+// upstreamMode returns the upstream's mode, probing it the first time (and after a probe that
+// could not reach it).
+func (p *Proxy) upstreamMode(ctx context.Context) (upstreamMode, error) {
+	p.sl.mu.Lock()
+	m := p.sl.mode
+	p.sl.mu.Unlock()
+	if m != modeUnknown {
+		return m, nil
+	}
+	p.sl.probe.Lock()
+	defer p.sl.probe.Unlock()
+	p.sl.mu.Lock()
+	m = p.sl.mode
+	p.sl.mu.Unlock()
+	if m != modeUnknown {
+		return m, nil
+	}
+	m, err := p.probeUpstream(ctx)
+	if err != nil {
+		return modeUnknown, err
+	}
+	p.sl.mu.Lock()
+	p.sl.mode = m
+	p.sl.mu.Unlock()
+	p.log.Info("Upstream revision learned for MCP 2026-07-28 agents", "stateless", m == modeStateless)
+	return m, nil
+}
+
+// probeUpstream asks the upstream server/discover at 2026-07-28: an answer listing that
+// version makes it stateless; any other answer (an error, an HTTP refusal) makes it stateful.
+// Only a failure to reach it is an error.
+func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	defer cancel()
+	id, _ := jsonrpc.MakeID("actgate-discover-" + strconv.FormatUint(callSeq.Add(1), 10))
+	params := fmt.Sprintf(`{"_meta":{%q:%q,%q:{}}}`, metaProtocolVersion, versionStandardHeaders, metaClientCapabilities)
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodDiscover, Params: json.RawMessage(params)})
+	if err != nil {
+		return modeUnknown, err
+	}
+	h := http.Header{}
+	h.Set(headerProtocolVersion, versionStandardHeaders)
+	h.Set(headerMethod, methodDiscover)
+	resp, _, err := p.slExchange(ctx, h, body, id, nil)
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			return modeStateful, nil
+		}
+		return modeUnknown, err
+	}
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if resp.Error == nil && json.Unmarshal(resp.Result, &res) == nil {
+		for _, v := range res.SupportedVersions {
+			if speaksStateless(v) {
+				return modeStateless, nil
+			}
+		}
+	}
+	return modeStateful, nil
+}
+
+// statusError is an upstream HTTP answer without a JSON-RPC response in it.
+type statusError struct{ status int }
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("mcpproxy: upstream answered HTTP %d", e.status)
+}
+
+// slExchange POSTs one JSON-RPC request upstream with the headers h and returns the response
+// to id and the HTTP status. An event-stream answer's notifications before the response are
+// written to the agent's answer stream (when ctx has one), as the upstream wrote them; requests
+// on it are not answered (2026-07-28 has none, and a stateful upstream session is opened
+// without the capabilities they need). An error status with a JSON-RPC response body gives
+// that response; without one, a *statusError.
+func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID, a *attempt) (*jsonrpc.Response, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := p.direct.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "application/json":
+		answer, err := readJSONAnswer(resp.Body, id)
+		if err != nil {
+			if resp.StatusCode < 200 || resp.StatusCode > 299 {
+				return nil, resp.StatusCode, &statusError{resp.StatusCode}
+			}
+			return nil, resp.StatusCode, err
+		}
+		return answer, resp.StatusCode, nil
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, resp.StatusCode, &statusError{resp.StatusCode}
+	case mt == "text/event-stream":
+		stream := agentStreamOf(ctx)
+		stream.start() // the agent's answer follows the server's framing
+		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
+			if !m.IsCall() {
+				stream.message(m)
+			}
+		})
+		return answer, resp.StatusCode, err
+	}
+	return nil, resp.StatusCode, fmt.Errorf("mcpproxy: upstream answered with content type %q", clip(mt, 64))
+}
+
+// readEvents reads an event stream until the response to id, giving every request or
+// notification before it to onRequest.
+func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request)) (*jsonrpc.Response, error) {
+	r := bufio.NewReaderSize(body, 4096)
+	var data []byte
+	var name string
+	hasData := false
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errNoAnswer
+			}
+			return nil, err
+		}
+		if len(line) > 0 {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "data":
+				if hasData {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+				hasData = true
+				if len(data) > maxEventSize {
+					return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
+				}
+			case "event":
+				name = string(value)
+			}
+			continue
+		}
+		if hasData && len(data) > 0 && (name == "" || name == "message") {
+			msg, err := jsonrpc.DecodeMessage(data)
+			if err != nil {
+				return nil, fmt.Errorf("mcpproxy: upstream event: %w", err)
+			}
+			switch m := msg.(type) {
+			case *jsonrpc.Response:
+				if m.ID == id {
+					return m, nil
+				}
+			case *jsonrpc.Request:
+				onRequest(m)
+			}
+		}
+		data, name, hasData = data[:0], "", false
+	}
+}
+
+// statelessHeaders are the agent's headers a stateless upstream is given with its message:
+// the revision's own (Mcp-Param-* only where the body is the agent's as written).
+func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http.Header {
+	h := http.Header{}
+	h.Set(headerProtocolVersion, sr.version)
+	h.Set(headerMethod, sr.req.Method)
+	if sr.name != "" {
+		h.Set(headerName, agent.Get(headerName))
+	}
+	if params {
+		for k, vs := range agent {
+			if strings.HasPrefix(k, headerParamPrefix) {
+				h[k] = vs
+			}
+		}
+	}
+	return h
+}
+
+// statelessSend sends one request upstream in the upstream's mode: as it is to a stateless
+// upstream, or on the agent's upstream session of a stateful one under an id of the proxy's
+// own (reopened once if the upstream forgot it, when retry allows). It returns the response
+// under the agent's id.
+func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest, params json.RawMessage, retry bool, a *attempt) (*jsonrpc.Response, int, error) {
+	if mode == modeStateless {
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: sr.req.ID, Method: sr.req.Method, Params: params})
+		if err != nil {
+			return nil, 0, err
+		}
+		return p.slExchange(ctx, h, body, sr.req.ID, a)
+	}
+	for try := 0; ; try++ {
+		s, err := p.upstreamSession(ctx, agent)
+		if err != nil {
+			return nil, 0, err
+		}
+		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(params)})
+		if err != nil {
+			return nil, 0, err
+		}
+		sh := http.Header{}
+		if s.id != "" {
+			sh.Set(headerSessionID, s.id)
+		}
+		sh.Set(headerProtocolVersion, s.version)
+		resp, status, err := p.slExchange(ctx, sh, body, upID, a)
+		if status == http.StatusNotFound {
+			p.dropUpstreamSession(agent, s)
+			if retry && try == 0 {
+				continue
+			}
+		}
+		if resp != nil {
+			resp.ID = sr.req.ID
+			if resp.Error == nil {
+				resp.Result = withResultType(resp.Result)
+			}
+		}
+		return resp, status, err
+	}
+}
+
+// statelessRelay relays a request the gate does not decide and answers with the upstream's
+// answer; tools/list gets the gate's additions.
+func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, body []byte) (*jsonrpc.Response, int) {
+	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true, nil)
+	if err != nil {
+		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.req.Method), "error", err.Error())
+		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+	}
+	if sr.req.Method == methodListTools && resp.Error == nil {
+		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		if err != nil {
+			p.log.Error(err, "Upstream tools/list result not understood")
+			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}, http.StatusOK
+		}
+		resp.Result = raw
+	}
+	if status < 200 || status > 299 {
+		return resp, status
+	}
+	return resp, http.StatusOK
+}
+
+// statelessNotify relays an agent's notification upstream as written (a stateless upstream) or
+// on its upstream session (a stateful one, which must have one already: a notification does
+// not open a session).
+func (p *Proxy) statelessNotify(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) {
+	h := statelessHeaders(hdr, sr, false)
+	if mode == modeStateful {
+		p.sl.mu.Lock()
+		s := p.sl.sessions[agent]
+		p.sl.mu.Unlock()
+		if s == nil {
+			return
+		}
+		h = http.Header{}
+		if s.id != "" {
+			h.Set(headerSessionID, s.id)
+		}
+		h.Set(headerProtocolVersion, s.version)
+	}
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: sr.req.Method, Params: sr.req.Params})
+	if err != nil {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := p.direct.Do(req)
+	if err != nil {
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "error", err.Error())
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "status", resp.StatusCode)
+	}
+}
+
+// statelessDiscover answers server/discover for a stateful upstream from its initialize
+// result: its capabilities, instructions and serverInfo, and the sessionless versions the
+// gate speaks.
+func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statelessRequest) *jsonrpc.Response {
+	s, err := p.upstreamSession(ctx, agent)
+	if err != nil {
+		p.log.Info("Upstream session not opened", "error", err.Error())
+		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}
+	}
+	var init struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		Instructions string          `json:"instructions"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+	}
+	_ = json.Unmarshal(s.init, &init)
+	out := map[string]any{"supportedVersions": statelessVersions, "resultType": resultTypeComplete}
+	if len(init.Capabilities) > 0 {
+		out["capabilities"] = init.Capabilities
+	} else {
+		out["capabilities"] = json.RawMessage("{}")
+	}
+	if init.Instructions != "" {
+		out["instructions"] = init.Instructions
+	}
+	if len(init.ServerInfo) > 0 {
+		out["_meta"] = map[string]json.RawMessage{metaServerInfo: init.ServerInfo}
+	}
+	raw, err := marshalNoEscape(out)
+	if err != nil {
+		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: discover result could not be encoded"}}
+	}
+	return &jsonrpc.Response{ID: sr.req.ID, Result: raw}
+}
+
+// upstreamSession returns the agent's upstream session of a stateful upstream, opening it
+// (initialize at statelessUpstreamVersion with no client capabilities, then
+// notifications/initialized) if there is none.
+func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSession, error) {
+	p.sl.mu.Lock()
+	s := p.sl.sessions[agent]
+	p.sl.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	p.sl.open.Lock()
+	defer p.sl.open.Unlock()
+	p.sl.mu.Lock()
+	s = p.sl.sessions[agent]
+	p.sl.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
+	defer cancel()
+	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(callSeq.Add(1), 10))
+	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion)
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodInitialize, Params: json.RawMessage(params)})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := p.direct.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
+	}
+	defer resp.Body.Close()
+	var answer *jsonrpc.Response
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, fmt.Errorf("%w: initialize answered HTTP %d", errNoUpstream, resp.StatusCode)
+	case mt == "application/json":
+		answer, err = readJSONAnswer(resp.Body, id)
+	case mt == "text/event-stream":
+		answer, err = readEvents(resp.Body, id, func(*jsonrpc.Request) {})
+	default:
+		err = fmt.Errorf("initialize answered with content type %q", clip(mt, 64))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
+	}
+	if answer.Error != nil {
+		return nil, fmt.Errorf("%w: initialize refused: %s", errNoUpstream, safeRPC(answer.Error))
+	}
+	var init struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(answer.Result, &init) != nil || !statefulVersions[init.ProtocolVersion] {
+		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
+	}
+	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result}
+	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
+	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
+	if err != nil {
+		return nil, err
+	}
+	nreq.Header.Set("Content-Type", "application/json")
+	nreq.Header.Set("Accept", "application/json, text/event-stream")
+	if s.id != "" {
+		nreq.Header.Set(headerSessionID, s.id)
+	}
+	nreq.Header.Set(headerProtocolVersion, s.version)
+	nresp, err := p.direct.Do(nreq)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(nresp.Body, 64<<10))
+	_ = nresp.Body.Close()
+	p.sl.mu.Lock()
+	if p.sl.sessions == nil {
+		p.sl.sessions = make(map[string]*upstreamSession)
+	}
+	p.sl.sessions[agent] = s
+	p.sl.mu.Unlock()
+	return s, nil
+}
+
+// dropUpstreamSession forgets s if it is still the agent's session (the upstream answered 404:
+// it is gone); the next request opens a new one.
+func (p *Proxy) dropUpstreamSession(agent string, s *upstreamSession) {
+	p.sl.mu.Lock()
+	current := p.sl.sessions[agent] == s
+	if current {
+		delete(p.sl.sessions, agent)
+	}
+	p.sl.mu.Unlock()
+	if current {
+		p.log.Info("Upstream session of a 2026-07-28 agent ended; the next request opens a new one", "upstreamSession", s.id)
+	}
+}
+
+// closeStateless ends the upstream sessions held for 2026-07-28 agents (a DELETE each, in the
+// background: no one waits for the upstream's answer).
+func (p *Proxy) closeStateless() {
+	p.sl.mu.Lock()
+	ss := p.sl.sessions
+	p.sl.sessions = nil
+	p.sl.mu.Unlock()
+	for _, s := range ss {
+		if s.id == "" {
+			continue
+		}
+		go func(s *upstreamSession) {
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, p.cfg.URL, nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set(headerSessionID, s.id)
+			req.Header.Set(headerProtocolVersion, s.version)
+			if resp, err := p.direct.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}(s)
+	}
+}
+
+// statelessCall is a 2026-07-28 tools/call: one act through the gate, in the agent's scope
+// (statelessScope; an input-required continuation in a narrower one, continuationScope), with
+// the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results.
+func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) *jsonrpc.Response {
+	id := sr.req.ID
+	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
+		if err != nil {
+			p.log.Error(err, "Result could not be rendered")
+			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+		}
+		return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
+	}
+	render := func(r *rawResult, err error) *jsonrpc.Response {
+		if err != nil {
+			return reply(nil, err)
+		}
+		raw, err := r.MarshalJSON()
+		return reply(raw, err)
+	}
+	scope := continuationScope(statelessScope(p.cfg.Server, agent), sr.params["requestState"], sr.params["inputResponses"])
+	raw := sr.params["arguments"]
+	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = json.RawMessage("{}")
+	}
+	if sr.name == sink.RequestBindingMomentTool {
+		prop, err := sink.ParseProposal(raw)
+		if err != nil {
+			return render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
+		}
+		res, err := p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), scope, agent, prop)
+		if err != nil {
+			p.log.Error(err, "Gate failed to register a binding moment")
+			if res.Code == "" {
+				res.Code = ef.EFStoreUnavailable
+			}
+			res.Moment = nil
+		}
+		if res.Moment != nil && res.Moment.Envelope != nil {
+			p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
+			return render(registeredMoment(res.Moment, res.Resolutions))
+		}
+		if res.Code == "" {
+			res.Code = ef.EFMomentInvalid
+		}
+		return render(refusalResult(res))
+	}
+	canonical, cerr := jcs.Canonicalize(raw, jcs.Full)
+	args := json.RawMessage(canonical)
+	if cerr != nil {
+		args = raw
+	}
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(sr.params["_meta"], &meta)
+	call := sink.Call{
+		Session: scope, Agent: agent, Server: p.cfg.Server, Destination: p.cfg.URL,
+		Tool: sr.name, Args: args, Vendor: act.VendorMCP,
+	}
+	if s, ok := id.Raw().(string); ok {
+		call.VendorID = clip(s, 128)
+	} else if n, ok := id.Raw().(int64); ok {
+		call.VendorID = strconv.FormatInt(n, 10)
+	}
+	if p.cfg.TrustDeclaredProvenance {
+		var prov string
+		if json.Unmarshal(meta[MetaProvenance], &prov) == nil {
+			call.Provenance = prov
+		}
+	}
+	var fwd json.RawMessage
+	if cerr == nil {
+		fwd = args
+	}
+	var refused upstreamRefusal
+	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, &refused)
+	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
+	l := p.log.WithValues("tool", logfield.Bound(sr.name), "session", scope)
+	if cerr == nil {
+		l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, sink.ErrUpstream):
+		l.Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
+	default:
+		l.Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
+		if res.Code == "" {
+			res.Code = ef.EFStoreUnavailable
+		}
+	}
+	if res.Allowed && res.Replayed && len(res.Upstream) == 0 && res.State.Terminal() {
+		res.Upstream = settledResult(res.State)
+	}
+	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed {
+		l.Info("Call refused by the upstream", "act", res.ActID, "code", rerr.Code)
+		return &jsonrpc.Response{ID: id, Error: rerr}
+	}
+	if res.Allowed && len(res.Upstream) > 0 {
+		return render(allowedResult(res))
+	}
+	if res.Code == "" || res.Allowed {
+		if res.Code == "" {
+			res.Code = ef.EFIndeterminate
+		}
+		res.Allowed = false
+	}
+	l.Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
+	// No session remembers which tools declare an outputSchema: a refusal never carries
+	// structuredContent on 2026-07-28 (its text, _meta code and binding_moment do).
+	return render(refusalFor(res, false))
+}
+
+// statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
+// canonical arguments and the sink's operation id in _meta, nothing else changed. An
+// input-required result is recorded FAILED: the server did not run the call.
+func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *upstreamRefusal) sink.Invoker {
+	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
+		if args == nil {
+			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
+		}
+		params := make(map[string]json.RawMessage, len(sr.params)+1)
+		for k, v := range sr.params {
+			params[k] = v
+		}
+		params["arguments"] = args
+		meta := map[string]json.RawMessage{}
+		_ = json.Unmarshal(sr.params["_meta"], &meta)
+		op, _ := json.Marshal(operationID)
+		meta[MetaOperationID] = op
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return notSent("actgate: the call could not be encoded; it was not sent"), nil
+		}
+		params["_meta"] = m
+		body, err := marshalNoEscape(params)
+		if err != nil {
+			return notSent("actgate: the call could not be encoded; it was not sent"), nil
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
+		defer cancel()
+		var a attempt
+		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, false), sr, body, false, &a)
+		if err != nil {
+			switch {
+			case errors.Is(err, errNoUpstream):
+				return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", p.cfg.Server)), nil
+			case !a.wrote.Load():
+				return notSent("the upstream could not be reached; the call was not sent"), nil
+			case redirectStatus(status):
+				return redirected(status), nil
+			case refusedStatus(status):
+				return failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
+			}
+			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.name), "operation", operationID, "cause", safeCause(err, &a))
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, err
+		}
+		if resp.Error != nil {
+			var werr *jsonrpc.Error
+			if !errors.As(resp.Error, &werr) {
+				return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered an error")
+			}
+			switch werr.Code {
+			case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired, codeHeaderMismatch, codeUnsupportedProtocolVersion:
+				refused.set(werr)
+				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, clip(werr.Message, 200))), nil
+			}
+			// Any other error answer may come from a handler that had already acted.
+			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered JSON-RPC error %d", werr.Code)
+		}
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		_ = json.Unmarshal(resp.Result, &r)
+		if r.IsError || resultTypeOf(resp.Result) == resultTypeInputRequired {
+			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
+		}
+		return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, nil
+	}
+}
+
+// safeRPC names a JSON-RPC error by its code only (its message may quote the request).
+func safeRPC(err error) string {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return "JSON-RPC error " + strconv.FormatInt(werr.Code, 10)
+	}
+	return "an error"
+}
+
+// withoutRevisionMeta returns params without the 2026-07-28 per-request _meta members
+// (io.modelcontextprotocol/…), for a stateful upstream session: its version and the client's
+// capabilities are the session's, and a stateful server refuses a request that carries them.
+// Every other member is kept as written; params that are not an object are returned unchanged.
+func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil || m == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	changed := false
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
+			changed = true
+		}
+	}
+	if !changed {
+		return params
+	}
+	if len(meta) == 0 {
+		delete(m, "_meta")
+	} else if raw, err := marshalNoEscape(meta); err == nil {
+		m["_meta"] = raw
+	} else {
+		return params
+	}
+	out, err := marshalNoEscape(m)
+	if err != nil {
+		return params
+	}
+	return out
+}

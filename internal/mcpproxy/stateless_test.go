@@ -1,0 +1,212 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// connect2026 connects the SDK's client pinned to MCP 2026-07-28, with the agent's bearer
+// token when tok is set, and checks that it did not fall back to a session.
+func connect2026(t *testing.T, endpoint, tok string) *mcp.ClientSession {
+	t.Helper()
+	var hc *http.Client
+	if tok != "" {
+		hc = &http.Client{Transport: bearerRT{tok}}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent-2026", Version: "v1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" || cs.ID() != "" {
+		t.Fatalf("client fell back: version %q, session %q", v, cs.ID())
+	}
+	return cs
+}
+
+type bearerRT struct{ tok string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestStateless2026 runs a 2026-07-28 client directly against each kind of upstream and
+// through the gate: no fallback either way; the gate's tools/list additions; a permitted call
+// runs once and its retry is the recorded result; a human-gated call never reaches the
+// upstream.
+func TestStateless2026(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		upstream mcptest.Options
+	}{
+		{"stateless upstream", mcptest.Options{Stateless: true, JSONResponse: true}},
+		{"stateless upstream streaming", mcptest.Options{Stateless: true}},
+		{"stateful upstream", mcptest.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{upstream: tc.upstream})
+			ctx := context.Background()
+			if tc.upstream.Stateless {
+				direct := connect2026(t, f.up.URL, "")
+				if _, err := direct.CallTool(ctx, &mcp.CallToolParams{Name: "get_balance", Arguments: map[string]any{}}); err != nil {
+					t.Fatalf("direct: %v", err)
+				}
+			}
+			cs := connect2026(t, f.endpoint(), "")
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			escalates := false
+			for _, tool := range tools.Tools {
+				names = append(names, tool.Name)
+				if tool.Name == "send_payment" && tool.Meta[AnnotationEmitsBindingMoment] == true {
+					escalates = true
+				}
+			}
+			if !strings.Contains(strings.Join(names, ","), "request_binding_moment") || !escalates {
+				t.Fatalf("tools/list lacks the gate's additions: %v (send_payment annotated: %v)", names, escalates)
+			}
+			before := f.up.Count("ticket_create")
+			args := map[string]any{"title": "disk full " + tc.name}
+			r1, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r1.IsError || !strings.Contains(text(r1), "ticket created") {
+				t.Fatalf("permitted call: %+v", r1)
+			}
+			r2, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.up.Count("ticket_create") - before; got != 1 {
+				t.Fatalf("upstream ran ticket_create %d times for a call and its retry, want 1", got)
+			}
+			if r2.Meta[MetaReplayed] != true || text(r2) != text(r1) {
+				t.Fatalf("retry is not the recorded result: %+v", r2)
+			}
+			calls := f.up.Calls()
+			if op, _ := calls[len(calls)-1].Meta[MetaOperationID].(string); op == "" {
+				t.Fatal("the upstream did not receive the operation id")
+			}
+			pay, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_payment", Arguments: map[string]any{"amount": 5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !pay.IsError || efCode(pay) != "EF_ESCALATION_REQUIRED" || f.up.Count("send_payment") != 0 {
+				t.Fatalf("human-gated call: code %q, upstream ran it %d times", efCode(pay), f.up.Count("send_payment"))
+			}
+			if pay.StructuredContent != nil {
+				t.Fatalf("a 2026-07-28 refusal carries structuredContent: %v", pay.StructuredContent)
+			}
+		})
+	}
+}
+
+// post2026 POSTs one 2026-07-28 message with the given standard headers.
+func post2026(t *testing.T, endpoint, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if i := strings.Index(string(raw), "data: "); i >= 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw = []byte(strings.SplitN(string(raw[i+6:]), "\n", 2)[0])
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("HTTP %d: not JSON: %s", resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}
+
+const call2026 = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+// TestStatelessHeaderMismatch: a tools/call whose Mcp-Name or Mcp-Method names something else
+// than its body is refused before the gate decides anything, and the upstream never sees it.
+func TestStatelessHeaderMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+	}{
+		{"other name", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "get_balance"}},
+		{"other method", map[string]string{"Mcp-Method": "tools/list", "Mcp-Name": "ticket_create"}},
+		{"no name", map[string]string{"Mcp-Method": "tools/call"}},
+		{"no method", map[string]string{"Mcp-Name": "ticket_create"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}})
+			tc.hdr["Mcp-Protocol-Version"] = "2026-07-28"
+			status, m := post2026(t, f.endpoint(), call2026, tc.hdr)
+			e, _ := m["error"].(map[string]any)
+			data, _ := e["data"].(map[string]any)
+			if status != http.StatusBadRequest || e["code"] != float64(codeHeaderMismatch) || data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
+				t.Fatalf("HTTP %d %v", status, m)
+			}
+			if n := f.up.Count("ticket_create"); n != 0 {
+				t.Fatalf("upstream ran the mismatched call %d times", n)
+			}
+		})
+	}
+	// The same request with agreeing headers runs, once.
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}})
+	status, m := post2026(t, f.endpoint(), call2026, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create"})
+	res, _ := m["result"].(map[string]any)
+	if status != http.StatusOK || res["resultType"] != "complete" || f.up.Count("ticket_create") != 1 {
+		t.Fatalf("HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
+	}
+}
+
+// TestStatelessReplayBoundToAgent: the recorded result of one agent's call is not another
+// agent's to collect: the same call from a second authenticated agent is its own act.
+func TestStatelessReplayBoundToAgent(t *testing.T) {
+	agents, err := NewBearerAgents(map[string][]byte{"agent-a": []byte("token-a-0123456789"), "agent-b": []byte("token-b-0123456789")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}, configure: func(c *Config) { c.Agents = agents }})
+	ctx := context.Background()
+	args := map[string]any{"title": "shared"}
+	a := connect2026(t, f.endpoint(), "token-a-0123456789")
+	if _, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args}); err != nil {
+		t.Fatal(err)
+	}
+	b := connect2026(t, f.endpoint(), "token-b-0123456789")
+	rb, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "ticket_create", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Meta[MetaReplayed] == true {
+		t.Fatal("agent b was given agent a's recorded result")
+	}
+	if n := f.up.Count("ticket_create"); n != 2 {
+		t.Fatalf("upstream ran ticket_create %d times for two agents' calls, want 2", n)
+	}
+	if statelessScope("bank", "agent-a") == statelessScope("bank", "agent-b") {
+		t.Fatal("two agents share a scope")
+	}
+}
