@@ -27,6 +27,13 @@ const (
 	AnnotationSessionID = "actgate.io/session-id"
 	// AnnotationAgent is the service-account user of the agent that made the call.
 	AnnotationAgent = "actgate.io/agent"
+	// AnnotationPod and AnnotationPodUID name the agent's pod, as its bound token names it.
+	AnnotationPod    = "actgate.io/pod"
+	AnnotationPodUID = "actgate.io/pod-uid"
+	// LabelEscalation, on a gate-authored BindingMoment, holds escalationLabel of its call: the
+	// agent's identity (service account and pod), server, destination and action digest, so a
+	// further escalation of that action from any session of the agent finds it.
+	LabelEscalation = "actgate.io/escalation"
 	// AnnotationServer, AnnotationDestination, AnnotationTool and AnnotationActionDigest
 	// describe the escalated call on its BindingMoments.
 	AnnotationServer       = "actgate.io/server"
@@ -48,6 +55,17 @@ const (
 func sessionLabel(session string) string {
 	sum := sha256.Sum256([]byte("actgate.io/session\x00" + session))
 	return "s-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// escalationLabel is the LabelEscalation value of a call, "" when the caller's pod is not
+// known (then no escalation is shared across sessions).
+func escalationLabel(x *call) string {
+	if x.c.podUID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("actgate.io/escalation\x00" + x.c.user + "\x00" + x.c.podUID + "\x00" +
+		x.server + "\x00" + x.destination + "\x00" + x.actionDigest()))
+	return "e-" + hex.EncodeToString(sum[:])[:40]
 }
 
 // actName is the name of the Act object of an act id: the id itself when it is a valid object

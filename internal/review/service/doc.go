@@ -56,8 +56,8 @@
 // briefing with digests and no argument values, the requested call and the rule's declared
 // alternatives as options) and one BindingMoment per eligible principal in the agent's
 // namespace, labelled with the session. A later review of an action in the same session, by
-// the same agent, to the same server and destination, looks at the moments whose envelope
-// offers that action, newest first:
+// the same agent and pod, to the same server and destination, looks at the moments whose
+// envelope offers that action, newest first:
 //   - declined: EF_MOMENT_DECLINED, in this session from then on;
 //   - question: deliberation is reopened for the agent (EF_ESCALATION_REQUIRED, state
 //     Reopened), and the action is not escalated again in this session;
@@ -69,6 +69,13 @@
 //   - pending: EF_ESCALATION_REQUIRED with the same moments;
 //   - expired unresolved: the act is denied once (EF_002, state Expired); the next call
 //     escalates anew.
+//
+// When the session has none of these, the moments other sessions of the same agent (service
+// account and pod UID) raised for exactly this action, server and destination (label
+// LabelEscalation) are looked at: an unspent grant for exactly this call goes to it, once, by
+// the same compare-and-swap; while they are pending the call gets the same moments. Only
+// then is a new moment created, so an agent retrying from new sessions raises one pending
+// moment per action, and another pod never shares one.
 //
 // An agent-authored moment (Propose) is registered the same way, with the agent's envelope once
 // every option's action digest is its call's and every call passed the policy; its Act is named

@@ -97,22 +97,47 @@ func (g *group) expired(now time.Time, rs []resolved) bool {
 }
 
 // momentGroups lists the binding moments of the call's session that offer the call's action,
-// made for the same agent, server and destination, grouped by envelope, newest first.
+// made for the same agent (service account and pod), server and destination, grouped by
+// envelope, newest first. The pod is part of the agent: another pod presenting the same
+// session id shares nothing.
 func (s *Service) momentGroups(ctx context.Context, x *call) ([]*group, *outcome) {
-	var list v1alpha1.BindingMomentList
-	err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), client.MatchingLabels{
+	return s.listGroups(ctx, x, client.MatchingLabels{
 		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelSession: sessionLabel(x.session),
-	}, fromWatchCache())
-	if err != nil {
+	}, func(ann map[string]string) bool {
+		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
+			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination
+	})
+}
+
+// agentGroups lists the gate-authored binding moments that other sessions of the caller's
+// agent (the same service account and pod) raised for exactly the call's action, server and
+// destination, grouped by envelope, newest first. A caller whose pod is not known has none.
+func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome) {
+	key := escalationLabel(x)
+	if key == "" {
+		return nil, nil
+	}
+	return s.listGroups(ctx, x, client.MatchingLabels{
+		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelEscalation: key,
+	}, func(ann map[string]string) bool {
+		return ann[AnnotationSessionID] != x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
+			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination &&
+			ann[AnnotationActionDigest] == x.actionDigest()
+	})
+}
+
+// listGroups lists the binding moments matching sel whose annotations keep accepts and whose
+// envelope offers the call's action, grouped by envelope, newest first.
+func (s *Service) listGroups(ctx context.Context, x *call, sel client.MatchingLabels, keep func(map[string]string) bool) ([]*group, *outcome) {
+	var list v1alpha1.BindingMomentList
+	if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), sel, fromWatchCache()); err != nil {
 		o := apiFailure(ctx, "read the binding moments", err)
 		return nil, &o
 	}
 	byDigest := map[string]*group{}
 	for i := range list.Items {
 		m := &list.Items[i]
-		ann := m.Annotations
-		if ann[AnnotationSessionID] != x.session || ann[AnnotationAgent] != x.c.user ||
-			ann[AnnotationServer] != x.server || ann[AnnotationDestination] != x.destination {
+		if !keep(m.Annotations) {
 			continue
 		}
 		env, err := envelope.Parse([]byte(m.Spec.Envelope))
@@ -231,22 +256,8 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 		}
 	}
 	// An unspent grant for exactly this call, in any group.
-	for i, g := range groups {
-		var voters []resolved
-		var names []string
-		for _, r := range ofKind(rss[i], envelope.KindOption) {
-			// The option must authorise exactly this call: its action digest is recomputed from
-			// the live tool and arguments (envelope-04 §7.3, §12.6).
-			if _, err := envelope.AuthorizeCall(g.env, r.r, x.tool(), x.args); err == nil {
-				voters = append(voters, r)
-				names = append(names, r.principal)
-			}
-		}
-		if policy.Satisfied(x.d, names, x.c.user, x.binding.SinkID) {
-			if o, ok := s.grantMoment(ctx, x, g, voters); ok {
-				return o
-			}
-		}
+	if o, ok := s.grantFrom(ctx, x, groups, rss); ok {
+		return o
 	}
 	// An answer not yet delivered, newest first.
 	for i, g := range groups {
@@ -270,7 +281,52 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 			}
 		}
 	}
+	// Another session of the same agent escalated exactly this action: an unspent grant of its
+	// moments goes to the first call that asks, and while they are pending this call gets the
+	// same moments rather than new ones for the principals to wade through. Declines,
+	// questions, answers and expiries stay with the session they were raised in, and once its
+	// moments are no longer pending the action escalates anew.
+	agent, o := s.agentGroups(ctx, x)
+	if o != nil {
+		return *o
+	}
+	arss := make([][]resolved, len(agent))
+	for i, g := range agent {
+		arss[i] = g.resolutions(x)
+	}
+	if o, ok := s.grantFrom(ctx, x, agent, arss); ok {
+		return o
+	}
+	for _, g := range agent {
+		if g.open(now) {
+			return s.pending(ctx, x, g)
+		}
+	}
 	return s.newMoments(ctx, x)
+}
+
+// grantFrom gives the call the authority of a group whose recorded options, from enough
+// eligible principals, authorise exactly this call and whose grant is not spent; ok is false
+// when there is none.
+func (s *Service) grantFrom(ctx context.Context, x *call, groups []*group, rss [][]resolved) (outcome, bool) {
+	for i, g := range groups {
+		var voters []resolved
+		var names []string
+		for _, r := range ofKind(rss[i], envelope.KindOption) {
+			// The option must authorise exactly this call: its action digest is recomputed from
+			// the live tool and arguments (envelope-04 §7.3, §12.6).
+			if _, err := envelope.AuthorizeCall(g.env, r.r, x.tool(), x.args); err == nil {
+				voters = append(voters, r)
+				names = append(names, r.principal)
+			}
+		}
+		if policy.Satisfied(x.d, names, x.c.user, x.binding.SinkID) {
+			if o, ok := s.grantMoment(ctx, x, g, voters); ok {
+				return o, true
+			}
+		}
+	}
+	return outcome{}, false
 }
 
 // pending answers with the group's moments, still awaiting principals.
@@ -422,6 +478,10 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 				ActRef: v1alpha1.LocalObjectReference{Name: x.obj.Name}, ExpiresAt: expires,
 				Calls: calls,
 			},
+		}
+		if key := escalationLabel(x); key != "" {
+			m.Labels[LabelEscalation] = key
+			m.Annotations[AnnotationPod], m.Annotations[AnnotationPodUID] = x.c.podName, x.c.podUID
 		}
 		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return apiFailure(ctx, "create the binding moment", err)

@@ -125,6 +125,9 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 				Calls: calls,
 			},
 		}
+		if c.podUID != "" {
+			m.Annotations[AnnotationPod], m.Annotations[AnnotationPodUID] = c.podName, c.podUID
+		}
 		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return apiFailure(ctx, "create the binding moment", err)
 		}

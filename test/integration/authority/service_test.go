@@ -461,12 +461,21 @@ func TestServiceGrantRace(t *testing.T) {
 	}
 }
 
+// asNewPod makes the rig's agent a new pod of the agent service account: one agent per
+// subtest, so one subtest's pending moment is not another's (the same action from any session
+// of one agent shares its pending moment).
+func (r *rig) asNewPod(t testing.TB, name string) {
+	t.Helper()
+	r.agentTk = r.token(t, "agent", r.pod(t, "agent", name, map[string]string{"app.kubernetes.io/name": agentLabel}), audience)
+}
+
 // TestServiceResolutions: resolutions that authorise nothing.
 func TestServiceResolutions(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	aliceC := r.principal(t, alice)
 
 	t.Run("declined", func(t *testing.T) {
+		r.asNewPod(t, "agent-declined")
 		_, resp := r.escalateOnce(t, "s-declined")
 		r.resolve(t, aliceC, resp.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionDeclined, nil, "", true)
 		for range 2 { // and it stays declined in the session
@@ -485,6 +494,7 @@ func TestServiceResolutions(t *testing.T) {
 	})
 
 	t.Run("question reopens", func(t *testing.T) {
+		r.asNewPod(t, "agent-question")
 		_, resp := r.escalateOnce(t, "s-question")
 		r.resolve(t, aliceC, resp.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionQuestion, nil, "", true)
 		for range 2 {
@@ -497,6 +507,7 @@ func TestServiceResolutions(t *testing.T) {
 	})
 
 	t.Run("answer is delivered once", func(t *testing.T) {
+		r.asNewPod(t, "agent-answer")
 		_, resp := r.escalateOnce(t, "s-answer")
 		r.resolve(t, aliceC, resp.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionAnswer, nil, "Pay only half.", true)
 		got := r.do(t, r.call(t, "s-answer", "send_payment", paymentArgs).req)
@@ -512,6 +523,7 @@ func TestServiceResolutions(t *testing.T) {
 	})
 
 	t.Run("expired moment denies", func(t *testing.T) {
+		r.asNewPod(t, "agent-expiry")
 		first, resp := r.escalateOnce(t, "s-expiry")
 		r.clock.Advance(11 * time.Minute) // past the 10-minute moment TTL
 		c := r.call(t, "s-expiry", "send_payment", paymentArgs)
