@@ -76,6 +76,11 @@ type bridge struct {
 	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
+	// logs holds the events of the session's resumable answer streams, by stream key, for the
+	// agent's resumption (resume.go); at most maxStreamLogs.
+	logs map[string]*eventLog
+	// logOrder is the keys of logs, oldest first.
+	logOrder []string
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool

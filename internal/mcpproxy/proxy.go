@@ -272,6 +272,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && p.servePOST(w, r) {
 		return
 	}
+	if r.Method == http.MethodGet && r.Header.Get(headerLastEventID) != "" && p.serveResume(w, r) {
+		return // resume.go
+	}
 	p.sdk.ServeHTTP(w, r)
 }
 

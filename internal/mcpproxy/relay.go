@@ -83,21 +83,23 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
-	stream := &agentStream{w: w}
-	defer stream.finish()
-	resp := func() *jsonrpc.Response {
-		defer b.end(req.ID)
-		return b.relay(withAgentStream(r.Context(), stream), cs, version, req)
-	}()
-	out, err := jsonrpc.EncodeMessage(resp)
-	if err != nil {
-		b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
-		if !stream.isStarted() {
-			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+	stream := &agentStream{w: w, b: b}
+	b.p.runDetachable(r, stream, func(ctx context.Context) {
+		defer stream.finish()
+		resp := func() *jsonrpc.Response {
+			defer b.end(req.ID)
+			return b.relay(withAgentStream(ctx, stream), cs, version, req)
+		}()
+		out, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
+			if !stream.isStarted() {
+				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+			}
+			return
 		}
-		return true
-	}
-	stream.answer(out)
+		stream.answer(out)
+	})
 	return true
 }
 
