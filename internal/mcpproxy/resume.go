@@ -262,8 +262,8 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	}
 	key, num, ok := strings.Cut(rest, "-")
 	n, err := strconv.Atoi(num)
-	if !ok || err != nil || n < 0 || key == "" {
-		return false
+	if _, kerr := strconv.ParseUint(key, 10, 64); !ok || err != nil || kerr != nil || n < 0 {
+		return false // not g{digits}-{n}: the SDK's ids are {stream}_{n}
 	}
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil {
