@@ -183,32 +183,33 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
+	// The call runs on the handler's goroutine (the hot path: no hand-over). Its answer stream
+	// is resumable when the upstream's is, but stays open when the upstream closes its stream
+	// before the response: the gate resumes the upstream's and goes on writing (resume.go).
 	stream := &agentStream{w: w, lazy: true, b: b}
-	p.runDetachable(r, stream, func(ctx context.Context) {
-		defer stream.finish()
-		res, err := func() (mcp.Result, error) {
-			defer b.end(req.ID)
-			ctx := withAgentStream(ctx, stream)
-			if p.tracer != nil {
-				ctx = tracing.Extract(ctx, r.Header)
-			}
-			ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
-			return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
-		}()
-		var result json.RawMessage
-		if err == nil {
-			result, err = marshalNoEscape(res)
+	defer stream.finish()
+	res, err := func() (mcp.Result, error) {
+		defer b.end(req.ID)
+		ctx := withAgentStream(r.Context(), stream)
+		if p.tracer != nil {
+			ctx = tracing.Extract(ctx, r.Header)
 		}
-		out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
-		if err != nil {
-			b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-			if !stream.isStarted() {
-				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
-			}
-			return
+		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
+		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
+	}()
+	var result json.RawMessage
+	if err == nil {
+		result, err = marshalNoEscape(res)
+	}
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
+	if err != nil {
+		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
+		if !stream.isStarted() {
+			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 		}
-		stream.answer(out)
-	})
+		return true
+	}
+	stream.answer(out)
 	return true
 }
 

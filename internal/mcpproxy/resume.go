@@ -13,9 +13,10 @@ import (
 // SEP-1699 polling). An answer stream is resumable exactly when the upstream's is: on the first
 // upstream event with an id, the agent's stream gets a log (eventLog) and its events get ids of
 // the gate's own, "g{stream}-{n}", which say which of the session's streams an id belongs to.
-// When the upstream closes its stream before the response, the gate closes the agent's too
-// (after the events so far) and resumes the upstream's itself (readStream), logging what
-// follows; the agent's GET with Last-Event-ID on its session gets the events after that id,
+// When the upstream closes its stream before the response, the gate resumes the upstream's
+// itself (readStream); a relayed request's agent stream is closed too (after the events so
+// far) and what follows is logged, a tools/call's stays open (the call runs on the handler's
+// goroutine, the hot path) and goes on. The agent's GET with Last-Event-ID on its session gets the events after that id,
 // then the rest as it comes, up to the response. A logged event is never sent twice on one
 // connection and never to another session.
 
@@ -188,15 +189,16 @@ func (s *agentStream) upstreamRetry(d time.Duration) {
 }
 
 // upstreamClosed is told that the upstream closed its stream before the response (readStream
-// resumes it): a resumable agent stream is closed too, and what follows is only logged.
+// resumes it): a resumable agent stream of a request run by runDetachable is closed too, and
+// what follows is only logged. Any other stays open while the gate resumes (a tools/call's).
 func (s *agentStream) upstreamClosed() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.log == nil || s.detached || s.done || !s.started {
-		return // not resumable: the agent's stream stays open while the gate resumes
+	if s.log == nil || s.detach == nil || s.detached || s.done || !s.started {
+		return
 	}
 	s.detached = true
 	if s.detach != nil {
@@ -255,15 +257,9 @@ func (p *Proxy) runDetachable(r *http.Request, stream *agentStream, work func(ct
 // response. It returns false, having written nothing, for an id that is not the gate's own
 // (the SDK's handler answers it).
 func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
-	last := r.Header.Get(headerLastEventID)
-	rest, ok := strings.CutPrefix(last, "g")
+	key, n, ok := parseResumeID(r.Header.Get(headerLastEventID))
 	if !ok {
 		return false
-	}
-	key, num, ok := strings.Cut(rest, "-")
-	n, err := strconv.Atoi(num)
-	if _, kerr := strconv.ParseUint(key, 10, 64); !ok || err != nil || kerr != nil || n < 0 {
-		return false // not g{digits}-{n}: the SDK's ids are {stream}_{n}
 	}
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil {
@@ -308,4 +304,35 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 	}
+}
+
+// parseResumeID reads an event id of the gate's own, g{stream}-{n} with both parts decimal
+// (the SDK's ids are {stream}_{n}); ok is false for anything else.
+func parseResumeID(id string) (key string, n int, ok bool) {
+	rest, ok := strings.CutPrefix(id, "g")
+	if !ok || len(rest) > 64 {
+		return "", 0, false
+	}
+	key, num, ok := strings.Cut(rest, "-")
+	if !ok || !decimal(key) || !decimal(num) {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return "", 0, false
+	}
+	return key, n, true
+}
+
+// decimal reports whether s is a non-empty run of ASCII digits.
+func decimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -77,27 +77,30 @@ var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 
 // TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
 // priming event and gives the response on the resuming GET. The gate resumes it (one
-// tools/call upstream, the call EXECUTED, not INDETERMINATE) and mirrors the close to the
-// agent: its answer is a priming event with an id of the gate's and the upstream's retry
-// field, then the end; the agent's GET with that Last-Event-ID gets the rest, the response
-// last, and a resumption after the response's id gets nothing more.
+// tools/call upstream, the call EXECUTED, not INDETERMINATE); the agent's answer is a
+// resumable event stream (a priming event with an id of the gate's and the upstream's retry
+// field, then the events the resumption brought, the response last), and the agent's GET with
+// the priming event's Last-Event-ID gets the same rest again.
 func TestServerClosedStreamResumed(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
 	s := newRawSession(t, f.endpoint())
 
 	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
-	ids := eventID.FindAllStringSubmatch(body, -1)
-	if status != http.StatusOK || ct != "text/event-stream" || len(ids) != 1 || !strings.Contains(body, "retry: 80\ndata: \n\n") || strings.Contains(body, `"result"`) {
-		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, and no response", status, ct, body)
-	}
-	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	first, after, _ := strings.Cut(body, "\n\n")
+	primingID, _ := strings.CutPrefix(first, "id: ")
+	primingID, retry, _ := strings.Cut(primingID, "\n")
 	want := regexp.MustCompile(`^id: \S+\nevent: message\ndata: \{"jsonrpc":"2.0","method":"notifications/message","params":\{"level":"info","data":"resumed"\}\}\n\n` +
 		`id: (\S+)\nevent: message\ndata: \{"jsonrpc":"2.0","id":5,"result":\{"content":\[\{"type":"text","text":"42"\}\]\}\}\n\n$`)
+	if status != http.StatusOK || ct != "text/event-stream" || !strings.HasPrefix(primingID, "g") || retry != "retry: 80\ndata: " || !want.MatchString(after) {
+		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, then the resumed events", status, ct, body)
+	}
+	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": primingID})
 	m := want.FindStringSubmatch(body)
 	if status != http.StatusOK || ct != "text/event-stream" || m == nil {
 		t.Fatalf("the resuming GET: HTTP %d %s\n%s", status, ct, body)
 	}
+	ids := [][]string{{"", primingID}}
 	up.mu.Lock()
 	posts, resumes := up.posts, append([]string(nil), up.resumes...)
 	up.mu.Unlock()
@@ -141,4 +144,53 @@ func TestRelayedStreamResumed(t *testing.T) {
 	if d := time.Since(start); d < 80*time.Millisecond {
 		t.Errorf("the gate resumed after %s, before the upstream's retry of 80ms", d)
 	}
+}
+
+func TestParseResumeIDBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		id  string
+		key string
+		n   int
+		ok  bool
+	}{
+		{"g12-0", "12", 0, true},
+		{"g1-42", "1", 42, true},
+		{"", "", 0, false},
+		{"g", "", 0, false},
+		{"g-1", "", 0, false},
+		{"g1-", "", 0, false},
+		{"g1--1", "", 0, false},
+		{"g1-+1", "", 0, false},
+		{"g+1-1", "", 0, false},
+		{"g1-1-1", "", 0, false},
+		{"gx-1", "", 0, false},
+		{"G1-1", "", 0, false},
+		{"abc_3", "", 0, false},                   // the SDK's form
+		{"g1_3", "", 0, false},                    // the SDK's form, a stream named g1
+		{"g1-99999999999999999999", "", 0, false}, // beyond int
+		{"g" + strings.Repeat("1", 80) + "-1", "", 0, false},
+		{"g1-1\x00", "", 0, false},
+		{"g١-1", "", 0, false}, // a non-ASCII digit
+	} {
+		key, n, ok := parseResumeID(tc.id)
+		if key != tc.key || n != tc.n || ok != tc.ok {
+			t.Errorf("parseResumeID(%q) = %q, %d, %v; want %q, %d, %v", tc.id, key, n, ok, tc.key, tc.n, tc.ok)
+		}
+	}
+}
+
+// FuzzParseResumeID: no input panics; an accepted id is exactly g{key}-{n} again.
+func FuzzParseResumeID(f *testing.F) {
+	for _, s := range []string{"g1-0", "g12-3", "x_1", "g-", "g1-1-1", "g99999999999999999999-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		key, n, ok := parseResumeID(id)
+		if ok && fmt.Sprintf("g%s-%d", key, n) != id && !strings.HasPrefix(strings.TrimPrefix(id, "g"+key+"-"), "0") {
+			t.Fatalf("parseResumeID(%q) accepted %q, %d", id, key, n)
+		}
+		if ok && n < 0 {
+			t.Fatalf("parseResumeID(%q): negative index %d", id, n)
+		}
+	})
 }
