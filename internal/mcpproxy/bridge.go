@@ -73,6 +73,9 @@ type bridge struct {
 	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
 	// maxRelayed entries.
 	relayed map[jsonrpc.ID]jsonrpc.ID
+	// cancelled holds the upstream ids of relayed requests the agent cancelled (a subset of
+	// relayed's values).
+	cancelled map[jsonrpc.ID]bool
 	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response

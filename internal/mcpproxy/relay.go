@@ -207,7 +207,18 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 func (b *bridge) untrack(agentID jsonrpc.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if upID, ok := b.relayed[agentID]; ok {
+		delete(b.cancelled, upID)
+	}
 	delete(b.relayed, agentID)
+}
+
+// wasCancelled reports whether the agent cancelled the request carried upstream as upID: the
+// upstream then ends its stream without a response, and the proxy does not resume it.
+func (b *bridge) wasCancelled(upID jsonrpc.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cancelled[upID]
 }
 
 // cancelUpstream sends the agent's notifications/cancelled upstream for a request the proxy
@@ -220,6 +231,12 @@ func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, vers
 	}
 	b.mu.Lock()
 	upID, ok := b.relayed[agentID]
+	if ok {
+		if b.cancelled == nil {
+			b.cancelled = make(map[jsonrpc.ID]bool)
+		}
+		b.cancelled[upID] = true // at most one per entry of relayed
+	}
 	b.mu.Unlock()
 	if !ok {
 		return false

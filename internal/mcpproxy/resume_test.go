@@ -194,3 +194,64 @@ func FuzzParseResumeID(f *testing.F) {
 		}
 	})
 }
+
+// TestCancelledStreamNotResumed: an upstream that ends a relayed request's stream without a
+// response after the agent cancelled it (as MCP servers do: a cancelled request gets no
+// response) is not resumed: no GET with Last-Event-ID reaches the upstream.
+func TestCancelledStreamNotResumed(t *testing.T) {
+	var mu sync.Mutex
+	gets := 0
+	cancelled := make(chan struct{})
+	reached := make(chan struct{}, 1)
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			mu.Lock()
+			gets++
+			mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			return true
+		}
+		_, method, _ := rpcBody(r)
+		switch method {
+		case "foo/slow":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: up-1\ndata: \n\n")
+			w.(http.Flusher).Flush()
+			reached <- struct{}{}
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+			}
+			return true // ends the stream without a response
+		case notifyCancelled:
+			close(cancelled)
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	done := make(chan string, 1)
+	go func() {
+		_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":"c1","method":"foo/slow","params":{}}`, nil)
+		done <- body
+	}()
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"stop"}}`)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent's answer did not end")
+	}
+	time.Sleep(defaultResumeDelay + 200*time.Millisecond) // a resumption would have come by now
+	mu.Lock()
+	defer mu.Unlock()
+	if gets != 0 {
+		t.Errorf("the upstream got %d resuming GETs of a cancelled request, want 0", gets)
+	}
+}

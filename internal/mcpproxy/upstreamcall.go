@@ -249,13 +249,14 @@ type streamState struct {
 // upstream's notifications and requests before it. Events other than "message" (and priming
 // events without data) are skipped, as by the SDK client. When the upstream ends the stream
 // before the response after an event with an id (MCP streamable HTTP, resumability; SEP-1699
-// polling), the proxy resumes it as a client does: a GET on the session with Last-Event-ID,
-// after the stream's retry delay, and reads on until the response; a resumption that fails
-// ends the read with its error (the outcome of a dispatched call is then unknown).
+// polling) and the agent did not cancel the request, the proxy resumes it as a client does: a
+// GET on the session with Last-Event-ID, after the stream's retry delay, and reads on until the
+// response; a resumption that fails ends the read with its error (the outcome of a dispatched
+// call is then unknown).
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	var st streamState
 	answer, err := b.readEvents(ctx, sid, version, body, id, &st)
-	for stalled := 0; errors.Is(err, errNoAnswer) && st.lastID != ""; {
+	for stalled := 0; errors.Is(err, errNoAnswer) && st.lastID != "" && !b.wasCancelled(id); {
 		if stalled >= maxResumesWithoutProgress {
 			return nil, fmt.Errorf("mcpproxy: the upstream's stream ended %d times without a new event: %w", stalled, errNoAnswer)
 		}
