@@ -84,6 +84,8 @@ type bridge struct {
 	logs map[string]*eventLog
 	// logOrder is the keys of logs, oldest first.
 	logOrder []string
+	// init is how the upstream answered its initialize (initframing.go).
+	init initFraming
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool
@@ -172,7 +174,7 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	if b.cs != nil {
 		return b.cs, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, initFramingKey{}, &b.init), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	// The upstream session speaks the agent's revision when it is a stateful one: asked for
 	// explicitly, the SDK client sends no server/discover probe first.

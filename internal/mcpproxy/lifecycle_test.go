@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -46,6 +47,33 @@ func TestSessionDELETERelayed(t *testing.T) {
 			status, _, _ = agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}`, nil)
 			if status != tc.thenPOST {
 				t.Errorf("a request after the DELETE: HTTP %d, want %d", status, tc.thenPOST)
+			}
+		})
+	}
+}
+
+// TestInitializeFollowsUpstreamFraming: the agent's initialize is answered on an event stream
+// when the upstream answered the gate's initialize on one, in application/json when it
+// answered in JSON; the answer is the same initialize result either way.
+func TestInitializeFollowsUpstreamFraming(t *testing.T) {
+	const init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	for _, tc := range []struct {
+		name string
+		json bool
+		want string
+	}{{"stream", false, "text/event-stream"}, {"json", true, "application/json"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{upstream: mcptest.Options{JSONResponse: tc.json}})
+			s := &rawSession{t: t, endpoint: f.endpoint()}
+			status, ct, body := agentExchange(t, s, http.MethodPost, init, nil)
+			if status != http.StatusOK || ct != tc.want || !strings.Contains(body, `"protocolVersion":"2025-06-18"`) || !strings.Contains(body, `"serverInfo"`) {
+				t.Fatalf("initialize: HTTP %d %s\n%s", status, ct, body)
+			}
+			if tc.json && strings.Contains(body, "event:") {
+				t.Errorf("a JSON answer with SSE framing: %s", body)
+			}
+			if !tc.json && (!strings.HasPrefix(body, "event: message\ndata: {") || strings.Contains(body, "id: ")) {
+				t.Errorf("the event stream (the upstream's events have no ids, so neither do the gate's): %q", body)
 			}
 		})
 	}

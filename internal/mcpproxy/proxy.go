@@ -282,6 +282,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete && p.serveDELETE(w, r) {
 		return // lifecycle.go
 	}
+	if r.Method == http.MethodPost && initializeToFollow(r) {
+		p.serveInitialize(w, r) // initframing.go
+		return
+	}
 	p.sdk.ServeHTTP(w, r)
 }
 

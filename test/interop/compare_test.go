@@ -24,9 +24,6 @@ var knownDifferences = map[string]string{
 	// server-everything sends messages the TS client rejects (direct only); the gate reads
 	// the upstream's events and passes on JSON-RPC messages only.
 	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
-	// Answer framing: the gate's own agent session answers initialize, in application/json.
-	"walk/http: POST initialize":           "[answer framing] the gate's session answers initialize in JSON",
-	"walk-reference/http: POST initialize": "[answer framing] the gate's session answers initialize in JSON",
 
 	// Tasks: the agent session is the gate's own SDK server session; its initialize
 	// result is built from the SDK's types, which have no capabilities.tasks.
