@@ -26,7 +26,7 @@ import (
 // be resumed, and a GET for it is answered 404).
 const (
 	maxStreamLogs   = 64
-	maxStreamLogLen = 8 << 20
+	maxStreamLogLen = 1 << 20
 )
 
 // eventLog is the events of one resumable answer stream, each with its id line.
