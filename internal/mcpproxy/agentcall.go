@@ -183,7 +183,10 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
-	stream := &agentStream{w: w, lazy: true}
+	// The call runs on the handler's goroutine (the hot path: no hand-over). Its answer stream
+	// is resumable when the upstream's is, but stays open when the upstream closes its stream
+	// before the response: the gate resumes the upstream's and goes on writing (resume.go).
+	stream := &agentStream{w: w, lazy: true, b: b}
 	defer stream.finish()
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -19,8 +20,11 @@ import (
 // stream (progress, log messages) and its requests (sampling, elicitation, roots/list:
 // askOnStream) as events before the response, so that a client without a standalone GET stream
 // still receives them. An upstream answer in application/json keeps the
-// agent's answer application/json. Events carry no ids: the gate offers no resumption
-// (docs/api.md "MCP through the gate").
+// agent's answer application/json. When the upstream's stream offers resumption (its events
+// carry ids), so does the agent's: its events get ids of the gate's own, a priming event and a
+// retry field where the upstream sends them, and they are logged for the agent's GET with
+// Last-Event-ID; when the upstream closes its stream before the response, the agent's is
+// closed too (resume.go).
 //
 // A lazy stream (the direct tools/call path, the hot path) becomes an event stream only when a
 // message precedes the response: a call the upstream streams with nothing but its response is
@@ -33,6 +37,12 @@ type agentStream struct {
 	started bool
 	broken  bool // a write failed: the agent is gone; later events are dropped
 	done    bool // answered (or abandoned): nothing more is written
+
+	b        *bridge       // the session, where a resumable stream's events are logged
+	log      *eventLog     // nil: not resumable (no event ids)
+	retry    time.Duration // the upstream's retry field, repeated to the agent
+	detached bool          // the agent's response has ended: events are only logged
+	detach   chan struct{} // closed when detached
 }
 
 type agentStreamKey struct{}
@@ -128,13 +138,22 @@ func (s *agentStream) event(data []byte, flush bool) bool {
 	if !s.started {
 		return false
 	}
-	if s.broken || s.done {
+	if s.done || (s.broken && s.log == nil) {
 		return true
 	}
-	buf := make([]byte, 0, len(data)+24)
+	buf := make([]byte, 0, len(data)+48)
+	if s.log != nil {
+		buf = s.log.appendID(buf)
+	}
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
+	if s.log != nil {
+		s.log.add(buf)
+	}
+	if s.detached || s.broken {
+		return true // logged for the agent's resumption
+	}
 	if _, err := s.w.Write(buf); err != nil {
 		s.broken = true
 		return true
@@ -160,6 +179,9 @@ func (s *agentStream) answer(out []byte) {
 		return
 	}
 	s.finish()
+	if s.isDetached() {
+		return
+	}
 	h := s.w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")
@@ -171,6 +193,9 @@ func (s *agentStream) answer(out []byte) {
 func (s *agentStream) finish() {
 	s.mu.Lock()
 	s.done = true
+	if s.log != nil {
+		s.log.finish()
+	}
 	s.mu.Unlock()
 }
 

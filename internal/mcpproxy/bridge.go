@@ -73,9 +73,19 @@ type bridge struct {
 	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
 	// maxRelayed entries.
 	relayed map[jsonrpc.ID]jsonrpc.ID
+	// cancelled holds the upstream ids of relayed requests the agent cancelled (a subset of
+	// relayed's values).
+	cancelled map[jsonrpc.ID]bool
 	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
+	// logs holds the events of the session's resumable answer streams, by stream key, for the
+	// agent's resumption (resume.go); at most maxStreamLogs.
+	logs map[string]*eventLog
+	// logOrder is the keys of logs, oldest first.
+	logOrder []string
+	// init is how the upstream answered its initialize (initframing.go).
+	init initFraming
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool
@@ -164,7 +174,7 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	if b.cs != nil {
 		return b.cs, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, initFramingKey{}, &b.init), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	// The upstream session speaks the agent's revision when it is a stateful one: asked for
 	// explicitly, the SDK client sends no server/discover probe first.

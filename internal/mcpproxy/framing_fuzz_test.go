@@ -328,6 +328,12 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		{0, false, `not json`},
 		{0, false, ``},
 		{0, true, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"},
+		// Resumable streams: a priming event and a close (the proxy resumes with a GET the
+		// real server answers), a retry field beyond any bound, an id with NUL.
+		{0, true, "id: 1\nretry: 10\ndata: \n\n"},
+		{0, true, "id: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":$ID,\"result\":{\"content\":[]}}\n\n"},
+		{0, true, "id: a\x00b\nretry: 99999999999\ndata: \n\n"},
+		{0, true, "retry: -5\nid: x\n\n"},
 		{3, false, ``},
 		{7, false, `{"error":"unauthorized"}`},
 		{8, false, `{}`},

@@ -256,8 +256,12 @@ func New(cfg Config) (*Proxy, error) {
 	// The agent sessions' idle timeout is the bridges' (bridge.startIdle), not the handler's:
 	// the direct tools/call path does not pass through the handler. A session that never
 	// completes initialize has no bridge; the SDK closes it when its initialize fails.
+	// The event store gives the SDK's own streams (the agent's GET stream) event ids and
+	// Last-Event-ID resumption, as the upstreams' streams have; it is bounded (the SDK's
+	// default of 10 MiB for the proxy's sessions together, the oldest events purged first).
 	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
 		JSONResponse: true,
+		EventStore:   mcp.NewMemoryEventStore(nil),
 	})
 	p.sdk = p.sdkAuth(p.handler)
 	return p, nil
@@ -273,6 +277,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
+		return
+	}
+	if r.Method == http.MethodGet && r.Header.Get(headerLastEventID) != "" && p.serveResume(w, r) {
+		return // resume.go
+	}
+	if r.Method == http.MethodDelete && p.serveDELETE(w, r) {
+		return // lifecycle.go
+	}
+	if r.Method == http.MethodPost && initializeToFollow(r) {
+		p.serveInitialize(w, r) // initframing.go
 		return
 	}
 	p.sdk.ServeHTTP(w, r)

@@ -83,21 +83,23 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
-	stream := &agentStream{w: w}
-	defer stream.finish()
-	resp := func() *jsonrpc.Response {
-		defer b.end(req.ID)
-		return b.relay(withAgentStream(r.Context(), stream), cs, version, req)
-	}()
-	out, err := jsonrpc.EncodeMessage(resp)
-	if err != nil {
-		b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
-		if !stream.isStarted() {
-			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+	stream := &agentStream{w: w, b: b}
+	b.p.runDetachable(r, stream, func(ctx context.Context) {
+		defer stream.finish()
+		resp := func() *jsonrpc.Response {
+			defer b.end(req.ID)
+			return b.relay(withAgentStream(ctx, stream), cs, version, req)
+		}()
+		out, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
+			if !stream.isStarted() {
+				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+			}
+			return
 		}
-		return true
-	}
-	stream.answer(out)
+		stream.answer(out)
+	})
 	return true
 }
 
@@ -205,7 +207,18 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 func (b *bridge) untrack(agentID jsonrpc.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if upID, ok := b.relayed[agentID]; ok {
+		delete(b.cancelled, upID)
+	}
 	delete(b.relayed, agentID)
+}
+
+// wasCancelled reports whether the agent cancelled the request carried upstream as upID: the
+// upstream then ends its stream without a response, and the proxy does not resume it.
+func (b *bridge) wasCancelled(upID jsonrpc.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cancelled[upID]
 }
 
 // cancelUpstream sends the agent's notifications/cancelled upstream for a request the proxy
@@ -218,6 +231,12 @@ func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, vers
 	}
 	b.mu.Lock()
 	upID, ok := b.relayed[agentID]
+	if ok {
+		if b.cancelled == nil {
+			b.cancelled = make(map[jsonrpc.ID]bool)
+		}
+		b.cancelled[upID] = true // at most one per entry of relayed
+	}
 	b.mu.Unlock()
 	if !ok {
 		return false

@@ -48,6 +48,7 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		tracing.Inject(r.Context(), r.Header)
 	}
 	resp, err := t.base.RoundTrip(r)
+	observeInit(r, resp)
 	if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok && resp != nil && r.Method == http.MethodPost {
 		a.status.Store(int32(resp.StatusCode))
 	}

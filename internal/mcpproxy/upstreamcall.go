@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	sjson "github.com/segmentio/encoding/json"
 
@@ -57,7 +58,8 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // carry, before the response, the upstream's notifications (forwarded to the agent session, as
 // the SDK client's handlers do: bridge.client) and requests (sampling, elicitation, roots/list,
 // ping: answered as the SDK client would, by asking the agent, and POSTed back on the session).
-// A stream that ends or breaks before the response is not resumed: the call's outcome is then
+// A stream the upstream ends after an event with an id, before the response, is resumed
+// (readStream); one that breaks otherwise, or whose resumption fails, leaves the call's outcome
 // unknown (classify: INDETERMINATE), never retried.
 //
 // release is called once the answer's body is finished with, which for an event stream can be
@@ -224,10 +226,94 @@ func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	return nil, errNoAnswer
 }
 
+// maxResumesWithoutProgress bounds the resumptions of an upstream answer stream that bring no
+// new event (SEP-1699): an upstream that keeps closing the stream without progress ends the
+// wait as the SDK client's reconnection does; one that makes progress is bounded by ctx.
+const maxResumesWithoutProgress = 3
+
+// defaultResumeDelay is the wait before resuming an upstream stream that closed without a
+// retry field; maxResumeDelay bounds an upstream's retry field.
+const (
+	defaultResumeDelay = time.Second
+	maxResumeDelay     = time.Minute
+)
+
+// streamState is what the proxy remembers of an upstream answer stream across resumptions: the
+// last event id it saw and the reconnection delay of the last retry field.
+type streamState struct {
+	lastID string
+	retry  time.Duration // 0: none seen
+}
+
 // readStream reads a text/event-stream answer until the response to id, handling the
 // upstream's notifications and requests before it. Events other than "message" (and priming
-// events without data) are skipped, as by the SDK client.
+// events without data) are skipped, as by the SDK client. When the upstream ends the stream
+// before the response after an event with an id (MCP streamable HTTP, resumability; SEP-1699
+// polling) and the agent did not cancel the request, the proxy resumes it as a client does: a
+// GET on the session with Last-Event-ID, after the stream's retry delay, and reads on until the
+// response; a resumption that fails ends the read with its error (the outcome of a dispatched
+// call is then unknown).
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	var st streamState
+	answer, err := b.readEvents(ctx, sid, version, body, id, &st)
+	for stalled := 0; errors.Is(err, errNoAnswer) && st.lastID != "" && !b.wasCancelled(id); {
+		if stalled >= maxResumesWithoutProgress {
+			return nil, fmt.Errorf("mcpproxy: the upstream's stream ended %d times without a new event: %w", stalled, errNoAnswer)
+		}
+		delay := st.retry
+		if delay == 0 {
+			delay = defaultResumeDelay
+		}
+		agentStreamOf(ctx).upstreamClosed()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		resp, gerr := b.resume(ctx, sid, version, st.lastID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		before := st.lastID
+		answer, err = b.readEvents(ctx, sid, version, resp.Body, id, &st)
+		_ = resp.Body.Close()
+		if st.lastID == before {
+			stalled++
+		} else {
+			stalled = 0
+		}
+	}
+	return answer, err
+}
+
+// resume opens the GET that resumes an upstream stream after the event lastID.
+func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.p.cfg.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Accept", "text/event-stream")
+	h.Set(headerSessionID, sid)
+	h.Set(headerProtocolVersion, version)
+	h.Set(headerLastEventID, lastID)
+	resp, err := b.p.direct.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: %w", err)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || mt != "text/event-stream" {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: HTTP %d, content type %q", resp.StatusCode, mt)
+	}
+	return resp, nil
+}
+
+// readEvents reads one upstream event stream (readStream), recording its event ids and retry
+// field in st.
+func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID, st *streamState) (*jsonrpc.Response, error) {
 	r := streamReaders.Get().(*bufio.Reader)
 	r.Reset(body)
 	defer func() { // nothing read keeps a reference to r's buffer: events are copied into data
@@ -236,7 +322,7 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 	}()
 	var data []byte
 	var name string
-	hasData := false
+	hasData, hasID := false, false
 	for {
 		line, err := readLine(r)
 		if err != nil {
@@ -260,10 +346,24 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 				}
 			case "event":
 				name = string(value)
+			case "id":
+				// An id with NUL is ignored (WHATWG server-sent events); one beyond
+				// maxEventID is not one the proxy resumes with.
+				if len(value) <= maxEventID && bytes.IndexByte(value, 0) < 0 {
+					st.lastID, hasID = string(value), true
+				}
+			case "retry":
+				if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
+					st.retry = min(time.Duration(ms)*time.Millisecond, maxResumeDelay)
+					agentStreamOf(ctx).upstreamRetry(st.retry)
+				}
 			}
 			continue
 		}
 		// A blank line ends the event.
+		if hasID {
+			agentStreamOf(ctx).upstreamEvent(true, len(bytes.TrimSpace(data)) == 0)
+		}
 		if hasData && len(data) > 0 && (name == "" || name == "message") {
 			msg, err := jsonrpc.DecodeMessage(data)
 			if err != nil {
@@ -278,9 +378,12 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 				b.fromUpstream(ctx, sid, version, m)
 			}
 		}
-		data, name, hasData = data[:0], "", false
+		data, name, hasData, hasID = data[:0], "", false, false
 	}
 }
+
+// maxEventID bounds an upstream event id the proxy keeps to resume with.
+const maxEventID = 1024
 
 // streamReaders recycles readStream's buffers: one per event-stream answer was 4 KiB of
 // garbage per call.

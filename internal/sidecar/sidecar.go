@@ -299,6 +299,9 @@ func New(cfg Config) (*Sidecar, error) {
 		}
 		s.proxies = append(s.proxies, p)
 		mux.Handle(mcpproxy.Path(u.Name), p)
+		if alt := mcpproxy.AltPath(u.Name); alt != mcpproxy.Path(u.Name) { // a server named mcp has one path
+			mux.Handle(alt, p) // the form the MCP Inspector reaches, as actgate serve mounts it
+		}
 	}
 	host := s.gate.HostLoopHandler(cfg.Agent)
 	mux.Handle(EnforcePath, host)

@@ -223,6 +223,12 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatalf("upstream saw %q", got[len(got)-1])
 	}
 	_ = cs.Close()
+	// And at /payments/mcp, the form the MCP Inspector reaches (mcpproxy.AltPath).
+	cs = connectTo(t, base+"/payments/mcp")
+	if res := call(t, cs, "send_payment", `{"amount":4}`); res.IsError || up.Count("send_payment") != 2 {
+		t.Fatalf("MCP through the sidecar at /payments/mcp: %s (count %d)", text(res), up.Count("send_payment"))
+	}
+	_ = cs.Close()
 
 	cancel()
 	select {
@@ -261,7 +267,7 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", rec, err)
 	}
 	executed, _ := sc2.Journal().InState(context.Background(), journal.StateExecuted)
-	if len(executed) != 1 {
-		t.Fatalf("%d EXECUTED records after restart, want the MCP call's 1", len(executed))
+	if len(executed) != 2 {
+		t.Fatalf("%d EXECUTED records after restart, want the two MCP calls'", len(executed))
 	}
 }

@@ -16,26 +16,14 @@ var knownDifferences = map[string]string{
 	// request whose Host is not loopback (DNS rebinding); server-everything does not.
 	"conformance/everything/dns-rebinding-protection": "the gate refuses non-loopback Host headers (docs/security.md); server-everything accepts them",
 
-	// Event ids: the gate's answer streams follow the upstream's framing (an event stream when
-	// the upstream streams) but their events carry no ids: the gate offers no resumption.
-	"walk/resumability":                        "[event ids] no event ids, so no resumption tokens",
-	"walk/http: GET":                           "[event ids] the GET stream's events carry no ids",
-	"walk/client errors":                       "[event ids] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events as they are",
-	"walk/http: POST completion/complete":      "[event ids] an event stream without event ids",
-	"walk/http: POST foo/bar":                  "[event ids] an event stream without event ids",
-	"walk/http: POST prompts/get":              "[event ids] an event stream without event ids",
-	"walk/http: POST prompts/list":             "[event ids] an event stream without event ids",
-	"walk/http: POST resources/list":           "[event ids] an event stream without event ids",
-	"walk/http: POST resources/read":           "[event ids] an event stream without event ids",
-	"walk/http: POST resources/subscribe":      "[event ids] an event stream without event ids",
-	"walk/http: POST resources/templates/list": "[event ids] an event stream without event ids",
-	"walk/http: POST resources/unsubscribe":    "[event ids] an event stream without event ids",
-	"walk/http: POST tools/call":               "[answer framing, event ids] a call the upstream streams with nothing but its result is answered application/json (the hot path); a streamed one carries no event ids",
-	"walk/http: POST tools/list":               "[event ids] an event stream without event ids",
-	"walk/http: POST logging/setLevel":         "[event ids] an event stream without event ids",
-	"walk/http: POST ping":                     "[event ids] an event stream without event ids",
-	// Answer framing: the gate's own agent session answers initialize, in application/json.
-	"walk/http: POST initialize": "[answer framing] the gate's session answers initialize in JSON",
+	// Event ids: the gate's answer streams are resumable when the upstream's are (ids of the
+	// gate's own, priming, retry, close and Last-Event-ID resumption). The standalone GET
+	// stream is the gate's SDK session's: it has ids (an event store) but no priming event,
+	// so a GET stream that carries no message has none.
+	"walk/http: GET": "[event ids] a GET stream without messages has no priming event, so no ids",
+	// server-everything sends messages the TS client rejects (direct only); the gate reads
+	// the upstream's events and passes on JSON-RPC messages only.
+	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
 
 	// Tasks: the agent session is the gate's own SDK server session; its initialize
 	// result is built from the SDK's types, which have no capabilities.tasks.
@@ -43,9 +31,6 @@ var knownDifferences = map[string]string{
 	"walk/tasks":                   "[tasks] params.task is not carried: the call runs as a plain one (server-everything does not enforce taskSupport required), no task is created",
 	"walk/http: POST tasks/get":    "[tasks] no task was created, so none is polled",
 	"walk/http: POST tasks/result": "[tasks] no task was created, so none is fetched",
-	// The gate's SDK server session answers the agent's DELETE itself (204), after closing
-	// the upstream session; the upstream answers its own DELETE 200.
-	"walk/http: DELETE": "[DELETE] the gate's DELETE answer is 204 No Content, server-everything's 200",
 }
 
 // row is one line of a comparison table.

@@ -1,8 +1,8 @@
 // Package interop runs official MCP software that nobody here wrote through `actgate serve` and
 // compares it with talking to the same servers directly: the conformance suite's server scenarios
 // (@modelcontextprotocol/conformance) against @modelcontextprotocol/server-everything and the
-// conformance reference server, and a feature walk of server-everything with the official
-// TypeScript SDK client (walk.mjs). Every tool is allowed (testdata/actgate.yaml), so the gate is
+// conformance reference server, and a feature walk of both with the official TypeScript SDK
+// client (walk.mjs). Every tool is allowed (testdata/actgate.yaml), so the gate is
 // meant to be invisible except for its documented additions to tools/list; each difference it
 // still makes is named, with the reason, in knownDifferences and in docs/api.md "MCP through the
 // gate". The tests log one table per run (scenario or feature × direct/gated: same/differs).

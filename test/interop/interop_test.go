@@ -136,6 +136,12 @@ func TestInterop(t *testing.T) {
 		}
 	})
 	t.Run("walk", func(t *testing.T) { walk(t, r.everything, r.gated("everything")) })
+	// The same walk against the conformance suite's reference server: its tools are others
+	// (a feature that needs one of server-everything's fails alike both ways), its transport
+	// and its session handling are the TypeScript SDK server's own.
+	t.Run("walk-reference", func(t *testing.T) {
+		walkOf(t, "the conformance reference server", "walk-reference/", r.reference, r.gated("reference"))
+	})
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
 	t.Run("refusal", func(t *testing.T) { refusal(t, r.gated("guarded")) })
 }

@@ -160,8 +160,14 @@ func shape(doc any) any {
 	return doc
 }
 
-// walk compares the feature walk directly and through the gate.
+// walk compares the feature walk of server-everything directly and through the gate.
 func walk(t *testing.T, direct, gated string) {
+	walkOf(t, "server-everything 2026.8.31", "walk/", direct, gated)
+}
+
+// walkOf compares the feature walk of a server directly and through the gate, its rows named
+// prefix + feature in knownDifferences.
+func walkOf(t *testing.T, server, prefix, direct, gated string) {
 	d := runWalk(t, direct)
 	g := runWalk(t, gated)
 	keys := map[string]bool{}
@@ -177,5 +183,5 @@ func walk(t *testing.T, direct, gated string) {
 		gv, gok := g[k]
 		rows = append(rows, row{name: k, direct: dv, gated: gv, same: dok && gok && dv == gv})
 	}
-	report(t, "TypeScript SDK 1.32 feature walk of server-everything 2026.8.31", "walk/", rows)
+	report(t, "TypeScript SDK 1.32 feature walk of "+server, prefix, rows)
 }

@@ -1,0 +1,257 @@
+package mcpproxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// pollingUpstream is an upstream that answers method on an event stream it closes after a
+// priming event (SEP-1699 polling) and gives the response on the GET that resumes it with
+// Last-Event-ID, as the conformance suite's test_reconnection tool does.
+type pollingUpstream struct {
+	method  string
+	mu      sync.Mutex
+	posts   int      // POSTs of method
+	resumes []string // the Last-Event-ID of each GET
+	pending string   // the JSON-RPC id of the call waiting for its response
+}
+
+func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		u.mu.Lock()
+		u.resumes = append(u.resumes, r.Header.Get("Last-Event-ID"))
+		id := u.pending
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: up-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"resumed\"}}\n\n")
+		fmt.Fprintf(w, "id: up-3\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"42\"}]}}\n\n", id)
+		return true
+	}
+	_, method, id := rpcBody(r)
+	if method != u.method {
+		return false
+	}
+	u.mu.Lock()
+	u.posts++
+	u.pending = string(id)
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	fmt.Fprint(w, "id: up-1\nretry: 80\ndata: \n\n")
+	return true // the stream ends here, before the response
+}
+
+// agentExchange sends one agent HTTP request on s's session and returns the answer's content
+// type and body.
+func agentExchange(t *testing.T, s *rawSession, method, body string, hdr map[string]string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.endpoint, strings.NewReader(body))
+	if body == "" {
+		req.Body = http.NoBody
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.session)
+	req.Header.Set("Mcp-Protocol-Version", s.version)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
+
+// TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
+// priming event and gives the response on the resuming GET. The gate resumes it (one
+// tools/call upstream, the call EXECUTED, not INDETERMINATE); the agent's answer is a
+// resumable event stream (a priming event with an id of the gate's and the upstream's retry
+// field, then the events the resumption brought, the response last), and the agent's GET with
+// the priming event's Last-Event-ID gets the same rest again.
+func TestServerClosedStreamResumed(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	s := newRawSession(t, f.endpoint())
+
+	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
+	first, after, _ := strings.Cut(body, "\n\n")
+	primingID, _ := strings.CutPrefix(first, "id: ")
+	primingID, retry, _ := strings.Cut(primingID, "\n")
+	want := regexp.MustCompile(`^id: \S+\nevent: message\ndata: \{"jsonrpc":"2.0","method":"notifications/message","params":\{"level":"info","data":"resumed"\}\}\n\n` +
+		`id: (\S+)\nevent: message\ndata: \{"jsonrpc":"2.0","id":5,"result":\{"content":\[\{"type":"text","text":"42"\}\]\}\}\n\n$`)
+	if status != http.StatusOK || ct != "text/event-stream" || !strings.HasPrefix(primingID, "g") || retry != "retry: 80\ndata: " || !want.MatchString(after) {
+		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, then the resumed events", status, ct, body)
+	}
+	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": primingID})
+	m := want.FindStringSubmatch(body)
+	if status != http.StatusOK || ct != "text/event-stream" || m == nil {
+		t.Fatalf("the resuming GET: HTTP %d %s\n%s", status, ct, body)
+	}
+	ids := [][]string{{"", primingID}}
+	up.mu.Lock()
+	posts, resumes := up.posts, append([]string(nil), up.resumes...)
+	up.mu.Unlock()
+	if posts != 1 || len(resumes) != 1 || resumes[0] != "up-1" {
+		t.Errorf("upstream: %d tools/call POSTs, resumed with %q; want 1 and [up-1]", posts, resumes)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || got[journal.StateIndeterminate] != 0 {
+		t.Errorf("journal: %v, want one EXECUTED", got)
+	}
+	// After the response: an empty, ended stream.
+	status, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": m[1]})
+	if status != http.StatusOK || body != "" {
+		t.Errorf("a resumption after the response: HTTP %d %q", status, body)
+	}
+	// An id of no stream of this session.
+	if status, _, _ = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "g999999-0"}); status != http.StatusNotFound {
+		t.Errorf("a resumption of no stream: HTTP %d, want 404", status)
+	}
+	// Another session cannot resume this one's stream.
+	other := newRawSession(t, f.endpoint())
+	if status, _, body = agentExchange(t, other, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]}); status != http.StatusNotFound || strings.Contains(body, "42") {
+		t.Errorf("another session's resumption: HTTP %d %q, want 404", status, body)
+	}
+}
+
+// TestRelayedStreamResumed: the same for a request the gate relays (resources/read).
+func TestRelayedStreamResumed(t *testing.T) {
+	up := &pollingUpstream{method: "resources/read"}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	s := newRawSession(t, f.endpoint())
+	start := time.Now()
+	_, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":"r1","method":"resources/read","params":{"uri":"x:y"}}`, nil)
+	ids := eventID.FindAllStringSubmatch(body, -1)
+	if ct != "text/event-stream" || len(ids) != 1 || strings.Contains(body, `"result"`) {
+		t.Fatalf("the POST's answer: %s\n%s", ct, body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	if !strings.Contains(body, `"id":"r1","result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the resuming GET:\n%s", body)
+	}
+	if d := time.Since(start); d < 80*time.Millisecond {
+		t.Errorf("the gate resumed after %s, before the upstream's retry of 80ms", d)
+	}
+}
+
+func TestParseResumeIDBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		id  string
+		key string
+		n   int
+		ok  bool
+	}{
+		{"g12-0", "12", 0, true},
+		{"g1-42", "1", 42, true},
+		{"", "", 0, false},
+		{"g", "", 0, false},
+		{"g-1", "", 0, false},
+		{"g1-", "", 0, false},
+		{"g1--1", "", 0, false},
+		{"g1-+1", "", 0, false},
+		{"g+1-1", "", 0, false},
+		{"g1-1-1", "", 0, false},
+		{"gx-1", "", 0, false},
+		{"G1-1", "", 0, false},
+		{"abc_3", "", 0, false},                   // the SDK's form
+		{"g1_3", "", 0, false},                    // the SDK's form, a stream named g1
+		{"g1-99999999999999999999", "", 0, false}, // beyond int
+		{"g" + strings.Repeat("1", 80) + "-1", "", 0, false},
+		{"g1-1\x00", "", 0, false},
+		{"g١-1", "", 0, false}, // a non-ASCII digit
+	} {
+		key, n, ok := parseResumeID(tc.id)
+		if key != tc.key || n != tc.n || ok != tc.ok {
+			t.Errorf("parseResumeID(%q) = %q, %d, %v; want %q, %d, %v", tc.id, key, n, ok, tc.key, tc.n, tc.ok)
+		}
+	}
+}
+
+// FuzzParseResumeID: no input panics; an accepted id is exactly g{key}-{n} again.
+func FuzzParseResumeID(f *testing.F) {
+	for _, s := range []string{"g1-0", "g12-3", "x_1", "g-", "g1-1-1", "g99999999999999999999-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		key, n, ok := parseResumeID(id)
+		if ok && fmt.Sprintf("g%s-%d", key, n) != id && !strings.HasPrefix(strings.TrimPrefix(id, "g"+key+"-"), "0") {
+			t.Fatalf("parseResumeID(%q) accepted %q, %d", id, key, n)
+		}
+		if ok && n < 0 {
+			t.Fatalf("parseResumeID(%q): negative index %d", id, n)
+		}
+	})
+}
+
+// TestCancelledStreamNotResumed: an upstream that ends a relayed request's stream without a
+// response after the agent cancelled it (as MCP servers do: a cancelled request gets no
+// response) is not resumed: no GET with Last-Event-ID reaches the upstream.
+func TestCancelledStreamNotResumed(t *testing.T) {
+	var mu sync.Mutex
+	gets := 0
+	cancelled := make(chan struct{})
+	reached := make(chan struct{}, 1)
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			mu.Lock()
+			gets++
+			mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			return true
+		}
+		_, method, _ := rpcBody(r)
+		switch method {
+		case "foo/slow":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: up-1\ndata: \n\n")
+			w.(http.Flusher).Flush()
+			reached <- struct{}{}
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+			}
+			return true // ends the stream without a response
+		case notifyCancelled:
+			close(cancelled)
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	done := make(chan string, 1)
+	go func() {
+		_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":"c1","method":"foo/slow","params":{}}`, nil)
+		done <- body
+	}()
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"stop"}}`)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent's answer did not end")
+	}
+	time.Sleep(defaultResumeDelay + 200*time.Millisecond) // a resumption would have come by now
+	mu.Lock()
+	defer mu.Unlock()
+	if gets != 0 {
+		t.Errorf("the upstream got %d resuming GETs of a cancelled request, want 0", gets)
+	}
+}
