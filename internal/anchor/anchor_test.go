@@ -190,7 +190,7 @@ func TestAnchorerRetriesAndRefusals(t *testing.T) {
 	p := &post{script: []error{unavailable, unavailable, unavailable, fmt.Errorf("%w: AnchorKeyChanged", ErrRefused)}}
 	reg := prometheus.NewRegistry()
 	m, _ := NewMetrics(reg)
-	a, err := New(Options{Post: p.fn, PublicKeyPEM: pemText, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Metrics: m})
+	a, err := New(Options{Post: p.fn, PublicKeyPEM: pemText, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Interval: -1, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +217,58 @@ func TestAnchorerRetriesAndRefusals(t *testing.T) {
 			t.Errorf("%s posts %v, want %v", result, v, want)
 		}
 	}
+}
+
+// Under a steady stream of checkpoints the posts start at least Interval apart, each the
+// newest offered; a checkpoint after a quiet Interval goes at once, and after Flush nothing
+// waits.
+func TestAnchorerInterval(t *testing.T) {
+	sv, pemText := testKey(t, "log")
+	p := &post{}
+	const interval = 300 * time.Millisecond
+	a, err := New(Options{Post: p.fn, PublicKeyPEM: pemText, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, a)
+	began := time.Now()
+	a.Offer(signed(t, sv, 1))
+	waitFor(t, "anchored 1", func() bool { return a.Anchored() == 1 })
+	if d := time.Since(began); d > interval/2 {
+		t.Errorf("the first checkpoint waited %v", d)
+	}
+	// Offers every 10 ms for 2.5 intervals: 1 posted at once, then at most one per interval.
+	for seq := uint64(2); time.Since(began) < 5*interval/2; seq++ {
+		a.Offer(signed(t, sv, seq))
+		time.Sleep(10 * time.Millisecond)
+	}
+	posted := p.posted()
+	if len(posted) > 3 {
+		t.Fatalf("posted %v in 2.5 intervals: more than one post per interval", posted)
+	}
+	if len(posted) < 2 {
+		t.Fatalf("posted %v in 2.5 intervals: the wait held back more than one interval", posted)
+	}
+	for i := 1; i < len(posted); i++ {
+		if posted[i] <= posted[i-1]+1 {
+			t.Errorf("posted %v: each post should be the newest of many offers", posted)
+		}
+	}
+	// Flush: the waiting newest goes without waiting out the interval.
+	n := len(posted)
+	last := uint64(1000)
+	a.Offer(signed(t, sv, last))
+	a.Flush()
+	flushed := time.Now()
+	waitFor(t, "anchored after Flush", func() bool { return a.Anchored() == last })
+	if d := time.Since(flushed); d > interval/2 {
+		t.Errorf("after Flush the last checkpoint waited %v", d)
+	}
+	if got := p.posted(); len(got) != n+1 {
+		t.Errorf("posted %v after Flush, want one more than %d", got, n)
+	}
+	a.Offer(signed(t, sv, last+1))
+	waitFor(t, "anchored after Flush, back to back", func() bool { return a.Anchored() == last+1 })
 }
 
 func TestNewRefuses(t *testing.T) {

@@ -23,6 +23,7 @@ const (
 	DefaultMinBackoff  = 500 * time.Millisecond
 	DefaultMaxBackoff  = 30 * time.Second
 	DefaultPostTimeout = 10 * time.Second
+	DefaultInterval    = time.Second
 )
 
 // PostFunc sends one anchor request: the log's PEM public key and its newest checkpoint. The
@@ -41,6 +42,11 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// PostTimeout bounds one post. Default DefaultPostTimeout.
 	PostTimeout time.Duration
+	// Interval is the least time from the start of one post to the start of the next, so a
+	// busy log writes its anchor (one API write each) at most once per Interval instead of
+	// once per round trip; a checkpoint offered after a quiet Interval is posted at once, and
+	// Flush ends the wait. Default DefaultInterval; negative posts back to back.
+	Interval time.Duration
 	// Metrics counts posts and records the anchored seq. Optional.
 	Metrics *Metrics
 	// Log receives failures at the default level: seq, head digest and the error, never
@@ -51,8 +57,10 @@ type Options struct {
 // Anchorer posts the newest offered checkpoint of one log. Offer is safe for concurrent use and
 // never blocks; Run does the posting.
 type Anchorer struct {
-	o    Options
-	kick chan struct{}
+	o         Options
+	kick      chan struct{}
+	flush     chan struct{} // closed by Flush
+	flushOnce sync.Once
 
 	mu       sync.Mutex
 	next     *receipt.SignedCheckpoint // newest offered and not yet posted
@@ -78,7 +86,13 @@ func New(o Options) (*Anchorer, error) {
 	if o.PostTimeout <= 0 {
 		o.PostTimeout = DefaultPostTimeout
 	}
-	return &Anchorer{o: o, kick: make(chan struct{}, 1)}, nil
+	switch {
+	case o.Interval == 0:
+		o.Interval = DefaultInterval
+	case o.Interval < 0:
+		o.Interval = 0
+	}
+	return &Anchorer{o: o, kick: make(chan struct{}, 1), flush: make(chan struct{})}, nil
 }
 
 // Offer hands the Anchorer a checkpoint the log signed (use it as
@@ -100,6 +114,21 @@ func (a *Anchorer) Offer(sc receipt.SignedCheckpoint) {
 	}
 }
 
+// Flush ends the Interval wait for good: from now on Run posts each checkpoint as soon as the
+// previous post is done. Call it when the log has signed its last checkpoint (shutdown).
+func (a *Anchorer) Flush() {
+	a.flushOnce.Do(func() { close(a.flush) })
+}
+
+func (a *Anchorer) flushed() bool {
+	select {
+	case <-a.flush:
+		return true
+	default:
+		return false
+	}
+}
+
 // Anchored returns the seq of the newest checkpoint the service accepted (0 for none yet).
 func (a *Anchorer) Anchored() uint64 {
 	a.mu.Lock()
@@ -108,9 +137,11 @@ func (a *Anchorer) Anchored() uint64 {
 }
 
 // Run posts offered checkpoints until ctx ends: the newest waiting, retried with backoff until
-// the service accepts or refuses it, or a newer one replaces it.
+// the service accepts or refuses it, or a newer one replaces it. Posts start at least
+// Options.Interval apart until Flush.
 func (a *Anchorer) Run(ctx context.Context) {
 	backoff := time.Duration(0)
+	var lastStart time.Time
 	for {
 		if backoff > 0 {
 			t := time.NewTimer(backoff)
@@ -132,6 +163,20 @@ func (a *Anchorer) Run(ctx context.Context) {
 				continue
 			}
 		}
+		if wait := time.Until(lastStart.Add(a.o.Interval)); backoff == 0 && wait > 0 && !a.flushed() {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-a.flush:
+				t.Stop()
+			case <-t.C:
+			}
+			// A newer checkpoint offered during the wait replaces sc.
+			continue
+		}
+		lastStart = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, a.o.PostTimeout)
 		err := a.o.Post(pctx, a.o.PublicKeyPEM, ToAPI(*sc))
 		cancel()

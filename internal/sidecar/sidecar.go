@@ -435,6 +435,7 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.receipts.Flush(fctx); err != nil {
 		s.log.Error(err, "Receipt log not flushed at shutdown")
 	}
+	s.anchor.Flush()
 	for s.anchor.Anchored() < s.offered.Load() && fctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -64,12 +65,13 @@ type sidecarTarget struct {
 	authURL        string
 	caFile         string
 	pubFile        string
+	log            io.Writer
 }
 
 func (s *sidecarTarget) name() string { return "sidecar" }
 
 func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Writer) (_ target, err error) {
-	s := &sidecarTarget{bin: bin, host: host, dir: dir}
+	s := &sidecarTarget{bin: bin, host: host, dir: dir, log: log}
 	// controller-runtime's envtest logs through its global logger, and prints a stack trace
 	// when none was set.
 	ctrllog.SetLogger(logr.Discard())
@@ -177,6 +179,9 @@ type sidecarRun struct {
 	addr       string
 	journalDir string
 	alice      *k8sPrincipal
+	// requests is the API server's count of requests served (apiRequests) once the sidecar
+	// was up; nil when it could not be read.
+	requests map[string]float64
 }
 
 func (s *sidecarTarget) startRun(ctx context.Context, runID, upstreamURL string) (sinkRun, error) {
@@ -246,6 +251,7 @@ func (s *sidecarTarget) startRun(ctx context.Context, runID, upstreamURL string)
 		_ = r.p.stop()
 		return nil, err
 	}
+	r.requests, _ = apiRequests(ctx, s.cs)
 	return r, nil
 }
 
@@ -256,6 +262,12 @@ func (r *sidecarRun) principal() principal { return r.alice }
 func (r *sidecarRun) finish(ctx context.Context) (World, error) {
 	if err := r.p.stop(); err != nil {
 		return World{}, err
+	}
+	// What the run (calls, the scripted principal's writes and polls, outcome reports,
+	// anchors) cost the API server, for the progress log.
+	if after, err := apiRequests(ctx, r.t.cs); err == nil && r.requests != nil {
+		lines, total := requestDelta(r.requests, after)
+		fmt.Fprintf(r.t.log, "  kube-apiserver requests during the run: %.0f (%s)\n", total, strings.Join(lines, ", "))
 	}
 	snap, err := boltstore.ReadSnapshot(filepath.Join(r.journalDir, sidecar.JournalFile), 10*time.Second)
 	if err != nil {
