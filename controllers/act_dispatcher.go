@@ -91,7 +91,8 @@ func (r *ActReconciler) holdCutOffDispatch(ctx context.Context, s *actScope) (ct
 	if permit != nil {
 		gone.authority, gone.operation = permit.authority, permit.operation
 	}
-	gone.message += fmt.Sprintf(" and the act was not updated for %s: the outcome cannot be known; the act is held INDETERMINATE until authenticated reconciliation and is never retried", grace)
+	gone.message += fmt.Sprintf(" and the act was not updated for %s: the outcome cannot be known; "+
+		"the act is held INDETERMINATE until authenticated reconciliation and is never retried", grace)
 	s.dispatcherGone = gone
 	return ctrl.Result{}, nil
 }

@@ -44,7 +44,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get(headerLastEventID) != "" || rebinding(r) {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaJSON {
 		return false
 	}
 	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
@@ -225,7 +225,7 @@ func isObject(raw json.RawMessage) bool {
 
 // writeRPCError writes a JSON-RPC error response with an HTTP status, as the SDK does.
 func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", mediaJSON)
 	w.WriteHeader(status)
 	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr}); err == nil {
 		_, _ = w.Write(data)
@@ -272,9 +272,9 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 		for raw := range strings.SplitSeq(value, ",") {
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
+			case mediaJSON, "application/*":
 				jsonOK = true
-			case "text/event-stream", "text/*":
+			case mediaSSE, "text/*":
 				streamOK = true
 			case "*/*":
 				jsonOK, streamOK = true, true

@@ -159,7 +159,7 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Requ
 	agent, ok := p.cfg.Agents.Authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="actgate"`)
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", mediaJSON)
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFAgentUnauthenticated),
 			"message": "this endpoint needs the agent's token in Authorization: Bearer (see the gate's agent.tokenFile)"})

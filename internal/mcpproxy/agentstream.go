@@ -83,7 +83,7 @@ func (s *agentStream) beginLocked() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", mediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 }
 
@@ -184,7 +184,7 @@ func (s *agentStream) answer(out []byte) {
 	}
 	h := s.w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", mediaJSON)
 	_, _ = s.w.Write(out)
 }
 

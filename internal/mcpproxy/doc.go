@@ -41,3 +41,9 @@
 //     body is read within Config.ReadTimeout (docs/architecture.md "The MCP proxy").
 //   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy
+
+// The media types of MCP's streamable HTTP transport: a JSON answer and an event stream.
+const (
+	mediaJSON = "application/json"
+	mediaSSE  = "text/event-stream"
+)

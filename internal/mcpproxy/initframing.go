@@ -29,7 +29,7 @@ func observeInit(r *http.Request, resp *http.Response) {
 		return
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "text/event-stream" {
+	if mt != mediaSSE {
 		return
 	}
 	f.mu.Lock()
@@ -96,7 +96,7 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 	}
 	mt, _, _ := mime.ParseMediaType(buf.h.Get("Content-Type"))
 	var b *bridge
-	if status == http.StatusOK && mt == "application/json" {
+	if status == http.StatusOK && mt == mediaJSON {
 		b = p.bridgeByID(buf.h.Get(headerSessionID))
 	}
 	var f initFraming

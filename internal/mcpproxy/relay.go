@@ -153,7 +153,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 	case resp.StatusCode == http.StatusNotFound:
 		_ = resp.Body.Close()
 		return nil, errSessionGone
-	case mt == "application/json":
+	case mt == mediaJSON:
 		defer resp.Body.Close()
 		answer, err := readJSONAnswer(resp.Body, req.ID)
 		if err != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
@@ -163,7 +163,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
-	case mt == "text/event-stream":
+	case mt == mediaSSE:
 		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
 		if err != nil {

@@ -280,7 +280,7 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", mediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)

@@ -69,7 +69,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil || !isStatelessRequest(r.Header, body) {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaJSON {
 		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
 		return true
 	}
@@ -119,7 +119,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	case sr.req.Method == methodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
 	default:
-		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr, body)
+		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr)
 	}
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
@@ -135,7 +135,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func writeRaw(w http.ResponseWriter, status int, out []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", mediaJSON)
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }
@@ -187,7 +187,7 @@ func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
 	h := http.Header{}
 	h.Set(headerProtocolVersion, versionStandardHeaders)
 	h.Set(headerMethod, methodDiscover)
-	resp, _, err := p.slExchange(ctx, h, body, id, nil)
+	resp, _, err := p.slExchange(ctx, h, body, id)
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) {
@@ -221,7 +221,7 @@ func (e *statusError) Error() string {
 // on it are not answered (2026-07-28 has none, and a stateful upstream session is opened
 // without the capabilities they need). An error status with a JSON-RPC response body gives
 // that response; without one, a *statusError.
-func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID, a *attempt) (*jsonrpc.Response, int, error) {
+func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID) (*jsonrpc.Response, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
@@ -229,7 +229,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -238,7 +238,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case mt == "application/json":
+	case mt == mediaJSON:
 		answer, err := readJSONAnswer(resp.Body, id)
 		if err != nil {
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -249,7 +249,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		return answer, resp.StatusCode, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, &statusError{resp.StatusCode}
-	case mt == "text/event-stream":
+	case mt == mediaSSE:
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
@@ -336,13 +336,15 @@ func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http
 // upstream, or on the agent's upstream session of a stateful one under an id of the proxy's
 // own (reopened once if the upstream forgot it, when retry allows). It returns the response
 // under the agent's id.
-func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest, params json.RawMessage, retry bool, a *attempt) (*jsonrpc.Response, int, error) {
+func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest,
+	params json.RawMessage, retry bool,
+) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
 		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: sr.req.ID, Method: sr.req.Method, Params: params})
 		if err != nil {
 			return nil, 0, err
 		}
-		return p.slExchange(ctx, h, body, sr.req.ID, a)
+		return p.slExchange(ctx, h, body, sr.req.ID)
 	}
 	for try := 0; ; try++ {
 		s, err := p.upstreamSession(ctx, agent)
@@ -359,7 +361,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(headerSessionID, s.id)
 		}
 		sh.Set(headerProtocolVersion, s.version)
-		resp, status, err := p.slExchange(ctx, sh, body, upID, a)
+		resp, status, err := p.slExchange(ctx, sh, body, upID)
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(agent, s)
 			if retry && try == 0 {
@@ -378,8 +380,8 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
-func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, body []byte) (*jsonrpc.Response, int) {
-	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true, nil)
+func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) (*jsonrpc.Response, int) {
+	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true)
 	if err != nil {
 		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.req.Method), "error", err.Error())
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
@@ -388,7 +390,8 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
-			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}, http.StatusOK
+			msg := "actgate: the upstream's tools/list result is not a list of tools"
+			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: msg}}, http.StatusOK
 		}
 		resp.Result = raw
 	}
@@ -427,7 +430,7 @@ func (p *Proxy) statelessNotify(ctx context.Context, mode upstreamMode, agent st
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -505,7 +508,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -517,9 +520,9 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, fmt.Errorf("%w: initialize answered HTTP %d", errNoUpstream, resp.StatusCode)
-	case mt == "application/json":
+	case mt == mediaJSON:
 		answer, err = readJSONAnswer(resp.Body, id)
-	case mt == "text/event-stream":
+	case mt == mediaSSE:
 		answer, err = readEvents(resp.Body, id, func(*jsonrpc.Request) {})
 	default:
 		err = fmt.Errorf("initialize answered with content type %q", clip(mt, 64))
@@ -542,7 +545,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	if err != nil {
 		return nil, err
 	}
-	nreq.Header.Set("Content-Type", "application/json")
+	nreq.Header.Set("Content-Type", mediaJSON)
 	nreq.Header.Set("Accept", "application/json, text/event-stream")
 	if s.id != "" {
 		nreq.Header.Set(headerSessionID, s.id)
@@ -607,6 +610,8 @@ func (p *Proxy) closeStateless() {
 // statelessCall is a 2026-07-28 tools/call: one act through the gate, in the agent's scope
 // (statelessScope; an input-required continuation in a narrower one, continuationScope), with
 // the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results.
+//
+//nolint:gocyclo // the order of a 2026-07-28 tools/call's checks (headers, agent, replay, sink, continuation) reads as one sequence
 func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) *jsonrpc.Response {
 	id := sr.req.ID
 	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
@@ -744,7 +749,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
 		defer cancel()
 		var a attempt
-		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, false), sr, body, false, &a)
+		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, false), sr, body, false)
 		if err != nil {
 			switch {
 			case errors.Is(err, errNoUpstream):

@@ -121,10 +121,10 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	}
 	var answer *jsonrpc.Response
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
-	case "application/json":
+	case mediaJSON:
 		answer, err = readJSONAnswer(resp.Body, id)
 		_ = resp.Body.Close()
-	case "text/event-stream":
+	case mediaSSE:
 		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
@@ -169,7 +169,7 @@ func (b *bridge) post(ctx context.Context, sid, version string, body []byte) (*h
 		return nil, err
 	}
 	h := req.Header
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", mediaJSON)
 	h.Set("Accept", "application/json, text/event-stream")
 	h.Set(headerSessionID, sid)
 	h.Set(headerProtocolVersion, version)
@@ -295,7 +295,7 @@ func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http
 		return nil, err
 	}
 	h := req.Header
-	h.Set("Accept", "text/event-stream")
+	h.Set("Accept", mediaSSE)
 	h.Set(headerSessionID, sid)
 	h.Set(headerProtocolVersion, version)
 	h.Set(headerLastEventID, lastID)
@@ -304,7 +304,7 @@ func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http
 		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: %w", err)
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || mt != "text/event-stream" {
+	if resp.StatusCode != http.StatusOK || mt != mediaSSE {
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: HTTP %d, content type %q", resp.StatusCode, mt)
 	}
