@@ -330,12 +330,14 @@ func TestCallChecks(t *testing.T) {
 		{"arguments not an object", sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL, Tool: "get_balance", Args: json.RawMessage(`[1]`)}, ef.EFActInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.stub.requests()
+			// A refusal is recorded as an Act off the call path (operation Refusal, queued), so
+			// only the requests that ask for a decision are counted.
+			before := f.stub.decisions()
 			res, err := f.gate.Handle(context.Background(), tc.c, never)
 			if err != nil || res.Allowed || res.Code != tc.code {
 				t.Fatalf("got %+v %v, want %s", res, err, tc.code)
 			}
-			if f.stub.requests() != before {
+			if f.stub.decisions() != before {
 				t.Fatal("the service was asked about a call the sidecar refuses itself")
 			}
 		})

@@ -139,6 +139,20 @@ func (s *stub) requests() int {
 	return n
 }
 
+// decisions counts the requests that ask the service for a decision: every operation but
+// Refusal, which records a refusal already made, off the call path.
+func (s *stub) decisions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for op, v := range s.ops {
+		if op != review.OperationRefusal {
+			n += v
+		}
+	}
+	return n
+}
+
 // podPolicy answers the policy endpoint: the stub's spec at its epoch, or none. A watch
 // returns at once when the version differs, else after a short wait with the same answer.
 func (s *stub) podPolicy(w http.ResponseWriter, r *http.Request) {
