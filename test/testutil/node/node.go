@@ -81,6 +81,9 @@ type Node struct {
 	ContainerdSocket string
 	// CAFile is the cluster CA; APIServer the API server's URL.
 	CAFile, APIServer string
+	// Before is the machine as Up found it once it held the machine lock: what Down must
+	// leave behind (another run's node, up while this one waited, is not in it).
+	Before Snapshot
 
 	st   *state
 	pki  *pki
@@ -202,7 +205,7 @@ func Up(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Dir: opts.Dir, Name: opts.Name, ControlPlaneBinDir: opts.ControlPlaneBinDir, NodeBinDir: opts.NodeBinDir,
-		Kubeconfig: filepath.Join(opts.Dir, "admin.kubeconfig"), st: st, log: opts.Log, lock: lock}
+		Kubeconfig: filepath.Join(opts.Dir, "admin.kubeconfig"), Before: before, st: st, log: opts.Log, lock: lock}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("node: up: %w", err)

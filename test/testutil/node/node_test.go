@@ -18,12 +18,14 @@ import (
 // mounts, sysctls, cgroups, files outside the run's folder and processes.
 func TestUpRunsAPodAndDownLeavesTheMachineAsItWas(t *testing.T) {
 	envtest.SkipIfShort(t)
-	before := node.TakeSnapshot()
 	dir := t.TempDir()
 	n, err := node.Up(t.Context(), node.Options{Dir: dir, Log: tlog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The machine as Up found it under the machine lock: a node of another run that was up
+	// while this one waited for the lock is not part of it.
+	before := n.Before
 	downed := false
 	t.Cleanup(func() {
 		if !downed {
