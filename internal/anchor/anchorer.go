@@ -43,8 +43,8 @@ type Options struct {
 	// PostTimeout bounds one post. Default DefaultPostTimeout.
 	PostTimeout time.Duration
 	// Interval is the least time from the start of one post to the start of the next, so a
-	// busy log writes its anchor (one API write each) at most once per Interval instead of
-	// once per round trip; a checkpoint offered after a quiet Interval is posted at once, and
+	// busy log writes its anchor (one API write each) at most once per Interval, however
+	// often it commits; a checkpoint offered after a quiet Interval is posted at once, and
 	// Flush ends the wait. Default DefaultInterval; negative posts back to back.
 	Interval time.Duration
 	// Metrics counts posts and records the anchored seq. Optional.

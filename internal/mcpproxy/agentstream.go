@@ -212,7 +212,7 @@ var errAgentSilent = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: 
 // the agent's answer stream of the request that caused it, as the upstream wrote it, and
 // returns the agent's response as the agent wrote it, under the upstream's id. ok is false,
 // having sent nothing, when there is no answer stream or the agent did not declare the
-// capability: the caller answers as before. The wait is bounded by ctx and, for an
+// capability: the caller then answers through the agent's SDK session (bridge.answer). The wait is bounded by ctx and, for an
 // elicitation, by the elicitation timeout.
 func (b *bridge) askOnStream(ctx context.Context, req *jsonrpc.Request) (resp *jsonrpc.Response, ok bool) {
 	s := agentStreamOf(ctx)

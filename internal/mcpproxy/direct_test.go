@@ -450,8 +450,7 @@ func TestDirectUpstreamStreamParsing(t *testing.T) {
 
 // TestCancelledOnlyWhenAbandoned: the upstream gets notifications/cancelled for a call the proxy
 // abandoned at its deadline, and for no other: a call the upstream answered with a JSON-RPC
-// error was not abandoned (the direct path once sent one after every failed call, because it
-// judged the call's context after cancelling it).
+// error was not abandoned (the call's context is judged before it is cancelled, not after).
 func TestCancelledOnlyWhenAbandoned(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // status (405: the server does not let clients end sessions) leaves both sessions open, as it
 // does direct. It returns false, having written nothing, when the session has no upstream
 // session to relay to, or the upstream cannot be reached: the SDK's handler then ends the
-// gate's session as before.
+// gate's session on its own.
 func (p *Proxy) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil || b.agent != p.requestAgent(r.Context()) {
