@@ -265,52 +265,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 // readEvents reads an event stream until the response to id, giving every request or
 // notification before it to onRequest.
 func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request)) (*jsonrpc.Response, error) {
-	r := bufio.NewReaderSize(body, 4096)
-	var data []byte
-	var name string
-	hasData := false
-	for {
-		line, err := readLine(r)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errNoAnswer
-			}
-			return nil, err
-		}
-		if len(line) > 0 {
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch string(field) {
-			case "data":
-				if hasData {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-				hasData = true
-				if len(data) > maxEventSize {
-					return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
-				}
-			case "event":
-				name = string(value)
-			}
-			continue
-		}
-		if hasData && len(data) > 0 && (name == "" || name == "message") {
-			msg, err := jsonrpc.DecodeMessage(data)
-			if err != nil {
-				return nil, fmt.Errorf("mcpproxy: upstream event: %w", err)
-			}
-			switch m := msg.(type) {
-			case *jsonrpc.Response:
-				if m.ID == id {
-					return m, nil
-				}
-			case *jsonrpc.Request:
-				onRequest(m)
-			}
-		}
-		data, name, hasData = data[:0], "", false
-	}
+	return scanEvents(bufio.NewReaderSize(body, 4096), id, eventHooks{request: onRequest})
 }
 
 // statelessHeaders are the agent's headers a stateless upstream is given with its message:

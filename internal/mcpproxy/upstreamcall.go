@@ -320,6 +320,49 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 		r.Reset(nil)
 		streamReaders.Put(r)
 	}()
+	as := agentStreamOf(ctx)
+	return scanEvents(r, id, eventHooks{
+		field: func(field, value []byte) bool {
+			switch string(field) {
+			case "id":
+				// An id with NUL is ignored (WHATWG server-sent events); one beyond
+				// maxEventID is not one the proxy resumes with.
+				if len(value) <= maxEventID && bytes.IndexByte(value, 0) < 0 {
+					st.lastID = string(value)
+					return true
+				}
+			case "retry":
+				if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
+					st.retry = min(time.Duration(ms)*time.Millisecond, maxResumeDelay)
+					as.upstreamRetry(st.retry)
+				}
+			}
+			return false
+		},
+		end: func(hasID bool, data []byte) {
+			if hasID {
+				as.upstreamEvent(true, len(bytes.TrimSpace(data)) == 0)
+			}
+		},
+		request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
+	})
+}
+
+// eventHooks are what a reader of an upstream event stream does beyond finding the response.
+// Each is optional.
+type eventHooks struct {
+	// field is given every field but data and event; it reports whether the field set the
+	// event's id.
+	field func(field, value []byte) (isID bool)
+	// end is told each event's end (a blank line), before its message is handled.
+	end func(hasID bool, data []byte)
+	// request is given every request or notification before the response.
+	request func(*jsonrpc.Request)
+}
+
+// scanEvents reads an upstream event stream until the response to id. Events are bounded by
+// maxEventSize; only events named "message" (or unnamed) carry JSON-RPC messages.
+func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response, error) {
 	var data []byte
 	var name string
 	hasData, hasID := false, false
@@ -346,23 +389,16 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 				}
 			case "event":
 				name = string(value)
-			case "id":
-				// An id with NUL is ignored (WHATWG server-sent events); one beyond
-				// maxEventID is not one the proxy resumes with.
-				if len(value) <= maxEventID && bytes.IndexByte(value, 0) < 0 {
-					st.lastID, hasID = string(value), true
-				}
-			case "retry":
-				if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
-					st.retry = min(time.Duration(ms)*time.Millisecond, maxResumeDelay)
-					agentStreamOf(ctx).upstreamRetry(st.retry)
+			default:
+				if h.field != nil && h.field(field, value) {
+					hasID = true
 				}
 			}
 			continue
 		}
 		// A blank line ends the event.
-		if hasID {
-			agentStreamOf(ctx).upstreamEvent(true, len(bytes.TrimSpace(data)) == 0)
+		if h.end != nil {
+			h.end(hasID, data)
 		}
 		if hasData && len(data) > 0 && (name == "" || name == "message") {
 			msg, err := jsonrpc.DecodeMessage(data)
@@ -375,7 +411,9 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 					return m, nil
 				}
 			case *jsonrpc.Request:
-				b.fromUpstream(ctx, sid, version, m)
+				if h.request != nil {
+					h.request(m)
+				}
 			}
 		}
 		data, name, hasData, hasID = data[:0], "", false, false
