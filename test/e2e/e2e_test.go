@@ -86,7 +86,8 @@ func TestEndToEnd(t *testing.T) {
 	actgate := filepath.Join(bin, "actgate")
 	controlPlane := filepath.Join(bin, "actgate-controlplane")
 
-	env := envtest.Start(t)
+	// The chart's crds/ are the only CRDs: helm installs them.
+	env := envtest.Start(t, envtest.WithoutCRDs())
 	ctx := t.Context()
 	c := env.Client
 	pki := testutil.NewPKI(t, t.TempDir(), "actgate-webhook-service.actgate-system.svc", "actgate-authority.actgate-system.svc")
@@ -94,36 +95,6 @@ func TestEndToEnd(t *testing.T) {
 
 	// ---- 1. The chart, the manager and the authority service ----------------------------------
 	t.Log("step 1: helm install, manager and authority service as local processes")
-	// The harness installed config/crd/bases; remove them so the chart's crds/ are what is
-	// installed.
-	var installed apiextensionsv1.CustomResourceDefinitionList
-	if err := c.List(ctx, &installed); err != nil {
-		t.Fatal(err)
-	}
-	for i := range installed.Items {
-		if err := c.Delete(ctx, &installed.Items[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Deleting a CRD waits for the API server's CRD finalizer. It takes about 0.5 s on a quiet
-	// machine and can take more than 30 s on a busy one, for reasons not known. The wait says
-	// which CRDs are left and why.
-	crdsGone := time.Now()
-	testutil.Eventually(t, 2*time.Minute, "the harness's CRDs to be gone", func() error {
-		var l apiextensionsv1.CustomResourceDefinitionList
-		if err := c.List(ctx, &l); err != nil {
-			return err
-		}
-		var left []string
-		for _, crd := range l.Items {
-			left = append(left, fmt.Sprintf("%s (deleting since %v, finalizers %v)", crd.Name, crd.DeletionTimestamp, crd.Finalizers))
-		}
-		if len(l.Items) > 0 {
-			return errors.New(strings.Join(left, "; "))
-		}
-		return nil
-	})
-	t.Logf("the harness's CRDs were gone after %s", time.Since(crdsGone).Round(time.Millisecond))
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
 		t.Fatal(err)
 	}

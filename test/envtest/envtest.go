@@ -66,6 +66,7 @@ type Env struct {
 type Option func(*options)
 
 type options struct {
+	noCRDs      bool
 	crdDirs     []string
 	addToScheme []func(*runtime.Scheme) error
 	configure   []func(*crenvtest.Environment)
@@ -76,6 +77,13 @@ type options struct {
 // in addition to config/crd/bases.
 func WithCRDDirs(dirs ...string) Option {
 	return func(o *options) { o.crdDirs = append(o.crdDirs, dirs...) }
+}
+
+// WithoutCRDs starts the control plane with no CRDs installed, for a test that installs them
+// itself (helm installs the chart's crds/). Deleting an installed CRD instead waits on the API
+// server's CRD cleanup finalizer, which has no bound on a busy machine.
+func WithoutCRDs() Option {
+	return func(o *options) { o.noCRDs = true }
 }
 
 // WithScheme registers more types with Env.Scheme (and so with Env.Client).
@@ -147,7 +155,10 @@ func New(ctx context.Context, opts ...Option) (*Env, error) {
 		}
 	}
 
-	crdDirs := []string{filepath.Join(root, CRDDir)}
+	var crdDirs []string
+	if !o.noCRDs {
+		crdDirs = append(crdDirs, filepath.Join(root, CRDDir))
+	}
 	for _, d := range o.crdDirs {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(root, d)
