@@ -34,6 +34,12 @@ var callSeq atomic.Uint64
 // errNoAnswer: the upstream's answer ended without a response to the call.
 var errNoAnswer = errors.New("mcpproxy: the upstream's answer ended without a response to the call")
 
+// errUndecodable: the upstream's answer holds bytes that are not a JSON-RPC message. The
+// decoder's own error (a JSON-RPC error value such as -32600) is kept out of the chain, so the
+// outcome is not mistaken for the upstream refusing the call with that code: the call was sent
+// and its outcome is unknown.
+var errUndecodable = errors.New("mcpproxy: the upstream's answer is not a JSON-RPC message")
+
 // codeUnsupportedMethod is the SDK client's answer to a request it has no handler for
 // (sampling without a sampling handler).
 const codeUnsupportedMethod = -31001
@@ -218,7 +224,7 @@ func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id {
 		return r, nil
@@ -403,7 +409,7 @@ func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response
 		if hasData && len(data) > 0 && (name == "" || name == "message") {
 			msg, err := jsonrpc.DecodeMessage(data)
 			if err != nil {
-				return nil, fmt.Errorf("mcpproxy: upstream event: %w", err)
+				return nil, fmt.Errorf("%w: upstream event: %v", errUndecodable, err)
 			}
 			switch m := msg.(type) {
 			case *jsonrpc.Response:
