@@ -195,6 +195,9 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 			ctx = tracing.Extract(ctx, r.Header)
 		}
 		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
+		if task := taskParam(req.Params); task != nil {
+			ctx = withTask(ctx, task) // a task-augmented call (tasks.go)
+		}
 		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
 	}()
 	var result json.RawMessage
