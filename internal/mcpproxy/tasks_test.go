@@ -5,190 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
-// taskUpstream is a real MCP streamable-HTTP server, written against the wire of MCP 2025-11-25
-// tasks (basic/utilities/tasks), that the Go SDK's server does not speak: tools/call with
-// params.task creates a task and answers its CreateTaskResult; tasks/get, tasks/result (which
-// waits for a terminal status), tasks/cancel and tasks/list follow it. Every answer is JSON.
-type taskUpstream struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	calls    map[string]int               // tools/call requests per tool
-	params   map[string][]json.RawMessage // their params, as received
-	tasks    map[string]*upTask
-	next     int
-	results  int // tasks/result requests
-	changed  chan struct{}
-	sessions int
-}
-
-type upTask struct {
-	status string
-	result json.RawMessage
-}
-
-// upCaps is the upstream's capabilities as it writes them.
-const upCaps = `{"tools":{"listChanged":true},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`
-
-func newTaskUpstream(t *testing.T) *taskUpstream {
-	u := &taskUpstream{calls: map[string]int{}, params: map[string][]json.RawMessage{}, tasks: map[string]*upTask{}, changed: make(chan struct{})}
-	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
-	t.Cleanup(u.srv.Close)
-	return u
-}
-
-func (u *taskUpstream) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		http.Error(w, "no GET stream", http.StatusMethodNotAllowed)
-		return
-	case http.MethodDelete:
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	if json.Unmarshal(body, &m) != nil {
-		http.Error(w, "bad JSON", http.StatusBadRequest)
-		return
-	}
-	if len(m.ID) == 0 || m.Method == "" { // a notification or a response
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	result, rpcErr := u.handle(r.Context(), m.Method, m.Params)
-	if m.Method == "initialize" {
-		u.mu.Lock()
-		u.sessions++
-		w.Header().Set("Mcp-Session-Id", fmt.Sprintf("task-up-%d", u.sessions))
-		u.mu.Unlock()
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if rpcErr != "" {
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, m.ID, rpcErr)
-		return
-	}
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
-}
-
-func (u *taskUpstream) handle(ctx context.Context, method string, params json.RawMessage) (string, string) {
-	var p struct {
-		ProtocolVersion string          `json:"protocolVersion"`
-		Name            string          `json:"name"`
-		Task            json.RawMessage `json:"task"`
-		TaskID          string          `json:"taskId"`
-	}
-	_ = json.Unmarshal(params, &p)
-	notFound := `{"code":-32602,"message":"Task not found"}`
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	switch method {
-	case "initialize":
-		return fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s,"serverInfo":{"name":"task-upstream","version":"1"}}`, p.ProtocolVersion, upCaps), ""
-	case "tools/list":
-		return `{"tools":[{"name":"ticket_task","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},` +
-			`{"name":"send_payment","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`, ""
-	case "tools/call":
-		u.calls[p.Name]++
-		u.params[p.Name] = append(u.params[p.Name], params)
-		if len(p.Task) == 0 {
-			return `{"content":[{"type":"text","text":"ran as a plain call"}]}`, ""
-		}
-		u.next++
-		id := fmt.Sprintf("task-%d", u.next)
-		u.tasks[id] = &upTask{status: "working"}
-		return fmt.Sprintf(`{"task":{"taskId":%q,"status":"working","createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:00Z","ttl":60000,"pollInterval":50}}`, id), ""
-	case "tasks/get", "tasks/cancel":
-		tk := u.tasks[p.TaskID]
-		if tk == nil {
-			return "", notFound
-		}
-		if method == "tasks/cancel" {
-			tk.status = "cancelled"
-			u.signal()
-		}
-		return fmt.Sprintf(`{"taskId":%q,"status":%q,"createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:01Z","ttl":60000}`, p.TaskID, tk.status), ""
-	case "tasks/list":
-		var b strings.Builder
-		for id, tk := range u.tasks {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"taskId":%q,"status":%q,"createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:01Z","ttl":60000}`, id, tk.status)
-		}
-		return `{"tasks":[` + b.String() + `]}`, ""
-	case "tasks/result":
-		u.results++
-		for {
-			tk := u.tasks[p.TaskID]
-			if tk == nil {
-				return "", notFound
-			}
-			if tk.status != "working" {
-				if tk.result == nil {
-					return "", `{"code":-32603,"message":"the task has no result"}`
-				}
-				var m map[string]json.RawMessage
-				_ = json.Unmarshal(tk.result, &m)
-				m["_meta"] = json.RawMessage(fmt.Sprintf(`{"io.modelcontextprotocol/related-task":{"taskId":%q}}`, p.TaskID))
-				out, _ := json.Marshal(m)
-				return string(out), ""
-			}
-			ch := u.changed
-			u.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-			}
-			u.mu.Lock()
-			if ctx.Err() != nil {
-				return "", `{"code":-32603,"message":"gone"}`
-			}
-		}
-	}
-	return "", `{"code":-32601,"message":"Method not found"}`
-}
-
-// signal wakes the waiting tasks/result requests; u.mu is held.
-func (u *taskUpstream) signal() {
-	close(u.changed)
-	u.changed = make(chan struct{})
-}
-
-// finish ends a task with a result.
-func (u *taskUpstream) finish(id, status, result string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.tasks[id].status, u.tasks[id].result = status, json.RawMessage(result)
-	u.signal()
-}
-
-func (u *taskUpstream) counts(tool string) (calls, results int) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.calls[tool], u.results
-}
-
-// taskFixture is a real gate behind a real proxy in front of taskUpstream.
+// taskFixture is a real gate behind a real proxy in front of a real upstream that speaks the
+// task wire (mcptest.TaskServer).
 type taskFixture struct {
 	t     *testing.T
-	up    *taskUpstream
+	up    *mcptest.TaskServer
 	store *boltstore.Store
 	proxy *Proxy
 	url   string
@@ -196,10 +27,15 @@ type taskFixture struct {
 
 func newTaskFixture(t *testing.T) *taskFixture {
 	t.Helper()
-	f := &taskFixture{t: t, up: newTaskUpstream(t)}
+	up, err := mcptest.StartTasks("ticket_task", "send_payment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	f := &taskFixture{t: t, up: up}
 	var gate Gate
-	f.store, gate = newGateOf(t, f.up.srv.URL)
-	p, err := New(Config{Server: "bank", URL: f.up.srv.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
+	f.store, gate = newGateOf(t, up.URL)
+	p, err := New(Config{Server: "bank", URL: up.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +140,7 @@ func TestTaskCallDispatchedOnceAndSettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(upCaps), &want)
+	_ = json.Unmarshal([]byte(mcptest.TaskCapabilities), &want)
 	if got, w := string(caps.Result.Capabilities["tasks"]), string(want["tasks"]); got != w {
 		t.Fatalf("initialize: capabilities.tasks %s, want the upstream's %s\n%s", got, w, init)
 	}
@@ -317,12 +153,10 @@ func TestTaskCallDispatchedOnceAndSettled(t *testing.T) {
 	if id == "" {
 		t.Fatalf("tools/call: not the upstream's CreateTaskResult: %s", created)
 	}
-	if calls, _ := f.up.counts("ticket_task"); calls != 1 {
+	if calls, _ := f.up.Calls("ticket_task"); calls != 1 {
 		t.Fatalf("upstream tools/call count %d, want 1", calls)
 	}
-	f.up.mu.Lock()
-	sent := f.up.params["ticket_task"][0]
-	f.up.mu.Unlock()
+	sent := f.up.Params("ticket_task")[0]
 	var fwd struct {
 		Task json.RawMessage            `json:"task"`
 		Meta map[string]json.RawMessage `json:"_meta"`
@@ -340,7 +174,7 @@ func TestTaskCallDispatchedOnceAndSettled(t *testing.T) {
 	if got := taskIDOf(t, again); got != id {
 		t.Fatalf("retry: task %q, want %q: %s", got, id, again)
 	}
-	if calls, _ := f.up.counts("ticket_task"); calls != 1 {
+	if calls, _ := f.up.Calls("ticket_task"); calls != 1 {
 		t.Fatalf("retry reached the upstream: %d calls", calls)
 	}
 
@@ -349,7 +183,7 @@ func TestTaskCallDispatchedOnceAndSettled(t *testing.T) {
 	}
 	f.waitState(journal.StateInvoked, 1)
 
-	f.up.finish(id, "completed", `{"content":[{"type":"text","text":"ticket 7 opened"}]}`)
+	f.up.Finish(id, "completed", `{"content":[{"type":"text","text":"ticket 7 opened"}]}`)
 	res := s.request("5", "tasks/result", fmt.Sprintf(`{"taskId":%q}`, id))
 	if !bytes.Contains(res, []byte("ticket 7 opened")) || !bytes.Contains(res, []byte("related-task")) {
 		t.Fatalf("tasks/result not relayed as written: %s", res)
@@ -364,7 +198,7 @@ func TestTaskCallDispatchedOnceAndSettled(t *testing.T) {
 	if got := taskIDOf(t, s.request("6", "tools/call", taskCall)); got != id {
 		t.Fatalf("retry after the outcome: task %q, want %q", got, id)
 	}
-	if calls, _ := f.up.counts("ticket_task"); calls != 1 {
+	if calls, _ := f.up.Calls("ticket_task"); calls != 1 {
 		t.Fatalf("upstream tools/call count %d, want 1", calls)
 	}
 }
@@ -376,14 +210,14 @@ func TestTaskFailedStatusIsFetched(t *testing.T) {
 	f := newTaskFixture(t)
 	s, _ := f.session()
 	id := taskIDOf(t, s.request("1", "tools/call", taskCall))
-	f.up.finish(id, "failed", `{"content":[{"type":"text","text":"no such queue"}],"isError":true}`)
-	_, before := f.up.counts("ticket_task")
+	f.up.Finish(id, "failed", `{"content":[{"type":"text","text":"no such queue"}],"isError":true}`)
+	_, before := f.up.Calls("ticket_task")
 	s.request("2", "tasks/get", fmt.Sprintf(`{"taskId":%q}`, id))
 	rec := f.waitState(journal.StateFailed, 1)
 	if !bytes.Contains(rec[0].Result, []byte("no such queue")) {
 		t.Fatalf("FAILED record: %+v", rec[0])
 	}
-	if _, after := f.up.counts("ticket_task"); after != before+1 {
+	if _, after := f.up.Calls("ticket_task"); after != before+1 {
 		t.Fatalf("the gate asked tasks/result %d times, want once", after-before)
 	}
 	f.waitState(journal.StateInvoked, 0)
@@ -423,7 +257,7 @@ func TestTaskCancelledOrAbandonedIsIndeterminate(t *testing.T) {
 	if !bytes.Contains(refused, []byte(`"isError":true`)) || !bytes.Contains(refused, []byte("EF_INDETERMINATE")) || taskIDOf(t, refused) != "" {
 		t.Fatalf("retry of an INDETERMINATE task's action: %s", refused)
 	}
-	if calls, _ := f.up.counts("ticket_task"); calls != 2 {
+	if calls, _ := f.up.Calls("ticket_task"); calls != 2 {
 		t.Fatalf("upstream tools/call count %d, want 2", calls)
 	}
 }
@@ -440,7 +274,7 @@ func TestRefusedTaskCallNeverReachesUpstream(t *testing.T) {
 		if string(r["isError"]) != "true" || r["task"] != nil || !bytes.Contains(r["_meta"], []byte(code)) {
 			t.Fatalf("%s: not the gate's refusal as a tool result: %s", tool, resp)
 		}
-		if calls, _ := f.up.counts(tool); calls != 0 {
+		if calls, _ := f.up.Calls(tool); calls != 0 {
 			t.Fatalf("%s: a refused call reached the upstream", tool)
 		}
 	}
@@ -465,10 +299,10 @@ func TestTaskLimit(t *testing.T) {
 	if !bytes.Contains(over, []byte("EF_TASK_LIMIT")) || taskIDOf(t, over) != "" {
 		t.Fatalf("call beyond the limit: %s", over)
 	}
-	if calls, _ := f.up.counts("ticket_task"); calls != 2 {
+	if calls, _ := f.up.Calls("ticket_task"); calls != 2 {
 		t.Fatalf("upstream tools/call count %d, want 2", calls)
 	}
-	f.up.finish(ids[0], "completed", `{"content":[{"type":"text","text":"done"}]}`)
+	f.up.Finish(ids[0], "completed", `{"content":[{"type":"text","text":"done"}]}`)
 	s.request("3", "tasks/result", fmt.Sprintf(`{"taskId":%q}`, ids[0]))
 	f.waitState(journal.StateExecuted, 1)
 	if taskIDOf(t, s.request("4", "tools/call", `{"name":"ticket_task","arguments":{"n":2},"task":{}}`)) == "" {
