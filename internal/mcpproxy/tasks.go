@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/sink"
@@ -186,6 +187,25 @@ func (b *bridge) unreserveTask() {
 	t.mu.Lock()
 	t.reserved--
 	t.mu.Unlock()
+}
+
+// taskLimited is the refusal of a task-augmented call beyond maxTasks: nothing was decided or
+// sent.
+func (b *bridge) taskLimited(tool string) (mcp.Result, error) {
+	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", maxTasks)
+	return b.render(refusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
+}
+
+// taskAnswer is what the gate's answer to a task-augmented call (task not nil) holds: when the
+// upstream runs the call as a task, its CreateTaskResult (the same one to a retry), and the
+// session follows the task to its outcome. A plain call's answer is res as it is.
+func (b *bridge) taskAnswer(task json.RawMessage, res sink.Result, upstreamSession string) sink.Result {
+	if task == nil || !res.Allowed || len(res.Accepted) == 0 {
+		return res
+	}
+	b.followTask(res, upstreamSession)
+	res.Upstream = res.Accepted
+	return res
 }
 
 // followTask starts following the task a journaled dispatch created (res: its acceptance).

@@ -65,25 +65,13 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if cerr == nil {
 		fwd = args
 	}
-	task := taskOf(ctx) // a task-augmented call (tasks.go)
-	if task != nil {
-		if !b.reserveTask() {
-			b.p.log.Info("Task-augmented call refused", "session", call.Session, "code", ef.EFTaskLimit, "limit", maxTasks)
-			return b.render(refusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(params.Name)))
-		}
-		defer b.unreserveTask()
-	}
+	task := taskOf(ctx) // a task-augmented call (tasks.go; its place is reserved by serveToolsCall)
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	var refused upstreamRefusal
 	var upstreamSession string
 	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession))
-	if task != nil && res.Allowed && len(res.Accepted) > 0 {
-		// The upstream runs the call as a task: the agent's answer is its CreateTaskResult, the
-		// same one to a retry; the session follows the task to its outcome.
-		b.followTask(res, upstreamSession)
-		res.Upstream = res.Accepted
-	}
+	res = b.taskAnswer(task, res, upstreamSession)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
 			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))

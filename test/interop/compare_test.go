@@ -24,7 +24,6 @@ var knownDifferences = map[string]string{
 	// server-everything sends messages the TS client rejects (direct only); the gate reads
 	// the upstream's events and passes on JSON-RPC messages only.
 	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
-
 }
 
 // row is one line of a comparison table.

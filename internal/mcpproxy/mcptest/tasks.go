@@ -166,7 +166,8 @@ func (s *TaskServer) handle(ctx context.Context, method string, params json.RawM
 		s.next++
 		id := fmt.Sprintf("task-%d", s.next)
 		s.tasks[id] = &serverTask{status: "working"}
-		return fmt.Sprintf(`{"task":{"taskId":%q,"status":"working","createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:00Z","ttl":60000,"pollInterval":50}}`, id), ""
+		return fmt.Sprintf(`{"task":{"taskId":%q,"status":"working","createdAt":"2026-12-01T16:00:00Z",`+
+			`"lastUpdatedAt":"2026-12-01T16:00:00Z","ttl":60000,"pollInterval":50}}`, id), ""
 	case "tasks/get", "tasks/cancel":
 		t := s.tasks[p.TaskID]
 		if t == nil {
