@@ -24,13 +24,6 @@ var knownDifferences = map[string]string{
 	// server-everything sends messages the TS client rejects (direct only); the gate reads
 	// the upstream's events and passes on JSON-RPC messages only.
 	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
-
-	// Tasks: the agent session is the gate's own SDK server session; its initialize
-	// result is built from the SDK's types, which have no capabilities.tasks.
-	"walk/initialize":              "[tasks] capabilities.tasks of the upstream is dropped from initialize",
-	"walk/tasks":                   "[tasks] params.task is not carried: the call runs as a plain one (server-everything does not enforce taskSupport required), no task is created",
-	"walk/http: POST tasks/get":    "[tasks] no task was created, so none is polled",
-	"walk/http: POST tasks/result": "[tasks] no task was created, so none is fetched",
 }
 
 // row is one line of a comparison table.
