@@ -148,6 +148,18 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			return rep, err
 		}
 	}
+	// Every target is up before the first run, and the runs interleave by concurrency
+	// (standalone 1, sidecar 1, standalone 16, …): both targets' runs at one concurrency see
+	// the machine at nearly the same load, and the comparison (Report.Compare) is of those.
+	var targets []target
+	defer func() {
+		for _, t := range targets {
+			if cerr := t.close(); cerr != nil {
+				rep.Pass = false
+				fmt.Fprintf(o.log, "stopping %s: %v\n", t.name(), cerr)
+			}
+		}
+	}()
 	for _, name := range o.targets {
 		fmt.Fprintf(o.log, "%s starting target %s …\n", since(t0), name)
 		t, err := newTarget(ctx, name, o, bin, filepath.Join(work, name))
@@ -156,11 +168,14 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			rep.Runs = append(rep.Runs, RunReport{Target: name, Error: err.Error()})
 			continue
 		}
-		for i, n := range o.concurrency {
+		targets = append(targets, t)
+	}
+	for i, n := range o.concurrency {
+		for _, t := range targets {
 			if ctx.Err() != nil {
 				break
 			}
-			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), name, n, o.duration, o.directDuration)
+			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), t.name(), n, o.duration, o.directDuration)
 			rc := runConfig{concurrency: n, duration: o.duration, directDuration: o.directDuration, mix: o.mix, host: o.listen, seed: o.seed + uint64(i)*1000}
 			run, err := runOnce(ctx, t, rc, fmt.Sprintf("run-%d", i))
 			if err != nil {
@@ -170,11 +185,8 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			rep.Pass = rep.Pass && run.Pass
 			rep.Runs = append(rep.Runs, run)
 		}
-		if err := t.close(); err != nil {
-			rep.Pass = false
-			fmt.Fprintf(o.log, "stopping %s: %v\n", name, err)
-		}
 	}
+	rep.Compare = compare(rep.Runs)
 	fmt.Fprintf(o.log, "%s done\n", since(t0))
 	if ctx.Err() != nil {
 		rep.Pass = false

@@ -256,6 +256,7 @@ func (s *sidecarTarget) startRun(ctx context.Context, runID, upstreamURL string)
 }
 
 func (r *sidecarRun) endpoint() string     { return "http://" + r.addr + mcpproxy.Path(serverName) }
+func (r *sidecarRun) pid() int             { return r.p.cmd.Process.Pid }
 func (r *sidecarRun) principal() principal { return r.alice }
 
 // finish stops the sidecar and reads its journal and the namespace's authority Leases.
