@@ -220,4 +220,3 @@ func invokeOn(t *testing.T, up *mcptest.Server, tool, args string) sink.Invoker 
 		return sink.InvokeResult{Result: b, Outcome: sink.OutcomeExecuted}, nil
 	}
 }
-
