@@ -84,24 +84,39 @@ type Comparison struct {
 	HotOverheadSC *float64 `json:"hot_overhead_p50_ms_sidecar,omitempty"`
 }
 
-// compare pairs the standalone and sidecar runs of each concurrency that both completed.
+// compare pairs the runs of the two targets in the order they were made: the k-th standalone
+// run of a concurrency with the k-th sidecar run of it (a concurrency listed twice is two
+// pairs), where both completed.
 func compare(runs []RunReport) []Comparison {
-	var out []Comparison
-	for _, sa := range runs {
-		if sa.Target != "standalone" || sa.Error != "" || sa.Throughput <= 0 {
+	type key struct {
+		concurrency, k int
+	}
+	seen := map[string]map[int]int{"standalone": {}, "sidecar": {}}
+	byKey := map[string]map[key]RunReport{"standalone": {}, "sidecar": {}}
+	var order []key
+	for _, r := range runs {
+		if seen[r.Target] == nil {
 			continue
 		}
-		for _, sc := range runs {
-			if sc.Target != "sidecar" || sc.Concurrency != sa.Concurrency || sc.Error != "" {
-				continue
-			}
-			c := Comparison{Concurrency: sa.Concurrency, Throughput: sc.Throughput / sa.Throughput}
-			if sa.SinkCPU > 0 && sc.SinkCPU > 0 {
-				c.CPUPerCall = sc.SinkCPU / sa.SinkCPU
-			}
-			c.HotOverheadSA, c.HotOverheadSC = hotOverhead(sa), hotOverhead(sc)
-			out = append(out, c)
+		k := key{r.Concurrency, seen[r.Target][r.Concurrency]}
+		seen[r.Target][r.Concurrency]++
+		byKey[r.Target][k] = r
+		if r.Target == "standalone" {
+			order = append(order, k)
 		}
+	}
+	var out []Comparison
+	for _, k := range order {
+		sa, sc, ok := byKey["standalone"][k], RunReport{}, false
+		if sc, ok = byKey["sidecar"][k]; !ok || sa.Error != "" || sc.Error != "" || sa.Throughput <= 0 {
+			continue
+		}
+		c := Comparison{Concurrency: k.concurrency, Throughput: sc.Throughput / sa.Throughput}
+		if sa.SinkCPU > 0 && sc.SinkCPU > 0 {
+			c.CPUPerCall = sc.SinkCPU / sa.SinkCPU
+		}
+		c.HotOverheadSA, c.HotOverheadSC = hotOverhead(sa), hotOverhead(sc)
+		out = append(out, c)
 	}
 	return out
 }

@@ -64,3 +64,18 @@ func TestWriteTextGolden(t *testing.T) {
 		t.Fatalf("report differs from %s (-update rewrites it):\n%s", golden, b)
 	}
 }
+
+// TestCompare: runs pair in the order they were made, per concurrency (a concurrency listed
+// twice is two pairs); a failed run pairs with nothing.
+func TestCompare(t *testing.T) {
+	run := func(target string, n int, tput, cpu float64) RunReport {
+		return RunReport{Target: target, Concurrency: n, Throughput: tput, SinkCPU: cpu}
+	}
+	failed := run("sidecar", 16, 0, 0)
+	failed.Error = "exited"
+	got := compare([]RunReport{run("standalone", 1, 100, 200), run("sidecar", 1, 80, 300), run("standalone", 1, 200, 100),
+		run("sidecar", 1, 100, 100), run("standalone", 16, 500, 100), failed})
+	if len(got) != 2 || got[0].Throughput != 0.8 || got[0].CPUPerCall != 1.5 || got[1].Throughput != 0.5 || got[1].CPUPerCall != 1 {
+		t.Fatalf("compare: %+v", got)
+	}
+}
