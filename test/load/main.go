@@ -59,8 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{duration: *duration, out: *out, listen: *listen, actgate: *bin, seed: *seed}
 	switch *target {
 	case "both":
-		o.targets = []string{"standalone", "sidecar"}
-	case "standalone", "sidecar":
+		o.targets = []string{targetStandalone, targetSidecar}
+	case targetStandalone, targetSidecar:
 		o.targets = []string{*target}
 	default:
 		return o, fmt.Errorf("-target %q: want standalone, sidecar or both", *target)
@@ -200,14 +200,20 @@ func since(t0 time.Time) string {
 	return "[" + time.Since(t0).Round(100*time.Millisecond).String() + "]"
 }
 
+// The targets' names (-target, RunReport.Target).
+const (
+	targetStandalone = "standalone"
+	targetSidecar    = "sidecar"
+)
+
 func newTarget(ctx context.Context, name string, o options, bin, dir string) (target, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	switch name {
-	case "standalone":
+	case targetStandalone:
 		return &standalone{bin: bin, host: o.listen, dir: dir}, nil
-	case "sidecar":
+	case targetSidecar:
 		return startSidecarTarget(ctx, bin, o.listen, dir, o.log)
 	}
 	return nil, fmt.Errorf("unknown target %q", name)

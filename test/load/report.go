@@ -88,27 +88,28 @@ type Comparison struct {
 // run of a concurrency with the k-th sidecar run of it (a concurrency listed twice is two
 // pairs), where both completed.
 func compare(runs []RunReport) []Comparison {
-	type key struct {
-		concurrency, k int
-	}
-	seen := map[string]map[int]int{"standalone": {}, "sidecar": {}}
-	byKey := map[string]map[key]RunReport{"standalone": {}, "sidecar": {}}
+	type key struct{ concurrency, k int }
 	var order []key
+	standalones, sidecars := map[key]RunReport{}, map[key]RunReport{}
+	nsa, nsc := map[int]int{}, map[int]int{}
 	for _, r := range runs {
-		if seen[r.Target] == nil {
-			continue
-		}
-		k := key{r.Concurrency, seen[r.Target][r.Concurrency]}
-		seen[r.Target][r.Concurrency]++
-		byKey[r.Target][k] = r
-		if r.Target == "standalone" {
+		switch r.Target {
+		case targetStandalone:
+			k := key{r.Concurrency, nsa[r.Concurrency]}
+			nsa[r.Concurrency]++
+			standalones[k] = r
 			order = append(order, k)
+		case targetSidecar:
+			k := key{r.Concurrency, nsc[r.Concurrency]}
+			nsc[r.Concurrency]++
+			sidecars[k] = r
 		}
 	}
 	var out []Comparison
 	for _, k := range order {
-		sa, sc, ok := byKey["standalone"][k], RunReport{}, false
-		if sc, ok = byKey["sidecar"][k]; !ok || sa.Error != "" || sc.Error != "" || sa.Throughput <= 0 {
+		sa := standalones[k]
+		sc, ok := sidecars[k]
+		if !ok || sa.Error != "" || sc.Error != "" || sa.Throughput <= 0 {
 			continue
 		}
 		c := Comparison{Concurrency: k.concurrency, Throughput: sc.Throughput / sa.Throughput}

@@ -68,7 +68,7 @@ type sidecarTarget struct {
 	log            io.Writer
 }
 
-func (s *sidecarTarget) name() string { return "sidecar" }
+func (s *sidecarTarget) name() string { return targetSidecar }
 
 func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Writer) (_ target, err error) {
 	s := &sidecarTarget{bin: bin, host: host, dir: dir, log: log}

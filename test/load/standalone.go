@@ -82,7 +82,7 @@ type standalone struct {
 	dir  string
 }
 
-func (s *standalone) name() string { return "standalone" }
+func (s *standalone) name() string { return targetStandalone }
 
 func (s *standalone) close() error { return nil }
 
