@@ -24,6 +24,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/standalone"
+	"github.com/actgate/actgate/test/testutil"
 )
 
 // BenchmarkSidecarHotPath and BenchmarkServeHotPath are the hot path (get_balance, evidence
@@ -216,10 +217,7 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func BenchmarkHotPathProcesses(b *testing.B) {
 	bin := os.Getenv("ACTGATE_BENCH_BINARY")
 	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "actgate")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/actgate/actgate/cmd/actgate").CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin = testutil.BuildActgate(b, "")
 	}
 	up := benchUpstream(b)
 	sideURL, sidePID := sidecarProcess(b, bin, up.URL)
