@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,8 +68,8 @@ type Upstream struct {
 	// every authority is bound to.
 	URL string
 	// CredentialFile holds the bearer token presented upstream (the Secret the webhook moved
-	// into the sidecar). Read on every request, so a rotated Secret applies without a restart.
-	// Empty: no credential.
+	// into the sidecar). Read again at most CredentialTTL after the last read, so a rotated
+	// Secret applies without a restart. Empty: no credential.
 	CredentialFile string
 }
 
@@ -201,7 +202,7 @@ func New(cfg Config) (*Sidecar, error) {
 		if u.CredentialFile == "" {
 			continue
 		}
-		read := credentialFile(u.CredentialFile)
+		read := credentialFile(u.CredentialFile, CredentialTTL)
 		if _, err := read(context.Background()); err != nil {
 			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
 		}
@@ -373,9 +374,32 @@ func upstreamTransport(caFile string) (http.RoundTripper, error) {
 	return tr, nil
 }
 
-// credentialFile reads a bearer token from path on every call.
-func credentialFile(path string) func(context.Context) (string, error) {
-	return func(context.Context) (string, error) { return fileutil.ReadToken(path) }
+// CredentialTTL is how long the sidecar presents an upstream credential it read before it reads
+// the file again: a rotated Secret (the kubelet swaps the mounted file) applies within it, and a
+// hot-path call does not open and read the file (four system calls) every time.
+const CredentialTTL = time.Second
+
+// credentialFile is the bearer token in path, read again once ttl has passed since the last
+// read (on the monotonic clock). A failed read is returned and not kept: the next call reads the
+// file again.
+func credentialFile(path string, ttl time.Duration) func(context.Context) (string, error) {
+	var mu sync.Mutex
+	var token string
+	var read time.Time
+	return func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if token != "" && time.Since(read) < ttl {
+			return token, nil
+		}
+		t, err := fileutil.ReadToken(path)
+		if err != nil {
+			token = ""
+			return "", err
+		}
+		token, read = t, time.Now()
+		return t, nil
+	}
 }
 
 // Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,
