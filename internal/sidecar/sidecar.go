@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +67,7 @@ type Upstream struct {
 	// every authority is bound to.
 	URL string
 	// CredentialFile holds the bearer token presented upstream (the Secret the webhook moved
-	// into the sidecar). Read again at most CredentialTTL after the last read, so a rotated
+	// into the sidecar). Read again at most fileutil.CredentialTTL after the last read, so a rotated
 	// Secret applies without a restart. Empty: no credential.
 	CredentialFile string
 }
@@ -202,7 +201,7 @@ func New(cfg Config) (*Sidecar, error) {
 		if u.CredentialFile == "" {
 			continue
 		}
-		read := credentialFile(u.CredentialFile, CredentialTTL)
+		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
 		if _, err := read(context.Background()); err != nil {
 			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
 		}
@@ -372,34 +371,6 @@ func upstreamTransport(caFile string) (http.RoundTripper, error) {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
 	return tr, nil
-}
-
-// CredentialTTL is how long the sidecar presents an upstream credential it read before it reads
-// the file again: a rotated Secret (the kubelet swaps the mounted file) applies within it, and a
-// hot-path call does not open and read the file (four system calls) every time.
-const CredentialTTL = time.Second
-
-// credentialFile is the bearer token in path, read again once ttl has passed since the last
-// read (on the monotonic clock). A failed read is returned and not kept: the next call reads the
-// file again.
-func credentialFile(path string, ttl time.Duration) func(context.Context) (string, error) {
-	var mu sync.Mutex
-	var token string
-	var read time.Time
-	return func(context.Context) (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if token != "" && time.Since(read) < ttl {
-			return token, nil
-		}
-		t, err := fileutil.ReadToken(path)
-		if err != nil {
-			token = ""
-			return "", err
-		}
-		token, read = t, time.Now()
-		return t, nil
-	}
 }
 
 // Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,
