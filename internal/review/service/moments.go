@@ -101,9 +101,7 @@ func (g *group) expired(now time.Time, rs []resolved) bool {
 // envelope, newest first. The pod is part of the agent: another pod presenting the same
 // session id shares nothing.
 func (s *Service) momentGroups(ctx context.Context, x *call) ([]*group, *outcome) {
-	return s.listGroups(ctx, x, client.MatchingLabels{
-		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelSession: sessionLabel(x.session),
-	}, func(ann map[string]string) bool {
+	return s.listGroups(ctx, x, LabelSession, sessionLabel(x.session), func(ann map[string]string) bool {
 		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
 			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination
 	})
@@ -117,27 +115,43 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 	if key == "" {
 		return nil, nil
 	}
-	return s.listGroups(ctx, x, client.MatchingLabels{
-		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelEscalation: key,
-	}, func(ann map[string]string) bool {
+	return s.listGroups(ctx, x, LabelEscalation, key, func(ann map[string]string) bool {
 		return ann[AnnotationSessionID] != x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
 			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination &&
 			ann[AnnotationActionDigest] == x.actionDigest()
 	})
 }
 
-// listGroups lists the binding moments matching sel whose annotations keep accepts and whose
-// envelope offers the call's action, grouped by envelope, newest first.
-func (s *Service) listGroups(ctx context.Context, x *call, sel client.MatchingLabels, keep func(map[string]string) bool) ([]*group, *outcome) {
-	var list v1alpha1.BindingMomentList
-	if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), sel, fromWatchCache()); err != nil {
-		o := apiFailure(ctx, "read the binding moments", err)
-		return nil, &o
+// listGroups lists the binding moments the service made (LabelManagedBy) whose label key has
+// value, whose annotations keep accepts and whose envelope offers the call's action, grouped
+// by envelope, newest first.
+//
+// They are read from the namespace's moment informer (Cache), else from the API server's watch
+// cache: either lags etcd by the time a watch event takes to arrive, and the service waits for
+// its own informer to hold every moment it creates before it answers (awaitMoments), so the
+// next review on this replica sees them. A review that misses a moment another replica created
+// within that lag escalates anew (more moments for the principals, never an allow), and one
+// that misses a resolution recorded within it is decided as it would have been an instant
+// earlier. What a grant rests on is read by quorum (grantMoment).
+func (s *Service) listGroups(ctx context.Context, x *call, key, value string, keep func(map[string]string) bool) ([]*group, *outcome) {
+	var items []v1alpha1.BindingMoment
+	cached := false
+	if s.cache != nil {
+		items, cached = s.cache.moments(ctx, x.c.namespace, key, value)
+	}
+	if !cached {
+		var list v1alpha1.BindingMomentList
+		if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace),
+			client.MatchingLabels{leasestore.LabelManagedBy: leasestore.ManagedBy, key: value}, fromWatchCache()); err != nil {
+			o := apiFailure(ctx, "read the binding moments", err)
+			return nil, &o
+		}
+		items = list.Items
 	}
 	byDigest := map[string]*group{}
-	for i := range list.Items {
-		m := &list.Items[i]
-		if !keep(m.Annotations) {
+	for i := range items {
+		m := &items[i]
+		if m.Labels[leasestore.LabelManagedBy] != leasestore.ManagedBy || m.Labels[key] != value || !keep(m.Annotations) {
 			continue
 		}
 		env, err := envelope.Parse([]byte(m.Spec.Envelope))
@@ -426,6 +440,29 @@ func (s *Service) deliverOnce(ctx context.Context, x *call, g *group, state revi
 	return s.refuse(ctx, x, o), true
 }
 
+// momentsSeenTimeout bounds how long awaitMoments waits for the informer.
+const momentsSeenTimeout = 2 * time.Second
+
+// awaitMoments waits, at most momentsSeenTimeout, until the namespace's moment informer holds
+// the moments just created (at their resourceVersion or later), so that the next review this
+// replica answers finds them and joins them rather than escalating anew. Past the bound it
+// returns anyway: a review that misses them escalates again, it never allows.
+func (s *Service) awaitMoments(ctx context.Context, ms []*v1alpha1.BindingMoment) {
+	if s.cache == nil || len(ms) == 0 {
+		return
+	}
+	deadline := time.Now().Add(momentsSeenTimeout)
+	for _, m := range ms {
+		for !s.cache.hasMoment(ctx, m.Namespace, m.Name, m.ResourceVersion) {
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				s.log.V(1).Info("binding moment not in the informer yet", "bindingMoment", m.Namespace+"/"+m.Name)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
 // momentName is the name of the BindingMoment of an act for a principal: deterministic, so a
 // retried review creates nothing new.
 func momentName(actID, principal string) string {
@@ -488,6 +525,7 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 		}
 		g.moments = append(g.moments, m)
 	}
+	s.awaitMoments(ctx, g.moments)
 	s.log.Info("escalated to binding moments", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
 		"envelope", env.Digest(), "bindingMoments", g.names(), "policy", x.d.Policy, "rule", x.d.Rule)
 	return s.pending(ctx, x, g)
