@@ -187,11 +187,11 @@ func (c *Cache) startPods(ns string) {
 		return
 	}
 	pc, err := crcache.New(c.cfg, crcache.Options{
-		Scheme:                      c.scheme,
-		Mapper:                      staticMapper(),
-		DefaultNamespaces:           map[string]crcache.Config{ns: {}},
+		Scheme:            c.scheme,
+		Mapper:            staticMapper(),
+		DefaultNamespaces: map[string]crcache.Config{ns: {}},
 		ByObject: map[client.Object]crcache.ByObject{
-			&corev1.Pod{}:            {Transform: stripPod},
+			&corev1.Pod{}:             {Transform: stripPod},
 			&v1alpha1.BindingMoment{}: {Transform: stripManagedFields},
 		},
 		ReaderFailOnMissingInformer: true,
