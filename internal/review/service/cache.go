@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -280,31 +279,6 @@ func (c *Cache) moments(ctx context.Context, ns, key, value string) ([]v1alpha1.
 		return nil, false
 	}
 	return list.Items, true
-}
-
-// hasMoment reports whether the namespace's moment informer holds ns/name at resourceVersion
-// rv or later (the API server's resourceVersions of one kind increase), or it cannot tell
-// (no informer).
-func (c *Cache) hasMoment(ctx context.Context, ns, name, rv string) bool {
-	c.mu.Lock()
-	pi := c.pods[ns]
-	c.mu.Unlock()
-	if pi == nil || !pi.momentsSynced() {
-		return true
-	}
-	var m v1alpha1.BindingMoment
-	if err := pi.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &m); err != nil {
-		return false
-	}
-	return !olderVersion(m.ResourceVersion, rv)
-}
-
-// olderVersion reports whether resourceVersion a is older than b; resourceVersions that are
-// not numbers compare as equal, so the caller does not wait on them.
-func olderVersion(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	return errA == nil && errB == nil && x < y
 }
 
 // labelIndex indexes objects by the value of label key (objects without it are not indexed).

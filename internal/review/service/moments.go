@@ -126,20 +126,22 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 // value, whose annotations keep accepts and whose envelope offers the call's action, grouped
 // by envelope, newest first.
 //
-// They are read from the namespace's moment informer (Cache), else from the API server's watch
-// cache: either lags etcd by the time a watch event takes to arrive, and the service waits for
-// its own informer to hold every moment it creates before it answers (awaitMoments), so the
-// next review on this replica sees them. A review that misses a moment another replica created
-// within that lag escalates anew (more moments for the principals, never an allow), and one
-// that misses a resolution recorded within it is decided as it would have been an instant
-// earlier. What a grant rests on is read by quorum (grantMoment).
+// They are read from the namespace's moment informer (Cache), else (no informer, not synced, or
+// x.momentsFromAPI) from the API server's watch cache. Either lags etcd by the time a watch
+// event takes to arrive. A Permit that misses a decline recorded within that lag is decided as
+// it would have been an instant earlier; an escalation whose informer view says "pending" or
+// "no moment" is decided again from the watch cache (confirmed); a review that misses a moment
+// another replica created within the watch cache's lag escalates anew (more moments for the
+// principals, never an allow). What a grant rests on is read by quorum (grantMoment).
 func (s *Service) listGroups(ctx context.Context, x *call, key, value string, keep func(map[string]string) bool) ([]*group, *outcome) {
 	var items []v1alpha1.BindingMoment
 	cached := false
-	if s.cache != nil {
+	if s.cache != nil && !x.momentsFromAPI {
 		items, cached = s.cache.moments(ctx, x.c.namespace, key, value)
 	}
-	if !cached {
+	if cached {
+		x.momentsCached = true
+	} else {
 		var list v1alpha1.BindingMomentList
 		if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace),
 			client.MatchingLabels{leasestore.LabelManagedBy: leasestore.ManagedBy, key: value}, fromWatchCache()); err != nil {
@@ -284,7 +286,7 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 	// Moments still awaiting principals: the newest.
 	for _, g := range groups {
 		if g.open(now) {
-			return s.pending(ctx, x, g)
+			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
 	// An expiry not yet delivered: the act is denied, once.
@@ -313,10 +315,25 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 	}
 	for _, g := range agent {
 		if g.open(now) {
-			return s.pending(ctx, x, g)
+			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
-	return s.newMoments(ctx, x)
+	return s.confirmed(ctx, x, func() outcome { return s.newMoments(ctx, x) })
+}
+
+// confirmed returns answer() when the call's moments were read from the API server. When they
+// were read from the informer, whose view may lag by a watch event, the escalation is decided
+// again from the API server's watch cache first: "still pending" and "no moment yet" are the
+// two answers a lagging view gives for a resolution or a moment just written, and the agent
+// (or the principal who just resolved) should not wait a round for the informer. Every other
+// answer rests on state that only moves forward once seen (a recorded resolution, an
+// expiry), or on a quorum read (a grant).
+func (s *Service) confirmed(ctx context.Context, x *call, answer func() outcome) outcome {
+	if !x.momentsCached {
+		return answer()
+	}
+	x.momentsFromAPI, x.momentsCached = true, false
+	return s.escalate(ctx, x)
 }
 
 // grantFrom gives the call the authority of a group whose recorded options, from enough
@@ -440,29 +457,6 @@ func (s *Service) deliverOnce(ctx context.Context, x *call, g *group, state revi
 	return s.refuse(ctx, x, o), true
 }
 
-// momentsSeenTimeout bounds how long awaitMoments waits for the informer.
-const momentsSeenTimeout = 2 * time.Second
-
-// awaitMoments waits, at most momentsSeenTimeout, until the namespace's moment informer holds
-// the moments just created (at their resourceVersion or later), so that the next review this
-// replica answers finds them and joins them rather than escalating anew. Past the bound it
-// returns anyway: a review that misses them escalates again, it never allows.
-func (s *Service) awaitMoments(ctx context.Context, ms []*v1alpha1.BindingMoment) {
-	if s.cache == nil || len(ms) == 0 {
-		return
-	}
-	deadline := time.Now().Add(momentsSeenTimeout)
-	for _, m := range ms {
-		for !s.cache.hasMoment(ctx, m.Namespace, m.Name, m.ResourceVersion) {
-			if ctx.Err() != nil || time.Now().After(deadline) {
-				s.log.V(1).Info("binding moment not in the informer yet", "bindingMoment", m.Namespace+"/"+m.Name)
-				return
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-}
-
 // momentName is the name of the BindingMoment of an act for a principal: deterministic, so a
 // retried review creates nothing new.
 func momentName(actID, principal string) string {
@@ -525,7 +519,6 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 		}
 		g.moments = append(g.moments, m)
 	}
-	s.awaitMoments(ctx, g.moments)
 	s.log.Info("escalated to binding moments", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
 		"envelope", env.Digest(), "bindingMoments", g.names(), "policy", x.d.Policy, "rule", x.d.Rule)
 	return s.pending(ctx, x, g)

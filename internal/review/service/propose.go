@@ -133,7 +133,6 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 		}
 		g.moments = append(g.moments, m)
 	}
-	s.awaitMoments(ctx, g.moments)
 	s.log.Info("agent-proposed binding moment registered", "act", actID, "envelope", env.Digest(),
 		"bindingMoments", g.names(), "options", len(calls), "policy", gate.Policy, "rule", gate.Rule)
 	o := s.pending(ctx, x, g)
