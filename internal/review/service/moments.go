@@ -156,7 +156,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 		if m.Labels[leasestore.LabelManagedBy] != leasestore.ManagedBy || m.Labels[key] != value || !keep(m.Annotations) {
 			continue
 		}
-		env, err := envelope.Parse([]byte(m.Spec.Envelope))
+		env, err := s.envelopes.parse(m.Spec.Envelope)
 		if err != nil || env.Digest() != string(m.Spec.EnvelopeDigest) {
 			s.log.Info("binding moment ignored: its envelope does not verify", "bindingMoment", m.Namespace+"/"+m.Name)
 			continue

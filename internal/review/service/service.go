@@ -90,6 +90,7 @@ type Service struct {
 	cache     *Cache       // nil: no informers
 	tokens    *tokenCache
 	changes   *changes
+	envelopes *envelopeCache
 }
 
 // New returns a Service.
@@ -109,6 +110,7 @@ func New(opts Options) (*Service, error) {
 		now: opts.Now, timeout: opts.ReviewTimeout, momentTTL: opts.MomentTTL,
 		metrics: opts.Metrics, log: opts.Log, manager: opts.FieldManager, policies: newPolicyCache(),
 		tracer: tracing.TracerOf(opts.TracerProvider), cache: opts.Cache, changes: newChanges(),
+		envelopes: newEnvelopeCache(),
 	}
 	if len(s.audiences) == 0 {
 		s.audiences = []string{DefaultAudience}

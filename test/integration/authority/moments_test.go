@@ -16,6 +16,28 @@ import (
 	"github.com/actgate/actgate/internal/review"
 )
 
+// waitMomentInformer waits until the service reads binding moments from its informer: the
+// namespace's informers start when the service's ToolPolicy informer shows its policy, and
+// until the moment informer has synced, moments are listed from the API server. Permits of
+// tool (a machine-permitted one, under epoch) in a probe session show when it has.
+func waitMomentInformer(t *testing.T, r *rig, counter *apiCounter, tool string, epoch int64) {
+	t.Helper()
+	for i := 0; ; i++ {
+		counter.reset()
+		c := r.call(t, "probe", tool, fmt.Sprintf(`{"title":"probe %d","to":"probe-%d@example.com"}`, i, i))
+		if got := r.do(t, permitReq(t, c, epoch, fmt.Sprintf("op-probe-%d", i))); !got.Allowed {
+			t.Fatalf("probe permit: %+v", got)
+		}
+		if counter.get("GET bindingmoments") == 0 {
+			return
+		}
+		if i == 200 {
+			t.Fatal("the service never read binding moments from its informer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestMomentsFromInformer: with the service's Cache, a Permit reads its session's binding
 // moments from the namespace's BindingMoment informer, not from the API server. A moment the
 // service created is seen by the very next review, so the call joins it instead of escalating
@@ -30,22 +52,7 @@ func TestMomentsFromInformer(t *testing.T) {
 			ConsequenceClass: v1alpha1.ConsequenceCommunication, Evidence: &v1alpha1.EvidenceRequirement{Role: v1alpha1.EvidenceRolePolicyPermit}})
 	})
 	counter := cachedService(t, r, 0)
-	// The namespace's informers start when the service's ToolPolicy informer shows its policy;
-	// until the moment informer has synced, moments are listed from the API server. Permits in
-	// a probe session show when it has.
-	for i := 0; ; i++ {
-		counter.reset()
-		if got := r.do(t, permitReq(t, r.call(t, "probe", "ticket_create", fmt.Sprintf(`{"title":"probe %d"}`, i)), 2, fmt.Sprintf("op-probe-%d", i))); !got.Allowed {
-			t.Fatalf("probe permit: %+v", got)
-		}
-		if counter.get("GET bindingmoments") == 0 {
-			break
-		}
-		if i == 200 {
-			t.Fatal("the service never read binding moments from its informer")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitMomentInformer(t, r, counter, "ticket_create", 2)
 
 	const session = "s-informer"
 	ticket := `{"title":"invoice 7"}`

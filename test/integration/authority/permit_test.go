@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,6 +54,13 @@ func (c *apiCounter) writes() int {
 	return n
 }
 
+// snapshot is a copy of the counts.
+func (c *apiCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.counts)
+}
+
 // report is the outcome Report of a dispatch, as the sidecar's outbox sends it.
 func report(actID, authorityID, op string, state v1alpha1.ActState) review.Request {
 	return review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
@@ -79,8 +87,7 @@ func TestPermitOneRequest(t *testing.T) {
 	}
 	r.store = store
 	counter := cachedService(t, r, 0)
-	r.do(t, r.call(t, "warm", "get_balance", `{"account":"w"}`).req)
-	time.Sleep(200 * time.Millisecond)
+	waitMomentInformer(t, r, counter, "email_send", 1)
 
 	c := r.call(t, "s-permit", "email_send", `{"to":"ops@example.com","body":"receipt"}`)
 	actID := c.cand.Act.CandidateActID
@@ -92,6 +99,10 @@ func TestPermitOneRequest(t *testing.T) {
 		t.Fatalf("permit: %+v", resp)
 	}
 	permitWrites := counter.writes() + leaseCounter.writes()
+	t.Logf("one Permit: API requests %v, Lease store %v", counter.snapshot(), leaseCounter.snapshot())
+	if n := len(counter.snapshot()); n != 1 || counter.get("POST acts") != 1 {
+		t.Fatalf("a Permit made the API requests %v; want the Act's create only (token, pod, policy and moments from caches)", counter.snapshot())
+	}
 	a, err := resp.Authority.Authority()
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +155,8 @@ func TestPermitOneRequest(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 	reportWrites := counter.writes() + leaseCounter.writes()
-	t.Logf("one permitted call: %d writes (permit %d, report %d); report requests %v, lease store %v",
-		permitWrites+reportWrites, permitWrites, reportWrites, counter.counts, leaseCounter.counts)
+	t.Logf("one permitted call: %d writes (permit %d, report %d); the Report's API requests %v, Lease store %v",
+		permitWrites+reportWrites, permitWrites, reportWrites, counter.snapshot(), leaseCounter.snapshot())
 	if permitWrites+reportWrites > 2 || counter.get("POST acts") != 0 || leaseCounter.get("POST leases") != 0 {
 		t.Fatalf("a permitted call cost %d writes (permit %d, report %d), want at most 2", permitWrites+reportWrites, permitWrites, reportWrites)
 	}
