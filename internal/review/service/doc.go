@@ -93,14 +93,16 @@
 //
 // # Reads
 //
-// ToolPolicies and Pods, which only find the caller and its policy, come from the Cache's
-// informers when there is one (a pod it does not hold is read by name). Without a Cache, and
-// for BindingMoments always, lists are served from the API server's watch cache
+// ToolPolicies and Pods, which only find the caller and its policy, and the session's
+// BindingMoments come from the Cache's informers when there is one (a pod it does not hold is
+// read by name; moments are indexed by session and escalation label). Without a Cache, before
+// a namespace's moment informer has synced, and to decide again an escalation the informer's
+// view leaves pending or would raise anew, lists are served from the API server's watch cache
 // (resourceVersion "0"), milliseconds behind etcd, because a consistent list waits for etcd's
 // progress notification (tens of milliseconds a review, measured on envtest). What single use
-// rests on is read by quorum: the Lease a consume spends (internal/authority/leasestore), and
-// the escalated Act whose annotation records, by compare-and-swap, the one call a resolution
-// was granted to.
+// rests on is written by create or compare-and-swap and read by quorum: the Act a Permit
+// creates, the Lease a consume spends (internal/authority/leasestore), and the escalated Act
+// whose annotation records, by compare-and-swap, the one call a resolution was granted to.
 //
 // # The pod's policy
 //

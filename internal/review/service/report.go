@@ -33,45 +33,9 @@ const reportAttempts = 3
 // leaves that state only through authenticated reconciliation, never a sidecar's report.
 func (s *Service) report(ctx context.Context, c *caller, req *review.Request) outcome {
 	rr := req.Report
-	obj := &v1alpha1.Act{}
-	obj.Namespace = c.namespace
-	fresh := false // obj holds a read made for this attempt
-	permit := false
-	if rr.ActID != "" {
-		obj.Name = actName(rr.ActID)
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No act of that ID in the caller's namespace.")
-			}
-			return apiFailure(ctx, "read the act", err)
-		}
-		fresh = true
-		if rec, ok := permitRecordOf(obj); ok {
-			if rec.authority.ID != rr.AuthorityID || rec.operation != rr.OperationID || obj.Spec.ActID != rr.ActID {
-				s.log.V(1).Info("report refused: the act's permit names another authority or operation", "act", rr.ActID,
-					"authority", rr.AuthorityID)
-				return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation.")
-			}
-			permit = true
-		}
-	}
-	if !permit {
-		rec, err := s.store.Get(ctx, c.namespace, rr.AuthorityID)
-		if err != nil {
-			s.log.V(1).Info("report refused", "authority", rr.AuthorityID, "cause", authority.CodeOf(err))
-			if errors.Is(err, authority.ErrStoreUnavailable) {
-				return apiFailure(ctx, "read the authority", err)
-			}
-			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No authority of that ID in the caller's namespace.")
-		}
-		if rec.State != authority.StateConsumed || rec.ConsumedBy != rr.OperationID || (rr.ActID != "" && rec.Authority.Binding.ActID != rr.ActID) {
-			s.log.V(1).Info("report refused: authority not consumed by that operation", "act", rec.Authority.Binding.ActID,
-				"authority", rr.AuthorityID, "state", rec.State)
-			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation.")
-		}
-		if name := actName(rec.Authority.Binding.ActID); name != obj.Name {
-			obj.Name, fresh = name, false
-		}
+	obj, fresh, refused := s.reportedAct(ctx, c, rr)
+	if refused != nil {
+		return *refused
 	}
 	for attempt := 1; ; attempt++ {
 		if !fresh {
@@ -139,6 +103,50 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 			return apiFailure(ctx, "record the outcome", err)
 		}
 	}
+}
+
+// reportedAct authenticates a Report and names its Act (see report): by the permit record of
+// the Act rr.ActID names, else by the authority's Lease. fresh is true when obj holds a read
+// of the Act made for it.
+func (s *Service) reportedAct(ctx context.Context, c *caller, rr *review.ReportRequest) (obj *v1alpha1.Act, fresh bool, _ *outcome) {
+	fail := func(o outcome) (*v1alpha1.Act, bool, *outcome) { return nil, false, &o }
+	obj = &v1alpha1.Act{}
+	obj.Namespace = c.namespace
+	if rr.ActID != "" {
+		obj.Name = actName(rr.ActID)
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No act of that ID in the caller's namespace."))
+			}
+			return fail(apiFailure(ctx, "read the act", err))
+		}
+		if rec, ok := permitRecordOf(obj); ok {
+			if rec.authority.ID != rr.AuthorityID || rec.operation != rr.OperationID || obj.Spec.ActID != rr.ActID {
+				s.log.V(1).Info("report refused: the act's permit names another authority or operation", "act", rr.ActID,
+					"authority", rr.AuthorityID)
+				return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation."))
+			}
+			return obj, true, nil
+		}
+		fresh = true
+	}
+	rec, err := s.store.Get(ctx, c.namespace, rr.AuthorityID)
+	if err != nil {
+		s.log.V(1).Info("report refused", "authority", rr.AuthorityID, "cause", authority.CodeOf(err))
+		if errors.Is(err, authority.ErrStoreUnavailable) {
+			return fail(apiFailure(ctx, "read the authority", err))
+		}
+		return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No authority of that ID in the caller's namespace."))
+	}
+	if rec.State != authority.StateConsumed || rec.ConsumedBy != rr.OperationID || (rr.ActID != "" && rec.Authority.Binding.ActID != rr.ActID) {
+		s.log.V(1).Info("report refused: authority not consumed by that operation", "act", rec.Authority.Binding.ActID,
+			"authority", rr.AuthorityID, "state", rec.State)
+		return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation."))
+	}
+	if name := actName(rec.Authority.Binding.ActID); name != obj.Name {
+		obj.Name, fresh = name, false
+	}
+	return obj, fresh, nil
 }
 
 // settledBy is the Settled condition of an outcome state.

@@ -39,9 +39,9 @@ type Options struct {
 	// BindingMoments, and Pods and ToolPolicies when there is no Cache or it misses. Its scheme
 	// must hold client-go's types and actgate's v1alpha1. Required.
 	Client client.Client
-	// Cache serves the reads of ToolPolicies and Pods from informers (NewCache; started by the
-	// caller) and wakes policy watchers on every change. Optional: nil reads them from the API
-	// server on every review, and watchers look again every few seconds.
+	// Cache serves the reads of ToolPolicies, Pods and BindingMoments from informers (NewCache;
+	// started by the caller) and wakes policy watchers on every change. Optional: nil reads them
+	// from the API server on every review, and watchers look again every few seconds.
 	Cache *Cache
 	// TokenReviewTTL is how long an authenticated TokenReview result is reused, by token hash
 	// (a token the API server refused: at most a second). Optional: DefaultTokenReviewTTL;
