@@ -40,8 +40,8 @@
 // # Invariants checked after every run (named checks, PASS/FAIL; any FAIL exits 1)
 //
 //   - authority-single-use: each authority was consumed at most once — one dispatch record per
-//     authority, and the store's consumer (bbolt ConsumedBy, or the Lease's holderIdentity)
-//     is that record's operation;
+//     authority, and the store's consumer (bbolt ConsumedBy, the Lease's holderIdentity, or
+//     for a pod's machine Permit the permit record on its Act) is that record's operation;
 //   - upstream-equals-executed: per tool, the upstream's own invocation count equals the
 //     journal's EXECUTED records plus the hot-path allows (the standalone gate's allow receipts
 //     without authority; the sidecar journals nothing on the hot path, so there the authority
