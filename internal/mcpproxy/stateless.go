@@ -146,6 +146,11 @@ func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessEr
 		return nil, &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: codeUnsupportedProtocolVersion,
 			Message: "actgate: unsupported protocol version", Data: data}}
 	}
+	// A request's client capabilities are part of its envelope (SEP-2575): without them the
+	// request is malformed, whichever server answers it.
+	if raw, ok := meta[metaClientCapabilities]; req.IsCall() && (!ok || !isJSONObject(raw)) {
+		return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("params._meta[%q] must be an object", metaClientCapabilities))
+	}
 	if err := checkSingle(h, headerMethod, req.Method); err != nil {
 		return nil, err
 	}
@@ -160,6 +165,12 @@ func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessEr
 		out.name = name
 	}
 	return out, nil
+}
+
+// isJSONObject reports whether raw is a JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // speaksStateless reports whether v is a sessionless version the gate speaks.
@@ -261,6 +272,66 @@ func withResultType(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// removedStateless are the requests MCP 2026-07-28 removed (SEP-2575): the session handshake,
+// ping, and the per-session logging level and resource subscriptions. A stateful upstream still
+// answers them on the session the gate holds for the agent, so the gate refuses them itself,
+// as a 2026-07-28 server does (HTTP 404, -32601), instead of relaying them.
+var removedStateless = map[string]bool{
+	methodInitialize: true, methodPing: true, methodSetLevel: true, methodSubscribe: true, methodUnsubscribe: true,
+}
+
+// methodNotFound is the 2026-07-28 answer to a request of a method the server does not have.
+func methodNotFound(method string) *statelessError {
+	return &statelessError{status: http.StatusNotFound, err: &jsonrpc.Error{Code: codeMethodNotFound,
+		Message: "actgate: method not found on MCP 2026-07-28: " + clip(method, 100)}}
+}
+
+// cacheable are the requests whose 2026-07-28 results carry caching hints (SEP-2549: ttlMs and
+// cacheScope are required members of their results, server/discover's included).
+var cacheable = map[string]bool{
+	methodListTools: true, methodListPrompts: true, methodListResources: true, methodListResourceTemplates: true, methodReadResource: true,
+	methodDiscover: true,
+}
+
+// withCacheHints returns a stateful upstream's result of a cacheable request with the caching
+// hints 2026-07-28 requires, where it has none: ttlMs 0 (a 2025 server makes no freshness
+// promise, so the result is stale at once) and cacheScope "private" (the result was answered
+// on the agent's own upstream session). The result's own members stay as written (the hints
+// are appended); a result that is not an object is returned unchanged.
+func withCacheHints(method string, raw json.RawMessage) json.RawMessage {
+	if !cacheable[method] {
+		return raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	_, ttl := m["ttlMs"]
+	_, scope := m["cacheScope"]
+	if ttl && scope {
+		return raw
+	}
+	body := bytes.TrimSpace(raw)
+	out := make([]byte, 0, len(body)+40)
+	out = append(out, body[:len(body)-1]...) // without the closing brace
+	sep := len(m) > 0
+	if !ttl {
+		out = appendMember(out, sep, `"ttlMs":0`)
+		sep = true
+	}
+	if !scope {
+		out = appendMember(out, sep, `"cacheScope":"private"`)
+	}
+	return append(out, '}')
+}
+
+func appendMember(out []byte, sep bool, member string) []byte {
+	if sep {
+		out = append(out, ',')
+	}
+	return append(out, member...)
 }
 
 // resultTypeOf is a result's resultType ("" when absent or not a string).

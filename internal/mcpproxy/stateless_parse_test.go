@@ -15,7 +15,7 @@ func hdr2026(kv ...string) http.Header {
 	return h
 }
 
-const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
 // TestParseStatelessBadInput: every malformed or disagreeing 2026-07-28 request is refused
 // with its code, never accepted and never a panic.
@@ -47,6 +47,9 @@ func TestParseStatelessBadInput(t *testing.T) {
 		{"name header too long", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", strings.Repeat("t", maxHeaderValue+1)), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
 		{"no name in body", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta2026 + `}}`, codeInvalidParams},
 		{"name not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1,` + meta2026 + `}}`, codeInvalidParams},
+		{"no client capabilities", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, codeInvalidParams},
+		{"client capabilities not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}}`, codeInvalidParams},
+		{"client capabilities null", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":null}}}`, codeInvalidParams},
 		{"resources/read uri differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b",` + meta2026 + `}}`, codeHeaderMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,6 +111,31 @@ func TestContinuationScope(t *testing.T) {
 
 // FuzzParseStateless: no header set and body makes the parser panic, and whatever it accepts
 // agrees with its headers.
+// TestWithCacheHints: a stateful upstream's cacheable result gets the hints 2026-07-28 requires
+// where it has none, its own members kept as written; hints it has are its own; other results
+// and results that are not objects are unchanged.
+func TestWithCacheHints(t *testing.T) {
+	for _, tc := range []struct{ method, in, want string }{
+		{"tools/list", `{"tools":[{"name":"a<b>"}]}`, `{"tools":[{"name":"a<b>"}],"ttlMs":0,"cacheScope":"private"}`},
+		{"resources/read", ` {} `, `{"ttlMs":0,"cacheScope":"private"}`},
+		{"prompts/list", `{"prompts":[],"ttlMs":5000}`, `{"prompts":[],"ttlMs":5000,"cacheScope":"private"}`},
+		{"resources/list", `{"resources":[],"ttlMs":5,"cacheScope":"public"}`, `{"resources":[],"ttlMs":5,"cacheScope":"public"}`},
+		{"server/discover", `{"supportedVersions":["2026-07-28"]}`, `{"supportedVersions":["2026-07-28"],"ttlMs":0,"cacheScope":"private"}`},
+		{"tools/call", `{"content":[]}`, `{"content":[]}`},
+		{"tools/list", `[1]`, `[1]`},
+		{"tools/list", `null`, `null`},
+		{"tools/list", `{"tools":`, `{"tools":`},
+	} {
+		got := string(withCacheHints(tc.method, json.RawMessage(tc.in)))
+		if got != tc.want {
+			t.Errorf("%s %s: got %s, want %s", tc.method, tc.in, got, tc.want)
+		}
+		if json.Valid([]byte(tc.in)) && !json.Valid([]byte(got)) {
+			t.Errorf("%s %s: not JSON: %s", tc.method, tc.in, got)
+		}
+	}
+}
+
 func FuzzParseStateless(f *testing.F) {
 	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`)
 	f.Add("resources/read", "file:///a", `{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"file:///a",`+meta2026+`}}`)

@@ -118,6 +118,9 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		resp = p.statelessCall(ctx, mode, agent, r.Header, sr)
 	case sr.req.Method == methodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
+	case mode == modeStateful && removedStateless[sr.req.Method]:
+		e := methodNotFound(sr.req.Method)
+		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
 	default:
 		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr)
 	}
@@ -326,7 +329,9 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		if resp != nil {
 			resp.ID = sr.req.ID
 			if resp.Error == nil {
-				resp.Result = withResultType(resp.Result)
+				resp.Result = withCacheHints(sr.req.Method, withResultType(resp.Result))
+			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && werr.Code == codeMethodNotFound && status >= 200 && status <= 299 {
+				status = http.StatusNotFound // a 2026-07-28 server's status for -32601
 			}
 		}
 		return resp, status, err
@@ -430,7 +435,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 	if err != nil {
 		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: discover result could not be encoded"}}
 	}
-	return &jsonrpc.Response{ID: sr.req.ID, Result: raw}
+	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(methodDiscover, raw)}
 }
 
 // upstreamSession returns the agent's upstream session of a stateful upstream, opening it

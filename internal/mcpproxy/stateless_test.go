@@ -210,3 +210,69 @@ func TestStatelessReplayBoundToAgent(t *testing.T) {
 		t.Fatal("two agents share a scope")
 	}
 }
+
+// TestStatelessStatefulUpstreamAnswers: in front of a stateful upstream, a 2026-07-28 agent
+// gets what a 2026-07-28 server answers: the removed requests (ping, logging/setLevel,
+// resources/subscribe and unsubscribe, initialize) HTTP 404 with -32601 from the gate itself,
+// a method the upstream does not have the upstream's -32601 with HTTP 404, cacheable results and server/discover with the caching hints the revision
+// requires (the upstream's where it gives them), and a request without client capabilities
+// -32602 with HTTP 400.
+func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
+	// The upstream answers foo/bar as the TypeScript SDK's server answers a method it does not
+	// have: -32601 in an HTTP 200.
+	notFound := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &m) != nil || m.Method != "foo/bar" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: notFound}})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	post := func(method, params string) (int, map[string]any) {
+		body := `{"jsonrpc":"2.0","id":3,"method":"` + method + `","params":{` + params + `}}`
+		return post2026(t, f.endpoint(), body, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method})
+	}
+	for _, method := range []string{"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "initialize", "foo/bar"} {
+		params := meta
+		switch method {
+		case "logging/setLevel":
+			params = `"level":"debug",` + meta
+		case "resources/subscribe", "resources/unsubscribe":
+			params = `"uri":"test://x",` + meta
+		}
+		status, m := post(method, params)
+		e, _ := m["error"].(map[string]any)
+		if status != http.StatusNotFound || e["code"] != float64(codeMethodNotFound) || m["id"] != float64(3) {
+			t.Errorf("%s: HTTP %d %v, want 404 and -32601", method, status, m)
+		}
+	}
+	for _, method := range []string{"tools/list", "server/discover"} {
+		status, m := post(method, meta)
+		res, _ := m["result"].(map[string]any)
+		if _, ok := res["ttlMs"].(float64); status != http.StatusOK || !ok || res["cacheScope"] == nil || res["resultType"] != "complete" {
+			t.Errorf("%s: HTTP %d %v, want the caching hints", method, status, m)
+		}
+	}
+	if _, m := post("server/discover", meta); m["result"].(map[string]any)["cacheScope"] != "private" {
+		t.Errorf("server/discover answered by the gate: %v, want cacheScope private", m)
+	}
+	status, m := post("tools/list", `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
+	if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(codeInvalidParams) {
+		t.Errorf("no client capabilities: HTTP %d %v, want 400 and -32602", status, m)
+	}
+	// ping is still a request of the stateful revisions on the session path.
+	if err := f.agent().Ping(context.Background(), nil); err != nil {
+		t.Errorf("ping on a session: %v", err)
+	}
+}
