@@ -11,6 +11,8 @@
 // written with the TypeScript SDK v2 to the scenarios' stated requirements) directly and through
 // the gate in front of it and of the same server serving only the 2025 revisions, and the
 // scenarios 2025-11-25 requires against the reference server.
+// The MCP Inspector CLI reaches server-everything through the gate at /{server}/mcp
+// (inspector_test.go).
 // TestWalk2026 does the same for MCP 2026-07-28 with the TypeScript SDK v2 client
 // (walk2026.mjs, pinned to that revision) in front of a 2026-07-28 server and a stateful one.
 //

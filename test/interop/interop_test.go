@@ -161,6 +161,7 @@ func TestInterop(t *testing.T) {
 		walkOf(t, "the conformance reference server", "walk-reference/", r.reference, r.gated("reference"))
 	})
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
+	t.Run("inspector", func(t *testing.T) { inspector(t, r.everything, r.gate+"/everything/mcp") })
 	t.Run("refusal", func(t *testing.T) { refusal(t, r.gated("guarded")) })
 }
 
