@@ -51,6 +51,10 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
 	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream: the gate answers -32601, so the stream checks are not testable",
 
+	// The TypeScript SDK v2 walk (walk2.mjs).
+	"walk2/reference/2025-11-25/elicitation": "[elicitation order] the agent's answer reaches the upstream with its content's members in sorted order (the same members and values): it crosses the SDK's types",
+	"walk2/modern/2025-11-25/progress":       "[progress, sessionless 2025 upstream] the progress notifications of an upstream serving 2025-11-25 without sessions (the SDK's stateless fallback) do not reach the agent through the gate",
+
 	// Conformance 0.2.0, 2025-11-25 requirements, against the reference server (0.1.16's copy).
 	"conformance-0.2.0/2025-11-25/reference/server-session-lifecycle": "[session] after DELETE the gate answers the ended session 404 (the gate's own session, as the spec says); the reference server answers 400",
 	"conformance-0.2.0/2025-11-25/reference/server-sse-polling":       "[event ids] a tools/call whose upstream closes its stream mid-call keeps the agent's stream open (the gate resumes upstream itself), so the disconnect-resume check sees no close (INFO, not SUCCESS)",

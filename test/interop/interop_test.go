@@ -161,6 +161,20 @@ func TestInterop(t *testing.T) {
 		walkOf(t, "the conformance reference server", "walk-reference/", r.reference, r.gated("reference"))
 	})
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
+	// The TypeScript SDK v2 client (2.4.0) in each revision the server speaks: server-everything
+	// and the reference server 2025-11-25 only, server2026.mjs both.
+	t.Run("walk2", func(t *testing.T) {
+		for _, w := range []struct{ server, revision, plan, direct string }{
+			{"everything", "2025-11-25", "everything", r.everything},
+			{"reference", "2025-11-25", "conformance", r.reference},
+			{"modern", "2025-11-25", "conformance", r.modern},
+			{"modern", "2026-07-28", "conformance", r.modern},
+		} {
+			t.Run(w.server+"/"+w.revision, func(t *testing.T) {
+				walk2Of(t, w.server, "walk2/"+w.server+"/"+w.revision+"/", w.revision, w.plan, w.direct, r.gated(w.server))
+			})
+		}
+	})
 	t.Run("inspector", func(t *testing.T) { inspector(t, r.everything, r.gate+"/everything/mcp") })
 	t.Run("refusal", func(t *testing.T) { refusal(t, r.gated("guarded")) })
 }
