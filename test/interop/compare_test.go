@@ -33,22 +33,21 @@ var knownDifferences = map[string]string{
 	"walk/http: POST tasks/result": "[tasks] no task was created, so none is fetched",
 
 	// Conformance 0.2.0, 2026-07-28 requirements, through the gate in front of server2026.mjs
-	// serving the 2025 revisions only (the direct column is the same server serving 2026-07-28).
-	// A 2025 server asks for input with server-to-client requests during the call, and this one
-	// (the SDK's stateless 2025 serving) cannot even do that: it has no client capabilities on a
-	// per-request connection. The gate does not turn an upstream's requests into input_required
-	// rounds (its upstream session declares no client capabilities), so the tools answer at once.
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-elicitation":       "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-list-roots":        "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-sampling":          "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-capability-check":        "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-missing-input-response":  "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multi-round":             "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multiple-input-requests": "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-non-tool-request":        "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-request-state":           "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-result-type":             "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream's tools cannot return input_required; the gate does not turn its server-to-client requests into rounds",
+	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
+	// 2026-07-28). A 2025 server asks for input with server-to-client requests during the call;
+	// the gate opens its upstream session without client capabilities and does not turn an
+	// upstream's requests into input_required rounds, so the tools cannot ask.
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-elicitation":       "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-list-roots":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-sampling":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-capability-check":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-missing-input-response":  "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multi-round":             "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multiple-input-requests": "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-non-tool-request":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-request-state":           "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-result-type":             "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
 	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream: the gate answers -32601, so the stream checks are not testable",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).

@@ -30,8 +30,8 @@ const (
 // rig is one run of the suite: the upstream servers, and `actgate serve` in front of them.
 type rig struct {
 	// everything and reference are the servers' own endpoints; modern is server2026.mjs
-	// (2026-07-28 and the SDK's stateless 2025 fallback), legacy the same server serving the
-	// 2025 revisions only.
+	// (2026-07-28 and the SDK's stateless 2025 fallback), legacy the same tools served by a
+	// stateful 2025 server only (sessions, no 2026-07-28).
 	everything, reference, modern, legacy string
 	// gate is the gate's base URL; a server's gated endpoint is gate + /mcp/{server}.
 	gate  string

@@ -10,8 +10,8 @@
 // conformance2026_test.go runs the conformance suite 0.2.0 against it directly and through
 // `actgate serve`.
 import http from 'node:http';
-import { createHmac, randomBytes } from 'node:crypto';
-import { McpServer, ProtocolError, ResourceTemplate, createMcpHandler, inputRequired, legacyStatelessFallback } from '@modelcontextprotocol/server';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { McpServer, ProtocolError, ResourceTemplate, WebStandardStreamableHTTPServerTransport, createMcpHandler, inputRequired } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 
 // A 1×1 PNG and a 44-byte silent WAV header: content the image and audio scenarios check by type.
@@ -198,13 +198,30 @@ function build() {
   return server;
 }
 
-// SERVER2026_LEGACY=1 serves the same factory as a 2025-era server only (the SDK's stateless
-// fallback: no server/discover, no 2026-07-28 requests): the upstream a 2026-07-28 agent reaches
-// only through the gate.
+// SERVER2026_LEGACY=1 serves the same tools as a stateful 2025-era server only (a session per
+// initialize, Mcp-Session-Id, no server/discover, no 2026-07-28 requests): the kind of upstream
+// a 2026-07-28 agent reaches only through the gate.
 const onerror = (e) => process.stderr.write(`server2026: ${e.message}\n`);
-const handler = process.env.SERVER2026_LEGACY === '1'
-  ? { fetch: legacyStatelessFallback(() => build(), onerror) }
-  : createMcpHandler(() => build(), { onerror });
+function sessionful() {
+  const sessions = new Map();
+  return {
+    async fetch(request) {
+      const sid = request.headers.get('mcp-session-id');
+      if (sid) {
+        const t = sessions.get(sid);
+        return t ? t.handleRequest(request) : new Response('unknown session', { status: 404 });
+      }
+      const t = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => { sessions.set(id, t); },
+        onsessionclosed: (id) => { sessions.delete(id); },
+      });
+      await build().connect(t);
+      return t.handleRequest(request);
+    },
+  };
+}
+const handler = process.env.SERVER2026_LEGACY === '1' ? sessionful() : createMcpHandler(() => build(), { onerror });
 
 // node:http in front of the handler's web-standard face.
 http.createServer(async (req, res) => {
