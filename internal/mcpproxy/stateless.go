@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -31,6 +32,9 @@ const (
 	// codeUnsupportedProtocolVersion is MCP's error for a per-request version the server does
 	// not speak; its data lists the supported ones.
 	codeUnsupportedProtocolVersion = -32022
+	// codeMissingClientCapability is MCP's error for a request the server cannot process without
+	// a client capability the request did not declare: the server did not run it.
+	codeMissingClientCapability = -32021
 
 	// resultTypeComplete and resultTypeInputRequired are the 2026-07-28 resultType values.
 	resultTypeComplete      = "complete"
@@ -211,6 +215,73 @@ func checkSingle(h http.Header, header, want string) *statelessError {
 		return headerMismatch("the %s header does not match the request body", header)
 	}
 	return nil
+}
+
+// checkParamHeaders requires each Mcp-Param-* header of a tools/call (SEP-2243: a copy of one
+// argument, for servers that route on it) to name a value the call's arguments carry: the gate
+// decides on the arguments, so a header must be a copy of something it decided on, never a
+// second value the server might act on. A header that does not decode, or whose value is none
+// of the arguments' strings, numbers or booleans, is refused as a header mismatch; the server
+// checks which argument each header copies (the tool's x-mcp-header).
+func checkParamHeaders(h http.Header, sr *statelessRequest) *statelessError {
+	var values map[string]bool
+	for k, vs := range h {
+		if !strings.HasPrefix(k, headerParamPrefix) {
+			continue
+		}
+		if values == nil {
+			values = argumentValues(sr.params["arguments"])
+		}
+		for _, v := range vs {
+			if len(v) > maxHeaderValue {
+				return headerMismatch("the %s header is too long", clip(k, 64))
+			}
+			dec, ok := decodeHeader(strings.TrimSpace(v))
+			if !ok {
+				return headerMismatch("the %s header is not valid base64", clip(k, 64))
+			}
+			if !values[dec] {
+				return headerMismatch("the %s header names no value of the call's arguments", clip(k, 64))
+			}
+		}
+	}
+	return nil
+}
+
+// argumentValues are the strings, numbers (as written and in their shortest form) and booleans
+// anywhere in a call's arguments, as an Mcp-Param header writes them.
+func argumentValues(raw json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return out
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			out[v] = true
+		case json.Number:
+			out[v.String()] = true
+			if f, err := v.Float64(); err == nil {
+				out[strconv.FormatFloat(f, 'f', -1, 64)] = true
+			}
+		case bool:
+			out[strconv.FormatBool(v)] = true
+		}
+	}
+	walk(doc)
+	return out
 }
 
 // decodeHeader decodes the =?base64?…?= form of an MCP header value; other values are as

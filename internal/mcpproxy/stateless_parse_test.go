@@ -136,10 +136,54 @@ func TestWithCacheHints(t *testing.T) {
 	}
 }
 
+// TestCheckParamHeaders: an Mcp-Param-* header of a tools/call must copy a value of the call's
+// arguments (as written or base64-encoded); one that does not decode, is too long or names a
+// value the arguments do not carry is a header mismatch, so nothing the gate did not decide on
+// reaches the server.
+func TestCheckParamHeaders(t *testing.T) {
+	sr := &statelessRequest{params: map[string]json.RawMessage{
+		"arguments": json.RawMessage(`{"region":"us-west","n":42,"f":1.50,"ok":true,"nested":{"tags":["a b"]}}`),
+	}}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		ok   bool
+	}{
+		{"none", hdr2026(), true},
+		{"a string", hdr2026("Mcp-Param-Region", "us-west"), true},
+		{"with spaces around", hdr2026("Mcp-Param-Region", "  us-west "), true},
+		{"base64", hdr2026("Mcp-Param-Region", "=?base64?dXMtd2VzdA==?="), true},
+		{"a number", hdr2026("Mcp-Param-N", "42"), true},
+		{"a number in its shortest form", hdr2026("Mcp-Param-F", "1.5"), true},
+		{"a number as written", hdr2026("Mcp-Param-F", "1.50"), true},
+		{"a boolean", hdr2026("Mcp-Param-Ok", "true"), true},
+		{"a nested value", hdr2026("Mcp-Param-Tag", "a b"), true},
+		{"another value", hdr2026("Mcp-Param-Region", "eu-central"), false},
+		{"case differs", hdr2026("Mcp-Param-Region", "US-WEST"), false},
+		{"one of two differs", hdr2026("Mcp-Param-Region", "us-west", "Mcp-Param-Other", "x"), false},
+		{"bad base64", hdr2026("Mcp-Param-Region", "=?base64?!!?="), false},
+		{"too long", hdr2026("Mcp-Param-Region", strings.Repeat("u", maxHeaderValue+1)), false},
+	} {
+		err := checkParamHeaders(tc.h, sr)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %+v, want ok=%v", tc.name, err, tc.ok)
+			continue
+		}
+		if err != nil && (err.status != http.StatusBadRequest || err.err.Code != codeHeaderMismatch) {
+			t.Errorf("%s: HTTP %d code %d, want 400 and %d", tc.name, err.status, err.err.Code, codeHeaderMismatch)
+		}
+	}
+	// Arguments that are not JSON carry no value a header could copy.
+	if checkParamHeaders(hdr2026("Mcp-Param-X", "x"), &statelessRequest{params: map[string]json.RawMessage{"arguments": json.RawMessage(`{`)}}) == nil {
+		t.Error("a header was accepted for arguments that do not parse")
+	}
+}
+
 func FuzzParseStateless(f *testing.F) {
 	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`)
 	f.Add("resources/read", "file:///a", `{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"file:///a",`+meta2026+`}}`)
 	f.Add("tools/list", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`)
+	f.Add("tools/call", "us", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"us","arguments":{"r":"us","n":[1e2,true]},`+meta2026+`}}`)
 	f.Add("notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	f.Fuzz(func(t *testing.T, method, name, body string) {
 		h := hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method)
@@ -156,6 +200,16 @@ func FuzzParseStateless(f *testing.F) {
 		}
 		if sr.req.Method != method {
 			t.Fatalf("accepted method %q under Mcp-Method %q", sr.req.Method, method)
+		}
+		// The same header value as an Mcp-Param header: accepted only when the arguments
+		// carry it.
+		ph := hdr2026("Mcp-Param-X", name)
+		if perr := checkParamHeaders(ph, sr); perr == nil {
+			if dec, ok := decodeHeader(strings.TrimSpace(name)); !ok || !argumentValues(sr.params["arguments"])[dec] {
+				t.Fatalf("accepted Mcp-Param-X %q for arguments %s", name, sr.params["arguments"])
+			}
+		} else if perr.err.Code != codeHeaderMismatch {
+			t.Fatalf("Mcp-Param refusal with code %d", perr.err.Code)
 		}
 		if nameMember(sr.req.Method) != "" {
 			if dec, _ := decodeHeader(name); dec != sr.name {

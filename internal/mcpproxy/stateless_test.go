@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
@@ -274,5 +276,71 @@ func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
 	// ping is still a request of the stateful revisions on the session path.
 	if err := f.agent().Ping(context.Background(), nil); err != nil {
 		t.Errorf("ping on a session: %v", err)
+	}
+}
+
+// TestStatelessParamHeaders: a tools/call's Mcp-Param-* header reaches a 2026-07-28 upstream
+// when it copies a value of the arguments the gate decided on; one that names another value is
+// refused with -32020 before anything is decided, and the upstream never runs the call.
+func TestStatelessParamHeaders(t *testing.T) {
+	var seen []string
+	var mu sync.Mutex
+	record := func(_ http.ResponseWriter, r *http.Request) bool {
+		if v := r.Header.Get("Mcp-Param-Title"); v != "" {
+			mu.Lock()
+			seen = append(seen, v)
+			mu.Unlock()
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: record}})
+	hdr := func(param string) map[string]string {
+		return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create", "Mcp-Param-Title": param}
+	}
+	status, m := post2026(t, f.endpoint(), call2026, hdr("x"))
+	if res, _ := m["result"].(map[string]any); status != http.StatusOK || res["isError"] == true || f.up.Count("ticket_create") != 1 {
+		t.Fatalf("HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
+	}
+	mu.Lock()
+	got := strings.Join(seen, ",")
+	mu.Unlock()
+	if got != "x" {
+		t.Fatalf("the upstream saw Mcp-Param-Title %q, want the agent's \"x\"", got)
+	}
+	status, m = post2026(t, f.endpoint(), strings.Replace(call2026, `"id":7`, `"id":8`, 1), hdr("other"))
+	e, _ := m["error"].(map[string]any)
+	if status != http.StatusBadRequest || e["code"] != float64(codeHeaderMismatch) || f.up.Count("ticket_create") != 1 {
+		t.Fatalf("a header naming another value: HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
+	}
+}
+
+// TestStatelessMissingCapabilityRefusal: a 2026-07-28 upstream's -32021 (the call needs a client
+// capability the request did not declare) is a refusal before execution: the agent gets the
+// upstream's error with its HTTP 400, and the journal records the act FAILED, not
+// INDETERMINATE.
+func TestStatelessMissingCapabilityRefusal(t *testing.T) {
+	refuse := func(w http.ResponseWriter, r *http.Request) bool {
+		if !isToolsCall(r) {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32021,"message":"Missing required client capability","data":{"requiredCapabilities":{"sampling":{}}}}}`))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: refuse}})
+	status, m := post2026(t, f.endpoint(), call2026, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create"})
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if status != http.StatusBadRequest || e["code"] != float64(codeMissingClientCapability) || data["requiredCapabilities"] == nil {
+		t.Fatalf("HTTP %d %v, want the upstream's -32021 with HTTP 400", status, m)
+	}
+	if st := statesIn(t, f); st[journal.StateFailed] != 1 || st[journal.StateIndeterminate] != 0 {
+		t.Fatalf("journal states %v, want one FAILED act", st)
 	}
 }

@@ -48,6 +48,8 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-request-state":           "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-result-type":             "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-tampered-state":          "[input required] a 2025 upstream cannot return input_required, so there is no requestState to tamper with",
+	"conformance-0.2.0/2026-07-28/legacy/http-custom-header-server-validation":          "[Mcp-Param, 2025 upstream] the gate ties each Mcp-Param header to a value of the decided arguments, but only the server knows which argument a tool's x-mcp-header names; a 2025 upstream never sees the headers, so a header copying another argument, or one left out, is not refused",
 	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream: the gate answers -32601, so the stream checks are not testable",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).

@@ -33,12 +33,16 @@ type rig struct {
 	// (2026-07-28 and the SDK's stateless 2025 fallback), legacy the same tools served by a
 	// stateful 2025 server only (sessions, no 2026-07-28).
 	everything, reference, modern, legacy string
-	// gate is the gate's base URL; a server's gated endpoint is gate + /mcp/{server}.
-	gate  string
-	serve *testutil.ServeProcess
+	// gate is the gate's base URL; a server's gated endpoint is gate + /mcp/{server}. gateNext
+	// is a second gate of the same configuration, for the conformance 0.2.0 runs and the v2
+	// walks: every conformance scenario opens sessions of its own, more than one agent's
+	// session limit holds for all the suites on one gate.
+	gate, gateNext string
+	serve          *testutil.ServeProcess
 }
 
-func (r *rig) gated(server string) string { return r.gate + "/mcp/" + server }
+func (r *rig) gated(server string) string     { return r.gate + "/mcp/" + server }
+func (r *rig) gatedNext(server string) string { return r.gateNext + "/mcp/" + server }
 
 // requireNodeModules fails the test, loudly, when hack/interop.sh has not installed the pinned
 // packages: a suite that cannot run is not a suite that passed.
@@ -86,6 +90,16 @@ func startRig(t *testing.T) *rig {
 	legacy, _ := startNode(t, "server2026.mjs (2025 only)", []string{"SERVER2026_LEGACY=1"}, "--import", preload, server2026JS)
 	r := &rig{everything: "http://" + ev + "/mcp", reference: "http://" + ref + "/mcp", modern: "http://" + modern + "/mcp", legacy: "http://" + legacy + "/mcp"}
 
+	r.serve = r.startGate(t, bin)
+	r.gate = r.serve.Base
+	r.gateNext = r.startGate(t, bin).Base
+	return r
+}
+
+// startGate starts one `actgate serve` of testdata/actgate.yaml in front of the rig's servers,
+// with a data directory of its own.
+func (r *rig) startGate(t *testing.T, bin string) *testutil.ServeProcess {
+	t.Helper()
 	data := t.TempDir()
 	tmpl, err := os.ReadFile("testdata/actgate.yaml")
 	if err != nil {
@@ -97,14 +111,13 @@ func startRig(t *testing.T) *rig {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.serve = testutil.StartServe(t, bin, []string{"serve", "--config", path}, filepath.Join(data, "endpoint"))
-	r.gate = r.serve.Base
+	serve := testutil.StartServe(t, bin, []string{"serve", "--config", path}, filepath.Join(data, "endpoint"))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("actgate serve output:\n%s", r.serve.Out.String())
+			t.Logf("actgate serve output:\n%s", serve.Out.String())
 		}
 	})
-	return r
+	return serve
 }
 
 // runNode runs a Node program of the suite to completion (bounded) and returns its stdout.
@@ -149,9 +162,11 @@ func TestInterop(t *testing.T) {
 	// only the 2025 revisions (the gate speaks 2026-07-28 to the agent, 2025-11-25 upstream);
 	// the 2025-11-25 requirements against the stateful reference server.
 	t.Run("conformance-0.2.0", func(t *testing.T) {
-		t.Run("2026-07-28/modern", func(t *testing.T) { conformance(t, next2026, "modern", r.modern, r.gated("modern")) })
-		t.Run("2026-07-28/legacy", func(t *testing.T) { conformance(t, next2026, "legacy", r.modern, r.gated("legacy")) })
-		t.Run("2025-11-25/reference", func(t *testing.T) { conformance(t, next2025, "reference", r.reference, r.gated("reference")) })
+		t.Run("2026-07-28/modern", func(t *testing.T) { conformance(t, next2026, "modern", r.modern, r.gatedNext("modern")) })
+		t.Run("2026-07-28/legacy", func(t *testing.T) { conformance(t, next2026, "legacy", r.modern, r.gatedNext("legacy")) })
+		t.Run("2025-11-25/reference", func(t *testing.T) {
+			conformance(t, next2025, "reference", r.reference, r.gatedNext("reference"))
+		})
 	})
 	t.Run("walk", func(t *testing.T) { walk(t, r.everything, r.gated("everything")) })
 	// The same walk against the conformance suite's reference server: its tools are others
@@ -171,7 +186,7 @@ func TestInterop(t *testing.T) {
 			{"modern", "2026-07-28", "conformance", r.modern},
 		} {
 			t.Run(w.server+"/"+w.revision, func(t *testing.T) {
-				walk2Of(t, w.server, "walk2/"+w.server+"/"+w.revision+"/", w.revision, w.plan, w.direct, r.gated(w.server))
+				walk2Of(t, w.server, "walk2/"+w.server+"/"+w.revision+"/", w.revision, w.plan, w.direct, r.gatedNext(w.server))
 			})
 		}
 	})

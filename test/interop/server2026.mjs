@@ -11,7 +11,7 @@
 // `actgate serve`.
 import http from 'node:http';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { McpServer, ProtocolError, ResourceTemplate, WebStandardStreamableHTTPServerTransport, createMcpHandler, inputRequired } from '@modelcontextprotocol/server';
+import { McpServer, MissingRequiredClientCapabilityError, ProtocolError, ResourceTemplate, WebStandardStreamableHTTPServerTransport, createMcpHandler, fromJsonSchema, inputRequired } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 
 // A 1×1 PNG and a 44-byte silent WAV header: content the image and audio scenarios check by type.
@@ -86,10 +86,27 @@ function build() {
     }
     return text(String(token ?? 'no progress token'));
   });
+  // An input schema in JSON Schema 2020-12 with the keywords SEP-1613 and SEP-2106 keep: $schema,
+  // $defs with an $anchor, additionalProperties, allOf (with a nested anyOf) and if/then/else.
   server.registerTool('json_schema_2020_12_tool', {
-    description: 'A tool whose input schema uses JSON Schema 2020-12 keywords',
-    inputSchema: z.object({ name: z.string().optional(), address: z.object({ street: z.string().optional(), city: z.string().optional() }).optional() }),
+    description: 'Tool with JSON Schema 2020-12 features',
+    inputSchema: fromJsonSchema({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      $defs: { address: { $anchor: 'address', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' }, kind: { type: 'string' } },
+      allOf: [{ required: ['name'] }, { anyOf: [{ required: ['address'] }, { required: ['kind'] }] }],
+      if: { properties: { kind: { const: 'business' } } },
+      then: { required: ['address'] },
+      else: { required: [] },
+      additionalProperties: false,
+    }),
   }, async (args) => text(JSON.stringify(args)));
+  // A tool with a parameter the client repeats in an Mcp-Param header (SEP-2243).
+  server.registerTool('test_custom_header', {
+    description: 'Echoes a region that travels in the Mcp-Param-Region header',
+    inputSchema: fromJsonSchema({ type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } }, required: ['region'] }),
+  }, async (args) => text(`region: ${args.region}`));
 
   // Multi-round-trip tools (SEP-2322).
   server.registerTool('test_input_required_result_elicitation', { description: 'Asks for a name, then greets' }, async (ctx) => {
@@ -158,6 +175,30 @@ function build() {
     return text(`answered: ${Object.keys(r).sort().join(', ') || 'nothing asked'}`);
   });
 
+  // The diagnostic tools of the server-stateless scenario.
+  const capabilities = (ctx) => ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
+  server.registerTool('test_missing_capability', { description: 'Needs the sampling capability' }, async () => text('sampling declared'));
+  server.registerTool('test_streaming_elicitation', { description: 'Asks for input on the response stream' }, async (ctx) => {
+    if (ctx.mcpReq._meta?.progressToken !== undefined) {
+      await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: ctx.mcpReq._meta.progressToken, progress: 1 } });
+    }
+    const name = accepted(responses(ctx).user_name)?.name;
+    if (typeof name !== 'string') return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+    return text(`Hello, ${name}!`);
+  });
+  server.registerTool('test_logging_tool', { description: 'Logs when the request asks for a log level' }, async (ctx) => {
+    await ctx.mcpReq.log('info', 'test_logging_tool ran');
+    return text('logged');
+  });
+  server.registerTool('test_trigger_tool_change', { description: 'Announces a tool list change' }, async () => {
+    handler.notify.toolsChanged();
+    return text('tools changed');
+  });
+  server.registerTool('test_trigger_prompt_change', { description: 'Announces a prompt list change' }, async () => {
+    handler.notify.promptsChanged();
+    return text('prompts changed');
+  });
+
   server.registerResource('static-text', 'test://static-text', { description: 'A static text resource', mimeType: 'text/plain' }, async (uri) =>
     ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }] }));
   server.registerResource('static-binary', 'test://static-binary', { description: 'A static binary resource', mimeType: 'image/png' }, async (uri) =>
@@ -194,6 +235,17 @@ function build() {
       return inputRequired({ inputRequests: { user_context: { method: 'elicitation/create', params: { message: 'What context should the prompt use?', requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] } } } } });
     }
     return { messages: [{ role: 'user', content: { type: 'text', text: `Context: ${c}` } }] };
+  });
+  // McpServer answers a tool's exception with an isError result; the refusals the scenarios
+  // require as JSON-RPC errors (a missing client capability: -32021; tampered requestState:
+  // -32602) are raised in front of its tools/call handler.
+  const needs = { test_missing_capability: 'sampling', test_streaming_elicitation: 'elicitation' };
+  const tools = server.server._getRequestHandler('tools/call');
+  server.server.setRequestHandler('tools/call', async (request, ctx) => {
+    const need = needs[request.params.name];
+    if (need && !capabilities(ctx)[need]) throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [need]: {} } });
+    verify(ctx.mcpReq.requestState());
+    return tools(request, ctx);
   });
   return server;
 }
