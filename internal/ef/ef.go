@@ -88,6 +88,10 @@ const (
 	// decides on the body and a server may route on the headers, so nothing is decided or
 	// relayed.
 	EFMCPHeaderMismatch EFCode = "EF_MCP_HEADER_MISMATCH"
+	// EFTaskLimit — the session already follows as many running MCP tasks of dispatched calls
+	// as the gate allows; the task-augmented call was not invoked. Fetch the results of the
+	// running ones (tasks/result) or let them end.
+	EFTaskLimit EFCode = "EF_TASK_LIMIT"
 )
 
 // Info describes one code.
@@ -128,6 +132,7 @@ func all() []Info {
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},
+		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session; the call was not invoked.", false, true},
 	}
 }
 

@@ -195,6 +195,14 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 			ctx = tracing.Extract(ctx, r.Header)
 		}
 		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
+		// A task-augmented call takes a place among the session's tasks (tasks.go).
+		if task := taskParam(req.Params); task != nil {
+			if !b.reserveTask() {
+				return b.taskLimited(params.Name)
+			}
+			defer b.unreserveTask()
+			ctx = withTask(ctx, task)
+		}
 		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
 	}()
 	var result json.RawMessage

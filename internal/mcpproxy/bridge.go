@@ -93,6 +93,8 @@ type bridge struct {
 	// requested is the protocol version the agent's initialize asked for: the version the
 	// upstream session is opened with, so that both legs speak the agent's revision.
 	requested string
+	// tasks are the running tasks of the session's dispatched calls (tasks.go).
+	tasks taskTable
 }
 
 func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
@@ -213,6 +215,7 @@ func (b *bridge) drop(cs *mcp.ClientSession) {
 		// At the default level: the upstream's per-session state (subscriptions, timers) is
 		// gone, and the agent's session goes on with a new upstream session.
 		b.p.log.Info("Upstream session ended; the next request opens a new one", "session", b.ss.ID(), "upstreamSession", cs.ID())
+		b.abandonTasks("the upstream session of the task ended")
 	}
 	go func() { _ = cs.Close() }()
 }
@@ -233,6 +236,7 @@ func (b *bridge) close() {
 	if release {
 		b.p.cfg.Sessions.release(b.agent)
 	}
+	b.abandonTasks("the agent session ended")
 	if cs != nil {
 		go func() { _ = cs.Close() }()
 	}

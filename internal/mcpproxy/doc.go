@@ -22,7 +22,10 @@
 //     (net/http/httptrace), never guessed (docs/architecture.md "tools/call and its outcomes"):
 //     EXECUTED or FAILED only on the upstream's authoritative answer, not sent when no request
 //     byte was written, INDETERMINATE otherwise. Once dispatched, the call is bounded by
-//     Config.CallTimeout, not by the agent's cancellation.
+//     Config.CallTimeout, not by the agent's cancellation. A task-augmented call the upstream
+//     answers with a CreateTaskResult is INVOKED, and its outcome is the task's result, recorded
+//     when it comes through the gate or INDETERMINATE when it can no longer (tasks.go,
+//     docs/architecture.md "Tasks").
 //   - tools/list never issues authority; it adds only the virtual tool request_binding_moment
 //     and the emits_binding_moment annotation (envelope-04 §8.2), and hides an upstream tool of
 //     that name.

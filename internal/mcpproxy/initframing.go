@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -17,6 +18,10 @@ type initFraming struct {
 	mu     sync.Mutex
 	stream bool
 	ids    bool
+	// answer is the upstream's answer to that initialize as read, at most maxEventSize bytes:
+	// where the gate's answer to the agent takes the upstream's capabilities from, as written
+	// (upstreamCapabilities).
+	answer bytes.Buffer
 }
 
 type initFramingKey struct{}
@@ -28,6 +33,10 @@ func observeInit(r *http.Request, resp *http.Response) {
 	if !ok || r.Method != http.MethodPost || r.Header.Get(headerSessionID) != "" || resp == nil {
 		return
 	}
+	f.mu.Lock()
+	f.answer.Reset()
+	f.mu.Unlock()
+	resp.Body = &answerCopy{ReadCloser: resp.Body, f: f}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != mediaSSE {
 		return
@@ -36,6 +45,92 @@ func observeInit(r *http.Request, resp *http.Response) {
 	f.stream = true
 	f.mu.Unlock()
 	resp.Body = &idSpotter{ReadCloser: resp.Body, f: f, bol: true}
+}
+
+// answerCopy keeps what is read of the upstream's initialize answer (initFraming.answer).
+type answerCopy struct {
+	io.ReadCloser
+	f *initFraming
+}
+
+func (c *answerCopy) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.f.mu.Lock()
+	if room := maxEventSize - c.f.answer.Len(); room > 0 {
+		c.f.answer.Write(p[:min(n, room)])
+	}
+	c.f.mu.Unlock()
+	return n, err
+}
+
+// upstreamCapabilities returns the capabilities member of the upstream's initialize result as
+// the upstream wrote it, from its answer (a JSON body, or the response event of an event
+// stream); nil when it is not there.
+func (f *initFraming) upstreamCapabilities() json.RawMessage {
+	f.mu.Lock()
+	raw := bytes.Clone(f.answer.Bytes())
+	stream := f.stream
+	f.mu.Unlock()
+	msgs := [][]byte{raw}
+	if stream {
+		msgs = msgs[:0]
+		for event := range bytes.SplitSeq(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n\n")) {
+			var data []byte
+			for line := range bytes.SplitSeq(event, []byte("\n")) {
+				if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+					if len(data) > 0 {
+						data = append(data, '\n')
+					}
+					data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+				}
+			}
+			msgs = append(msgs, data)
+		}
+	}
+	for _, m := range msgs {
+		msg, err := jsonrpc.DecodeMessage(m)
+		if err != nil {
+			continue
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
+			var r struct {
+				Capabilities json.RawMessage `json:"capabilities"`
+			}
+			if json.Unmarshal(resp.Result, &r) == nil && isObject(r.Capabilities) {
+				return r.Capabilities
+			}
+		}
+	}
+	return nil
+}
+
+// withCapabilities returns the gate's initialize answer (one JSON-RPC response) with the
+// upstream's capabilities as written (members the SDK's types do not model, such as tasks,
+// included), plus tools, always (the virtual tool); body unchanged when it cannot.
+func withCapabilities(body []byte, caps json.RawMessage) []byte {
+	msg, err := jsonrpc.DecodeMessage(body)
+	resp, ok := msg.(*jsonrpc.Response)
+	if err != nil || !ok || resp.Error != nil {
+		return body
+	}
+	var result, c map[string]json.RawMessage
+	if json.Unmarshal(resp.Result, &result) != nil || json.Unmarshal(caps, &c) != nil || result == nil {
+		return body
+	}
+	if _, ok := c["tools"]; !ok {
+		c["tools"] = json.RawMessage("{}")
+	}
+	if result["capabilities"], err = marshalNoEscape(c); err != nil {
+		return body
+	}
+	if resp.Result, err = marshalNoEscape(result); err != nil {
+		return body
+	}
+	out, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // idSpotter notes an "id:" field at the start of a line of the stream it reads.
@@ -82,8 +177,9 @@ func (w *bufferedWriter) WriteHeader(status int) {
 	}
 }
 
-// serveInitialize answers the agent's initialize through the SDK's handler and, when the
-// upstream answered its own initialize on an event stream, gives the same answer on one: the
+// serveInitialize answers the agent's initialize through the SDK's handler, with the upstream's
+// capabilities as written (withCapabilities), and, when the upstream answered its own
+// initialize on an event stream and the agent accepts one, gives the same answer on one: the
 // response as one event, after a priming event and with ids of the gate's own (a resumable
 // stream, resume.go) when the upstream's events had ids. Anything else is the SDK's answer as
 // it wrote it.
@@ -99,24 +195,30 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusOK && mt == mediaJSON {
 		b = p.bridgeByID(buf.h.Get(headerSessionID))
 	}
-	var f initFraming
+	var stream, ids bool
+	body := buf.body.Bytes()
 	if b != nil {
 		b.init.mu.Lock()
-		f.stream, f.ids = b.init.stream, b.init.ids
+		stream, ids = b.init.stream, b.init.ids
 		b.init.mu.Unlock()
+		if caps := b.init.upstreamCapabilities(); caps != nil {
+			body = withCapabilities(body, caps)
+		}
 	}
-	if _, err := jsonrpc.DecodeMessage(buf.body.Bytes()); !f.stream || err != nil {
+	_, streamOK := accepts(r.Header.Values("Accept"))
+	if _, err := jsonrpc.DecodeMessage(body); !stream || !streamOK || err != nil {
+		w.Header().Del("Content-Length")
 		w.WriteHeader(status)
-		_, _ = w.Write(buf.body.Bytes())
+		_, _ = w.Write(body)
 		return
 	}
 	w.Header().Del("Content-Length")
 	s := &agentStream{w: w, b: b}
 	s.start()
-	if f.ids {
+	if ids {
 		s.upstreamEvent(true, true)
 	}
-	s.answer(buf.body.Bytes())
+	s.answer(body)
 }
 
 // isInitialize reports whether body is an initialize request (as far as a cheap look tells;
@@ -133,10 +235,10 @@ func isInitialize(body []byte) bool {
 	return ok && req.Method == methodInitialize
 }
 
-// initializeToFollow reports whether r is an agent's initialize that accepts an event stream
-// (so that serveInitialize may answer on one), leaving its body readable.
+// initializeToFollow reports whether r is an agent's initialize (for serveInitialize), leaving
+// its body readable.
 func initializeToFollow(r *http.Request) bool {
-	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK || r.Body == nil {
+	if r.Body == nil {
 		return false
 	}
 	body, err := io.ReadAll(r.Body)

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,6 +121,9 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 			b.p.log.Error(err, "Upstream request failed", "method", logfield.Bound(req.Method))
 		}
 		return &jsonrpc.Response{ID: req.ID, Error: b.unavailable()}
+	}
+	if strings.HasPrefix(req.Method, "tasks/") {
+		b.observeTaskAnswer(req, answer) // tasks.go
 	}
 	if req.Method == methodListTools && answer.Error == nil {
 		raw, err := augmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)

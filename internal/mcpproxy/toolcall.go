@@ -65,10 +65,13 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if cerr == nil {
 		fwd = args
 	}
+	task := taskOf(ctx) // a task-augmented call (tasks.go; its place is reserved by serveToolsCall)
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	var refused upstreamRefusal
-	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused))
+	var upstreamSession string
+	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession))
+	res = b.taskAnswer(task, res, upstreamSession)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
 			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))
@@ -186,8 +189,10 @@ func (b *bridge) provenance(meta mcp.Meta) string {
 	return s
 }
 
-// invoker calls the upstream once with the sink's operation id and classifies the attempt.
-func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, refused *upstreamRefusal) sink.Invoker {
+// invoker calls the upstream once with the sink's operation id and classifies the attempt. A
+// task-augmented call (task not nil) carries the agent's params.task, and the upstream session
+// it was sent on is reported in upstreamSession.
+func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, refused *upstreamRefusal, task json.RawMessage, upstreamSession *string) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			b.p.log.Error(errNotCanonical, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
@@ -223,10 +228,18 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstreamTransport
 		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
 		var res *mcp.CallToolResult
+		var raw json.RawMessage
 		if version, ok := directVersion(cs); ok && !b.p.cfg.sdkOnly {
 			rel := release
 			release = nil
-			res, err = b.callDirect(a.bind(ctx), cs, version, params, rel)
+			if upstreamSession != nil {
+				*upstreamSession = cs.ID()
+			}
+			res, raw, err = b.callDirect(a.bind(ctx), cs, version, callParams(params, task), rel)
+		} else if task != nil {
+			// The SDK's session has no params.task: sent that way, the call would not be the
+			// one the agent made.
+			return notSent("actgate: a task-augmented call cannot be carried on this upstream session; the call was not sent"), nil
 		} else {
 			res, err = cs.CallTool(a.bind(ctx), params)
 		}
@@ -235,6 +248,9 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 			res, err = nil, ferr // the upstream answered and the answer was lost on the way back
 		}
 		out, drop := classify(res, err, &a)
+		if task != nil && err == nil {
+			out = classifyTask(raw, out)
+		}
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOutcome.String(out.Outcome.String()))
 			if err != nil {

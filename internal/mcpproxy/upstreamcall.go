@@ -34,6 +34,12 @@ var callSeq atomic.Uint64
 // errNoAnswer: the upstream's answer ended without a response to the call.
 var errNoAnswer = errors.New("mcpproxy: the upstream's answer ended without a response to the call")
 
+// errUndecodable: the upstream's answer holds bytes that are not a JSON-RPC message. The
+// decoder's own error (a JSON-RPC error value such as -32600) is kept out of the chain, so the
+// outcome is not mistaken for the upstream refusing the call with that code: the call was sent
+// and its outcome is unknown.
+var errUndecodable = errors.New("mcpproxy: the upstream's answer is not a JSON-RPC message")
+
 // codeUnsupportedMethod is the SDK client's answer to a request it has no handler for
 // (sampling without a sampling handler).
 const codeUnsupportedMethod = -31001
@@ -65,13 +71,13 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // release is called once the answer's body is finished with, which for an event stream can be
 // after callDirect returns: the stream's end is read in the background, so that the connection
 // goes back to the pool instead of being cut by the call's context.
-func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params *mcp.CallToolParams, release func()) (*mcp.CallToolResult, error) {
+func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params any, release func()) (*mcp.CallToolResult, json.RawMessage, error) {
 	b.p.directUpstream.Add(1)
 	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
 	if agentID, ok := ctx.Value(agentRequestKey{}).(jsonrpc.ID); ok && agentID.IsValid() && b.track(agentID, id) {
 		defer b.untrack(agentID) // the agent's cancellation reaches the upstream (relay.go)
 	}
-	res, rest, err := b.sendCall(ctx, cs, version, id, params)
+	res, raw, rest, err := b.sendCall(ctx, cs, version, id, params)
 	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
 	abandoned := err != nil && ctx.Err() != nil
 	if f, ok := rest.(interface{ finished() bool }); ok && f.finished() {
@@ -96,28 +102,29 @@ func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version 
 		// Tell the upstream, as the SDK client does, so that its handler can stop.
 		go b.notifyCancelled(cs.ID(), version, id)
 	}
-	return res, err
+	return res, raw, err
 }
 
-// sendCall POSTs the call and reads its answer. rest, when not nil, is the unread remainder of
-// an event-stream answer, for the caller to drain and close.
+// sendCall POSTs the call and reads its answer: the result, decoded and as the upstream wrote
+// it (raw). rest, when not nil, is the unread remainder of an event-stream answer, for the
+// caller to drain and close.
 func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID,
-	params *mcp.CallToolParams) (res *mcp.CallToolResult, rest io.ReadCloser, err error) {
-	raw, err := marshalNoEscape(params)
+	params any) (res *mcp.CallToolResult, raw json.RawMessage, rest io.ReadCloser, err error) {
+	praw, err := marshalNoEscape(params)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodCallTool, Params: raw})
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodCallTool, Params: praw})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	resp, err := b.post(ctx, cs.ID(), version, body)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_ = resp.Body.Close()
-		return nil, nil, fmt.Errorf("mcpproxy: upstream answered tools/call with HTTP %d", resp.StatusCode)
+		return nil, nil, nil, fmt.Errorf("mcpproxy: upstream answered tools/call with HTTP %d", resp.StatusCode)
 	}
 	var answer *jsonrpc.Response
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
@@ -137,20 +144,20 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		err = fmt.Errorf("mcpproxy: upstream answered tools/call with content type %q", mt)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if answer.Error != nil {
 		var we *jsonrpc.Error
 		if errors.As(answer.Error, &we) {
-			return nil, rest, we
+			return nil, nil, rest, we
 		}
-		return nil, rest, answer.Error
+		return nil, nil, rest, answer.Error
 	}
 	res = &mcp.CallToolResult{}
 	if err := unmarshal(answer.Result, res); err != nil {
-		return nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
+		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
-	return res, rest, nil
+	return res, answer.Result, rest, nil
 }
 
 // unmarshal decodes as the SDK does (its internal/json: case-sensitive member names).
@@ -218,7 +225,7 @@ func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id {
 		return r, nil
@@ -403,7 +410,7 @@ func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response
 		if hasData && len(data) > 0 && (name == "" || name == "message") {
 			msg, err := jsonrpc.DecodeMessage(data)
 			if err != nil {
-				return nil, fmt.Errorf("mcpproxy: upstream event: %w", err)
+				return nil, fmt.Errorf("%w: upstream event: %v", errUndecodable, err)
 			}
 			switch m := msg.(type) {
 			case *jsonrpc.Response:
@@ -451,6 +458,13 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // forwarded to the agent session; a request is answered as the SDK client would answer it
 // (bridge.client) and the answer POSTed upstream.
 func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
+	if !req.IsCall() && req.Method == notifyTaskStatus {
+		// Not a method of the SDK's types: on the agent's answer stream as written, or not at
+		// all (tasks.go).
+		b.taskStatusNotified(req.Params)
+		agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params})
+		return
+	}
 	if !req.IsCall() {
 		if _, ok := notificationParams(req.Method); ok && agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params}) {
 			return // on the agent's own answer stream, as the upstream wrote it

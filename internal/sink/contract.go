@@ -44,6 +44,11 @@ const (
 	// OutcomeNotSent — the invocation failed before any byte left; the upstream cannot have
 	// acted. Report it only when that is certain (e.g. the connection was never established).
 	OutcomeNotSent
+	// OutcomeAccepted — the upstream accepted the call to run it on its own time and answered
+	// with a handle to it (an MCP task's CreateTaskResult, which is Result): the act was
+	// dispatched and is running. The dispatch is recorded INVOKED, and its outcome is recorded
+	// later with Gate.Settle.
+	OutcomeAccepted
 )
 
 // String names the outcome.
@@ -57,6 +62,8 @@ func (o InvokeOutcome) String() string {
 		return "Failed"
 	case OutcomeIndeterminate:
 		return "Indeterminate"
+	case OutcomeAccepted:
+		return "Accepted"
 	}
 	return "InvokeOutcome(?)"
 }
@@ -130,6 +137,11 @@ type Result struct {
 	Resolutions []Delivery
 	// OperationID is the dispatch's idempotency key, when one was used.
 	OperationID string
+	// Accepted is the upstream's acceptance of a journaled dispatch it runs on its own time
+	// (OutcomeAccepted: an MCP CreateTaskResult), to the call that dispatched it (State
+	// INVOKED) and to a retry of it (Replayed), which gets the same handle, never a second
+	// dispatch. Upstream is then the settled outcome's result, when there is one.
+	Accepted json.RawMessage
 }
 
 // Delivery is one binding-moment resolution returned to the agent of the moment's session.

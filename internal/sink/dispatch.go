@@ -20,6 +20,7 @@ const (
 	ReasonUpstreamUnknown  journal.Reason = "upstream_outcome_unknown"
 	ReasonNotSent          journal.Reason = "not_sent"
 	ReasonNotDispatched    journal.Reason = "not_dispatched"
+	ReasonUpstreamAccepted journal.Reason = "upstream_accepted"
 )
 
 // minSweep is the smallest size at which the process-local maps are swept of expired entries.
@@ -41,6 +42,10 @@ type dispatchEntry struct {
 	state   journal.State
 	expires time.Time // end of the retry window for a terminal outcome: the authority's expiry
 	result  json.RawMessage
+	// accepted is the upstream's acceptance of a dispatch it runs on its own time
+	// (OutcomeAccepted), returned to a retry of the act in its session while the window is
+	// open, settled or not.
+	accepted json.RawMessage
 }
 
 // dispatchIndex recognises retries (docs/architecture.md "Retries"). It is a process-local view of
@@ -49,7 +54,10 @@ type dispatchIndex struct {
 	ids *act.IDIssuer
 	mu  sync.Mutex
 	m   map[dispatchKey][]*dispatchEntry
-	n   int
+	// running holds the accepted dispatches (OutcomeAccepted) not settled yet, by operation id
+	// (settle.go).
+	running map[string]*runningDispatch
+	n       int
 	// sweepAt is the entry count that triggers the next sweep of closed windows; it doubles
 	// with what a sweep leaves, so sweeping stays amortised O(1) per call.
 	sweepAt int
@@ -83,7 +91,8 @@ func (x *dispatchIndex) ownedBy(e *dispatchEntry, session string) bool {
 //     happened; action-evidence-boundary "prohibit a blind replay");
 //   - a terminal entry of the same session whose window is open is the call's own earlier
 //     dispatch: its recorded result is returned (tool-use-binding §9: "a fetch of the original
-//     tool_result, never a second invoke");
+//     tool_result, never a second invoke"); so is an entry the upstream accepted to run on its
+//     own time (OutcomeAccepted, INVOKED): the retry gets the same handle to it;
 //   - terminal entries of other sessions, or past their window, do not stand in the way.
 func (x *dispatchIndex) reserve(k dispatchKey, session, actID string, now time.Time) (verdict, *dispatchEntry) {
 	x.mu.Lock()
@@ -102,6 +111,10 @@ func (x *dispatchIndex) reserve(k dispatchKey, session, actID string, now time.T
 			continue
 		}
 		switch {
+		case !e.state.Terminal() && e.accepted != nil && now.Before(e.expires) && x.ownedBy(e, session):
+			if found == nil {
+				found, v = e, verdictReplay
+			}
 		case !e.state.Terminal():
 			found, v = e, verdictIndeterminate
 		case found == nil && x.ownedBy(e, session):
@@ -238,7 +251,8 @@ func EvidenceDigest(b []byte) string { return jcs.Digest(b) }
 // ClassifyOutcome is what one invocation of a dispatch establishes (action-evidence-boundary
 // "Classify the Effect Outcome"): EXECUTED and FAILED only on the upstream's authoritative
 // answer (or, for FAILED, the invoker's certainty that nothing was sent); a transport error or
-// timeout after bytes may have left is INDETERMINATE. The outcome carries its evidence digest
+// timeout after bytes may have left is INDETERMINATE; an acceptance to run later
+// (OutcomeAccepted) is INVOKED, the outcome to come (Gate.Settle). The outcome carries its evidence digest
 // and, for a terminal state, the result when it fits the journal (journal.MaxResultBytes). The
 // embedded gate and the sidecar record their dispatches with it.
 func ClassifyOutcome(operationID string, out InvokeResult, ierr error) (journal.State, journal.Outcome) {
@@ -257,6 +271,11 @@ func ClassifyOutcome(operationID string, out InvokeResult, ierr error) (journal.
 	case ierr == nil && out.Outcome == OutcomeFailed:
 		to = journal.StateFailed
 		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamFailed, EvidenceDigest: EvidenceDigest(out.Result)}
+	case ierr == nil && out.Outcome == OutcomeAccepted:
+		// Dispatched and running: no outcome yet, and no result (the journal records one with a
+		// terminal outcome only).
+		to = journal.StateInvoked
+		o = journal.Outcome{Authoritative: true, Reason: ReasonUpstreamAccepted, EvidenceDigest: EvidenceDigest(out.Result)}
 	default:
 		to = journal.StateIndeterminate
 		o = journal.Outcome{Reason: ReasonUpstreamUnknown}

@@ -484,6 +484,7 @@ func (g *gate) reserve(ctx context.Context, cl *callState, k dispatchKey) (*disp
 				Allowed:     true,
 				Replayed:    true,
 				Upstream:    snap.result,
+				Accepted:    snap.accepted,
 				ActID:       snap.actID,
 				State:       snap.state,
 				OperationID: snap.operationID,
@@ -616,11 +617,21 @@ func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k d
 		rspan.SetStatus(codes.Error, "outcome not recorded")
 	}
 	rspan.End()
-	g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.result = state, result })
-	if g.receipts != nil {
-		o := g.receiptFor(cl, receipt.DecisionOutcome, "")
+	running := state == journal.StateInvoked && out.Outcome == OutcomeAccepted && ierr == nil
+	var o receipt.Receipt
+	if g.receipts != nil || running {
+		o = g.receiptFor(cl, receipt.DecisionOutcome, "")
 		o.ActID = rec.ActID
 		o.AuthorityID, o.OperationID, o.State = dec.AuthorityID, rec.OperationID, string(state)
+	}
+	var accepted json.RawMessage
+	if running {
+		// Running on the upstream's time: the outcome is recorded by Settle (settle.go).
+		accepted = out.Result
+		g.dispatches.run(rec.OperationID, &runningDispatch{entry: entry, receipt: o})
+	}
+	g.dispatches.update(entry, func(e *dispatchEntry) { e.state, e.result, e.accepted = state, result, accepted })
+	if g.receipts != nil {
 		if err := g.appendReceipt(o); err != nil {
 			g.log.Error(err, "receipt append failed", "act", o.ActID)
 		}
@@ -629,6 +640,7 @@ func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k d
 		Invoked:     out.Outcome != OutcomeNotSent,
 		Allowed:     true,
 		Upstream:    out.Result,
+		Accepted:    accepted,
 		ActID:       rec.ActID,
 		State:       state,
 		OperationID: rec.OperationID,

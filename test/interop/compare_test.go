@@ -25,13 +25,6 @@ var knownDifferences = map[string]string{
 	// the upstream's events and passes on JSON-RPC messages only.
 	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
 
-	// Tasks: the agent session is the gate's own SDK server session; its initialize
-	// result is built from the SDK's types, which have no capabilities.tasks.
-	"walk/initialize":              "[tasks] capabilities.tasks of the upstream is dropped from initialize",
-	"walk/tasks":                   "[tasks] params.task is not carried: the call runs as a plain one (server-everything does not enforce taskSupport required), no task is created",
-	"walk/http: POST tasks/get":    "[tasks] no task was created, so none is polled",
-	"walk/http: POST tasks/result": "[tasks] no task was created, so none is fetched",
-
 	// Conformance 0.2.0, 2026-07-28 requirements, through the gate in front of server2026.mjs
 	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
 	// 2026-07-28). A 2025 server asks for input with server-to-client requests during the call;

@@ -68,7 +68,7 @@ type sidecarTarget struct {
 	log            io.Writer
 }
 
-func (s *sidecarTarget) name() string { return "sidecar" }
+func (s *sidecarTarget) name() string { return targetSidecar }
 
 func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Writer) (_ target, err error) {
 	s := &sidecarTarget{bin: bin, host: host, dir: dir, log: log}
@@ -256,6 +256,7 @@ func (s *sidecarTarget) startRun(ctx context.Context, runID, upstreamURL string)
 }
 
 func (r *sidecarRun) endpoint() string     { return "http://" + r.addr + mcpproxy.Path(serverName) }
+func (r *sidecarRun) pid() int             { return r.p.cmd.Process.Pid }
 func (r *sidecarRun) principal() principal { return r.alice }
 
 // finish stops the sidecar and reads its journal and the namespace's authority Leases.

@@ -31,6 +31,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/test/testutil/node"
@@ -286,6 +287,16 @@ spec:
 		t.Fatalf("replay from another session: isError=%v code %q moment %q (first %q) upstream %v", res.IsError, res.code(), again, momentName, s.counts().Counts)
 	}
 
+	// An agent-authored binding moment in the pod: tools/list carries the virtual tool, the
+	// agent proposes two payments, alice chooses the second with kubectl actgate resolve, and
+	// exactly that call runs, once.
+	s.agentAuthoredMoment("a")
+
+	// A policy change reaches the running sidecar: once the reads rule no longer covers get_*,
+	// the read the pod decided alone a moment ago is refused there and never reaches the
+	// upstream; put back, it is allowed again.
+	s.policyChangeReachesSidecar("a")
+
 	// The agent container holds the credential nowhere, and the upstream refuses it without.
 	pr := s.probe(upstreamToken)
 	if len(pr.InEnv) > 0 || len(pr.InFiles) > 0 {
@@ -305,20 +316,22 @@ spec:
 		}
 	}
 	t.Logf("agent probe: %d env vars, %d unreadable paths, processes %v", len(pr.EnvNames), pr.Unreadable, pr.Processes)
-	refusedBefore := len(s.counts().Refused)
+	refusedBefore, paidBefore := len(s.counts().Refused), s.counts().Counts["send_payment"]
 	direct := s.direct(upstreamURL, "send_payment", paymentArgs)
-	if direct.Err == "" || s.counts().Counts["send_payment"] != 1 || len(s.counts().Refused) <= refusedBefore {
+	if direct.Err == "" || s.counts().Counts["send_payment"] != paidBefore || len(s.counts().Refused) <= refusedBefore {
 		t.Errorf("the agent reached the upstream directly: %+v, upstream %+v", direct, s.counts())
 	}
 
 	// kubectl shows it all.
 	acts := s.kubectl("-n", agentNS, "get", "acts", "-o", "wide")
 	t.Logf("kubectl get acts -o wide:\n%s", acts)
-	// The hot-path read was decided in the pod and recorded no Act; the protected calls did.
-	if strings.Contains(acts, "get_balance") {
+	// The hot-path reads were decided in the pod and recorded no Act; the protected calls did,
+	// and so did the reads the changed policy refused.
+	if slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, "get_balance", "Allowed") }) {
 		t.Errorf("a hot-path read created an Act:\n%s", acts)
 	}
 	for _, want := range [][]string{
+		{"get_balance", "Denied", "EF_UNKNOWN_TOOL"},
 		{"send_payment", "FINANCIAL", "Denied", "EF_POLICY_DENIED"},
 		{"send_payment", "FINANCIAL", "Escalated", "EF_ESCALATION_REQUIRED"},
 		{"send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
@@ -337,6 +350,82 @@ spec:
 	s.killSidecarMidDispatch(pod)
 	s.deletePodStopsSidecarLast(pod)
 	t.Logf("suite took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// agentAuthoredMoment proposes a moment of two payments in session, has alice choose the
+// second with the plugin, and checks that only the chosen call runs, once.
+func (s *suite) agentAuthoredMoment(session string) {
+	t := s.t
+	t.Helper()
+	proposal := `{"synopsis":"Two invoices from ACME are due; the agent asks which payment may run.",` +
+		`"stem":"Which payment may run?","recommended":1,"options":[` +
+		`{"label":"Pay both invoices","tool":"send_payment","server":"payments","args":{"amount":60,"to":"ACME"},"reasoning":"Settles both."},` +
+		`{"label":"Pay the first invoice","tool":"send_payment","server":"payments","args":{"amount":30,"to":"ACME"},"reasoning":"Settles the older one."}]}`
+	before := s.counts().Counts["send_payment"]
+	res := s.call(session, sink.RequestBindingMomentTool, proposal)
+	proposed, _ := res.Meta[mcpproxy.MetaMomentID].(string)
+	if res.Err != "" || res.IsError || proposed == "" {
+		t.Fatalf("request_binding_moment in the pod: %s code %q: %s", res.Err, res.code(), res.Text)
+	}
+	bm := &v1alpha1.BindingMoment{}
+	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: proposed}, bm); err != nil || bm.Spec.Principal != alice {
+		t.Fatalf("the proposed BindingMoment %s: %+v %v", proposed, bm.Spec, err)
+	}
+	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", proposed, "-n", agentNS, "--option", "2"); err != nil {
+		t.Fatalf("alice's kubectl actgate resolve of the proposed moment: %v\n%s", err, out)
+	}
+	testutil.Eventually(t, 60*time.Second, "the proposed BindingMoment to be recorded Resolved by alice", func() error {
+		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
+			return err
+		}
+		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
+			return nil
+		}
+		return fmt.Errorf("%+v", bm.Status)
+	})
+	if res := s.call(session, "send_payment", `{"amount":60,"to":"ACME"}`); !res.IsError || s.counts().Counts["send_payment"] != before {
+		t.Fatalf("the option alice did not choose ran: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
+	}
+	if res := s.call(session, "send_payment", `{"amount":30,"to":"ACME"}`); res.IsError || s.counts().Counts["send_payment"] != before+1 {
+		t.Fatalf("the option alice chose: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
+	}
+	if res := s.call(session, "send_payment", `{"amount":30,"to":"ACME"}`); s.counts().Counts["send_payment"] != before+1 {
+		t.Fatalf("the chosen option ran twice: code %q: %s", res.code(), res.Text)
+	}
+	t.Logf("agent-authored moment %s: option 2 ran once, option 1 never", proposed)
+}
+
+// policyChangeReachesSidecar patches the policy's reads rule so that get_* is no longer
+// covered, measures how long the running sidecar takes to refuse get_balance as the new policy
+// does (EF_UNKNOWN_TOOL; until the manager accepts the new generation the pod holds no current
+// policy and refuses with EF_POLICY_UNAVAILABLE), checks the refused call never reached the
+// upstream, and puts the rule back (measured the same way).
+func (s *suite) policyChangeReachesSidecar(session string) {
+	t := s.t
+	t.Helper()
+	change := func(tools string, enforced func(callResult) bool) {
+		t.Helper()
+		changed := time.Now()
+		s.kubectl("-n", agentNS, "patch", "toolpolicy", "payments", "--type=json",
+			"-p", `[{"op":"replace","path":"/spec/rules/0/tools","value":`+tools+`}]`)
+		seen := map[string]int{}
+		testutil.Eventually(t, 60*time.Second, "the running sidecar to enforce rules[0].tools="+tools, func() error {
+			res := s.call(session, "get_balance", `{"account":"ACME"}`)
+			seen[fmt.Sprintf("isError=%v code=%q", res.IsError, res.code())]++
+			if res.Err != "" || !enforced(res) {
+				return fmt.Errorf("get_balance: err %q isError=%v code %q", res.Err, res.IsError, res.code())
+			}
+			return nil
+		})
+		t.Logf("policy change (kubectl patch rules[0].tools=%s) to its enforcement by the running sidecar in the pod: %v (answers meanwhile: %v)",
+			tools, time.Since(changed).Round(time.Millisecond), seen)
+	}
+	change(`["search*"]`, func(r callResult) bool { return r.IsError && r.code() == string(ef.EFUnknownTool) })
+	before := s.counts().Counts["get_balance"]
+	if res := s.call(session, "get_balance", `{"account":"ACME"}`); !res.IsError || s.counts().Counts["get_balance"] != before {
+		t.Fatalf("get_balance under the changed policy: code %q (upstream %d → %d)", res.code(), before, s.counts().Counts["get_balance"])
+	}
+	change(`["get_*","search*"]`, func(r callResult) bool { return !r.IsError })
 }
 
 // importImages imports the actgate image (ACTGATE_IMAGE_TAR, or one built here) and the

@@ -78,9 +78,11 @@
 // moment per action, and another pod never shares one.
 //
 // An agent-authored moment (Propose) is registered the same way, with the agent's envelope once
-// every option's action digest is its call's and every call passed the policy; its Act is named
-// by the session and envelope, and the moments carry the first option that needs a human as
-// their call.
+// every option's action digest is its call's and every call passed the policy on the option's
+// own server; its Act is named by the session and envelope, the moments' annotations carry the
+// first option that needs a human as their call, and their calls each option's server and
+// destination. The options may call different servers: a Review finds a moment only when the
+// option offering the call's action is on the call's server and destination.
 //
 // A moment counts as resolved only when the controller has recorded it (status.state
 // Resolved, status.resolvedBy equal to spec.principal) and its resolution names its envelope:

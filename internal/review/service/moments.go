@@ -96,16 +96,16 @@ func (g *group) expired(now time.Time, rs []resolved) bool {
 	return len(rs) == 0 && !now.Before(g.expires)
 }
 
-// momentGroups lists the binding moments of the call's session that offer the call's action,
-// made for the same agent (service account and pod), server and destination, grouped by
-// envelope, newest first. The pod is part of the agent: another pod presenting the same
-// session id shares nothing.
+// momentGroups lists the binding moments of the call's session that offer the call's action
+// on the call's server and destination (optionOn: an agent-authored moment's options may call
+// several servers), made for the same agent (service account and pod), grouped by envelope,
+// newest first. The pod is part of the agent: another pod presenting the same session id
+// shares nothing.
 func (s *Service) momentGroups(ctx context.Context, x *call) ([]*group, *outcome) {
 	return s.listGroups(ctx, x, client.MatchingLabels{
 		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelSession: sessionLabel(x.session),
 	}, func(ann map[string]string) bool {
-		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
-			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination
+		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID
 	})
 }
 
@@ -127,7 +127,8 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 }
 
 // listGroups lists the binding moments matching sel whose annotations keep accepts and whose
-// envelope offers the call's action, grouped by envelope, newest first.
+// envelope offers the call's action on the call's server and destination, grouped by
+// envelope, newest first.
 func (s *Service) listGroups(ctx context.Context, x *call, sel client.MatchingLabels, keep func(map[string]string) bool) ([]*group, *outcome) {
 	var list v1alpha1.BindingMomentList
 	if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), sel, fromWatchCache()); err != nil {
@@ -147,7 +148,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, sel client.MatchingLa
 		}
 		offers := false
 		for i := range env.NumOptions() {
-			if o, _ := env.Option(i); o.ActionDigest == x.actionDigest() {
+			if o, _ := env.Option(i); o.ActionDigest == x.actionDigest() && optionOn(m, env.NumOptions(), i, x) {
 				offers = true
 			}
 		}
