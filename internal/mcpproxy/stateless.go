@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -25,6 +26,7 @@ const (
 
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 
 	// codeHeaderMismatch is MCP's error for standard headers that disagree with the body.
@@ -357,6 +359,66 @@ var removedStateless = map[string]bool{
 func methodNotFound(method string) *statelessError {
 	return &statelessError{status: http.StatusNotFound, err: &jsonrpc.Error{Code: codeMethodNotFound,
 		Message: "actgate: method not found on MCP 2026-07-28: " + clip(method, 100)}}
+}
+
+// statelessErrorStatus is the HTTP status a 2026-07-28 server answers a JSON-RPC error with,
+// for a stateful upstream's error (which came in an HTTP 2xx): 404 for -32601, 400 for a
+// missing client capability (-32021); other errors keep the upstream's status.
+func statelessErrorStatus(code int64, status int) int {
+	switch code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeMissingClientCapability:
+		return http.StatusBadRequest
+	}
+	return status
+}
+
+// logLevels are MCP's log levels, each to its rank (least severe first).
+var logLevels = func() map[string]int {
+	m := map[string]int{}
+	for i, l := range strings.Fields("debug info notice warning error critical alert emergency") {
+		m[l] = i
+	}
+	return m
+}()
+
+type logLevelKey struct{}
+
+// withLogLevel returns ctx carrying the log level a 2026-07-28 request asked for in
+// _meta["io.modelcontextprotocol/logLevel"] ("" when it asked for none), for the exchange with a
+// stateful upstream, whose session-wide level (logging/setLevel) the revision replaced with
+// the request's own.
+func withLogLevel(ctx context.Context, sr *statelessRequest) context.Context {
+	var meta map[string]json.RawMessage
+	var level string
+	if json.Unmarshal(sr.params["_meta"], &meta) == nil {
+		_ = json.Unmarshal(meta[metaLogLevel], &level)
+	}
+	return context.WithValue(ctx, logLevelKey{}, level)
+}
+
+// logAllowed reports whether an upstream's notifications/message with params goes to the agent:
+// on the exchange of a request that asked for a level (withLogLevel), a message at that level or
+// more severe; on one that asked for none, no message (2026-07-28 sends log messages only to a
+// request that asks). Outside such an exchange every message goes (the upstream filters).
+func logAllowed(ctx context.Context, params json.RawMessage) bool {
+	want, ok := ctx.Value(logLevelKey{}).(string)
+	if !ok {
+		return true
+	}
+	floor, known := logLevels[want]
+	if !known {
+		return false
+	}
+	var m struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(params, &m) != nil {
+		return false
+	}
+	got, known := logLevels[m.Level]
+	return known && got >= floor
 }
 
 // cacheable are the requests whose 2026-07-28 results carry caching hints (SEP-2549: ttlMs and

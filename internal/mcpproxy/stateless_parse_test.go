@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -217,4 +218,36 @@ func FuzzParseStateless(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLogAllowed: on a 2026-07-28 exchange with a stateful upstream a log message goes to the
+// agent only when the request asked for a level and the message is at least that severe; a
+// message whose level is unknown, or that does not parse, does not go.
+func TestLogAllowed(t *testing.T) {
+	req := func(level string) *statelessRequest {
+		meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		return &statelessRequest{params: map[string]json.RawMessage{"_meta": json.RawMessage(meta + "}")}}
+	}
+	for _, tc := range []struct {
+		asked, msg string
+		want       bool
+	}{
+		{"", `{"level":"emergency","data":"x"}`, false},
+		{"debug", `{"level":"debug","data":"x"}`, true},
+		{"warning", `{"level":"info","data":"x"}`, false},
+		{"warning", `{"level":"error","data":"x"}`, true},
+		{"bogus", `{"level":"error","data":"x"}`, false},
+		{"debug", `{"level":"loud","data":"x"}`, false},
+		{"debug", `[1]`, false},
+	} {
+		if got := logAllowed(withLogLevel(context.Background(), req(tc.asked)), json.RawMessage(tc.msg)); got != tc.want {
+			t.Errorf("asked %q, message %s: %v, want %v", tc.asked, tc.msg, got, tc.want)
+		}
+	}
+	if !logAllowed(context.Background(), json.RawMessage(`{"level":"debug"}`)) {
+		t.Error("a message outside a 2026-07-28 exchange with a stateful upstream was dropped")
+	}
 }

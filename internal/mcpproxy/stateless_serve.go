@@ -268,7 +268,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !m.IsCall() {
+			if !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
 				stream.message(m)
 			}
 		})
@@ -332,7 +332,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(headerSessionID, s.id)
 		}
 		sh.Set(headerProtocolVersion, s.version)
-		resp, status, err := p.slExchange(ctx, sh, body, upID)
+		resp, status, err := p.slExchange(withLogLevel(ctx, sr), sh, body, upID)
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(agent, s)
 			if retry && try == 0 {
@@ -343,8 +343,8 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			resp.ID = sr.req.ID
 			if resp.Error == nil {
 				resp.Result = withCacheHints(sr.req.Method, withResultType(resp.Result))
-			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && werr.Code == codeMethodNotFound && status >= 200 && status <= 299 {
-				status = http.StatusNotFound // a 2026-07-28 server's status for -32601
+			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && status >= 200 && status <= 299 {
+				status = statelessErrorStatus(werr.Code, status)
 			}
 		}
 		return resp, status, err

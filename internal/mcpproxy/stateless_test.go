@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -342,5 +343,74 @@ func TestStatelessMissingCapabilityRefusal(t *testing.T) {
 	}
 	if st := statesIn(t, f); st[journal.StateFailed] != 1 || st[journal.StateIndeterminate] != 0 {
 		t.Fatalf("journal states %v, want one FAILED act", st)
+	}
+}
+
+// TestStatelessStatefulUpstreamCall: a 2026-07-28 tools/call in front of a stateful upstream
+// gets the upstream's log messages only when the request asked for a log level
+// (_meta["io.modelcontextprotocol/logLevel"]), at that level or more severe; and the upstream's
+// -32021 (in an HTTP 200, as 2025 answers errors) is answered with HTTP 400, the act FAILED.
+func TestStatelessStatefulUpstreamCall(t *testing.T) {
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		if !isToolsCall(r) {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &m)
+		if m.Params.Name == "get_balance" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32021,"message":"Missing required client capability","data":{"requiredCapabilities":{"sampling":{}}}}}`))
+			return true
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"ticket log\"}}\n\n" +
+			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + string(m.ID) + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n"))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	post := func(id int, tool, level string) (int, string) {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"title":"t%d"},%s}}}`, id, tool, id, meta)
+		req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for i, tc := range []struct {
+		level string
+		logs  bool
+	}{{"", false}, {"debug", true}, {"info", true}, {"error", false}} {
+		status, body := post(10+i, "ticket_create", tc.level)
+		if status != http.StatusOK || !strings.Contains(body, `"text":"ok"`) {
+			t.Fatalf("logLevel %q: HTTP %d %s", tc.level, status, body)
+		}
+		if got := strings.Contains(body, "ticket log"); got != tc.logs {
+			t.Errorf("logLevel %q: log message relayed %v, want %v: %s", tc.level, got, tc.logs, body)
+		}
+	}
+	status, body := post(20, "get_balance", "")
+	if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32021`) {
+		t.Fatalf("-32021 from a stateful upstream: HTTP %d %s, want 400", status, body)
+	}
+	if st := statesIn(t, f); st[journal.StateIndeterminate] != 0 {
+		t.Fatalf("journal states %v: no act may be INDETERMINATE", st)
 	}
 }

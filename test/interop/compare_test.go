@@ -43,7 +43,7 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-tampered-state":          "[input required] a 2025 upstream cannot return input_required, so there is no requestState to tamper with",
 	"conformance-0.2.0/2026-07-28/legacy/http-custom-header-server-validation":          "[Mcp-Param, 2025 upstream] the gate ties each Mcp-Param header to a value of the decided arguments, but only the server knows which argument a tool's x-mcp-header names; a 2025 upstream never sees the headers, so a header copying another argument, or one left out, is not refused",
-	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream: the gate answers -32601, so the stream checks are not testable",
+	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks); [input required] the gate's upstream session declares no client capabilities, so the elicitation tool refuses (-32021)",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).
 	"walk2/reference/2025-11-25/elicitation": "[elicitation order] the agent's answer reaches the upstream with its content's members in sorted order (the same members and values): it crosses the SDK's types",
