@@ -282,6 +282,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.Header.Get(headerLastEventID) != "" && p.serveResume(w, r) {
 		return // resume.go
 	}
+	if r.Method == http.MethodGet && p.serveGET(w, r) {
+		return // getstream.go
+	}
 	if r.Method == http.MethodDelete && p.serveDELETE(w, r) {
 		return // lifecycle.go
 	}

@@ -1,0 +1,191 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// sseEvent is one event of a stream as read off the wire: its lines, as written.
+type sseEvent struct {
+	id, data string
+	lines    []string
+}
+
+// getStream opens the agent's GET stream on r's session (with Last-Event-ID when last is not
+// empty) and returns its events as they come; cancel closes it.
+func (r *rawSession) getStream(last string) (events <-chan sseEvent, status int, cancel func()) {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.endpoint, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", r.session)
+	req.Header.Set("Mcp-Protocol-Version", r.version)
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	ch := make(chan sseEvent, 64)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			if line != "" {
+				ev.lines = append(ev.lines, line)
+				if v, ok := strings.CutPrefix(line, "id: "); ok {
+					ev.id = v
+				}
+				if v, ok := strings.CutPrefix(line, "data: "); ok {
+					ev.data = v
+				}
+				continue
+			}
+			ch <- ev
+			ev = sseEvent{}
+		}
+	}()
+	r.t.Cleanup(cancel)
+	return ch, resp.StatusCode, cancel
+}
+
+// nextEvent returns the next event with data or an id, failing the test after a while.
+func nextEvent(t *testing.T, events <-chan sseEvent) sseEvent {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the GET stream ended")
+			}
+			if ev.id != "" || ev.data != "" {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no event on the GET stream")
+		}
+	}
+}
+
+// TestGETStreamRelaysUpstream: the agent's GET stream is the upstream's, relayed: the
+// upstream's events with its own event ids (the Go SDK server's "_N", from its event store)
+// and data as written; a GET with Last-Event-ID resumes the upstream's stream (what it sent
+// while the agent was away is replayed by the upstream); the gate's own messages come in
+// between with ids of the gate's own, which resume too.
+func TestGETStreamRelaysUpstream(t *testing.T) {
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
+	rs := newRawSession(t, f.endpoint())
+	events, status, closeGET := rs.getStream("")
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	addTool := func(name string) {
+		f.up.MCP().AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcptest.Text("ok"), nil
+		})
+	}
+	const changed = `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`
+	addTool("added_one")
+	ev := nextEvent(t, events)
+	if ev.id != "_0" || ev.data != changed {
+		t.Fatalf("first event: id %q data %s; want the upstream's id _0 and its notification as written", ev.id, ev.data)
+	}
+
+	// A message of the gate's own session, merged with an id of the gate's own that names the
+	// upstream event before it.
+	b := f.proxy.bridgeByID(rs.session)
+	b.notify(context.Background(), notifyPromptsChanged, nil)
+	own := nextEvent(t, events)
+	if own.id != "actgate:0:_0" || !strings.Contains(own.data, notifyPromptsChanged) {
+		t.Fatalf("the gate's own event: id %q data %s; want id actgate:0:_0", own.id, own.data)
+	}
+
+	// Away: the upstream keeps what it sends; the resumed GET gets it from the upstream.
+	closeGET()
+	time.Sleep(100 * time.Millisecond)
+	addTool("added_two")
+	time.Sleep(200 * time.Millisecond)
+	events, status, closeGET = rs.getStream("_0")
+	if status != http.StatusOK {
+		t.Fatalf("GET with Last-Event-ID: HTTP %d", status)
+	}
+	ev = nextEvent(t, events)
+	if ev.id != "_1" || ev.data != changed {
+		t.Fatalf("resumed: id %q data %s; want the upstream's replay of _1", ev.id, ev.data)
+	}
+	closeGET()
+	time.Sleep(100 * time.Millisecond)
+
+	// Resuming from the gate's own id: the upstream after _0 again, the gate's own after 0.
+	b.notify(context.Background(), notifyResourcesChanged, nil)
+	events, _, closeGET = rs.getStream("actgate:0:_0")
+	defer closeGET()
+	got := map[string]string{}
+	for range 2 {
+		ev := nextEvent(t, events)
+		got[ev.id] = ev.data
+	}
+	if got["_1"] != changed {
+		t.Errorf("resumed from the gate's id: upstream event _1 missing: %v", got)
+	}
+	if d, ok := got["actgate:1:_0"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
+		if d, ok = got["actgate:1:_1"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
+			t.Errorf("resumed from the gate's id: the gate's own event 1 missing: %v", got)
+		}
+	}
+}
+
+// TestGETStreamTaskStatus: a notifications/tasks/status the upstream sends on its GET stream
+// (not a method of the SDK's types) reaches the agent as the upstream wrote it, after the
+// upstream's priming event with its id and retry field.
+func TestGETStreamTaskStatus(t *testing.T) {
+	f := newTaskFixture(t)
+	f.up.StatusStream()
+	rs, _ := f.session()
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	prime := nextEvent(t, events)
+	if prime.id != "ts-0" || strings.Join(prime.lines, "\n") != "id: ts-0\nretry: 1000\ndata: " {
+		t.Fatalf("priming event: %q; want the upstream's as written", prime.lines)
+	}
+	created := rs.request("7", "tools/call", `{"name":"ticket_task","arguments":{"title":"x"},"task":{"ttl":60000}}`)
+	var cr struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(created, &cr); err != nil || cr.Result.Task.TaskID == "" {
+		t.Fatalf("task-augmented call: %s", created)
+	}
+	f.up.Finish(cr.Result.Task.TaskID, "completed", `{"content":[{"type":"text","text":"done"}]}`)
+	ev := nextEvent(t, events)
+	want := `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"` + cr.Result.Task.TaskID +
+		`","status":"completed","createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:01Z","ttl":60000}}`
+	if ev.id != "ts-1" || ev.data != want {
+		t.Fatalf("task status: id %q data %s; want id ts-1 and %s", ev.id, ev.data, want)
+	}
+}
