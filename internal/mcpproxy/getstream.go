@@ -171,13 +171,7 @@ type getRelay struct {
 	broken bool
 }
 
-// write writes one event and flushes it; false once the agent is gone.
-func (g *getRelay) write(ev []byte) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.writeLocked(ev)
-}
-
+// writeLocked writes one event and flushes it; false once the agent is gone. g.mu is held.
 func (g *getRelay) writeLocked(ev []byte) bool {
 	if g.broken {
 		return false
