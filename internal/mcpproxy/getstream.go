@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -212,11 +213,11 @@ func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reade
 				data = append(data, value...)
 				hasData = true
 			case "id":
-				if bytes.IndexByte(value, 0) < 0 {
+				if bytes.HasPrefix(value, []byte(gateEventPrefix)) {
+					line = []byte("id: " + gateEventPrefix + "u:" + string(value))
+				}
+				if bytes.IndexByte(value, 0) < 0 { // an id with NUL is ignored (WHATWG SSE)
 					id, hasID = string(value), true
-					if strings.HasPrefix(id, gateEventPrefix) {
-						line = []byte("id: " + gateEventPrefix + "u:" + id)
-					}
 				}
 			}
 			if len(ev)+len(line) > maxEventSize {
@@ -284,38 +285,39 @@ func replaceData(ev, data []byte) []byte {
 // askOnGET puts an upstream request of the GET stream to the agent under an id of the gate's
 // own and returns the request to write; the agent's response goes upstream in the background,
 // under the upstream's id (bounded by the elicitation timeout or CallTimeout, and the
-// session). ok is false when the gate answers it itself (a capability the agent did not
-// declare, or maxRelayed requests waiting already): nothing is written.
+// session). ok is false when the gate answers it itself, at once (a capability the agent did
+// not declare, as the SDK client would; or maxRelayed requests waiting already): nothing is
+// written.
 func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc.Request) (data []byte, ok bool) {
+	if !b.agentCan(req.Method) {
+		b.fromUpstream(ctx, sid, version, req) // answered without the agent (bridge.answer)
+		return nil, false
+	}
+	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
+	ch := make(chan *jsonrpc.Response, 1)
+	if !b.await(id, ch) {
+		resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+			Message: fmt.Sprintf("actgate: more than %d requests to the agent in flight on this session", maxRelayed)}}
+		if err := b.postMessage(ctx, sid, version, resp); err != nil {
+			b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+		}
+		return nil, false
+	}
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: req.Method, Params: req.Params})
+	if err != nil {
+		b.unawait(id)
+		return nil, false
+	}
 	d := b.p.cfg.CallTimeout
 	if req.Method == methodElicit {
 		if d = b.p.cfg.ElicitationTimeout; d == 0 {
 			d = DefaultElicitationTimeout
 		}
 	}
-	wctx, cancel := context.WithTimeout(b.lifetime(), d)
-	if !b.agentCan(req.Method) {
-		go func() {
-			defer cancel()
-			b.fromUpstream(wctx, sid, version, req) // answered as the SDK client would
-		}()
-		return nil, false
-	}
-	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
-	ch := make(chan *jsonrpc.Response, 1)
-	if !b.await(id, ch) {
-		cancel()
-		resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests, Message: "actgate: too many requests to the agent in flight on this session"}}
-		go func() { _ = b.postMessage(context.WithoutCancel(ctx), sid, version, resp) }()
-		return nil, false
-	}
-	out, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: req.Method, Params: req.Params})
-	if err != nil {
-		b.unawait(id)
-		cancel()
-		return nil, false
-	}
 	go func() {
+		// The wait outlives the GET connection (the agent may answer after reconnecting),
+		// not the session.
+		wctx, cancel := context.WithTimeout(b.lifetime(), d)
 		defer cancel()
 		defer b.unawait(id)
 		var resp *jsonrpc.Response

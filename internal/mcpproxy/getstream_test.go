@@ -189,3 +189,79 @@ func TestGETStreamTaskStatus(t *testing.T) {
 		t.Fatalf("task status: id %q data %s; want id ts-1 and %s", ev.id, ev.data, want)
 	}
 }
+
+// TestGETStreamUpstreamRequests: a request the upstream puts to the agent on its GET stream
+// (roots/list, outside any request) reaches the agent on the agent's GET stream under an id
+// of the gate's own, and the agent's POSTed response is the upstream's answer; a ping there is
+// answered by the gate (the agent declared nothing it needs) and not written to the agent.
+func TestGETStreamUpstreamRequests(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := &rawSession{t: t, endpoint: f.endpoint(), next: 1}
+	_, hdr := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.session, rs.version = hdr.Get("Mcp-Session-Id"), "2025-11-25"
+	rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	var up *mcp.ServerSession
+	for ss := range f.up.MCP().Sessions() {
+		up = ss
+	}
+	if up == nil {
+		t.Fatal("no upstream session")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := up.Ping(ctx, nil); err != nil {
+		t.Fatalf("upstream ping on its GET stream: %v", err)
+	}
+	type answer struct {
+		res *mcp.ListRootsResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := up.ListRoots(ctx, nil)
+		done <- answer{res, err}
+	}()
+	ev := nextEvent(t, events)
+	var req struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != methodListRoots {
+		t.Fatalf("the agent's GET stream: %s; want the upstream's roots/list (the ping is the gate's to answer)", ev.data)
+	}
+	id, ok := req.ID.(string)
+	if !ok || !strings.HasPrefix(id, "actgate-s-") {
+		t.Fatalf("roots/list id %v: want an id of the gate's own", req.ID)
+	}
+	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+id+`","result":{"roots":[{"uri":"file:///walk/x","name":"x"}]}}`, http.StatusAccepted)
+	a := <-done
+	if a.err != nil || len(a.res.Roots) != 1 || a.res.Roots[0].URI != "file:///walk/x" {
+		t.Fatalf("the upstream's roots/list answer: %+v, %v; want the agent's root", a.res, a.err)
+	}
+}
+
+// postStatus POSTs one message and checks the HTTP status of the answer.
+func (r *rawSession) postStatus(t *testing.T, body string, want int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", r.session)
+	req.Header.Set("Mcp-Protocol-Version", r.version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s: HTTP %d, want %d", body, resp.StatusCode, want)
+	}
+}
