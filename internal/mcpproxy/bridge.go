@@ -98,6 +98,9 @@ type bridge struct {
 	// ownSent is the index of the last event of the gate session's own stream written to the
 	// agent on a relayed GET stream (getstream.go); -1: none.
 	ownSent int
+	// getAsks maps the upstream's id of each request of its GET stream put to the agent and
+	// not answered yet to the gate's id it was put under (getstream.go: askOnGET).
+	getAsks map[string]jsonrpc.ID
 	// life ends when the session closes (lifetime); nil until asked for.
 	life    context.Context
 	endLife context.CancelFunc

@@ -293,6 +293,16 @@ func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc
 		b.fromUpstream(ctx, sid, version, req) // answered without the agent (bridge.answer)
 		return nil, false
 	}
+	// A request the upstream replays (a resumed GET) while the agent has not answered it yet
+	// is put to the agent again under the same id: one wait, one answer upstream.
+	key := fmt.Sprintf("%T:%v", req.ID.Raw(), req.ID.Raw())
+	b.mu.Lock()
+	pending, replayed := b.getAsks[key]
+	b.mu.Unlock()
+	if replayed {
+		out, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: pending, Method: req.Method, Params: req.Params})
+		return out, err == nil
+	}
 	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
 	ch := make(chan *jsonrpc.Response, 1)
 	if !b.await(id, ch) {
@@ -308,6 +318,12 @@ func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc
 		b.unawait(id)
 		return nil, false
 	}
+	b.mu.Lock()
+	if b.getAsks == nil {
+		b.getAsks = make(map[string]jsonrpc.ID)
+	}
+	b.getAsks[key] = id // at most maxRelayed, as awaiting
+	b.mu.Unlock()
 	d := b.p.cfg.CallTimeout
 	if req.Method == methodElicit {
 		if d = b.p.cfg.ElicitationTimeout; d == 0 {
@@ -320,6 +336,11 @@ func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc
 		wctx, cancel := context.WithTimeout(b.lifetime(), d)
 		defer cancel()
 		defer b.unawait(id)
+		defer func() {
+			b.mu.Lock()
+			delete(b.getAsks, key)
+			b.mu.Unlock()
+		}()
 		var resp *jsonrpc.Response
 		select {
 		case r := <-ch:

@@ -265,3 +265,61 @@ func (r *rawSession) postStatus(t *testing.T, body string, want int) {
 		t.Fatalf("POST %s: HTTP %d, want %d", body, resp.StatusCode, want)
 	}
 }
+
+// TestGETStreamReplayedRequest: a request of the upstream's GET stream the agent did not answer
+// before its GET broke is replayed by the upstream on the resumed GET and put to the agent
+// again under the same id of the gate's: the agent's one answer is the upstream's.
+func TestGETStreamReplayedRequest(t *testing.T) {
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
+	rs := &rawSession{t: t, endpoint: f.endpoint(), next: 1}
+	_, hdr := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.session, rs.version = hdr.Get("Mcp-Session-Id"), "2025-11-25"
+	rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	events, _, closeGET := rs.getStream("")
+	var up *mcp.ServerSession
+	for ss := range f.up.MCP().Sessions() {
+		up = ss
+	}
+	f.up.MCP().AddTool(&mcp.Tool{Name: "added", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcptest.Text("ok"), nil
+	})
+	if ev := nextEvent(t, events); ev.id != "_0" {
+		t.Fatalf("first event %q, want _0", ev.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		res, err := up.ListRoots(ctx, nil)
+		if err == nil && (len(res.Roots) != 1 || res.Roots[0].Name != "once") {
+			err = errUnexpected(res)
+		}
+		done <- err
+	}()
+	first := nextEvent(t, events)
+	closeGET() // gone before answering
+	time.Sleep(100 * time.Millisecond)
+	events, _, closeGET = rs.getStream("_0")
+	defer closeGET()
+	again := nextEvent(t, events)
+	if first.id != "_1" || again.id != "_1" || first.data != again.data || !strings.Contains(first.data, `"id":"actgate-s-`) {
+		t.Fatalf("the request and its replay: %q %s / %q %s; want the upstream's _1 twice under one id of the gate's", first.id, first.data, again.id, again.data)
+	}
+	var req struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(again.data), &req)
+	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+req.ID+`","result":{"roots":[{"uri":"file:///once","name":"once"}]}}`, http.StatusAccepted)
+	if err := <-done; err != nil {
+		t.Fatalf("the upstream's roots/list: %v", err)
+	}
+}
+
+type unexpectedResult struct{ res *mcp.ListRootsResult }
+
+func (u unexpectedResult) Error() string {
+	b, _ := json.Marshal(u.res)
+	return "unexpected result " + string(b)
+}
+
+func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res} }
