@@ -101,6 +101,9 @@ type bridge struct {
 	// getAsks maps the upstream's id of each request of its GET stream put to the agent and
 	// not answered yet to the gate's id it was put under (getstream.go: askOnGET).
 	getAsks map[string]jsonrpc.ID
+	// early is the upstream GET stream opened with the session, until the agent's GET claims
+	// it (getstream.go).
+	early *earlyGET
 	// life ends when the session closes (lifetime); nil until asked for.
 	life    context.Context
 	endLife context.CancelFunc

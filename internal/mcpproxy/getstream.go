@@ -11,17 +11,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
 )
 
 // The agent's standalone GET stream (MCP streamable HTTP, "Listening for messages from the
-// server") is relayed from the upstream's GET on the same upstream session: the gate opens the
-// upstream's GET when the agent opens its own (never otherwise: an agent without a GET stream
-// has none upstream either), and writes the upstream's events as the upstream wrote them, with
-// their event ids, retry fields, priming events and comments. Two things differ:
+// server") is relayed from the upstream's GET on the same upstream session (the first from the
+// one opened with the session, earlyGET; later ones from GETs of their own), and the gate
+// writes the upstream's events as the upstream wrote them, with their event ids, retry fields,
+// priming events and comments. Two things differ:
 //
 //   - A request the upstream puts to the agent on it (sampling, elicitation, roots/list) gets an
 //     id of the gate's own (actgate-s-N), as on an answer stream (askOnStream): the agent's
@@ -71,23 +73,16 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	own, upID := b.resumePoint(r.Header.Get(headerLastEventID))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.cfg.URL, nil)
-	if err != nil {
-		return false
-	}
-	h := req.Header
-	h.Set("Accept", mediaSSE)
-	h.Set(headerSessionID, cs.ID())
-	h.Set(headerProtocolVersion, version)
-	if upID != "" {
-		h.Set(headerLastEventID, upID)
-	}
-	resp, err := p.direct.Do(req)
-	if err != nil {
-		p.log.Info("Upstream GET stream not opened; the agent gets the gate's own", "session", b.ss.ID(), "error", err.Error())
-		return false
+	resp := b.claimEarlyGET(ctx, cs, upID)
+	if resp == nil {
+		if resp, err = b.openGET(ctx, cs.ID(), version, upID); err != nil {
+			p.log.Info("Upstream GET stream not opened; the agent gets the gate's own", "session", b.ss.ID(), "error", err.Error())
+			return false
+		}
 	}
 	defer resp.Body.Close()
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() }) // an early GET's own context is the session's
+	defer stop()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode == http.StatusMethodNotAllowed {
 		return false // the upstream offers no GET stream: the gate's own alone
@@ -136,6 +131,116 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	cancel()
 	<-ownDone
 	return true
+}
+
+// openGET opens the upstream's GET stream on session sid, resuming after upID when not empty.
+func (b *bridge) openGET(ctx context.Context, sid, version, upID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.p.cfg.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Accept", mediaSSE)
+	h.Set(headerSessionID, sid)
+	h.Set(headerProtocolVersion, version)
+	if upID != "" {
+		h.Set(headerLastEventID, upID)
+	}
+	return b.p.direct.Do(req)
+}
+
+// earlyGETGrace is how long an upstream GET stream opened with the session waits for the
+// agent's GET to claim it before the gate closes it.
+const earlyGETGrace = 10 * time.Second
+
+// earlyGET is the upstream GET stream the gate opens as soon as the upstream session is open,
+// as the SDK client would (and a direct client usually does right after initialize): an
+// upstream that puts a request outside any request on it right after the session starts (the
+// conformance reference server's test_elicitation) finds it connected, although the agent's
+// GET reaches the upstream one hop later. The agent's first GET without Last-Event-ID claims
+// it and reads it from its first byte (what the upstream wrote meanwhile is in the
+// connection's buffers); unclaimed after earlyGETGrace, it is closed, and the agent's GET opens
+// its own.
+type earlyGET struct {
+	sid   string
+	ready chan struct{} // closed once resp is known
+	resp  *http.Response
+}
+
+// startEarlyGET opens the session's early GET in the background.
+func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
+	version, ok := directVersion(cs)
+	if !ok {
+		return
+	}
+	e := &earlyGET{sid: cs.ID(), ready: make(chan struct{})}
+	b.mu.Lock()
+	b.early = e
+	b.mu.Unlock()
+	go func() {
+		// The stream lives as long as the session (its claimant closes it sooner); a slow
+		// answer is bounded by the claimant's wait (claimEarlyGET).
+		resp, err := b.openGET(b.lifetime(), e.sid, version, "")
+		if err == nil {
+			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+			if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+				_ = resp.Body.Close()
+				resp = nil
+			}
+		} else {
+			resp = nil
+		}
+		b.mu.Lock()
+		e.resp = resp
+		b.mu.Unlock()
+		close(e.ready)
+		if resp == nil {
+			return
+		}
+		t := time.NewTimer(earlyGETGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.lifetime().Done():
+		}
+		b.mu.Lock()
+		unclaimed := b.early == e && e.resp != nil
+		if unclaimed {
+			b.early = nil
+		}
+		b.mu.Unlock()
+		if unclaimed || b.lifetime().Err() != nil {
+			_ = resp.Body.Close()
+		}
+	}()
+}
+
+// claimEarlyGET returns the session's early GET for the agent's GET without Last-Event-ID on
+// upstream session cs, waiting for it to open (bounded by ConnectTimeout); nil when there is
+// none to claim.
+func (b *bridge) claimEarlyGET(ctx context.Context, cs *mcp.ClientSession, upID string) *http.Response {
+	b.mu.Lock()
+	e := b.early
+	b.mu.Unlock()
+	if e == nil || upID != "" || e.sid != cs.ID() {
+		return nil
+	}
+	t := time.NewTimer(b.p.cfg.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-e.ready:
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.early != e || e.resp == nil {
+		return nil
+	}
+	b.early = nil
+	return e.resp
 }
 
 // resumePoint reads the agent's Last-Event-ID on the GET stream: the index of the gate's own
