@@ -323,3 +323,35 @@ func (u unexpectedResult) Error() string {
 }
 
 func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res} }
+
+// TestGETStreamEarly: what the upstream sends outside any request right after the session
+// starts, before the agent's GET reaches it, is on the agent's first GET stream: the gate's
+// upstream GET was open since the session started (the upstream keeps no event store here, so
+// a message for an unconnected GET stream would be dropped).
+func TestGETStreamEarly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := newRawSession(t, f.endpoint())
+	// Give the gate's upstream GET time to connect (what a direct client's GET would have).
+	deadline := time.Now().Add(time.Second)
+	for b := f.proxy.bridgeByID(rs.session); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b.mu.Lock()
+		e := b.early
+		b.mu.Unlock()
+		if e != nil {
+			<-e.ready
+			break
+		}
+	}
+	f.up.MCP().AddTool(&mcp.Tool{Name: "early", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcptest.Text("ok"), nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	if ev := nextEvent(t, events); ev.data != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}` {
+		t.Fatalf("first event: %s; want the upstream's list_changed sent before the agent's GET", ev.data)
+	}
+}
