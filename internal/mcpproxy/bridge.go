@@ -199,7 +199,7 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
 		Endpoint:   b.p.cfg.URL,
 		HTTPClient: b.p.http,
-		// The upstream's GET stream is opened when the agent opens its own, and relayed to it
+		// The upstream's GET stream is the gate's to open and relay to the agent's
 		// (getstream.go); the SDK client opens none.
 		DisableStandaloneSSE: true,
 	}, opts)
