@@ -39,9 +39,10 @@ type dispatcherGone struct {
 // be known (action-evidence-boundary, "Classify the Effect Outcome"); the act is held until
 // authenticated reconciliation and is never marked EXECUTED or FAILED by guess.
 //
-// An act a Permit recorded has no status until its outcome is reported; it is in flight when
-// its authority Lease (found by the act-id label, read from the cache) is consumed, and then
-// the Lease's holder is its operation.
+// An act a Permit recorded has no status until its outcome is reported; it is in flight from
+// its create, whose permit record names the authority and the operation that consumed it (an
+// act recorded with a Lease instead is in flight when that Lease, found by the act-id label and
+// read from the cache, is consumed, and then the Lease's holder is its operation).
 //
 // A sidecar that is terminating may still be delivering the outcome from its outbox, and a pod
 // deleted by force on an unreachable node may still run: the act must also have gone unwritten
@@ -58,9 +59,11 @@ func (r *ActReconciler) holdCutOffDispatch(ctx context.Context, s *actScope) (ct
 	switch st := act.Status; {
 	case inFlight(st.State) && st.Decision != v1alpha1.ActDecisionDenied:
 	case st.State == "" && st.Decision == "" && st.AuthorityRef == nil && st.OperationID == "":
-		var err error
-		if permit, err = r.consumedByPermit(ctx, act); err != nil || permit == nil {
-			return ctrl.Result{}, err
+		if permit = consumedByPermit(act); permit == nil {
+			var err error
+			if permit, err = r.consumedByLease(ctx, act); err != nil || permit == nil {
+				return ctrl.Result{}, err
+			}
 		}
 	default:
 		return ctrl.Result{}, nil
@@ -97,9 +100,21 @@ func (r *ActReconciler) holdCutOffDispatch(ctx context.Context, s *actScope) (ct
 	return ctrl.Result{}, nil
 }
 
-// consumedByPermit returns the authority and operation of act's consumed authority Lease, or
-// nil when none of its Leases is consumed.
-func (r *ActReconciler) consumedByPermit(ctx context.Context, act *v1alpha1.Act) (*dispatcherGone, error) {
+// consumedByPermit returns the authority and operation of the permit record the authority
+// service wrote on act when a Permit created it (its create is the consumption), or nil when
+// act has none.
+func consumedByPermit(act *v1alpha1.Act) *dispatcherGone {
+	auth, op := act.Annotations[v1alpha1.AnnotationActPermitAuthority], act.Annotations[v1alpha1.AnnotationActPermitOperation]
+	if auth == "" || op == "" {
+		return nil
+	}
+	return &dispatcherGone{authority: auth, operation: op}
+}
+
+// consumedByLease returns the authority and operation of act's consumed authority Lease, or
+// nil when none of its Leases is consumed: an act a Permit recorded with a Lease rather than a
+// permit record.
+func (r *ActReconciler) consumedByLease(ctx context.Context, act *v1alpha1.Act) (*dispatcherGone, error) {
 	var list coordinationv1.LeaseList
 	if err := r.Client.List(ctx, &list, client.InNamespace(act.Namespace),
 		client.MatchingLabelsSelector{Selector: leasestore.Selector()},

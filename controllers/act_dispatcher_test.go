@@ -56,8 +56,16 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	act("executed", deleted, inFlight(v1alpha1.ActStateExecuted, "op-executed"))
 	act("authorized", deleted, v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionAllowed, State: v1alpha1.ActStateAuthorized})
 	act("unlabelled", nil, inFlight(v1alpha1.ActStateConsumed, "op-unlabelled"))
-	// Acts a Permit recorded have no status until the outcome: the consumed authority Lease
-	// says one is in flight; one whose authority is only issued is not.
+	// Acts a Permit recorded have no status until the outcome. The permit record the service
+	// writes on the Act at its create names the authority and the operation that consumed it:
+	// the act is in flight, and no Lease exists for it.
+	permitted := newAct("permit-recorded", "no-such-policy")
+	permitted.Labels = map[string]string{v1alpha1.LabelActPodUID: string(deleted.UID)}
+	permitted.Annotations = map[string]string{v1alpha1.AnnotationActPod: deleted.Name,
+		v1alpha1.AnnotationActPermitAuthority: "authz-" + strings.Repeat("7", 64), v1alpha1.AnnotationActPermitOperation: "op-recorded"}
+	h.create(t, permitted)
+	// An act recorded with a Lease instead: the consumed authority Lease says one is in
+	// flight; one whose authority is only issued is not.
 	auths := h.authorities(t)
 	for name, op := range map[string]string{"permit-consumed": "op-permit", "permit-issued": ""} {
 		a := newAct(name, "no-such-policy")
@@ -97,7 +105,7 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 		"of-deleted-invoked": v1alpha1.ActStateInvoked, "of-replaced": v1alpha1.ActStateDispatchPending,
 		"of-finished": v1alpha1.ActStateConsumed, "executed": v1alpha1.ActStateExecuted,
 		"authorized": v1alpha1.ActStateAuthorized, "unlabelled": v1alpha1.ActStateConsumed,
-		"permit-consumed": "", "permit-issued": "",
+		"permit-consumed": "", "permit-issued": "", "permit-recorded": "",
 	}
 	var all []client.Object
 	for name := range want {
@@ -124,14 +132,14 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	// Past the grace since the acts' last write: the cut-off dispatches are held.
 	h.clock.Step(grace)
 	h.poke(t, all...)
-	for _, name := range []string{"of-deleted", "of-deleted-invoked", "of-replaced", "of-finished", "permit-consumed"} {
+	for _, name := range []string{"of-deleted", "of-deleted-invoked", "of-replaced", "of-finished", "permit-consumed", "permit-recorded"} {
 		want[name] = v1alpha1.ActStateIndeterminate
 	}
 	eventually(t, 20*time.Second, states)
 	for name, reason := range map[string]string{
 		"of-deleted": v1alpha1.ActPodDeletedReason, "of-deleted-invoked": v1alpha1.ActPodDeletedReason,
 		"of-replaced": v1alpha1.ActPodDeletedReason, "of-finished": v1alpha1.ActPodTerminatedReason,
-		"permit-consumed": v1alpha1.ActPodDeletedReason,
+		"permit-consumed": v1alpha1.ActPodDeletedReason, "permit-recorded": v1alpha1.ActPodDeletedReason,
 	} {
 		a, err := h.getAct(t, name)
 		if err != nil {
@@ -159,6 +167,12 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	} else if a.Status.Decision != v1alpha1.ActDecisionAllowed || a.Status.AuthorityRef == nil || a.Status.AuthorityRef.Name == "" ||
 		a.Status.OperationID != "op-permit" {
 		t.Errorf("Act permit-consumed: %+v", a.Status)
+	}
+	if a, err := h.getAct(t, "permit-recorded"); err != nil {
+		t.Fatal(err)
+	} else if a.Status.Decision != v1alpha1.ActDecisionAllowed || a.Status.AuthorityRef == nil ||
+		a.Status.AuthorityRef.Name != "authz-"+strings.Repeat("7", 64) || a.Status.OperationID != "op-recorded" {
+		t.Errorf("Act permit-recorded: %+v", a.Status)
 	}
 	// Held: no outcome is guessed later, however long it stays.
 	h.clock.Step(grace)

@@ -130,6 +130,26 @@ const (
 	AnnotationActPod = "actgate.io/pod"
 )
 
+// Metadata the authority service writes on the Act of a pod's machine Permit when it creates
+// it: the authority it issued and the operation that consumed it. The Act's create is the
+// compare-and-swap of that consumption (one Act per act id in a namespace, and only the
+// authority service may write Acts' metadata), so no Lease is stored for it. The Act controller
+// reads them to hold a cut-off dispatch INDETERMINATE; the service reads them to authenticate
+// the outcome Report and to answer a retried Permit of the same operation.
+const (
+	// AnnotationActPermitAuthority holds the authority ID.
+	AnnotationActPermitAuthority = "actgate.io/permit-authority"
+	// AnnotationActPermitOperation holds the operation ID the authority was consumed by.
+	AnnotationActPermitOperation = "actgate.io/permit-operation"
+	// AnnotationActPermitConsumedAt holds when, RFC 3339 in UTC.
+	AnnotationActPermitConsumedAt = "actgate.io/permit-consumed-at"
+	// AnnotationActPermitPayload holds the authority's canonical signed payload
+	// (authority.Authority.Payload) and AnnotationActPermitSignature its signature, standard
+	// base64: the signed authority itself, which the service's key verifies.
+	AnnotationActPermitPayload   = "actgate.io/permit-payload"
+	AnnotationActPermitSignature = "actgate.io/permit-signature"
+)
+
 // ActSpec is the frozen observed action (action-evidence-boundary, "Construct the Observed
 // Material Action"): identities and digests only, never the raw arguments (docs/architecture.md
 // "Privacy"). It is immutable once created.

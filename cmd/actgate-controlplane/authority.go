@@ -67,11 +67,13 @@ pod's service-account token (TokenReview, audience --audience): a Review asks fo
 a candidate act under the ToolPolicy that governs the caller's pod, and gets an allow, a signed
 single-use authority (held as a Lease in the agent's namespace), a deny with its EF code, or an
 escalation to a BindingMoment; a Consume spends an authority by compare-and-swap on its Lease,
-right before the sidecar invokes. The service records an Act for every reviewed call.
+right before the sidecar invokes. A Permit, a machine-permitted call in one request, creates
+the Act carrying its authority already consumed (the create is the compare-and-swap; no
+Lease). The service records an Act for every reviewed call.
 Sidecars GET ` + review.PolicyPath + ` (with ?watch=true, a long poll) for the ToolPolicy that
 governs their pod, found by the same rule, and POST ` + review.AnchorPath + ` their receipt log's
 newest signed checkpoint, which the service verifies and records in the pod's ReceiptAnchor
-(named by the pod's UID; the key is set once, the seq only rises). ToolPolicies and Pods are read from informers;
+(named by the pod's UID; the key is set once, the seq only rises). ToolPolicies, Pods and BindingMoments are read from informers;
 TokenReview answers are reused for --token-review-cache-ttl.
 
 Fail closed: an API server that is slow or unreachable is a deny with EF_060, never an allow.
@@ -156,13 +158,14 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 			return configFailure("scheme: %v", err)
 		}
 	}
-	// Direct: TokenReviews, Acts, BindingMoments and misses of the cache below
+	// Direct: TokenReviews, Acts, BindingMoment writes and misses of the cache below
 	// (docs/architecture.md "Authority").
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return configFailure("client: %v", err)
 	}
-	// ToolPolicies and Pods are read from informers, which also wake the policy watchers.
+	// ToolPolicies, Pods and BindingMoments are read from informers, which also wake the
+	// policy watchers.
 	cache, err := service.NewCache(cfg, scheme, log.WithName("cache"))
 	if err != nil {
 		return configFailure("%v", err)

@@ -2,11 +2,14 @@
 package fileutil
 
 import (
+	"context"
 	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // WriteAtomic replaces path with data (mode) through a temporary file in the same directory and
@@ -44,6 +47,35 @@ func ReadToken(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return t, nil
+}
+
+// CredentialTTL is how long a TokenSource presents a credential it read before it reads the
+// file again: a rotated credential (a kubelet swapping a mounted Secret's file, an operator
+// replacing a file in place) applies within it, and a hot-path call does not open and read the
+// file (four system calls) every time.
+const CredentialTTL = time.Second
+
+// TokenSource returns the token in path (ReadToken), read again once ttl has passed since the
+// last read (on the monotonic clock). A failed read is returned and not kept: the next call reads
+// the file again.
+func TokenSource(path string, ttl time.Duration) func(context.Context) (string, error) {
+	var mu sync.Mutex
+	var token string
+	var read time.Time
+	return func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if token != "" && time.Since(read) < ttl {
+			return token, nil
+		}
+		t, err := ReadToken(path)
+		if err != nil {
+			token = ""
+			return "", err
+		}
+		token, read = t, time.Now()
+		return t, nil
+	}
 }
 
 // ReadCertPool reads a PEM bundle of CA certificates into a pool, on top of the system roots

@@ -1,6 +1,7 @@
 package fileutil
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -99,5 +100,52 @@ func TestReadCertPool(t *testing.T) {
 	}
 	if _, err := ReadCertPool(filepath.Join(dir, "missing.pem"), false); err == nil {
 		t.Fatal("a missing file read as a pool")
+	}
+}
+
+// TestTokenSource: a credential is read from its file, kept for the TTL, and read
+// again after it: a rotated file applies within the TTL. A missing or empty file is an error
+// each time (nothing is kept from a failed read), and a file restored is read at once.
+func TestTokenSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "credential")
+	if err := os.WriteFile(path, []byte("token-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 200 * time.Millisecond
+	read := TokenSource(path, ttl)
+	get := func() (string, error) { return read(context.Background()) }
+	if tok, err := get(); err != nil || tok != "token-a" {
+		t.Fatalf("first read: %q %v", tok, err)
+	}
+	if err := os.WriteFile(path, []byte("token-b"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := get(); err != nil || tok != "token-a" {
+		t.Fatalf("within the TTL: %q %v", tok, err)
+	}
+	time.Sleep(ttl + 50*time.Millisecond)
+	if tok, err := get(); err != nil || tok != "token-b" {
+		t.Fatalf("after the TTL the rotated credential applies: %q %v", tok, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl + 50*time.Millisecond)
+	for range 2 {
+		if tok, err := get(); err == nil {
+			t.Fatalf("a removed credential file read %q", tok)
+		}
+	}
+	if err := os.WriteFile(path, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := get(); err == nil {
+		t.Fatalf("an empty credential file read %q", tok)
+	}
+	if err := os.WriteFile(path, []byte("token-c"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := get(); err != nil || tok != "token-c" {
+		t.Fatalf("a restored credential file: %q %v", tok, err)
 	}
 }

@@ -454,9 +454,9 @@ func (c *Config) Upstream(server string) Upstream {
 }
 
 // Credential returns what the gate's MCP proxy calls for the bearer token it presents to the
-// server (mcpproxy.Config.Credential), or nil when none is configured. The file is read on every
-// call, so it can be rotated in place; an unreadable or empty file fails the call, and the
-// request is not sent. It is read once here too, so a gate does not start with a credential it
+// server (mcpproxy.Config.Credential), or nil when none is configured. The file is read again
+// at most fileutil.CredentialTTL after the last read, so it can be rotated in place; an
+// unreadable or empty file fails the call, and the request is not sent. It is read once here too, so a gate does not start with a credential it
 // cannot present.
 func (u Upstream) Credential() (func(context.Context) (string, error), error) {
 	if u.BearerTokenFile == "" {
@@ -466,7 +466,7 @@ func (u Upstream) Credential() (func(context.Context) (string, error), error) {
 	if _, err := fileutil.ReadToken(file); err != nil {
 		return nil, err
 	}
-	return func(context.Context) (string, error) { return fileutil.ReadToken(file) }, nil
+	return fileutil.TokenSource(file, fileutil.CredentialTTL), nil
 }
 
 // Principal reports whether name is a configured principal.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actgate/actgate/internal/fileutil"
 )
 
 const minimal = `
@@ -233,12 +235,18 @@ func TestUpstreamCredential(t *testing.T) {
 	if err := os.WriteFile(file, []byte("two"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A rotated file applies once fileutil.CredentialTTL has passed since the last read.
+	if tok, err := cred(context.Background()); tok != "one" || err != nil {
+		t.Fatalf("within the credential TTL: token %q %v", tok, err)
+	}
+	time.Sleep(fileutil.CredentialTTL + 50*time.Millisecond)
 	if tok, err := cred(context.Background()); tok != "two" || err != nil {
 		t.Fatalf("rotated token %q %v", tok, err)
 	}
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(fileutil.CredentialTTL + 50*time.Millisecond)
 	if _, err := cred(context.Background()); err == nil {
 		t.Fatal("an emptied token file was presented")
 	}

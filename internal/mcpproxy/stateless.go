@@ -2,12 +2,14 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -24,6 +26,7 @@ const (
 
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 
 	// codeHeaderMismatch is MCP's error for standard headers that disagree with the body.
@@ -31,6 +34,9 @@ const (
 	// codeUnsupportedProtocolVersion is MCP's error for a per-request version the server does
 	// not speak; its data lists the supported ones.
 	codeUnsupportedProtocolVersion = -32022
+	// codeMissingClientCapability is MCP's error for a request the server cannot process without
+	// a client capability the request did not declare: the server did not run it.
+	codeMissingClientCapability = -32021
 
 	// resultTypeComplete and resultTypeInputRequired are the 2026-07-28 resultType values.
 	resultTypeComplete      = "complete"
@@ -146,6 +152,11 @@ func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessEr
 		return nil, &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: codeUnsupportedProtocolVersion,
 			Message: "actgate: unsupported protocol version", Data: data}}
 	}
+	// A request's client capabilities are part of its envelope (SEP-2575): without them the
+	// request is malformed, whichever server answers it.
+	if raw, ok := meta[metaClientCapabilities]; req.IsCall() && (!ok || !isJSONObject(raw)) {
+		return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("params._meta[%q] must be an object", metaClientCapabilities))
+	}
 	if err := checkSingle(h, headerMethod, req.Method); err != nil {
 		return nil, err
 	}
@@ -160,6 +171,12 @@ func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessEr
 		out.name = name
 	}
 	return out, nil
+}
+
+// isJSONObject reports whether raw is a JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // speaksStateless reports whether v is a sessionless version the gate speaks.
@@ -200,6 +217,73 @@ func checkSingle(h http.Header, header, want string) *statelessError {
 		return headerMismatch("the %s header does not match the request body", header)
 	}
 	return nil
+}
+
+// checkParamHeaders requires each Mcp-Param-* header of a tools/call (SEP-2243: a copy of one
+// argument, for servers that route on it) to name a value the call's arguments carry: the gate
+// decides on the arguments, so a header must be a copy of something it decided on, never a
+// second value the server might act on. A header that does not decode, or whose value is none
+// of the arguments' strings, numbers or booleans, is refused as a header mismatch; the server
+// checks which argument each header copies (the tool's x-mcp-header).
+func checkParamHeaders(h http.Header, sr *statelessRequest) *statelessError {
+	var values map[string]bool
+	for k, vs := range h {
+		if !strings.HasPrefix(k, headerParamPrefix) {
+			continue
+		}
+		if values == nil {
+			values = argumentValues(sr.params["arguments"])
+		}
+		for _, v := range vs {
+			if len(v) > maxHeaderValue {
+				return headerMismatch("the %s header is too long", clip(k, 64))
+			}
+			dec, ok := decodeHeader(strings.TrimSpace(v))
+			if !ok {
+				return headerMismatch("the %s header is not valid base64", clip(k, 64))
+			}
+			if !values[dec] {
+				return headerMismatch("the %s header names no value of the call's arguments", clip(k, 64))
+			}
+		}
+	}
+	return nil
+}
+
+// argumentValues are the strings, numbers (as written and in their shortest form) and booleans
+// anywhere in a call's arguments, as an Mcp-Param header writes them.
+func argumentValues(raw json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return out
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			out[v] = true
+		case json.Number:
+			out[v.String()] = true
+			if f, err := v.Float64(); err == nil {
+				out[strconv.FormatFloat(f, 'f', -1, 64)] = true
+			}
+		case bool:
+			out[strconv.FormatBool(v)] = true
+		}
+	}
+	walk(doc)
+	return out
 }
 
 // decodeHeader decodes the =?base64?…?= form of an MCP header value; other values are as
@@ -261,6 +345,126 @@ func withResultType(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// removedStateless are the requests MCP 2026-07-28 removed (SEP-2575): the session handshake,
+// ping, and the per-session logging level and resource subscriptions. A stateful upstream still
+// answers them on the session the gate holds for the agent, so the gate refuses them itself,
+// as a 2026-07-28 server does (HTTP 404, -32601), instead of relaying them.
+var removedStateless = map[string]bool{
+	methodInitialize: true, methodPing: true, methodSetLevel: true, methodSubscribe: true, methodUnsubscribe: true,
+}
+
+// methodNotFound is the 2026-07-28 answer to a request of a method the server does not have.
+func methodNotFound(method string) *statelessError {
+	return &statelessError{status: http.StatusNotFound, err: &jsonrpc.Error{Code: codeMethodNotFound,
+		Message: "actgate: method not found on MCP 2026-07-28: " + clip(method, 100)}}
+}
+
+// statelessErrorStatus is the HTTP status a 2026-07-28 server answers a JSON-RPC error with,
+// for a stateful upstream's error (which came in an HTTP 2xx): 404 for -32601, 400 for a
+// missing client capability (-32021); other errors keep the upstream's status.
+func statelessErrorStatus(code int64, status int) int {
+	switch code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeMissingClientCapability:
+		return http.StatusBadRequest
+	}
+	return status
+}
+
+// logLevels are MCP's log levels, each to its rank (least severe first).
+var logLevels = func() map[string]int {
+	m := map[string]int{}
+	for i, l := range strings.Fields("debug info notice warning error critical alert emergency") {
+		m[l] = i
+	}
+	return m
+}()
+
+type logLevelKey struct{}
+
+// withLogLevel returns ctx carrying the log level a 2026-07-28 request asked for in
+// _meta["io.modelcontextprotocol/logLevel"] ("" when it asked for none), for the exchange with a
+// stateful upstream, whose session-wide level (logging/setLevel) the revision replaced with
+// the request's own.
+func withLogLevel(ctx context.Context, sr *statelessRequest) context.Context {
+	var meta map[string]json.RawMessage
+	var level string
+	if json.Unmarshal(sr.params["_meta"], &meta) == nil {
+		_ = json.Unmarshal(meta[metaLogLevel], &level)
+	}
+	return context.WithValue(ctx, logLevelKey{}, level)
+}
+
+// logAllowed reports whether an upstream's notifications/message with params goes to the agent:
+// on the exchange of a request that asked for a level (withLogLevel), a message at that level or
+// more severe; on one that asked for none, no message (2026-07-28 sends log messages only to a
+// request that asks). Outside such an exchange every message goes (the upstream filters).
+func logAllowed(ctx context.Context, params json.RawMessage) bool {
+	want, ok := ctx.Value(logLevelKey{}).(string)
+	if !ok {
+		return true
+	}
+	floor, known := logLevels[want]
+	if !known {
+		return false
+	}
+	var m struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(params, &m) != nil {
+		return false
+	}
+	got, known := logLevels[m.Level]
+	return known && got >= floor
+}
+
+// cacheable are the requests whose 2026-07-28 results carry caching hints (SEP-2549: ttlMs and
+// cacheScope are required members of their results, server/discover's included).
+var cacheable = map[string]bool{
+	methodListTools: true, methodListPrompts: true, methodListResources: true, methodListResourceTemplates: true, methodReadResource: true,
+	methodDiscover: true,
+}
+
+// withCacheHints returns a stateful upstream's result of a cacheable request with the caching
+// hints 2026-07-28 requires, where it has none: ttlMs 0 (a 2025 server makes no freshness
+// promise, so the result is stale at once) and cacheScope "private" (the result was answered
+// on the agent's own upstream session). The result's own members stay as written (the hints
+// are appended); a result that is not an object is returned unchanged.
+func withCacheHints(method string, raw json.RawMessage) json.RawMessage {
+	if !cacheable[method] {
+		return raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	_, ttl := m["ttlMs"]
+	_, scope := m["cacheScope"]
+	if ttl && scope {
+		return raw
+	}
+	body := bytes.TrimSpace(raw)
+	out := make([]byte, 0, len(body)+40)
+	out = append(out, body[:len(body)-1]...) // without the closing brace
+	sep := len(m) > 0
+	if !ttl {
+		out = appendMember(out, sep, `"ttlMs":0`)
+		sep = true
+	}
+	if !scope {
+		out = appendMember(out, sep, `"cacheScope":"private"`)
+	}
+	return append(out, '}')
+}
+
+func appendMember(out []byte, sep bool, member string) []byte {
+	if sep {
+		out = append(out, ',')
+	}
+	return append(out, member...)
 }
 
 // resultTypeOf is a result's resultType ("" when absent or not a string).

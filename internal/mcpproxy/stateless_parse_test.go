@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,7 +16,7 @@ func hdr2026(kv ...string) http.Header {
 	return h
 }
 
-const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
 // TestParseStatelessBadInput: every malformed or disagreeing 2026-07-28 request is refused
 // with its code, never accepted and never a panic.
@@ -47,6 +48,9 @@ func TestParseStatelessBadInput(t *testing.T) {
 		{"name header too long", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", strings.Repeat("t", maxHeaderValue+1)), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
 		{"no name in body", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta2026 + `}}`, codeInvalidParams},
 		{"name not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1,` + meta2026 + `}}`, codeInvalidParams},
+		{"no client capabilities", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, codeInvalidParams},
+		{"client capabilities not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}}`, codeInvalidParams},
+		{"client capabilities null", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":null}}}`, codeInvalidParams},
 		{"resources/read uri differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b",` + meta2026 + `}}`, codeHeaderMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,10 +112,79 @@ func TestContinuationScope(t *testing.T) {
 
 // FuzzParseStateless: no header set and body makes the parser panic, and whatever it accepts
 // agrees with its headers.
+// TestWithCacheHints: a stateful upstream's cacheable result gets the hints 2026-07-28 requires
+// where it has none, its own members kept as written; hints it has are its own; other results
+// and results that are not objects are unchanged.
+func TestWithCacheHints(t *testing.T) {
+	for _, tc := range []struct{ method, in, want string }{
+		{"tools/list", `{"tools":[{"name":"a<b>"}]}`, `{"tools":[{"name":"a<b>"}],"ttlMs":0,"cacheScope":"private"}`},
+		{"resources/read", ` {} `, `{"ttlMs":0,"cacheScope":"private"}`},
+		{"prompts/list", `{"prompts":[],"ttlMs":5000}`, `{"prompts":[],"ttlMs":5000,"cacheScope":"private"}`},
+		{"resources/list", `{"resources":[],"ttlMs":5,"cacheScope":"public"}`, `{"resources":[],"ttlMs":5,"cacheScope":"public"}`},
+		{"server/discover", `{"supportedVersions":["2026-07-28"]}`, `{"supportedVersions":["2026-07-28"],"ttlMs":0,"cacheScope":"private"}`},
+		{"tools/call", `{"content":[]}`, `{"content":[]}`},
+		{"tools/list", `[1]`, `[1]`},
+		{"tools/list", `null`, `null`},
+		{"tools/list", `{"tools":`, `{"tools":`},
+	} {
+		got := string(withCacheHints(tc.method, json.RawMessage(tc.in)))
+		if got != tc.want {
+			t.Errorf("%s %s: got %s, want %s", tc.method, tc.in, got, tc.want)
+		}
+		if json.Valid([]byte(tc.in)) && !json.Valid([]byte(got)) {
+			t.Errorf("%s %s: not JSON: %s", tc.method, tc.in, got)
+		}
+	}
+}
+
+// TestCheckParamHeaders: an Mcp-Param-* header of a tools/call must copy a value of the call's
+// arguments (as written or base64-encoded); one that does not decode, is too long or names a
+// value the arguments do not carry is a header mismatch, so nothing the gate did not decide on
+// reaches the server.
+func TestCheckParamHeaders(t *testing.T) {
+	sr := &statelessRequest{params: map[string]json.RawMessage{
+		"arguments": json.RawMessage(`{"region":"us-west","n":42,"f":1.50,"ok":true,"nested":{"tags":["a b"]}}`),
+	}}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		ok   bool
+	}{
+		{"none", hdr2026(), true},
+		{"a string", hdr2026("Mcp-Param-Region", "us-west"), true},
+		{"with spaces around", hdr2026("Mcp-Param-Region", "  us-west "), true},
+		{"base64", hdr2026("Mcp-Param-Region", "=?base64?dXMtd2VzdA==?="), true},
+		{"a number", hdr2026("Mcp-Param-N", "42"), true},
+		{"a number in its shortest form", hdr2026("Mcp-Param-F", "1.5"), true},
+		{"a number as written", hdr2026("Mcp-Param-F", "1.50"), true},
+		{"a boolean", hdr2026("Mcp-Param-Ok", "true"), true},
+		{"a nested value", hdr2026("Mcp-Param-Tag", "a b"), true},
+		{"another value", hdr2026("Mcp-Param-Region", "eu-central"), false},
+		{"case differs", hdr2026("Mcp-Param-Region", "US-WEST"), false},
+		{"one of two differs", hdr2026("Mcp-Param-Region", "us-west", "Mcp-Param-Other", "x"), false},
+		{"bad base64", hdr2026("Mcp-Param-Region", "=?base64?!!?="), false},
+		{"too long", hdr2026("Mcp-Param-Region", strings.Repeat("u", maxHeaderValue+1)), false},
+	} {
+		err := checkParamHeaders(tc.h, sr)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %+v, want ok=%v", tc.name, err, tc.ok)
+			continue
+		}
+		if err != nil && (err.status != http.StatusBadRequest || err.err.Code != codeHeaderMismatch) {
+			t.Errorf("%s: HTTP %d code %d, want 400 and %d", tc.name, err.status, err.err.Code, codeHeaderMismatch)
+		}
+	}
+	// Arguments that are not JSON carry no value a header could copy.
+	if checkParamHeaders(hdr2026("Mcp-Param-X", "x"), &statelessRequest{params: map[string]json.RawMessage{"arguments": json.RawMessage(`{`)}}) == nil {
+		t.Error("a header was accepted for arguments that do not parse")
+	}
+}
+
 func FuzzParseStateless(f *testing.F) {
 	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`)
 	f.Add("resources/read", "file:///a", `{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"file:///a",`+meta2026+`}}`)
 	f.Add("tools/list", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`)
+	f.Add("tools/call", "us", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"us","arguments":{"r":"us","n":[1e2,true]},`+meta2026+`}}`)
 	f.Add("notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	f.Fuzz(func(t *testing.T, method, name, body string) {
 		h := hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method)
@@ -129,10 +202,52 @@ func FuzzParseStateless(f *testing.F) {
 		if sr.req.Method != method {
 			t.Fatalf("accepted method %q under Mcp-Method %q", sr.req.Method, method)
 		}
+		// The same header value as an Mcp-Param header: accepted only when the arguments
+		// carry it.
+		ph := hdr2026("Mcp-Param-X", name)
+		if perr := checkParamHeaders(ph, sr); perr == nil {
+			if dec, ok := decodeHeader(strings.TrimSpace(name)); !ok || !argumentValues(sr.params["arguments"])[dec] {
+				t.Fatalf("accepted Mcp-Param-X %q for arguments %s", name, sr.params["arguments"])
+			}
+		} else if perr.err.Code != codeHeaderMismatch {
+			t.Fatalf("Mcp-Param refusal with code %d", perr.err.Code)
+		}
 		if nameMember(sr.req.Method) != "" {
 			if dec, _ := decodeHeader(name); dec != sr.name {
 				t.Fatalf("accepted name %q under Mcp-Name %q", sr.name, name)
 			}
 		}
 	})
+}
+
+// TestLogAllowed: on a 2026-07-28 exchange with a stateful upstream a log message goes to the
+// agent only when the request asked for a level and the message is at least that severe; a
+// message whose level is unknown, or that does not parse, does not go.
+func TestLogAllowed(t *testing.T) {
+	req := func(level string) *statelessRequest {
+		meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		return &statelessRequest{params: map[string]json.RawMessage{"_meta": json.RawMessage(meta + "}")}}
+	}
+	for _, tc := range []struct {
+		asked, msg string
+		want       bool
+	}{
+		{"", `{"level":"emergency","data":"x"}`, false},
+		{"debug", `{"level":"debug","data":"x"}`, true},
+		{"warning", `{"level":"info","data":"x"}`, false},
+		{"warning", `{"level":"error","data":"x"}`, true},
+		{"bogus", `{"level":"error","data":"x"}`, false},
+		{"debug", `{"level":"loud","data":"x"}`, false},
+		{"debug", `[1]`, false},
+	} {
+		if got := logAllowed(withLogLevel(context.Background(), req(tc.asked)), json.RawMessage(tc.msg)); got != tc.want {
+			t.Errorf("asked %q, message %s: %v, want %v", tc.asked, tc.msg, got, tc.want)
+		}
+	}
+	if !logAllowed(context.Background(), json.RawMessage(`{"level":"debug"}`)) {
+		t.Error("a message outside a 2026-07-28 exchange with a stateful upstream was dropped")
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -113,11 +114,25 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	ctx = withAgentStream(ctx, stream)
 	var resp *jsonrpc.Response
 	status := http.StatusOK
+	var perr *statelessError
+	if sr.req.Method == methodCallTool {
+		perr = checkParamHeaders(r.Header, sr)
+	}
 	switch {
+	case perr != nil:
+		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
+		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
 	case sr.req.Method == methodCallTool:
-		resp = p.statelessCall(ctx, mode, agent, r.Header, sr)
+		var refused slRefusal
+		resp = p.statelessCall(ctx, mode, agent, r.Header, sr, &refused)
+		if resp.Error != nil && refused.get() != nil {
+			status = int(refused.status.Load()) // the upstream's refusal, as it answered it
+		}
 	case sr.req.Method == methodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
+	case mode == modeStateful && removedStateless[sr.req.Method]:
+		e := methodNotFound(sr.req.Method)
+		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
 	default:
 		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr)
 	}
@@ -253,7 +268,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !m.IsCall() {
+			if !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
 				stream.message(m)
 			}
 		})
@@ -269,7 +284,8 @@ func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request))
 }
 
 // statelessHeaders are the agent's headers a stateless upstream is given with its message:
-// the revision's own (Mcp-Param-* only where the body is the agent's as written).
+// the revision's own (Mcp-Param-* where params is set: on a tools/call only once
+// checkParamHeaders has tied each to a decided argument).
 func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http.Header {
 	h := http.Header{}
 	h.Set(headerProtocolVersion, sr.version)
@@ -316,7 +332,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(headerSessionID, s.id)
 		}
 		sh.Set(headerProtocolVersion, s.version)
-		resp, status, err := p.slExchange(ctx, sh, body, upID)
+		resp, status, err := p.slExchange(withLogLevel(ctx, sr), sh, body, upID)
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(agent, s)
 			if retry && try == 0 {
@@ -326,7 +342,9 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		if resp != nil {
 			resp.ID = sr.req.ID
 			if resp.Error == nil {
-				resp.Result = withResultType(resp.Result)
+				resp.Result = withCacheHints(sr.req.Method, withResultType(resp.Result))
+			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && status >= 200 && status <= 299 {
+				status = statelessErrorStatus(werr.Code, status)
 			}
 		}
 		return resp, status, err
@@ -430,7 +448,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 	if err != nil {
 		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: discover result could not be encoded"}}
 	}
-	return &jsonrpc.Response{ID: sr.req.ID, Result: raw}
+	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(methodDiscover, raw)}
 }
 
 // upstreamSession returns the agent's upstream session of a stateful upstream, opening it
@@ -562,12 +580,21 @@ func (p *Proxy) closeStateless() {
 	}
 }
 
+// slRefusal is an upstream's authoritative refusal of a tools/call before execution, with the
+// HTTP status it came with (2026-07-28 answers some refusals with HTTP 400; the agent gets the
+// upstream's answer as it was given).
+type slRefusal struct {
+	upstreamRefusal
+	status atomic.Int32
+}
+
 // statelessCall is a 2026-07-28 tools/call: one act through the gate, in the agent's scope
 // (statelessScope; an input-required continuation in a narrower one, continuationScope), with
-// the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results.
+// the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results. An
+// upstream refusal before execution is recorded in refused.
 //
 //nolint:gocyclo // the order of a 2026-07-28 tools/call's checks (headers, agent, replay, sink, continuation) reads as one sequence
-func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) *jsonrpc.Response {
+func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, refused *slRefusal) *jsonrpc.Response {
 	id := sr.req.ID
 	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
 		if err != nil {
@@ -636,8 +663,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if cerr == nil {
 		fwd = args
 	}
-	var refused upstreamRefusal
-	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, &refused)
+	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, refused)
 	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
 	l := p.log.WithValues("tool", logfield.Bound(sr.name), "session", scope)
 	if cerr == nil {
@@ -678,7 +704,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 // statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
 // canonical arguments and the sink's operation id in _meta, nothing else changed. An
 // input-required result is recorded FAILED: the server did not run the call.
-func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *upstreamRefusal) sink.Invoker {
+func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *slRefusal) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
@@ -704,7 +730,9 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
 		defer cancel()
 		var a attempt
-		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, false), sr, body, false)
+		// The agent's Mcp-Param-* headers each copy a value of the arguments the gate decided on
+		// (checkParamHeaders).
+		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, true), sr, body, false)
 		if err != nil {
 			switch {
 			case errors.Is(err, errNoUpstream):
@@ -725,8 +753,10 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 				return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered an error")
 			}
 			switch werr.Code {
-			case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired, codeHeaderMismatch, codeUnsupportedProtocolVersion:
+			case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired, codeHeaderMismatch, codeUnsupportedProtocolVersion,
+				codeMissingClientCapability:
 				refused.set(werr)
+				refused.status.Store(int32(min(max(status, 200), 599)))
 				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, clip(werr.Message, 200))), nil
 			}
 			// Any other error answer may come from a handler that had already acted.

@@ -3,13 +3,16 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
@@ -208,5 +211,206 @@ func TestStatelessReplayBoundToAgent(t *testing.T) {
 	}
 	if statelessScope("bank", "agent-a") == statelessScope("bank", "agent-b") {
 		t.Fatal("two agents share a scope")
+	}
+}
+
+// TestStatelessStatefulUpstreamAnswers: in front of a stateful upstream, a 2026-07-28 agent
+// gets what a 2026-07-28 server answers: the removed requests (ping, logging/setLevel,
+// resources/subscribe and unsubscribe, initialize) HTTP 404 with -32601 from the gate itself,
+// a method the upstream does not have the upstream's -32601 with HTTP 404, cacheable results and server/discover with the caching hints the revision
+// requires (the upstream's where it gives them), and a request without client capabilities
+// -32602 with HTTP 400.
+func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
+	// The upstream answers foo/bar as the TypeScript SDK's server answers a method it does not
+	// have: -32601 in an HTTP 200.
+	notFound := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &m) != nil || m.Method != "foo/bar" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: notFound}})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	post := func(method, params string) (int, map[string]any) {
+		body := `{"jsonrpc":"2.0","id":3,"method":"` + method + `","params":{` + params + `}}`
+		return post2026(t, f.endpoint(), body, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method})
+	}
+	for _, method := range []string{"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "initialize", "foo/bar"} {
+		params := meta
+		switch method {
+		case "logging/setLevel":
+			params = `"level":"debug",` + meta
+		case "resources/subscribe", "resources/unsubscribe":
+			params = `"uri":"test://x",` + meta
+		}
+		status, m := post(method, params)
+		e, _ := m["error"].(map[string]any)
+		if status != http.StatusNotFound || e["code"] != float64(codeMethodNotFound) || m["id"] != float64(3) {
+			t.Errorf("%s: HTTP %d %v, want 404 and -32601", method, status, m)
+		}
+	}
+	for _, method := range []string{"tools/list", "server/discover"} {
+		status, m := post(method, meta)
+		res, _ := m["result"].(map[string]any)
+		if _, ok := res["ttlMs"].(float64); status != http.StatusOK || !ok || res["cacheScope"] == nil || res["resultType"] != "complete" {
+			t.Errorf("%s: HTTP %d %v, want the caching hints", method, status, m)
+		}
+	}
+	if _, m := post("server/discover", meta); m["result"].(map[string]any)["cacheScope"] != "private" {
+		t.Errorf("server/discover answered by the gate: %v, want cacheScope private", m)
+	}
+	status, m := post("tools/list", `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
+	if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(codeInvalidParams) {
+		t.Errorf("no client capabilities: HTTP %d %v, want 400 and -32602", status, m)
+	}
+	// ping is still a request of the stateful revisions on the session path.
+	if err := f.agent().Ping(context.Background(), nil); err != nil {
+		t.Errorf("ping on a session: %v", err)
+	}
+}
+
+// TestStatelessParamHeaders: a tools/call's Mcp-Param-* header reaches a 2026-07-28 upstream
+// when it copies a value of the arguments the gate decided on; one that names another value is
+// refused with -32020 before anything is decided, and the upstream never runs the call.
+func TestStatelessParamHeaders(t *testing.T) {
+	var seen []string
+	var mu sync.Mutex
+	record := func(_ http.ResponseWriter, r *http.Request) bool {
+		if v := r.Header.Get("Mcp-Param-Title"); v != "" {
+			mu.Lock()
+			seen = append(seen, v)
+			mu.Unlock()
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: record}})
+	hdr := func(param string) map[string]string {
+		return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create", "Mcp-Param-Title": param}
+	}
+	status, m := post2026(t, f.endpoint(), call2026, hdr("x"))
+	if res, _ := m["result"].(map[string]any); status != http.StatusOK || res["isError"] == true || f.up.Count("ticket_create") != 1 {
+		t.Fatalf("HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
+	}
+	mu.Lock()
+	got := strings.Join(seen, ",")
+	mu.Unlock()
+	if got != "x" {
+		t.Fatalf("the upstream saw Mcp-Param-Title %q, want the agent's \"x\"", got)
+	}
+	status, m = post2026(t, f.endpoint(), strings.Replace(call2026, `"id":7`, `"id":8`, 1), hdr("other"))
+	e, _ := m["error"].(map[string]any)
+	if status != http.StatusBadRequest || e["code"] != float64(codeHeaderMismatch) || f.up.Count("ticket_create") != 1 {
+		t.Fatalf("a header naming another value: HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
+	}
+}
+
+// TestStatelessMissingCapabilityRefusal: a 2026-07-28 upstream's -32021 (the call needs a client
+// capability the request did not declare) is a refusal before execution: the agent gets the
+// upstream's error with its HTTP 400, and the journal records the act FAILED, not
+// INDETERMINATE.
+func TestStatelessMissingCapabilityRefusal(t *testing.T) {
+	refuse := func(w http.ResponseWriter, r *http.Request) bool {
+		if !isToolsCall(r) {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32021,"message":"Missing required client capability","data":{"requiredCapabilities":{"sampling":{}}}}}`))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: refuse}})
+	status, m := post2026(t, f.endpoint(), call2026, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create"})
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if status != http.StatusBadRequest || e["code"] != float64(codeMissingClientCapability) || data["requiredCapabilities"] == nil {
+		t.Fatalf("HTTP %d %v, want the upstream's -32021 with HTTP 400", status, m)
+	}
+	if st := statesIn(t, f); st[journal.StateFailed] != 1 || st[journal.StateIndeterminate] != 0 {
+		t.Fatalf("journal states %v, want one FAILED act", st)
+	}
+}
+
+// TestStatelessStatefulUpstreamCall: a 2026-07-28 tools/call in front of a stateful upstream
+// gets the upstream's log messages only when the request asked for a log level
+// (_meta["io.modelcontextprotocol/logLevel"]), at that level or more severe; and the upstream's
+// -32021 (in an HTTP 200, as 2025 answers errors) is answered with HTTP 400, the act FAILED.
+func TestStatelessStatefulUpstreamCall(t *testing.T) {
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		if !isToolsCall(r) {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &m)
+		if m.Params.Name == "get_balance" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32021,"message":"Missing required client capability","data":{"requiredCapabilities":{"sampling":{}}}}}`))
+			return true
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"ticket log\"}}\n\n" +
+			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + string(m.ID) + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n"))
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	post := func(id int, tool, level string) (int, string) {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"title":"t%d"},%s}}}`, id, tool, id, meta)
+		req, _ := http.NewRequest(http.MethodPost, f.endpoint(), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for i, tc := range []struct {
+		level string
+		logs  bool
+	}{{"", false}, {"debug", true}, {"info", true}, {"error", false}} {
+		status, body := post(10+i, "ticket_create", tc.level)
+		if status != http.StatusOK || !strings.Contains(body, `"text":"ok"`) {
+			t.Fatalf("logLevel %q: HTTP %d %s", tc.level, status, body)
+		}
+		if got := strings.Contains(body, "ticket log"); got != tc.logs {
+			t.Errorf("logLevel %q: log message relayed %v, want %v: %s", tc.level, got, tc.logs, body)
+		}
+	}
+	status, body := post(20, "get_balance", "")
+	if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32021`) {
+		t.Fatalf("-32021 from a stateful upstream: HTTP %d %s, want 400", status, body)
+	}
+	if st := statesIn(t, f); st[journal.StateIndeterminate] != 0 {
+		t.Fatalf("journal states %v: no act may be INDETERMINATE", st)
 	}
 }

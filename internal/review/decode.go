@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -294,6 +295,23 @@ func checkConsume(req *Request) error {
 	return nil
 }
 
+// maxActIDBytes bounds an act ID (internal/act MaxIDBytes: candidate_act_id).
+const maxActIDBytes = 256
+
+// validActID reports whether id may be a candidate_act_id: non-empty, bounded, valid UTF-8,
+// graphic and without spaces (internal/act's rule for ids).
+func validActID(id string) bool {
+	if id == "" || len(id) > maxActIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if !unicode.IsGraphic(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
 func validOperationID(id string) bool {
 	return id != "" && len(id) <= journal.MaxIDLength && utf8.ValidString(id)
 }
@@ -313,6 +331,9 @@ func checkReport(req *Request) error {
 	r := req.Report
 	if r == nil {
 		return bad("request.report", "required for operation %s", OperationReport)
+	}
+	if r.ActID != "" && !validActID(r.ActID) {
+		return bad("request.report.actID", "must be an act ID: 1-%d bytes of UTF-8, graphic, no spaces", maxActIDBytes)
 	}
 	if !authority.ValidID(r.AuthorityID) {
 		return bad("request.report.authorityID", "must be an authority ID (%s + 64 lowercase hex)", authority.IDPrefix)

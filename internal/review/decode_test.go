@@ -49,6 +49,10 @@ func TestDecodeRequestAccepts(t *testing.T) {
 	if rp := r.Request.Report; uid != "u-3" || rp.OperationID != "op-1" || rp.State != "EXECUTED" || rp.EvidenceDigest != "sha256:"+strings.Repeat("3", 64) {
 		t.Fatalf("decoded %+v", rp)
 	}
+	withAct := strings.Replace(goodReport, `"authorityID"`, `"actID":"act-7","authorityID"`, 1)
+	if r, _, err = DecodeRequest([]byte(withAct)); err != nil || r.Request.Report.ActID != "act-7" {
+		t.Fatalf("report with an act ID: %v %+v", err, r)
+	}
 	// INDETERMINATE needs no evidence.
 	ind := strings.Replace(strings.Replace(goodReport, `"EXECUTED"`, `"INDETERMINATE"`, 1), `,"evidenceDigest":"sha256:3333333333333333333333333333333333333333333333333333333333333333"`, ``, 1)
 	if r, _, err = DecodeRequest([]byte(ind)); err != nil || r.Request.Report.State != "INDETERMINATE" || r.Request.Report.EvidenceDigest != "" {
@@ -109,6 +113,10 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"report with server", replace(goodReport, `"report"`, `"server":"payments","report"`), "request", "u-3"},
 		{"report with consume", replace(goodReport, `"report"`, `"consume":{},"report"`), "request.consume", "u-3"},
 		{"report missing", `{"apiVersion":"review.actgate.io/v1alpha1","kind":"ActReview","request":{"uid":"u-3","operation":"Report"}}`, "request.report", "u-3"},
+		{"report with empty-looking act ID", replace(goodReport, `"authorityID"`, `"actID":" ","authorityID"`), "request.report.actID", "u-3"},
+		{"report with act ID holding a space", replace(goodReport, `"authorityID"`, `"actID":"act 1","authorityID"`), "request.report.actID", "u-3"},
+		{"report with act ID holding a control", replace(goodReport, `"authorityID"`, `"actID":"act\u0000","authorityID"`), "request.report.actID", "u-3"},
+		{"report with long act ID", replace(goodReport, `"authorityID"`, `"actID":"`+strings.Repeat("a", 257)+`","authorityID"`), "request.report.actID", "u-3"},
 		{"report with bad authority ID", replace(goodReport, `authz-0000`, `authz-../`), "request.report.authorityID", "u-3"},
 		{"report without operation", replace(goodReport, `"op-1"`, `""`), "request.report.operationID", "u-3"},
 		{"report with long operation", replace(goodReport, `"op-1"`, `"`+strings.Repeat("o", 300)+`"`), "request.report.operationID", "u-3"},

@@ -18,16 +18,17 @@
 // authority:
 //
 //   - Permit (a call the policy permits, in one request): the service evaluates its own policy
-//     for the act again and, for a Permit under the act's epoch, records the Act and creates the
-//     authority's Lease already consumed by the operation the sidecar names; it answers with the
-//     signed authority, which the sidecar verifies before it journals and invokes.
+//     for the act again and, for a Permit under the act's epoch, creates the Act carrying the
+//     signed authority consumed by the operation the sidecar names (the create is the
+//     compare-and-swap; no Lease is stored); it answers with the signed authority, which the
+//     sidecar verifies before it journals and invokes.
 //   - Review (a call the policy escalates): the BindingMoments the call awaits, a resolution to
 //     deliver, or, when principals granted exactly this call, a signed authority to consume.
 //   - Consume (the compare-and-swap, right before the sidecar invokes a grant): the service
 //     consumes the authority's Lease for the binding the sidecar expects, once.
 //   - Report (after the dispatch): the sidecar reports the outcome it journaled, EXECUTED,
-//     FAILED or INDETERMINATE, with the evidence digest and never the result; the service
-//     records it on the Act, which sidecars have no RBAC to write. Idempotent.
+//     FAILED or INDETERMINATE, with the act id and the evidence digest and never the result;
+//     the service records it on the Act, which sidecars have no RBAC to write. Idempotent.
 //   - Propose (request_binding_moment): an agent-authored moment the sidecar built; the service
 //     checks every option's digest and call against its policy and creates the BindingMoments.
 //   - Refusal (after a local deny): the record of a call the pod's policy refused; the service

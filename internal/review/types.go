@@ -48,9 +48,10 @@ const (
 	// how the ledger learns what happened.
 	OperationReport Operation = "Report"
 	// OperationPermit is the protected path of a pod in one request: the service re-evaluates
-	// policy for the act (it never issues what the ToolPolicy would not), records the Act and
-	// creates the authority's Lease already consumed by the operation the sidecar names, and
-	// returns the signed authority for the sidecar to verify and journal before it invokes.
+	// policy for the act (it never issues what the ToolPolicy would not), creates the Act
+	// carrying the authority consumed by the operation the sidecar names (the Act's create is
+	// the compare-and-swap; no Lease is stored), and returns the signed authority for the
+	// sidecar to verify and journal before it invokes.
 	OperationPermit Operation = "Permit"
 	// OperationRefusal records a call the sidecar refused by its own policy (a Deny), so that
 	// the ledger shows refusals: the service records the Act, Denied with the sidecar's code.
@@ -123,13 +124,18 @@ type RefusalRequest struct {
 // PermitRequest is the body of a Permit review beside its act and arguments.
 type PermitRequest struct {
 	// operationID is the dispatch the authority is consumed by: the idempotency key the sidecar
-	// forwards, recorded as the Lease's holderIdentity.
+	// forwards, recorded on the Act (v1alpha1.AnnotationActPermitOperation). A retried Permit
+	// of the same operation gets the same authority again; another operation is refused.
 	OperationID string `json:"operationID"`
 }
 
 // ReportRequest is the body of a Report review: the outcome the sidecar journaled for the
 // dispatch that consumed an authority. It carries digests only, never a result.
 type ReportRequest struct {
+	// actID is the act's candidate_act_id. Optional: with it the service finds the Act by name
+	// and authenticates the report by the Act's permit record; without it, or for an act that
+	// has none (an escalated act), by the authority's Lease.
+	ActID string `json:"actID,omitempty"`
 	// authorityID is the consumed authority's ID.
 	AuthorityID string `json:"authorityID"`
 	// operationID is the dispatch the authority was consumed for.

@@ -59,7 +59,9 @@
 //
 // The virtual request_binding_moment tool is the sink's, as standalone: the proposal is checked
 // against the pod's policy and built into an envelope, which the authority service registers
-// (Propose) as BindingMoments for the principals; every option must call one server.
+// (Propose) as BindingMoments for the principals after checking every option's call again on
+// the option's own server. The options may call different servers; the chosen option's call is
+// granted on its own server and destination only.
 //
 // # Policy and readiness
 //

@@ -320,7 +320,7 @@ func (o *Outbox) send(rec journal.DispatchRecord) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	resp, err := o.client.Do(ctx, review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
-		AuthorityID: rec.AuthorityID, OperationID: rec.OperationID, State: state, EvidenceDigest: rec.EvidenceDigest,
+		ActID: rec.ActID, AuthorityID: rec.AuthorityID, OperationID: rec.OperationID, State: state, EvidenceDigest: rec.EvidenceDigest,
 	}})
 	switch {
 	case err != nil:

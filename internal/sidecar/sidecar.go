@@ -67,8 +67,8 @@ type Upstream struct {
 	// every authority is bound to.
 	URL string
 	// CredentialFile holds the bearer token presented upstream (the Secret the webhook moved
-	// into the sidecar). Read on every request, so a rotated Secret applies without a restart.
-	// Empty: no credential.
+	// into the sidecar). Read again at most fileutil.CredentialTTL after the last read, so a rotated
+	// Secret applies without a restart. Empty: no credential.
 	CredentialFile string
 }
 
@@ -201,7 +201,7 @@ func New(cfg Config) (*Sidecar, error) {
 		if u.CredentialFile == "" {
 			continue
 		}
-		read := credentialFile(u.CredentialFile)
+		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
 		if _, err := read(context.Background()); err != nil {
 			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
 		}
@@ -371,11 +371,6 @@ func upstreamTransport(caFile string) (http.RoundTripper, error) {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
 	return tr, nil
-}
-
-// credentialFile reads a bearer token from path on every call.
-func credentialFile(path string) func(context.Context) (string, error) {
-	return func(context.Context) (string, error) { return fileutil.ReadToken(path) }
 }
 
 // Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,

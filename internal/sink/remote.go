@@ -209,15 +209,12 @@ func cmpErr(err error) error {
 	return authority.ErrInvalid
 }
 
-// proposeRemote registers an agent-authored moment with the authority service, which keeps it
-// for the policy's principals: every option on one server (the service's moments are per
-// server and destination).
+// proposeRemote registers an agent-authored moment with the authority service, which checks
+// every option's call again, on the option's own server, and keeps the moment for the
+// policy's principals.
 func (g *gate) proposeRemote(ctx context.Context, session, agent string, env *envelope.Envelope, opts []momentOption) Result {
 	p := MomentProposal{Session: session, Agent: agent, Envelope: env}
-	for i, o := range opts {
-		if o.server != opts[0].server {
-			return momentRefused(fmt.Sprintf("Option %d names another server: in this deployment a binding moment's options call one server.", i))
-		}
+	for _, o := range opts {
 		p.Calls = append(p.Calls, ProposedCall{Server: o.server, Tool: o.tool, Args: o.args})
 	}
 	ref, err := g.remote.Propose(ctx, p)

@@ -496,8 +496,16 @@ spec:
 	if !dec.Allow || dec.AuthorityID == "" || dec.OperationID == "" {
 		t.Fatalf("email_send from the user: %+v", dec)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: dec.AuthorityID}, lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != dec.OperationID {
-		t.Fatalf("allow returned before the Lease %s was consumed for %s: %v %+v", dec.AuthorityID, dec.OperationID, err, lease.Spec)
+	// A machine Permit's consumption is the create of its Act, which records the authority and
+	// the operation (no Lease is stored).
+	var permitted v1alpha1.ActList
+	if err := c.List(ctx, &permitted, client.InNamespace(agentNS)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(permitted.Items, func(a v1alpha1.Act) bool {
+		return a.Annotations[v1alpha1.AnnotationActPermitAuthority] == dec.AuthorityID && a.Annotations[v1alpha1.AnnotationActPermitOperation] == dec.OperationID
+	}) {
+		t.Fatalf("allow returned before an Act recorded authority %s consumed for %s", dec.AuthorityID, dec.OperationID)
 	}
 	if status, body := post(t, "http://"+sideAddr+sidecar.CompletePath, `{"operation_id":"`+dec.OperationID+`","outcome":"executed","result":{"sent":true}}`); status != 200 || !strings.Contains(body, "EXECUTED") {
 		t.Fatalf("/v1/complete: HTTP %d %s", status, body)

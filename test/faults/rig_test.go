@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
@@ -83,7 +85,7 @@ const (
 	apiDown              // every connection is closed unanswered
 	apiConflicts         // every Lease update is 409 Conflict; the rest passes
 	api500               // every request is 500
-	apiLease500          // every Lease request is 500; the rest passes
+	apiAct500            // every Act request is 500; the rest passes
 )
 
 // apiFaults is a reverse proxy in front of the API server, with the admin's credentials, that
@@ -110,6 +112,7 @@ func newAPIFaults(t *testing.T, cfg *rest.Config) *apiFaults {
 	f := &apiFaults{}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lease := strings.Contains(r.URL.Path, "/apis/coordination.k8s.io/")
+		acts := strings.HasPrefix(r.URL.Path, "/apis/actgate.io/") && (strings.HasSuffix(r.URL.Path, "/acts") || strings.Contains(r.URL.Path, "/acts/"))
 		switch apiMode(f.mode.Load()) {
 		case apiDown:
 			f.faults.Add(1)
@@ -127,8 +130,8 @@ func newAPIFaults(t *testing.T, cfg *rest.Config) *apiFaults {
 			f.faults.Add(1)
 			status(w, http.StatusInternalServerError, "InternalError", "injected")
 			return
-		case apiLease500:
-			if lease {
+		case apiAct500:
+			if acts {
 				f.faults.Add(1)
 				status(w, http.StatusInternalServerError, "InternalError", "injected")
 				return
@@ -496,14 +499,34 @@ func (r *k8sRig) readJournal(t *testing.T) []journal.DispatchRecord {
 	return out
 }
 
-// lease reads an authority from its Lease (a quorum read of the API server).
+// lease reads an authority from its Lease (a quorum read of the API server), or, for a pod's
+// machine Permit, which stores no Lease, from the permit record of the Act that consumed it.
 func (r *k8sRig) lease(t *testing.T, id string) authority.Record {
 	t.Helper()
 	rec, err := r.leases.Get(context.Background(), r.ns, id)
-	if err != nil {
+	if err == nil {
+		return rec
+	}
+	if !errors.Is(err, authority.ErrNotFound) {
 		t.Fatalf("authority %s: %v", id, err)
 	}
-	return rec
+	var acts v1alpha1.ActList
+	if err := r.env.Client.List(context.Background(), &acts, client.InNamespace(r.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acts.Items {
+		if a.Annotations[v1alpha1.AnnotationActPermitAuthority] != id {
+			continue
+		}
+		auth, err := authority.ParsePayload([]byte(a.Annotations[v1alpha1.AnnotationActPermitPayload]))
+		if err != nil || auth.ID != id {
+			t.Fatalf("Act %s: its permit record does not hold authority %s: %v", a.Name, id, err)
+		}
+		at, _ := time.Parse(time.RFC3339Nano, a.Annotations[v1alpha1.AnnotationActPermitConsumedAt])
+		return authority.Record{Authority: auth, State: authority.StateConsumed, ConsumedBy: a.Annotations[v1alpha1.AnnotationActPermitOperation], ConsumedAt: at}
+	}
+	t.Fatalf("authority %s: no Lease and no Act records it", id)
+	return authority.Record{}
 }
 
 func (r *k8sRig) String() string { return fmt.Sprintf("rig(%s)", r.ns) }

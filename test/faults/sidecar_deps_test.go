@@ -31,8 +31,8 @@ func closedPort(t *testing.T) string {
 // which needs no control plane, and every protected call fails closed — the upstream is not
 // called, nothing is journaled — with a refusal that says why (tool-use-binding §16 MUST 5,
 // §23; internal/sidecar "Fail closed"). A Permit the service answered with an authority the
-// sidecar refuses, or answered after the sidecar gave up, has spent its Lease: nothing ran for
-// it, and no journal holds it.
+// sidecar refuses, or answered after the sidecar gave up, has spent its authority (its Act
+// records it consumed): nothing ran for it, and no journal holds it.
 func TestAuthorityServiceFaults(t *testing.T) {
 	// The review timeout leaves the real service time to answer on a loaded machine; the
 	// slow fault waits well past it.
@@ -123,12 +123,12 @@ func TestAuthorityServiceFaults(t *testing.T) {
 }
 
 // TestAPIServerFaults: the authority service's API server is down, or answers 500 to
-// everything or to the Leases, or 409 to every Lease update. The hot path never reaches the
-// API server, so it continues. A protected call needs the service to record the Act and create
-// the Lease: it is refused and does not call the upstream, and the code says why
+// everything or to the Acts, or 409 to every Lease update. The hot path never reaches the API
+// server, so it continues. A protected call needs the service to create the Act that records
+// its consumed authority: it is refused and does not call the upstream, and the code says why
 // (internal/review/service "Fail closed"): unreachable is EF_060 (reason Timeout), another API
-// failure EF_STORE_UNAVAILABLE. A Permit's single use rests on the Lease create, not an update,
-// so a 409 storm on updates does not touch it.
+// failure EF_STORE_UNAVAILABLE. A Permit's single use rests on the Act's create, not an
+// update, and stores no Lease, so a 409 storm on Lease updates does not touch it.
 func TestAPIServerFaults(t *testing.T) {
 	r := newK8sRig(t, rigOptions{serviceTO: 2 * time.Second})
 	endpoint, p := r.startSidecar(t, "")
@@ -142,7 +142,7 @@ func TestAPIServerFaults(t *testing.T) {
 		{name: "down", mode: apiDown, tool: protectedTool, code: ef.EF060},
 		{name: "down, hot-path tool", mode: apiDown, tool: hotTool},
 		{name: "500 storm", mode: api500, tool: protectedTool, code: ef.EFStoreUnavailable},
-		{name: "500 storm on Leases", mode: apiLease500, tool: protectedTool, code: ef.EFStoreUnavailable},
+		{name: "500 storm on Acts", mode: apiAct500, tool: protectedTool, code: ef.EFStoreUnavailable},
 		{name: "409 storm on Lease updates", mode: apiConflicts, tool: protectedTool},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,9 +24,10 @@ import (
 // real `actgate sidecar` built with -tags failpoints, in front of a real `actgate-controlplane authority`
 // on envtest, is killed at each boundary during a call of a protected tool, restarted over the
 // same journal, and the agent retries in a new session. Here consume and DISPATCH_PENDING are
-// two writes in two places — the Permit at the service, which creates the Lease consumed, then
-// the sidecar's own journal — so after-consume exists. Asserted each time: the upstream's own
-// count, the journal's state, the Lease (none, or CONSUMED by the first call's operation), the
+// two writes in two places — the Permit at the service, which creates the Act recording the
+// authority consumed, then the sidecar's own journal — so after-consume exists. Asserted each
+// time: the upstream's own count, the journal's state, the authority (none, or CONSUMED by the
+// first call's operation), the
 // Act (the outcome the outbox reports after the restart), and that the retry is never a second
 // invocation of an action that may have run.
 func TestSidecarMatrix(t *testing.T) {
@@ -130,8 +131,8 @@ func TestSidecarMatrix(t *testing.T) {
 			}
 			// The first call's Act: recorded by the Permit; once the restarted sidecar's outbox
 			// reported the journal's INDETERMINATE, it says so, with the spent operation. An act
-			// spent but never journaled (after-consume) has no outcome to report: its Lease says
-			// it was spent, and nothing ran.
+			// spent but never journaled (after-consume) has no outcome to report: its permit
+			// record says it was spent, and nothing ran.
 			var a v1alpha1.Act
 			if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: lease.Authority.Binding.ActID}, &a); err != nil {
 				t.Fatalf("the first call's Act: %v", err)

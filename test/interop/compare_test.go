@@ -24,6 +24,33 @@ var knownDifferences = map[string]string{
 	// server-everything replays its priming events as data {} on those resumption GETs, which
 	// the TS client rejects (direct only).
 	"walk/client errors": "[event bytes] the TS client rejects server-everything's replayed priming events (direct only); the gate answers resumption GETs of answer streams from its log",
+
+	// Conformance 0.2.0, 2026-07-28 requirements, through the gate in front of server2026.mjs
+	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
+	// 2026-07-28). A 2025 server asks for input with server-to-client requests during the call;
+	// the gate opens its upstream session without client capabilities and does not turn an
+	// upstream's requests into input_required rounds, so the tools cannot ask.
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-elicitation":       "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-list-roots":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-sampling":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-capability-check":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-missing-input-response":  "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multi-round":             "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-multiple-input-requests": "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-non-tool-request":        "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-request-state":           "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-result-type":             "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-validate-input":          "[input required] a 2025 upstream cannot return input_required, and the gate does not turn server-to-client requests into rounds",
+	"conformance-0.2.0/2026-07-28/legacy/input-required-result-tampered-state":          "[input required] a 2025 upstream cannot return input_required, so there is no requestState to tamper with",
+	"conformance-0.2.0/2026-07-28/legacy/http-custom-header-server-validation":          "[Mcp-Param, 2025 upstream] the gate ties each Mcp-Param header to a value of the decided arguments, but only the server knows which argument a tool's x-mcp-header names; a 2025 upstream never sees the headers, so a header copying another argument, or one left out, is not refused",
+	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks); [input required] the gate's upstream session declares no client capabilities, so the elicitation tool refuses (-32021)",
+
+	// The TypeScript SDK v2 walk (walk2.mjs).
+	"walk2/modern/2025-11-25/progress": "[progress, sessionless 2025 upstream] an upstream serving 2025-11-25 without sessions (the SDK's stateless fallback) is called through the SDK client session, whose notifications go to the agent's GET stream, not the call's answer stream",
+
+	// Conformance 0.2.0, 2025-11-25 requirements, against the reference server (0.1.16's copy).
+	"conformance-0.2.0/2025-11-25/reference/server-session-lifecycle": "[session] after DELETE the gate answers the ended session 404 (the gate's own session, as the spec says); the reference server answers 400",
+	"conformance-0.2.0/2025-11-25/reference/server-sse-polling":       "[event ids] a tools/call whose upstream closes its stream mid-call keeps the agent's stream open (the gate resumes upstream itself), so the disconnect-resume check sees no close (INFO, not SUCCESS)",
 }
 
 // row is one line of a comparison table.

@@ -32,12 +32,29 @@ func (o outcome) String() string { return fmt.Sprintf("%d passed, %d failed", o.
 // resultDir is the conformance CLI's per-scenario output directory: server-{scenario}-{time}.
 var resultDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T[0-9-]+Z$`)
 
-// runConformance runs every active server scenario of the pinned conformance CLI against url and
-// returns each scenario's outcome.
-func runConformance(t *testing.T, url string) map[string]outcome {
+// suite is one conformance CLI and the server scenarios it runs.
+type suite struct {
+	// name is the suite as the tables title it; prefix names its rows in knownDifferences.
+	name, prefix string
+	cli          string
+	args         []string
+}
+
+// The suites: 0.1.16's active server scenarios (2025-11-25), and the 0.2.0 pre-release's
+// scenarios that each revision requires, frozen at its release (--requirements).
+var (
+	conformance0116 = suite{name: "conformance 0.1.16 server scenarios", prefix: "conformance/", cli: conformanceCLI}
+	next2026        = suite{name: "conformance 0.2.0-alpha.12, 2026-07-28 requirements", prefix: "conformance-0.2.0/2026-07-28/", cli: conformanceNextCLI, args: []string{"--requirements", "2026-07-28"}}
+	next2025        = suite{name: "conformance 0.2.0-alpha.12, 2025-11-25 requirements", prefix: "conformance-0.2.0/2025-11-25/", cli: conformanceNextCLI, args: []string{"--requirements", "2025-11-25"}}
+)
+
+// runConformance runs the suite's server scenarios against url and returns each scenario's
+// outcome.
+func runConformance(t *testing.T, s suite, url string) map[string]outcome {
 	t.Helper()
 	out := t.TempDir()
-	stdout, err := runNode(t, 5*time.Minute, conformanceCLI, "server", "--url", url, "-o", out)
+	args := append([]string{s.cli, "server", "--url", url, "-o", out}, s.args...)
+	stdout, err := runNode(t, 5*time.Minute, args...)
 	// The CLI exits non-zero when a check fails; the checks themselves are the result.
 	entries, rerr := os.ReadDir(out)
 	if rerr != nil || len(entries) == 0 {
@@ -76,10 +93,11 @@ func runConformance(t *testing.T, url string) map[string]outcome {
 	return res
 }
 
-// conformance compares the scenarios' checks directly and through the gate.
-func conformance(t *testing.T, server, direct, gated string) {
-	d := runConformance(t, direct)
-	g := runConformance(t, gated)
+// conformance compares the scenarios' checks of the suite directly and through the gate; the
+// rows are named s.prefix + server + "/" + scenario.
+func conformance(t *testing.T, s suite, server, direct, gated string) {
+	d := runConformance(t, s, direct)
+	g := runConformance(t, s, gated)
 	names := map[string]bool{}
 	for n := range d {
 		names[n] = true
@@ -100,6 +118,6 @@ func conformance(t *testing.T, server, direct, gated string) {
 		}
 		rows = append(rows, row{name: n, direct: do.String(), gated: gc.String(), same: same})
 	}
-	report(t, fmt.Sprintf("conformance 0.1.16 server scenarios, %s: %d checks passed direct, %d gated", server, passed, gpassed),
-		"conformance/"+server+"/", rows)
+	report(t, fmt.Sprintf("%s, %s: %d checks passed direct, %d gated", s.name, server, passed, gpassed),
+		s.prefix+server+"/", rows)
 }

@@ -44,14 +44,22 @@ var volatile = map[string]bool{"content: structured (outputSchema)": true}
 // chance: UUIDs (URL elicitation ids) and clock times (its dynamic resources' text).
 var made = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{1,2}:\d{2}:\d{2}( [AP]M)?`)
 
+// runWalk runs walk.mjs against url and returns its normalized transcript.
 func runWalk(t *testing.T, url string) map[string]string {
 	t.Helper()
-	out, err := runNode(t, 3*time.Minute, "walk.mjs", url)
+	return runWalkScript(t, "walk.mjs", url)
+}
+
+// runWalkScript runs a walk (walk.mjs, walk2.mjs) whose first argument is the URL and returns its
+// normalized transcript: feature (or HTTP exchange) -> what was seen.
+func runWalkScript(t *testing.T, script, url string, args ...string) map[string]string {
+	t.Helper()
+	out, err := runNode(t, 3*time.Minute, append([]string{script, url}, args...)...)
 	if err != nil {
 		t.Fatalf("walk %s: %v", url, err)
 	}
 	if dir := os.Getenv("ACTGATE_INTEROP_OUT"); dir != "" { // the raw transcripts, to read
-		name := strings.NewReplacer(":", "_", "/", "_").Replace(strings.TrimPrefix(url, "http://")) + ".json"
+		name := strings.NewReplacer(":", "_", "/", "_").Replace(strings.TrimPrefix(url, "http://")+" "+strings.Join(args, " ")) + ".json"
 		_ = os.WriteFile(filepath.Join(dir, name), out, 0o600)
 	}
 	var tr transcript
@@ -168,8 +176,19 @@ func walk(t *testing.T, direct, gated string) {
 // walkOf compares the feature walk of a server directly and through the gate, its rows named
 // prefix + feature in knownDifferences.
 func walkOf(t *testing.T, server, prefix, direct, gated string) {
-	d := runWalk(t, direct)
-	g := runWalk(t, gated)
+	compareWalks(t, "TypeScript SDK 1.32 feature walk of "+server, prefix, runWalk(t, direct), runWalk(t, gated))
+}
+
+// walk2Of compares walk2.mjs (the TypeScript SDK v2 client in one revision, PLAN's tools) of a
+// server directly and through the gate, its rows named prefix + feature.
+func walk2Of(t *testing.T, server, prefix, revision, plan, direct, gated string) {
+	d := runWalkScript(t, "walk2.mjs", direct, revision, plan)
+	g := runWalkScript(t, "walk2.mjs", gated, revision, plan)
+	compareWalks(t, "TypeScript SDK 2.4.0 feature walk at "+revision+" of "+server, prefix, d, g)
+}
+
+func compareWalks(t *testing.T, title, prefix string, d, g map[string]string) {
+	t.Helper()
 	keys := map[string]bool{}
 	for k := range d {
 		keys[k] = true
@@ -183,5 +202,5 @@ func walkOf(t *testing.T, server, prefix, direct, gated string) {
 		gv, gok := g[k]
 		rows = append(rows, row{name: k, direct: dv, gated: gv, same: dok && gok && dv == gv})
 	}
-	report(t, "TypeScript SDK 1.32 feature walk of "+server, prefix, rows)
+	report(t, title, prefix, rows)
 }

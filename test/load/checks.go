@@ -40,7 +40,8 @@ type Check struct {
 // Consumption is a consumed authority as the authority store records it.
 type Consumption struct {
 	AuthorityID string
-	// ConsumedBy is the operation that consumed it (bbolt ConsumedBy, Lease holderIdentity).
+	// ConsumedBy is the operation that consumed it (bbolt ConsumedBy, Lease holderIdentity, or
+	// the permit record of a pod's Permit on its Act).
 	ConsumedBy string
 }
 

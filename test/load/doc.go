@@ -1,9 +1,11 @@
 // Command load is actgate's load generator (docs/operations.md "Load testing"): it drives the
 // standalone gate (`actgate serve`) and the sidecar (`actgate sidecar` beside `actgate-controlplane authority`
 // on a real kube-apiserver, test/envtest) with real MCP clients (the official Go SDK over
-// streamable HTTP) at fixed concurrency for a bounded time, reports throughput and latency through
-// the sink and straight to the upstream, and after every run checks the invariants the sink
-// promises.
+// streamable HTTP) at fixed concurrency for a bounded time, reports throughput, latency through
+// the sink and straight to the upstream, and the sink process's CPU per call, and after every run
+// checks the invariants the sink promises. With both targets, the runs interleave by concurrency
+// (standalone 1, sidecar 1, standalone 16, …) and the report ends with the sidecar against
+// standalone at each concurrency (calls/s and CPU per call ratios, hot-path overhead p50 of each).
 //
 //	go run ./test/load -target standalone|sidecar|both -concurrency 1,16,64 -duration 10s \
 //	    -mix hot=60,permit=20,escalate=8,replay=6,substitute=6 -out report.json
@@ -38,8 +40,8 @@
 // # Invariants checked after every run (named checks, PASS/FAIL; any FAIL exits 1)
 //
 //   - authority-single-use: each authority was consumed at most once — one dispatch record per
-//     authority, and the store's consumer (bbolt ConsumedBy, or the Lease's holderIdentity)
-//     is that record's operation;
+//     authority, and the store's consumer (bbolt ConsumedBy, the Lease's holderIdentity, or
+//     for a pod's machine Permit the permit record on its Act) is that record's operation;
 //   - upstream-equals-executed: per tool, the upstream's own invocation count equals the
 //     journal's EXECUTED records plus the hot-path allows (the standalone gate's allow receipts
 //     without authority; the sidecar journals nothing on the hot path, so there the authority

@@ -59,8 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{duration: *duration, out: *out, listen: *listen, actgate: *bin, seed: *seed}
 	switch *target {
 	case "both":
-		o.targets = []string{"standalone", "sidecar"}
-	case "standalone", "sidecar":
+		o.targets = []string{targetStandalone, targetSidecar}
+	case targetStandalone, targetSidecar:
 		o.targets = []string{*target}
 	default:
 		return o, fmt.Errorf("-target %q: want standalone, sidecar or both", *target)
@@ -148,6 +148,18 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			return rep, err
 		}
 	}
+	// Every target is up before the first run, and the runs interleave by concurrency
+	// (standalone 1, sidecar 1, standalone 16, …): both targets' runs at one concurrency see
+	// the machine at nearly the same load, and the comparison (Report.Compare) is of those.
+	var targets []target
+	defer func() {
+		for _, t := range targets {
+			if cerr := t.close(); cerr != nil {
+				rep.Pass = false
+				fmt.Fprintf(o.log, "stopping %s: %v\n", t.name(), cerr)
+			}
+		}
+	}()
 	for _, name := range o.targets {
 		fmt.Fprintf(o.log, "%s starting target %s …\n", since(t0), name)
 		t, err := newTarget(ctx, name, o, bin, filepath.Join(work, name))
@@ -156,11 +168,14 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			rep.Runs = append(rep.Runs, RunReport{Target: name, Error: err.Error()})
 			continue
 		}
-		for i, n := range o.concurrency {
+		targets = append(targets, t)
+	}
+	for i, n := range o.concurrency {
+		for _, t := range targets {
 			if ctx.Err() != nil {
 				break
 			}
-			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), name, n, o.duration, o.directDuration)
+			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), t.name(), n, o.duration, o.directDuration)
 			rc := runConfig{concurrency: n, duration: o.duration, directDuration: o.directDuration, mix: o.mix, host: o.listen, seed: o.seed + uint64(i)*1000}
 			run, err := runOnce(ctx, t, rc, fmt.Sprintf("run-%d", i))
 			if err != nil {
@@ -170,11 +185,8 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 			rep.Pass = rep.Pass && run.Pass
 			rep.Runs = append(rep.Runs, run)
 		}
-		if err := t.close(); err != nil {
-			rep.Pass = false
-			fmt.Fprintf(o.log, "stopping %s: %v\n", name, err)
-		}
 	}
+	rep.Compare = compare(rep.Runs)
 	fmt.Fprintf(o.log, "%s done\n", since(t0))
 	if ctx.Err() != nil {
 		rep.Pass = false
@@ -188,14 +200,20 @@ func since(t0 time.Time) string {
 	return "[" + time.Since(t0).Round(100*time.Millisecond).String() + "]"
 }
 
+// The targets' names (-target, RunReport.Target).
+const (
+	targetStandalone = "standalone"
+	targetSidecar    = "sidecar"
+)
+
 func newTarget(ctx context.Context, name string, o options, bin, dir string) (target, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	switch name {
-	case "standalone":
+	case targetStandalone:
 		return &standalone{bin: bin, host: o.listen, dir: dir}, nil
-	case "sidecar":
+	case targetSidecar:
 		return startSidecarTarget(ctx, bin, o.listen, dir, o.log)
 	}
 	return nil, fmt.Errorf("unknown target %q", name)

@@ -40,6 +40,7 @@ type RunReport struct {
 	Elapsed        float64            `json:"elapsed_s"`
 	Calls          int                `json:"calls"`
 	Throughput     float64            `json:"calls_per_s"`
+	SinkCPU        float64            `json:"sink_cpu_us_per_call"` // the sink process's CPU (user and system) during the mix per call; 0: /proc unreadable
 	Ops            map[string]int     `json:"ops"`
 	Gate           map[string]Latency `json:"gate"`
 	DirectDuration float64            `json:"direct_elapsed_s"`
@@ -66,9 +67,69 @@ type Machine struct {
 
 // Report is the whole output.
 type Report struct {
-	Machine Machine     `json:"machine"`
-	Runs    []RunReport `json:"runs"`
-	Pass    bool        `json:"pass"`
+	Machine Machine      `json:"machine"`
+	Runs    []RunReport  `json:"runs"`
+	Compare []Comparison `json:"sidecar_vs_standalone,omitempty"`
+	Pass    bool         `json:"pass"`
+}
+
+// Comparison is the sidecar's run against the standalone gate's at one concurrency, from runs
+// made one after the other (runAll interleaves them): throughput and sink CPU per call as
+// sidecar / standalone, and the hot path's overhead p50 of each (ms).
+type Comparison struct {
+	Concurrency   int      `json:"concurrency"`
+	Throughput    float64  `json:"calls_per_s_ratio"`
+	CPUPerCall    float64  `json:"sink_cpu_per_call_ratio,omitempty"`
+	HotOverheadSA *float64 `json:"hot_overhead_p50_ms_standalone,omitempty"`
+	HotOverheadSC *float64 `json:"hot_overhead_p50_ms_sidecar,omitempty"`
+}
+
+// compare pairs the runs of the two targets in the order they were made: the k-th standalone
+// run of a concurrency with the k-th sidecar run of it (a concurrency listed twice is two
+// pairs), where both completed.
+func compare(runs []RunReport) []Comparison {
+	type key struct{ concurrency, k int }
+	var order []key
+	standalones, sidecars := map[key]RunReport{}, map[key]RunReport{}
+	nsa, nsc := map[int]int{}, map[int]int{}
+	for _, r := range runs {
+		switch r.Target {
+		case targetStandalone:
+			k := key{r.Concurrency, nsa[r.Concurrency]}
+			nsa[r.Concurrency]++
+			standalones[k] = r
+			order = append(order, k)
+		case targetSidecar:
+			k := key{r.Concurrency, nsc[r.Concurrency]}
+			nsc[r.Concurrency]++
+			sidecars[k] = r
+		}
+	}
+	var out []Comparison
+	for _, k := range order {
+		sa := standalones[k]
+		sc, ok := sidecars[k]
+		if !ok || sa.Error != "" || sc.Error != "" || sa.Throughput <= 0 {
+			continue
+		}
+		c := Comparison{Concurrency: k.concurrency, Throughput: sc.Throughput / sa.Throughput}
+		if sa.SinkCPU > 0 && sc.SinkCPU > 0 {
+			c.CPUPerCall = sc.SinkCPU / sa.SinkCPU
+		}
+		c.HotOverheadSA, c.HotOverheadSC = hotOverhead(sa), hotOverhead(sc)
+		out = append(out, c)
+	}
+	return out
+}
+
+// hotOverhead is the run's hot-path overhead p50 (ms), nil when it has none.
+func hotOverhead(r RunReport) *float64 {
+	for _, o := range r.Overhead {
+		if o.Series == seriesHot {
+			return &o.P50
+		}
+	}
+	return nil
 }
 
 func machine() Machine {
@@ -149,6 +210,9 @@ func writeText(w io.Writer, r Report) {
 		}
 		fmt.Fprintf(w, "throughput %.1f calls/s through the sink (%d calls; ops: %s); direct %d calls in %.1fs\n",
 			run.Throughput, run.Calls, strings.Join(ops, ", "), run.DirectCalls, run.DirectDuration)
+		if run.SinkCPU > 0 {
+			fmt.Fprintf(w, "sink process CPU %.0f µs per call\n", run.SinkCPU)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "series\tn\tp50 ms\tp95 ms\tp99 ms\t")
 		for _, s := range gateSeries {
@@ -170,6 +234,22 @@ func writeText(w io.Writer, r Report) {
 				fmt.Fprintf(w, "         %s\n", e)
 			}
 		}
+	}
+	if len(r.Compare) > 0 {
+		fmt.Fprintf(w, "\n== sidecar against standalone (runs of one concurrency made one after the other)\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "concurrency\tcalls/s ×\tsink CPU/call ×\thot overhead p50 ms standalone\tsidecar\t")
+		for _, c := range r.Compare {
+			cpu, sa, sc := "-", "-", "-"
+			if c.CPUPerCall > 0 {
+				cpu = fmt.Sprintf("%.2f", c.CPUPerCall)
+			}
+			if c.HotOverheadSA != nil && c.HotOverheadSC != nil {
+				sa, sc = fmt.Sprintf("%+.2f", *c.HotOverheadSA), fmt.Sprintf("%+.2f", *c.HotOverheadSC)
+			}
+			fmt.Fprintf(tw, "%d\t%.2f\t%s\t%s\t%s\t\n", c.Concurrency, c.Throughput, cpu, sa, sc)
+		}
+		_ = tw.Flush()
 	}
 	verdict := "PASS: every invariant held in every run"
 	if !r.Pass {

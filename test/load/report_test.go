@@ -11,8 +11,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-// TestWriteTextGolden: the plain report of a fixed two-run report (one passing, one with a
-// failed check) matches testdata/report.golden (`go test ./test/load -run TestWriteTextGolden
+// TestWriteTextGolden: the plain report of a fixed report (passing runs, a failed run, one with
+// a failed check, and the sidecar's comparison with standalone at concurrency 16) matches testdata/report.golden (`go test ./test/load -run TestWriteTextGolden
 // -update` rewrites it).
 func TestWriteTextGolden(t *testing.T) {
 	w, tl := goodRun()
@@ -29,13 +29,20 @@ func TestWriteTextGolden(t *testing.T) {
 		Machine: Machine{GoVersion: "go1.26.8", OS: "linux", Arch: "amd64", NumCPU: 2, GOMAXPROCS: 2,
 			LoadAvgStart: [3]float64{1.5, 1.25, 1}, LoadAvgEnd: [3]float64{2, 1.5, 1.25}, Started: time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)},
 		Runs: []RunReport{
-			{Target: "standalone", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.02, Calls: 1500, Throughput: 298.8,
+			{Target: "standalone", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.02, Calls: 1500, Throughput: 298.8, SinkCPU: 230,
 				Ops:  map[string]int{"hot": 800, "permit": 250, "escalate": 100, "replay": 60, "substitute": 70},
 				Gate: gate, Direct: direct, DirectCalls: 490, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true},
 			{Target: "sidecar", Concurrency: 1, Mix: "hot=1", Error: "sidecar: actgate-sidecar exited before listening"},
 			{Target: "sidecar", Concurrency: 4, Mix: DefaultMix, Duration: 5, Elapsed: 5.3, Calls: 40, Throughput: 7.5,
 				Ops: map[string]int{"hot": 20, "permit": 5}, Gate: gate, Direct: direct, Overhead: overheads(gate, direct), Checks: fail},
+			{Target: "sidecar", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.01, Calls: 1250, Throughput: 249.5, SinkCPU: 253,
+				Ops:  map[string]int{"hot": 700, "permit": 200, "escalate": 150, "replay": 100, "substitute": 100},
+				Gate: gate, Direct: direct, DirectCalls: 480, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true},
 		},
+	}
+	rep.Compare = compare(rep.Runs)
+	if len(rep.Compare) != 1 || rep.Compare[0].Concurrency != 16 || rep.Compare[0].CPUPerCall != 253.0/230 {
+		t.Fatalf("compare: %+v", rep.Compare)
 	}
 	var buf strings.Builder
 	writeText(&buf, rep)
@@ -55,5 +62,20 @@ func TestWriteTextGolden(t *testing.T) {
 	}
 	if string(b) != string(want) {
 		t.Fatalf("report differs from %s (-update rewrites it):\n%s", golden, b)
+	}
+}
+
+// TestCompare: runs pair in the order they were made, per concurrency (a concurrency listed
+// twice is two pairs); a failed run pairs with nothing.
+func TestCompare(t *testing.T) {
+	run := func(target string, n int, tput, cpu float64) RunReport {
+		return RunReport{Target: target, Concurrency: n, Throughput: tput, SinkCPU: cpu}
+	}
+	failed := run("sidecar", 16, 0, 0)
+	failed.Error = "exited"
+	got := compare([]RunReport{run("standalone", 1, 100, 200), run("sidecar", 1, 80, 300), run("standalone", 1, 200, 100),
+		run("sidecar", 1, 100, 100), run("standalone", 16, 500, 100), failed})
+	if len(got) != 2 || got[0].Throughput != 0.8 || got[0].CPUPerCall != 1.5 || got[1].Throughput != 0.5 || got[1].CPUPerCall != 1 {
+		t.Fatalf("compare: %+v", got)
 	}
 }

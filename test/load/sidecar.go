@@ -68,7 +68,7 @@ type sidecarTarget struct {
 	log            io.Writer
 }
 
-func (s *sidecarTarget) name() string { return "sidecar" }
+func (s *sidecarTarget) name() string { return targetSidecar }
 
 func startSidecarTarget(ctx context.Context, bin, host, dir string, log io.Writer) (_ target, err error) {
 	s := &sidecarTarget{bin: bin, host: host, dir: dir, log: log}
@@ -256,9 +256,11 @@ func (s *sidecarTarget) startRun(ctx context.Context, runID, upstreamURL string)
 }
 
 func (r *sidecarRun) endpoint() string     { return "http://" + r.addr + mcpproxy.Path(serverName) }
+func (r *sidecarRun) pid() int             { return r.p.cmd.Process.Pid }
 func (r *sidecarRun) principal() principal { return r.alice }
 
-// finish stops the sidecar and reads its journal and the namespace's authority Leases.
+// finish stops the sidecar and reads its journal, the namespace's authority Leases and the
+// permit records of its Acts.
 func (r *sidecarRun) finish(ctx context.Context) (World, error) {
 	if err := r.p.stop(); err != nil {
 		return World{}, err
@@ -289,6 +291,17 @@ func (r *sidecarRun) finish(ctx context.Context) (World, error) {
 	for _, l := range leases.Items {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 			w.Consumed = append(w.Consumed, Consumption{AuthorityID: l.Name, ConsumedBy: *l.Spec.HolderIdentity})
+		}
+	}
+	// A machine Permit stores no Lease: the Act it creates records the authority and the
+	// operation that consumed it.
+	var acts v1alpha1.ActList
+	if err := r.t.env.Client.List(ctx, &acts, client.InNamespace(r.ns)); err != nil {
+		return World{}, err
+	}
+	for _, a := range acts.Items {
+		if id, op := a.Annotations[v1alpha1.AnnotationActPermitAuthority], a.Annotations[v1alpha1.AnnotationActPermitOperation]; id != "" && op != "" {
+			w.Consumed = append(w.Consumed, Consumption{AuthorityID: id, ConsumedBy: op})
 		}
 	}
 	return w, nil

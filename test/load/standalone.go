@@ -82,7 +82,7 @@ type standalone struct {
 	dir  string
 }
 
-func (s *standalone) name() string { return "standalone" }
+func (s *standalone) name() string { return targetStandalone }
 
 func (s *standalone) close() error { return nil }
 
@@ -139,6 +139,7 @@ func (s *standalone) startRun(ctx context.Context, runID string, upstreamURL str
 }
 
 func (r *standaloneRun) endpoint() string     { return r.base + mcpproxy.Path(serverName) }
+func (r *standaloneRun) pid() int             { return r.p.cmd.Process.Pid }
 func (r *standaloneRun) principal() principal { return r.alice }
 
 // finish stops the gate (SIGTERM: graceful, the receipt log flushed) and reads what it left:

@@ -132,45 +132,6 @@ func (s *Store) Issue(ctx context.Context, a authority.Authority) (authority.Rec
 	return authority.Record{Authority: a, State: authority.StateIssued}, nil
 }
 
-// IssueConsumed stores a signed authority as a new Lease already CONSUMED by operationID: one
-// create, which the API server applies only if no Lease of that name exists. It is how the
-// authority service answers a pod's machine Permit in one write: nobody can consume the
-// authority in between, because it never exists unconsumed. An existing Lease is left
-// unchanged: authority.ErrConsumed when it is consumed, authority.ErrAlreadyIssued when it is
-// still ISSUED. The signature, the namespace and the expiry are checked as Issue checks them.
-func (s *Store) IssueConsumed(ctx context.Context, a authority.Authority, operationID string) (authority.Record, error) {
-	if err := s.verifier.VerifySignature(a); err != nil {
-		return authority.Record{}, err
-	}
-	if err := checkNamespace(a.Binding.Namespace); err != nil {
-		return authority.Record{}, err
-	}
-	if operationID == "" || len(operationID) > journal.MaxIDLength {
-		return authority.Record{}, fmt.Errorf("%w: consumption needs an operation ID of 1..%d bytes", authority.ErrInvalid, journal.MaxIDLength)
-	}
-	now := s.now()
-	if !now.Before(a.ExpiresAt) {
-		return authority.Record{}, fmt.Errorf("%w: not storing an authority that expired at %s", authority.ErrExpired, a.ExpiresAt.UTC().Format(time.RFC3339Nano))
-	}
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	if err := ctx.Err(); err != nil {
-		return authority.Record{}, unavailable("issue", err)
-	}
-	leases := s.leases.Leases(a.Binding.Namespace)
-	_, err := leases.Create(ctx, markConsumed(leaseFor(a), operationID, now), metav1.CreateOptions{FieldManager: s.manager})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		if l, gerr := leases.Get(ctx, a.ID, metav1.GetOptions{}); gerr == nil && !consumed(l) {
-			return authority.Record{}, fmt.Errorf("%w: %s/%s", authority.ErrAlreadyIssued, a.Binding.Namespace, a.ID)
-		}
-		return authority.Record{}, fmt.Errorf("%w: %s/%s exists", authority.ErrConsumed, a.Binding.Namespace, a.ID)
-	case err != nil:
-		return authority.Record{}, unavailable("issue", err)
-	}
-	return authority.Record{Authority: a, State: authority.StateConsumed, ConsumedAt: now, ConsumedBy: operationID}, nil
-}
-
 // Get reads the authority's Lease from the API server (no cache) and checks its signature.
 func (s *Store) Get(ctx context.Context, namespace, id string) (authority.Record, error) {
 	if err := checkNamespace(namespace); err != nil {

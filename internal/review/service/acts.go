@@ -105,7 +105,8 @@ func stateRank(s v1alpha1.ActState) int {
 
 // recordAct creates the Act of a reviewed call. A retried review of the same act finds its Act
 // with the same spec and continues; an Act of that name with another spec is an act id reused
-// for another call, and the review is refused.
+// for another call, and an Act a Permit recorded has its authority consumed: the review is
+// refused.
 func (s *Service) recordAct(ctx context.Context, a *v1alpha1.Act) *outcome {
 	err := s.c.Create(ctx, a, client.FieldOwner(s.manager))
 	if err == nil {
@@ -122,6 +123,12 @@ func (s *Service) recordAct(ctx context.Context, a *v1alpha1.Act) *outcome {
 	}
 	if !equality.Semantic.DeepEqual(a.Spec, want) {
 		o := deny(http.StatusOK, ef.EFActInvalid, review.ReasonBadRequest, "The act id was already used for another call.")
+		return &o
+	}
+	if _, permitted := permitRecordOf(a); permitted {
+		// A Permit consumed the act's authority when it created the Act: nothing more is
+		// issued for it, and its status is the outcome Report's.
+		o := deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "A Permit already consumed this act's authority.")
 		return &o
 	}
 	return nil

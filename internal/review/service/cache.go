@@ -20,17 +20,21 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 )
 
-// Cache serves the reads a review makes to find its caller: ToolPolicies from one informer
-// across the cluster, and Pods from one informer per namespace that holds a ToolPolicy (the
-// service may read pods only there: NamespacePolicyRules, bound by the manager). A pod
-// informer starts when the first ToolPolicy of its namespace appears and stops when the last
-// one goes. Pods are cached stripped to what a review reads (name, namespace, UID, labels,
-// service account).
+// Cache serves the reads a review makes to find its caller and its session's binding
+// moments: ToolPolicies from one informer across the cluster, and Pods and BindingMoments from
+// informers per namespace that holds a ToolPolicy (the service may read them only there:
+// NamespacePolicyRules, bound by the manager). A namespace's informers start when the first
+// ToolPolicy of its namespace appears and stop when the last one goes. Pods are cached
+// stripped to what a review reads (name, namespace, UID, labels, service account);
+// BindingMoments without their managedFields, indexed by session and by escalation label, so
+// a review reads only the moments of its session or action.
 //
 // A pod the cache does not hold (just created, or its namespace's informer not synced yet) is
 // read from the API server instead: the cache saves requests, it never refuses a caller the
-// API server would accept. What single use rests on, the authority Lease and the Act that
-// records a grant, is never read from it.
+// API server would accept. BindingMoments are listed from the API server's watch cache while
+// the namespace's moment informer has not synced. What single use rests on, the Act a
+// Permit creates, the authority Lease and the Act that records a grant, is never read from
+// it.
 //
 // Every change of a ToolPolicy, and every pod added, deleted or relabelled, wakes the
 // policy-endpoint watchers of its namespace.
@@ -49,11 +53,19 @@ type Cache struct {
 	policiesSynced func() bool
 }
 
+// podInformer is a namespace's informers: its pods and its BindingMoments.
 type podInformer struct {
-	cache  crcache.Cache
-	synced func() bool
-	cancel context.CancelFunc
+	cache         crcache.Cache
+	synced        func() bool
+	momentsSynced func() bool
+	cancel        context.CancelFunc
 }
+
+// Indexes of the BindingMoment informer: the LabelSession and LabelEscalation values.
+const (
+	indexMomentSession    = "actgate.io/session"
+	indexMomentEscalation = "actgate.io/escalation"
+)
 
 // NewCache returns a Cache reading through cfg, whose user needs list and watch on
 // ToolPolicies cluster-wide and on pods where a ToolPolicy is (PolicyRules,
@@ -81,6 +93,9 @@ func staticMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(v1alpha1.GroupVersion.WithKind("ToolPolicy"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	m.Add(v1alpha1.GroupVersion.WithKind("BindingMoment"), meta.RESTScopeNamespace)
+	// A namespace-scoped cache asks the mapper about the list kind itself when it lists.
+	m.Add(v1alpha1.GroupVersion.WithKind("BindingMomentList"), meta.RESTScopeNamespace)
 	return m
 }
 
@@ -171,10 +186,13 @@ func (c *Cache) startPods(ns string) {
 		return
 	}
 	pc, err := crcache.New(c.cfg, crcache.Options{
-		Scheme:                      c.scheme,
-		Mapper:                      staticMapper(),
-		DefaultNamespaces:           map[string]crcache.Config{ns: {}},
-		ByObject:                    map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: stripPod}},
+		Scheme:            c.scheme,
+		Mapper:            staticMapper(),
+		DefaultNamespaces: map[string]crcache.Config{ns: {}},
+		ByObject: map[client.Object]crcache.ByObject{
+			&corev1.Pod{}:             {Transform: stripPod},
+			&v1alpha1.BindingMoment{}: {Transform: stripManagedFields},
+		},
 		ReaderFailOnMissingInformer: true,
 	})
 	if err != nil {
@@ -188,6 +206,18 @@ func (c *Cache) startPods(ns string) {
 		c.log.Error(err, "pod cache not started; pods are read from the API server", "namespace", ns)
 		return
 	}
+	minf, err := pc.GetInformer(ctx, &v1alpha1.BindingMoment{})
+	if err == nil {
+		err = pc.IndexField(ctx, &v1alpha1.BindingMoment{}, indexMomentSession, labelIndex(LabelSession))
+	}
+	if err == nil {
+		err = pc.IndexField(ctx, &v1alpha1.BindingMoment{}, indexMomentEscalation, labelIndex(LabelEscalation))
+	}
+	if err != nil {
+		cancel()
+		c.log.Error(err, "pod cache not started; pods and binding moments are read from the API server", "namespace", ns)
+		return
+	}
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.notify(ns) },
 		UpdateFunc: func(old, obj any) {
@@ -199,7 +229,7 @@ func (c *Cache) startPods(ns string) {
 		},
 		DeleteFunc: func(any) { c.notify(ns) },
 	})
-	c.pods[ns] = &podInformer{cache: pc, synced: inf.HasSynced, cancel: cancel}
+	c.pods[ns] = &podInformer{cache: pc, synced: inf.HasSynced, momentsSynced: minf.HasSynced, cancel: cancel}
 	go func() {
 		if err := pc.Start(ctx); err != nil {
 			c.log.Error(err, "pod cache stopped", "namespace", ns)
@@ -229,6 +259,44 @@ func (c *Cache) pod(ctx context.Context, ns, name string) (*corev1.Pod, bool) {
 		return nil, false
 	}
 	return &p, true
+}
+
+// moments lists the BindingMoments of ns whose label key (LabelSession or LabelEscalation)
+// has value, from the namespace's informer; false when it has none or it has not synced.
+func (c *Cache) moments(ctx context.Context, ns, key, value string) ([]v1alpha1.BindingMoment, bool) {
+	c.mu.Lock()
+	pi := c.pods[ns]
+	c.mu.Unlock()
+	if pi == nil || !pi.momentsSynced() {
+		return nil, false
+	}
+	index := indexMomentSession
+	if key == LabelEscalation {
+		index = indexMomentEscalation
+	}
+	var list v1alpha1.BindingMomentList
+	if err := pi.cache.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
+		return nil, false
+	}
+	return list.Items, true
+}
+
+// labelIndex indexes objects by the value of label key (objects without it are not indexed).
+func labelIndex(key string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		if v := o.GetLabels()[key]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}
+}
+
+// stripManagedFields drops an object's managedFields, which no review reads.
+func stripManagedFields(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // listPolicies lists the ToolPolicies of ns from the informer.

@@ -35,18 +35,23 @@
 //     enforcement would have returned; it is never called enforcement.
 //  4. Permit (a pod's machine Permit in one request): the act is checked and policy evaluated
 //     as for a Review; anything but Permit, or an act decided under another epoch, is refused.
-//     The Act is recorded and the authority's Lease created already consumed by the sidecar's
-//     operation (leasestore IssueConsumed: the create is the compare-and-swap), two writes; the
-//     Act's status is written by the outcome's Report. Refusal records a call the sidecar
+//     The Act is created carrying its permit record: the signed authority, consumed by the
+//     sidecar's operation (v1alpha1.AnnotationActPermit*). The Act's name is derived from the act
+//     id, so its create is the compare-and-swap of the consumption, and no Lease is stored; a
+//     second Permit of the act is refused with EF_005 unless it is the same operation's retry,
+//     which gets the recorded authority again. The Act's status is written by the outcome's
+//     Report: a permitted call costs two writes in all. Refusal records a call the sidecar
 //     refused by its own policy: the Act, Denied with the sidecar's code, two writes. Propose
 //     registers an agent-authored moment (see "Binding moments").
 //  5. Consume: the authority's Lease is consumed by compare-and-swap for the binding the
 //     sidecar expects, in the caller's namespace, under the policy's current epoch; the Act
 //     moves to CONSUMED with the operation id.
 //  6. Report: after the sidecar journaled the dispatch's outcome, it reports EXECUTED, FAILED or
-//     INDETERMINATE with the evidence digest (never the result). The authority's Lease in the
-//     caller's namespace must be CONSUMED by that operation, and the Act it names must record
-//     the same authority and operation; the Act moves from CONSUMED to the reported state, with
+//     INDETERMINATE with the act id and the evidence digest (never the result). A permitted
+//     act's record must name that authority and operation; otherwise the authority's Lease in
+//     the caller's namespace must be CONSUMED by that operation, and the Act it names must
+//     record the same authority and operation. The Act moves from CONSUMED (or, for a permitted
+//     act, from no status) to the reported state, with
 //     the Settled condition (a repeated report of the same state is answered as recorded; any
 //     other move is refused). A report never changes what the agent got.
 //
@@ -78,9 +83,11 @@
 // moment per action, and another pod never shares one.
 //
 // An agent-authored moment (Propose) is registered the same way, with the agent's envelope once
-// every option's action digest is its call's and every call passed the policy; its Act is named
-// by the session and envelope, and the moments carry the first option that needs a human as
-// their call.
+// every option's action digest is its call's and every call passed the policy on the option's
+// own server; its Act is named by the session and envelope, the moments' annotations carry the
+// first option that needs a human as their call, and their calls each option's server and
+// destination. The options may call different servers: a Review finds a moment only when the
+// option offering the call's action is on the call's server and destination.
 //
 // A moment counts as resolved only when the controller has recorded it (status.state
 // Resolved, status.resolvedBy equal to spec.principal) and its resolution names its envelope:
@@ -88,14 +95,16 @@
 //
 // # Reads
 //
-// ToolPolicies and Pods, which only find the caller and its policy, come from the Cache's
-// informers when there is one (a pod it does not hold is read by name). Without a Cache, and
-// for BindingMoments always, lists are served from the API server's watch cache
+// ToolPolicies and Pods, which only find the caller and its policy, and the session's
+// BindingMoments come from the Cache's informers when there is one (a pod it does not hold is
+// read by name; moments are indexed by session and escalation label). Without a Cache, before
+// a namespace's moment informer has synced, and to decide again an escalation the informer's
+// view leaves pending or would raise anew, lists are served from the API server's watch cache
 // (resourceVersion "0"), milliseconds behind etcd, because a consistent list waits for etcd's
 // progress notification (tens of milliseconds a review, measured on envtest). What single use
-// rests on is read by quorum: the Lease a consume spends (internal/authority/leasestore), and
-// the escalated Act whose annotation records, by compare-and-swap, the one call a resolution
-// was granted to.
+// rests on is written by create or compare-and-swap and read by quorum: the Act a Permit
+// creates, the Lease a consume spends (internal/authority/leasestore), and the escalated Act
+// whose annotation records, by compare-and-swap, the one call a resolution was granted to.
 //
 // # The pod's policy
 //

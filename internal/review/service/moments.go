@@ -96,16 +96,14 @@ func (g *group) expired(now time.Time, rs []resolved) bool {
 	return len(rs) == 0 && !now.Before(g.expires)
 }
 
-// momentGroups lists the binding moments of the call's session that offer the call's action,
-// made for the same agent (service account and pod), server and destination, grouped by
-// envelope, newest first. The pod is part of the agent: another pod presenting the same
-// session id shares nothing.
+// momentGroups lists the binding moments of the call's session that offer the call's action
+// on the call's server and destination (optionOn: an agent-authored moment's options may call
+// several servers), made for the same agent (service account and pod), grouped by envelope,
+// newest first. The pod is part of the agent: another pod presenting the same session id
+// shares nothing.
 func (s *Service) momentGroups(ctx context.Context, x *call) ([]*group, *outcome) {
-	return s.listGroups(ctx, x, client.MatchingLabels{
-		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelSession: sessionLabel(x.session),
-	}, func(ann map[string]string) bool {
-		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
-			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination
+	return s.listGroups(ctx, x, LabelSession, sessionLabel(x.session), func(ann map[string]string) bool {
+		return ann[AnnotationSessionID] == x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID
 	})
 }
 
@@ -117,37 +115,55 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 	if key == "" {
 		return nil, nil
 	}
-	return s.listGroups(ctx, x, client.MatchingLabels{
-		leasestore.LabelManagedBy: leasestore.ManagedBy, LabelEscalation: key,
-	}, func(ann map[string]string) bool {
+	return s.listGroups(ctx, x, LabelEscalation, key, func(ann map[string]string) bool {
 		return ann[AnnotationSessionID] != x.session && ann[AnnotationAgent] == x.c.user && ann[AnnotationPodUID] == x.c.podUID &&
 			ann[AnnotationServer] == x.server && ann[AnnotationDestination] == x.destination &&
 			ann[AnnotationActionDigest] == x.actionDigest()
 	})
 }
 
-// listGroups lists the binding moments matching sel whose annotations keep accepts and whose
-// envelope offers the call's action, grouped by envelope, newest first.
-func (s *Service) listGroups(ctx context.Context, x *call, sel client.MatchingLabels, keep func(map[string]string) bool) ([]*group, *outcome) {
-	var list v1alpha1.BindingMomentList
-	if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace), sel, fromWatchCache()); err != nil {
-		o := apiFailure(ctx, "read the binding moments", err)
-		return nil, &o
+// listGroups lists the binding moments the service made (LabelManagedBy) whose label key has
+// value, whose annotations keep accepts and whose envelope offers the call's action, grouped
+// by envelope, newest first.
+//
+// They are read from the namespace's moment informer (Cache), else (no informer, not synced, or
+// x.momentsFromAPI) from the API server's watch cache. Either lags etcd by the time a watch
+// event takes to arrive. A Permit that misses a decline recorded within that lag is decided as
+// it would have been an instant earlier; an escalation whose informer view says "pending" or
+// "no moment" is decided again from the watch cache (confirmed); a review that misses a moment
+// another replica created within the watch cache's lag escalates anew (more moments for the
+// principals, never an allow). What a grant rests on is read by quorum (grantMoment).
+func (s *Service) listGroups(ctx context.Context, x *call, key, value string, keep func(map[string]string) bool) ([]*group, *outcome) {
+	var items []v1alpha1.BindingMoment
+	cached := false
+	if s.cache != nil && !x.momentsFromAPI {
+		items, cached = s.cache.moments(ctx, x.c.namespace, key, value)
+	}
+	if cached {
+		x.momentsCached = true
+	} else {
+		var list v1alpha1.BindingMomentList
+		if err := s.c.List(ctx, &list, client.InNamespace(x.c.namespace),
+			client.MatchingLabels{leasestore.LabelManagedBy: leasestore.ManagedBy, key: value}, fromWatchCache()); err != nil {
+			o := apiFailure(ctx, "read the binding moments", err)
+			return nil, &o
+		}
+		items = list.Items
 	}
 	byDigest := map[string]*group{}
-	for i := range list.Items {
-		m := &list.Items[i]
-		if !keep(m.Annotations) {
+	for i := range items {
+		m := &items[i]
+		if m.Labels[leasestore.LabelManagedBy] != leasestore.ManagedBy || m.Labels[key] != value || !keep(m.Annotations) {
 			continue
 		}
-		env, err := envelope.Parse([]byte(m.Spec.Envelope))
+		env, err := s.envelopes.parse(m.Spec.Envelope)
 		if err != nil || env.Digest() != string(m.Spec.EnvelopeDigest) {
 			s.log.Info("binding moment ignored: its envelope does not verify", "bindingMoment", m.Namespace+"/"+m.Name)
 			continue
 		}
 		offers := false
 		for i := range env.NumOptions() {
-			if o, _ := env.Option(i); o.ActionDigest == x.actionDigest() {
+			if o, _ := env.Option(i); o.ActionDigest == x.actionDigest() && optionOn(m, env.NumOptions(), i, x) {
 				offers = true
 			}
 		}
@@ -270,7 +286,7 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 	// Moments still awaiting principals: the newest.
 	for _, g := range groups {
 		if g.open(now) {
-			return s.pending(ctx, x, g)
+			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
 	// An expiry not yet delivered: the act is denied, once.
@@ -299,10 +315,25 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 	}
 	for _, g := range agent {
 		if g.open(now) {
-			return s.pending(ctx, x, g)
+			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
-	return s.newMoments(ctx, x)
+	return s.confirmed(ctx, x, func() outcome { return s.newMoments(ctx, x) })
+}
+
+// confirmed returns answer() when the call's moments were read from the API server. When they
+// were read from the informer, whose view may lag by a watch event, the escalation is decided
+// again from the API server's watch cache first: "still pending" and "no moment yet" are the
+// two answers a lagging view gives for a resolution or a moment just written, and the agent
+// (or the principal who just resolved) should not wait a round for the informer. Every other
+// answer rests on state that only moves forward once seen (a recorded resolution, an
+// expiry), or on a quorum read (a grant).
+func (s *Service) confirmed(ctx context.Context, x *call, answer func() outcome) outcome {
+	if !x.momentsCached {
+		return answer()
+	}
+	x.momentsFromAPI, x.momentsCached = true, false
+	return s.escalate(ctx, x)
 }
 
 // grantFrom gives the call the authority of a group whose recorded options, from enough

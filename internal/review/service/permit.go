@@ -2,10 +2,13 @@ package service
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"encoding/base64"
 	"net/http"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
@@ -14,19 +17,17 @@ import (
 	"github.com/actgate/actgate/internal/review"
 )
 
-// issueConsumer is implemented by the Lease store (leasestore.Store.IssueConsumed): it creates
-// an authority already consumed, in one write.
-type issueConsumer interface {
-	IssueConsumed(ctx context.Context, a authority.Authority, operationID string) (authority.Record, error)
-}
-
 // permit answers a Permit: the protected path of a pod in one request. The act is checked and
 // policy evaluated exactly as for a Review (the sidecar decided Permit with the same compiled
-// policy; the service never issues what its own evaluation would not), the Act is recorded,
-// and the authority is created already consumed by the sidecar's operation (the Lease create is
-// the compare-and-swap: nobody can consume it in between). The Act's status is left for the
-// outcome Report, which writes decision, authority, operation and state in one patch: a permit
-// costs two writes, the Act and the Lease.
+// policy; the service never issues what its own evaluation would not). Then the Act is created
+// carrying its permit record: the signed authority, and the operation that consumed it and
+// when (permitRecord). The Act's name is derived from the act id, so its create is the
+// compare-and-swap of the consumption: of any number of Permits of the act (from any number
+// of replicas) at most one creates it, and the authority never exists unconsumed. A Permit
+// that finds the Act already recorded is refused (EF_005), unless it is the same operation's
+// retry, which gets the recorded answer again. No Lease is stored. The Act's status is left
+// for the outcome Report, which writes decision, authority, operation and state in one patch:
+// a permitted call costs two writes, the Act and its outcome.
 func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) outcome {
 	x, refused := s.evaluate(ctx, c, req)
 	if refused != nil {
@@ -55,9 +56,6 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 	if declinedGroup(groups) != nil {
 		return deny(http.StatusOK, ef.EFMomentDeclined, review.ReasonBindingMoment, "")
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
-		return *o
-	}
 	ttl := d.AuthorityTTL
 	if ttl <= 0 {
 		ttl = 60 * time.Second
@@ -67,30 +65,116 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
 	}
 	opID := req.Permit.OperationID
-	var rec authority.Record
-	if ic, ok := s.store.(issueConsumer); ok {
-		rec, err = ic.IssueConsumed(ctx, a, opID)
-	} else if _, err = s.store.Issue(ctx, a); err == nil {
-		rec, err = s.store.Consume(ctx, a.ID, x.binding, authority.Consumption{OperationID: opID})
+	rec := permitRecord{authority: a, operation: opID, consumedAt: x.now.UTC().Truncate(time.Millisecond)}
+	if err := rec.annotate(x.obj); err != nil {
+		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
+	}
+	err = s.c.Create(ctx, x.obj, client.FieldOwner(s.manager))
+	if apierrors.IsAlreadyExists(err) {
+		var o *outcome
+		if rec, o = s.permitted(ctx, x, opID); o != nil {
+			return *o
+		}
+		err = nil
 	}
 	if err != nil {
-		s.log.V(1).Info("permit refused by the authority store", "act", x.binding.ActID, "authority", a.ID, "cause", authority.CodeOf(err))
-		if errors.Is(err, authority.ErrAlreadyIssued) {
-			err = fmt.Errorf("%w: %s", authority.ErrConsumed, a.ID)
-		}
-		return authorityFailure(ctx, err)
+		return apiFailure(ctx, "record the act", err)
 	}
-	signed, err := review.Signed(a)
+	signed, err := review.Signed(rec.authority)
 	if err != nil {
 		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
 	}
-	s.log.V(1).Info("permit issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "authority", a.ID,
-		"operation", opID, "policy", d.Policy, "rule", d.Rule, "expires", a.ExpiresAt)
+	s.log.V(1).Info("permit issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "authority", rec.authority.ID,
+		"operation", opID, "policy", d.Policy, "rule", d.Rule, "expires", rec.authority.ExpiresAt)
 	return outcome{status: http.StatusOK, resp: review.Response{
 		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonPolicy, Act: x.obj.Name,
 		ConsequenceClass: x.class, Authority: signed,
-		Consumed: &review.Consumed{AuthorityID: a.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
+		Consumed: &review.Consumed{AuthorityID: rec.authority.ID, OperationID: rec.operation, ConsumedAt: rec.consumedAt},
 	}}
+}
+
+// permitted answers a Permit whose Act already exists: it is read back (by quorum), and only
+// the same operation's retry of the same call, before its outcome is reported, gets the
+// recorded authority again. Anything else — another operation, an act recorded by a Review or
+// a Refusal, an act id reused for another call, an outcome already recorded — is refused and
+// nothing is written.
+func (s *Service) permitted(ctx context.Context, x *call, opID string) (permitRecord, *outcome) {
+	fail := func(o outcome) (permitRecord, *outcome) { return permitRecord{}, &o }
+	want := x.obj.Spec
+	cur := &v1alpha1.Act{}
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(x.obj), cur); err != nil {
+		return fail(apiFailure(ctx, "record the act", err))
+	}
+	if !equality.Semantic.DeepEqual(cur.Spec, want) {
+		return fail(deny(http.StatusOK, ef.EFActInvalid, review.ReasonBadRequest, "The act id was already used for another call."))
+	}
+	rec, ok := permitRecordOf(cur)
+	switch {
+	case !ok:
+		s.log.V(1).Info("permit refused: the act was already decided", "act", x.binding.ActID, "decision", cur.Status.Decision)
+		return fail(deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "The act was already decided; its authority cannot be issued again."))
+	case rec.operation != opID || rec.authority.ID != mustID(x.binding) || cur.Status.State != "":
+		s.log.V(1).Info("permit refused: the act's authority is consumed", "act", x.binding.ActID, "authority", rec.authority.ID)
+		return fail(deny(http.StatusOK, ef.EF005, review.ReasonAuthority, ""))
+	}
+	x.obj = cur
+	return rec, nil
+}
+
+// mustID is the authority ID of b, "" when b has none (never equal to a recorded ID).
+func mustID(b authority.Binding) string {
+	id, err := authority.DeriveID(b)
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// permitRecord is what a Permit records on its Act at create (the v1alpha1
+// AnnotationActPermit* annotations): the signed authority and its consumption.
+type permitRecord struct {
+	authority  authority.Authority
+	operation  string
+	consumedAt time.Time
+}
+
+// annotate writes r on a, which is about to be created.
+func (r permitRecord) annotate(a *v1alpha1.Act) error {
+	payload, err := r.authority.Payload()
+	if err != nil {
+		return err
+	}
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	a.Annotations[v1alpha1.AnnotationActPermitAuthority] = r.authority.ID
+	a.Annotations[v1alpha1.AnnotationActPermitOperation] = r.operation
+	a.Annotations[v1alpha1.AnnotationActPermitConsumedAt] = r.consumedAt.Format(time.RFC3339Nano)
+	a.Annotations[v1alpha1.AnnotationActPermitPayload] = string(payload)
+	a.Annotations[v1alpha1.AnnotationActPermitSignature] = base64.StdEncoding.EncodeToString(r.authority.Signature)
+	return nil
+}
+
+// permitRecordOf reads the permit record of a, false when a has none or it does not parse (an
+// act a Review or a Refusal recorded has none).
+func permitRecordOf(a *v1alpha1.Act) (permitRecord, bool) {
+	ann := a.Annotations
+	id, op := ann[v1alpha1.AnnotationActPermitAuthority], ann[v1alpha1.AnnotationActPermitOperation]
+	if id == "" || op == "" {
+		return permitRecord{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, ann[v1alpha1.AnnotationActPermitConsumedAt])
+	if err != nil {
+		return permitRecord{}, false
+	}
+	auth, err := authority.ParsePayload([]byte(ann[v1alpha1.AnnotationActPermitPayload]))
+	if err != nil || auth.ID != id || auth.Binding.ActID != a.Spec.ActID {
+		return permitRecord{}, false
+	}
+	if auth.Signature, err = base64.StdEncoding.DecodeString(ann[v1alpha1.AnnotationActPermitSignature]); err != nil {
+		return permitRecord{}, false
+	}
+	return permitRecord{authority: auth, operation: op, consumedAt: at.UTC()}, true
 }
 
 // refusal answers a Refusal: the Act of a call the sidecar refused by its own policy is

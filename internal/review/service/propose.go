@@ -28,12 +28,15 @@ import (
 // propose answers a Propose: an agent-authored binding moment (request_binding_moment in a
 // pod). The envelope is parsed strictly; every option's action digest must be the digest of
 // its call (recomputed here from the tool and the arguments in the strict profile), every call
-// is on one server of the policy, and every call is evaluated by the policy for the caller: a
-// denied call refuses the moment, and the options that need a human must name the same
-// principals. The moment is then registered as a gate-authored escalation is: an Act for it
-// (Escalated; the grant of its resolution is recorded on it by compare-and-swap) and one
-// BindingMoment per eligible principal in the agent's session, whose later Review of an
-// option's call finds them (the package documentation, "Binding moments").
+// names a server of the policy (each option's own: its destination is that server's URL), and
+// every call is evaluated by the policy for the caller on its server: a denied call refuses
+// the moment, and the options that need a human must name the same principals. The moment is
+// then registered as a gate-authored escalation is: an Act for it (Escalated, for the call of
+// the first option that needs a human; the grant of its resolution is recorded on it by
+// compare-and-swap) and one BindingMoment per eligible principal in the agent's session, whose
+// calls carry each option's server and destination. A later Review of an option's call finds
+// them on that option's server and destination only (optionOn), and its authority is bound to
+// that call (the package documentation, "Binding moments").
 func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) outcome {
 	compiled, refused := s.serve(c)
 	if refused != nil {
@@ -57,15 +60,7 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 	case sinkID != p.SinkID:
 		return deny(http.StatusOK, ef.EF040, review.ReasonPolicy, "The proposal names another finality sink than the policy's.")
 	}
-	x := &call{c: c, session: p.Session, server: p.Calls[0].Server, now: s.now()}
-	for _, srv := range compiled.Servers() {
-		if srv.Name == x.server {
-			x.destination = srv.URL
-		}
-	}
-	if x.destination == "" {
-		return deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, x.server))
-	}
+	x := &call{c: c, session: p.Session, now: s.now()}
 	pc, refusal := proposalCallsOf(ctx, compiled, x, env, p, sinkID)
 	if refusal != nil {
 		return *refusal
@@ -74,6 +69,9 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 	if gate == nil {
 		return invalid("No option needs a human decision under policy; call the tool directly.")
 	}
+	// The moment's Act and the moments' annotations name the call of the first option that
+	// needs a human; every option's own server and destination are in the moments' calls.
+	x.server, x.destination = calls[gateIdx].Server, calls[gateIdx].Destination
 	if len(principals) == 0 || len(principals) < policy.MinPrincipals(*gate) {
 		return invalid("Policy names no principal who could resolve this binding moment.")
 	}
@@ -154,7 +152,8 @@ type proposalCalls struct {
 	canons     [][]byte
 }
 
-// proposalCallsOf checks every option of a proposal against its call and the policy (propose).
+// proposalCallsOf checks every option of a proposal against its call and the policy (propose):
+// each option's call on its own server, whose destination is the policy's URL for it.
 func proposalCallsOf(ctx context.Context, compiled *policy.Compiled, x *call, env *envelope.Envelope, p *review.ProposalRequest,
 	sinkID string) (proposalCalls, *outcome) {
 	c := x.c
@@ -162,11 +161,17 @@ func proposalCallsOf(ctx context.Context, compiled *policy.Compiled, x *call, en
 	invalid := func(msg string) (proposalCalls, *outcome) {
 		return fail(deny(http.StatusOK, ef.EFMomentInvalid, review.ReasonBadRequest, msg))
 	}
+	destinations := map[string]string{}
+	for _, srv := range compiled.Servers() {
+		destinations[srv.Name] = srv.URL
+	}
 	out := proposalCalls{calls: make([]v1alpha1.BindingMomentCall, len(p.Calls)), digests: make([]string, len(p.Calls)),
 		canons: make([][]byte, len(p.Calls))}
 	for i, pc := range p.Calls {
-		if pc.Server != x.server {
-			return invalid("In a pod every option of a binding moment names the same server.")
+		destination := destinations[pc.Server]
+		if destination == "" {
+			return fail(deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy,
+				fmt.Sprintf("Option %d: ToolPolicy %s declares no server %s.", i, c.policy.Name, pc.Server)))
 		}
 		if act.CheckToolName("tool", pc.Tool) != nil {
 			return invalid(fmt.Sprintf("Option %d has an invalid tool name.", i))
@@ -184,7 +189,7 @@ func proposalCallsOf(ctx context.Context, compiled *policy.Compiled, x *call, en
 		if o, ok := env.Option(i); !ok || o.ActionDigest != digest {
 			return invalid(fmt.Sprintf("Option %d's action digest is not its call's.", i))
 		}
-		d := compiled.Evaluate(ctx, policy.Request{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: canon,
+		d := compiled.Evaluate(ctx, policy.Request{Server: pc.Server, Destination: destination, Tool: pc.Tool, Args: canon,
 			Class: act.DefaultClass(pc.Tool), Agent: c.user, StrictArgs: true})
 		if ctx.Err() != nil {
 			return fail(apiFailure(ctx, "decide", ctx.Err()))
@@ -212,8 +217,18 @@ func proposalCallsOf(ctx context.Context, compiled *policy.Compiled, x *call, en
 		if err != nil || len(args) > maxCallArgsBytes {
 			return invalid(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
 		}
-		out.calls[i] = v1alpha1.BindingMomentCall{Server: x.server, Destination: x.destination, Tool: pc.Tool, Args: string(args), Masked: masked}
+		out.calls[i] = v1alpha1.BindingMomentCall{Server: pc.Server, Destination: destination, Tool: pc.Tool, Args: string(args), Masked: masked}
 		out.digests[i], out.canons[i] = digest, canon
 	}
 	return out, nil
+}
+
+// optionOn reports whether option i of moment m calls the live call's server and destination:
+// an option's server and destination are its own (m's calls, one per option, immutable), and
+// a moment without calls offers every option on the server and destination it names.
+func optionOn(m *v1alpha1.BindingMoment, numOptions, i int, x *call) bool {
+	if len(m.Spec.Calls) == 0 {
+		return m.Annotations[AnnotationServer] == x.server && m.Annotations[AnnotationDestination] == x.destination
+	}
+	return len(m.Spec.Calls) == numOptions && m.Spec.Calls[i].Server == x.server && m.Spec.Calls[i].Destination == x.destination
 }

@@ -35,8 +35,9 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		// Record acts; grant and delivery markers are metadata updates by compare-and-swap.
 		{APIGroups: []string{groupActgate}, Resources: []string{"acts"}, Verbs: []string{"get", verbCreate, "update", "patch"}},
 		{APIGroups: []string{groupActgate}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},
-		// Escalate, and read resolutions.
-		{APIGroups: []string{groupActgate}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", verbCreate}},
+		// Escalate, and read resolutions: from the namespace's BindingMoment informer (Cache),
+		// from the API server's watch cache while it has not synced.
+		{APIGroups: []string{groupActgate}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", "watch", verbCreate}},
 		// Issue and consume authorities (the Lease store).
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", verbCreate, "update"}},
 		// Anchor each calling pod's receipt log: create its ReceiptAnchor once, then move its

@@ -22,8 +22,10 @@ import (
 const reportAttempts = 3
 
 // report answers a Report: the outcome the sidecar journaled for a dispatch is recorded on its
-// Act. The Act is found through the authority's Lease in the caller's namespace (the namespace
-// is the caller's identity's, never the request's): the Lease must be CONSUMED by exactly this
+// Act, in the caller's namespace (the namespace is the caller's identity's, never the
+// request's). The report is authenticated by what recorded the consumption: the permit record
+// of an Act a Permit created (found by the report's act id; it must name exactly this
+// authority and operation), else the authority's Lease, which must be CONSUMED by exactly this
 // operation, and the Act it names must record the same authority and operation. The Act moves
 // CONSUMED → EXECUTED | FAILED | INDETERMINATE (action-evidence-boundary "Classify the Effect
 // Outcome"; the Act CRD's transition rules); a report of the state the Act is already in is
@@ -31,31 +33,24 @@ const reportAttempts = 3
 // leaves that state only through authenticated reconciliation, never a sidecar's report.
 func (s *Service) report(ctx context.Context, c *caller, req *review.Request) outcome {
 	rr := req.Report
-	rec, err := s.store.Get(ctx, c.namespace, rr.AuthorityID)
-	if err != nil {
-		s.log.V(1).Info("report refused", "authority", rr.AuthorityID, "cause", authority.CodeOf(err))
-		if errors.Is(err, authority.ErrStoreUnavailable) {
-			return apiFailure(ctx, "read the authority", err)
-		}
-		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No authority of that ID in the caller's namespace.")
+	obj, fresh, refused := s.reportedAct(ctx, c, rr)
+	if refused != nil {
+		return *refused
 	}
-	if rec.State != authority.StateConsumed || rec.ConsumedBy != rr.OperationID {
-		s.log.V(1).Info("report refused: authority not consumed by that operation", "act", rec.Authority.Binding.ActID,
-			"authority", rr.AuthorityID, "state", rec.State)
-		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation.")
-	}
-	obj := &v1alpha1.Act{}
-	obj.Name, obj.Namespace = actName(rec.Authority.Binding.ActID), c.namespace
 	for attempt := 1; ; attempt++ {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The authority's act is not recorded.")
+		if !fresh {
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				if apierrors.IsNotFound(err) {
+					return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The authority's act is not recorded.")
+				}
+				return apiFailure(ctx, "read the act", err)
 			}
-			return apiFailure(ctx, "read the act", err)
 		}
+		fresh = false
 		st := obj.Status
-		// An Act recorded by a Permit has no status until its outcome: the Lease, consumed by
-		// exactly this operation for this act, is what says it was allowed and spent.
+		// An Act recorded by a Permit has no status until its outcome: its permit record (or,
+		// for one recorded with a Lease, the Lease consumed by exactly this operation for this
+		// act) is what says it was allowed and spent.
 		permitted := st.State == "" && st.Decision == "" && st.AuthorityRef == nil && st.OperationID == ""
 		if !permitted && (st.AuthorityRef == nil || st.AuthorityRef.Name != rr.AuthorityID || st.OperationID != rr.OperationID) {
 			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The act does not record that authority and operation.")
@@ -96,7 +91,7 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 		err := s.c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
 		switch {
 		case err == nil:
-			s.log.V(1).Info("outcome recorded", "act", rec.Authority.Binding.ActID, "authority", rr.AuthorityID,
+			s.log.V(1).Info("outcome recorded", "act", obj.Spec.ActID, "authority", rr.AuthorityID,
 				"operation", rr.OperationID, "state", rr.State, "evidence", rr.EvidenceDigest)
 			return done
 		case apierrors.IsConflict(err) && attempt < reportAttempts:
@@ -108,6 +103,50 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 			return apiFailure(ctx, "record the outcome", err)
 		}
 	}
+}
+
+// reportedAct authenticates a Report and names its Act (see report): by the permit record of
+// the Act rr.ActID names, else by the authority's Lease. fresh is true when obj holds a read
+// of the Act made for it.
+func (s *Service) reportedAct(ctx context.Context, c *caller, rr *review.ReportRequest) (obj *v1alpha1.Act, fresh bool, _ *outcome) {
+	fail := func(o outcome) (*v1alpha1.Act, bool, *outcome) { return nil, false, &o }
+	obj = &v1alpha1.Act{}
+	obj.Namespace = c.namespace
+	if rr.ActID != "" {
+		obj.Name = actName(rr.ActID)
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No act of that ID in the caller's namespace."))
+			}
+			return fail(apiFailure(ctx, "read the act", err))
+		}
+		if rec, ok := permitRecordOf(obj); ok {
+			if rec.authority.ID != rr.AuthorityID || rec.operation != rr.OperationID || obj.Spec.ActID != rr.ActID {
+				s.log.V(1).Info("report refused: the act's permit names another authority or operation", "act", rr.ActID,
+					"authority", rr.AuthorityID)
+				return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation."))
+			}
+			return obj, true, nil
+		}
+		fresh = true
+	}
+	rec, err := s.store.Get(ctx, c.namespace, rr.AuthorityID)
+	if err != nil {
+		s.log.V(1).Info("report refused", "authority", rr.AuthorityID, "cause", authority.CodeOf(err))
+		if errors.Is(err, authority.ErrStoreUnavailable) {
+			return fail(apiFailure(ctx, "read the authority", err))
+		}
+		return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No authority of that ID in the caller's namespace."))
+	}
+	if rec.State != authority.StateConsumed || rec.ConsumedBy != rr.OperationID || (rr.ActID != "" && rec.Authority.Binding.ActID != rr.ActID) {
+		s.log.V(1).Info("report refused: authority not consumed by that operation", "act", rec.Authority.Binding.ActID,
+			"authority", rr.AuthorityID, "state", rec.State)
+		return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The authority was not consumed by that operation."))
+	}
+	if name := actName(rec.Authority.Binding.ActID); name != obj.Name {
+		obj.Name, fresh = name, false
+	}
+	return obj, fresh, nil
 }
 
 // settledBy is the Settled condition of an outcome state.

@@ -38,6 +38,9 @@ type call struct {
 	obj         *v1alpha1.Act
 	binding     authority.Binding
 	now         time.Time
+	// momentsCached is set when the call's binding moments were read from the informer, and
+	// momentsFromAPI makes them be read from the API server's watch cache (listGroups).
+	momentsCached, momentsFromAPI bool
 }
 
 func (x *call) tool() string         { return x.act.Tool.ToolID }

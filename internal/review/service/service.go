@@ -39,9 +39,9 @@ type Options struct {
 	// BindingMoments, and Pods and ToolPolicies when there is no Cache or it misses. Its scheme
 	// must hold client-go's types and actgate's v1alpha1. Required.
 	Client client.Client
-	// Cache serves the reads of ToolPolicies and Pods from informers (NewCache; started by the
-	// caller) and wakes policy watchers on every change. Optional: nil reads them from the API
-	// server on every review, and watchers look again every few seconds.
+	// Cache serves the reads of ToolPolicies, Pods and BindingMoments from informers (NewCache;
+	// started by the caller) and wakes policy watchers on every change. Optional: nil reads them
+	// from the API server on every review, and watchers look again every few seconds.
 	Cache *Cache
 	// TokenReviewTTL is how long an authenticated TokenReview result is reused, by token hash
 	// (a token the API server refused: at most a second). Optional: DefaultTokenReviewTTL;
@@ -90,6 +90,7 @@ type Service struct {
 	cache     *Cache       // nil: no informers
 	tokens    *tokenCache
 	changes   *changes
+	envelopes *envelopeCache
 }
 
 // New returns a Service.
@@ -109,6 +110,7 @@ func New(opts Options) (*Service, error) {
 		now: opts.Now, timeout: opts.ReviewTimeout, momentTTL: opts.MomentTTL,
 		metrics: opts.Metrics, log: opts.Log, manager: opts.FieldManager, policies: newPolicyCache(),
 		tracer: tracing.TracerOf(opts.TracerProvider), cache: opts.Cache, changes: newChanges(),
+		envelopes: newEnvelopeCache(),
 	}
 	if len(s.audiences) == 0 {
 		s.audiences = []string{DefaultAudience}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
@@ -32,14 +36,49 @@ func permitReq(t testing.TB, c sidecarCall, epoch int64, op string) review.Reque
 	return req
 }
 
+// writes is the number of requests in c that write to etcd (every POST, PUT, PATCH and
+// DELETE, except TokenReviews, which the API server answers without storing anything).
+func (c *apiCounter) writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.counts {
+		method, resource, _ := strings.Cut(k, " ")
+		switch method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			if resource != "tokenreviews" {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// snapshot is a copy of the counts.
+func (c *apiCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.counts)
+}
+
+// report is the outcome Report of a dispatch, as the sidecar's outbox sends it.
+func report(actID, authorityID, op string, state v1alpha1.ActState) review.Request {
+	return review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
+		ActID: actID, AuthorityID: authorityID, OperationID: op, State: state, EvidenceDigest: sink.EvidenceDigest([]byte(`{"ok":true}`)),
+	}}
+}
+
 // TestPermitOneRequest: a pod's machine Permit is one request to the service, which evaluates
-// its own policy for the act, records the Act and creates the Lease already consumed by the
-// operation — two writes to the API server, counted at the service's transport — and the
-// outcome Report completes the Act in one more. The service never permits what its policy
-// does not, nor under another epoch, nor twice.
+// its own policy for the act and creates the Act carrying the authority consumed by the
+// operation (the create is the compare-and-swap: no Lease is stored), and the outcome Report
+// completes the Act: the whole call costs two writes to the API server, counted at the
+// service's transport and the Lease store's. The service never permits what its policy does
+// not, nor under another epoch, nor twice: a second Permit of the act is refused whatever its
+// operation, except the same operation's retry, which gets the same authority again; a
+// Review of a permitted act issues nothing; a report for another operation is refused.
 func TestPermitOneRequest(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	// The Lease store's requests are counted too: single use rests on its create.
+	// The Lease store's requests are counted too: a permit must need none.
 	leaseCounter := &apiCounter{counts: map[string]int{}}
 	store, err := leasestore.NewForConfig(leaseCounter.wrap(fastConfig(serviceUser(t, r.env, r.ns))),
 		leasestore.Options{Verifier: r.signer.Verifier(), Now: r.clock.Now})
@@ -48,10 +87,10 @@ func TestPermitOneRequest(t *testing.T) {
 	}
 	r.store = store
 	counter := cachedService(t, r, 0)
-	r.do(t, r.call(t, "warm", "get_balance", `{"account":"w"}`).req)
-	time.Sleep(200 * time.Millisecond)
+	waitMomentInformer(t, r, counter, "email_send", 1)
 
 	c := r.call(t, "s-permit", "email_send", `{"to":"ops@example.com","body":"receipt"}`)
+	actID := c.cand.Act.CandidateActID
 	counter.reset()
 	leaseCounter.reset()
 	resp := r.do(t, permitReq(t, c, 1, "op-permit-1"))
@@ -59,12 +98,10 @@ func TestPermitOneRequest(t *testing.T) {
 		resp.Consumed.AuthorityID != resp.Authority.ID {
 		t.Fatalf("permit: %+v", resp)
 	}
-	writes := counter.get("POST acts") + leaseCounter.get("POST leases") + leaseCounter.get("PUT leases") +
-		counter.get("PATCH acts/status") + counter.get("PUT acts/status") + counter.get("PATCH acts") + counter.get("PUT acts")
-	t.Logf("one Permit: %d writes (%d Act creates, %d Lease creates), %d TokenReviews, %d BindingMoment reads",
-		writes, counter.get("POST acts"), leaseCounter.get("POST leases"), counter.get("POST tokenreviews"), counter.get("GET bindingmoments"))
-	if writes > 2 || counter.get("POST acts") != 1 || leaseCounter.get("POST leases") != 1 {
-		t.Fatalf("a permit cost %d writes, want the Act and the Lease (2)", writes)
+	permitWrites := counter.writes() + leaseCounter.writes()
+	t.Logf("one Permit: API requests %v, Lease store %v", counter.snapshot(), leaseCounter.snapshot())
+	if n := len(counter.snapshot()); n != 1 || counter.get("POST acts") != 1 {
+		t.Fatalf("a Permit made the API requests %v; want the Act's create only (token, pod, policy and moments from caches)", counter.snapshot())
 	}
 	a, err := resp.Authority.Authority()
 	if err != nil {
@@ -73,27 +110,57 @@ func TestPermitOneRequest(t *testing.T) {
 	if err := r.signer.Verifier().Verify(a, c.binding(r.ns, 1), r.clock.Now()); err != nil {
 		t.Fatalf("the authority is not bound to the sidecar's call: %v", err)
 	}
-	l := leaseOf(t, r.env, r.ns, a.ID)
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "op-permit-1" {
-		t.Fatalf("the Lease is not consumed by the operation: %+v", l.Spec)
+	obj := r.actObject(t, actID)
+	if obj.Annotations[v1alpha1.AnnotationActPermitAuthority] != a.ID || obj.Annotations[v1alpha1.AnnotationActPermitOperation] != "op-permit-1" {
+		t.Fatalf("the Act does not record the authority consumed by the operation: %v", obj.Annotations)
+	}
+	if n := len(r.leases(t)); n != 0 {
+		t.Fatalf("a permit stored %d Leases", n)
 	}
 
-	// Single use: the same act again (any operation) is refused; the Lease is unchanged.
+	// A retried request of the same operation gets the same authority; the Act is unchanged
+	// (its create is refused as AlreadyExists and it is read back).
+	rv := obj.ResourceVersion
+	retry := r.do(t, permitReq(t, c, 1, "op-permit-1"))
+	if !retry.Allowed || retry.Authority == nil || retry.Authority.ID != a.ID || string(retry.Authority.Signature) != string(a.Signature) ||
+		retry.Consumed == nil || retry.Consumed.OperationID != "op-permit-1" || !retry.Consumed.ConsumedAt.Equal(resp.Consumed.ConsumedAt) {
+		t.Fatalf("retried permit of the same operation: %+v", retry)
+	}
+
+	// Single use: the same act under another operation is refused; the Act is unchanged. A
+	// Review of it issues nothing either.
 	again := r.do(t, permitReq(t, c, 1, "op-permit-2"))
 	expectDeny(t, again, ef.EF005, review.ReasonAuthority)
-	if l := leaseOf(t, r.env, r.ns, a.ID); *l.Spec.HolderIdentity != "op-permit-1" {
-		t.Fatalf("a second permit moved the Lease to %s", *l.Spec.HolderIdentity)
+	expectDeny(t, r.do(t, c.req), ef.EF005, review.ReasonAuthority)
+	if after := r.actObject(t, actID); after.ResourceVersion != rv || after.Annotations[v1alpha1.AnnotationActPermitOperation] != "op-permit-1" {
+		t.Fatalf("a refused permit changed the Act: rv %s → %s, %v", rv, after.ResourceVersion, after.Annotations)
+	}
+	if n := len(r.leases(t)); n != 0 {
+		t.Fatalf("refused permits and reviews stored %d Leases", n)
+	}
+
+	// A report for another operation, or naming another authority, is refused.
+	expectDeny(t, r.do(t, report(actID, a.ID, "op-permit-2", v1alpha1.ActStateExecuted)), ef.EF002, review.ReasonAuthority)
+	expectDeny(t, r.do(t, report(actID, "authz-"+strings.Repeat("0", 64), "op-permit-1", v1alpha1.ActStateExecuted)), ef.EF002, review.ReasonAuthority)
+	expectDeny(t, r.do(t, report("", a.ID, "op-permit-1", v1alpha1.ActStateExecuted)), ef.EF002, review.ReasonAuthority)
+	if st := r.actObject(t, actID).Status; st.State != "" {
+		t.Fatalf("a refused report moved the Act to %s", st.State)
 	}
 
 	// The outcome completes the Act: decision, authority, operation and state in one write.
 	counter.reset()
-	rep := r.do(t, review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
-		AuthorityID: a.ID, OperationID: "op-permit-1", State: v1alpha1.ActStateExecuted, EvidenceDigest: sink.EvidenceDigest([]byte(`{"ok":true}`)),
-	}})
+	leaseCounter.reset()
+	rep := r.do(t, report(actID, a.ID, "op-permit-1", v1alpha1.ActStateExecuted))
 	if !rep.Allowed || rep.Reported == nil || rep.Reported.State != v1alpha1.ActStateExecuted {
 		t.Fatalf("report: %+v", rep)
 	}
-	obj := r.actObject(t, c.cand.Act.CandidateActID)
+	reportWrites := counter.writes() + leaseCounter.writes()
+	t.Logf("one permitted call: %d writes (permit %d, report %d); the Report's API requests %v, Lease store %v",
+		permitWrites+reportWrites, permitWrites, reportWrites, counter.snapshot(), leaseCounter.snapshot())
+	if permitWrites+reportWrites > 2 || counter.get("POST acts") != 0 || leaseCounter.get("POST leases") != 0 {
+		t.Fatalf("a permitted call cost %d writes (permit %d, report %d), want at most 2", permitWrites+reportWrites, permitWrites, reportWrites)
+	}
+	obj = r.actObject(t, actID)
 	if obj.Status.State != v1alpha1.ActStateExecuted || obj.Status.Decision != v1alpha1.ActDecisionAllowed ||
 		obj.Status.AuthorityRef == nil || obj.Status.AuthorityRef.Name != a.ID || obj.Status.OperationID != "op-permit-1" {
 		t.Fatalf("act after the report: %+v", obj.Status)
@@ -107,27 +174,30 @@ func TestPermitOneRequest(t *testing.T) {
 	if obj.Labels[v1alpha1.LabelActPodUID] != string(pod.UID) || obj.Annotations[v1alpha1.AnnotationActPod] != "agent-0" {
 		t.Fatalf("the Act does not name its pod %s (uid %s): labels %v annotations %v", pod.Name, pod.UID, obj.Labels, obj.Annotations)
 	}
-	if w := counter.get("PATCH acts/status") + counter.get("PUT acts/status"); w != 1 {
-		t.Fatalf("the report cost %d status writes, want 1", w)
-	}
-	// Idempotent: the same report again is answered as recorded.
-	if rep := r.do(t, review.Request{Operation: review.OperationReport, Report: &review.ReportRequest{
-		AuthorityID: a.ID, OperationID: "op-permit-1", State: v1alpha1.ActStateExecuted, EvidenceDigest: sink.EvidenceDigest([]byte(`{"ok":true}`)),
-	}}); !rep.Allowed {
+	// Idempotent: the same report again is answered as recorded; a Permit after the outcome,
+	// even of the same operation, is refused.
+	if rep := r.do(t, report(actID, a.ID, "op-permit-1", v1alpha1.ActStateExecuted)); !rep.Allowed {
 		t.Fatalf("repeated report: %+v", rep)
 	}
+	expectDeny(t, r.do(t, permitReq(t, c, 1, "op-permit-1")), ef.EF005, review.ReasonAuthority)
 
 	// Defence in depth: a call the service's policy does not permit is refused whatever the
-	// sidecar decided, and nothing is issued.
-	leases := len(r.leases(t))
-	hot := r.do(t, permitReq(t, r.call(t, "s-permit", "get_balance", `{"account":"x"}`), 1, "op-hot"))
-	expectDeny(t, hot, ef.EFPolicyDenied, review.ReasonPolicy)
-	human := r.do(t, permitReq(t, r.call(t, "s-permit", "send_payment", `{"amount":5,"to":"x"}`), 1, "op-human"))
-	expectDeny(t, human, ef.EFPolicyDenied, review.ReasonPolicy)
-	stale := r.do(t, permitReq(t, r.call(t, "s-permit", "email_send", `{"to":"x@example.com"}`), 2, "op-stale"))
-	expectDeny(t, stale, ef.EF002, review.ReasonAuthority)
-	if n := len(r.leases(t)); n != leases {
-		t.Fatalf("refused permits created %d Leases", n-leases)
+	// sidecar decided, and nothing is recorded.
+	hotC := r.call(t, "s-permit", "get_balance", `{"account":"x"}`)
+	expectDeny(t, r.do(t, permitReq(t, hotC, 1, "op-hot")), ef.EFPolicyDenied, review.ReasonPolicy)
+	humanC := r.call(t, "s-permit", "send_payment", `{"amount":5,"to":"x"}`)
+	expectDeny(t, r.do(t, permitReq(t, humanC, 1, "op-human")), ef.EFPolicyDenied, review.ReasonPolicy)
+	staleC := r.call(t, "s-permit", "email_send", `{"to":"x@example.com"}`)
+	expectDeny(t, r.do(t, permitReq(t, staleC, 1+1, "op-stale")), ef.EF002, review.ReasonAuthority)
+	for _, x := range []sidecarCall{hotC, humanC, staleC} {
+		got := &v1alpha1.Act{}
+		err := r.env.Client.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: x.cand.Act.CandidateActID}, got)
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("a refused permit recorded Act %s (%v)", x.cand.Act.CandidateActID, err)
+		}
+	}
+	if n := len(r.leases(t)); n != 0 {
+		t.Fatalf("refused permits stored %d Leases", n)
 	}
 }
 

@@ -1,0 +1,303 @@
+// An MCP 2026-07-28 server of the interop suite's own, written with the official TypeScript SDK v2
+// (@modelcontextprotocol/server, pinned in package.json) to the server requirements the
+// conformance suite 0.2.0 states in its scenarios' descriptions (`conformance list`, each
+// scenario's "Server Implementation Requirements"): the standard test tools, resources and
+// prompts, and the multi-round-trip ("input required") tools. The SDK's createMcpHandler serves
+// 2026-07-28 requests on the modern path and 2025-era requests by its stateless fallback.
+//
+//   node --import ./preload.mjs server2026.mjs        (listens on 127.0.0.1:$PORT, path /mcp)
+//
+// conformance2026_test.go runs the conformance suite 0.2.0 against it directly and through
+// `actgate serve`.
+import http from 'node:http';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { McpServer, MissingRequiredClientCapabilityError, ProtocolError, ResourceTemplate, WebStandardStreamableHTTPServerTransport, createMcpHandler, fromJsonSchema, inputRequired } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+
+// A 1×1 PNG and a 44-byte silent WAV header: content the image and audio scenarios check by type.
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+const WAV = 'UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=';
+
+// requestState is the server's own and comes back from the client: it is HMAC-signed, and state
+// that does not verify is refused (-32602).
+const secret = randomBytes(32);
+function mint(payload) {
+  const data = Buffer.from(JSON.stringify(payload)).toString('base64url');
+  return data + '.' + createHmac('sha256', secret).update(data).digest('base64url');
+}
+function verify(state) {
+  if (typeof state !== 'string') return undefined;
+  const [data, mac] = state.split('.');
+  if (!data || !mac || createHmac('sha256', secret).update(data).digest('base64url') !== mac) {
+    throw new ProtocolError(-32602, 'requestState failed its integrity check');
+  }
+  return JSON.parse(Buffer.from(data, 'base64url').toString());
+}
+
+const elicitName = (message) => ({
+  method: 'elicitation/create',
+  params: { message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } },
+});
+const sample = (text, maxTokens) => ({
+  method: 'sampling/createMessage',
+  params: { messages: [{ role: 'user', content: { type: 'text', text } }], maxTokens },
+});
+const listRoots = { method: 'roots/list', params: {} };
+const responses = (ctx) => ctx.mcpReq.inputResponses ?? {};
+const accepted = (r) => (r && r.action === 'accept' && r.content && typeof r.content === 'object' ? r.content : undefined);
+const text = (t) => ({ content: [{ type: 'text', text: t }] });
+const sampledText = (r) => (r && r.content && typeof r.content.text === 'string' ? r.content.text : '');
+const rootsOf = (r) => (r && Array.isArray(r.roots) ? r.roots : undefined);
+
+function build() {
+  const server = new McpServer(
+    { name: 'actgate-interop-2026', version: '1.0.0' },
+    {
+      capabilities: { tools: {}, resources: {}, prompts: {}, completions: {}, logging: {} },
+      // The caching hints of SEP-2549 on every cacheable result.
+      cacheHints: Object.fromEntries(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']
+        .map((m) => [m, { ttlMs: 60000, cacheScope: 'public' }])),
+    },
+  );
+
+  server.registerTool('test_simple_text', { description: 'Returns simple text content' }, async () =>
+    text('This is a simple text response for testing.'));
+  server.registerTool('test_image_content', { description: 'Returns image content' }, async () =>
+    ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }));
+  server.registerTool('test_audio_content', { description: 'Returns audio content' }, async () =>
+    ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }));
+  server.registerTool('test_embedded_resource', { description: 'Returns an embedded resource' }, async () =>
+    ({ content: [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }] }));
+  server.registerTool('test_multiple_content_types', { description: 'Returns text, image and a resource' }, async () => ({
+    content: [
+      { type: 'text', text: 'Multiple content types test:' },
+      { type: 'image', data: PNG, mimeType: 'image/png' },
+      { type: 'resource', resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: '{"test":"data","value":123}' } },
+    ],
+  }));
+  server.registerTool('test_error_handling', { description: 'Returns a tool error' }, async () =>
+    ({ isError: true, content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }] }));
+  server.registerTool('test_tool_with_progress', { description: 'Reports progress' }, async (ctx) => {
+    const token = ctx.mcpReq._meta?.progressToken;
+    if (token !== undefined) {
+      for (const progress of [0, 50, 100]) {
+        await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress, total: 100, message: `Completed step ${progress}` } });
+      }
+    }
+    return text(String(token ?? 'no progress token'));
+  });
+  // An input schema in JSON Schema 2020-12 with the keywords SEP-1613 and SEP-2106 keep: $schema,
+  // $defs with an $anchor, additionalProperties, allOf (with a nested anyOf) and if/then/else.
+  server.registerTool('json_schema_2020_12_tool', {
+    description: 'Tool with JSON Schema 2020-12 features',
+    inputSchema: fromJsonSchema({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      $defs: { address: { $anchor: 'address', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' }, kind: { type: 'string' } },
+      allOf: [{ required: ['name'] }, { anyOf: [{ required: ['address'] }, { required: ['kind'] }] }],
+      if: { properties: { kind: { const: 'business' } } },
+      then: { required: ['address'] },
+      else: { required: [] },
+      additionalProperties: false,
+    }),
+  }, async (args) => text(JSON.stringify(args)));
+  // A tool with a parameter the client repeats in an Mcp-Param header (SEP-2243).
+  server.registerTool('test_custom_header', {
+    description: 'Echoes a region that travels in the Mcp-Param-Region header',
+    inputSchema: fromJsonSchema({ type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } }, required: ['region'] }),
+  }, async (args) => text(`region: ${args.region}`));
+
+  // Multi-round-trip tools (SEP-2322).
+  server.registerTool('test_input_required_result_elicitation', { description: 'Asks for a name, then greets' }, async (ctx) => {
+    const name = accepted(responses(ctx).user_name)?.name;
+    if (typeof name !== 'string') return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+    return text(`Hello, ${name}!`);
+  });
+  server.registerTool('test_input_required_result_sampling', { description: 'Asks the client to sample' }, async (ctx) => {
+    const r = responses(ctx).capital_question;
+    if (!r) return inputRequired({ inputRequests: { capital_question: sample('What is the capital of France?', 100) } });
+    return text(`The model answered: ${sampledText(r)}`);
+  });
+  server.registerTool('test_input_required_result_list_roots', { description: 'Asks for the client roots' }, async (ctx) => {
+    const roots = rootsOf(responses(ctx).client_roots);
+    if (!roots) return inputRequired({ inputRequests: { client_roots: listRoots } });
+    return text(`Roots: ${roots.map((r) => r.uri).join(', ')}`);
+  });
+  server.registerTool('test_input_required_result_request_state', { description: 'Round-trips requestState' }, async (ctx) => {
+    const state = verify(ctx.mcpReq.requestState());
+    if (!state || !responses(ctx).confirm) {
+      return inputRequired({
+        inputRequests: { confirm: { method: 'elicitation/create', params: { message: 'Please confirm', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } } } },
+        requestState: mint({ tool: 'request_state', round: 1 }),
+      });
+    }
+    return text(`state-ok: round ${state.round} confirmed`);
+  });
+  server.registerTool('test_input_required_result_multiple_inputs', { description: 'Asks for three inputs at once' }, async (ctx) => {
+    const state = verify(ctx.mcpReq.requestState());
+    const r = responses(ctx);
+    if (!state || !r.user_name || !r.greeting || !r.client_roots) {
+      return inputRequired({
+        inputRequests: { user_name: elicitName('What is your name?'), greeting: sample('Generate a greeting', 50), client_roots: listRoots },
+        requestState: mint({ tool: 'multiple_inputs' }),
+      });
+    }
+    return text(`${sampledText(r.greeting)} ${accepted(r.user_name)?.name ?? ''} (${(rootsOf(r.client_roots) ?? []).length} roots)`);
+  });
+  server.registerTool('test_input_required_result_multi_round', { description: 'Two rounds of input' }, async (ctx) => {
+    const state = verify(ctx.mcpReq.requestState());
+    const r = responses(ctx);
+    if (state?.round === 1 && accepted(r.step1)) {
+      return inputRequired({
+        inputRequests: { step2: { method: 'elicitation/create', params: { message: 'Step 2: What is your favorite color?', requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] } } } },
+        requestState: mint({ round: 2, name: accepted(r.step1).name }),
+      });
+    }
+    if (state?.round === 2 && accepted(r.step2)) return text(`${state.name} likes ${accepted(r.step2).color}`);
+    return inputRequired({ inputRequests: { step1: elicitName('Step 1: What is your name?') }, requestState: mint({ round: 1 }) });
+  });
+  server.registerTool('test_input_required_result_tampered_state', { description: 'Refuses tampered requestState' }, async (ctx) => {
+    const state = verify(ctx.mcpReq.requestState());
+    if (!state || !accepted(responses(ctx).user_name)) {
+      return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') }, requestState: mint({ tool: 'tampered_state' }) });
+    }
+    return text('state verified');
+  });
+  server.registerTool('test_input_required_result_capabilities', { description: 'Asks only for what the client can answer' }, async (ctx) => {
+    const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
+    const r = responses(ctx);
+    const want = {};
+    if (caps.elicitation && !r.user_name) want.user_name = elicitName('What is your name?');
+    if (caps.sampling && !r.greeting) want.greeting = sample('Generate a greeting', 50);
+    if (caps.roots && !r.client_roots) want.client_roots = listRoots;
+    if (Object.keys(want).length > 0) return inputRequired({ inputRequests: want });
+    return text(`answered: ${Object.keys(r).sort().join(', ') || 'nothing asked'}`);
+  });
+
+  // The diagnostic tools of the server-stateless scenario.
+  const capabilities = (ctx) => ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
+  server.registerTool('test_missing_capability', { description: 'Needs the sampling capability' }, async () => text('sampling declared'));
+  server.registerTool('test_streaming_elicitation', { description: 'Asks for input on the response stream' }, async (ctx) => {
+    if (ctx.mcpReq._meta?.progressToken !== undefined) {
+      await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: ctx.mcpReq._meta.progressToken, progress: 1 } });
+    }
+    const name = accepted(responses(ctx).user_name)?.name;
+    if (typeof name !== 'string') return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+    return text(`Hello, ${name}!`);
+  });
+  server.registerTool('test_logging_tool', { description: 'Logs when the request asks for a log level' }, async (ctx) => {
+    await ctx.mcpReq.log('info', 'test_logging_tool ran');
+    return text('logged');
+  });
+  server.registerTool('test_trigger_tool_change', { description: 'Announces a tool list change' }, async () => {
+    handler.notify.toolsChanged();
+    return text('tools changed');
+  });
+  server.registerTool('test_trigger_prompt_change', { description: 'Announces a prompt list change' }, async () => {
+    handler.notify.promptsChanged();
+    return text('prompts changed');
+  });
+
+  server.registerResource('static-text', 'test://static-text', { description: 'A static text resource', mimeType: 'text/plain' }, async (uri) =>
+    ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }] }));
+  server.registerResource('static-binary', 'test://static-binary', { description: 'A static binary resource', mimeType: 'image/png' }, async (uri) =>
+    ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }] }));
+  server.registerResource('template', new ResourceTemplate('test://template/{id}/data', { list: undefined }),
+    { description: 'A resource template with an id', mimeType: 'application/json' }, async (uri, { id }) =>
+      ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }] }));
+
+  server.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments' }, async () =>
+    ({ messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }] }));
+  server.registerPrompt('test_prompt_with_arguments', {
+    description: 'A prompt with arguments',
+    argsSchema: z.object({ arg1: z.string(), arg2: z.string() }),
+  }, async ({ arg1, arg2 }) =>
+    ({ messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }] }));
+  server.registerPrompt('test_prompt_with_embedded_resource', {
+    description: 'A prompt with an embedded resource',
+    argsSchema: z.object({ resourceUri: z.string() }),
+  }, async ({ resourceUri }) => ({
+    messages: [
+      { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+      { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
+    ],
+  }));
+  server.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image' }, async () => ({
+    messages: [
+      { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+      { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } },
+    ],
+  }));
+  server.registerPrompt('test_input_required_result_prompt', { description: 'A prompt that asks for context first' }, async (ctx) => {
+    const c = accepted(responses(ctx).user_context)?.context;
+    if (typeof c !== 'string') {
+      return inputRequired({ inputRequests: { user_context: { method: 'elicitation/create', params: { message: 'What context should the prompt use?', requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] } } } } });
+    }
+    return { messages: [{ role: 'user', content: { type: 'text', text: `Context: ${c}` } }] };
+  });
+  // McpServer answers a tool's exception with an isError result; the refusals the scenarios
+  // require as JSON-RPC errors (a missing client capability: -32021; tampered requestState:
+  // -32602) are raised in front of its tools/call handler.
+  const needs = { test_missing_capability: 'sampling', test_streaming_elicitation: 'elicitation' };
+  const tools = server.server._getRequestHandler('tools/call');
+  server.server.setRequestHandler('tools/call', async (request, ctx) => {
+    const need = needs[request.params.name];
+    if (need && !capabilities(ctx)[need]) throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [need]: {} } });
+    verify(ctx.mcpReq.requestState());
+    return tools(request, ctx);
+  });
+  return server;
+}
+
+// SERVER2026_LEGACY=1 serves the same tools as a stateful 2025-era server only (a session per
+// initialize, Mcp-Session-Id, no server/discover, no 2026-07-28 requests): the kind of upstream
+// a 2026-07-28 agent reaches only through the gate.
+const onerror = (e) => process.stderr.write(`server2026: ${e.message}\n`);
+function sessionful() {
+  const sessions = new Map();
+  return {
+    async fetch(request) {
+      const sid = request.headers.get('mcp-session-id');
+      if (sid) {
+        const t = sessions.get(sid);
+        return t ? t.handleRequest(request) : new Response('unknown session', { status: 404 });
+      }
+      const t = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => { sessions.set(id, t); },
+        onsessionclosed: (id) => { sessions.delete(id); },
+      });
+      await build().connect(t);
+      return t.handleRequest(request);
+    },
+  };
+}
+const handler = process.env.SERVER2026_LEGACY === '1' ? sessionful() : createMcpHandler(() => build(), { onerror });
+
+// node:http in front of the handler's web-standard face.
+http.createServer(async (req, res) => {
+  if (!req.url.startsWith('/mcp')) {
+    res.writeHead(404).end();
+    return;
+  }
+  const chunks = [];
+  for await (const c of req) chunks.push(c);
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v);
+  const body = chunks.length && req.method !== 'GET' && req.method !== 'HEAD' ? Buffer.concat(chunks) : undefined;
+  const ac = new AbortController();
+  res.on('close', () => ac.abort());
+  const response = await handler.fetch(new Request(`http://${req.headers.host}${req.url}`, { method: req.method, headers, body, signal: ac.signal }));
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  try {
+    for await (const c of response.body) res.write(c);
+  } catch {
+    // the client went away
+  }
+  res.end();
+}).listen(Number(process.env.PORT || 3000));
