@@ -48,11 +48,16 @@ const gateEventPrefix = "actgate:"
 
 // serveGET answers the agent's GET on an initialized session with the relayed stream. It
 // returns false, having written nothing, when the SDK's handler answers instead: no such
-// session, a session of 2026-07-28, an Accept without text/event-stream, an upstream session
-// that cannot be opened, or an upstream without a GET stream.
+// session, a session of 2026-07-28, a request the SDK's handler refuses for its headers
+// (Accept without text/event-stream, a Host that is not loopback on a loopback listener, an
+// unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
+// without a GET stream.
 func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
-	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
-		return false
+	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
+		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !statefulVersions[v] {
+		return false // the SDK's handler judges the version
 	}
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil || b.version == "" || b.version >= versionStandardHeaders {

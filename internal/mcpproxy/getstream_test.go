@@ -355,3 +355,39 @@ func TestGETStreamEarly(t *testing.T) {
 		t.Fatalf("first event: %s; want the upstream's list_changed sent before the agent's GET", ev.data)
 	}
 }
+
+// TestGETStreamRefusals: a GET the SDK's handler refuses for its headers is refused the same
+// through the relay: a Host that is not loopback on the loopback listener (DNS rebinding: 403)
+// and an unknown session id (404); neither gets a stream.
+func TestGETStreamRefusals(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := newRawSession(t, f.endpoint())
+	for _, tc := range []struct {
+		name, host, session string
+		want                int
+	}{
+		{"rebinding", "attacker.example", rs.session, http.StatusForbidden},
+		{"unknown session", "", "no-such-session", http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, f.endpoint(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", tc.session)
+			req.Header.Set("Mcp-Protocol-Version", rs.version)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("GET: HTTP %d %s; want %d", resp.StatusCode, resp.Header.Get("Content-Type"), tc.want)
+			}
+		})
+	}
+}
