@@ -357,17 +357,20 @@ func TestGETStreamEarly(t *testing.T) {
 }
 
 // TestGETStreamRefusals: a GET the SDK's handler refuses for its headers is refused the same
-// through the relay: a Host that is not loopback on the loopback listener (DNS rebinding: 403)
-// and an unknown session id (404); neither gets a stream.
+// through the relay and the answer streams' resumption: a Host that is not loopback on the
+// loopback listener (DNS rebinding: 403, with or without Last-Event-ID) and an unknown session
+// id (404); none gets a stream.
 func TestGETStreamRefusals(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	rs := newRawSession(t, f.endpoint())
 	for _, tc := range []struct {
-		name, host, session string
-		want                int
+		name, host, session, last string
+		want                      int
 	}{
-		{"rebinding", "attacker.example", rs.session, http.StatusForbidden},
-		{"unknown session", "", "no-such-session", http.StatusNotFound},
+		{"rebinding", "attacker.example", rs.session, "", http.StatusForbidden},
+		{"rebinding, resuming an answer stream", "attacker.example", rs.session, "g1-0", http.StatusForbidden},
+		{"rebinding, resuming the GET stream", "attacker.example", rs.session, "actgate:0:", http.StatusForbidden},
+		{"unknown session", "", "no-such-session", "", http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, f.endpoint(), nil)
@@ -380,6 +383,9 @@ func TestGETStreamRefusals(t *testing.T) {
 			req.Header.Set("Accept", "text/event-stream")
 			req.Header.Set("Mcp-Session-Id", tc.session)
 			req.Header.Set("Mcp-Protocol-Version", rs.version)
+			if tc.last != "" {
+				req.Header.Set("Last-Event-ID", tc.last)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
