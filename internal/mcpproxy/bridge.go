@@ -95,10 +95,22 @@ type bridge struct {
 	requested string
 	// tasks are the running tasks of the session's dispatched calls (tasks.go).
 	tasks taskTable
+	// ownSent is the index of the last event of the gate session's own stream written to the
+	// agent on a relayed GET stream (getstream.go); -1: none.
+	ownSent int
+	// getAsks maps the upstream's id of each request of its GET stream put to the agent and
+	// not answered yet to the gate's id it was put under (getstream.go: askOnGET).
+	getAsks map[string]jsonrpc.ID
+	// early is the upstream GET stream opened with the session, until the agent's GET claims
+	// it (getstream.go).
+	early *earlyGET
+	// life ends when the session closes (lifetime); nil until asked for.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
-	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}, agent: agent}
+	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}, agent: agent, ownSent: -1}
 	if params != nil {
 		b.requested = params.ProtocolVersion
 		b.info = params.ClientInfo
@@ -187,8 +199,9 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
 		Endpoint:   b.p.cfg.URL,
 		HTTPClient: b.p.http,
-		// The agent's initialize does not wait for the upstream's answer to the GET stream.
-		StandaloneSSEInBackground: true,
+		// The upstream's GET stream is the gate's to open and relay to the agent's
+		// (getstream.go); the SDK client opens none.
+		DisableStandaloneSSE: true,
 	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
@@ -232,6 +245,9 @@ func (b *bridge) close() {
 	}
 	cs := b.cs
 	b.cs = nil
+	if b.endLife != nil {
+		b.endLife()
+	}
 	b.mu.Unlock()
 	if release {
 		b.p.cfg.Sessions.release(b.agent)

@@ -14,7 +14,8 @@
 //   - A tools/call reaches the upstream only through Gate.Handle, with an Invoker that sends it
 //     at most once; every other method is passed through, not enforced: relayed as the agent
 //     wrote it and answered with the upstream's bytes where the session allows (relay.go),
-//     through the SDK's sessions otherwise. tools/list is the one answer the proxy changes. The forwarded
+//     through the SDK's sessions otherwise; the agent's GET stream is the upstream's, relayed
+//     (getstream.go). tools/list is the one answer the proxy changes. The forwarded
 //     arguments are exactly the bytes the sink digested (their RFC 8785 canonical form), with
 //     the sink's operation id in params._meta (MetaOperationID) as the upstream's idempotency
 //     key; of the agent's own params._meta only progressToken is forwarded.

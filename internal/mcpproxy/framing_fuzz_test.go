@@ -44,6 +44,7 @@ type fuzzRig struct {
 	up       *mcptest.Server
 	store    *boltstore.Store
 	endpoint string
+	proxy    *Proxy
 }
 
 // newFuzzRig builds gate, proxy and server around an mcptest upstream with bankTools and the
@@ -96,7 +97,7 @@ func newFuzzRig(f testing.TB, intercept func(http.ResponseWriter, *http.Request)
 		_ = p.Close()
 		srv.Close()
 	})
-	return &fuzzRig{up: up, store: st, endpoint: srv.URL + Path("bank")}
+	return &fuzzRig{up: up, store: st, endpoint: srv.URL + Path("bank"), proxy: p}
 }
 
 // fuzzDir is a folder for the rig's bbolt file: on tmpfs when the machine has one, so that a

@@ -339,8 +339,8 @@ func TestSessionlessRequestRefused(t *testing.T) {
 }
 
 // TestUpstreamGETDoesNotBlockInitialize: the agent's initialize is answered without waiting for
-// the upstream's answer to the upstream session's GET stream (the SDK client opened it before
-// returning from Connect; third_party/go-sdk/PATCHES.md).
+// the upstream's answer to the upstream session's GET stream (the gate opens it in the
+// background, getstream.go; the SDK client would open it before returning from Connect).
 func TestUpstreamGETDoesNotBlockInitialize(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })

@@ -258,8 +258,8 @@ func (p *Proxy) runDetachable(r *http.Request, stream *agentStream, work func(ct
 // (the SDK's handler answers it).
 func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	key, n, ok := parseResumeID(r.Header.Get(headerLastEventID))
-	if !ok {
-		return false
+	if !ok || rebinding(r) {
+		return false // not the gate's id; or refused by the SDK's handler (DNS rebinding: 403)
 	}
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil {

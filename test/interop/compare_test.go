@@ -16,14 +16,14 @@ var knownDifferences = map[string]string{
 	// request whose Host is not loopback (DNS rebinding); server-everything does not.
 	"conformance/everything/dns-rebinding-protection": "the gate refuses non-loopback Host headers (docs/security.md); server-everything accepts them",
 
-	// Event ids: the gate's answer streams are resumable when the upstream's are (ids of the
-	// gate's own, priming, retry, close and Last-Event-ID resumption). The standalone GET
-	// stream is the gate's SDK session's: it has ids (an event store) but no priming event,
-	// so a GET stream that carries no message has none.
-	"walk/http: GET": "[event ids] a GET stream without messages has no priming event, so no ids",
-	// server-everything sends messages the TS client rejects (direct only); the gate reads
-	// the upstream's events and passes on JSON-RPC messages only.
-	"walk/client errors": "[event bytes] the TS client rejects an event server-everything sends (direct only); the gate does not relay the upstream's events byte for byte",
+	// Event ids: the standalone GET stream is the upstream's, relayed (its ids and priming
+	// event as written). The TS client also resumes its POST answer streams with GETs; those
+	// carry the gate's own ids and are answered from the gate's log, where server-everything
+	// replays other streams' events too and keeps the GET open (the client's next GET: 409).
+	"walk/http: GET": "[event ids] resumption GETs of answer streams are answered from the gate's log, not relayed",
+	// server-everything replays its priming events as data {} on those resumption GETs, which
+	// the TS client rejects (direct only).
+	"walk/client errors": "[event bytes] the TS client rejects server-everything's replayed priming events (direct only); the gate answers resumption GETs of answer streams from its log",
 
 	// Conformance 0.2.0, 2026-07-28 requirements, through the gate in front of server2026.mjs
 	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
@@ -46,8 +46,7 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks); [input required] the gate's upstream session declares no client capabilities, so the elicitation tool refuses (-32021)",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).
-	"walk2/reference/2025-11-25/elicitation": "[elicitation order] the agent's answer reaches the upstream with its content's members in sorted order (the same members and values): it crosses the SDK's types",
-	"walk2/modern/2025-11-25/progress":       "[progress, sessionless 2025 upstream] an upstream serving 2025-11-25 without sessions (the SDK's stateless fallback) is called through the SDK client session, whose notifications go to the agent's GET stream, not the call's answer stream",
+	"walk2/modern/2025-11-25/progress": "[progress, sessionless 2025 upstream] an upstream serving 2025-11-25 without sessions (the SDK's stateless fallback) is called through the SDK client session, whose notifications go to the agent's GET stream, not the call's answer stream",
 
 	// Conformance 0.2.0, 2025-11-25 requirements, against the reference server (0.1.16's copy).
 	"conformance-0.2.0/2025-11-25/reference/server-session-lifecycle": "[session] after DELETE the gate answers the ended session 404 (the gate's own session, as the spec says); the reference server answers 400",

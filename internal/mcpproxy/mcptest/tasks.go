@@ -36,6 +36,19 @@ type TaskServer struct {
 	results int
 	changed chan struct{}
 	session int
+	// stream enables the GET stream (StatusStream); statuses are its events.
+	stream   bool
+	statuses []string
+}
+
+// StatusStream makes the server offer a GET stream (before any request): a priming event with
+// id "ts-0" and a retry field, then a notifications/tasks/status event for each Finish, with
+// ids "ts-1", "ts-2", ...; a GET with Last-Event-ID "ts-N" gets the events after N first.
+// Without it, GET is answered 405.
+func (s *TaskServer) StatusStream() {
+	s.mu.Lock()
+	s.stream = true
+	s.mu.Unlock()
 }
 
 type serverTask struct {
@@ -72,6 +85,9 @@ func (s *TaskServer) Finish(id, status, result string) {
 	defer s.mu.Unlock()
 	if t := s.tasks[id]; t != nil {
 		t.status, t.result = status, json.RawMessage(result)
+		if s.stream {
+			s.statuses = append(s.statuses, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":%s}`, taskJSON(id, status)))
+		}
 		s.signalLocked()
 	}
 }
@@ -94,7 +110,7 @@ func (s *TaskServer) Params(tool string) []json.RawMessage {
 func (s *TaskServer) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
-		http.Error(w, "no GET stream", http.StatusMethodNotAllowed)
+		s.serveGET(w, r)
 		return
 	case http.MethodDelete:
 		w.WriteHeader(http.StatusOK)
@@ -127,6 +143,50 @@ func (s *TaskServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+}
+
+// serveGET is the StatusStream.
+func (s *TaskServer) serveGET(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	stream := s.stream
+	s.mu.Unlock()
+	if !stream {
+		http.Error(w, "no GET stream", http.StatusMethodNotAllowed)
+		return
+	}
+	next := 0
+	if last, ok := strings.CutPrefix(r.Header.Get("Last-Event-ID"), "ts-"); ok {
+		if _, err := fmt.Sscanf(last, "%d", &next); err != nil {
+			http.Error(w, "bad Last-Event-ID", http.StatusBadRequest)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	if next == 0 {
+		_, _ = io.WriteString(w, "id: ts-0\nretry: 1000\ndata: \n\n")
+	}
+	rc := http.NewResponseController(w)
+	for {
+		_ = rc.Flush()
+		s.mu.Lock()
+		evs, changed := s.statuses[min(next, len(s.statuses)):], s.changed
+		s.mu.Unlock()
+		for _, ev := range evs {
+			next++
+			if _, err := fmt.Fprintf(w, "event: message\nid: ts-%d\ndata: %s\n\n", next, ev); err != nil {
+				return
+			}
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
 // taskJSON is a task as tasks/get, tasks/cancel and tasks/list answer it.

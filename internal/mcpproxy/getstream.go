@@ -1,0 +1,567 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/logfield"
+)
+
+// The agent's standalone GET stream (MCP streamable HTTP, "Listening for messages from the
+// server") is relayed from the upstream's GET on the same upstream session (the first from the
+// one opened with the session, earlyGET; later ones from GETs of their own), and the gate
+// writes the upstream's events as the upstream wrote them, with their event ids, retry fields,
+// priming events and comments. Two things differ:
+//
+//   - A request the upstream puts to the agent on it (sampling, elicitation, roots/list) gets an
+//     id of the gate's own (actgate-s-N), as on an answer stream (askOnStream): the agent's
+//     response comes back through the same path (bridge.deliver) and goes upstream under the
+//     upstream's id. A request whose capability the agent did not declare is answered by the
+//     gate as the SDK client would (bridge.answer) and not written. A response on the GET
+//     stream (which MCP does not allow) is dropped.
+//   - The gate's own messages to the agent outside any request (those of the agent-side SDK
+//     session: an elicitation of a binding moment, an upstream message that reached the gate
+//     through the SDK client) are merged into the stream as events of their own, with ids
+//     "actgate:{n}:{last}", n the event's index on the gate session's own stream and last the
+//     id of the upstream event before it. An upstream event id that begins with "actgate:" is
+//     written "actgate:u:{id}", so that no upstream id can be taken for one of the gate's.
+//
+// Resumption: a GET with Last-Event-ID on the session resumes the upstream's GET with the
+// upstream id it names (the last of an "actgate:" id; none when empty) and the gate's own
+// events after the n it names, or, for an upstream id, after the last of the gate's own events
+// written to the agent on any GET of the session. An upstream that offers no GET stream (HTTP
+// 405) leaves the agent the gate's own stream alone; another refusal of the upstream's is the
+// agent's answer.
+const gateEventPrefix = "actgate:"
+
+// serveGET answers the agent's GET on an initialized session with the relayed stream. It
+// returns false, having written nothing, when the SDK's handler answers instead: no such
+// session, a session of 2026-07-28, a request the SDK's handler refuses for its headers
+// (Accept without text/event-stream, a Host that is not loopback on a loopback listener, an
+// unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
+// without a GET stream.
+func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
+	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
+		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !statefulVersions[v] {
+		return false // the SDK's handler judges the version
+	}
+	b := p.bridgeByID(r.Header.Get(headerSessionID))
+	if b == nil || b.version == "" || b.version >= versionStandardHeaders {
+		return false
+	}
+	if b.agent != p.requestAgent(r.Context()) {
+		http.Error(w, "session user mismatch", http.StatusForbidden)
+		return true
+	}
+	cs, err := b.upstream(r.Context())
+	if err != nil {
+		return false
+	}
+	version, ok := directVersion(cs)
+	if !ok {
+		return false
+	}
+	own, upID := b.resumePoint(r.Header.Get(headerLastEventID))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	resp := b.claimEarlyGET(ctx, cs, upID)
+	if resp == nil {
+		if resp, err = b.openGET(ctx, cs.ID(), version, upID); err != nil {
+			p.log.Info("Upstream GET stream not opened; the agent gets the gate's own", "session", b.ss.ID(), "error", err.Error())
+			return false
+		}
+	}
+	defer resp.Body.Close()
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() }) // an early GET's own context is the session's
+	defer stop()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode == http.StatusMethodNotAllowed {
+		return false // the upstream offers no GET stream: the gate's own alone
+	}
+	if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+		if resp.StatusCode == http.StatusNotFound {
+			b.drop(cs)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if ct := resp.Header.Get("Content-Type"); ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		status := resp.StatusCode
+		if status == http.StatusOK {
+			status = http.StatusBadGateway // a GET answer that is not an event stream
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return true
+	}
+	g := &getRelay{w: w, rc: http.NewResponseController(w), b: b, lastUp: upID}
+	wh := w.Header()
+	wh.Set("Content-Type", mediaSSE)
+	wh.Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(http.StatusOK)
+	_ = g.rc.Flush()
+
+	// The gate's own stream: the SDK session's standalone stream, read through a writer that
+	// merges its events (ownWriter).
+	ownDone := make(chan struct{})
+	go func() {
+		defer close(ownDone)
+		sub := r.Clone(ctx)
+		if own >= 0 {
+			sub.Header.Set(headerLastEventID, "_"+strconv.Itoa(own))
+		} else {
+			sub.Header.Del(headerLastEventID)
+		}
+		ow := &ownWriter{g: g, h: http.Header{}}
+		p.sdk.ServeHTTP(ow, sub)
+		if ow.status == 0 || ow.status == http.StatusOK {
+			cancel() // the gate session's end ends the relayed stream
+		}
+	}()
+	g.relay(ctx, cs.ID(), version, resp.Body)
+	cancel()
+	<-ownDone
+	return true
+}
+
+// openGET opens the upstream's GET stream on session sid, resuming after upID when not empty.
+func (b *bridge) openGET(ctx context.Context, sid, version, upID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.p.cfg.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Accept", mediaSSE)
+	h.Set(headerSessionID, sid)
+	h.Set(headerProtocolVersion, version)
+	if upID != "" {
+		h.Set(headerLastEventID, upID)
+	}
+	return b.p.direct.Do(req)
+}
+
+// earlyGETGrace is how long an upstream GET stream opened with the session waits for the
+// agent's GET to claim it before the gate closes it.
+const earlyGETGrace = 10 * time.Second
+
+// earlyGET is the upstream GET stream the gate opens as soon as the upstream session is open,
+// as the SDK client would (and a direct client usually does right after initialize): an
+// upstream that puts a request outside any request on it right after the session starts (the
+// conformance reference server's test_elicitation) finds it connected, although the agent's
+// GET reaches the upstream one hop later. The agent's first GET without Last-Event-ID claims
+// it and reads it from its first byte (what the upstream wrote meanwhile is in the
+// connection's buffers); unclaimed after earlyGETGrace, it is closed, and the agent's GET opens
+// its own.
+type earlyGET struct {
+	sid   string
+	ready chan struct{} // closed once resp is known
+	resp  *http.Response
+}
+
+// startEarlyGET opens the session's early GET in the background.
+func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
+	version, ok := directVersion(cs)
+	if !ok {
+		return
+	}
+	e := &earlyGET{sid: cs.ID(), ready: make(chan struct{})}
+	b.mu.Lock()
+	b.early = e
+	b.mu.Unlock()
+	go func() {
+		// The stream lives as long as the session (its claimant closes it sooner); a slow
+		// answer is bounded by the claimant's wait (claimEarlyGET).
+		resp, err := b.openGET(b.lifetime(), e.sid, version, "")
+		if err == nil {
+			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+			if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+				_ = resp.Body.Close()
+				resp = nil
+			}
+		} else {
+			resp = nil
+		}
+		b.mu.Lock()
+		e.resp = resp
+		b.mu.Unlock()
+		close(e.ready)
+		if resp == nil {
+			return
+		}
+		t := time.NewTimer(earlyGETGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.lifetime().Done():
+		}
+		b.mu.Lock()
+		unclaimed := b.early == e && e.resp != nil
+		if unclaimed {
+			b.early = nil
+		}
+		b.mu.Unlock()
+		if unclaimed || b.lifetime().Err() != nil {
+			_ = resp.Body.Close()
+		}
+	}()
+}
+
+// claimEarlyGET returns the session's early GET for the agent's GET without Last-Event-ID on
+// upstream session cs, waiting for it to open (bounded by ConnectTimeout); nil when there is
+// none to claim.
+func (b *bridge) claimEarlyGET(ctx context.Context, cs *mcp.ClientSession, upID string) *http.Response {
+	b.mu.Lock()
+	e := b.early
+	b.mu.Unlock()
+	if e == nil || upID != "" || e.sid != cs.ID() {
+		return nil
+	}
+	t := time.NewTimer(b.p.cfg.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-e.ready:
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.early != e || e.resp == nil {
+		return nil
+	}
+	b.early = nil
+	return e.resp
+}
+
+// resumePoint reads the agent's Last-Event-ID on the GET stream: the index of the gate's own
+// event to resume after (-1: from the first not yet written) and the upstream id to resume
+// the upstream's stream with ("" for none).
+func (b *bridge) resumePoint(last string) (own int, upID string) {
+	b.mu.Lock()
+	own = b.ownSent
+	b.mu.Unlock()
+	if last == "" {
+		return own, ""
+	}
+	rest, ok := strings.CutPrefix(last, gateEventPrefix)
+	if !ok {
+		return own, last
+	}
+	if up, ok := strings.CutPrefix(rest, "u:"); ok {
+		return own, up
+	}
+	num, up, ok := strings.Cut(rest, ":")
+	if n, err := strconv.Atoi(num); ok && err == nil && n >= 0 && decimal(num) {
+		return n, up
+	}
+	return own, last // not an id the gate wrote: the upstream's to judge
+}
+
+// getRelay is one agent GET stream: the writer both sources share.
+type getRelay struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	b      *bridge
+	lastUp string // the upstream id of the last upstream event written with one
+	broken bool
+}
+
+// writeLocked writes one event and flushes it; false once the agent is gone. g.mu is held.
+func (g *getRelay) writeLocked(ev []byte) bool {
+	if g.broken {
+		return false
+	}
+	if _, err := g.w.Write(ev); err != nil {
+		g.broken = true
+		return false
+	}
+	if err := g.rc.Flush(); err != nil {
+		g.broken = true
+	}
+	return !g.broken
+}
+
+// relay reads the upstream's GET stream to its end and writes each event to the agent.
+func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reader) {
+	r := bufio.NewReaderSize(body, 4096)
+	var ev []byte // the event's lines as written, each with "\n"
+	var data []byte
+	var id string
+	hasID, hasData := false, false
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if err != io.EOF && ctx.Err() == nil {
+				g.b.p.log.Info("Upstream GET stream ended", "session", g.b.ss.ID(), "error", err.Error())
+			}
+			return
+		}
+		if len(line) > 0 {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "data":
+				if hasData {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+				hasData = true
+			case "id":
+				if bytes.HasPrefix(value, []byte(gateEventPrefix)) {
+					line = []byte("id: " + gateEventPrefix + "u:" + string(value))
+				}
+				if bytes.IndexByte(value, 0) < 0 { // an id with NUL is ignored (WHATWG SSE)
+					id, hasID = string(value), true
+				}
+			}
+			if len(ev)+len(line) > maxEventSize {
+				g.b.p.log.Info("Upstream GET stream event too large; stream ended", "session", g.b.ss.ID(), "limit", maxEventSize)
+				return
+			}
+			ev = append(append(ev, line...), '\n')
+			continue
+		}
+		if len(ev) > 0 && !g.event(ctx, sid, version, ev, data, hasData, id, hasID) {
+			return
+		}
+		ev, data, id, hasID, hasData = ev[:0], data[:0], "", false, false
+	}
+}
+
+// event handles one upstream event (its lines ev, its data, its id): false once the agent is
+// gone.
+func (g *getRelay) event(ctx context.Context, sid, version string, ev, data []byte, hasData bool, id string, hasID bool) bool {
+	out := append(ev, '\n')
+	if hasData && len(bytes.TrimSpace(data)) > 0 {
+		// Bytes that are not a JSON-RPC message are relayed as written: the agent's to judge.
+		msg, _ := jsonrpc.DecodeMessage(data)
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			g.b.p.log.V(1).Info("Upstream response on the GET stream dropped", "session", g.b.ss.ID())
+			return true
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				rewritten, ok := g.b.askOnGET(ctx, sid, version, m)
+				if !ok {
+					return true // answered by the gate, not the agent's to see
+				}
+				out = replaceData(ev, rewritten)
+			} else if m.Method == notifyTaskStatus {
+				g.b.taskStatusNotified(m.Params)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if hasID {
+		g.lastUp = id
+	}
+	return g.writeLocked(out)
+}
+
+// replaceData returns the event ev with its data lines replaced by one holding data.
+func replaceData(ev, data []byte) []byte {
+	var out []byte
+	wrote := false
+	for line := range bytes.SplitSeq(bytes.TrimSuffix(ev, []byte("\n")), []byte("\n")) {
+		if field, _, _ := bytes.Cut(line, []byte(":")); string(field) == "data" {
+			if !wrote {
+				out = append(append(append(out, "data: "...), data...), '\n')
+				wrote = true
+			}
+			continue
+		}
+		out = append(append(out, line...), '\n')
+	}
+	return append(out, '\n')
+}
+
+// askOnGET puts an upstream request of the GET stream to the agent under an id of the gate's
+// own and returns the request to write; the agent's response goes upstream in the background,
+// under the upstream's id (bounded by the elicitation timeout or CallTimeout, and the
+// session). ok is false when the gate answers it itself, at once (a capability the agent did
+// not declare, as the SDK client would; or maxRelayed requests waiting already): nothing is
+// written.
+func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc.Request) (data []byte, ok bool) {
+	if !b.agentCan(req.Method) {
+		b.fromUpstream(ctx, sid, version, req) // answered without the agent (bridge.answer)
+		return nil, false
+	}
+	// A request the upstream replays (a resumed GET) while the agent has not answered it yet
+	// is put to the agent again under the same id: one wait, one answer upstream.
+	key := fmt.Sprintf("%T:%v", req.ID.Raw(), req.ID.Raw())
+	b.mu.Lock()
+	pending, replayed := b.getAsks[key]
+	b.mu.Unlock()
+	if replayed {
+		out, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: pending, Method: req.Method, Params: req.Params})
+		return out, err == nil
+	}
+	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
+	ch := make(chan *jsonrpc.Response, 1)
+	if !b.await(id, ch) {
+		resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+			Message: fmt.Sprintf("actgate: more than %d requests to the agent in flight on this session", maxRelayed)}}
+		if err := b.postMessage(ctx, sid, version, resp); err != nil {
+			b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+		}
+		return nil, false
+	}
+	out, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: req.Method, Params: req.Params})
+	if err != nil {
+		b.unawait(id)
+		return nil, false
+	}
+	b.mu.Lock()
+	if b.getAsks == nil {
+		b.getAsks = make(map[string]jsonrpc.ID)
+	}
+	b.getAsks[key] = id // at most maxRelayed, as awaiting
+	b.mu.Unlock()
+	d := b.p.cfg.CallTimeout
+	if req.Method == methodElicit {
+		if d = b.p.cfg.ElicitationTimeout; d == 0 {
+			d = DefaultElicitationTimeout
+		}
+	}
+	go func() {
+		// The wait outlives the GET connection (the agent may answer after reconnecting),
+		// not the session.
+		wctx, cancel := context.WithTimeout(b.lifetime(), d)
+		defer cancel()
+		defer b.unawait(id)
+		defer func() {
+			b.mu.Lock()
+			delete(b.getAsks, key)
+			b.mu.Unlock()
+		}()
+		var resp *jsonrpc.Response
+		select {
+		case r := <-ch:
+			resp = &jsonrpc.Response{ID: req.ID, Result: r.Result, Error: r.Error}
+		case <-wctx.Done():
+			b.p.log.Info("The agent did not answer a request of the upstream", "method", logfield.Bound(req.Method), "session", b.ss.ID())
+			resp = &jsonrpc.Response{ID: req.ID, Error: errAgentSilent}
+		}
+		pctx, pcancel := context.WithTimeout(context.Background(), b.p.cfg.ConnectTimeout)
+		defer pcancel()
+		if err := b.postMessage(pctx, sid, version, resp); err != nil {
+			b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
+		}
+	}()
+	return out, true
+}
+
+// lifetime is a context that ends when the session closes.
+func (b *bridge) lifetime() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.life == nil {
+		b.life, b.endLife = context.WithCancel(context.Background())
+		if b.closed {
+			b.endLife()
+		}
+	}
+	return b.life
+}
+
+// ownWriter is the http.ResponseWriter the gate session's own GET stream (the SDK's handler)
+// writes to: each of its events is written to the relayed stream with an id of the gate's own.
+type ownWriter struct {
+	g      *getRelay
+	h      http.Header
+	status int
+	buf    []byte
+}
+
+func (o *ownWriter) Header() http.Header { return o.h }
+
+func (o *ownWriter) WriteHeader(status int) {
+	if o.status == 0 {
+		o.status = status
+	}
+}
+
+func (o *ownWriter) Flush() {}
+
+func (o *ownWriter) Write(p []byte) (int, error) {
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
+	if o.status != http.StatusOK {
+		o.g.b.p.log.Info("The gate's own GET stream not opened", "session", o.g.b.ss.ID(), "status", o.status)
+		return 0, io.ErrClosedPipe
+	}
+	if len(o.buf)+len(p) > maxEventSize {
+		return 0, io.ErrShortWrite
+	}
+	o.buf = append(o.buf, p...)
+	for {
+		i := bytes.Index(o.buf, []byte("\n\n"))
+		if i < 0 {
+			return len(p), nil
+		}
+		ev := o.buf[:i]
+		if !o.event(ev) {
+			return 0, io.ErrClosedPipe
+		}
+		o.buf = append(o.buf[:0], o.buf[i+2:]...)
+	}
+}
+
+// event writes one event of the gate's own stream (the SDK's "id: _N" and data lines).
+func (o *ownWriter) event(ev []byte) bool {
+	var data []byte
+	n := -1
+	for line := range bytes.SplitSeq(ev, []byte("\n")) {
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			data = value
+		case "id":
+			if idx, err := strconv.Atoi(strings.TrimPrefix(string(value), "_")); err == nil {
+				n = idx
+			}
+		}
+	}
+	if len(data) == 0 {
+		return true // the SDK's ": ok" comment
+	}
+	g := o.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]byte, 0, len(data)+64)
+	out = append(out, "event: message\n"...)
+	if n >= 0 {
+		out = append(out, "id: "+gateEventPrefix+strconv.Itoa(n)+":"+g.lastUp+"\n"...)
+	}
+	out = append(append(append(out, "data: "...), data...), "\n\n"...)
+	if !g.writeLocked(out) {
+		return false
+	}
+	if n >= 0 {
+		g.b.mu.Lock()
+		if n > g.b.ownSent {
+			g.b.ownSent = n
+		}
+		g.b.mu.Unlock()
+	}
+	return true
+}

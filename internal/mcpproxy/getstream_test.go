@@ -1,0 +1,399 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+)
+
+// sseEvent is one event of a stream as read off the wire: its lines, as written.
+type sseEvent struct {
+	id, data string
+	lines    []string
+}
+
+// getStream opens the agent's GET stream on r's session (with Last-Event-ID when last is not
+// empty) and returns its events as they come; cancel closes it.
+func (r *rawSession) getStream(last string) (events <-chan sseEvent, status int, cancel func()) {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.endpoint, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", r.session)
+	req.Header.Set("Mcp-Protocol-Version", r.version)
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	ch := make(chan sseEvent, 64)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			if line != "" {
+				ev.lines = append(ev.lines, line)
+				if v, ok := strings.CutPrefix(line, "id: "); ok {
+					ev.id = v
+				}
+				if v, ok := strings.CutPrefix(line, "data: "); ok {
+					ev.data = v
+				}
+				continue
+			}
+			ch <- ev
+			ev = sseEvent{}
+		}
+	}()
+	r.t.Cleanup(cancel)
+	return ch, resp.StatusCode, cancel
+}
+
+// nextEvent returns the next event with data or an id, failing the test after a while.
+func nextEvent(t *testing.T, events <-chan sseEvent) sseEvent {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the GET stream ended")
+			}
+			if ev.id != "" || ev.data != "" {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no event on the GET stream")
+		}
+	}
+}
+
+// TestGETStreamRelaysUpstream: the agent's GET stream is the upstream's, relayed: the
+// upstream's events with its own event ids (the Go SDK server's "_N", from its event store)
+// and data as written; a GET with Last-Event-ID resumes the upstream's stream (what it sent
+// while the agent was away is replayed by the upstream); the gate's own messages come in
+// between with ids of the gate's own, which resume too.
+func TestGETStreamRelaysUpstream(t *testing.T) {
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
+	rs := newRawSession(t, f.endpoint())
+	events, status, closeGET := rs.getStream("")
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	addTool := func(name string) {
+		f.up.MCP().AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcptest.Text("ok"), nil
+		})
+	}
+	const changed = `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`
+	addTool("added_one")
+	ev := nextEvent(t, events)
+	if ev.id != "_0" || ev.data != changed {
+		t.Fatalf("first event: id %q data %s; want the upstream's id _0 and its notification as written", ev.id, ev.data)
+	}
+
+	// A message of the gate's own session, merged with an id of the gate's own that names the
+	// upstream event before it.
+	b := f.proxy.bridgeByID(rs.session)
+	b.notify(context.Background(), notifyPromptsChanged, nil)
+	own := nextEvent(t, events)
+	if own.id != "actgate:0:_0" || !strings.Contains(own.data, notifyPromptsChanged) {
+		t.Fatalf("the gate's own event: id %q data %s; want id actgate:0:_0", own.id, own.data)
+	}
+
+	// Away: the upstream keeps what it sends; the resumed GET gets it from the upstream.
+	closeGET()
+	time.Sleep(100 * time.Millisecond)
+	addTool("added_two")
+	time.Sleep(200 * time.Millisecond)
+	events, status, closeGET = rs.getStream("_0")
+	if status != http.StatusOK {
+		t.Fatalf("GET with Last-Event-ID: HTTP %d", status)
+	}
+	ev = nextEvent(t, events)
+	if ev.id != "_1" || ev.data != changed {
+		t.Fatalf("resumed: id %q data %s; want the upstream's replay of _1", ev.id, ev.data)
+	}
+	closeGET()
+	time.Sleep(100 * time.Millisecond)
+
+	// Resuming from the gate's own id: the upstream after _0 again, the gate's own after 0.
+	b.notify(context.Background(), notifyResourcesChanged, nil)
+	events, _, closeGET = rs.getStream("actgate:0:_0")
+	defer closeGET()
+	got := map[string]string{}
+	for range 2 {
+		ev := nextEvent(t, events)
+		got[ev.id] = ev.data
+	}
+	if got["_1"] != changed {
+		t.Errorf("resumed from the gate's id: upstream event _1 missing: %v", got)
+	}
+	if d, ok := got["actgate:1:_0"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
+		if d, ok = got["actgate:1:_1"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
+			t.Errorf("resumed from the gate's id: the gate's own event 1 missing: %v", got)
+		}
+	}
+}
+
+// TestGETStreamTaskStatus: a notifications/tasks/status the upstream sends on its GET stream
+// (not a method of the SDK's types) reaches the agent as the upstream wrote it, after the
+// upstream's priming event with its id and retry field.
+func TestGETStreamTaskStatus(t *testing.T) {
+	f := newTaskFixture(t)
+	f.up.StatusStream()
+	rs, _ := f.session()
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	prime := nextEvent(t, events)
+	if prime.id != "ts-0" || strings.Join(prime.lines, "\n") != "id: ts-0\nretry: 1000\ndata: " {
+		t.Fatalf("priming event: %q; want the upstream's as written", prime.lines)
+	}
+	created := rs.request("7", "tools/call", `{"name":"ticket_task","arguments":{"title":"x"},"task":{"ttl":60000}}`)
+	var cr struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(created, &cr); err != nil || cr.Result.Task.TaskID == "" {
+		t.Fatalf("task-augmented call: %s", created)
+	}
+	f.up.Finish(cr.Result.Task.TaskID, "completed", `{"content":[{"type":"text","text":"done"}]}`)
+	ev := nextEvent(t, events)
+	want := `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"` + cr.Result.Task.TaskID +
+		`","status":"completed","createdAt":"2026-12-01T16:00:00Z","lastUpdatedAt":"2026-12-01T16:00:01Z","ttl":60000}}`
+	if ev.id != "ts-1" || ev.data != want {
+		t.Fatalf("task status: id %q data %s; want id ts-1 and %s", ev.id, ev.data, want)
+	}
+}
+
+// TestGETStreamUpstreamRequests: a request the upstream puts to the agent on its GET stream
+// (roots/list, outside any request) reaches the agent on the agent's GET stream under an id
+// of the gate's own, and the agent's POSTed response is the upstream's answer; a ping there is
+// answered by the gate (the agent declared nothing it needs) and not written to the agent.
+func TestGETStreamUpstreamRequests(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := &rawSession{t: t, endpoint: f.endpoint(), next: 1}
+	_, hdr := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.session, rs.version = hdr.Get("Mcp-Session-Id"), "2025-11-25"
+	rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	var up *mcp.ServerSession
+	for ss := range f.up.MCP().Sessions() {
+		up = ss
+	}
+	if up == nil {
+		t.Fatal("no upstream session")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := up.Ping(ctx, nil); err != nil {
+		t.Fatalf("upstream ping on its GET stream: %v", err)
+	}
+	type answer struct {
+		res *mcp.ListRootsResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := up.ListRoots(ctx, nil)
+		done <- answer{res, err}
+	}()
+	ev := nextEvent(t, events)
+	var req struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != methodListRoots {
+		t.Fatalf("the agent's GET stream: %s; want the upstream's roots/list (the ping is the gate's to answer)", ev.data)
+	}
+	id, ok := req.ID.(string)
+	if !ok || !strings.HasPrefix(id, "actgate-s-") {
+		t.Fatalf("roots/list id %v: want an id of the gate's own", req.ID)
+	}
+	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+id+`","result":{"roots":[{"uri":"file:///walk/x","name":"x"}]}}`, http.StatusAccepted)
+	a := <-done
+	if a.err != nil || len(a.res.Roots) != 1 || a.res.Roots[0].URI != "file:///walk/x" {
+		t.Fatalf("the upstream's roots/list answer: %+v, %v; want the agent's root", a.res, a.err)
+	}
+}
+
+// postStatus POSTs one message and checks the HTTP status of the answer.
+func (r *rawSession) postStatus(t *testing.T, body string, want int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", r.session)
+	req.Header.Set("Mcp-Protocol-Version", r.version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s: HTTP %d, want %d", body, resp.StatusCode, want)
+	}
+}
+
+// TestGETStreamReplayedRequest: a request of the upstream's GET stream the agent did not answer
+// before its GET broke is replayed by the upstream on the resumed GET and put to the agent
+// again under the same id of the gate's: the agent's one answer is the upstream's.
+func TestGETStreamReplayedRequest(t *testing.T) {
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
+	rs := &rawSession{t: t, endpoint: f.endpoint(), next: 1}
+	_, hdr := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.session, rs.version = hdr.Get("Mcp-Session-Id"), "2025-11-25"
+	rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	events, _, closeGET := rs.getStream("")
+	var up *mcp.ServerSession
+	for ss := range f.up.MCP().Sessions() {
+		up = ss
+	}
+	f.up.MCP().AddTool(&mcp.Tool{Name: "added", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcptest.Text("ok"), nil
+	})
+	if ev := nextEvent(t, events); ev.id != "_0" {
+		t.Fatalf("first event %q, want _0", ev.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		res, err := up.ListRoots(ctx, nil)
+		if err == nil && (len(res.Roots) != 1 || res.Roots[0].Name != "once") {
+			err = errUnexpected(res)
+		}
+		done <- err
+	}()
+	first := nextEvent(t, events)
+	closeGET() // gone before answering
+	time.Sleep(100 * time.Millisecond)
+	events, _, closeGET = rs.getStream("_0")
+	defer closeGET()
+	again := nextEvent(t, events)
+	if first.id != "_1" || again.id != "_1" || first.data != again.data || !strings.Contains(first.data, `"id":"actgate-s-`) {
+		t.Fatalf("the request and its replay: %q %s / %q %s; want the upstream's _1 twice under one id of the gate's", first.id, first.data, again.id, again.data)
+	}
+	var req struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(again.data), &req)
+	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+req.ID+`","result":{"roots":[{"uri":"file:///once","name":"once"}]}}`, http.StatusAccepted)
+	if err := <-done; err != nil {
+		t.Fatalf("the upstream's roots/list: %v", err)
+	}
+}
+
+type unexpectedResult struct{ res *mcp.ListRootsResult }
+
+func (u unexpectedResult) Error() string {
+	b, _ := json.Marshal(u.res)
+	return "unexpected result " + string(b)
+}
+
+func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res} }
+
+// TestGETStreamEarly: what the upstream sends outside any request right after the session
+// starts, before the agent's GET reaches it, is on the agent's first GET stream: the gate's
+// upstream GET was open since the session started (the upstream keeps no event store here, so
+// a message for an unconnected GET stream would be dropped).
+func TestGETStreamEarly(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := newRawSession(t, f.endpoint())
+	// Give the gate's upstream GET time to connect (what a direct client's GET would have).
+	deadline := time.Now().Add(time.Second)
+	for b := f.proxy.bridgeByID(rs.session); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b.mu.Lock()
+		e := b.early
+		b.mu.Unlock()
+		if e != nil {
+			<-e.ready
+			break
+		}
+	}
+	f.up.MCP().AddTool(&mcp.Tool{Name: "early", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcptest.Text("ok"), nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	if ev := nextEvent(t, events); ev.data != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}` {
+		t.Fatalf("first event: %s; want the upstream's list_changed sent before the agent's GET", ev.data)
+	}
+}
+
+// TestGETStreamRefusals: a GET the SDK's handler refuses for its headers is refused the same
+// through the relay and the answer streams' resumption: a Host that is not loopback on the
+// loopback listener (DNS rebinding: 403, with or without Last-Event-ID) and an unknown session
+// id (404); none gets a stream.
+func TestGETStreamRefusals(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	rs := newRawSession(t, f.endpoint())
+	for _, tc := range []struct {
+		name, host, session, last string
+		want                      int
+	}{
+		{"rebinding", "attacker.example", rs.session, "", http.StatusForbidden},
+		{"rebinding, resuming an answer stream", "attacker.example", rs.session, "g1-0", http.StatusForbidden},
+		{"rebinding, resuming the GET stream", "attacker.example", rs.session, "actgate:0:", http.StatusForbidden},
+		{"unknown session", "", "no-such-session", "", http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, f.endpoint(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", tc.session)
+			req.Header.Set("Mcp-Protocol-Version", rs.version)
+			if tc.last != "" {
+				req.Header.Set("Last-Event-ID", tc.last)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("GET: HTTP %d %s; want %d", resp.StatusCode, resp.Header.Get("Content-Type"), tc.want)
+			}
+		})
+	}
+}
