@@ -183,41 +183,44 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
-	// The call runs on the handler's goroutine (the hot path: no hand-over). Its answer stream
-	// is resumable when the upstream's is, but stays open when the upstream closes its stream
-	// before the response: the gate resumes the upstream's and goes on writing (resume.go).
+	// The call's answer stream is resumable when the upstream's is; when the upstream closes
+	// its stream before the response (SEP-1699 polling), the agent's is closed too and the
+	// call goes on (runDetachable): the gate resumes the upstream's, records the outcome once,
+	// and logs the rest for the agent's GET with Last-Event-ID (resume.go).
 	stream := &agentStream{w: w, lazy: true, b: b}
-	defer stream.finish()
-	res, err := func() (mcp.Result, error) {
-		defer b.end(req.ID)
-		ctx := withAgentStream(r.Context(), stream)
-		if p.tracer != nil {
-			ctx = tracing.Extract(ctx, r.Header)
-		}
-		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
-		// A task-augmented call takes a place among the session's tasks (tasks.go).
-		if task := taskParam(req.Params); task != nil {
-			if !b.reserveTask() {
-				return b.taskLimited(params.Name)
+	p.runDetachable(r, stream, func(ctx context.Context) {
+		defer stream.finish()
+		res, err := func() (mcp.Result, error) {
+			defer b.end(req.ID)
+			ctx := withAgentStream(ctx, stream)
+			if p.tracer != nil {
+				ctx = tracing.Extract(ctx, r.Header)
 			}
-			defer b.unreserveTask()
-			ctx = withTask(ctx, task)
+			ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
+			// A task-augmented call takes a place among the session's tasks (tasks.go).
+			if task := taskParam(req.Params); task != nil {
+				if !b.reserveTask() {
+					return b.taskLimited(params.Name)
+				}
+				defer b.unreserveTask()
+				ctx = withTask(ctx, task)
+			}
+			return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
+		}()
+		var result json.RawMessage
+		if err == nil {
+			result, err = marshalNoEscape(res)
 		}
-		return b.callTool(ctx, &mcp.CallToolRequest{Session: b.ss, Params: &params})
-	}()
-	var result json.RawMessage
-	if err == nil {
-		result, err = marshalNoEscape(res)
-	}
-	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
-	if err != nil {
-		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-		if !stream.isStarted() {
-			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+		out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
+		if err != nil {
+			b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
+			if !stream.isStarted() { // an answer that is not an event stream is never detached
+				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
+			}
+			return
 		}
-		return true
-	}
-	stream.answer(out)
+		stream.answer(out)
+	})
 	return true
 }
 

@@ -14,10 +14,10 @@ import (
 // upstream event with an id, the agent's stream gets a log (eventLog) and its events get ids of
 // the gate's own, "g{stream}-{n}", which say which of the session's streams an id belongs to.
 // When the upstream closes its stream before the response, the gate resumes the upstream's
-// itself (readStream); a relayed request's agent stream is closed too (after the events so
-// far) and what follows is logged, a tools/call's stays open (the call runs on the handler's
-// goroutine, the hot path) and goes on. The agent's GET with Last-Event-ID on its session gets the events after that id,
-// then the rest as it comes, up to the response. A logged event is never sent twice on one
+// itself (readStream), and the agent's stream is closed too (after the events so far): the
+// request goes on (runDetachable), what follows is logged, and a tools/call's outcome is
+// recorded when its response comes. The agent's GET with Last-Event-ID on its session gets the
+// events after that id, then the rest as it comes, up to the response. A logged event is never sent twice on one
 // connection and never to another session.
 
 // Bounds of the event logs: per session, the logs kept (the oldest finished one makes room for
@@ -189,8 +189,8 @@ func (s *agentStream) upstreamRetry(d time.Duration) {
 }
 
 // upstreamClosed is told that the upstream closed its stream before the response (readStream
-// resumes it): a resumable agent stream of a request run by runDetachable is closed too, and
-// what follows is only logged. Any other stays open while the gate resumes (a tools/call's).
+// resumes it): a resumable agent stream of a request run by runDetachable (serveToolsCall,
+// serveRelay) is closed too, and what follows is only logged.
 func (s *agentStream) upstreamClosed() {
 	if s == nil {
 		return

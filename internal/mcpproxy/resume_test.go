@@ -76,25 +76,24 @@ func agentExchange(t *testing.T, s *rawSession, method, body string, hdr map[str
 var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 
 // TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
-// priming event and gives the response on the resuming GET. The gate resumes it (one
-// tools/call upstream, the call EXECUTED, not INDETERMINATE); the agent's answer is a
-// resumable event stream (a priming event with an id of the gate's and the upstream's retry
-// field, then the events the resumption brought, the response last), and the agent's GET with
-// the priming event's Last-Event-ID gets the same rest again.
+// priming event and gives the response on the resuming GET. The gate mirrors the close: the
+// agent's answer is a resumable event stream holding the priming event (an id of the gate's
+// and the upstream's retry field) and nothing else, as the upstream's was. The gate resumes the
+// upstream's itself (one tools/call upstream, the call EXECUTED, not INDETERMINATE), and the
+// agent's GET with the priming event's Last-Event-ID gets the rest, the response last.
 func TestServerClosedStreamResumed(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
 	s := newRawSession(t, f.endpoint())
 
 	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
-	first, after, _ := strings.Cut(body, "\n\n")
-	primingID, _ := strings.CutPrefix(first, "id: ")
-	primingID, retry, _ := strings.Cut(primingID, "\n")
+	priming := regexp.MustCompile(`^id: (g\S+)\nretry: 80\ndata: \n\n$`).FindStringSubmatch(body)
+	if status != http.StatusOK || ct != "text/event-stream" || priming == nil {
+		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, and the stream closed", status, ct, body)
+	}
+	primingID := priming[1]
 	want := regexp.MustCompile(`^id: \S+\nevent: message\ndata: \{"jsonrpc":"2.0","method":"notifications/message","params":\{"level":"info","data":"resumed"\}\}\n\n` +
 		`id: (\S+)\nevent: message\ndata: \{"jsonrpc":"2.0","id":5,"result":\{"content":\[\{"type":"text","text":"42"\}\]\}\}\n\n$`)
-	if status != http.StatusOK || ct != "text/event-stream" || !strings.HasPrefix(primingID, "g") || retry != "retry: 80\ndata: " || !want.MatchString(after) {
-		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, then the resumed events", status, ct, body)
-	}
 	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": primingID})
 	m := want.FindStringSubmatch(body)
 	if status != http.StatusOK || ct != "text/event-stream" || m == nil {
@@ -253,5 +252,40 @@ func TestCancelledStreamNotResumed(t *testing.T) {
 	defer mu.Unlock()
 	if gets != 0 {
 		t.Errorf("the upstream got %d resuming GETs of a cancelled request, want 0", gets)
+	}
+}
+
+// TestServerClosedStreamAgentNeverResumes: the agent's stream of a tools/call is closed with
+// the upstream's and the agent never resumes it. The gate goes on reading the upstream's
+// resumed stream and records the outcome (EXECUTED, once); the same call again is answered
+// from the journal, not sent a second time.
+func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	s := newRawSession(t, f.endpoint())
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"once"}}}`
+	_, ct, body := agentExchange(t, s, http.MethodPost, fmt.Sprintf(call, 1), nil)
+	if ct != "text/event-stream" || strings.Contains(body, `"result"`) || len(eventID.FindAllString(body, -1)) != 1 {
+		t.Fatalf("the POST's answer: %s\n%s\nwant the priming event only", ct, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for statesIn(t, f)[journal.StateExecuted] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("journal: %v, want one EXECUTED", statesIn(t, f))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, _, body = agentExchange(t, s, http.MethodPost, fmt.Sprintf(call, 2), nil)
+	if !strings.Contains(body, `"id":2,"result":{"_meta":{"actgate.io/replayed":true},"content":[{"type":"text","text":"42"}]}`) {
+		t.Errorf("the same call again: %s, want the recorded result", body)
+	}
+	up.mu.Lock()
+	posts, resumes := up.posts, len(up.resumes)
+	up.mu.Unlock()
+	if posts != 1 || resumes != 1 {
+		t.Errorf("upstream: %d tools/call POSTs and %d resumptions, want 1 and 1", posts, resumes)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal: %v, want one EXECUTED and nothing else", got)
 	}
 }
