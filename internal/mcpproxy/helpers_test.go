@@ -242,7 +242,7 @@ func (r *rawSession) post(body string) (json.RawMessage, http.Header) {
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		for _, line := range strings.Split(string(b), "\n") {
-			if d, ok := strings.CutPrefix(line, "data: "); ok {
+			if d, ok := strings.CutPrefix(line, "data: "); ok && d != "" { // not a priming event
 				return json.RawMessage(d), resp.Header
 			}
 		}

@@ -146,6 +146,9 @@ func (s *agentStream) upstreamEvent(hasID, priming bool) {
 	if s.done || s.b == nil {
 		return
 	}
+	if !s.b.resumable.Load() {
+		s.b.resumable.Store(true)
+	}
 	if s.log == nil {
 		if s.log = s.b.newLog(); s.log == nil {
 			return

@@ -75,6 +75,11 @@ func agentExchange(t *testing.T, s *rawSession, method, body string, hdr map[str
 
 var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 
+// The upstream's streams of TestServerClosedStreamResumed and TestServerClosedStreamAgentNeverResumes
+// carry event ids from initialize on (an event store), so that the session's tools/calls run
+// detachable (serveToolsCall); TestServerClosedStreamFirstSeen is an upstream whose first ids
+// come on a tools/call's stream.
+
 // TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
 // priming event and gives the response on the resuming GET. The gate mirrors the close: the
 // agent's answer is a resumable event stream holding the priming event (an id of the gate's
@@ -83,7 +88,7 @@ var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 // agent's GET with the priming event's Last-Event-ID gets the rest, the response last.
 func TestServerClosedStreamResumed(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
-	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 
 	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
@@ -261,7 +266,7 @@ func TestCancelledStreamNotResumed(t *testing.T) {
 // from the journal, not sent a second time.
 func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
-	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"once"}}}`
 	_, ct, body := agentExchange(t, s, http.MethodPost, fmt.Sprintf(call, 1), nil)
@@ -287,5 +292,34 @@ func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
 	}
 	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
 		t.Errorf("journal: %v, want one EXECUTED and nothing else", got)
+	}
+}
+
+// TestServerClosedStreamFirstSeen: an upstream whose initialize answer carries no event ids
+// closes a tools/call's stream after a priming event. That first call ran on the handler's
+// goroutine (the hot path), so its agent stream stays open and carries the rest, the response
+// last; from then on the session's calls run detachable, and the next close is mirrored.
+func TestServerClosedStreamFirstSeen(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	s := newRawSession(t, f.endpoint())
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil)
+	if !strings.Contains(body, `"id":1,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the first call's answer:\n%s\nwant the stream kept open up to the response", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
+	ids := eventID.FindAllStringSubmatch(body, -1)
+	if strings.Contains(body, `"result"`) || len(ids) != 1 {
+		t.Fatalf("the second call's answer:\n%s\nwant the priming event only (the close mirrored)", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	if !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the resuming GET:\n%s", body)
+	}
+	up.mu.Lock()
+	posts := up.posts
+	up.mu.Unlock()
+	if got := statesIn(t, f); posts != 2 || got[journal.StateExecuted] != 2 || len(got) != 1 {
+		t.Errorf("upstream: %d tools/call POSTs, journal %v; want 2 and two EXECUTED", posts, got)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// Stateless serves without sessions (no Mcp-Session-Id). The SDK's StreamableHTTPOptions
 	// of the same names.
 	JSONResponse, Stateless bool
+	// EventStore gives the server's streams event ids and Last-Event-ID resumption (an
+	// in-memory event store).
+	EventStore bool
 }
 
 // Call is one invocation as the upstream saw it.
@@ -89,8 +92,11 @@ func Start(tools []Tool, opts Options) (*Server, error) {
 	if opts.Samples {
 		s.addSamples()
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{JSONResponse: opts.JSONResponse, Stateless: opts.Stateless})
+	hopts := &mcp.StreamableHTTPOptions{JSONResponse: opts.JSONResponse, Stateless: opts.Stateless}
+	if opts.EventStore {
+		hopts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, hopts)
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, err
