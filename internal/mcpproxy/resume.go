@@ -38,9 +38,14 @@ type eventLog struct {
 	over   bool          // beyond maxStreamLogLen: dropped
 	done   bool          // the response is logged (or the stream abandoned)
 	wake   chan struct{} // closed and replaced on each change
+	// resumed is signalled (without blocking) by each of the agent's GETs resuming the
+	// stream: the gate, waiting to resume the upstream's (readStream), resumes it then.
+	resumed chan struct{}
 }
 
-func newEventLog(key string) *eventLog { return &eventLog{key: key, wake: make(chan struct{})} }
+func newEventLog(key string) *eventLog {
+	return &eventLog{key: key, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
+}
 
 // appendID appends the id line of the next event to buf.
 func (l *eventLog) appendID(buf []byte) []byte {
@@ -209,6 +214,20 @@ func (s *agentStream) upstreamClosed() {
 	}
 }
 
+// agentResumed returns the channel signalled when the agent resumes the stream (nil: not
+// resumable, never signalled).
+func (s *agentStream) agentResumed() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log == nil {
+		return nil
+	}
+	return s.log.resumed
+}
+
 func (s *agentStream) isDetached() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,6 +300,10 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		http.Error(w, "actgate: the stream can no longer be resumed", http.StatusNotFound)
 		return true
+	}
+	select {
+	case l.resumed <- struct{}{}:
+	default:
 	}
 	h := w.Header()
 	h.Set("Content-Type", mediaSSE)

@@ -23,12 +23,15 @@ type pollingUpstream struct {
 	posts   int      // POSTs of method
 	resumes []string // the Last-Event-ID of each GET
 	pending string   // the JSON-RPC id of the call waiting for its response
+	retry   int      // the retry field of its priming event, in ms; 0: 80
+	resumed []time.Time
 }
 
 func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
 		u.mu.Lock()
 		u.resumes = append(u.resumes, r.Header.Get("Last-Event-ID"))
+		u.resumed = append(u.resumed, time.Now())
 		id := u.pending
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -45,7 +48,11 @@ func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool
 	u.pending = string(id)
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
-	fmt.Fprint(w, "id: up-1\nretry: 80\ndata: \n\n")
+	retry := u.retry
+	if retry == 0 {
+		retry = 80
+	}
+	fmt.Fprintf(w, "id: up-1\nretry: %d\ndata: \n\n", retry)
 	return true // the stream ends here, before the response
 }
 
@@ -141,12 +148,18 @@ func TestRelayedStreamResumed(t *testing.T) {
 	if ct != "text/event-stream" || len(ids) != 1 || strings.Contains(body, `"result"`) {
 		t.Fatalf("the POST's answer: %s\n%s", ct, body)
 	}
+	time.Sleep(300 * time.Millisecond) // an agent slower than the retry: the gate resumes first
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
 	if !strings.Contains(body, `"id":"r1","result":{"content":[{"type":"text","text":"42"}]}`) {
 		t.Fatalf("the resuming GET:\n%s", body)
 	}
-	if d := time.Since(start); d < 80*time.Millisecond {
-		t.Errorf("the gate resumed after %s, before the upstream's retry of 80ms", d)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.resumed) != 1 {
+		t.Fatalf("the upstream's stream was resumed %d times, want 1", len(up.resumed))
+	}
+	if d := up.resumed[0].Sub(start); d < 80*time.Millisecond || d > 250*time.Millisecond {
+		t.Errorf("the gate resumed after %s, want the upstream's retry of 80ms (the agent came after 300ms)", d)
 	}
 }
 
@@ -321,5 +334,31 @@ func TestServerClosedStreamFirstSeen(t *testing.T) {
 	up.mu.Unlock()
 	if got := statesIn(t, f); posts != 2 || got[journal.StateExecuted] != 2 || len(got) != 1 {
 		t.Errorf("upstream: %d tools/call POSTs, journal %v; want 2 and two EXECUTED", posts, got)
+	}
+}
+
+// TestServerClosedStreamResumedWithAgent: the upstream's retry field asks for 10 s before a
+// resumption; the agent, given the same field, resumes the gate's stream at once, and the gate
+// resumes the upstream's then, not 10 s later (the conformance reference server asks for 5 s,
+// and its suite's client waits 5 s for the response on its resuming GET).
+func TestServerClosedStreamResumedWithAgent(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool, retry: 10000}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
+	s := newRawSession(t, f.endpoint())
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
+	ids := eventID.FindAllStringSubmatch(body, -1)
+	if len(ids) != 1 || !strings.Contains(body, "retry: 10000\n") {
+		t.Fatalf("the POST's answer:\n%s\nwant the priming event with retry: 10000", body)
+	}
+	start := time.Now()
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	if !strings.Contains(body, `"id":3,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the resuming GET:\n%s", body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the response came %s after the agent resumed: the gate waited out the upstream's retry", d)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal: %v, want one EXECUTED", got)
 	}
 }

@@ -262,8 +262,8 @@ type streamState struct {
 // events without data) are skipped, as by the SDK client. When the upstream ends the stream
 // before the response after an event with an id (MCP streamable HTTP, resumability; SEP-1699
 // polling) and the agent did not cancel the request, the proxy resumes it as a client does: a
-// GET on the session with Last-Event-ID, after the stream's retry delay, and reads on until the
-// response; a resumption that fails ends the read with its error (the outcome of a dispatched
+// GET on the session with Last-Event-ID, after the stream's retry delay (or as soon as the agent
+// resumes the gate's stream, if sooner), and reads on until the response; a resumption that fails ends the read with its error (the outcome of a dispatched
 // call is then unknown).
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	var st streamState
@@ -276,13 +276,18 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 		if delay == 0 {
 			delay = defaultResumeDelay
 		}
-		agentStreamOf(ctx).upstreamClosed()
+		as := agentStreamOf(ctx)
+		as.upstreamClosed()
+		// The agent got the same retry field; its GET resuming the gate's stream ends the
+		// wait early, so that the upstream is resumed when the agent is.
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
+		case <-as.agentResumed():
+			t.Stop()
 		}
 		resp, gerr := b.resume(ctx, sid, version, st.lastID)
 		if gerr != nil {
