@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -86,6 +87,10 @@ type bridge struct {
 	logOrder []string
 	// init is how the upstream answered its initialize (initframing.go).
 	init initFraming
+	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
+	// initialize, or any answer stream of the session): its tools/calls then run detachable,
+	// so that an upstream's close of a call's stream is mirrored to the agent (serveToolsCall).
+	resumable atomic.Bool
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool
@@ -207,6 +212,11 @@ func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
 	}
 	b.cs = cs
+	b.init.mu.Lock()
+	if b.init.ids {
+		b.resumable.Store(true)
+	}
+	b.init.mu.Unlock()
 	go func() {
 		_ = cs.Wait()
 		b.drop(cs)

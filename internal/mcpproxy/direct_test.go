@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,9 +65,9 @@ func TestDirectPathsCarryToolsCalls(t *testing.T) {
 }
 
 // TestUpstreamAnswerForms: an upstream that answers a call as an event stream (the SDK's
-// default), as one JSON body, or without sessions at all. The direct upstream path carries the
-// first two and leaves the stateless server to the SDK client; the call runs once and its result
-// reaches the agent every way.
+// default), as one JSON body, or without sessions at all. The direct upstream path carries
+// each (the sessionless one without Mcp-Session-Id); the call runs once and its result reaches
+// the agent every way.
 func TestUpstreamAnswerForms(t *testing.T) {
 	for _, form := range []struct {
 		name   string
@@ -75,7 +76,7 @@ func TestUpstreamAnswerForms(t *testing.T) {
 	}{
 		{"event stream", mcptest.Options{}, true},
 		{"JSON", mcptest.Options{JSONResponse: true}, true},
-		{"stateless", mcptest.Options{Stateless: true}, false},
+		{"stateless", mcptest.Options{Stateless: true}, true},
 	} {
 		for _, m := range modes {
 			t.Run(form.name+"/"+m.name, func(t *testing.T) {
@@ -201,6 +202,51 @@ func TestUpstreamMessagesDuringCall(t *testing.T) {
 				t.Fatalf("the direct upstream path carried %d calls, want 1", f.proxy.directUpstream.Load())
 			}
 		})
+	}
+}
+
+// TestSessionlessUpstreamProgress: an upstream serving a 2025 revision without sessions sends
+// progress on a tools/call's answer stream. The call goes the direct path (no Mcp-Session-Id
+// upstream), and the progress reaches an agent that opened no GET stream on its POST's answer,
+// before the response.
+func TestSessionlessUpstreamProgress(t *testing.T) {
+	var sessionHeaders []string
+	var mu sync.Mutex
+	record := func(_ http.ResponseWriter, r *http.Request) bool {
+		if isToolsCall(r) {
+			mu.Lock()
+			sessionHeaders = append(sessionHeaders, r.Header.Get("Mcp-Session-Id"))
+			mu.Unlock()
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{tools: []mcptest.Tool{}, upstream: mcptest.Options{Stateless: true, Intercept: record}})
+	var ran atomic.Int64
+	f.up.MCP().AddTool(&mcp.Tool{Name: "get_balance", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ran.Add(1)
+			for i := 1; i <= 2; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 2}); err != nil {
+					return nil, err
+				}
+			}
+			return mcptest.Text("balance: 7"), nil
+		})
+	s := newRawSession(t, f.endpoint())
+	_, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get_balance","arguments":{},"_meta":{"progressToken":"tok-9"}}}`, nil)
+	want := regexp.MustCompile(`^event: message\ndata: \{"jsonrpc":"2.0","method":"notifications/progress","params":\{"progressToken":"tok-9","progress":1,"total":2\}\}\n\n` +
+		`event: message\ndata: \{"jsonrpc":"2.0","method":"notifications/progress","params":\{"progressToken":"tok-9","progress":2,"total":2\}\}\n\n` +
+		`event: message\ndata: \{"jsonrpc":"2.0","id":9,"result":\{"content":\[\{"type":"text","text":"balance: 7"\}\]\}\}\n\n$`)
+	if ct != "text/event-stream" || !want.MatchString(body) {
+		t.Fatalf("the POST's answer: %s\n%s\nwant both progress notifications, then the response", ct, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := ran.Load(); n != 1 || len(sessionHeaders) != 1 || sessionHeaders[0] != "" {
+		t.Fatalf("upstream ran the tool %d times, tools/call POSTs with Mcp-Session-Id %q; want 1 without", n, sessionHeaders)
+	}
+	if got := f.proxy.directUpstream.Load(); got != 1 {
+		t.Fatalf("the direct upstream path carried %d calls, want 1", got)
 	}
 }
 

@@ -25,8 +25,8 @@ func (p *Proxy) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	version, ok := directVersion(cs)
-	if !ok {
-		return false
+	if !ok || cs.ID() == "" {
+		return false // no upstream session to end
 	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodDelete, p.cfg.URL, nil)
 	if err != nil {

@@ -14,10 +14,10 @@ import (
 // upstream event with an id, the agent's stream gets a log (eventLog) and its events get ids of
 // the gate's own, "g{stream}-{n}", which say which of the session's streams an id belongs to.
 // When the upstream closes its stream before the response, the gate resumes the upstream's
-// itself (readStream); a relayed request's agent stream is closed too (after the events so
-// far) and what follows is logged, a tools/call's stays open (the call runs on the handler's
-// goroutine, the hot path) and goes on. The agent's GET with Last-Event-ID on its session gets the events after that id,
-// then the rest as it comes, up to the response. A logged event is never sent twice on one
+// itself (readStream), and the agent's stream is closed too (after the events so far): the
+// request goes on (runDetachable), what follows is logged, and a tools/call's outcome is
+// recorded when its response comes. The agent's GET with Last-Event-ID on its session gets the
+// events after that id, then the rest as it comes, up to the response. A logged event is never sent twice on one
 // connection and never to another session.
 
 // Bounds of the event logs: per session, the logs kept (the oldest finished one makes room for
@@ -38,9 +38,14 @@ type eventLog struct {
 	over   bool          // beyond maxStreamLogLen: dropped
 	done   bool          // the response is logged (or the stream abandoned)
 	wake   chan struct{} // closed and replaced on each change
+	// resumed is signalled (without blocking) by each of the agent's GETs resuming the
+	// stream: the gate, waiting to resume the upstream's (readStream), resumes it then.
+	resumed chan struct{}
 }
 
-func newEventLog(key string) *eventLog { return &eventLog{key: key, wake: make(chan struct{})} }
+func newEventLog(key string) *eventLog {
+	return &eventLog{key: key, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
+}
 
 // appendID appends the id line of the next event to buf.
 func (l *eventLog) appendID(buf []byte) []byte {
@@ -146,6 +151,9 @@ func (s *agentStream) upstreamEvent(hasID, priming bool) {
 	if s.done || s.b == nil {
 		return
 	}
+	if !s.b.resumable.Load() {
+		s.b.resumable.Store(true)
+	}
 	if s.log == nil {
 		if s.log = s.b.newLog(); s.log == nil {
 			return
@@ -189,8 +197,8 @@ func (s *agentStream) upstreamRetry(d time.Duration) {
 }
 
 // upstreamClosed is told that the upstream closed its stream before the response (readStream
-// resumes it): a resumable agent stream of a request run by runDetachable is closed too, and
-// what follows is only logged. Any other stays open while the gate resumes (a tools/call's).
+// resumes it): a resumable agent stream of a request run by runDetachable (serveToolsCall,
+// serveRelay) is closed too, and what follows is only logged.
 func (s *agentStream) upstreamClosed() {
 	if s == nil {
 		return
@@ -204,6 +212,20 @@ func (s *agentStream) upstreamClosed() {
 	if s.detach != nil {
 		close(s.detach)
 	}
+}
+
+// agentResumed returns the channel signalled when the agent resumes the stream (nil: not
+// resumable, never signalled).
+func (s *agentStream) agentResumed() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log == nil {
+		return nil
+	}
+	return s.log.resumed
 }
 
 func (s *agentStream) isDetached() bool {
@@ -278,6 +300,10 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		http.Error(w, "actgate: the stream can no longer be resumed", http.StatusNotFound)
 		return true
+	}
+	select {
+	case l.resumed <- struct{}{}:
+	default:
 	}
 	h := w.Header()
 	h.Set("Content-Type", mediaSSE)

@@ -23,12 +23,15 @@ type pollingUpstream struct {
 	posts   int      // POSTs of method
 	resumes []string // the Last-Event-ID of each GET
 	pending string   // the JSON-RPC id of the call waiting for its response
+	retry   int      // the retry field of its priming event, in ms; 0: 80
+	resumed []time.Time
 }
 
 func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
 		u.mu.Lock()
 		u.resumes = append(u.resumes, r.Header.Get("Last-Event-ID"))
+		u.resumed = append(u.resumed, time.Now())
 		id := u.pending
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -45,7 +48,11 @@ func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool
 	u.pending = string(id)
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
-	fmt.Fprint(w, "id: up-1\nretry: 80\ndata: \n\n")
+	retry := u.retry
+	if retry == 0 {
+		retry = 80
+	}
+	fmt.Fprintf(w, "id: up-1\nretry: %d\ndata: \n\n", retry)
 	return true // the stream ends here, before the response
 }
 
@@ -75,26 +82,30 @@ func agentExchange(t *testing.T, s *rawSession, method, body string, hdr map[str
 
 var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 
+// The upstream's streams of TestServerClosedStreamResumed and TestServerClosedStreamAgentNeverResumes
+// carry event ids from initialize on (an event store), so that the session's tools/calls run
+// detachable (serveToolsCall); TestServerClosedStreamFirstSeen is an upstream whose first ids
+// come on a tools/call's stream.
+
 // TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
-// priming event and gives the response on the resuming GET. The gate resumes it (one
-// tools/call upstream, the call EXECUTED, not INDETERMINATE); the agent's answer is a
-// resumable event stream (a priming event with an id of the gate's and the upstream's retry
-// field, then the events the resumption brought, the response last), and the agent's GET with
-// the priming event's Last-Event-ID gets the same rest again.
+// priming event and gives the response on the resuming GET. The gate mirrors the close: the
+// agent's answer is a resumable event stream holding the priming event (an id of the gate's
+// and the upstream's retry field) and nothing else, as the upstream's was. The gate resumes the
+// upstream's itself (one tools/call upstream, the call EXECUTED, not INDETERMINATE), and the
+// agent's GET with the priming event's Last-Event-ID gets the rest, the response last.
 func TestServerClosedStreamResumed(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
-	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 
 	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
-	first, after, _ := strings.Cut(body, "\n\n")
-	primingID, _ := strings.CutPrefix(first, "id: ")
-	primingID, retry, _ := strings.Cut(primingID, "\n")
+	priming := regexp.MustCompile(`^id: (g\S+)\nretry: 80\ndata: \n\n$`).FindStringSubmatch(body)
+	if status != http.StatusOK || ct != "text/event-stream" || priming == nil {
+		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, and the stream closed", status, ct, body)
+	}
+	primingID := priming[1]
 	want := regexp.MustCompile(`^id: \S+\nevent: message\ndata: \{"jsonrpc":"2.0","method":"notifications/message","params":\{"level":"info","data":"resumed"\}\}\n\n` +
 		`id: (\S+)\nevent: message\ndata: \{"jsonrpc":"2.0","id":5,"result":\{"content":\[\{"type":"text","text":"42"\}\]\}\}\n\n$`)
-	if status != http.StatusOK || ct != "text/event-stream" || !strings.HasPrefix(primingID, "g") || retry != "retry: 80\ndata: " || !want.MatchString(after) {
-		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, then the resumed events", status, ct, body)
-	}
 	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": primingID})
 	m := want.FindStringSubmatch(body)
 	if status != http.StatusOK || ct != "text/event-stream" || m == nil {
@@ -137,12 +148,18 @@ func TestRelayedStreamResumed(t *testing.T) {
 	if ct != "text/event-stream" || len(ids) != 1 || strings.Contains(body, `"result"`) {
 		t.Fatalf("the POST's answer: %s\n%s", ct, body)
 	}
+	time.Sleep(300 * time.Millisecond) // an agent slower than the retry: the gate resumes first
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
 	if !strings.Contains(body, `"id":"r1","result":{"content":[{"type":"text","text":"42"}]}`) {
 		t.Fatalf("the resuming GET:\n%s", body)
 	}
-	if d := time.Since(start); d < 80*time.Millisecond {
-		t.Errorf("the gate resumed after %s, before the upstream's retry of 80ms", d)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.resumed) != 1 {
+		t.Fatalf("the upstream's stream was resumed %d times, want 1", len(up.resumed))
+	}
+	if d := up.resumed[0].Sub(start); d < 80*time.Millisecond || d > 250*time.Millisecond {
+		t.Errorf("the gate resumed after %s, want the upstream's retry of 80ms (the agent came after 300ms)", d)
 	}
 }
 
@@ -253,5 +270,95 @@ func TestCancelledStreamNotResumed(t *testing.T) {
 	defer mu.Unlock()
 	if gets != 0 {
 		t.Errorf("the upstream got %d resuming GETs of a cancelled request, want 0", gets)
+	}
+}
+
+// TestServerClosedStreamAgentNeverResumes: the agent's stream of a tools/call is closed with
+// the upstream's and the agent never resumes it. The gate goes on reading the upstream's
+// resumed stream and records the outcome (EXECUTED, once); the same call again is answered
+// from the journal, not sent a second time.
+func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
+	s := newRawSession(t, f.endpoint())
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"once"}}}`
+	_, ct, body := agentExchange(t, s, http.MethodPost, fmt.Sprintf(call, 1), nil)
+	if ct != "text/event-stream" || strings.Contains(body, `"result"`) || len(eventID.FindAllString(body, -1)) != 1 {
+		t.Fatalf("the POST's answer: %s\n%s\nwant the priming event only", ct, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for statesIn(t, f)[journal.StateExecuted] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("journal: %v, want one EXECUTED", statesIn(t, f))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, _, body = agentExchange(t, s, http.MethodPost, fmt.Sprintf(call, 2), nil)
+	if !strings.Contains(body, `"id":2,"result":{"_meta":{"actgate.io/replayed":true},"content":[{"type":"text","text":"42"}]}`) {
+		t.Errorf("the same call again: %s, want the recorded result", body)
+	}
+	up.mu.Lock()
+	posts, resumes := up.posts, len(up.resumes)
+	up.mu.Unlock()
+	if posts != 1 || resumes != 1 {
+		t.Errorf("upstream: %d tools/call POSTs and %d resumptions, want 1 and 1", posts, resumes)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal: %v, want one EXECUTED and nothing else", got)
+	}
+}
+
+// TestServerClosedStreamFirstSeen: an upstream whose initialize answer carries no event ids
+// closes a tools/call's stream after a priming event. That first call ran on the handler's
+// goroutine (the hot path), so its agent stream stays open and carries the rest, the response
+// last; from then on the session's calls run detachable, and the next close is mirrored.
+func TestServerClosedStreamFirstSeen(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
+	s := newRawSession(t, f.endpoint())
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil)
+	if !strings.Contains(body, `"id":1,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the first call's answer:\n%s\nwant the stream kept open up to the response", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
+	ids := eventID.FindAllStringSubmatch(body, -1)
+	if strings.Contains(body, `"result"`) || len(ids) != 1 {
+		t.Fatalf("the second call's answer:\n%s\nwant the priming event only (the close mirrored)", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	if !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the resuming GET:\n%s", body)
+	}
+	up.mu.Lock()
+	posts := up.posts
+	up.mu.Unlock()
+	if got := statesIn(t, f); posts != 2 || got[journal.StateExecuted] != 2 || len(got) != 1 {
+		t.Errorf("upstream: %d tools/call POSTs, journal %v; want 2 and two EXECUTED", posts, got)
+	}
+}
+
+// TestServerClosedStreamResumedWithAgent: the upstream's retry field asks for 10 s before a
+// resumption; the agent, given the same field, resumes the gate's stream at once, and the gate
+// resumes the upstream's then, not 10 s later (the conformance reference server asks for 5 s,
+// and its suite's client waits 5 s for the response on its resuming GET).
+func TestServerClosedStreamResumedWithAgent(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool, retry: 10000}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
+	s := newRawSession(t, f.endpoint())
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
+	ids := eventID.FindAllStringSubmatch(body, -1)
+	if len(ids) != 1 || !strings.Contains(body, "retry: 10000\n") {
+		t.Fatalf("the POST's answer:\n%s\nwant the priming event with retry: 10000", body)
+	}
+	start := time.Now()
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
+	if !strings.Contains(body, `"id":3,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the resuming GET:\n%s", body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the response came %s after the agent resumed: the gate waited out the upstream's retry", d)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal: %v, want one EXECUTED", got)
 	}
 }

@@ -45,10 +45,13 @@ var errUndecodable = errors.New("mcpproxy: the upstream's answer is not a JSON-R
 const codeUnsupportedMethod = -31001
 
 // directVersion returns the protocol version of cs's session when a tools/call can be sent on
-// it by callDirect: a stateful session (it has an id) negotiated below 2026-07-28.
+// it by callDirect: a session initialized at a version below 2026-07-28. A session the
+// upstream gave no id (a server serving the 2025 revisions without sessions) is carried the
+// same way, its requests without Mcp-Session-Id, so that what the upstream sends on a call's
+// stream goes on the agent's answer stream of that call.
 func directVersion(cs *mcp.ClientSession) (string, bool) {
 	ir := cs.InitializeResult()
-	if ir == nil || cs.ID() == "" || ir.ProtocolVersion == "" || ir.ProtocolVersion >= versionStandardHeaders {
+	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= versionStandardHeaders {
 		return "", false
 	}
 	return ir.ProtocolVersion, true
@@ -178,7 +181,9 @@ func (b *bridge) post(ctx context.Context, sid, version string, body []byte) (*h
 	h := req.Header
 	h.Set("Content-Type", mediaJSON)
 	h.Set("Accept", "application/json, text/event-stream")
-	h.Set(headerSessionID, sid)
+	if sid != "" { // a sessionless upstream (directVersion)
+		h.Set(headerSessionID, sid)
+	}
 	h.Set(headerProtocolVersion, version)
 	return b.p.direct.Do(req)
 }
@@ -257,8 +262,8 @@ type streamState struct {
 // events without data) are skipped, as by the SDK client. When the upstream ends the stream
 // before the response after an event with an id (MCP streamable HTTP, resumability; SEP-1699
 // polling) and the agent did not cancel the request, the proxy resumes it as a client does: a
-// GET on the session with Last-Event-ID, after the stream's retry delay, and reads on until the
-// response; a resumption that fails ends the read with its error (the outcome of a dispatched
+// GET on the session with Last-Event-ID, after the stream's retry delay (or as soon as the agent
+// resumes the gate's stream, if sooner), and reads on until the response; a resumption that fails ends the read with its error (the outcome of a dispatched
 // call is then unknown).
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	var st streamState
@@ -271,13 +276,18 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 		if delay == 0 {
 			delay = defaultResumeDelay
 		}
-		agentStreamOf(ctx).upstreamClosed()
+		as := agentStreamOf(ctx)
+		as.upstreamClosed()
+		// The agent got the same retry field; its GET resuming the gate's stream ends the
+		// wait early, so that the upstream is resumed when the agent is.
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
+		case <-as.agentResumed():
+			t.Stop()
 		}
 		resp, gerr := b.resume(ctx, sid, version, st.lastID)
 		if gerr != nil {
@@ -303,7 +313,9 @@ func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http
 	}
 	h := req.Header
 	h.Set("Accept", mediaSSE)
-	h.Set(headerSessionID, sid)
+	if sid != "" {
+		h.Set(headerSessionID, sid)
+	}
 	h.Set(headerProtocolVersion, version)
 	h.Set(headerLastEventID, lastID)
 	resp, err := b.p.direct.Do(req)

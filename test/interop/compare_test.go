@@ -46,11 +46,9 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                              "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks); [input required] the gate's upstream session declares no client capabilities, so the elicitation tool refuses (-32021)",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).
-	"walk2/modern/2025-11-25/progress": "[progress, sessionless 2025 upstream] an upstream serving 2025-11-25 without sessions (the SDK's stateless fallback) is called through the SDK client session, whose notifications go to the agent's GET stream, not the call's answer stream",
 
 	// Conformance 0.2.0, 2025-11-25 requirements, against the reference server (0.1.16's copy).
 	"conformance-0.2.0/2025-11-25/reference/server-session-lifecycle": "[session] after DELETE the gate answers the ended session 404 (the gate's own session, as the spec says); the reference server answers 400",
-	"conformance-0.2.0/2025-11-25/reference/server-sse-polling":       "[event ids] a tools/call whose upstream closes its stream mid-call keeps the agent's stream open (the gate resumes upstream itself), so the disconnect-resume check sees no close (INFO, not SUCCESS)",
 }
 
 // row is one line of a comparison table.
