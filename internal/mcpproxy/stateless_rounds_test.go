@@ -24,6 +24,7 @@ import (
 type roundsUpstream struct {
 	srv      *httptest.Server
 	ran      atomic.Int32 // ticket_ask handler entries
+	regions  atomic.Int32 // ticket_region calls
 	finished atomic.Int32 // ticket_ask handlers that got every answer
 	mu       sync.Mutex
 	caps     []*mcp.ClientCapabilities // each session's declared capabilities
@@ -59,6 +60,12 @@ func newRoundsUpstream(t *testing.T) *roundsUpstream {
 				greeting = tc.Text
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v (%d roots)", greeting, el.Content["name"], len(roots.Roots))}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "ticket_region", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"}, "note": map[string]any{"type": "string"}}}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.regions.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
 	srv.AddPrompt(&mcp.Prompt{Name: "ask_prompt"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		el, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Context?", RequestedSchema: map[string]any{"type": "object"}})
@@ -399,4 +406,50 @@ func FuzzParseRoundMembers(f *testing.F) {
 			t.Fatalf("accepted %d responses", len(m))
 		}
 	})
+}
+
+// TestDeclaredParamHeaders: in front of a 2025 upstream, the gate learns from tools/list which
+// argument a tool's Mcp-Param-Region header copies (x-mcp-header) and refuses a call whose
+// header is missing, copies another argument or has no argument to copy (-32020,
+// EF_MCP_HEADER_MISMATCH); none of them reaches the upstream.
+func TestDeclaredParamHeaders(t *testing.T) {
+	u := newRoundsUpstream(t)
+	endpoint, _ := newRoundsGate(t, u, 10*time.Second)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	if status, m := post2026(t, endpoint, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+meta+`}}`,
+		map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}); status != http.StatusOK || m["result"] == nil {
+		t.Fatalf("tools/list: HTTP %d %v", status, m)
+	}
+	callRegion := func(args string, region string) (int, map[string]any) {
+		hdr := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_region"}
+		if region != "" {
+			hdr["Mcp-Param-Region"] = region
+		}
+		return post2026(t, endpoint, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_region","arguments":`+args+`,`+meta+`}}`, hdr)
+	}
+	for _, tc := range []struct{ what, args, region string }{
+		{"missing header", `{"region":"eu"}`, ""},
+		{"header copying another argument", `{"region":"eu","note":"us"}`, "us"},
+		{"header without its argument", `{"note":"eu"}`, "eu"},
+	} {
+		status, m := callRegion(tc.args, tc.region)
+		e, _ := m["error"].(map[string]any)
+		if status != http.StatusBadRequest || e["code"] != float64(-32020) || efOf(m) != "EF_MCP_HEADER_MISMATCH" {
+			t.Errorf("%s: HTTP %d %v, want 400 -32020", tc.what, status, m)
+		}
+	}
+	if u.regions.Load() != 0 {
+		t.Fatalf("a refused call reached the upstream %d times", u.regions.Load())
+	}
+	for i, region := range []string{"eu", "=?base64?ZXU=?="} {
+		if status, m := callRegion(fmt.Sprintf(`{"region":"eu","note":"n%d"}`, i), region); status != http.StatusOK || m["result"] == nil {
+			t.Fatalf("header %q: HTTP %d %v", region, status, m)
+		}
+	}
+	if status, m := callRegion(`{"note":"x"}`, ""); status != http.StatusOK || m["result"] == nil {
+		t.Fatalf("no region, no header: HTTP %d %v", status, m)
+	}
+	if u.regions.Load() != 3 {
+		t.Fatalf("upstream ran %d calls, want 3", u.regions.Load())
+	}
 }

@@ -48,6 +48,9 @@ type statelessState struct {
 	open     sync.Mutex // one upstream initialize at a time
 	// held are the requests awaiting the agent's input (stateless_rounds.go).
 	held heldTable
+	// paramHeaders are the Mcp-Param-* headers each tool's inputSchema declares (x-mcp-header),
+	// learnt from the upstream's tools/list results: tool → canonical header → argument.
+	paramHeaders map[string]map[string]string
 }
 
 // maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
@@ -152,6 +155,9 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	var perr *statelessError
 	if sr.req.Method == methodCallTool {
 		perr = checkParamHeaders(r.Header, sr)
+		if perr == nil {
+			perr = p.checkDeclaredParams(r.Header, sr)
+		}
 	}
 	call := func(ctx context.Context) (*jsonrpc.Response, int) {
 		if sr.req.Method == methodCallTool {
@@ -420,6 +426,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	if sr.req.Method == methodListTools && resp.Error == nil {
+		p.learnParamHeaders(resp.Result)
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
