@@ -150,25 +150,43 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	stream := &agentStream{w: w, lazy: true}
 	defer stream.finish()
 	ctx = withAgentStream(ctx, stream)
+	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
+	out, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: response could not be encoded"}})
+	}
+	if status != http.StatusOK && !stream.isStarted() {
+		writeRaw(w, status, out)
+		return true
+	}
+	stream.answer(out)
+	return true
+}
+
+// statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
+// the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
+// toward a stateful upstream, the call or relay toward a stateless one.
+func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *statelessError
 	if sr.req.Method == methodCallTool {
-		perr = checkParamHeaders(r.Header, sr)
+		perr = checkParamHeaders(hdr, sr)
 		if perr == nil {
-			perr = p.checkDeclaredParams(r.Header, sr)
+			perr = p.checkDeclaredParams(hdr, sr)
 		}
 	}
 	call := func(ctx context.Context) (*jsonrpc.Response, int) {
 		if sr.req.Method == methodCallTool {
 			var refused slRefusal
-			resp := p.statelessCall(ctx, mode, agent, r.Header, sr, &refused)
+			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
 			if resp.Error != nil && refused.get() != nil {
 				return resp, int(refused.status.Load()) // the upstream's refusal, as it answered it
 			}
 			return resp, http.StatusOK
 		}
-		return p.statelessRelay(ctx, mode, agent, r.Header, sr)
+		return p.statelessRelay(ctx, mode, agent, hdr, sr)
 	}
 	_, continues := sr.params["requestState"]
 	switch {
@@ -188,17 +206,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		resp, status = call(ctx)
 	}
-	out, err := jsonrpc.EncodeMessage(resp)
-	if err != nil {
-		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
-		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: response could not be encoded"}})
-	}
-	if status != http.StatusOK && !stream.isStarted() {
-		writeRaw(w, status, out)
-		return true
-	}
-	stream.answer(out)
-	return true
+	return resp, status
 }
 
 func writeRaw(w http.ResponseWriter, status int, out []byte) {
@@ -322,8 +330,9 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 			// whichever agent request waits on it now.
 			hc.send(heldEvent{start: true})
 			answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-				if m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params) {
-					hc.send(heldEvent{msg: m})
+				if (m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
+					// No agent request can answer it any more: a 2025 server waits for an answer.
+					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
 				}
 			})
 			return answer, resp.StatusCode, err
