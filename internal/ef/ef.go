@@ -92,6 +92,15 @@ const (
 	// as the gate allows; the task-augmented call was not invoked. Fetch the results of the
 	// running ones (tasks/result) or let them end.
 	EFTaskLimit EFCode = "EF_TASK_LIMIT"
+	// EFInputLimit — as many of the agent's MCP 2026-07-28 requests await its input (an
+	// input_required round of a 2025 upstream's request) as the gate holds; the request was not
+	// decided or sent. Answer or abandon the waiting ones.
+	EFInputLimit EFCode = "EF_INPUT_LIMIT"
+	// EFContinuationInvalid — an MCP 2026-07-28 continuation's requestState is not one the gate
+	// issued for a request awaiting this agent's input in this round (tampered, expired,
+	// answered, another agent's), or the continuation's method, name or arguments differ from
+	// the request it continues; nothing was delivered, decided or dispatched.
+	EFContinuationInvalid EFCode = "EF_CONTINUATION_INVALID"
 )
 
 // Info describes one code.
@@ -133,6 +142,8 @@ func all() []Info {
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},
 		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session; the call was not invoked.", false, true},
+		{EFInputLimit, "Too many requests of this agent await its input; the request was not decided or sent.", false, true},
+		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
 	}
 }
 

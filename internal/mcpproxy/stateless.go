@@ -223,8 +223,8 @@ func checkSingle(h http.Header, header, want string) *statelessError {
 // argument, for servers that route on it) to name a value the call's arguments carry: the gate
 // decides on the arguments, so a header must be a copy of something it decided on, never a
 // second value the server might act on. A header that does not decode, or whose value is none
-// of the arguments' strings, numbers or booleans, is refused as a header mismatch; the server
-// checks which argument each header copies (the tool's x-mcp-header).
+// of the arguments' strings, numbers or booleans, is refused as a header mismatch. Which
+// argument each header copies (the tool's x-mcp-header) is checkDeclaredParams's.
 func checkParamHeaders(h http.Header, sr *statelessRequest) *statelessError {
 	var values map[string]bool
 	for k, vs := range h {
@@ -474,4 +474,100 @@ func resultTypeOf(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &r)
 	return r.ResultType
+}
+
+// maxLearntTools bounds the tools whose x-mcp-header mappings the proxy keeps.
+const maxLearntTools = 4096
+
+// learnParamHeaders records, from an upstream's tools/list result, which argument each tool's
+// Mcp-Param-* headers copy (a top-level inputSchema property's x-mcp-header, SEP-2243). Pages
+// add to what is known; a tool listed again is replaced.
+func (p *Proxy) learnParamHeaders(result json.RawMessage) {
+	var list struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			InputSchema struct {
+				Properties map[string]struct {
+					Header string `json:"x-mcp-header"`
+				} `json:"properties"`
+			} `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &list) != nil {
+		return
+	}
+	p.sl.mu.Lock()
+	defer p.sl.mu.Unlock()
+	for _, t := range list.Tools {
+		var m map[string]string
+		for arg, prop := range t.InputSchema.Properties {
+			if prop.Header == "" {
+				continue
+			}
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[http.CanonicalHeaderKey(headerParamPrefix+prop.Header)] = arg
+		}
+		_, known := p.sl.paramHeaders[t.Name]
+		if m == nil {
+			if known {
+				delete(p.sl.paramHeaders, t.Name)
+			}
+			continue
+		}
+		if !known && len(p.sl.paramHeaders) >= maxLearntTools {
+			continue
+		}
+		if p.sl.paramHeaders == nil {
+			p.sl.paramHeaders = map[string]map[string]string{}
+		}
+		p.sl.paramHeaders[t.Name] = m
+	}
+}
+
+// checkDeclaredParams requires, for a tools/call of a tool whose x-mcp-header mappings the proxy
+// learnt, that each mapped argument the call carries (a string, number or boolean) comes with
+// its Mcp-Param-* header, once, copying exactly that argument, and that no mapped header comes
+// without its argument: the gate decides on the arguments, and a server or intermediary that
+// routes on a header must see the same value. A 2025 upstream never sees the headers; the check
+// is the same for both revisions.
+func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statelessError {
+	p.sl.mu.Lock()
+	m := p.sl.paramHeaders[sr.name]
+	p.sl.mu.Unlock()
+	if len(m) == 0 {
+		return nil
+	}
+	var args map[string]json.RawMessage
+	_ = json.Unmarshal(sr.params["arguments"], &args)
+	for header, arg := range m {
+		vs := h.Values(header)
+		want, ok := headerForm(args[arg])
+		switch {
+		case !ok && len(vs) == 0:
+			continue
+		case !ok:
+			return headerMismatch("the %s header copies no argument of the call", clip(header, 64))
+		case len(vs) != 1:
+			return headerMismatch("the %s header must appear once with the call's %q argument", clip(header, 64), clip(arg, 64))
+		}
+		got, valid := decodeHeader(strings.TrimSpace(vs[0]))
+		if !valid || !want[got] {
+			return headerMismatch("the %s header does not match the call's %q argument", clip(header, 64), clip(arg, 64))
+		}
+	}
+	return nil
+}
+
+// headerForm are the ways an Mcp-Param header writes the argument raw (a string as is, a
+// number as written or in its shortest form, a boolean as true/false); ok is false for an
+// absent, null or structured argument, which no header copies.
+func headerForm(raw json.RawMessage) (map[string]bool, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] == '{' || raw[0] == '[' || bytes.Equal(raw, []byte("null")) {
+		return nil, false
+	}
+	out := argumentValues(raw)
+	return out, len(out) > 0
 }

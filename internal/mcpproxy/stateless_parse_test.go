@@ -180,12 +180,15 @@ func TestCheckParamHeaders(t *testing.T) {
 	}
 }
 
+var fuzzKey = []byte("0123456789abcdef0123456789abcdef")
+
 func FuzzParseStateless(f *testing.F) {
 	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+meta2026+`}}`)
 	f.Add("resources/read", "file:///a", `{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"file:///a",`+meta2026+`}}`)
 	f.Add("tools/list", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`)
 	f.Add("tools/call", "us", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"us","arguments":{"r":"us","n":[1e2,true]},`+meta2026+`}}`)
 	f.Add("notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	f.Add("tools/call", "t", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"r":"x"},"requestState":"ag1.e30.AAAA","inputResponses":{"r1-1":{}},`+meta2026+`}}`)
 	f.Fuzz(func(t *testing.T, method, name, body string) {
 		h := hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method)
 		if name != "" {
@@ -211,6 +214,19 @@ func FuzzParseStateless(f *testing.F) {
 			}
 		} else if perr.err.Code != codeHeaderMismatch {
 			t.Fatalf("Mcp-Param refusal with code %d", perr.err.Code)
+		}
+		// The continuation members and the learnt x-mcp-header mapping of tool "t" (its
+		// "r" argument in Mcp-Param-X): refused or accepted, never a panic.
+		if c, err := parseState(fuzzKey, sr.params["requestState"]); err == nil && c.Call == "" {
+			t.Fatalf("accepted a requestState naming no call")
+		}
+		if m, err := parseInputResponses(sr.params["inputResponses"]); err == nil && len(m) > maxInputRequests {
+			t.Fatalf("accepted %d inputResponses", len(m))
+		}
+		lp := &Proxy{}
+		lp.sl.paramHeaders = map[string]map[string]string{"t": {"Mcp-Param-X": "r"}}
+		if perr := lp.checkDeclaredParams(ph, sr); perr != nil && perr.err.Code != codeHeaderMismatch {
+			t.Fatalf("declared Mcp-Param refusal with code %d", perr.err.Code)
 		}
 		if nameMember(sr.req.Method) != "" {
 			if dec, _ := decodeHeader(name); dec != sr.name {

@@ -41,14 +41,52 @@ type statelessState struct {
 	// sessions are the upstream sessions of a stateful upstream, by agent. Agents are the
 	// configured ones (Config.Agents authenticates them), so the map is bounded by the
 	// configuration, not by anything an agent sends.
+	// sessions are keyed by agent and the client capabilities the agent's requests declare
+	// (sessionKey): a 2025 upstream learns a client's capabilities once, at initialize. At most
+	// maxSessionsPerAgent per agent.
 	sessions map[string]*upstreamSession
 	open     sync.Mutex // one upstream initialize at a time
+	// held are the requests awaiting the agent's input (stateless_rounds.go).
+	held heldTable
+	// paramHeaders are the Mcp-Param-* headers each tool's inputSchema declares (x-mcp-header),
+	// learnt from the upstream's tools/list results: tool → canonical header → argument.
+	paramHeaders map[string]map[string]string
 }
+
+// maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
+// open; beyond it the least recently opened one is closed.
+const maxSessionsPerAgent = 4
 
 // upstreamSession is a stateful upstream's session held for one agent's 2026-07-28 requests.
 type upstreamSession struct {
 	id, version string
 	init        json.RawMessage // the upstream's initialize result
+	agent, key  string
+	opened      uint64 // order of opening, for the per-agent bound
+}
+
+// sessionCaps are the client capabilities a 2026-07-28 request declares
+// (_meta["io.modelcontextprotocol/clientCapabilities"]) in canonical form, "{}" when absent or
+// not canonicalizable: the capabilities its upstream session declares at initialize.
+func sessionCaps(sr *statelessRequest) string {
+	var meta map[string]json.RawMessage
+	if sr == nil || json.Unmarshal(sr.params["_meta"], &meta) != nil {
+		return "{}"
+	}
+	raw := meta[metaClientCapabilities]
+	if !isJSONObject(raw) {
+		return "{}"
+	}
+	canon, err := jcs.Canonicalize(raw, jcs.Full)
+	if err != nil {
+		return "{}"
+	}
+	return string(canon)
+}
+
+// sessionKey names an agent's upstream session for the capabilities caps.
+func sessionKey(agent, caps string) string {
+	return agent + "\x00" + caps
 }
 
 // statelessUpstreamVersion is the stateful version the proxy opens upstream sessions with for
@@ -112,30 +150,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	stream := &agentStream{w: w, lazy: true}
 	defer stream.finish()
 	ctx = withAgentStream(ctx, stream)
-	var resp *jsonrpc.Response
-	status := http.StatusOK
-	var perr *statelessError
-	if sr.req.Method == methodCallTool {
-		perr = checkParamHeaders(r.Header, sr)
-	}
-	switch {
-	case perr != nil:
-		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
-	case sr.req.Method == methodCallTool:
-		var refused slRefusal
-		resp = p.statelessCall(ctx, mode, agent, r.Header, sr, &refused)
-		if resp.Error != nil && refused.get() != nil {
-			status = int(refused.status.Load()) // the upstream's refusal, as it answered it
-		}
-	case sr.req.Method == methodDiscover && mode == modeStateful:
-		resp = p.statelessDiscover(ctx, agent, sr)
-	case mode == modeStateful && removedStateless[sr.req.Method]:
-		e := methodNotFound(sr.req.Method)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
-	default:
-		resp, status = p.statelessRelay(ctx, mode, agent, r.Header, sr)
-	}
+	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
@@ -147,6 +162,51 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	stream.answer(out)
 	return true
+}
+
+// statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
+// the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
+// toward a stateful upstream, the call or relay toward a stateless one.
+func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+	var resp *jsonrpc.Response
+	status := http.StatusOK
+	var perr *statelessError
+	if sr.req.Method == methodCallTool {
+		perr = checkParamHeaders(hdr, sr)
+		if perr == nil {
+			perr = p.checkDeclaredParams(hdr, sr)
+		}
+	}
+	call := func(ctx context.Context) (*jsonrpc.Response, int) {
+		if sr.req.Method == methodCallTool {
+			var refused slRefusal
+			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
+			if resp.Error != nil && refused.get() != nil {
+				return resp, int(refused.status.Load()) // the upstream's refusal, as it answered it
+			}
+			return resp, http.StatusOK
+		}
+		return p.statelessRelay(ctx, mode, agent, hdr, sr)
+	}
+	_, continues := sr.params["requestState"]
+	switch {
+	case perr != nil:
+		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
+		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
+	case sr.req.Method == methodDiscover && mode == modeStateful:
+		resp = p.statelessDiscover(ctx, agent, sr)
+	case mode == modeStateful && removedStateless[sr.req.Method]:
+		e := methodNotFound(sr.req.Method)
+		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
+	case mode == modeStateful && continues:
+		// A stateful upstream returns no requestState: this one continues a round of the gate's.
+		resp, status = p.continueHeld(ctx, agent, sr, stream)
+	case mode == modeStateful:
+		resp, status = p.startHeld(ctx, agent, sr, stream, call)
+	default:
+		resp, status = call(ctx)
+	}
+	return resp, status
 }
 
 func writeRaw(w http.ResponseWriter, status int, out []byte) {
@@ -265,6 +325,18 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, &statusError{resp.StatusCode}
 	case mt == mediaSSE:
+		if hc := heldOf(ctx); hc != nil {
+			// A held exchange: the upstream's messages, its requests for input included, go to
+			// whichever agent request waits on it now.
+			hc.send(heldEvent{start: true})
+			answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
+				if (m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
+					// No agent request can answer it any more: a 2025 server waits for an answer.
+					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
+				}
+			})
+			return answer, resp.StatusCode, err
+		}
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
@@ -318,12 +390,15 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		return p.slExchange(ctx, h, body, sr.req.ID)
 	}
 	for try := 0; ; try++ {
-		s, err := p.upstreamSession(ctx, agent)
+		s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 		if err != nil {
 			return nil, 0, err
 		}
+		if hc := heldOf(ctx); hc != nil {
+			hc.setSession(s)
+		}
 		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(params)})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(withoutRoundMembers(params))})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -334,7 +409,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		sh.Set(headerProtocolVersion, s.version)
 		resp, status, err := p.slExchange(withLogLevel(ctx, sr), sh, body, upID)
 		if status == http.StatusNotFound {
-			p.dropUpstreamSession(agent, s)
+			p.dropUpstreamSession(s)
 			if retry && try == 0 {
 				continue
 			}
@@ -360,6 +435,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	if sr.req.Method == methodListTools && resp.Error == nil {
+		p.learnParamHeaders(resp.Result)
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
@@ -379,23 +455,35 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 // not open a session).
 func (p *Proxy) statelessNotify(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) {
 	h := statelessHeaders(hdr, sr, false)
-	if mode == modeStateful {
-		p.sl.mu.Lock()
-		s := p.sl.sessions[agent]
-		p.sl.mu.Unlock()
-		if s == nil {
-			return
-		}
-		h = http.Header{}
-		if s.id != "" {
-			h.Set(headerSessionID, s.id)
-		}
-		h.Set(headerProtocolVersion, s.version)
-	}
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: sr.req.Method, Params: sr.req.Params})
 	if err != nil {
 		return
 	}
+	if mode == modeStateful {
+		// Every upstream session of the agent hears it (one per set of capabilities).
+		var ss []*upstreamSession
+		p.sl.mu.Lock()
+		for _, s := range p.sl.sessions {
+			if s.agent == agent {
+				ss = append(ss, s)
+			}
+		}
+		p.sl.mu.Unlock()
+		for _, s := range ss {
+			h := http.Header{}
+			if s.id != "" {
+				h.Set(headerSessionID, s.id)
+			}
+			h.Set(headerProtocolVersion, s.version)
+			p.postNotification(ctx, h, sr, body)
+		}
+		return
+	}
+	p.postNotification(ctx, h, sr, body)
+}
+
+// postNotification POSTs one notification upstream with the headers h.
+func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statelessRequest, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -421,7 +509,7 @@ func (p *Proxy) statelessNotify(ctx context.Context, mode upstreamMode, agent st
 // result: its capabilities, instructions and serverInfo, and the sessionless versions the
 // gate speaks.
 func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statelessRequest) *jsonrpc.Response {
-	s, err := p.upstreamSession(ctx, agent)
+	s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 	if err != nil {
 		p.log.Info("Upstream session not opened", "error", err.Error())
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}
@@ -451,12 +539,14 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(methodDiscover, raw)}
 }
 
-// upstreamSession returns the agent's upstream session of a stateful upstream, opening it
-// (initialize at statelessUpstreamVersion with no client capabilities, then
-// notifications/initialized) if there is none.
-func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSession, error) {
+// upstreamSession returns the agent's upstream session of a stateful upstream for the client
+// capabilities caps (canonical JSON), opening it (initialize at statelessUpstreamVersion
+// declaring caps, then notifications/initialized) if there is none. Opening one beyond
+// maxSessionsPerAgent closes the agent's oldest.
+func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstreamSession, error) {
+	key := sessionKey(agent, caps)
 	p.sl.mu.Lock()
-	s := p.sl.sessions[agent]
+	s := p.sl.sessions[key]
 	p.sl.mu.Unlock()
 	if s != nil {
 		return s, nil
@@ -464,7 +554,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	p.sl.open.Lock()
 	defer p.sl.open.Unlock()
 	p.sl.mu.Lock()
-	s = p.sl.sessions[agent]
+	s = p.sl.sessions[key]
 	p.sl.mu.Unlock()
 	if s != nil {
 		return s, nil
@@ -472,7 +562,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
 	defer cancel()
 	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion)
+	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion, caps)
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodInitialize, Params: json.RawMessage(params)})
 	if err != nil {
 		return nil, err
@@ -512,7 +602,8 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	if json.Unmarshal(answer.Result, &init) != nil || !statefulVersions[init.ProtocolVersion] {
 		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
 	}
-	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result}
+	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result,
+		agent: agent, key: key, opened: callSeq.Add(1)}
 	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
 	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
 	if err != nil {
@@ -534,18 +625,38 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent string) (*upstreamSes
 	if p.sl.sessions == nil {
 		p.sl.sessions = make(map[string]*upstreamSession)
 	}
-	p.sl.sessions[agent] = s
+	p.sl.sessions[key] = s
+	var oldest *upstreamSession
+	n := 0
+	for _, o := range p.sl.sessions {
+		if o.agent == agent {
+			n++
+			if oldest == nil || o.opened < oldest.opened {
+				oldest = o
+			}
+		}
+	}
+	if n <= maxSessionsPerAgent {
+		oldest = nil
+	} else {
+		delete(p.sl.sessions, oldest.key)
+	}
 	p.sl.mu.Unlock()
+	if oldest != nil {
+		p.log.Info("Upstream session of a 2026-07-28 agent closed: the agent's requests declare more sets of client capabilities than the gate holds sessions for",
+			"upstreamSession", oldest.id, "limit", maxSessionsPerAgent)
+		p.deleteUpstreamSessions([]*upstreamSession{oldest})
+	}
 	return s, nil
 }
 
 // dropUpstreamSession forgets s if it is still the agent's session (the upstream answered 404:
 // it is gone); the next request opens a new one.
-func (p *Proxy) dropUpstreamSession(agent string, s *upstreamSession) {
+func (p *Proxy) dropUpstreamSession(s *upstreamSession) {
 	p.sl.mu.Lock()
-	current := p.sl.sessions[agent] == s
+	current := p.sl.sessions[s.key] == s
 	if current {
-		delete(p.sl.sessions, agent)
+		delete(p.sl.sessions, s.key)
 	}
 	p.sl.mu.Unlock()
 	if current {
@@ -560,6 +671,18 @@ func (p *Proxy) closeStateless() {
 	ss := p.sl.sessions
 	p.sl.sessions = nil
 	p.sl.mu.Unlock()
+	for _, hc := range p.sl.held.closeAll() {
+		p.abandonWaiting(hc)
+	}
+	list := make([]*upstreamSession, 0, len(ss))
+	for _, s := range ss {
+		list = append(list, s)
+	}
+	p.deleteUpstreamSessions(list)
+}
+
+// deleteUpstreamSessions DELETEs each session upstream in the background.
+func (p *Proxy) deleteUpstreamSessions(ss []*upstreamSession) {
 	for _, s := range ss {
 		if s.id == "" {
 			continue
@@ -709,6 +832,9 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		if args == nil {
 			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
 		}
+		if hc := heldOf(ctx); hc != nil {
+			hc.setOperation(operationID)
+		}
 		params := make(map[string]json.RawMessage, len(sr.params)+1)
 		for k, v := range sr.params {
 			params[k] = v
@@ -780,6 +906,28 @@ func safeRPC(err error) string {
 		return "JSON-RPC error " + strconv.FormatInt(werr.Code, 10)
 	}
 	return "an error"
+}
+
+// withoutRoundMembers returns params without requestState and inputResponses, the
+// 2026-07-28 members a stateful upstream does not know: its requests for input are answered on
+// its session (stateless_rounds.go).
+func withoutRoundMembers(params json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil || m == nil {
+		return params
+	}
+	_, rs := m["requestState"]
+	_, ir := m["inputResponses"]
+	if !rs && !ir {
+		return params
+	}
+	delete(m, "requestState")
+	delete(m, "inputResponses")
+	out, err := marshalNoEscape(m)
+	if err != nil {
+		return params
+	}
+	return out
 }
 
 // withoutRevisionMeta returns params without the 2026-07-28 per-request _meta members

@@ -1,0 +1,627 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/logfield"
+)
+
+// Input-required rounds in front of a stateful upstream (docs/architecture.md "Input-required
+// rounds toward a 2025 upstream"). A 2025 server asks its client for input with requests during
+// a call (elicitation/create, sampling/createMessage, roots/list); a 2026-07-28 agent is asked
+// with an input_required result and answers by repeating the request with inputResponses and
+// the result's requestState. The gate holds the upstream exchange in memory (a heldCall) while
+// the agent answers: the agent's repeat continues the same exchange, so a tools/call is
+// dispatched once and the upstream's final answer is its outcome.
+const (
+	// maxHeldPerAgent bounds the exchanges held for one agent awaiting its input.
+	maxHeldPerAgent = 8
+	// maxInputRequests bounds the upstream requests one round collects (and so the
+	// inputResponses a continuation may carry).
+	maxInputRequests = 16
+	// maxRequestState bounds the requestState a continuation may carry.
+	maxRequestState = 512
+	// heldEvents is the buffer between an upstream exchange and the agent's request waiting on
+	// it.
+	heldEvents = 64
+	// stateTag opens every requestState the gate mints.
+	stateTag = "ag1."
+)
+
+// heldEvent is one thing an upstream exchange gives the agent's waiting request: a message of
+// the upstream (a notification to relay or a request needing the agent's input), the start of
+// its event stream, or the final answer.
+type heldEvent struct {
+	msg    *jsonrpc.Request
+	start  bool
+	final  *jsonrpc.Response
+	status int
+}
+
+// heldCall is one upstream exchange of a 2026-07-28 agent's request on a stateful upstream
+// session, which may outlive the agent's request while the agent answers the upstream's
+// requests.
+type heldCall struct {
+	id      string // random; names the call in its requestState
+	agent   string
+	method  string
+	binding [32]byte // digest of the request's params without its revision members
+	events  chan heldEvent
+	ctx     context.Context // ends when the exchange is over or its lifetime is
+	cancel  context.CancelFunc
+
+	mu         sync.Mutex
+	session    *upstreamSession
+	operation  string
+	round      int
+	busy       bool                  // an agent request is waiting on the call
+	waiting    map[string]jsonrpc.ID // the current round's inputRequests keys → upstream request ids
+	requests   map[string]json.RawMessage
+	registered bool
+}
+
+type heldKey struct{}
+
+// withHeld returns ctx carrying hc, which the upstream exchange under it reports to.
+func withHeld(ctx context.Context, hc *heldCall) context.Context {
+	return context.WithValue(ctx, heldKey{}, hc)
+}
+
+func heldOf(ctx context.Context) *heldCall {
+	hc, _ := ctx.Value(heldKey{}).(*heldCall)
+	return hc
+}
+
+// send gives ev to the waiting agent request; false when the call's lifetime is over.
+func (hc *heldCall) send(ev heldEvent) bool {
+	select {
+	case hc.events <- ev:
+		return true
+	case <-hc.ctx.Done():
+		return false
+	}
+}
+
+func (hc *heldCall) setSession(s *upstreamSession) {
+	hc.mu.Lock()
+	hc.session = s
+	hc.mu.Unlock()
+}
+
+func (hc *heldCall) setOperation(op string) {
+	hc.mu.Lock()
+	hc.operation = op
+	hc.mu.Unlock()
+}
+
+// requestBinding is the digest a continuation must repeat: the request's method and params
+// without _meta, requestState and inputResponses (for a tools/call, its name and arguments), in
+// canonical form, so that one approval never continues with other arguments.
+func requestBinding(sr *statelessRequest) ([32]byte, bool) {
+	m := make(map[string]json.RawMessage, len(sr.params))
+	for k, v := range sr.params {
+		switch k {
+		case "_meta", "requestState", "inputResponses":
+			continue
+		}
+		m[k] = v
+	}
+	raw, err := marshalNoEscape(m)
+	if err != nil {
+		return [32]byte{}, false
+	}
+	canon, err := jcs.Canonicalize(raw, jcs.Full)
+	if err != nil {
+		return [32]byte{}, false
+	}
+	h := sha256.New()
+	h.Write([]byte(sr.req.Method))
+	h.Write([]byte{0})
+	h.Write(canon)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out, true
+}
+
+// heldTable holds the calls awaiting an agent's input, by id.
+type heldTable struct {
+	once  sync.Once
+	key   []byte // the requestState MAC key, random per proxy
+	mu    sync.Mutex
+	calls map[string]*heldCall
+}
+
+func (t *heldTable) macKey() []byte {
+	t.once.Do(func() {
+		t.key = make([]byte, 32)
+		if _, err := rand.Read(t.key); err != nil {
+			panic("mcpproxy: no randomness for the requestState key: " + err.Error())
+		}
+	})
+	return t.key
+}
+
+// countLocked is the number of calls held for agent.
+func (t *heldTable) countLocked(agent string) int {
+	n := 0
+	for _, hc := range t.calls {
+		if hc.agent == agent {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *heldTable) full(agent string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.countLocked(agent) >= maxHeldPerAgent
+}
+
+// register adds hc; false when the agent already has maxHeldPerAgent held.
+func (t *heldTable) register(hc *heldCall) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.calls[hc.id] == hc {
+		return true
+	}
+	if t.countLocked(hc.agent) >= maxHeldPerAgent {
+		return false
+	}
+	if t.calls == nil {
+		t.calls = make(map[string]*heldCall)
+	}
+	t.calls[hc.id] = hc
+	return true
+}
+
+func (t *heldTable) drop(hc *heldCall) {
+	t.mu.Lock()
+	if t.calls[hc.id] == hc {
+		delete(t.calls, hc.id)
+	}
+	t.mu.Unlock()
+}
+
+func (t *heldTable) get(id string) *heldCall {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls[id]
+}
+
+// closeAll ends every held call (the proxy closes), returning them.
+func (t *heldTable) closeAll() []*heldCall {
+	t.mu.Lock()
+	calls := t.calls
+	t.calls = nil
+	t.mu.Unlock()
+	out := make([]*heldCall, 0, len(calls))
+	for _, hc := range calls {
+		hc.cancel()
+		out = append(out, hc)
+	}
+	return out
+}
+
+// stateClaims are what a requestState the gate mints says, under its MAC.
+type stateClaims struct {
+	Call    string `json:"c"`
+	Round   int    `json:"r"`
+	Expires int64  `json:"x"`
+	// Bound is a digest of the agent, the server, the request's binding, the operation id of a
+	// dispatched tools/call and the round's pending upstream request ids.
+	Bound string `json:"b"`
+}
+
+func (p *Proxy) stateBound(hc *heldCall, round int, waiting map[string]jsonrpc.ID, operation string) string {
+	keys := make([]string, 0, len(waiting))
+	for k := range waiting {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, s := range []string{hc.agent, p.cfg.Server, hc.method, hex.EncodeToString(hc.binding[:]), operation, strconv.Itoa(round)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	for _, k := range keys {
+		id, _ := json.Marshal(waiting[k].Raw())
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(id)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// mintState is the requestState of hc's current round.
+func (p *Proxy) mintState(c stateClaims) string {
+	payload, _ := json.Marshal(c)
+	mac := hmac.New(sha256.New, p.sl.held.macKey())
+	mac.Write([]byte(stateTag))
+	mac.Write(payload)
+	return stateTag + base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// errState is why a requestState is refused: it is not one the gate minted, or names no call
+// held now.
+type errState string
+
+func (e errState) Error() string { return string(e) }
+
+// parseState verifies a requestState's MAC and returns its claims; it checks nothing else.
+func parseState(key []byte, raw json.RawMessage) (stateClaims, error) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return stateClaims{}, errState("requestState must be a string")
+	}
+	if len(s) > maxRequestState {
+		return stateClaims{}, errState("requestState is longer than " + strconv.Itoa(maxRequestState) + " bytes")
+	}
+	body, ok := strings.CutPrefix(s, stateTag)
+	if !ok {
+		return stateClaims{}, errState("requestState was not issued by this gate")
+	}
+	enc, sig, ok := strings.Cut(body, ".")
+	if !ok {
+		return stateClaims{}, errState("requestState is malformed")
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(enc)
+	got, err2 := base64.RawURLEncoding.DecodeString(sig)
+	if err1 != nil || err2 != nil {
+		return stateClaims{}, errState("requestState is malformed")
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(stateTag))
+	mac.Write(payload)
+	if !hmac.Equal(got, mac.Sum(nil)[:16]) {
+		return stateClaims{}, errState("requestState fails verification")
+	}
+	var c stateClaims
+	if json.Unmarshal(payload, &c) != nil || c.Call == "" {
+		return stateClaims{}, errState("requestState is malformed")
+	}
+	return c, nil
+}
+
+// parseInputResponses reads a continuation's inputResponses: an object of at most
+// maxInputRequests members, each an object (the agent's result for one input request).
+func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if !isJSONObject(raw) {
+		return nil, errState("inputResponses must be an object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errState("inputResponses must be an object")
+	}
+	if len(m) > maxInputRequests {
+		return nil, errState("inputResponses has more than " + strconv.Itoa(maxInputRequests) + " members")
+	}
+	for k, v := range m {
+		if !isJSONObject(v) {
+			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", clip(k, 64)))
+		}
+	}
+	return m, nil
+}
+
+// continuationRefused is the answer to a continuation the gate does not continue: nothing is
+// delivered upstream, nothing is decided or dispatched.
+func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Response, int) {
+	data, _ := json.Marshal(map[string]string{MetaEFCode: string(code)})
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
+}
+
+// startHeld runs compute (one request's exchange with the stateful upstream) under a held call
+// and answers the agent's request with its first round or its final answer.
+func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream,
+	compute func(context.Context) (*jsonrpc.Response, int),
+) (*jsonrpc.Response, int) {
+	binding, ok := requestBinding(sr)
+	if !ok {
+		// Params that cannot be canonicalized cannot be bound to a continuation: the exchange
+		// runs without rounds.
+		return compute(ctx)
+	}
+	if p.sl.held.full(agent) {
+		return continuationRefused(sr.req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
+	}
+	var idb [16]byte
+	_, _ = rand.Read(idb[:])
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout+p.cfg.ConnectTimeout)
+	hc := &heldCall{
+		id: hex.EncodeToString(idb[:]), agent: agent, method: sr.req.Method, binding: binding,
+		events: make(chan heldEvent, heldEvents), ctx: hctx, cancel: cancel, busy: true,
+	}
+	go func() {
+		resp, status := compute(withHeld(hctx, hc))
+		// The exchange is over: requests of the upstream still unanswered never will be.
+		p.abandonWaiting(hc)
+		hc.send(heldEvent{final: resp, status: status})
+	}()
+	context.AfterFunc(hctx, func() {
+		p.sl.held.drop(hc)
+		p.abandonWaiting(hc)
+	})
+	return p.awaitHeld(ctx, hc, sr, stream)
+}
+
+// awaitHeld waits for hc's next round or final answer, relaying the upstream's notifications
+// on the agent's stream meanwhile.
+func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+	for {
+		var ev heldEvent
+		select {
+		case ev = <-hc.events:
+		case <-hc.ctx.Done():
+			p.sl.held.drop(hc)
+			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+		case <-ctx.Done():
+			// The agent went away. A held call stays for its continuation; one never held ends
+			// with the agent's request (a dispatched tools/call still runs to its own bound).
+			hc.mu.Lock()
+			hc.busy = false
+			held := hc.registered
+			hc.mu.Unlock()
+			if !held {
+				hc.cancel()
+			}
+			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+		}
+		switch {
+		case ev.final != nil:
+			hc.cancel()
+			p.sl.held.drop(hc)
+			ev.final.ID = sr.req.ID
+			if ev.status == 0 {
+				ev.status = http.StatusOK
+			}
+			return ev.final, ev.status
+		case ev.start:
+			stream.start()
+		case !ev.msg.IsCall():
+			stream.message(ev.msg)
+		default:
+			return p.inputRound(ctx, hc, sr, stream, ev.msg)
+		}
+	}
+}
+
+// inputRound answers the agent's request with an input_required result for the upstream's
+// request first (and any others already waiting), registering hc for the continuation.
+func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
+	reqs := []*jsonrpc.Request{first}
+drain:
+	for len(reqs) < maxInputRequests {
+		select {
+		case ev := <-hc.events:
+			if ev.msg != nil && ev.msg.IsCall() {
+				reqs = append(reqs, ev.msg)
+				continue
+			}
+			if ev.start {
+				stream.start()
+				continue
+			}
+			if ev.msg != nil {
+				stream.message(ev.msg)
+				continue
+			}
+			// The final answer came right behind: give it back for the next wait. The buffer
+			// has room, as this event was just taken from it.
+			hc.events <- ev
+			break drain
+		default:
+			break drain
+		}
+	}
+	if !p.sl.held.register(hc) {
+		for _, r := range reqs {
+			p.answerUpstream(hc, r.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: too many requests of this agent await its input"})
+		}
+		p.log.Info("Upstream request for input refused: the agent has too many waiting", "code", ef.EFInputLimit)
+		hc.mu.Lock()
+		hc.busy = false
+		hc.mu.Unlock()
+		return p.awaitHeld(ctx, hc, sr, stream)
+	}
+	hc.mu.Lock()
+	hc.registered = true
+	hc.round++
+	hc.waiting = make(map[string]jsonrpc.ID, len(reqs))
+	hc.requests = make(map[string]json.RawMessage, len(reqs))
+	for i, r := range reqs {
+		key := "r" + strconv.Itoa(hc.round) + "-" + strconv.Itoa(i+1)
+		hc.waiting[key] = r.ID
+		params := r.Params
+		if len(params) == 0 {
+			params = json.RawMessage("{}")
+		}
+		one, _ := marshalNoEscape(map[string]json.RawMessage{"method": jsonOf(r.Method), "params": params})
+		hc.requests[key] = one
+	}
+	round, op := hc.round, hc.operation
+	waiting, requests := hc.waiting, hc.requests
+	hc.busy = false
+	hc.mu.Unlock()
+	return p.roundResult(hc, sr.req.ID, round, waiting, requests, op), http.StatusOK
+}
+
+// roundResult is the input_required result of one round.
+func (p *Proxy) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
+	state := p.mintState(stateClaims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
+	ir, _ := marshalNoEscape(requests)
+	out, err := marshalNoEscape(map[string]json.RawMessage{
+		"resultType": jsonOf(resultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
+	})
+	if err != nil {
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+	}
+	p.log.Info("Upstream asks the agent for input", "method", logfield.Bound(hc.method), "round", round, "requests", len(requests), "operation", op)
+	return &jsonrpc.Response{ID: id, Result: out}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now()
+	}
+	return d
+}
+
+func jsonOf(v any) json.RawMessage {
+	raw, _ := json.Marshal(v)
+	return raw
+}
+
+// continueHeld answers a continuation (a request with requestState) toward a stateful
+// upstream: the state must be one the gate minted for a call held now for this agent, for this
+// round, with the same method and params; the agent's inputResponses go to the upstream's
+// pending requests and the agent's request waits, as the first did, for the next round or the
+// final answer. A missing response is asked for again in a new round. Nothing here decides or
+// dispatches: a tools/call was dispatched once, by the request that began it.
+func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+	id := sr.req.ID
+	claims, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+	if err != nil {
+		p.log.Info("Continuation refused", "method", logfield.Bound(sr.req.Method), "reason", err.Error())
+		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
+	}
+	responses, err := parseInputResponses(sr.params["inputResponses"])
+	if err != nil {
+		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
+	}
+	hc := p.sl.held.get(claims.Call)
+	if hc == nil || time.Now().Unix() > claims.Expires {
+		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
+	}
+	binding, ok := requestBinding(sr)
+	hc.mu.Lock()
+	switch {
+	case hc.agent != agent:
+		hc.mu.Unlock()
+		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
+	case !ok || binding != hc.binding || sr.req.Method != hc.method:
+		hc.mu.Unlock()
+		p.log.Info("Continuation refused: its request differs from the one it continues", "method", logfield.Bound(sr.req.Method))
+		return continuationRefused(id, ef.EFContinuationInvalid, "a continuation must repeat the request it continues: the method, name and arguments differ")
+	case claims.Round != hc.round || claims.Bound != p.stateBound(hc, hc.round, hc.waiting, hc.operation):
+		hc.mu.Unlock()
+		return continuationRefused(id, ef.EFContinuationInvalid, "requestState is not the current round's")
+	case hc.busy:
+		hc.mu.Unlock()
+		return continuationRefused(id, ef.EFContinuationInvalid, "this request's continuation is already being answered")
+	}
+	var missing []string
+	type answer struct {
+		up  jsonrpc.ID
+		res json.RawMessage
+	}
+	var deliver []answer
+	for k, up := range hc.waiting {
+		if res, ok := responses[k]; ok {
+			deliver = append(deliver, answer{up, res})
+			delete(hc.waiting, k)
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		// Ask again for what is missing, in a new round; the answered ones go upstream now.
+		hc.round++
+		for k := range hc.requests {
+			if _, ok := hc.waiting[k]; !ok {
+				delete(hc.requests, k)
+			}
+		}
+		round, waiting, requests, op := hc.round, hc.waiting, hc.requests, hc.operation
+		hc.mu.Unlock()
+		for _, a := range deliver {
+			p.answerUpstream(hc, a.up, a.res, nil)
+		}
+		return p.roundResult(hc, id, round, waiting, requests, op), http.StatusOK
+	}
+	hc.busy = true
+	hc.waiting, hc.requests = nil, nil
+	hc.mu.Unlock()
+	for _, a := range deliver {
+		p.answerUpstream(hc, a.up, a.res, nil)
+	}
+	return p.awaitHeld(ctx, hc, sr, stream)
+}
+
+// abandonWaiting answers the upstream's requests of hc's current round, if any, with an error:
+// the agent did not answer them in the call's lifetime (or the exchange ended), and a 2025
+// server waits for an answer to each of its requests. Its state then names no round.
+func (p *Proxy) abandonWaiting(hc *heldCall) {
+	hc.mu.Lock()
+	waiting := hc.waiting
+	hc.waiting, hc.requests = nil, nil
+	hc.round++
+	hc.mu.Unlock()
+	for _, up := range waiting {
+		p.answerUpstream(hc, up, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent did not answer this request in time"})
+	}
+}
+
+// answerUpstream posts the response to the upstream's request up on hc's upstream session.
+func (p *Proxy) answerUpstream(hc *heldCall, up jsonrpc.ID, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	hc.mu.Lock()
+	s := hc.session
+	hc.mu.Unlock()
+	if s == nil {
+		return
+	}
+	resp := &jsonrpc.Response{ID: up, Result: result}
+	if rpcErr != nil {
+		resp = &jsonrpc.Response{ID: up, Error: rpcErr}
+	}
+	body, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(hc.ctx), p.cfg.ConnectTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if s.id != "" {
+		req.Header.Set(headerSessionID, s.id)
+	}
+	req.Header.Set(headerProtocolVersion, s.version)
+	r, err := p.direct.Do(req)
+	if err != nil {
+		p.log.Info("Input response not delivered upstream", "method", logfield.Bound(hc.method), "error", err.Error())
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<10))
+	_ = r.Body.Close()
+	if r.StatusCode < 200 || r.StatusCode > 299 {
+		p.log.Info("Input response not delivered upstream", "method", logfield.Bound(hc.method), "status", r.StatusCode)
+	}
+}
