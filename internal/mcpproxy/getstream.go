@@ -165,18 +165,20 @@ const earlyGETGrace = 10 * time.Second
 // GET reaches the upstream one hop later. The agent's first GET without Last-Event-ID claims
 // it and reads it from its first byte (what the upstream wrote meanwhile is in the
 // connection's buffers); unclaimed after earlyGETGrace, it is closed, and the agent's GET opens
-// its own.
+// its own. The agent's initialize is answered once the upstream has answered it
+// (awaitEarlyGET), so that nothing the agent sends afterwards reaches the upstream before it.
 type earlyGET struct {
 	sid   string
 	ready chan struct{} // closed once resp is known
 	resp  *http.Response
 }
 
-// startEarlyGET opens the session's early GET in the background.
-func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
+// startEarlyGET opens the session's early GET in the background and returns it (nil when
+// the upstream session is not one the gate reads directly).
+func (b *bridge) startEarlyGET(cs *mcp.ClientSession) *earlyGET {
 	version, ok := directVersion(cs)
 	if !ok {
-		return
+		return nil
 	}
 	e := &earlyGET{sid: cs.ID(), ready: make(chan struct{})}
 	b.mu.Lock()
@@ -218,6 +220,28 @@ func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
 			_ = resp.Body.Close()
 		}
 	}()
+	return e
+}
+
+// awaitEarlyGET waits until the upstream has answered the early GET e (bounded by
+// ConnectTimeout and ctx). The agent's initialize is answered only then: an upstream writes a
+// message outside any request to the GET stream connected at that moment and drops it (or keeps
+// it for a Last-Event-ID the agent does not have) when there is none, and the TypeScript SDK
+// server sends a request its tool handler makes without naming the tools/call (server.request)
+// there. An agent whose tools/call reached the upstream before the gate's GET would lose that
+// request, and the call would wait for an answer that never comes.
+func (b *bridge) awaitEarlyGET(ctx context.Context, e *earlyGET) {
+	if e == nil {
+		return
+	}
+	t := time.NewTimer(b.p.cfg.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-e.ready:
+	case <-t.C:
+		b.p.log.Info("Upstream GET stream not answered in time; the session starts without it", "session", b.ss.ID(), "timeout", b.p.cfg.ConnectTimeout.String())
+	case <-ctx.Done():
+	}
 }
 
 // claimEarlyGET returns the session's early GET for the agent's GET without Last-Event-ID on

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -326,22 +327,11 @@ func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res
 
 // TestGETStreamEarly: what the upstream sends outside any request right after the session
 // starts, before the agent's GET reaches it, is on the agent's first GET stream: the gate's
-// upstream GET was open since the session started (the upstream keeps no event store here, so
-// a message for an unconnected GET stream would be dropped).
+// upstream GET is connected before the agent's initialize is answered (the upstream keeps no
+// event store here, so a message for an unconnected GET stream would be dropped).
 func TestGETStreamEarly(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	rs := newRawSession(t, f.endpoint())
-	// Give the gate's upstream GET time to connect (what a direct client's GET would have).
-	deadline := time.Now().Add(time.Second)
-	for b := f.proxy.bridgeByID(rs.session); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b.mu.Lock()
-		e := b.early
-		b.mu.Unlock()
-		if e != nil {
-			<-e.ready
-			break
-		}
-	}
 	f.up.MCP().AddTool(&mcp.Tool{Name: "early", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcptest.Text("ok"), nil
 	})
@@ -395,5 +385,93 @@ func TestGETStreamRefusals(t *testing.T) {
 				t.Fatalf("GET: HTTP %d %s; want %d", resp.StatusCode, resp.Header.Get("Content-Type"), tc.want)
 			}
 		})
+	}
+}
+
+// TestGETStreamRequestDuringFirstCall: a request the upstream makes during the agent's first
+// tools/call but outside it (the TypeScript SDK server's server.request in a tool handler,
+// which goes to the upstream's GET stream, dropped when none is connected) reaches the agent
+// on its GET stream, although the upstream answers GETs slowly and the agent's tools/call
+// reaches the gate before the agent's GET: the gate answers initialize only once its own
+// upstream GET is connected.
+func TestGETStreamRequestDuringFirstCall(t *testing.T) {
+	var up *mcptest.Server
+	tools := []mcptest.Tool{{Name: "get_balance", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			var ss *mcp.ServerSession
+			for s := range up.MCP().Sessions() {
+				ss = s
+			}
+			// Not the call's context: the request is not the call's, so it goes to the GET stream.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			res, err := ss.ListRoots(ctx, nil)
+			if err != nil {
+				return mcptest.ErrorText("roots/list: " + err.Error()), nil
+			}
+			if len(res.Roots) != 1 {
+				return mcptest.ErrorText("roots/list: no root"), nil
+			}
+			return mcptest.Text("root " + res.Roots[0].URI), nil
+		}}}
+	slowGET := func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet {
+			time.Sleep(300 * time.Millisecond)
+		}
+		return false
+	}
+	f := newFixture(t, fixtureOpts{tools: tools, upstream: mcptest.Options{Intercept: slowGET}})
+	up = f.up
+	rs := &rawSession{t: t, endpoint: f.endpoint(), next: 1}
+	_, hdr := rs.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rs.session, rs.version = hdr.Get("Mcp-Session-Id"), "2025-11-25"
+	rs.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	type answer struct {
+		body string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, rs.endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_balance","arguments":{}}}`))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", rs.session)
+		req.Header.Set("Mcp-Protocol-Version", rs.version)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- answer{string(b), err}
+	}()
+	// The agent's GET after its tools/call has reached the upstream.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.up.Calls()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	events, status, closeGET := rs.getStream("")
+	defer closeGET()
+	if status != http.StatusOK {
+		t.Fatalf("GET: HTTP %d", status)
+	}
+	ev := nextEvent(t, events)
+	var req struct {
+		ID     string `json:"id"`
+		Method string `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != methodListRoots || !strings.HasPrefix(req.ID, "actgate-s-") {
+		t.Fatalf("the agent's GET stream: %s; want the upstream's roots/list under an id of the gate's", ev.data)
+	}
+	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+req.ID+`","result":{"roots":[{"uri":"file:///first","name":"first"}]}}`, http.StatusAccepted)
+	a := <-done
+	if a.err != nil || !strings.Contains(a.body, "root file:///first") || strings.Contains(a.body, `"isError":true`) {
+		t.Fatalf("tools/call: %s, %v; want the upstream's result with the agent's root", a.body, a.err)
 	}
 }
