@@ -109,6 +109,9 @@ type bridge struct {
 	// early is the upstream GET stream opened with the session, until the agent's GET claims
 	// it (getstream.go).
 	early *earlyGET
+	// started is the same early GET, kept once claimed: requests to the upstream wait for its
+	// answer (getstream.go: awaitEarlyGET).
+	started *earlyGET
 	// life ends when the session closes (lifetime); nil until asked for.
 	life    context.Context
 	endLife context.CancelFunc
@@ -185,6 +188,15 @@ func (b *bridge) end(id jsonrpc.ID) {
 // upstream returns the open upstream session, opening one if there is none (first use, or
 // after the previous one broke).
 func (b *bridge) upstream(ctx context.Context) (*mcp.ClientSession, error) {
+	cs, err := b.connectUpstream(ctx)
+	if err == nil {
+		b.awaitEarlyGET(ctx, cs)
+	}
+	return cs, err
+}
+
+// connectUpstream returns the upstream session, opening it when there is none.
+func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -135,7 +135,7 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: shutting down"}
 	}
 	b.startIdle()
-	b.awaitEarlyGET(ctx, b.startEarlyGET(cs))
+	b.startEarlyGET(cs)
 	go func() {
 		_ = ss.Wait()
 		p.removeBridge(b)

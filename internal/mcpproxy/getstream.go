@@ -165,24 +165,23 @@ const earlyGETGrace = 10 * time.Second
 // GET reaches the upstream one hop later. The agent's first GET without Last-Event-ID claims
 // it and reads it from its first byte (what the upstream wrote meanwhile is in the
 // connection's buffers); unclaimed after earlyGETGrace, it is closed, and the agent's GET opens
-// its own. The agent's initialize is answered once the upstream has answered it
-// (awaitEarlyGET), so that nothing the agent sends afterwards reaches the upstream before it.
+// its own. The agent's requests after initialize reach the upstream once the upstream has
+// answered it (awaitEarlyGET).
 type earlyGET struct {
 	sid   string
 	ready chan struct{} // closed once resp is known
 	resp  *http.Response
 }
 
-// startEarlyGET opens the session's early GET in the background and returns it (nil when
-// the upstream session is not one the gate reads directly).
-func (b *bridge) startEarlyGET(cs *mcp.ClientSession) *earlyGET {
+// startEarlyGET opens the session's early GET in the background.
+func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
 	version, ok := directVersion(cs)
 	if !ok {
-		return nil
+		return
 	}
 	e := &earlyGET{sid: cs.ID(), ready: make(chan struct{})}
 	b.mu.Lock()
-	b.early = e
+	b.early, b.started = e, e
 	b.mu.Unlock()
 	go func() {
 		// The stream lives as long as the session (its claimant closes it sooner); a slow
@@ -220,26 +219,35 @@ func (b *bridge) startEarlyGET(cs *mcp.ClientSession) *earlyGET {
 			_ = resp.Body.Close()
 		}
 	}()
-	return e
 }
 
-// awaitEarlyGET waits until the upstream has answered the early GET e (bounded by
-// ConnectTimeout and ctx). The agent's initialize is answered only then: an upstream writes a
-// message outside any request to the GET stream connected at that moment and drops it (or keeps
-// it for a Last-Event-ID the agent does not have) when there is none, and the TypeScript SDK
-// server sends a request its tool handler makes without naming the tools/call (server.request)
-// there. An agent whose tools/call reached the upstream before the gate's GET would lose that
-// request, and the call would wait for an answer that never comes.
-func (b *bridge) awaitEarlyGET(ctx context.Context, e *earlyGET) {
-	if e == nil {
+// awaitEarlyGET waits until the upstream has answered the early GET of upstream session cs
+// (bounded by ConnectTimeout and ctx); at once when it has, when cs has none, and for
+// initialize itself (the agent's initialize is not held up by the upstream's GET). A request
+// the agent sends on the session reaches the upstream only then: an upstream writes a message
+// outside any request to the GET stream connected at that moment and drops it (or keeps it for
+// a Last-Event-ID the agent does not have) when there is none, and the TypeScript SDK server
+// sends a request its tool handler makes without naming the tools/call (server.request) there.
+// Were the agent's tools/call to reach the upstream before the gate's GET, that request would
+// be lost and the call would wait for an answer that never comes.
+func (b *bridge) awaitEarlyGET(ctx context.Context, cs *mcp.ClientSession) {
+	b.mu.Lock()
+	e := b.started
+	b.mu.Unlock()
+	if e == nil || e.sid != cs.ID() {
 		return
+	}
+	select {
+	case <-e.ready:
+		return
+	default:
 	}
 	t := time.NewTimer(b.p.cfg.ConnectTimeout)
 	defer t.Stop()
 	select {
 	case <-e.ready:
 	case <-t.C:
-		b.p.log.Info("Upstream GET stream not answered in time; the session starts without it", "session", b.ss.ID(), "timeout", b.p.cfg.ConnectTimeout.String())
+		b.p.log.Info("Upstream GET stream not answered in time; the request goes upstream without it", "session", b.ss.ID(), "timeout", b.p.cfg.ConnectTimeout.String())
 	case <-ctx.Done():
 	}
 }

@@ -327,11 +327,22 @@ func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res
 
 // TestGETStreamEarly: what the upstream sends outside any request right after the session
 // starts, before the agent's GET reaches it, is on the agent's first GET stream: the gate's
-// upstream GET is connected before the agent's initialize is answered (the upstream keeps no
-// event store here, so a message for an unconnected GET stream would be dropped).
+// upstream GET was open since the session started (the upstream keeps no event store here, so
+// a message for an unconnected GET stream would be dropped).
 func TestGETStreamEarly(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
 	rs := newRawSession(t, f.endpoint())
+	// Give the gate's upstream GET time to connect (what a direct client's GET would have).
+	deadline := time.Now().Add(time.Second)
+	for b := f.proxy.bridgeByID(rs.session); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b.mu.Lock()
+		e := b.early
+		b.mu.Unlock()
+		if e != nil {
+			<-e.ready
+			break
+		}
+	}
 	f.up.MCP().AddTool(&mcp.Tool{Name: "early", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcptest.Text("ok"), nil
 	})
@@ -392,8 +403,8 @@ func TestGETStreamRefusals(t *testing.T) {
 // tools/call but outside it (the TypeScript SDK server's server.request in a tool handler,
 // which goes to the upstream's GET stream, dropped when none is connected) reaches the agent
 // on its GET stream, although the upstream answers GETs slowly and the agent's tools/call
-// reaches the gate before the agent's GET: the gate answers initialize only once its own
-// upstream GET is connected.
+// reaches the gate before the agent's GET: the gate holds the agent's requests (not its
+// initialize) until its own upstream GET is connected.
 func TestGETStreamRequestDuringFirstCall(t *testing.T) {
 	var up *mcptest.Server
 	tools := []mcptest.Tool{{Name: "get_balance", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
