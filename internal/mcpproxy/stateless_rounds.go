@@ -514,7 +514,8 @@ func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessReq
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
 	hc := p.sl.held.get(claims.Call)
-	if hc == nil || time.Now().Unix() > claims.Expires {
+	// An exchange whose lifetime ended is over even before its AfterFunc has dropped it.
+	if hc == nil || hc.ctx.Err() != nil || time.Now().Unix() > claims.Expires {
 		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
 	}
 	binding, ok := requestBinding(sr)
