@@ -198,8 +198,10 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 	case mode == modeStateful && removedStateless[sr.req.Method]:
 		e := methodNotFound(sr.req.Method)
 		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
-	case mode == modeStateful && continues:
+	case continues && (mode == modeStateful || p.gateState(sr)):
 		// A stateful upstream returns no requestState: this one continues a round of the gate's.
+		// A state under the gate's key is the gate's whatever the upstream's mode is now (the
+		// session it was minted on may be gone), so it is never sent on as a new request.
 		resp, status = p.continueHeld(ctx, agent, sr, stream)
 	case mode == modeStateful:
 		resp, status = p.startHeld(ctx, agent, sr, stream, call)
@@ -965,4 +967,11 @@ func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
 		return params
 	}
 	return out
+}
+
+// gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
+// for an input-required round of a stateful upstream.
+func (p *Proxy) gateState(sr *statelessRequest) bool {
+	_, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+	return err == nil
 }
