@@ -333,9 +333,9 @@ func (g *getRelay) writeLocked(ev []byte) bool {
 func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reader) {
 	r := bufio.NewReaderSize(body, 4096)
 	var ev []byte // the event's lines as written, each with "\n"
-	var data []byte
+	var parsed eventLines
 	var id string
-	hasID, hasData := false, false
+	hasID := false
 	for {
 		line, err := readLine(r)
 		if err != nil {
@@ -345,16 +345,7 @@ func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reade
 			return
 		}
 		if len(line) > 0 {
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch string(field) {
-			case "data":
-				if hasData {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-				hasData = true
-			case "id":
+			if field, value := parsed.field(line); string(field) == "id" {
 				if bytes.HasPrefix(value, []byte(gateEventPrefix)) {
 					line = []byte("id: " + gateEventPrefix + "u:" + string(value))
 				}
@@ -369,10 +360,11 @@ func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reade
 			ev = append(append(ev, line...), '\n')
 			continue
 		}
-		if len(ev) > 0 && !g.event(ctx, sid, version, ev, data, hasData, id, hasID) {
+		if len(ev) > 0 && !g.event(ctx, sid, version, ev, parsed.data, parsed.hasData, id, hasID) {
 			return
 		}
-		ev, data, id, hasID, hasData = ev[:0], data[:0], "", false, false
+		parsed.reset()
+		ev, id, hasID = ev[:0], "", false
 	}
 }
 
@@ -559,20 +551,16 @@ func (o *ownWriter) Write(p []byte) (int, error) {
 
 // event writes one event of the gate's own stream (the SDK's "id: _N" and data lines).
 func (o *ownWriter) event(ev []byte) bool {
-	var data []byte
+	var parsed eventLines
 	n := -1
 	for line := range bytes.SplitSeq(ev, []byte("\n")) {
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			data = value
-		case "id":
+		if field, value := parsed.field(line); string(field) == "id" {
 			if idx, err := strconv.Atoi(strings.TrimPrefix(string(value), "_")); err == nil {
 				n = idx
 			}
 		}
 	}
+	data := parsed.data
 	if len(data) == 0 {
 		return true // the SDK's ": ok" comment
 	}

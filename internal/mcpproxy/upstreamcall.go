@@ -382,9 +382,8 @@ type eventHooks struct {
 // scanEvents reads an upstream event stream until the response to id. Events are bounded by
 // maxEventSize; only events named "message" (or unnamed) carry JSON-RPC messages.
 func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response, error) {
-	var data []byte
-	var name string
-	hasData, hasID := false, false
+	var ev eventLines
+	hasID := false
 	for {
 		line, err := readLine(r)
 		if err != nil {
@@ -394,20 +393,12 @@ func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response
 			return nil, err
 		}
 		if len(line) > 0 {
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch string(field) {
+			switch field, value := ev.field(line); string(field) {
 			case "data":
-				if hasData {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-				hasData = true
-				if len(data) > maxEventSize {
+				if len(ev.data) > maxEventSize {
 					return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
 				}
 			case "event":
-				name = string(value)
 			default:
 				if h.field != nil && h.field(field, value) {
 					hasID = true
@@ -417,10 +408,10 @@ func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response
 		}
 		// A blank line ends the event.
 		if h.end != nil {
-			h.end(hasID, data)
+			h.end(hasID, ev.data)
 		}
-		if hasData && len(data) > 0 && (name == "" || name == "message") {
-			msg, err := jsonrpc.DecodeMessage(data)
+		if ev.hasData && len(ev.data) > 0 && (ev.name == "" || ev.name == "message") {
+			msg, err := jsonrpc.DecodeMessage(ev.data)
 			if err != nil {
 				return nil, fmt.Errorf("%w: upstream event: %v", errUndecodable, err)
 			}
@@ -435,9 +426,40 @@ func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response
 				}
 			}
 		}
-		data, name, hasData, hasID = data[:0], "", false, false
+		ev.reset()
+		hasID = false
 	}
 }
+
+// eventLines is one event of an event stream as its lines arrive: its data lines joined with
+// "\n" and its name (WHATWG Server-Sent Events, "Interpreting an event stream").
+type eventLines struct {
+	data    []byte
+	name    string
+	hasData bool
+}
+
+// field takes one non-blank line of the event: it adds a data line to the data and an event
+// line's value as the name, and returns the line's field and value (one leading space off the
+// value).
+func (e *eventLines) field(line []byte) (field, value []byte) {
+	field, value, _ = bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "data":
+		if e.hasData {
+			e.data = append(e.data, '\n')
+		}
+		e.data = append(e.data, value...)
+		e.hasData = true
+	case "event":
+		e.name = string(value)
+	}
+	return field, value
+}
+
+// reset readies e for the next event, keeping its buffer.
+func (e *eventLines) reset() { e.data, e.name, e.hasData = e.data[:0], "", false }
 
 // maxEventID bounds an upstream event id the proxy keeps to resume with.
 const maxEventID = 1024
