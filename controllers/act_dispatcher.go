@@ -40,9 +40,9 @@ type dispatcherGone struct {
 // authenticated reconciliation and is never marked EXECUTED or FAILED by guess.
 //
 // An act a Permit recorded has no status until its outcome is reported; it is in flight from
-// its create, whose permit record names the authority and the operation that consumed it (an
-// act recorded with a Lease instead is in flight when that Lease, found by the act-id label and
-// read from the cache, is consumed, and then the Lease's holder is its operation).
+// its create, whose permit record names the authority and the operation that consumed it. An
+// act without a permit record is in flight when its authority Lease, found by the act-id label
+// and read from the cache, is consumed; the Lease's holder is then its operation.
 //
 // A sidecar that is terminating may still be delivering the outcome from its outbox, and a pod
 // deleted by force on an unreachable node may still run: the act must also have gone unwritten

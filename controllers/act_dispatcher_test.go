@@ -64,8 +64,8 @@ func TestCutOffDispatchHeldIndeterminate(t *testing.T) {
 	permitted.Annotations = map[string]string{v1alpha1.AnnotationActPod: deleted.Name,
 		v1alpha1.AnnotationActPermitAuthority: "authz-" + strings.Repeat("7", 64), v1alpha1.AnnotationActPermitOperation: "op-recorded"}
 	h.create(t, permitted)
-	// An act recorded with a Lease instead: the consumed authority Lease says one is in
-	// flight; one whose authority is only issued is not.
+	// An act without a permit record: a consumed authority Lease says it is in flight; one
+	// whose authority is only issued is not.
 	auths := h.authorities(t)
 	for name, op := range map[string]string{"permit-consumed": "op-permit", "permit-issued": ""} {
 		a := newAct(name, "no-such-policy")
