@@ -33,8 +33,10 @@ import (
 // the agent answers: the agent's repeat continues the same exchange, so a tools/call is
 // dispatched once and the upstream's final answer is its outcome.
 const (
-	// maxHeldPerAgent bounds the exchanges held for one agent awaiting its input.
-	maxHeldPerAgent = 8
+	// maxHeldPerAgent bounds the exchanges held for one agent awaiting its input. Each costs a
+	// goroutine, an open upstream request and at most heldEvents buffered events; an agent that
+	// abandons rounds holds them for the call's bound.
+	maxHeldPerAgent = 32
 	// maxInputRequests bounds the upstream requests one round collects (and so the
 	// inputResponses a continuation may carry).
 	maxInputRequests = 16
@@ -345,7 +347,10 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 		// runs without rounds.
 		return compute(ctx)
 	}
-	if p.sl.held.full(agent) {
+	// A tools/call is refused before it is decided or dispatched when the agent could not be
+	// asked for its input: it would run without it. Another request goes on; should it need
+	// input, its upstream's request is refused at the round (inputRound).
+	if sr.req.Method == methodCallTool && p.sl.held.full(agent) {
 		return continuationRefused(sr.req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
 	}
 	var idb [16]byte

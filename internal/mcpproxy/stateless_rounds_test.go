@@ -333,7 +333,8 @@ func TestRoundsExpire(t *testing.T) {
 }
 
 // TestRoundsBound: an agent with maxHeldPerAgent requests awaiting its input gets
-// EF_INPUT_LIMIT for the next, which is not decided or sent.
+// EF_INPUT_LIMIT for its next tools/call, which is not decided or sent; a tools/list, which
+// dispatches nothing, is still answered.
 func TestRoundsBound(t *testing.T) {
 	u := newRoundsUpstream(t)
 	endpoint, st := newRoundsGate(t, u, 10*time.Second)
@@ -349,6 +350,12 @@ func TestRoundsBound(t *testing.T) {
 	}
 	if got := journalStates(t, st); got[journal.StateInvoked]+got[journal.StateDispatchPending] != maxHeldPerAgent {
 		t.Fatalf("journal states %v, want %d dispatched acts", got, maxHeldPerAgent)
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	status, m = post2026(t, endpoint, `{"jsonrpc":"2.0","id":100,"method":"tools/list","params":{`+meta+`}}`,
+		map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+	if res, _ := m["result"].(map[string]any); status != http.StatusOK || res["tools"] == nil {
+		t.Fatalf("tools/list at the bound: HTTP %d %v", status, m)
 	}
 }
 
