@@ -29,12 +29,10 @@ var knownDifferences = map[string]string{
 	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
 	// 2026-07-28). A 2025 server asks for input with server-to-client requests during the call,
 	// which the gate turns into input_required rounds; those requests carry no inputRequests key,
-	// so the gate names each round's keys itself, and the server's tools read the per-request
-	// capability envelope, which a 2025 session does not have.
+	// so the gate names each round's keys itself.
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-basic-elicitation":   "[input required keys] the scenario expects the tool's own key (user_name); a 2025 server's elicitation/create carries none, so the gate's round names it r1-1",
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-ignore-extra-params": "[input required keys] inputResponses sent without a requestState name the tool's own keys, which a 2025 server's requests do not carry: the gate cannot match them, and the round is asked (WARNING, a SHOULD)",
-	"conformance-0.2.0/2026-07-28/legacy/input-required-result-capability-check":    "[capability envelope] the legacy server's tool reads the request's clientCapabilities envelope, absent on a 2025 session, so it asks for nothing (the gate does declare the agent's capabilities at the session's initialize)",
-	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                          "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks); [capability envelope] the legacy server's test_streaming_elicitation reads the request's clientCapabilities envelope, absent on a 2025 session, and refuses (-32021)",
+	"conformance-0.2.0/2026-07-28/legacy/server-stateless":                          "[subscriptions/listen] not offered toward a 2025 upstream (-32601: 5 stream checks)",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).
 

@@ -59,6 +59,9 @@ function build() {
         .map((m) => [m, { ttlMs: 60000, cacheScope: 'public' }])),
     },
   );
+  // The client's capabilities: a 2026-07-28 request's envelope; on a 2025 session (legacy mode),
+  // what the client declared at initialize.
+  const capabilities = (ctx) => ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? server.server.getClientCapabilities() ?? {};
 
   server.registerTool('test_simple_text', { description: 'Returns simple text content' }, async () =>
     text('This is a simple text response for testing.'));
@@ -165,7 +168,7 @@ function build() {
     return text('state verified');
   });
   server.registerTool('test_input_required_result_capabilities', { description: 'Asks only for what the client can answer' }, async (ctx) => {
-    const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
+    const caps = capabilities(ctx);
     const r = responses(ctx);
     const want = {};
     if (caps.elicitation && !r.user_name) want.user_name = elicitName('What is your name?');
@@ -176,7 +179,6 @@ function build() {
   });
 
   // The diagnostic tools of the server-stateless scenario.
-  const capabilities = (ctx) => ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
   server.registerTool('test_missing_capability', { description: 'Needs the sampling capability' }, async () => text('sampling declared'));
   server.registerTool('test_streaming_elicitation', { description: 'Asks for input on the response stream' }, async (ctx) => {
     if (ctx.mcpReq._meta?.progressToken !== undefined) {
