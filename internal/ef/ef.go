@@ -101,6 +101,14 @@ const (
 	// answered, another agent's), or the continuation's method, name or arguments differ from
 	// the request it continues; nothing was delivered, decided or dispatched.
 	EFContinuationInvalid EFCode = "EF_CONTINUATION_INVALID"
+	// EFListenInvalid — an MCP 2026-07-28 subscriptions/listen's params are not a notification
+	// filter (notifications missing or not an object, a member of the wrong type); no
+	// subscription was opened.
+	EFListenInvalid EFCode = "EF_LISTEN_INVALID"
+	// EFListenLimit — the agent already has as many subscriptions/listen streams open as the gate
+	// allows, or the listen names more resources (or a longer URI) than one listen may; no
+	// subscription was opened. Close a listen or name fewer resources.
+	EFListenLimit EFCode = "EF_LISTEN_LIMIT"
 )
 
 // Info describes one code.
@@ -144,6 +152,8 @@ func all() []Info {
 		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session; the call was not invoked.", false, true},
 		{EFInputLimit, "Too many requests of this agent await its input; the request was not decided or sent.", false, true},
 		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
+		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
+		{EFListenLimit, "Too many subscriptions are open for this agent, or the subscription names too many resources; none was opened.", false, true},
 	}
 }
 

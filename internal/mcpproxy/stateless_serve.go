@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -51,6 +52,9 @@ type statelessState struct {
 	// paramHeaders are the Mcp-Param-* headers each tool's inputSchema declares (x-mcp-header),
 	// learnt from the upstream's tools/list results: tool → canonical header → argument.
 	paramHeaders map[string]map[string]string
+	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
+	// (listen.go), at most maxListensPerAgent.
+	listens map[string]int
 }
 
 // maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
@@ -62,7 +66,21 @@ type upstreamSession struct {
 	id, version string
 	init        json.RawMessage // the upstream's initialize result
 	agent, key  string
-	opened      uint64 // order of opening, for the per-agent bound
+	opened      uint64     // order of opening, for the per-agent bound
+	hub         *listenHub // the session's listens (listen.go)
+}
+
+type upstreamSessionKey struct{}
+
+// withUpstreamSession returns ctx carrying s, for the exchanges on it: their change
+// notifications go to s's listens (listen.go).
+func withUpstreamSession(ctx context.Context, s *upstreamSession) context.Context {
+	return context.WithValue(ctx, upstreamSessionKey{}, s)
+}
+
+func upstreamSessionOf(ctx context.Context) *upstreamSession {
+	s, _ := ctx.Value(upstreamSessionKey{}).(*upstreamSession)
+	return s
 }
 
 // sessionCaps are the client capabilities a 2026-07-28 request declares
@@ -146,6 +164,14 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		p.statelessNotify(ctx, mode, agent, r.Header, sr)
 		w.WriteHeader(http.StatusAccepted)
 		return true
+	}
+	if sr.req.Method == methodListen {
+		if mode == modeStateful {
+			p.serveListen(w, ctx, agent, sr) // listen.go
+			return true
+		}
+		// A relayed listen lives until the agent or the upstream ends it.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 	stream := &agentStream{w: w, lazy: true}
 	defer stream.finish()
@@ -327,11 +353,24 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, &statusError{resp.StatusCode}
 	case mt == mediaSSE:
+		// A stateful upstream's change notifications are its session's listens' (listen.go):
+		// 2026-07-28 delivers them on listen streams only.
+		us := upstreamSessionOf(ctx)
+		toListens := func(m *jsonrpc.Request) bool {
+			if us == nil || m.IsCall() || !isChangeNotification(m.Method) {
+				return false
+			}
+			us.hub.publish(m)
+			return true
+		}
 		if hc := heldOf(ctx); hc != nil {
 			// A held exchange: the upstream's messages, its requests for input included, go to
 			// whichever agent request waits on it now.
 			hc.send(heldEvent{start: true})
 			answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
+				if toListens(m) {
+					return
+				}
 				if (m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
 					// No agent request can answer it any more: a 2025 server waits for an answer.
 					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
@@ -342,7 +381,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
+			if !toListens(m) && !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
 				stream.message(m)
 			}
 		})
@@ -409,7 +448,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(headerSessionID, s.id)
 		}
 		sh.Set(headerProtocolVersion, s.version)
-		resp, status, err := p.slExchange(withLogLevel(ctx, sr), sh, body, upID)
+		resp, status, err := p.slExchange(withUpstreamSession(withLogLevel(ctx, sr), s), sh, body, upID)
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(s)
 			if retry && try == 0 {
@@ -605,7 +644,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
 	}
 	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result,
-		agent: agent, key: key, opened: callSeq.Add(1)}
+		agent: agent, key: key, opened: callSeq.Add(1), hub: &listenHub{}}
 	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
 	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
 	if err != nil {
@@ -647,14 +686,16 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	if oldest != nil {
 		p.log.Info("Upstream session of a 2026-07-28 agent closed: the agent's requests declare more sets of client capabilities than the gate holds sessions for",
 			"upstreamSession", oldest.id, "limit", maxSessionsPerAgent)
+		oldest.hub.end()
 		p.deleteUpstreamSessions([]*upstreamSession{oldest})
 	}
 	return s, nil
 }
 
 // dropUpstreamSession forgets s if it is still the agent's session (the upstream answered 404:
-// it is gone); the next request opens a new one.
+// it is gone) and ends its listens; the next request opens a new one.
 func (p *Proxy) dropUpstreamSession(s *upstreamSession) {
+	s.hub.end()
 	p.sl.mu.Lock()
 	current := p.sl.sessions[s.key] == s
 	if current {
@@ -678,6 +719,7 @@ func (p *Proxy) closeStateless() {
 	}
 	list := make([]*upstreamSession, 0, len(ss))
 	for _, s := range ss {
+		s.hub.end()
 		list = append(list, s)
 	}
 	p.deleteUpstreamSessions(list)

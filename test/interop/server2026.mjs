@@ -254,23 +254,33 @@ function build() {
 
 // SERVER2026_LEGACY=1 serves the same tools as a stateful 2025-era server only (a session per
 // initialize, Mcp-Session-Id, no server/discover, no 2026-07-28 requests): the kind of upstream
-// a 2026-07-28 agent reaches only through the gate.
+// a 2026-07-28 agent reaches only through the gate. Its list changes are announced as a 2025
+// server announces them: notifications/…/list_changed on every session (its GET stream).
 const onerror = (e) => process.stderr.write(`server2026: ${e.message}\n`);
 function sessionful() {
   const sessions = new Map();
+  const servers = new Map();
+  const announce = (send) => {
+    for (const s of servers.values()) Promise.resolve(send(s.server)).catch(onerror);
+  };
   return {
+    notify: {
+      toolsChanged: () => announce((s) => s.sendToolListChanged()),
+      promptsChanged: () => announce((s) => s.sendPromptListChanged()),
+    },
     async fetch(request) {
       const sid = request.headers.get('mcp-session-id');
       if (sid) {
         const t = sessions.get(sid);
         return t ? t.handleRequest(request) : new Response('unknown session', { status: 404 });
       }
+      const server = build();
       const t = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => { sessions.set(id, t); },
-        onsessionclosed: (id) => { sessions.delete(id); },
+        onsessioninitialized: (id) => { sessions.set(id, t); servers.set(id, server); },
+        onsessionclosed: (id) => { sessions.delete(id); servers.delete(id); },
       });
-      await build().connect(t);
+      await server.connect(t);
       return t.handleRequest(request);
     },
   };
