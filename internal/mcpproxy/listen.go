@@ -41,7 +41,7 @@ const (
 	metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
 	// maxListensPerAgent bounds the listens one agent holds open on one proxy (each is an open
-	// agent stream and a share of an upstream GET stream).
+	// agent stream and, relayed, an upstream request; served, a share of an upstream GET stream).
 	maxListensPerAgent = 16
 	// maxListenURIs bounds the resources one listen names; maxListenURI one URI's length.
 	maxListenURIs = 64
@@ -52,8 +52,8 @@ const (
 	// listenKeepAlive is the interval of the comment lines that keep an idle listen stream open
 	// through intermediaries.
 	listenKeepAlive = 15 * time.Second
-	// listenGETMinLife is how long an upstream GET stream must have lived for the gate to reopen
-	// it when the upstream ends it while listens are open.
+	// listenGETMinLife is the least time between two reopenings of an upstream GET stream the
+	// upstream ends while listens are open.
 	listenGETMinLife = time.Second
 )
 
@@ -120,6 +120,13 @@ func isChangeNotification(method string) bool {
 func listenRefusal(code int64, efc ef.EFCode, msg string) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{MetaEFCode: string(efc)})
 	return &jsonrpc.Error{Code: code, Message: "actgate: " + msg, Data: data}
+}
+
+// listenLimitErr refuses a listen beyond maxListensPerAgent (-32603, as the TypeScript SDK's
+// server answers its own subscription limit).
+func listenLimitErr() *jsonrpc.Error {
+	return listenRefusal(codeInternalError, ef.EFListenLimit,
+		fmt.Sprintf("subscription limit reached: %d listens of this agent are open", maxListensPerAgent))
 }
 
 // parseListen reads a subscriptions/listen's params (the members of a well-formed 2026-07-28
@@ -275,12 +282,13 @@ func (l *listener) end(graceful bool) {
 type listenHub struct {
 	setup sync.Mutex // one listen's start or end at a time (GET stream, subscriptions)
 
-	mu      sync.Mutex
-	subs    map[*listener]struct{}
-	uris    map[string]int // subscribed upstream → listens naming it
-	getStop context.CancelFunc
-	getGen  int
-	ended   bool // the session ended: no listen joins
+	mu       sync.Mutex
+	subs     map[*listener]struct{}
+	uris     map[string]int // subscribed upstream → listens naming it
+	getStop  context.CancelFunc
+	getGen   int
+	reopened time.Time // when the GET stream was last reopened after the upstream ended it
+	ended    bool      // the session ended: no listen joins
 }
 
 // publish hands a change notification of the session to each listen whose filter takes it,
@@ -376,8 +384,7 @@ func (p *Proxy) serveListen(w http.ResponseWriter, ctx context.Context, agent st
 	}
 	if !p.sl.takeListen(agent) {
 		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-		writeRPCError(w, http.StatusOK, id, listenRefusal(codeInternalError, ef.EFListenLimit,
-			fmt.Sprintf("subscription limit reached: %d listens of this agent are open", maxListensPerAgent)))
+		writeRPCError(w, http.StatusOK, id, listenLimitErr())
 		return
 	}
 	defer p.sl.releaseListen(agent)
@@ -679,7 +686,6 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 	failed := make(chan error, 1)
 	go func() {
 		defer cancel()
-		opened := time.Now()
 		resp, err := p.direct.Do(req)
 		if err == nil {
 			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -695,11 +701,11 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 		if err != nil {
 			failed <- err
 			sent()
-			p.listenGETEnded(ctx, s, gen, opened, err)
+			p.listenGETEnded(ctx, s, gen, err)
 			return
 		}
 		p.readListenGET(s, resp)
-		p.listenGETEnded(ctx, s, gen, opened, nil)
+		p.listenGETEnded(ctx, s, gen, nil)
 	}()
 	t := time.NewTimer(p.cfg.ConnectTimeout)
 	defer t.Stop()
@@ -752,11 +758,11 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 }
 
 // listenGETEnded handles the end of s's GET stream gen (err: why it was not opened). While
-// listens are open, a stream that ends after listenGETMinLife is reopened; an upstream that
+// listens are open, a stream the upstream ends is reopened (once per listenGETMinLife); an upstream that
 // no longer knows the session ends the session (its listens get their results), and any other
 // failure ends the listens as a disconnect. A stream the gate closed, or one replaced
 // meanwhile, is not acted on.
-func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int, opened time.Time, err error) {
+func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int, err error) {
 	h := s.hub
 	h.mu.Lock()
 	current := h.getGen == gen && h.getStop != nil
@@ -777,8 +783,16 @@ func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int,
 		return
 	}
 	if err == nil {
-		err = errors.New("mcpproxy: the upstream ended the session's GET stream at once")
-		if time.Since(opened) >= listenGETMinLife {
+		// Reopened: the upstream's answer says whether the session is still there. A stream
+		// the upstream keeps ending is not reopened more than once per listenGETMinLife.
+		err = errors.New("mcpproxy: the upstream keeps ending the session's GET stream")
+		h.mu.Lock()
+		again := time.Since(h.reopened) >= listenGETMinLife
+		if again {
+			h.reopened = time.Now()
+		}
+		h.mu.Unlock()
+		if again {
 			if err = p.openListenGET(s); err == nil {
 				return
 			}

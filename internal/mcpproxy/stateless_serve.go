@@ -170,7 +170,14 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 			p.serveListen(w, ctx, agent, sr) // listen.go
 			return true
 		}
-		// A relayed listen lives until the agent or the upstream ends it.
+		// A relayed listen counts toward the agent's bound too, and lives until the agent or
+		// the upstream ends it.
+		if !p.sl.takeListen(agent) {
+			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
+			writeRPCError(w, http.StatusOK, sr.req.ID, listenLimitErr())
+			return true
+		}
+		defer p.sl.releaseListen(agent)
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 	stream := &agentStream{w: w, lazy: true}

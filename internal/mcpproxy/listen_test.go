@@ -1,0 +1,415 @@
+package mcpproxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/ef"
+)
+
+// listenUpstream is a stateful 2025 upstream (the Go SDK's server with sessions) with tools,
+// prompts and subscribable resources: its list changes go to every session's GET stream, its
+// resource updates to the sessions subscribed to the resource.
+type listenUpstream struct {
+	srv          *mcp.Server
+	http         *httptest.Server
+	mu           sync.Mutex
+	subscribed   []string
+	unsubscribed []string
+}
+
+func newListenUpstream(t *testing.T) *listenUpstream {
+	u := &listenUpstream{}
+	u.srv = mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "v1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			u.mu.Lock()
+			u.subscribed = append(u.subscribed, req.Params.URI)
+			u.mu.Unlock()
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			u.mu.Lock()
+			u.unsubscribed = append(u.unsubscribed, req.Params.URI)
+			u.mu.Unlock()
+			return nil
+		},
+	})
+	u.srv.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	u.srv.AddPrompt(&mcp.Prompt{Name: "p0"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	for _, uri := range []string{"res://a", "res://b"} {
+		u.srv.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+		})
+	}
+	u.http = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.srv }, nil))
+	t.Cleanup(u.http.Close)
+	return u
+}
+
+func (u *listenUpstream) calls() (sub, unsub []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.subscribed), slices.Clone(u.unsubscribed)
+}
+
+// newListenGate puts the gate in front of u and returns its endpoint.
+func newListenGate(t *testing.T, u *listenUpstream) string {
+	_, gate := newGate(t, u.http.URL)
+	p, err := New(Config{Server: "bank", URL: u.http.URL, Gate: gate, Agent: agentName, CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path("bank"), p)
+	gw := httptest.NewServer(mux)
+	t.Cleanup(func() { _ = p.Close(); gw.Close() })
+	return gw.URL + Path("bank")
+}
+
+// listenStream is one open subscriptions/listen: its messages as they arrive.
+type listenStream struct {
+	status int
+	ctype  string
+	msgs   chan map[string]any
+	cancel context.CancelFunc
+}
+
+// openListen POSTs a 2026-07-28 subscriptions/listen with id and the notification filter
+// notifications (JSON) and reads its answer in the background.
+func openListen(t *testing.T, endpoint string, id any, notifications string) *listenStream {
+	t.Helper()
+	idRaw, _ := json.Marshal(id)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"subscriptions/listen","params":{"notifications":%s,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, idRaw, notifications)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ls := &listenStream{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), msgs: make(chan map[string]any, 64), cancel: cancel}
+	t.Cleanup(cancel)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ls.msgs)
+		if strings.HasPrefix(ls.ctype, "application/json") {
+			var m map[string]any
+			if json.NewDecoder(resp.Body).Decode(&m) == nil {
+				ls.msgs <- m
+			}
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(data), &m) == nil {
+				ls.msgs <- m
+			}
+		}
+	}()
+	return ls
+}
+
+// next returns the stream's next message (nil when it ended), failing after d.
+func (ls *listenStream) next(t *testing.T, d time.Duration) map[string]any {
+	t.Helper()
+	select {
+	case m := <-ls.msgs:
+		return m
+	case <-time.After(d):
+		t.Fatalf("no message on the listen stream within %s", d)
+		return nil
+	}
+}
+
+func subscriptionOf(m map[string]any) any {
+	p, _ := m["params"].(map[string]any)
+	if p == nil {
+		p, _ = m["result"].(map[string]any)
+	}
+	meta, _ := p["_meta"].(map[string]any)
+	return meta[metaSubscriptionID]
+}
+
+// TestListenStatefulUpstream: a 2026-07-28 agent's subscriptions/listen in front of a 2025
+// upstream. The acknowledgement comes first, tagged, with the filter the upstream can honour;
+// the upstream session is subscribed to the listen's resource; a tool list change and that
+// resource's update reach the listen, tagged with its id, while a prompt list change (which
+// the filter leaves out, and which a second listen asking for it receives) does not; closing
+// the listen unsubscribes the resource; and when the upstream session ends, the open listen gets
+// its result (the revision's graceful end).
+func TestListenStatefulUpstream(t *testing.T) {
+	u := newListenUpstream(t)
+	endpoint := newListenGate(t, u)
+	a := openListen(t, endpoint, 41, `{"toolsListChanged":true,"resourceSubscriptions":["res://a"]}`)
+	if a.status != http.StatusOK || !strings.HasPrefix(a.ctype, "text/event-stream") {
+		t.Fatalf("listen answered HTTP %d %s", a.status, a.ctype)
+	}
+	ack := a.next(t, 5*time.Second)
+	if ack["method"] != notifyListenAck || subscriptionOf(ack) != float64(41) {
+		t.Fatalf("first message %v, want the acknowledgement tagged 41", ack)
+	}
+	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); string(got) != `{"resourceSubscriptions":["res://a"],"toolsListChanged":true}` {
+		t.Fatalf("acknowledged %s", got)
+	}
+	if sub, _ := u.calls(); !slices.Equal(sub, []string{"res://a"}) {
+		t.Fatalf("upstream subscriptions %v, want [res://a]", sub)
+	}
+	b := openListen(t, endpoint, "b", `{"promptsListChanged":true}`)
+	if ack := b.next(t, 5*time.Second); ack["method"] != notifyListenAck || subscriptionOf(ack) != "b" {
+		t.Fatalf("second listen's first message %v", ack)
+	}
+
+	u.srv.AddPrompt(&mcp.Prompt{Name: "p1"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	if m := b.next(t, 5*time.Second); m["method"] != notifyPromptsChanged || subscriptionOf(m) != "b" {
+		t.Fatalf("prompt-listening stream got %v", m)
+	}
+	u.srv.AddTool(&mcp.Tool{Name: "added", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	if m := a.next(t, 5*time.Second); m["method"] != notifyToolsChanged || subscriptionOf(m) != float64(41) {
+		t.Fatalf("after a tool list change (and a prompt list change before it) the listen got %v, want tools/list_changed tagged 41", m)
+	}
+	if err := u.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	m := a.next(t, 5*time.Second)
+	if p, _ := m["params"].(map[string]any); m["method"] != notifyResourceUpdated || p["uri"] != "res://a" || subscriptionOf(m) != float64(41) {
+		t.Fatalf("after res://a was updated the listen got %v", m)
+	}
+
+	a.cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, unsub := u.calls(); slices.Equal(unsub, []string{"res://a"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, unsub := u.calls()
+			t.Fatalf("after the listen closed the upstream unsubscribed %v, want [res://a]", unsub)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	for ss := range u.srv.Sessions() {
+		_ = ss.Close()
+	}
+	end := b.next(t, 10*time.Second)
+	if end["id"] != "b" || subscriptionOf(end) != "b" {
+		t.Fatalf("after the upstream session ended the listen got %v, want its result", end)
+	}
+	if res, _ := end["result"].(map[string]any); res["resultType"] != resultTypeComplete {
+		t.Fatalf("listen result %v", end)
+	}
+	if m, ok := <-b.msgs; ok {
+		t.Fatalf("the listen stream went on after its result: %v", m)
+	}
+}
+
+// TestListenNothingHonoured: a filter the upstream can honour none of (no resources.subscribe,
+// no such list) is acknowledged empty and ended at once with the listen's result; the upstream
+// is never asked to subscribe.
+func TestListenNothingHonoured(t *testing.T) {
+	u := newListenUpstream(t)
+	endpoint := newListenGate(t, u)
+	l := openListen(t, endpoint, 5, `{"toolsListChanged":false}`)
+	ack := l.next(t, 5*time.Second)
+	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); ack["method"] != notifyListenAck || string(got) != `{}` {
+		t.Fatalf("first message %v", ack)
+	}
+	if end := l.next(t, 5*time.Second); end["id"] != float64(5) || subscriptionOf(end) != float64(5) {
+		t.Fatalf("second message %v, want the listen's result", end)
+	}
+	if sub, _ := u.calls(); len(sub) != 0 {
+		t.Fatalf("upstream subscribed %v", sub)
+	}
+}
+
+// TestListenBound: an agent holds at most maxListensPerAgent listens open; the next is refused
+// with EF_LISTEN_LIMIT, and one more fits once a listen closes. A malformed filter is refused
+// with EF_LISTEN_INVALID and opens nothing.
+func TestListenBound(t *testing.T) {
+	u := newListenUpstream(t)
+	endpoint := newListenGate(t, u)
+	var open []*listenStream
+	for i := range maxListensPerAgent {
+		l := openListen(t, endpoint, 100+i, `{"toolsListChanged":true}`)
+		if m := l.next(t, 5*time.Second); m["method"] != notifyListenAck {
+			t.Fatalf("listen %d: %v", i, m)
+		}
+		open = append(open, l)
+	}
+	refused := func(id int, filter string) (int64, string) {
+		l := openListen(t, endpoint, id, filter)
+		m := l.next(t, 5*time.Second)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		code, _ := e["code"].(float64)
+		s, _ := data[MetaEFCode].(string)
+		if m["id"] != float64(id) {
+			t.Fatalf("refusal %v not under the listen's id", m)
+		}
+		return int64(code), s
+	}
+	if code, efc := refused(200, `{"toolsListChanged":true}`); code != codeInternalError || efc != string(ef.EFListenLimit) {
+		t.Fatalf("listen beyond the bound: %d %q, want -32603 EF_LISTEN_LIMIT", code, efc)
+	}
+	open[0].cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := openListen(t, endpoint, 300, `{"toolsListChanged":true}`)
+		if m := l.next(t, 5*time.Second); m["method"] == notifyListenAck {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no listen fits after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, efc := refused(201, `{"toolsListChanged":"yes"}`); code != codeInvalidParams || efc != string(ef.EFListenInvalid) {
+		t.Fatalf("malformed filter: %d %q, want -32602 EF_LISTEN_INVALID", code, efc)
+	}
+}
+
+func TestParseListen(t *testing.T) {
+	long := `"` + strings.Repeat("x", maxListenURI+1) + `"`
+	many := make([]string, maxListenURIs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"u%d"`, i)
+	}
+	for _, tc := range []struct {
+		params string
+		code   ef.EFCode
+	}{
+		{`{}`, ef.EFListenInvalid},
+		{`{"notifications":null}`, ef.EFListenInvalid},
+		{`{"notifications":[]}`, ef.EFListenInvalid},
+		{`{"notifications":"x"}`, ef.EFListenInvalid},
+		{`{"notifications":{"toolsListChanged":1}}`, ef.EFListenInvalid},
+		{`{"notifications":{"promptsListChanged":null}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourcesListChanged":"true"}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":null}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":"res://a"}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":[1]}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":[""]}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":[null]}}`, ef.EFListenInvalid},
+		{`{"notifications":{"resourceSubscriptions":[` + long + `]}}`, ef.EFListenLimit},
+		{`{"notifications":{"resourceSubscriptions":[` + strings.Join(many, ",") + `]}}`, ef.EFListenLimit},
+	} {
+		var params map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.params), &params); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseListen(params)
+		if err == nil {
+			t.Errorf("%s accepted", clip(tc.params, 80))
+			continue
+		}
+		var data map[string]string
+		_ = json.Unmarshal(err.Data, &data)
+		if err.Code != codeInvalidParams || data[MetaEFCode] != string(tc.code) {
+			t.Errorf("%s: %d %v, want -32602 %s", clip(tc.params, 80), err.Code, data, tc.code)
+		}
+	}
+	var params map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":false,"other":5,"resourceSubscriptions":["a","b","a"]}}`), &params)
+	f, err := parseListen(params)
+	if err != nil || !f.tools || f.prompts || f.resources || !slices.Equal(f.uris, []string{"a", "b"}) {
+		t.Fatalf("good filter: %+v %v", f, err)
+	}
+	honoured := honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{},"resources":{"listChanged":true}}}`))
+	if !honoured.empty() {
+		t.Fatalf("honoured %+v by an upstream without listChanged or subscribe", honoured)
+	}
+	honoured = honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}}}`))
+	if !honoured.tools || !slices.Equal(honoured.uris, []string{"a", "b"}) {
+		t.Fatalf("honoured %+v", honoured)
+	}
+}
+
+func TestStampSubscription(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{``, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
+		{`null`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
+		{`{"uri":"a"}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"a"}`},
+		{`{"uri":"a","_meta":{"k":1,"io.modelcontextprotocol/subscriptionId":"spoofed"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7,"k":1},"uri":"a"}`},
+	} {
+		got, ok := stampSubscription(json.RawMessage(tc.in), json.RawMessage(`7`))
+		if !ok || string(got) != tc.want {
+			t.Errorf("stamp %s: %s %v, want %s", tc.in, got, ok, tc.want)
+		}
+	}
+	for _, bad := range []string{`[]`, `5`, `{"_meta":[]}`, `{"_meta":"x"}`} {
+		if _, ok := stampSubscription(json.RawMessage(bad), json.RawMessage(`7`)); ok {
+			t.Errorf("stamped %s", bad)
+		}
+	}
+}
+
+// FuzzParseListen: no params panic the filter parser, and an accepted filter is within the
+// bounds, without repeats, and survives its own acknowledgement's encoding.
+func FuzzParseListen(f *testing.F) {
+	f.Add(`{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["res://a"]}}`)
+	f.Add(`{"notifications":{"resourceSubscriptions":[1,"a"]}}`)
+	f.Add(`{"notifications":null}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		var params map[string]json.RawMessage
+		if json.Unmarshal([]byte(raw), &params) != nil {
+			return
+		}
+		flt, err := parseListen(params)
+		if err != nil {
+			if err.Code != codeInvalidParams {
+				t.Fatalf("code %d", err.Code)
+			}
+			return
+		}
+		if len(flt.uris) > maxListenURIs {
+			t.Fatalf("%d URIs", len(flt.uris))
+		}
+		seen := map[string]bool{}
+		for _, u := range flt.uris {
+			if u == "" || len(u) > maxListenURI || seen[u] {
+				t.Fatalf("URI %q accepted", clip(u, 40))
+			}
+			seen[u] = true
+		}
+		if _, ok := stampSubscription(jsonOrEmpty(map[string]any{"notifications": flt}), json.RawMessage(`1`)); !ok {
+			t.Fatalf("acknowledgement of %+v not encodable", flt)
+		}
+		if _, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: notifyListenAck, Params: jsonOrEmpty(map[string]any{"notifications": flt})}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
