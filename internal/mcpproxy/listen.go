@@ -374,7 +374,7 @@ func (st *statelessState) releaseListen(agent string) {
 // result is written, the revision's graceful end), or the listen falls behind or its upstream
 // stream fails (the stream is closed without a result, as a disconnect). A filter the upstream
 // can honour none of is acknowledged empty and ended at once with its result.
-func (p *Proxy) serveListen(w http.ResponseWriter, ctx context.Context, agent string, sr *statelessRequest) {
+func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *statelessRequest) {
 	id := sr.req.ID
 	want, perr := parseListen(sr.params)
 	if perr != nil {

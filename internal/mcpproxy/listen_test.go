@@ -413,3 +413,79 @@ func FuzzParseListen(f *testing.F) {
 		}
 	})
 }
+
+// TestListenSDKClient: the Go SDK's 2026-07-28 client through the gate in front of a 2025
+// upstream: its listen for tool list changes (opened as it connects) and its resource
+// subscription (a listen naming the resource) receive the upstream's tool list change and the
+// resource's update, each tagged with the client's own listen id (its ids are numbers; the
+// gate's upstream ids are strings); its unsubscription ends the upstream's.
+func TestListenSDKClient(t *testing.T) {
+	u := newListenUpstream(t)
+	endpoint := newListenGate(t, u)
+	tools := make(chan mcp.Meta, 16)
+	updates := make(chan *mcp.ResourceUpdatedNotificationParams, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			tools <- req.Params.Meta
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updates <- req.Params
+		},
+	})
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sub, _ := u.calls(); !slices.Contains(sub, "res://a"); sub, _ = u.calls() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream session was not subscribed to res://a (subscriptions %v)", sub)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := u.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-updates:
+		if _, own := p.Meta[metaSubscriptionID].(float64); p.URI != "res://a" || !own {
+			t.Fatalf("resource update %+v", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client's subscription got no resources/updated")
+	}
+	// The client opens its tool listen in the background as it connects: change the list until
+	// a change reaches it.
+	var meta mcp.Meta
+	for i := 0; meta == nil; i++ {
+		u.srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("added_%d", i), InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+		select {
+		case meta = <-tools:
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().After(deadline.Add(5 * time.Second)) {
+				t.Fatal("no tools/list_changed reached the client's listen")
+			}
+		}
+	}
+	if _, own := meta[metaSubscriptionID].(float64); !own {
+		t.Fatalf("tools/list_changed not tagged with the client's listen id (a number): %v", meta)
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "res://a"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for _, unsub := u.calls(); !slices.Contains(unsub, "res://a"); _, unsub = u.calls() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the client unsubscribed, the upstream was not (unsubscriptions %v)", unsub)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

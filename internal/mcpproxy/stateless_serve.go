@@ -167,7 +167,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if sr.req.Method == methodListen {
 		if mode == modeStateful {
-			p.serveListen(w, ctx, agent, sr) // listen.go
+			p.serveListen(ctx, w, agent, sr) // listen.go
 			return true
 		}
 		// A relayed listen counts toward the agent's bound too, and lives until the agent or
