@@ -363,7 +363,9 @@ func (st *statelessState) takeListen(agent string) bool {
 func (st *statelessState) releaseListen(agent string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.listens[agent]--; st.listens[agent] <= 0 {
+	if n := st.listens[agent] - 1; n > 0 {
+		st.listens[agent] = n
+	} else {
 		delete(st.listens, agent)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
 // listenUpstream is a stateful 2025 upstream (the Go SDK's server with sessions) with tools,
@@ -487,5 +488,25 @@ func TestListenSDKClient(t *testing.T) {
 			t.Fatalf("after the client unsubscribed, the upstream was not (unsubscriptions %v)", unsub)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestListenRelayedBound: toward a 2026-07-28 upstream the gate relays subscriptions/listen (the
+// upstream's acknowledgement, tagged by the upstream with the agent's id), and those listens
+// count toward the agent's bound: the next is refused with EF_LISTEN_LIMIT, not relayed.
+func TestListenRelayedBound(t *testing.T) {
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}})
+	for i := range maxListensPerAgent {
+		l := openListen(t, f.endpoint(), 100+i, `{"toolsListChanged":true}`)
+		if m := l.next(t, 5*time.Second); m["method"] != notifyListenAck || subscriptionOf(m) != float64(100+i) {
+			t.Fatalf("relayed listen %d: %v", i, m)
+		}
+	}
+	l := openListen(t, f.endpoint(), 200, `{"toolsListChanged":true}`)
+	m := l.next(t, 5*time.Second)
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if m["id"] != float64(200) || e["code"] != float64(codeInternalError) || data[MetaEFCode] != string(ef.EFListenLimit) {
+		t.Fatalf("listen beyond the bound: %v, want -32603 EF_LISTEN_LIMIT", m)
 	}
 }
