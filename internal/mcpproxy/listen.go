@@ -53,7 +53,8 @@ const (
 	// through intermediaries.
 	listenKeepAlive = 15 * time.Second
 	// listenGETMinLife is the least time between two reopenings of an upstream GET stream the
-	// upstream ends while listens are open.
+	// upstream ends while listens are open (a server that keeps ending it gets one GET a
+	// second while they are).
 	listenGETMinLife = time.Second
 )
 
@@ -760,10 +761,11 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 }
 
 // listenGETEnded handles the end of s's GET stream gen (err: why it was not opened). While
-// listens are open, a stream the upstream ends is reopened (once per listenGETMinLife); an upstream that
-// no longer knows the session ends the session (its listens get their results), and any other
-// failure ends the listens as a disconnect. A stream the gate closed, or one replaced
-// meanwhile, is not acted on.
+// listens are open, a stream the upstream ends is reopened, at most once per listenGETMinLife
+// (the upstream's answer says whether the session is still there); an upstream that no longer
+// knows the session ends the session (its listens get their results), and any other refusal
+// ends the listens as a disconnect. A stream the gate closed, or one replaced meanwhile, is not
+// acted on.
 func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int, err error) {
 	h := s.hub
 	h.mu.Lock()
@@ -772,39 +774,48 @@ func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int,
 		h.getStop = nil
 	}
 	open := len(h.subs) > 0 && !h.ended
+	wait := listenGETMinLife - time.Since(h.reopened)
 	h.mu.Unlock()
-	if !current || ctx.Err() != nil || !open {
-		return
+	switch {
+	case !current || ctx.Err() != nil || !open:
+	case err != nil:
+		p.failListens(s, err)
+	case wait <= 0:
+		p.reopenListenGET(s)
+	default:
+		time.AfterFunc(wait, func() { p.reopenListenGET(s) })
 	}
+}
+
+// reopenListenGET opens s's GET stream again for its listens, unless one is open already (a
+// listen that joined meanwhile opened it) or no listen is left.
+func (p *Proxy) reopenListenGET(s *upstreamSession) {
+	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
 	h.mu.Lock()
-	settled := h.getStop != nil || len(h.subs) == 0 || h.ended // reopened by a listen that joined meanwhile, or none left
+	settled := h.getStop != nil || len(h.subs) == 0 || h.ended
+	if !settled {
+		h.reopened = time.Now()
+	}
 	h.mu.Unlock()
 	if settled {
 		return
 	}
-	if err == nil {
-		// Reopened: the upstream's answer says whether the session is still there. A stream
-		// the upstream keeps ending is not reopened more than once per listenGETMinLife.
-		err = errors.New("mcpproxy: the upstream keeps ending the session's GET stream")
-		h.mu.Lock()
-		again := time.Since(h.reopened) >= listenGETMinLife
-		if again {
-			h.reopened = time.Now()
-		}
-		h.mu.Unlock()
-		if again {
-			if err = p.openListenGET(s); err == nil {
-				return
-			}
-		}
+	if err := p.openListenGET(s); err != nil {
+		p.failListens(s, err)
 	}
+}
+
+// failListens ends s's listens because its GET stream could not be opened: with the session
+// when the upstream no longer knows it, else as a disconnect.
+func (p *Proxy) failListens(s *upstreamSession, err error) {
 	if errors.Is(err, errSessionGone) {
 		p.dropUpstreamSession(s)
 		return
 	}
-	p.log.Info("Upstream GET stream of a session's listens ended; the listens are closed", "upstreamSession", s.id, "error", err.Error())
+	p.log.Info("Upstream GET stream of a session's listens not reopened; the listens are closed", "upstreamSession", s.id, "error", err.Error())
+	h := s.hub
 	h.mu.Lock()
 	for l := range h.subs {
 		l.end(false)

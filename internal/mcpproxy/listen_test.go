@@ -449,19 +449,26 @@ func TestListenSDKClient(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := u.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case p := <-updates:
-		if _, own := p.Meta[metaSubscriptionID].(float64); p.URI != "res://a" || !own {
-			t.Fatalf("resource update %+v", p)
+	// The client's listens open in the background (the SDK does not say when they are
+	// acknowledged, and nothing before the acknowledgement is promised): change the resource
+	// and the list until a change reaches each.
+	deadline = time.Now().Add(10 * time.Second)
+	var upd *mcp.ResourceUpdatedNotificationParams
+	for upd == nil {
+		if err := u.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the client's subscription got no resources/updated")
+		select {
+		case upd = <-updates:
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the client's subscription got no resources/updated")
+			}
+		}
 	}
-	// The client opens its tool listen in the background as it connects: change the list until
-	// a change reaches it.
+	if _, own := upd.Meta[metaSubscriptionID].(float64); upd.URI != "res://a" || !own {
+		t.Fatalf("resource update %+v", upd)
+	}
 	var meta mcp.Meta
 	for i := 0; meta == nil; i++ {
 		u.srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("added_%d", i), InputSchema: map[string]any{"type": "object"}},
@@ -471,7 +478,7 @@ func TestListenSDKClient(t *testing.T) {
 		select {
 		case meta = <-tools:
 		case <-time.After(100 * time.Millisecond):
-			if time.Now().After(deadline.Add(5 * time.Second)) {
+			if time.Now().After(deadline) {
 				t.Fatal("no tools/list_changed reached the client's listen")
 			}
 		}
