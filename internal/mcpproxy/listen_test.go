@@ -163,8 +163,9 @@ func subscriptionOf(m map[string]any) any {
 // TestListenStatefulUpstream: a 2026-07-28 agent's subscriptions/listen in front of a 2025
 // upstream. The acknowledgement comes first, tagged, with the filter the upstream can honour;
 // the upstream session is subscribed to the listen's resource; a tool list change and that
-// resource's update reach the listen, tagged with its id, while a prompt list change (which
-// the filter leaves out, and which a second listen asking for it receives) does not; closing
+// resource's update reach the listen, tagged with its id, while a prompt and a resource list
+// change (which the filter leaves out, and which a second listen asking for them receives) do
+// not; closing
 // the listen unsubscribes the resource; and when the upstream session ends, the open listen gets
 // its result (the revision's graceful end).
 func TestListenStatefulUpstream(t *testing.T) {
@@ -184,7 +185,7 @@ func TestListenStatefulUpstream(t *testing.T) {
 	if sub, _ := u.calls(); !slices.Equal(sub, []string{"res://a"}) {
 		t.Fatalf("upstream subscriptions %v, want [res://a]", sub)
 	}
-	b := openListen(t, endpoint, "b", `{"promptsListChanged":true}`)
+	b := openListen(t, endpoint, "b", `{"promptsListChanged":true,"resourcesListChanged":true}`)
 	if ack := b.next(t, 5*time.Second); ack["method"] != notifyListenAck || subscriptionOf(ack) != "b" {
 		t.Fatalf("second listen's first message %v", ack)
 	}
@@ -192,15 +193,26 @@ func TestListenStatefulUpstream(t *testing.T) {
 	u.srv.AddPrompt(&mcp.Prompt{Name: "p1"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{}, nil
 	})
-	if m := b.next(t, 5*time.Second); m["method"] != notifyPromptsChanged || subscriptionOf(m) != "b" {
-		t.Fatalf("prompt-listening stream got %v", m)
+	u.srv.AddResource(&mcp.Resource{URI: "res://c", Name: "c"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	got := map[any]bool{}
+	for range 2 {
+		m := b.next(t, 5*time.Second)
+		if subscriptionOf(m) != "b" {
+			t.Fatalf("second listen got %v, untagged", m)
+		}
+		got[m["method"]] = true
+	}
+	if !got[notifyPromptsChanged] || !got[notifyResourcesChanged] {
+		t.Fatalf("second listen got %v, want the prompt and resource list changes", got)
 	}
 	u.srv.AddTool(&mcp.Tool{Name: "added", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		})
 	if m := a.next(t, 5*time.Second); m["method"] != notifyToolsChanged || subscriptionOf(m) != float64(41) {
-		t.Fatalf("after a tool list change (and a prompt list change before it) the listen got %v, want tools/list_changed tagged 41", m)
+		t.Fatalf("after a tool list change (and prompt and resource list changes before it) the listen got %v, want tools/list_changed tagged 41", m)
 	}
 	if err := u.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
 		t.Fatal(err)
