@@ -659,11 +659,16 @@ func (p *Proxy) sessionRequest(ctx context.Context, s *upstreamSession, method, 
 	return nil
 }
 
+// listenHeadersGrace is how long opening a listen's upstream GET waits, once the request is
+// written, for the upstream's answer: a server that has answered has registered the stream, so
+// no change it announces after the acknowledgement is lost.
+const listenHeadersGrace = time.Second
+
 // openListenGET opens s's upstream GET stream and reads it in the background until the
-// upstream ends it or the session ends. It returns once the request is written (within
-// ConnectTimeout), not when the upstream answers it: a server may send the stream's headers only
-// with its first event. A refusal that comes later (HTTP 404: the session is gone; another
-// status) ends the listens then (listenGETEnded). h.setup is held.
+// upstream ends it or the session ends. It returns once the upstream has answered the request,
+// or listenHeadersGrace after it was written (within ConnectTimeout): a server may send the
+// stream's headers only with its first event. A refusal that comes later (HTTP 404: the session
+// is gone; another status) ends the listens then (listenGETEnded). h.setup is held.
 func (p *Proxy) openListenGET(s *upstreamSession) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	wrote := make(chan struct{})
@@ -687,6 +692,7 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 	h.getStop = cancel
 	h.mu.Unlock()
 	failed := make(chan error, 1)
+	answered := make(chan struct{})
 	go func() {
 		defer cancel()
 		resp, err := p.direct.Do(req)
@@ -704,9 +710,11 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 		if err != nil {
 			failed <- err
 			sent()
+			close(answered)
 			p.listenGETEnded(ctx, s, gen, err)
 			return
 		}
+		close(answered)
 		p.readListenGET(s, resp)
 		p.listenGETEnded(ctx, s, gen, nil)
 	}()
@@ -717,6 +725,12 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 	case <-t.C:
 		cancel()
 		return fmt.Errorf("mcpproxy: the session's GET was not sent within %s", p.cfg.ConnectTimeout)
+	}
+	grace := time.NewTimer(listenHeadersGrace)
+	defer grace.Stop()
+	select {
+	case <-answered:
+	case <-grace.C:
 	}
 	select {
 	case err := <-failed:

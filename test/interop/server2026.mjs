@@ -301,7 +301,9 @@ http.createServer(async (req, res) => {
   const ac = new AbortController();
   res.on('close', () => ac.abort());
   const response = await handler.fetch(new Request(`http://${req.headers.host}${req.url}`, { method: req.method, headers, body, signal: ac.signal }));
-  res.writeHead(response.status, Object.fromEntries(response.headers));
+  // The headers go out at once, as the SDKs' transports send them: node:http would hold them
+  // until the body's first chunk, which an event stream may not have for a long time.
+  res.writeHead(response.status, Object.fromEntries(response.headers)).flushHeaders();
   if (!response.body) {
     res.end();
     return;
