@@ -397,7 +397,7 @@ func (s *Service) grantMoment(ctx context.Context, x *call, g *group, voters []r
 		}
 		switch granted := escalated.Annotations[AnnotationGrantedAct]; {
 		case granted == x.binding.ActID:
-			return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc), true
+			return s.grantTo(ctx, x, esc), true
 		case granted != "":
 			return outcome{}, false
 		}
@@ -416,9 +416,74 @@ func (s *Service) grantMoment(ctx context.Context, x *call, g *group, voters []r
 		}
 		s.log.Info("binding moment resolution granted", "act", x.binding.ActID, "escalatedAct", g.actRef,
 			"envelope", g.env.Digest(), "actionDigest", x.actionDigest())
-		return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc), true
+		return s.grantTo(ctx, x, esc), true
 	}
 	return apiFailure(ctx, "record the grant", conflict), true
+}
+
+// grantTo issues the authority of a grant recorded on the escalated Act for this call. When
+// the Review names the operation that consumes it and the call's Act has no status yet, the
+// authority is consumed here (grantConsumed); otherwise it is issued as a Lease for a Consume.
+func (s *Service) grantTo(ctx context.Context, x *call, esc *review.Escalation) outcome {
+	st := x.obj.Status
+	if x.consumeOp == "" || st.Decision != "" || st.State != "" || st.AuthorityRef != nil || st.OperationID != "" {
+		return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc)
+	}
+	return s.grantConsumed(ctx, x, esc)
+}
+
+// grantConsumed gives the call the authority of its grant already consumed by x.consumeOp: the
+// permit record (the signed authority, the operation, when) is written on the call's Act by a
+// compare-and-swap on the resourceVersion the Act was recorded at, so one Act records at most
+// one consumption, and the grant on the escalated Act names this act alone. No Lease is
+// stored, no Consume follows, and the Act's status is left for the outcome Report, as for a
+// Permit: the Report authenticates by the permit record.
+func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escalation) outcome {
+	ttl := x.d.AuthorityTTL
+	if ttl <= 0 {
+		ttl = 60 * time.Second
+	}
+	a, err := s.signer.Sign(x.binding, x.now, min(ttl, authority.MaxTTL))
+	if err != nil {
+		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
+	}
+	rec := permitRecord{authority: a, operation: x.consumeOp, consumedAt: x.now.UTC().Truncate(time.Millisecond)}
+	orig := x.obj.DeepCopy()
+	if err := rec.annotate(x.obj); err != nil {
+		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
+	}
+	err = s.c.Patch(ctx, x.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
+	switch {
+	case apierrors.IsConflict(err):
+		// Written meanwhile (a retried Review of the same act): only the same operation's
+		// record, with no outcome yet, is answered again.
+		cur := &v1alpha1.Act{}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(x.obj), cur); err != nil {
+			return apiFailure(ctx, "record the consumption", err)
+		}
+		got, ok := permitRecordOf(cur)
+		if !ok || got.operation != x.consumeOp || got.authority.ID != a.ID || cur.Status.State != "" {
+			return deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "This act's authority is already consumed.")
+		}
+		rec = got
+	case err != nil:
+		return apiFailure(ctx, "record the consumption", err)
+	}
+	s.log.V(1).Info("granted authority issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
+		"authority", a.ID, "operation", x.consumeOp, "expires", a.ExpiresAt)
+	return consumedGrant(rec, esc)
+}
+
+// consumedGrant is the answer of a Review whose grant rec records consumed.
+func consumedGrant(rec permitRecord, esc *review.Escalation) outcome {
+	signed, err := review.Signed(rec.authority)
+	if err != nil {
+		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
+	}
+	return outcome{status: http.StatusOK, resp: review.Response{
+		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonBindingMoment, Authority: signed, Escalation: esc,
+		Consumed: &review.Consumed{AuthorityID: rec.authority.ID, OperationID: rec.operation, ConsumedAt: rec.consumedAt},
+	}}
 }
 
 // deliverOnce refuses the call with a resolution that authorises nothing (an answer) or an

@@ -98,7 +98,7 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 			SinkID: sinkID, PolicyEpoch: gate.Epoch,
 		},
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
+	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
 	expires := metav1.NewTime(s.now().Add(s.momentTTL).Truncate(time.Second))

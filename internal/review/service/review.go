@@ -41,6 +41,12 @@ type call struct {
 	// momentsCached is set when the call's binding moments were read from the informer, and
 	// momentsFromAPI makes them be read from the API server's watch cache (listGroups).
 	momentsCached, momentsFromAPI bool
+	// consumeOp is the operation a grant is consumed by in the same request (a Review that
+	// names one), "" for a Review whose grant is consumed by a later Consume.
+	consumeOp string
+	// retried is the permit record of the call's Act when it records a grant consumed by
+	// consumeOp already: the same operation's retried Review (recordAct).
+	retried *permitRecord
 }
 
 func (x *call) tool() string         { return x.act.Tool.ToolID }
@@ -85,10 +91,18 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 	if refused != nil {
 		return *refused
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
+	if req.Permit != nil {
+		x.consumeOp = req.Permit.OperationID
+	}
+	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
-	o := s.decide(ctx, x)
+	var o outcome
+	if x.retried != nil {
+		o = consumedGrant(*x.retried, nil)
+	} else {
+		o = s.decide(ctx, x)
+	}
 	o.resp.Act = x.obj.Name
 	o.resp.ConsequenceClass = x.class
 	return o
