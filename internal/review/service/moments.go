@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // ComponentBindingMoment is the LabelComponent value on the BindingMoments the service creates.
@@ -452,7 +454,17 @@ func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escala
 	if err := rec.annotate(x.obj); err != nil {
 		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
 	}
-	err = s.c.Patch(ctx, x.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
+	pctx, span := tracing.Start(ctx, s.tracer, "actgate.grant.consume", trace.SpanKindInternal)
+	err = s.c.Patch(pctx, x.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
+	if span.IsRecording() {
+		code := ""
+		if err != nil {
+			code = string(ef.EF005)
+		}
+		span.SetAttributes(tracing.AttrActID.String(x.binding.ActID), tracing.AttrAuthorityID.String(a.ID),
+			tracing.AttrOperationID.String(x.consumeOp), tracing.AttrActionDigest.String(x.actionDigest()), tracing.AttrCode.String(code))
+	}
+	span.End()
 	switch {
 	case apierrors.IsConflict(err):
 		// Written meanwhile (a retried Review of the same act): only the same operation's

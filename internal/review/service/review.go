@@ -321,6 +321,11 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 			tracing.AttrCode.String(string(authority.CodeOf(err))))
 	}
 	span.End()
+	if errors.Is(err, authority.ErrNotFound) && s.consumedOnAct(ctx, c.namespace, expect.ActID, cr.AuthorityID) {
+		// No Lease: the authority was consumed when its permit record was written (a Permit,
+		// or a grant consumed in its Review).
+		err = fmt.Errorf("%w: %s", authority.ErrConsumed, cr.AuthorityID)
+	}
 	if err != nil {
 		s.log.V(1).Info("consume refused", "act", expect.ActID, "authority", cr.AuthorityID, "cause", authority.CodeOf(err))
 		return authorityFailure(ctx, err)
@@ -341,4 +346,15 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonAuthority, Act: obj.Name,
 		Consumed: &review.Consumed{AuthorityID: rec.Authority.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
 	}}
+}
+
+// consumedOnAct reports whether the Act of actID in namespace records authorityID consumed in
+// its permit record.
+func (s *Service) consumedOnAct(ctx context.Context, namespace, actID, authorityID string) bool {
+	obj := &v1alpha1.Act{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: actName(actID)}, obj); err != nil {
+		return false
+	}
+	rec, ok := permitRecordOf(obj)
+	return ok && rec.authority.ID == authorityID
 }

@@ -149,9 +149,7 @@ func TestGrantConsumedInReview(t *testing.T) {
 		t.Fatalf("retries changed the granted act: rv %s → %s", rv, after.ResourceVersion)
 	}
 	// Nothing to consume: the authority exists only consumed.
-	if got := r.do(t, consumeReq(a.ID, "op-other", granted.binding(r.ns, 1))); got.Allowed {
-		t.Fatalf("a Consume of a grant consumed in its Review: %+v", got)
-	}
+	expectDeny(t, r.do(t, consumeReq(a.ID, "op-other", granted.binding(r.ns, 1))), ef.EF005, review.ReasonAuthority)
 
 	// The outcome completes the Act in one write.
 	counter.reset()
