@@ -129,12 +129,13 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 // by envelope, newest first.
 //
 // They are read from the namespace's moment informer (Cache), else (no informer, not synced, or
-// x.momentsFromAPI) from the API server's watch cache. Either lags etcd by the time a watch
+// x.momentsFromAPI) from the API server's watch cache, with the moments this service created
+// that the read does not show yet (recentMoments). Either read lags etcd by the time a watch
 // event takes to arrive. A Permit that misses a decline recorded within that lag is decided as
-// it would have been an instant earlier; an escalation whose informer view says "pending" or
-// "no moment" is decided again from the watch cache (confirmed); a review that misses a moment
-// another replica created within the watch cache's lag escalates anew (more moments for the
-// principals, never an allow). What a grant rests on is read by quorum (grantMoment).
+// it would have been an instant earlier; an escalation whose informer view says "pending" is
+// decided again from the watch cache (confirmed); a review that misses a moment another
+// replica created within that lag escalates anew (more moments for the principals, never an
+// allow). What a grant rests on is read by quorum (grantMoment).
 func (s *Service) listGroups(ctx context.Context, x *call, key, value string, keep func(map[string]string) bool) ([]*group, *outcome) {
 	var items []v1alpha1.BindingMoment
 	cached := false
@@ -152,6 +153,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 		}
 		items = list.Items
 	}
+	items = s.recent.merge(x.c.namespace, key, value, items)
 	byDigest := map[string]*group{}
 	for i := range items {
 		m := &items[i]
@@ -320,16 +322,18 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
-	return s.confirmed(ctx, x, func() outcome { return s.newMoments(ctx, x) })
+	// No moment for this action: the informer's view, with the moments this service created
+	// within a watch event's lag (recentMoments), is as complete as the watch cache's.
+	return s.newMoments(ctx, x)
 }
 
 // confirmed returns answer() when the call's moments were read from the API server. When they
 // were read from the informer, whose view may lag by a watch event, the escalation is decided
-// again from the API server's watch cache first: "still pending" and "no moment yet" are the
-// two answers a lagging view gives for a resolution or a moment just written, and the agent
-// (or the principal who just resolved) should not wait a round for the informer. Every other
-// answer rests on state that only moves forward once seen (a recorded resolution, an
-// expiry), or on a quorum read (a grant).
+// again from the API server's watch cache first: "still pending" is the answer a lagging view
+// gives for a resolution just recorded, and the principal who just resolved should not wait a
+// round for the informer. "No moment yet" is not confirmed: the moments this service just
+// created are in the view (recentMoments). Every other answer rests on state that only moves
+// forward once seen (a recorded resolution, an expiry), or on a quorum read (a grant).
 func (s *Service) confirmed(ctx context.Context, x *call, answer func() outcome) outcome {
 	if !x.momentsCached {
 		return answer()
@@ -591,7 +595,10 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 			m.Labels[LabelEscalation] = key
 			m.Annotations[AnnotationPod], m.Annotations[AnnotationPodUID] = x.c.podName, x.c.podUID
 		}
-		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); {
+		case err == nil:
+			s.recent.add(m)
+		case !apierrors.IsAlreadyExists(err):
 			return apiFailure(ctx, "create the binding moment", err)
 		}
 		g.moments = append(g.moments, m)
