@@ -167,9 +167,11 @@ func DecodeRequest(body []byte) (*ActReview, types.UID, error) {
 	return &r, uid, nil
 }
 
+// checkReview checks a Review: a call under review and, optionally, the operation a grant is
+// consumed by.
 func checkReview(req *Request) error {
-	if req.Permit != nil {
-		return bad("request.permit", "only for operation %s", OperationPermit)
+	if req.Permit != nil && !validOperationID(req.Permit.OperationID) {
+		return bad("request.permit.operationID", "must be 1-%d bytes of UTF-8", journal.MaxIDLength)
 	}
 	if req.Refusal != nil {
 		return bad("request.refusal", "only for operation %s", OperationRefusal)

@@ -34,6 +34,11 @@ func TestDecodeRequestAccepts(t *testing.T) {
 	if uid != "u-1" || r.Request.Operation != OperationReview || r.Request.Server != "payments" || string(r.Request.Arguments) != `{"amount":"10.00"}` {
 		t.Fatalf("decoded %+v", r.Request)
 	}
+	// A Review may name the operation a grant is consumed by.
+	withOp := strings.Replace(goodReview, `"server"`, `"permit":{"operationID":"op-9"},"server"`, 1)
+	if r, _, err = DecodeRequest([]byte(withOp)); err != nil || r.Request.Permit == nil || r.Request.Permit.OperationID != "op-9" {
+		t.Fatalf("review with a consuming operation: %v %+v", err, r)
+	}
 	r, uid, err = DecodeRequest([]byte(goodConsume))
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +112,10 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"consume without sink", replace(goodConsume, `"sink-a"`, `""`), "request.consume.binding", "u-2"},
 		{"consume with report", replace(goodConsume, `"consume"`, `"report":{},"consume"`), "request.report", "u-2"},
 		{"review with report", replace(goodReview, `"server"`, `"report":{},"server"`), "request.report", "u-1"},
+		{"review with permit without operation", replace(goodReview, `"server"`, `"permit":{"operationID":""},"server"`), "request.permit.operationID", "u-1"},
+		{"review with permit of long operation", replace(goodReview, `"server"`, `"permit":{"operationID":"`+strings.Repeat("o", 300)+`"},"server"`), "request.permit.operationID", "u-1"},
+		{"review with permit of bad UTF-8", replace(goodReview, `"server"`, "\"permit\":{\"operationID\":\"op\xff\"},\"server\""), "$", ""},
+		{"review with permit and refusal", replace(goodReview, `"server"`, `"permit":{"operationID":"op-1"},"refusal":{"code":"EF_005"},"server"`), "request.refusal", "u-1"},
 		{"report without body", replace(goodReport, `"report":`, `"reportx":`), "$", ""},
 		{"report with null body", replace(goodReport, `"operation":"Report","report":{`, `"operation":"Report","report":null,"x":{`), "$", ""},
 		{"report with act", replace(goodReport, `"report"`, `"act":{},"report"`), "request", "u-3"},

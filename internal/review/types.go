@@ -83,8 +83,11 @@ type Request struct {
 	Consume *ConsumeRequest `json:"consume,omitempty"`
 	// report says which dispatch ended how. Report only.
 	Report *ReportRequest `json:"report,omitempty"`
-	// permit names the dispatch a Permit's authority is spent on. Permit only (with server,
-	// act and arguments, as for a Review).
+	// permit names the dispatch a Permit's authority is spent on: required for Permit (with
+	// server, act and arguments, as for a Review). A Review may carry it too: when principals
+	// granted exactly the call, the grant is consumed by that operation in the same request
+	// (the response carries consumed, and no Consume follows); any other answer is the
+	// Review's.
 	Permit *PermitRequest `json:"permit,omitempty"`
 	// refusal says how the sidecar refused the call. Refusal only (with server, act and
 	// arguments, as for a Review).

@@ -21,8 +21,8 @@ import (
 )
 
 // serviceAuthority is the authority service as the sink's AuthorityService: a machine Permit
-// is one Permit review, an escalated call one Review (and, when principals granted exactly this
-// call, one Consume). Every failure is a *sink.Refusal, and the sink invokes nothing on any of
+// is one Permit review, an escalated call one Review, in which a grant for exactly this call
+// is consumed by the dispatch's operation (a service that only issues it is sent one Consume). Every failure is a *sink.Refusal, and the sink invokes nothing on any of
 // them: a transport error, a timeout, a non-200 answer or one that does not decode
 // (review.Client), an allow that does not confirm the consumption of exactly this authority by
 // exactly this operation.
@@ -99,13 +99,15 @@ func (s *serviceAuthority) Permit(ctx context.Context, r sink.AuthorityRequest, 
 	return a, nil
 }
 
-// Escalate is one Review of an escalated call: pending moments, a resolution to deliver, or a
-// grant for exactly this call.
-func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest) (sink.Escalation, error) {
+// Escalate is one Review of an escalated call, naming the operation a grant is consumed by:
+// pending moments, a resolution to deliver, or a grant for exactly this call, consumed by
+// operationID when the answer confirms it (else to consume with Consume).
+func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest, operationID string) (sink.Escalation, error) {
 	req, err := s.call(review.OperationReview, r)
 	if err != nil {
 		return sink.Escalation{}, err
 	}
+	req.Permit = &review.PermitRequest{OperationID: operationID}
 	resp, err := s.ask(ctx, req)
 	if err != nil {
 		return sink.Escalation{}, err
@@ -122,6 +124,16 @@ func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest
 		if err != nil {
 			out.Code = ef.EF002
 			return out, nil
+		}
+		if c := resp.Consumed; c != nil {
+			if c.AuthorityID != a.ID || c.OperationID != operationID {
+				// A consumption of another authority or operation is not this call's (fail
+				// closed).
+				s.log.Info("Grant consumption not confirmed; refusing", "act", r.Act.CandidateActID, "authority", a.ID)
+				out.Code, out.Message = ef.EFStoreUnavailable, "The authority service did not confirm the consumption; the tool was not invoked."
+				return out, nil
+			}
+			out.Consumed = true
 		}
 		out.Authority = &a
 		return out, nil

@@ -18,17 +18,20 @@
 //     authority the sidecar dispatched, verified and journaled consumed with DISPATCH_PENDING in
 //     one commit (IssueConsumeAndPend), so the retry index survives a restart as standalone.
 //   - Authority (authority.go, serviceAuthority): a machine Permit is one Permit review — the
-//     service evaluates its own policy again, records the Act and creates the Lease already
-//     consumed by the dispatch's operation; an escalated call is one Review (the service keeps
-//     the binding moments as BindingMoment objects) and, for a grant of exactly that call, one
-//     Consume (the Lease compare-and-swap). The sink checks every authority against the binding
-//     it built from the live call (authority.Match) before the journal verifies its signature;
-//     any error, timeout, non-200 or undecodable answer is a deny, and so is an allow that does
-//     not confirm the consumption of exactly this authority by exactly this operation.
+//     service evaluates its own policy again and records the Act carrying the authority
+//     already consumed by the dispatch's operation (no Lease); an escalated call is one Review
+//     naming the dispatch's operation (the service keeps the binding moments as BindingMoment
+//     objects), in which a grant of exactly that call is consumed by that operation (a service
+//     that only issues it is sent one Consume, the Lease compare-and-swap). The sink checks
+//     every authority against the binding it built from the live call (authority.Match)
+//     before the journal verifies its signature; any error, timeout, non-200 or undecodable
+//     answer is a deny, and so is an allow that does not confirm the consumption of exactly
+//     this authority by exactly this operation.
 //   - Outcomes (outbox.go): every EXECUTED, FAILED and INDETERMINATE the journal records is
-//     reported (Report, idempotent) until the service acknowledges it, off the call path, with
-//     backoff while it is down, and again after a restart (the journal is the outbox's content;
-//     outbox.db remembers what was acknowledged).
+//     reported (Report, idempotent, up to OutboxInFlight at once) until the service
+//     acknowledges it, off the call path, with backoff while it is down, and again after a
+//     restart (the journal is the outbox's content; outbox.db remembers what was
+//     acknowledged).
 //   - Moments: an agent-authored moment is one Propose review (the service checks it again).
 //   - Refusals (authority.go, refusals): the Act record of a call the pod's policy denied is
 //     queued (RefusalQueue) and sent off the call path (Refusal); a full queue drops and counts.

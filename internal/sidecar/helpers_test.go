@@ -106,6 +106,10 @@ type stub struct {
 	reports  []review.ReportRequest
 	// reportFails makes every Report answer 503 (the service unavailable).
 	reportFails bool
+	// reportDelay is how long each Report takes to answer; reportsInFlight and
+	// maxReportsInFlight count the Reports being answered at once.
+	reportDelay                         time.Duration
+	reportsInFlight, maxReportsInFlight int
 	// traceparents are the traceparent headers of every review received, in order.
 	traceparents []string
 	// ops counts the reviews received by operation; policyGets the requests of the policy
@@ -294,7 +298,13 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	case review.OperationReport:
 		s.mu.Lock()
 		s.reports = append(s.reports, *req.Report)
-		fails := s.reportFails
+		fails, delay := s.reportFails, s.reportDelay
+		s.reportsInFlight++
+		s.maxReportsInFlight = max(s.maxReportsInFlight, s.reportsInFlight)
+		s.mu.Unlock()
+		time.Sleep(delay)
+		s.mu.Lock()
+		s.reportsInFlight--
 		s.mu.Unlock()
 		if fails {
 			s.answer(w, 503, uid, review.Response{Code: ef.EFStoreUnavailable, Reason: review.ReasonUnavailable})

@@ -228,25 +228,85 @@ func (o *Outbox) acknowledged() (map[string]journal.State, error) {
 	return out, nil
 }
 
-// ack records that rec's outcome needs no further report.
-func (o *Outbox) ack(rec journal.DispatchRecord) {
+// ack records that the outcomes recs need no further report, in one commit of the outbox file.
+func (o *Outbox) ack(recs []journal.DispatchRecord) {
+	if len(recs) == 0 {
+		return
+	}
 	if o.db != nil {
+		at := " " + strconv.FormatInt(o.now().Unix(), 10)
 		err := o.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(outboxBucket).Put([]byte(rec.OperationID), []byte(string(rec.State)+" "+strconv.FormatInt(o.now().Unix(), 10)))
+			b := tx.Bucket(outboxBucket)
+			for _, rec := range recs {
+				if err := b.Put([]byte(rec.OperationID), []byte(string(rec.State)+at)); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if err != nil {
-			// Not remembered: the next start reports it again, which the service answers as
+			// Not remembered: the next start reports them again, which the service answers as
 			// recorded.
-			o.log.Error(err, "Outbox acknowledgement not stored", "operation", rec.OperationID)
+			o.log.Error(err, "Outbox acknowledgements not stored", "count", len(recs), "operation", recs[0].OperationID)
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.acked[rec.OperationID] = rec.State
-	if cur, ok := o.pending[rec.OperationID]; ok && cur.State == rec.State {
-		delete(o.pending, rec.OperationID)
+	for _, rec := range recs {
+		o.acked[rec.OperationID] = rec.State
+		if cur, ok := o.pending[rec.OperationID]; ok && cur.State == rec.State {
+			delete(o.pending, rec.OperationID)
+		}
+		o.sent++
 	}
-	o.sent++
+}
+
+// OutboxInFlight bounds the reports the outbox has in flight at once. Each waits on the
+// authority service and its API server writes (tens of milliseconds under load); one at a
+// time, the outbox falls behind a pod making more protected calls a second than that allows.
+const OutboxInFlight = 8
+
+// sendAll reports batch with at most OutboxInFlight reports in flight, and records the
+// acknowledged ones in one commit. It starts no report once one was not acknowledged or the
+// outbox is stopping; failed says whether one was not acknowledged.
+func (o *Outbox) sendAll(batch []journal.DispatchRecord) (failed bool) {
+	var (
+		mu   sync.Mutex
+		done []journal.DispatchRecord
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, OutboxInFlight)
+	stopped := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return failed
+	}
+launch:
+	for _, r := range batch {
+		select {
+		case <-o.done:
+			break launch
+		case slots <- struct{}{}:
+		}
+		if stopped() {
+			<-slots
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := o.send(r)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = true
+				return
+			}
+			done = append(done, r)
+		})
+	}
+	wg.Wait()
+	o.ack(done)
+	return failed
 }
 
 func (o *Outbox) run() {
@@ -276,18 +336,11 @@ func (o *Outbox) run() {
 			batch = append(batch, r)
 		}
 		o.mu.Unlock()
-		failed := false
-		for _, r := range batch {
-			select {
-			case <-o.done:
-				return
-			default:
-			}
-			if err := o.send(r); err != nil {
-				failed = true
-				break
-			}
-			o.ack(r)
+		failed := o.sendAll(batch)
+		select {
+		case <-o.done:
+			return
+		default:
 		}
 		if failed {
 			backoff = min(max(2*backoff, outboxMinBackoff), outboxMaxBackoff)

@@ -96,3 +96,57 @@ func TestOutboxAcrossOutageAndRestart(t *testing.T) {
 		t.Fatalf("a start after the acknowledgements reported %d outcomes again (pending %d)", n-acked, o.Pending())
 	}
 }
+
+// TestOutboxReportsConcurrently: outcomes are reported up to OutboxInFlight at a time, so a
+// slow authority service (every Report answered after 100 ms) does not leave the outbox a
+// report per round trip behind the pod's protected calls; every outcome is acknowledged once.
+func TestOutboxReportsConcurrently(t *testing.T) {
+	f := newFixture(t)
+	f.gate.Close()
+	f.stub.mu.Lock()
+	f.stub.reportDelay = 100 * time.Millisecond
+	f.stub.mu.Unlock()
+	o, err := OpenOutbox(filepath.Join(t.TempDir(), OutboxFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.options()
+	opts.Outbox = o
+	g, err := NewGate(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { g.Close(); _ = o.Close() }()
+	const calls = 24
+	ops := map[string]bool{}
+	for i := range calls {
+		res, _ := g.Handle(context.Background(), sink.Call{Session: "s", Agent: testAgent, Server: "payments", Destination: f.up.URL,
+			Tool: "send_payment", Args: json.RawMessage(`{"amount":` + strconv.Itoa(i+1) + `}`)},
+			func(context.Context, string) (sink.InvokeResult, error) {
+				return sink.InvokeResult{Result: json.RawMessage(`{"ok":true}`), Outcome: sink.OutcomeExecuted}, nil
+			})
+		if !res.Allowed || res.OperationID == "" {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+		ops[res.OperationID] = true
+	}
+	waitFor(t, func() bool { return o.Pending() == 0 })
+	f.stub.mu.Lock()
+	most := f.stub.maxReportsInFlight
+	f.stub.mu.Unlock()
+	if most < 2 || most > OutboxInFlight {
+		t.Fatalf("at most %d reports were in flight at once, want 2 to %d", most, OutboxInFlight)
+	}
+	got := map[string]int{}
+	for _, r := range f.stub.reported() {
+		got[r.OperationID]++
+	}
+	for op := range ops {
+		if got[op] != 1 {
+			t.Fatalf("operation %s reported %d times, want once (all: %v)", op, got[op], got)
+		}
+	}
+	if o.Delivered() != calls {
+		t.Fatalf("%d reports acknowledged, want %d", o.Delivered(), calls)
+	}
+}

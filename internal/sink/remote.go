@@ -31,8 +31,9 @@ type AuthorityService interface {
 	Permit(ctx context.Context, r AuthorityRequest, operationID string) (authority.Authority, error)
 	// Escalate asks about a call the gate's policy escalates to a human: the binding moment
 	// that awaits its principals (or its resolution), or, when principals granted exactly this
-	// call, the authority to consume with Consume.
-	Escalate(ctx context.Context, r AuthorityRequest) (Escalation, error)
+	// call, the authority: consumed by operationID in the same request when the answer says
+	// Consumed, else to consume with Consume.
+	Escalate(ctx context.Context, r AuthorityRequest, operationID string) (Escalation, error)
 	// Consume spends a granted authority for operationID, bound to expect.
 	Consume(ctx context.Context, a authority.Authority, expect authority.Binding, operationID string) error
 	// Propose registers an agent-authored binding moment (request_binding_moment) that the
@@ -58,7 +59,9 @@ type AuthorityRequest struct {
 // granted, else the refusal to give (EF_ESCALATION_REQUIRED with the moment, EF_MOMENT_DECLINED,
 // an expiry…).
 type Escalation struct {
-	Authority   *authority.Authority
+	Authority *authority.Authority
+	// Consumed says the service consumed Authority by the operation Escalate named.
+	Consumed    bool
 	Code        ef.EFCode
 	Message     string
 	Moment      *MomentRef
@@ -128,8 +131,10 @@ func (g *gate) permitRemote(ctx context.Context, cl *callState, inv Invoker) (Re
 }
 
 // escalateRemote is escalate with moments kept by the authority service: it says whether the
-// call awaits (or got) a human decision; a grant for exactly this call is consumed there and
-// journaled here.
+// call awaits (or got) a human decision. The question is asked from the dispatch, with its
+// operation id, so that a grant for exactly this call is consumed in the same request; an
+// authority the service only issued is consumed with Consume. Either way it is journaled here
+// before anything is invoked, and any other answer refuses the call with nothing journaled.
 func (g *gate) escalateRemote(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	if !cl.cand.Strict() {
 		return g.refuse(cl, ef.EFArgumentsOutOfProfile, ""), nil
@@ -139,30 +144,29 @@ func (g *gate) escalateRemote(ctx context.Context, cl *callState, inv Invoker) (
 	if done {
 		return res, nil
 	}
-	esc, err := g.remote.Escalate(ctx, cl.request())
-	if err != nil {
-		g.dispatches.release(k, entry)
-		code, msg := remoteCode(ctx, err)
-		g.log.Info("escalation not answered; refusing", "act", cl.cand.Act.CandidateActID, "actionDigest", cl.cand.ActionDigest(), "code", code)
-		return g.refuse(cl, code, msg), nil
-	}
-	if esc.Authority == nil {
-		g.dispatches.release(k, entry)
-		code := esc.Code
-		if !code.Known() {
-			code = ef.EFPolicyDenied
+	req := cl.request()
+	var esc Escalation
+	res, err := g.dispatchRemote(ctx, cl, inv, k, entry, false, func(ctx context.Context, p *pendingDispatch) (authority.Authority, error) {
+		var err error
+		if esc, err = g.remote.Escalate(ctx, req, p.rec.OperationID); err != nil {
+			g.log.Info("escalation not answered; refusing", "act", cl.cand.Act.CandidateActID, "actionDigest", cl.cand.ActionDigest())
+			return authority.Authority{}, err
 		}
-		res := g.refuse(cl, code, esc.Message)
-		res.Moment, res.Resolutions = esc.Moment, esc.Resolutions
-		return res, nil
-	}
-	granted := *esc.Authority
-	res, err = g.dispatchRemote(ctx, cl, inv, k, entry, false, func(ctx context.Context, p *pendingDispatch) (authority.Authority, error) {
+		if esc.Authority == nil {
+			return authority.Authority{}, &Refusal{Code: esc.Code, Message: esc.Message}
+		}
+		granted := *esc.Authority
+		if esc.Consumed {
+			return granted, nil
+		}
 		if err := authority.Match(granted.Binding, p.expect); err != nil {
 			return granted, err
 		}
 		return granted, g.remote.Consume(ctx, granted, p.expect, p.rec.OperationID)
 	})
+	if esc.Authority == nil {
+		res.Moment = esc.Moment
+	}
 	res.Resolutions = append(esc.Resolutions, res.Resolutions...)
 	return res, err
 }

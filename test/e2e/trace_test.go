@@ -107,7 +107,7 @@ func runTracedUpstream(addr, otlp string) int {
 // spans there too). The call escalates, the principal resolves the BindingMoment (recorded by
 // `actgate-controlplane manager`), the retry runs once upstream. Every span of the call lies in
 // the agent's trace and their parentage is one tree across the processes: agent > sidecar >
-// authority (Review, then Review and Consume with the Lease compare-and-swap) and sidecar >
+// authority (Review, then the Review that consumes the grant) and sidecar >
 // upstream; the spans carry act id, tool, server, class, decision, EF code and digests, and no
 // argument value anywhere. The span tree is printed in the log.
 //
@@ -442,7 +442,7 @@ func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.T
 	}
 	auth := attrs("actgate-authority")
 	for _, kv := range [][2]string{
-		{"actgate.review.operation", "Review"}, {"actgate.review.operation", "Consume"}, {"actgate.decision", "Escalated"},
+		{"actgate.review.operation", "Review"}, {"actgate.decision", "Escalated"},
 		{"actgate.ef_code", string(ef.EFEscalationRequired)}, {"actgate.allowed", "true"}, {"actgate.act.id", "*"},
 		{"actgate.authority.id", "*"}, {"actgate.action_digest", "*"},
 	} {

@@ -105,9 +105,12 @@ func stateRank(s v1alpha1.ActState) int {
 
 // recordAct creates the Act of a reviewed call. A retried review of the same act finds its Act
 // with the same spec and continues; an Act of that name with another spec is an act id reused
-// for another call, and an Act a Permit recorded has its authority consumed: the review is
-// refused.
-func (s *Service) recordAct(ctx context.Context, a *v1alpha1.Act) *outcome {
+// for another call, and an Act whose permit record says its authority was consumed (by a
+// Permit, or by a grant consumed in its Review) is refused, except for the retried Review of
+// the operation that consumed it, before its outcome: x.retried is set to the record, which
+// that Review gets again.
+func (s *Service) recordAct(ctx context.Context, x *call) *outcome {
+	a := x.obj
 	err := s.c.Create(ctx, a, client.FieldOwner(s.manager))
 	if err == nil {
 		return nil
@@ -125,10 +128,14 @@ func (s *Service) recordAct(ctx context.Context, a *v1alpha1.Act) *outcome {
 		o := deny(http.StatusOK, ef.EFActInvalid, review.ReasonBadRequest, "The act id was already used for another call.")
 		return &o
 	}
-	if _, permitted := permitRecordOf(a); permitted {
-		// A Permit consumed the act's authority when it created the Act: nothing more is
+	if rec, permitted := permitRecordOf(a); permitted {
+		if x.consumeOp != "" && rec.operation == x.consumeOp && rec.authority.ID == mustID(x.binding) && a.Status.State == "" {
+			x.retried = &rec
+			return nil
+		}
+		// The act's authority was consumed when its permit record was written: nothing more is
 		// issued for it, and its status is the outcome Report's.
-		o := deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "A Permit already consumed this act's authority.")
+		o := deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "This act's authority is already consumed.")
 		return &o
 	}
 	return nil

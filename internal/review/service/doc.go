@@ -70,7 +70,11 @@
 //   - option: when minPrincipals eligible principals chose the option whose action digest is
 //     this exact call (recomputed from the live arguments, envelope.AuthorizeCall), authority
 //     is issued for it — once: the grant is recorded on the escalated Act by compare-and-swap,
-//     so of several replicas and several calls exactly one act receives it;
+//     so of several replicas and several calls exactly one act receives it. A Review that
+//     names its dispatch's operation (request.permit) gets it consumed by that operation: the
+//     permit record is written on the call's Act by compare-and-swap on the resourceVersion
+//     it was recorded at, no Lease is stored and no Consume follows (an Act the service had
+//     already answered keeps its status and gets a Lease for a Consume);
 //   - pending: EF_ESCALATION_REQUIRED with the same moments;
 //   - expired unresolved: the act is denied once (EF_002, state Expired); the next call
 //     escalates anew.

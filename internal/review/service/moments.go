@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // ComponentBindingMoment is the LabelComponent value on the BindingMoments the service creates.
@@ -127,12 +129,13 @@ func (s *Service) agentGroups(ctx context.Context, x *call) ([]*group, *outcome)
 // by envelope, newest first.
 //
 // They are read from the namespace's moment informer (Cache), else (no informer, not synced, or
-// x.momentsFromAPI) from the API server's watch cache. Either lags etcd by the time a watch
+// x.momentsFromAPI) from the API server's watch cache, with the moments this service created
+// that the read does not show yet (recentMoments). Either read lags etcd by the time a watch
 // event takes to arrive. A Permit that misses a decline recorded within that lag is decided as
-// it would have been an instant earlier; an escalation whose informer view says "pending" or
-// "no moment" is decided again from the watch cache (confirmed); a review that misses a moment
-// another replica created within the watch cache's lag escalates anew (more moments for the
-// principals, never an allow). What a grant rests on is read by quorum (grantMoment).
+// it would have been an instant earlier; an escalation whose informer view says "pending" is
+// decided again from the watch cache (confirmed); a review that misses a moment another
+// replica created within that lag escalates anew (more moments for the principals, never an
+// allow). What a grant rests on is read by quorum (grantMoment).
 func (s *Service) listGroups(ctx context.Context, x *call, key, value string, keep func(map[string]string) bool) ([]*group, *outcome) {
 	var items []v1alpha1.BindingMoment
 	cached := false
@@ -150,6 +153,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 		}
 		items = list.Items
 	}
+	items = s.recent.merge(x.c.namespace, key, value, items)
 	byDigest := map[string]*group{}
 	for i := range items {
 		m := &items[i]
@@ -318,16 +322,18 @@ func (s *Service) escalate(ctx context.Context, x *call) outcome {
 			return s.confirmed(ctx, x, func() outcome { return s.pending(ctx, x, g) })
 		}
 	}
-	return s.confirmed(ctx, x, func() outcome { return s.newMoments(ctx, x) })
+	// No moment for this action: the informer's view, with the moments this service created
+	// within a watch event's lag (recentMoments), is as complete as the watch cache's.
+	return s.newMoments(ctx, x)
 }
 
 // confirmed returns answer() when the call's moments were read from the API server. When they
 // were read from the informer, whose view may lag by a watch event, the escalation is decided
-// again from the API server's watch cache first: "still pending" and "no moment yet" are the
-// two answers a lagging view gives for a resolution or a moment just written, and the agent
-// (or the principal who just resolved) should not wait a round for the informer. Every other
-// answer rests on state that only moves forward once seen (a recorded resolution, an
-// expiry), or on a quorum read (a grant).
+// again from the API server's watch cache first: "still pending" is the answer a lagging view
+// gives for a resolution just recorded, and the principal who just resolved should not wait a
+// round for the informer. "No moment yet" is not confirmed: the moments this service just
+// created are in the view (recentMoments). Every other answer rests on state that only moves
+// forward once seen (a recorded resolution, an expiry), or on a quorum read (a grant).
 func (s *Service) confirmed(ctx context.Context, x *call, answer func() outcome) outcome {
 	if !x.momentsCached {
 		return answer()
@@ -397,7 +403,7 @@ func (s *Service) grantMoment(ctx context.Context, x *call, g *group, voters []r
 		}
 		switch granted := escalated.Annotations[AnnotationGrantedAct]; {
 		case granted == x.binding.ActID:
-			return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc), true
+			return s.grantTo(ctx, x, esc), true
 		case granted != "":
 			return outcome{}, false
 		}
@@ -416,9 +422,84 @@ func (s *Service) grantMoment(ctx context.Context, x *call, g *group, voters []r
 		}
 		s.log.Info("binding moment resolution granted", "act", x.binding.ActID, "escalatedAct", g.actRef,
 			"envelope", g.env.Digest(), "actionDigest", x.actionDigest())
-		return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc), true
+		return s.grantTo(ctx, x, esc), true
 	}
 	return apiFailure(ctx, "record the grant", conflict), true
+}
+
+// grantTo issues the authority of a grant recorded on the escalated Act for this call. When
+// the Review names the operation that consumes it and the call's Act has no status yet, the
+// authority is consumed here (grantConsumed); otherwise it is issued as a Lease for a Consume.
+func (s *Service) grantTo(ctx context.Context, x *call, esc *review.Escalation) outcome {
+	st := x.obj.Status
+	if x.consumeOp == "" || st.Decision != "" || st.State != "" || st.AuthorityRef != nil || st.OperationID != "" {
+		return s.grant(ctx, x, x.d.AuthorityTTL, review.ReasonBindingMoment, esc)
+	}
+	return s.grantConsumed(ctx, x, esc)
+}
+
+// grantConsumed gives the call the authority of its grant already consumed by x.consumeOp: the
+// permit record (the signed authority, the operation, when) is written on the call's Act by a
+// compare-and-swap on the resourceVersion the Act was recorded at, so one Act records at most
+// one consumption, and the grant on the escalated Act names this act alone. No Lease is
+// stored, no Consume follows, and the Act's status is left for the outcome Report, as for a
+// Permit: the Report authenticates by the permit record.
+func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escalation) outcome {
+	ttl := x.d.AuthorityTTL
+	if ttl <= 0 {
+		ttl = 60 * time.Second
+	}
+	a, err := s.signer.Sign(x.binding, x.now, min(ttl, authority.MaxTTL))
+	if err != nil {
+		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
+	}
+	rec := permitRecord{authority: a, operation: x.consumeOp, consumedAt: x.now.UTC().Truncate(time.Millisecond)}
+	orig := x.obj.DeepCopy()
+	if err := rec.annotate(x.obj); err != nil {
+		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
+	}
+	pctx, span := tracing.Start(ctx, s.tracer, "actgate.grant.consume", trace.SpanKindInternal)
+	err = s.c.Patch(pctx, x.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
+	if span.IsRecording() {
+		code := ""
+		if err != nil {
+			code = string(ef.EF005)
+		}
+		span.SetAttributes(tracing.AttrActID.String(x.binding.ActID), tracing.AttrAuthorityID.String(a.ID),
+			tracing.AttrOperationID.String(x.consumeOp), tracing.AttrActionDigest.String(x.actionDigest()), tracing.AttrCode.String(code))
+	}
+	span.End()
+	switch {
+	case apierrors.IsConflict(err):
+		// Written meanwhile (a retried Review of the same act): only the same operation's
+		// record, with no outcome yet, is answered again.
+		cur := &v1alpha1.Act{}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(x.obj), cur); err != nil {
+			return apiFailure(ctx, "record the consumption", err)
+		}
+		got, ok := permitRecordOf(cur)
+		if !ok || got.operation != x.consumeOp || got.authority.ID != a.ID || cur.Status.State != "" {
+			return deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "This act's authority is already consumed.")
+		}
+		rec = got
+	case err != nil:
+		return apiFailure(ctx, "record the consumption", err)
+	}
+	s.log.V(1).Info("granted authority issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
+		"authority", a.ID, "operation", x.consumeOp, "expires", a.ExpiresAt)
+	return consumedGrant(rec, esc)
+}
+
+// consumedGrant is the answer of a Review whose grant rec records consumed.
+func consumedGrant(rec permitRecord, esc *review.Escalation) outcome {
+	signed, err := review.Signed(rec.authority)
+	if err != nil {
+		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
+	}
+	return outcome{status: http.StatusOK, resp: review.Response{
+		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonBindingMoment, Authority: signed, Escalation: esc,
+		Consumed: &review.Consumed{AuthorityID: rec.authority.ID, OperationID: rec.operation, ConsumedAt: rec.consumedAt},
+	}}
 }
 
 // deliverOnce refuses the call with a resolution that authorises nothing (an answer) or an
@@ -514,7 +595,10 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 			m.Labels[LabelEscalation] = key
 			m.Annotations[AnnotationPod], m.Annotations[AnnotationPodUID] = x.c.podName, x.c.podUID
 		}
-		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); {
+		case err == nil:
+			s.recent.add(m)
+		case !apierrors.IsAlreadyExists(err):
 			return apiFailure(ctx, "create the binding moment", err)
 		}
 		g.moments = append(g.moments, m)

@@ -188,7 +188,7 @@ func (s *Service) refusal(ctx context.Context, c *caller, req *review.Request) o
 	if refused != nil {
 		return *refused
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
+	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
 	code, msg := req.Refusal.Code, req.Refusal.Message

@@ -98,7 +98,7 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 			SinkID: sinkID, PolicyEpoch: gate.Epoch,
 		},
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
+	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
 	expires := metav1.NewTime(s.now().Add(s.momentTTL).Truncate(time.Second))
@@ -126,7 +126,10 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 		if c.podUID != "" {
 			m.Annotations[AnnotationPod], m.Annotations[AnnotationPodUID] = c.podName, c.podUID
 		}
-		if err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); {
+		case err == nil:
+			s.recent.add(m)
+		case !apierrors.IsAlreadyExists(err):
 			return apiFailure(ctx, "create the binding moment", err)
 		}
 		g.moments = append(g.moments, m)

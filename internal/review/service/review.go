@@ -41,6 +41,12 @@ type call struct {
 	// momentsCached is set when the call's binding moments were read from the informer, and
 	// momentsFromAPI makes them be read from the API server's watch cache (listGroups).
 	momentsCached, momentsFromAPI bool
+	// consumeOp is the operation a grant is consumed by in the same request (a Review that
+	// names one), "" for a Review whose grant is consumed by a later Consume.
+	consumeOp string
+	// retried is the permit record of the call's Act when it records a grant consumed by
+	// consumeOp already: the same operation's retried Review (recordAct).
+	retried *permitRecord
 }
 
 func (x *call) tool() string         { return x.act.Tool.ToolID }
@@ -85,10 +91,18 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 	if refused != nil {
 		return *refused
 	}
-	if o := s.recordAct(ctx, x.obj); o != nil {
+	if req.Permit != nil {
+		x.consumeOp = req.Permit.OperationID
+	}
+	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
-	o := s.decide(ctx, x)
+	var o outcome
+	if x.retried != nil {
+		o = consumedGrant(*x.retried, nil)
+	} else {
+		o = s.decide(ctx, x)
+	}
 	o.resp.Act = x.obj.Name
 	o.resp.ConsequenceClass = x.class
 	return o
@@ -307,6 +321,11 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 			tracing.AttrCode.String(string(authority.CodeOf(err))))
 	}
 	span.End()
+	if errors.Is(err, authority.ErrNotFound) && s.consumedOnAct(ctx, c.namespace, expect.ActID, cr.AuthorityID) {
+		// No Lease: the authority was consumed when its permit record was written (a Permit,
+		// or a grant consumed in its Review).
+		err = fmt.Errorf("%w: %s", authority.ErrConsumed, cr.AuthorityID)
+	}
 	if err != nil {
 		s.log.V(1).Info("consume refused", "act", expect.ActID, "authority", cr.AuthorityID, "cause", authority.CodeOf(err))
 		return authorityFailure(ctx, err)
@@ -327,4 +346,15 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonAuthority, Act: obj.Name,
 		Consumed: &review.Consumed{AuthorityID: rec.Authority.ID, OperationID: rec.ConsumedBy, ConsumedAt: rec.ConsumedAt.UTC()},
 	}}
+}
+
+// consumedOnAct reports whether the Act of actID in namespace records authorityID consumed in
+// its permit record.
+func (s *Service) consumedOnAct(ctx context.Context, namespace, actID, authorityID string) bool {
+	obj := &v1alpha1.Act{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: actName(actID)}, obj); err != nil {
+		return false
+	}
+	rec, ok := permitRecordOf(obj)
+	return ok && rec.authority.ID == authorityID
 }

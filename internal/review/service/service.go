@@ -91,6 +91,7 @@ type Service struct {
 	tokens    *tokenCache
 	changes   *changes
 	envelopes *envelopeCache
+	recent    *recentMoments
 }
 
 // New returns a Service.
@@ -118,6 +119,8 @@ func New(opts Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	// A watch event's lag is wall-clock time, whatever clock reviews are decided by.
+	s.recent = newRecentMoments(time.Now)
 	if s.timeout == 0 {
 		s.timeout = DefaultReviewTimeout
 	}

@@ -130,14 +130,12 @@ func TestProposeMomentTwoServers(t *testing.T) {
 	if got := upstreams["ledger"].Calls(); got[0].Tool != "hold_invoice" || string(got[0].Args) != hold {
 		t.Fatalf("the ledger ran %+v", got)
 	}
-	consumed := 0
-	for _, l := range r.leases(t) {
-		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			consumed++
-		}
+	// The grant was consumed in the sidecar's Review: recorded on the act, no Lease.
+	if got := r.consumptions(t); len(got) != 1 {
+		t.Fatalf("%d authorities consumed (%v), want 1", len(got), got)
 	}
-	if consumed != 1 {
-		t.Fatalf("%d authorities consumed, want 1", consumed)
+	if n := len(r.leases(t)); n != 0 {
+		t.Fatalf("%d Leases stored, want none", n)
 	}
 }
 

@@ -1,0 +1,67 @@
+package service
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/actgate/actgate/api/v1alpha1"
+)
+
+func newMoment(ns, name, session string) *v1alpha1.BindingMoment {
+	return &v1alpha1.BindingMoment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{LabelSession: session}}}
+}
+
+func recentNames(items []v1alpha1.BindingMoment) []string {
+	var out []string
+	for _, m := range items {
+		out = append(out, m.Namespace+"/"+m.Name)
+	}
+	return out
+}
+
+// TestRecentMoments: a moment this service created is added to a read that does not show it,
+// only for its namespace and label value, until a read shows it or the TTL passes; at most
+// recentMomentsMax are remembered.
+func TestRecentMoments(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	r := newRecentMoments(func() time.Time { return now })
+	r.add(newMoment("a", "bm-1", "s1"))
+	r.add(newMoment("a", "bm-2", "s2"))
+	r.add(newMoment("b", "bm-3", "s1"))
+
+	if got := recentNames(r.merge("a", LabelSession, "s1", nil)); len(got) != 1 || got[0] != "a/bm-1" {
+		t.Fatalf("a read of a/s1 that shows nothing: %v, want a/bm-1", got)
+	}
+	if got := recentNames(r.merge("a", LabelSession, "s3", nil)); len(got) != 0 {
+		t.Fatalf("another session: %v", got)
+	}
+	// A read that shows the moment gets it once, and the moment is forgotten.
+	read := []v1alpha1.BindingMoment{*newMoment("a", "bm-1", "s1")}
+	if got := recentNames(r.merge("a", LabelSession, "s1", read)); len(got) != 1 {
+		t.Fatalf("a read that shows the moment: %v", got)
+	}
+	if got := recentNames(r.merge("a", LabelSession, "s1", nil)); len(got) != 0 {
+		t.Fatalf("a moment a read showed is still added: %v", got)
+	}
+	// After the TTL nothing is added.
+	now = now.Add(recentMomentsTTL)
+	if got := recentNames(r.merge("b", LabelSession, "s1", nil)); len(got) != 0 {
+		t.Fatalf("after the TTL: %v", got)
+	}
+
+	// Bounded: a moment that does not fit is not remembered; expired ones make room.
+	for i := range recentMomentsMax + 10 {
+		r.add(newMoment("c", fmt.Sprintf("bm-%d", i), "s"))
+	}
+	if n := len(r.merge("c", LabelSession, "s", nil)); n != recentMomentsMax {
+		t.Fatalf("%d remembered, want the bound %d", n, recentMomentsMax)
+	}
+	now = now.Add(recentMomentsTTL)
+	r.add(newMoment("d", "bm-late", "s"))
+	if got := recentNames(r.merge("d", LabelSession, "s", nil)); len(got) != 1 {
+		t.Fatalf("after the full set expired: %v", got)
+	}
+}
