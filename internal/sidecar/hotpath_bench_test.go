@@ -55,6 +55,14 @@ func BenchmarkHotPathSidecarVsServe(b *testing.B) {
 	up := benchUpstream(b)
 	side := connectTo(b, benchSidecar(b, up.URL))
 	serve := connectTo(b, benchServe(b, up.URL))
+	alternate(b, side, serve, processCPU, processCPU, "cpu")
+}
+
+// alternate runs one hot call through the sidecar's session and one through serve's per
+// iteration for the latencies, then blocks of calls through each in turn for the CPU per call,
+// read with sideCPU and serveCPU; it reports each one's p50 and p99, the CPU per call (as
+// "sidecar-{cpuName}-µs/call" and "serve-{cpuName}-µs/call"), and the sidecar's over serve's.
+func alternate(b *testing.B, side, serve *mcp.ClientSession, sideCPU, serveCPU func() time.Duration, cpuName string) {
 	for range 100 {
 		hotCall(b, side)
 		hotCall(b, serve)
@@ -69,8 +77,8 @@ func BenchmarkHotPathSidecarVsServe(b *testing.B) {
 	n := max(b.N/rounds, 200)
 	var cs, cg time.Duration
 	for range rounds {
-		cs += cpuOver(n, func() { hotCall(b, side) })
-		cg += cpuOver(n, func() { hotCall(b, serve) })
+		cs += cpuOver(n, sideCPU, func() { hotCall(b, side) })
+		cg += cpuOver(n, serveCPU, func() { hotCall(b, serve) })
 	}
 	slices.Sort(ls)
 	slices.Sort(lg)
@@ -78,8 +86,8 @@ func BenchmarkHotPathSidecarVsServe(b *testing.B) {
 	b.ReportMetric(micros(lg[len(lg)/2]), "serve-p50-µs")
 	b.ReportMetric(micros(ls[len(ls)*99/100]), "sidecar-p99-µs")
 	b.ReportMetric(micros(lg[len(lg)*99/100]), "serve-p99-µs")
-	b.ReportMetric(micros(cs/time.Duration(n*rounds)), "sidecar-cpu-µs/call")
-	b.ReportMetric(micros(cg/time.Duration(n*rounds)), "serve-cpu-µs/call")
+	b.ReportMetric(micros(cs/time.Duration(n*rounds)), "sidecar-"+cpuName+"-µs/call")
+	b.ReportMetric(micros(cg/time.Duration(n*rounds)), "serve-"+cpuName+"-µs/call")
 	b.ReportMetric(float64(cs)/float64(cg), "sidecar/serve-cpu")
 }
 
@@ -110,13 +118,13 @@ func hotCall(b *testing.B, cs *mcp.ClientSession) time.Duration {
 	return d
 }
 
-// cpuOver is this process's CPU time over n calls of f.
-func cpuOver(n int, f func()) time.Duration {
-	start := processCPU()
+// cpuOver is the CPU time cpu reads over n calls of f.
+func cpuOver(n int, cpu func() time.Duration, f func()) time.Duration {
+	start := cpu()
 	for range n {
 		f()
 	}
-	return processCPU() - start
+	return cpu() - start
 }
 
 // processCPU is the CPU time (user and system) this process has used.
@@ -223,41 +231,7 @@ func BenchmarkHotPathProcesses(b *testing.B) {
 	sideURL, sidePID := sidecarProcess(b, bin, up.URL)
 	serveURL, servePID := serveProcess(b, bin, up.URL)
 	side, serve := connectTo(b, sideURL), connectTo(b, serveURL)
-	for range 100 {
-		hotCall(b, side)
-		hotCall(b, serve)
-	}
-	var ls, lg []time.Duration
-	for b.Loop() {
-		ls = append(ls, hotCall(b, side))
-		lg = append(lg, hotCall(b, serve))
-	}
-	b.StopTimer()
-	const rounds = 6
-	n := max(b.N/rounds, 200)
-	var cs, cg time.Duration
-	for range rounds {
-		cs += procCPUOver(b, sidePID, n, func() { hotCall(b, side) })
-		cg += procCPUOver(b, servePID, n, func() { hotCall(b, serve) })
-	}
-	slices.Sort(ls)
-	slices.Sort(lg)
-	b.ReportMetric(micros(ls[len(ls)/2]), "sidecar-p50-µs")
-	b.ReportMetric(micros(lg[len(lg)/2]), "serve-p50-µs")
-	b.ReportMetric(micros(ls[len(ls)*99/100]), "sidecar-p99-µs")
-	b.ReportMetric(micros(lg[len(lg)*99/100]), "serve-p99-µs")
-	b.ReportMetric(micros(cs/time.Duration(n*rounds)), "sidecar-proc-cpu-µs/call")
-	b.ReportMetric(micros(cg/time.Duration(n*rounds)), "serve-proc-cpu-µs/call")
-	b.ReportMetric(float64(cs)/float64(cg), "sidecar/serve-cpu")
-}
-
-// procCPUOver is process pid's CPU time over n calls of f.
-func procCPUOver(b *testing.B, pid, n int, f func()) time.Duration {
-	start := pidCPU(b, pid)
-	for range n {
-		f()
-	}
-	return pidCPU(b, pid) - start
+	alternate(b, side, serve, func() time.Duration { return pidCPU(b, sidePID) }, func() time.Duration { return pidCPU(b, servePID) }, "proc-cpu")
 }
 
 // pidCPU is the CPU time (user and system) process pid has used, from /proc/pid/stat.
