@@ -101,6 +101,9 @@ const (
 	// answered, another agent's), or the continuation's method, name or arguments differ from
 	// the request it continues; nothing was delivered, decided or dispatched.
 	EFContinuationInvalid EFCode = "EF_CONTINUATION_INVALID"
+	// EFEventIDInvalid — the agent's Last-Event-ID is longer than the gate accepts or holds a
+	// byte no event id can (NUL, CR, LF); the stream was not resumed and nothing was relayed.
+	EFEventIDInvalid EFCode = "EF_EVENT_ID_INVALID"
 )
 
 // Info describes one code.
@@ -144,6 +147,7 @@ func all() []Info {
 		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session; the call was not invoked.", false, true},
 		{EFInputLimit, "Too many requests of this agent await its input; the request was not decided or sent.", false, true},
 		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
+		{EFEventIDInvalid, "The Last-Event-ID is not an event id the gate accepts; nothing was resumed.", false, true},
 	}
 }
 

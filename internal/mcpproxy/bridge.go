@@ -74,6 +74,9 @@ type bridge struct {
 	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
 	// maxRelayed entries.
 	relayed map[jsonrpc.ID]jsonrpc.ID
+	// legs maps the upstream leg's id of the session's last requests carried upstream to the
+	// agent's id, for responses the upstream replays on a relayed resumption (relay.go).
+	legs legs
 	// cancelled holds the upstream ids of relayed requests the agent cancelled (a subset of
 	// relayed's values).
 	cancelled map[jsonrpc.ID]bool

@@ -205,7 +205,43 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 		return false
 	}
 	b.relayed[agentID] = upID
+	b.legs.add(upID, agentID)
 	return true
+}
+
+// legs remembers, for the session's last maxRelayed requests carried upstream, the agent's id
+// of each upstream leg's id: a response the upstream replays on a relayed resumption (a GET
+// with Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would
+// directly. Relaying it settles nothing: the request's own answer was given (or is being read)
+// where it was sent.
+type legs struct {
+	agent map[jsonrpc.ID]jsonrpc.ID // upstream leg id -> the agent's id
+	order []jsonrpc.ID              // upstream leg ids, a ring of maxRelayed
+	next  int
+}
+
+// add records one leg; the oldest makes room beyond maxRelayed. The caller holds bridge.mu.
+func (l *legs) add(up, agent jsonrpc.ID) {
+	if l.agent == nil {
+		l.agent = make(map[jsonrpc.ID]jsonrpc.ID)
+	}
+	if len(l.order) < maxRelayed {
+		l.order = append(l.order, up)
+	} else {
+		delete(l.agent, l.order[l.next])
+		l.order[l.next] = up
+		l.next = (l.next + 1) % maxRelayed
+	}
+	l.agent[up] = agent
+}
+
+// legAgent returns the agent's id of the request carried upstream as up; false for an id the
+// gate did not send (or no longer remembers).
+func (b *bridge) legAgent(up jsonrpc.ID) (jsonrpc.ID, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id, ok := b.legs.agent[up]
+	return id, ok
 }
 
 func (b *bridge) untrack(agentID jsonrpc.ID) {

@@ -340,7 +340,7 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 		streamReaders.Put(r)
 	}()
 	as := agentStreamOf(ctx)
-	return scanEvents(r, id, eventHooks{
+	answer, err := scanEvents(r, id, eventHooks{
 		field: func(field, value []byte) bool {
 			switch string(field) {
 			case "id":
@@ -359,12 +359,14 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			return false
 		},
 		end: func(hasID bool, data []byte) {
-			if hasID {
-				as.upstreamEvent(true, len(bytes.TrimSpace(data)) == 0)
-			}
+			as.upstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
 		},
 		request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
 	})
+	if err == nil {
+		as.upstreamResponse() // the agent's answer carries the response event's id
+	}
+	return answer, err
 }
 
 // eventHooks are what a reader of an upstream event stream does beyond finding the response.
