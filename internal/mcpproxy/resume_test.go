@@ -330,31 +330,61 @@ func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
 }
 
 // TestServerClosedStreamFirstSeen: an upstream whose initialize answer carries no event ids
-// closes a tools/call's stream after a priming event. That first call ran on the handler's
-// goroutine (the hot path), so its agent stream stays open and carries the rest, the response
-// last; from then on the session's calls run detachable, and the next close is mirrored.
+// closes a tools/call's stream after a priming event. The session's first call runs detachable
+// (its upstream has not answered a call yet), so the close is mirrored on that first call, and
+// the agent's resumption gets the rest, the response last; the session's next calls run
+// detachable because the first showed ids, and the next close is mirrored too. Each call is
+// EXECUTED once.
 func TestServerClosedStreamFirstSeen(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
 	s := newRawSession(t, f.endpoint())
-	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil)
-	if !strings.Contains(body, `"id":1,"result":{"content":[{"type":"text","text":"42"}]}`) {
-		t.Fatalf("the first call's answer:\n%s\nwant the stream kept open up to the response", body)
-	}
-	_, _, body = agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
-	ids := eventID.FindAllStringSubmatch(body, -1)
-	if strings.Contains(body, `"result"`) || len(ids) != 1 {
-		t.Fatalf("the second call's answer:\n%s\nwant the priming event only (the close mirrored)", body)
-	}
-	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
-	if !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
-		t.Fatalf("the resuming GET:\n%s", body)
+	for n := 1; n <= 2; n++ {
+		_, _, body := agentExchange(t, s, http.MethodPost, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":%d}}}`, n, n), nil)
+		if body != "id: up-1\nretry: 80\ndata: \n\n" {
+			t.Fatalf("call %d's answer:\n%s\nwant the priming event only (the close mirrored)", n, body)
+		}
+		_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
+		if !strings.Contains(body, fmt.Sprintf(`"id":%d,"result":{"content":[{"type":"text","text":"42"}]}`, n)) {
+			t.Fatalf("call %d's resuming GET:\n%s", n, body)
+		}
 	}
 	up.mu.Lock()
 	posts := up.posts
 	up.mu.Unlock()
 	if got := statesIn(t, f); posts != 2 || got[journal.StateExecuted] != 2 || len(got) != 1 {
 		t.Errorf("upstream: %d tools/call POSTs, journal %v; want 2 and two EXECUTED", posts, got)
+	}
+}
+
+// TestHotPathAfterAnswerWithoutIDs: once the upstream has answered a call of the session
+// without event ids, the session's calls run on the handler's goroutine: an upstream that then
+// closes a call's stream gets the agent's stream kept open, the rest (the response last) on
+// it, and the call is EXECUTED once.
+func TestHotPathAfterAnswerWithoutIDs(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	var mu sync.Mutex
+	polling := false
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		on := polling
+		mu.Unlock()
+		return on && up.intercept(w, r)
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	if _, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil); !strings.Contains(body, `"id":1,"result"`) {
+		t.Fatalf("the first call's answer:\n%s", body)
+	}
+	mu.Lock()
+	polling = true
+	mu.Unlock()
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
+	if !strings.HasPrefix(body, "id: up-1\nretry: 80\ndata: \n\n") || !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the second call's answer:\n%s\nwant the stream kept open up to the response", body)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 2 || len(got) != 1 {
+		t.Errorf("journal %v; want two EXECUTED", got)
 	}
 }
 

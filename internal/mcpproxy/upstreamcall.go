@@ -149,6 +149,9 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if !b.answered.Load() {
+		b.answered.Store(true) // the session's streams have shown whether they carry ids
+	}
 	if answer.Error != nil {
 		var we *jsonrpc.Error
 		if errors.As(answer.Error, &we) {
