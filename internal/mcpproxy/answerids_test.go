@@ -274,3 +274,44 @@ func FuzzCheckEventID(f *testing.F) {
 		}
 	})
 }
+
+// TestAnswerStreamChangedAnswerFromLog: the gate's tools/list answer is not the upstream's
+// bytes (the gate's additions), so on an upstream stream with ids it gets an id of the gate's
+// own, and a resumption after the upstream's priming event is answered from the gate's log,
+// additions included, not by the upstream's replay of its own list.
+func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
+	var mu sync.Mutex
+	gets := 0
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			mu.Lock()
+			gets++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			return true
+		}
+		_, method, id := rpcBody(r)
+		if method != methodListTools {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: up-1\ndata: \n\nid: up-2\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"tools\":[{\"name\":\"get_balance\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n", id)
+		return true
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{}}`, nil)
+	evs := parseEvents(body)
+	if len(evs) != 2 || evs[0].id != "up-1" || !strings.HasPrefix(evs[1].id, gateEventPrefix+"g") || !strings.Contains(evs[1].data, "request_binding_moment") {
+		t.Fatalf("the answer:\n%s\nwant the upstream's priming event, then the gate's list under an id of the gate's", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
+	if replay := parseEvents(body); len(replay) != 1 || replay[0].id != evs[1].id || replay[0].data != evs[1].data {
+		t.Fatalf("the resuming GET:\n%s\nwant the gate's list from its log", body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gets != 0 {
+		t.Errorf("the upstream got %d resuming GETs, want 0", gets)
+	}
+}

@@ -132,6 +132,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
 		}
 		answer.Result = raw
+		agentStreamOf(ctx).gateAnswer() // the gate's additions: not the upstream's bytes
 	}
 	return &jsonrpc.Response{ID: req.ID, Result: answer.Result, Error: answer.Error}
 }

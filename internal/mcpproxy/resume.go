@@ -258,6 +258,18 @@ func (s *agentStream) upstreamResponse() {
 	s.mu.Unlock()
 }
 
+// gateAnswer is told that the agent's answer is not the upstream's response as written (the
+// gate changed it, or answers instead of it): the answer gets an id of the gate's own, so that
+// a resumption after an earlier event is answered from the log, not by the upstream's replay.
+func (s *agentStream) gateAnswer() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.respID = ""
+	s.mu.Unlock()
+}
+
 // agentEventID is the id an upstream event is given on the agent's streams: the upstream's as
 // written, or, for one in the gate's namespace, "actgate:u:{id}".
 func agentEventID(id string) string {

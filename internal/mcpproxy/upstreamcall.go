@@ -161,6 +161,7 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	}
 	res = &mcp.CallToolResult{}
 	if err := unmarshal(answer.Result, res); err != nil {
+		agentStreamOf(ctx).gateAnswer() // the agent's answer is the gate's, not this response
 		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
 	return res, answer.Result, rest, nil
