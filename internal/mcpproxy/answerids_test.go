@@ -315,3 +315,54 @@ func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
 		t.Errorf("the upstream got %d resuming GETs, want 0", gets)
 	}
 }
+
+// TestSDKServerClosedStream: the Go SDK's server with an event store, whose tool closes its
+// answer stream before the response (SEP-1699, CloseSSEStream). The agent's answer is the
+// upstream's priming event and nothing else; its resumption with that id while the gate holds
+// the upstream's resumed stream gets the response from the gate's log under the upstream's
+// id; a later resumption with the same id, once the gate has read the response, is relayed to
+// the upstream, which replays the response from its event store: the same id and bytes. The
+// tool ran once and the journal holds one EXECUTED.
+func TestSDKServerClosedStream(t *testing.T) {
+	gets := &lastEventIDs{}
+	f := newFixture(t, fixtureOpts{tools: bankTools()[:1], upstream: mcptest.Options{Intercept: gets.intercept, EventStore: true}})
+	var runs sync.Mutex
+	ran := 0
+	f.up.MCP().AddTool(&mcp.Tool{Name: "ticket_create", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			runs.Lock()
+			ran++
+			runs.Unlock()
+			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 2 * time.Second})
+			time.Sleep(300 * time.Millisecond)
+			return mcptest.Text("ticket 8"), nil
+		})
+	s := newRawSession1125(t, f.endpoint())
+	_, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
+	evs := parseEvents(body)
+	if ct != "text/event-stream" || len(evs) != 1 || evs[0].data != "" || strings.HasPrefix(evs[0].id, gateEventPrefix) {
+		t.Fatalf("the POST's answer: %s\n%s\nwant the upstream's priming event alone", ct, body)
+	}
+	want := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"ticket 8"}]}}`
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": evs[0].id})
+	live := parseEvents(body)
+	if len(live) != 1 || live[0].data != want || strings.HasPrefix(live[0].id, gateEventPrefix) {
+		t.Fatalf("the resumption while the gate reads:\n%s\nwant the response under the upstream's id", body)
+	}
+	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": evs[0].id})
+	replay := parseEvents(body)
+	if len(replay) != 1 || replay[0].id != live[0].id || replay[0].data != want {
+		t.Fatalf("the resumption after the response:\n%s\nwant the upstream's replay, id %s", body, live[0].id)
+	}
+	if got := gets.get(); len(got) != 2 || got[0] != evs[0].id || got[1] != evs[0].id {
+		t.Errorf("the upstream's resuming GETs: %q, want two with %q (the gate's, then the agent's relayed)", got, evs[0].id)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal: %v, want one EXECUTED and nothing else", got)
+	}
+	runs.Lock()
+	defer runs.Unlock()
+	if ran != 1 {
+		t.Errorf("the upstream ran the tool %d times, want 1", ran)
+	}
+}
