@@ -18,9 +18,10 @@ import (
 // upstream event with an id, the agent's stream gets a log (eventLog). Each event that carries
 // an upstream event to the agent (a notification, a request put to the agent, the priming event,
 // the response) has that event's id as the upstream wrote it; an event the gate writes itself
-// (an answer the upstream did not send: a refusal, an error of the gate's) has an id of the
-// gate's own, "actgate:g{stream}-{n}", which no upstream id can equal: an upstream id that
-// begins with "actgate:" is written "actgate:u:{id}" (as on the GET stream, getstream.go).
+// (an answer that is not the upstream's response as written: tools/list with the gate's
+// additions, an error of the gate's) has an id of the gate's own, "actgate:g{stream}-{n}",
+// which no upstream id can equal: an upstream id that begins with "actgate:" is written
+// "actgate:u:{id}" (as on the GET stream, getstream.go).
 //
 // When the upstream closes its stream before the response, the gate resumes the upstream's
 // itself (readStream), and the agent's stream is closed too (after the events so far): the
@@ -40,8 +41,8 @@ import (
 
 // Bounds of the event logs: per session, the logs kept (the oldest finished one makes room for
 // a new one; with maxStreamLogs unfinished, a new answer stream is not resumable, and gets no
-// ids), and per log, the bytes kept (beyond them the log is dropped: its stream can no longer
-// be resumed, and a GET for it is answered 404).
+// ids), and per log, the bytes kept (beyond them the log is dropped: a resumption that names
+// one of the gate's own ids in it is answered 404, one naming an upstream id goes upstream).
 const (
 	maxStreamLogs   = 64
 	maxStreamLogLen = 1 << 20
