@@ -271,6 +271,14 @@ func (s *agentStream) gateAnswer() {
 	s.mu.Unlock()
 }
 
+// answerFrom is told whether the agent's answer is the upstream's response as written
+// (upstreams); when it is not, the answer is the gate's own (gateAnswer).
+func (s *agentStream) answerFrom(upstreams bool) {
+	if !upstreams {
+		s.gateAnswer()
+	}
+}
+
 // agentEventID is the id an upstream event is given on the agent's streams: the upstream's as
 // written, or, for one in the gate's namespace, "actgate:u:{id}".
 func agentEventID(id string) string {
