@@ -210,39 +210,62 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 	return true
 }
 
-// legs remembers, for the session's last maxRelayed requests carried upstream, the agent's id
-// of each upstream leg's id: a response the upstream replays on a relayed resumption (a GET
-// with Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would
-// directly. Relaying it settles nothing: the request's own answer was given (or is being read)
-// where it was sent.
+// legs remembers, for the session's last requests carried upstream, the agent's id of each
+// upstream leg's id: a response the upstream replays on a relayed resumption (a GET with
+// Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would directly.
+// Relaying it settles nothing: the request's own answer was given (or is being read) where it
+// was sent. A leg's id is "actgate-N" (callSeq); the ring holds it at N mod maxRelayed, so a
+// leg is kept until one of the session's later legs takes its place (at most maxRelayed legs,
+// one store per request, no hashing on the hot path).
 type legs struct {
-	agent map[jsonrpc.ID]jsonrpc.ID // upstream leg id -> the agent's id
-	order []jsonrpc.ID              // upstream leg ids, a ring of maxRelayed
-	next  int
+	ring []leg // maxRelayed once the session carries a request
 }
 
-// add records one leg; the oldest makes room beyond maxRelayed. The caller holds bridge.mu.
+type leg struct {
+	n     uint64 // the N of the upstream leg's id; 0: none
+	agent jsonrpc.ID
+}
+
+// add records one leg. The caller holds bridge.mu.
 func (l *legs) add(up, agent jsonrpc.ID) {
-	if l.agent == nil {
-		l.agent = make(map[jsonrpc.ID]jsonrpc.ID)
+	n, ok := legSeq(up)
+	if !ok {
+		return
 	}
-	if len(l.order) < maxRelayed {
-		l.order = append(l.order, up)
-	} else {
-		delete(l.agent, l.order[l.next])
-		l.order[l.next] = up
-		l.next = (l.next + 1) % maxRelayed
+	if l.ring == nil {
+		l.ring = make([]leg, maxRelayed)
 	}
-	l.agent[up] = agent
+	l.ring[n%maxRelayed] = leg{n: n, agent: agent}
+}
+
+// legSeq returns the N of an upstream leg's id "actgate-N"; false for any other id.
+func legSeq(id jsonrpc.ID) (uint64, bool) {
+	s, ok := id.Raw().(string)
+	if !ok {
+		return 0, false
+	}
+	num, ok := strings.CutPrefix(s, "actgate-")
+	if !ok || !decimal(num) || num[0] == '0' { // as the gate writes N: no leading zero
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // legAgent returns the agent's id of the request carried upstream as up; false for an id the
 // gate did not send (or no longer remembers).
 func (b *bridge) legAgent(up jsonrpc.ID) (jsonrpc.ID, bool) {
+	n, ok := legSeq(up)
+	if !ok {
+		return jsonrpc.ID{}, false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	id, ok := b.legs.agent[up]
-	return id, ok
+	if b.legs.ring == nil {
+		return jsonrpc.ID{}, false
+	}
+	l := b.legs.ring[n%maxRelayed]
+	return l.agent, l.n == n
 }
 
 func (b *bridge) untrack(agentID jsonrpc.ID) {

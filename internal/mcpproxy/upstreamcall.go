@@ -344,6 +344,9 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 		streamReaders.Put(r)
 	}()
 	as := agentStreamOf(ctx)
+	// carried: the event last ended had an id (upstreamEvent holds it for its carrier); on a
+	// resumed stream, the first event is told too, so that no id of the last stream is left.
+	carried := st.lastID != ""
 	answer, err := scanEvents(r, id, eventHooks{
 		field: func(field, value []byte) bool {
 			switch string(field) {
@@ -363,11 +366,16 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			return false
 		},
 		end: func(hasID bool, data []byte) {
-			as.upstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
+			// A stream without ids costs nothing here: only an event with one, or the one
+			// after it (whose carrier must not take the earlier id), is told.
+			if hasID || carried {
+				as.upstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
+				carried = hasID
+			}
 		},
 		request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
 	})
-	if err == nil {
+	if err == nil && carried {
 		as.upstreamResponse() // the agent's answer carries the response event's id
 	}
 	return answer, err
