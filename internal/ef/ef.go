@@ -109,6 +109,9 @@ const (
 	// allows, or the listen names more resources (or a longer URI) than one listen may; no
 	// subscription was opened. Close a listen or name fewer resources.
 	EFListenLimit EFCode = "EF_LISTEN_LIMIT"
+	// EFEventIDInvalid — the agent's Last-Event-ID is longer than the gate accepts or holds a
+	// byte no event id can (NUL, CR, LF); the stream was not resumed and nothing was relayed.
+	EFEventIDInvalid EFCode = "EF_EVENT_ID_INVALID"
 )
 
 // Info describes one code.
@@ -154,6 +157,7 @@ func all() []Info {
 		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
 		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
 		{EFListenLimit, "Too many subscriptions are open for this agent, or the subscription names too many resources; none was opened.", false, true},
+		{EFEventIDInvalid, "The Last-Event-ID is not an event id the gate accepts; nothing was resumed.", false, true},
 	}
 }
 

@@ -184,17 +184,18 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 	}
 	p.directAgent.Add(1)
 	stream := &agentStream{w: w, lazy: true, b: b}
-	if !b.resumable.Load() {
+	if !b.resumable.Load() && b.answered.Load() {
 		// The hot path: the call runs on the handler's goroutine (handing every call to
-		// another goroutine costs the gate about 50 µs of CPU per call). An upstream whose
-		// streams carry no event ids cannot close one for the agent to resume.
+		// another goroutine costs the gate about 50 µs of CPU per call). An upstream that
+		// answered a call of the session with no event ids does not close one for the agent to
+		// resume.
 		p.toolsCall(r.Context(), w, r, b, req, &params, stream)
 		return true
 	}
-	// The upstream's streams are resumable: when it closes a call's stream before the
-	// response (SEP-1699 polling), the agent's is closed too and the call goes on
-	// (runDetachable): the gate resumes the upstream's, records the outcome once, and logs
-	// the rest for the agent's GET with Last-Event-ID (resume.go).
+	// The upstream's streams are resumable, or not known yet (the session's first call): when
+	// it closes a call's stream before the response (SEP-1699 polling), the agent's is closed
+	// too and the call goes on (runDetachable): the gate resumes the upstream's, records the
+	// outcome once, and logs the rest for the agent's GET with Last-Event-ID (resume.go).
 	p.runDetachable(r, stream, func(ctx context.Context) { p.toolsCall(ctx, w, r, b, req, &params, stream) })
 	return true
 }

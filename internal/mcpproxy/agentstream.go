@@ -21,8 +21,9 @@ import (
 // askOnStream) as events before the response, so that a client without a standalone GET stream
 // still receives them. An upstream answer in application/json keeps the
 // agent's answer application/json. When the upstream's stream offers resumption (its events
-// carry ids), so does the agent's: its events get ids of the gate's own, a priming event and a
-// retry field where the upstream sends them, and they are logged for the agent's GET with
+// carry ids), so does the agent's: each event that carries an upstream event has that event's
+// id as the upstream wrote it (the gate's own events an id of the gate's), a priming event and
+// a retry field where the upstream sends them, and they are logged for the agent's GET with
 // Last-Event-ID; when the upstream closes its stream before the response, the agent's is
 // closed too (resume.go).
 //
@@ -40,6 +41,8 @@ type agentStream struct {
 
 	b        *bridge       // the session, where a resumable stream's events are logged
 	log      *eventLog     // nil: not resumable (no event ids)
+	upID     string        // the id of the upstream event being carried ("": none), as written to the agent
+	respID   string        // the upID of the upstream's response event, for the answer
 	retry    time.Duration // the upstream's retry field, repeated to the agent
 	detached bool          // the agent's response has ended: events are only logged
 	detach   chan struct{} // closed when detached
@@ -141,15 +144,17 @@ func (s *agentStream) event(data []byte, flush bool) bool {
 	if s.done || (s.broken && s.log == nil) {
 		return true
 	}
-	buf := make([]byte, 0, len(data)+48)
+	buf := make([]byte, 0, len(data)+48+len(s.upID))
+	var id string
 	if s.log != nil {
-		buf = s.log.appendID(buf)
+		buf, id = s.log.appendID(buf, s.upID)
 	}
+	s.upID = "" // an upstream id is given to one event
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if s.log != nil {
-		s.log.add(buf)
+		s.log.add(buf, id)
 	}
 	if s.detached || s.broken {
 		return true // logged for the agent's resumption
@@ -174,6 +179,9 @@ func (s *agentStream) flushLocked() {
 // body. Nothing is written to the stream after it.
 func (s *agentStream) answer(out []byte) {
 	if s.isStarted() {
+		s.mu.Lock()
+		s.upID, s.respID = s.respID, "" // the response event's id, or the gate's own
+		s.mu.Unlock()
 		s.event(out, false)
 		s.finish()
 		return

@@ -74,6 +74,9 @@ type bridge struct {
 	// (relay.go, callDirect) to the upstream leg's id, for the agent's cancellation; at most
 	// maxRelayed entries.
 	relayed map[jsonrpc.ID]jsonrpc.ID
+	// legs maps the upstream leg's id of the session's last requests carried upstream to the
+	// agent's id, for responses the upstream replays on a relayed resumption (relay.go).
+	legs legs
 	// cancelled holds the upstream ids of relayed requests the agent cancelled (a subset of
 	// relayed's values).
 	cancelled map[jsonrpc.ID]bool
@@ -91,6 +94,11 @@ type bridge struct {
 	// initialize, or any answer stream of the session): its tools/calls then run detachable,
 	// so that an upstream's close of a call's stream is mirrored to the agent (serveToolsCall).
 	resumable atomic.Bool
+	// answered is set once the upstream has answered a tools/call of the session: until then
+	// (and whenever resumable is set) its tools/calls run detachable, so that the first call's
+	// stream an upstream closes is mirrored too; after an answer without event ids they run on
+	// the handler's goroutine (serveToolsCall).
+	answered atomic.Bool
 	// outputSchemas records, per tool the session listed, whether it declares an outputSchema
 	// (toolslist.go: listed, hasOutputSchema); schemasOverflow is set past maxListedTools.
 	outputSchemas   map[string]bool

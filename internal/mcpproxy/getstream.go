@@ -30,7 +30,9 @@ import (
 //     response comes back through the same path (bridge.deliver) and goes upstream under the
 //     upstream's id. A request whose capability the agent did not declare is answered by the
 //     gate as the SDK client would (bridge.answer) and not written. A response on the GET
-//     stream (which MCP does not allow) is dropped.
+//     stream (which MCP does not allow) is dropped, except one to a request the gate carried
+//     upstream, which an upstream replays when the agent's GET resumes one of its answer
+//     streams (resume.go): it goes to the agent under the agent's id, and settles nothing.
 //   - The gate's own messages to the agent outside any request (those of the agent-side SDK
 //     session: an elicitation of a binding moment, an upstream message that reached the gate
 //     through the SDK client) are merged into the stream as events of their own, with ids
@@ -41,7 +43,8 @@ import (
 // Resumption: a GET with Last-Event-ID on the session resumes the upstream's GET with the
 // upstream id it names (the last of an "actgate:" id; none when empty) and the gate's own
 // events after the n it names, or, for an upstream id, after the last of the gate's own events
-// written to the agent on any GET of the session. An upstream that offers no GET stream (HTTP
+// written to the agent on any GET of the session; an upstream id of an answer stream is
+// relayed the same way (resume.go). An upstream that offers no GET stream (HTTP
 // 405) leaves the agent the gate's own stream alone; another refusal of the upstream's is the
 // agent's answer.
 const gateEventPrefix = "actgate:"
@@ -377,8 +380,18 @@ func (g *getRelay) event(ctx context.Context, sid, version string, ev, data []by
 		msg, _ := jsonrpc.DecodeMessage(data)
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
-			g.b.p.log.V(1).Info("Upstream response on the GET stream dropped", "session", g.b.ss.ID())
-			return true
+			// A response the upstream replays on a resumption of an answer stream goes to the
+			// agent under the agent's id, settling nothing (legs); any other is dropped.
+			agentID, ok := g.b.legAgent(m.ID)
+			if !ok {
+				g.b.p.log.V(1).Info("Upstream response on the GET stream dropped", "session", g.b.ss.ID())
+				return true
+			}
+			rewritten, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: agentID, Result: m.Result, Error: m.Error})
+			if err != nil {
+				return true
+			}
+			out = replaceData(ev, rewritten)
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				rewritten, ok := g.b.askOnGET(ctx, sid, version, m)
@@ -527,6 +540,12 @@ func (o *ownWriter) Flush() {}
 func (o *ownWriter) Write(p []byte) (int, error) {
 	if o.status == 0 {
 		o.status = http.StatusOK
+	}
+	if o.status == http.StatusConflict {
+		// Another of the agent's GETs carries the gate's own stream (this one resumes an
+		// answer stream of the upstream's, or is a second GET).
+		o.g.b.p.log.V(1).Info("The gate's own GET stream is on another of the agent's GETs", "session", o.g.b.ss.ID())
+		return 0, io.ErrClosedPipe
 	}
 	if o.status != http.StatusOK {
 		o.g.b.p.log.Info("The gate's own GET stream not opened", "session", o.g.b.ss.ID(), "status", o.status)

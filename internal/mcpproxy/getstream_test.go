@@ -369,7 +369,7 @@ func TestGETStreamRefusals(t *testing.T) {
 		want                      int
 	}{
 		{"rebinding", "attacker.example", rs.session, "", http.StatusForbidden},
-		{"rebinding, resuming an answer stream", "attacker.example", rs.session, "g1-0", http.StatusForbidden},
+		{"rebinding, resuming an answer stream", "attacker.example", rs.session, "actgate:g1-0", http.StatusForbidden},
 		{"rebinding, resuming the GET stream", "attacker.example", rs.session, "actgate:0:", http.StatusForbidden},
 		{"unknown session", "", "no-such-session", "", http.StatusNotFound},
 	} {

@@ -216,7 +216,7 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 	s := &agentStream{w: w, b: b}
 	s.start()
 	if ids {
-		s.upstreamEvent(true, true)
+		s.upstreamEvent("", true, true) // the gate's own answer: an id of the gate's
 	}
 	s.answer(body)
 }

@@ -132,6 +132,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
 		}
 		answer.Result = raw
+		agentStreamOf(ctx).gateAnswer() // the gate's additions: not the upstream's bytes
 	}
 	return &jsonrpc.Response{ID: req.ID, Result: answer.Result, Error: answer.Error}
 }
@@ -205,7 +206,66 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 		return false
 	}
 	b.relayed[agentID] = upID
+	b.legs.add(upID, agentID)
 	return true
+}
+
+// legs remembers, for the session's last requests carried upstream, the agent's id of each
+// upstream leg's id: a response the upstream replays on a relayed resumption (a GET with
+// Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would directly.
+// Relaying it settles nothing: the request's own answer was given (or is being read) where it
+// was sent. A leg's id is "actgate-N" (callSeq); the ring holds it at N mod maxRelayed, so a
+// leg is kept until one of the session's later legs takes its place (at most maxRelayed legs,
+// one store per request, no hashing on the hot path).
+type legs struct {
+	ring []leg // maxRelayed once the session carries a request
+}
+
+type leg struct {
+	n     uint64 // the N of the upstream leg's id; 0: none
+	agent jsonrpc.ID
+}
+
+// add records one leg. The caller holds bridge.mu.
+func (l *legs) add(up, agent jsonrpc.ID) {
+	n, ok := legSeq(up)
+	if !ok {
+		return
+	}
+	if l.ring == nil {
+		l.ring = make([]leg, maxRelayed)
+	}
+	l.ring[n%maxRelayed] = leg{n: n, agent: agent}
+}
+
+// legSeq returns the N of an upstream leg's id "actgate-N"; false for any other id.
+func legSeq(id jsonrpc.ID) (uint64, bool) {
+	s, ok := id.Raw().(string)
+	if !ok {
+		return 0, false
+	}
+	num, ok := strings.CutPrefix(s, "actgate-")
+	if !ok || !decimal(num) || num[0] == '0' { // as the gate writes N: no leading zero
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// legAgent returns the agent's id of the request carried upstream as up; false for an id the
+// gate did not send (or no longer remembers).
+func (b *bridge) legAgent(up jsonrpc.ID) (jsonrpc.ID, bool) {
+	n, ok := legSeq(up)
+	if !ok {
+		return jsonrpc.ID{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.legs.ring == nil {
+		return jsonrpc.ID{}, false
+	}
+	l := b.legs.ring[n%maxRelayed]
+	return l.agent, l.n == n
 }
 
 func (b *bridge) untrack(agentID jsonrpc.ID) {

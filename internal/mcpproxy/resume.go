@@ -2,28 +2,47 @@ package mcpproxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actgate/actgate/internal/ef"
 )
 
 // Resumption of the gate's answer streams (MCP streamable HTTP, resumability and redelivery;
 // SEP-1699 polling). An answer stream is resumable exactly when the upstream's is: on the first
-// upstream event with an id, the agent's stream gets a log (eventLog) and its events get ids of
-// the gate's own, "g{stream}-{n}", which say which of the session's streams an id belongs to.
+// upstream event with an id, the agent's stream gets a log (eventLog). Each event that carries
+// an upstream event to the agent (a notification, a request put to the agent, the priming event,
+// the response) has that event's id as the upstream wrote it; an event the gate writes itself
+// (an answer that is not the upstream's response as written: tools/list with the gate's
+// additions, an error of the gate's) has an id of the gate's own, "actgate:g{stream}-{n}",
+// which no upstream id can equal: an upstream id that begins with "actgate:" is written
+// "actgate:u:{id}" (as on the GET stream, getstream.go).
+//
 // When the upstream closes its stream before the response, the gate resumes the upstream's
 // itself (readStream), and the agent's stream is closed too (after the events so far): the
 // request goes on (runDetachable), what follows is logged, and a tools/call's outcome is
-// recorded when its response comes. The agent's GET with Last-Event-ID on its session gets the
-// events after that id, then the rest as it comes, up to the response. A logged event is never sent twice on one
-// connection and never to another session.
+// recorded when its response comes. The agent's GET with Last-Event-ID on its session is
+// answered
+//
+//   - for an id of the gate's own, or an upstream id of a stream the gate is still reading, or
+//     one followed in the log by an event of the gate's own: from the log, the events after
+//     that id, then the rest as it comes, up to the response (the gate holds the upstream's
+//     stream, which a second reader could not claim; or the upstream never had what follows);
+//   - for any other upstream id: by the upstream, relayed as the GET stream is (serveGET), so that
+//     the agent gets what the upstream replays, as it would directly; a response the upstream
+//     replays there is relayed under the agent's id and never settles anything (legs).
+//
+// A logged event is never sent twice on one connection and never to another session.
 
 // Bounds of the event logs: per session, the logs kept (the oldest finished one makes room for
 // a new one; with maxStreamLogs unfinished, a new answer stream is not resumable, and gets no
-// ids), and per log, the bytes kept (beyond them the log is dropped: its stream can no longer
-// be resumed, and a GET for it is answered 404).
+// ids), and per log, the bytes kept (beyond them the log is dropped: a resumption that names
+// one of the gate's own ids in it is answered 404, one naming an upstream id goes upstream).
 const (
 	maxStreamLogs   = 64
 	maxStreamLogLen = 1 << 20
@@ -34,46 +53,85 @@ type eventLog struct {
 	key    string
 	mu     sync.Mutex
 	events [][]byte
-	size   int
-	over   bool          // beyond maxStreamLogLen: dropped
-	done   bool          // the response is logged (or the stream abandoned)
-	wake   chan struct{} // closed and replaced on each change
+	ids    []string // the id each event was written with
+	own    int      // the gate's own ids given so far
+	// lastOwn is the index of the last event written with an id of the gate's own (-1: none):
+	// a resumption after an upstream id before it is answered from the log, which alone has it.
+	lastOwn int
+	size    int
+	over    bool          // beyond maxStreamLogLen: dropped
+	done    bool          // the response is logged (or the stream abandoned)
+	wake    chan struct{} // closed and replaced on each change
 	// resumed is signalled (without blocking) by each of the agent's GETs resuming the
 	// stream: the gate, waiting to resume the upstream's (readStream), resumes it then.
 	resumed chan struct{}
 }
 
 func newEventLog(key string) *eventLog {
-	return &eventLog{key: key, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
+	return &eventLog{key: key, lastOwn: -1, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
 }
 
-// appendID appends the id line of the next event to buf.
-func (l *eventLog) appendID(buf []byte) []byte {
-	l.mu.Lock()
-	n := len(l.events)
-	l.mu.Unlock()
-	buf = append(buf, "id: g"...)
-	buf = append(buf, l.key...)
-	buf = append(buf, '-')
-	buf = strconv.AppendInt(buf, int64(n), 10)
-	return append(buf, '\n')
+// appendID appends the id line of the next event to buf: id, an upstream event's id as the
+// agent is given it (ownID: the gate's own when ""), and returns that id.
+func (l *eventLog) appendID(buf []byte, id string) ([]byte, string) {
+	buf = append(buf, "id: "...)
+	if id == "" {
+		l.mu.Lock()
+		n := l.own
+		l.own++
+		l.mu.Unlock()
+		start := len(buf)
+		buf = append(buf, gateEventPrefix+"g"...)
+		buf = append(buf, l.key...)
+		buf = append(buf, '-')
+		buf = strconv.AppendInt(buf, int64(n), 10)
+		id = string(buf[start:])
+	} else {
+		buf = append(buf, id...)
+	}
+	return append(buf, '\n'), id
 }
 
-// add logs one event (its bytes are copied).
-func (l *eventLog) add(ev []byte) {
+// add logs one event (its bytes are copied) written with id.
+func (l *eventLog) add(ev []byte, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.over || l.done {
 		return
 	}
-	l.size += len(ev)
+	l.size += len(ev) + len(id)
 	if l.size > maxStreamLogLen {
-		l.over, l.events = true, nil
+		l.over, l.events, l.ids = true, nil, nil
 	} else {
 		l.events = append(l.events, append([]byte(nil), ev...))
+		l.ids = append(l.ids, id)
+		if _, _, own := parseResumeID(id); own {
+			l.lastOwn = len(l.ids) - 1
+		}
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
+}
+
+// index returns the index of the event written with id; false when the log has none.
+func (l *eventLog) index(id string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.ids) - 1; i >= 0; i-- {
+		if l.ids[i] == id {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// answers reports whether a resumption after the n-th event is the log's to answer: its
+// stream is still being read (the gate holds the upstream's), or an event after the n-th has
+// an id of the gate's own (the upstream has not got it).
+func (l *eventLog) answers(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.over && (!l.done || l.lastOwn > n)
 }
 
 func (l *eventLog) finish() {
@@ -139,16 +197,18 @@ func (b *bridge) logOf(key string) *eventLog {
 	return b.logs[key]
 }
 
-// upstreamEvent is told of each event of the upstream's answer stream that ends: whether it
-// carried an id and whether it was a priming event (an id and no data). The first id makes the
-// agent's stream resumable; a priming event is repeated to the agent as one of the gate's own.
-func (s *agentStream) upstreamEvent(hasID, priming bool) {
-	if s == nil || !hasID {
+// upstreamEvent is told of the end of each event of the upstream's answer stream, before its
+// message is handled: its id (hasID false: none) and whether it was a priming event (an id and
+// no data). The first id makes the agent's stream resumable; the id is given to the event that
+// carries this one to the agent (event), and a priming event is repeated to the agent with it.
+func (s *agentStream) upstreamEvent(id string, hasID, priming bool) {
+	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done || s.b == nil {
+	s.upID = ""
+	if !hasID || s.done || s.b == nil {
 		return
 	}
 	if !s.b.resumable.Load() {
@@ -159,6 +219,7 @@ func (s *agentStream) upstreamEvent(hasID, priming bool) {
 			return
 		}
 	}
+	s.upID = agentEventID(id)
 	if !priming {
 		return
 	}
@@ -168,14 +229,15 @@ func (s *agentStream) upstreamEvent(hasID, priming bool) {
 	if !s.started {
 		return
 	}
-	buf := s.log.appendID(make([]byte, 0, 64))
+	buf, id := s.log.appendID(make([]byte, 0, 64+len(s.upID)), s.upID)
+	s.upID = ""
 	if s.retry > 0 {
 		buf = append(buf, "retry: "...)
 		buf = strconv.AppendInt(buf, s.retry.Milliseconds(), 10)
 		buf = append(buf, '\n')
 	}
 	buf = append(buf, "data: \n\n"...)
-	s.log.add(buf)
+	s.log.add(buf, id)
 	if s.detached || s.broken {
 		return
 	}
@@ -184,6 +246,46 @@ func (s *agentStream) upstreamEvent(hasID, priming bool) {
 		return
 	}
 	s.flushLocked()
+}
+
+// upstreamResponse is told that the event last ended (upstreamEvent) holds the response: the
+// agent's answer (answer) is given its id.
+func (s *agentStream) upstreamResponse() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.respID, s.upID = s.upID, ""
+	s.mu.Unlock()
+}
+
+// gateAnswer is told that the agent's answer is not the upstream's response as written (the
+// gate changed it, or answers instead of it): the answer gets an id of the gate's own, so that
+// a resumption after an earlier event is answered from the log, not by the upstream's replay.
+func (s *agentStream) gateAnswer() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.respID = ""
+	s.mu.Unlock()
+}
+
+// answerFrom is told whether the agent's answer is the upstream's response as written
+// (upstreams); when it is not, the answer is the gate's own (gateAnswer).
+func (s *agentStream) answerFrom(upstreams bool) {
+	if !upstreams {
+		s.gateAnswer()
+	}
+}
+
+// agentEventID is the id an upstream event is given on the agent's streams: the upstream's as
+// written, or, for one in the gate's namespace, "actgate:u:{id}".
+func agentEventID(id string) string {
+	if strings.HasPrefix(id, gateEventPrefix) {
+		return gateEventPrefix + "u:" + id
+	}
+	return id
 }
 
 // upstreamRetry records the upstream's retry field, repeated on the agent's priming event.
@@ -274,27 +376,36 @@ func (p *Proxy) runDetachable(r *http.Request, stream *agentStream, work func(ct
 	go func() { <-done; t.Stop() }()
 }
 
-// serveResume answers the agent's GET with Last-Event-ID that names one of its session's
-// resumable answer streams: the events after that id, then the rest as they come, up to the
-// response. It returns false, having written nothing, for an id that is not the gate's own
-// (the SDK's handler answers it).
+// serveResume answers the agent's GET with Last-Event-ID that names an event of one of its
+// session's resumable answer streams the gate answers from its log: an id of the gate's own,
+// or an upstream id of a stream the gate is still reading. It returns false, having written
+// nothing, for any other id (serveGET relays it to the upstream, which answers it) and for a
+// request the SDK's handler answers. An id that is not one an event stream can carry, or longer
+// than maxEventID, is refused (HTTP 400, EF_EVENT_ID_INVALID).
 func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
-	key, n, ok := parseResumeID(r.Header.Get(headerLastEventID))
-	if !ok || rebinding(r) {
-		return false // not the gate's id; or refused by the SDK's handler (DNS rebinding: 403)
+	if rebinding(r) {
+		return false // refused by the SDK's handler (DNS rebinding: 403)
 	}
 	b := p.bridgeByID(r.Header.Get(headerSessionID))
 	if b == nil {
 		return false // the SDK's handler answers an unknown session
 	}
+	last := r.Header.Get(headerLastEventID)
+	if err := checkEventID(last); err != nil {
+		http.Error(w, string(ef.EFEventIDInvalid)+": "+err.Error(), http.StatusBadRequest)
+		return true
+	}
 	if b.agent != p.requestAgent(r.Context()) {
 		http.Error(w, "actgate: the session belongs to another agent", http.StatusForbidden)
 		return true
 	}
-	l := b.logOf(key)
+	l, n := b.logFor(last)
 	if l == nil {
-		http.Error(w, "actgate: no stream to resume for that Last-Event-ID", http.StatusNotFound)
-		return true
+		if _, _, own := parseResumeID(last); own {
+			http.Error(w, "actgate: no stream to resume for that Last-Event-ID", http.StatusNotFound)
+			return true
+		}
+		return false // an upstream id: the upstream's to answer (serveGET)
 	}
 	evs, done, wake, ok := l.after(n)
 	if !ok {
@@ -332,10 +443,55 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
-// parseResumeID reads an event id of the gate's own, g{stream}-{n} with both parts decimal
-// (the SDK's ids are {stream}_{n}); ok is false for anything else.
+// logFor returns the log the agent's Last-Event-ID is answered from and the index of the
+// event it names: the log of a gate's own id (when it holds that id), or the newest log that
+// holds the upstream id when it answers a resumption after it (eventLog.answers); nil for
+// none.
+func (b *bridge) logFor(last string) (*eventLog, int) {
+	if key, _, ok := parseResumeID(last); ok {
+		if l := b.logOf(key); l != nil {
+			if n, ok := l.index(last); ok {
+				return l, n
+			}
+		}
+		return nil, 0
+	}
+	b.mu.Lock()
+	order := append([]string(nil), b.logOrder...)
+	b.mu.Unlock()
+	for i := len(order) - 1; i >= 0; i-- {
+		l := b.logOf(order[i])
+		if l == nil {
+			continue
+		}
+		if n, ok := l.index(last); ok {
+			if l.answers(n) {
+				return l, n
+			}
+			return nil, 0
+		}
+	}
+	return nil, 0
+}
+
+// checkEventID checks a Last-Event-ID the agent sent: at most maxEventID bytes, and no byte an
+// event stream's id field cannot carry (NUL, CR, LF). Its content is otherwise the upstream's
+// to judge.
+func checkEventID(id string) error {
+	if len(id) > maxEventID {
+		return fmt.Errorf("the Last-Event-ID is longer than %d bytes", maxEventID)
+	}
+	if strings.ContainsAny(id, "\x00\r\n") {
+		return errors.New("the Last-Event-ID holds NUL, CR or LF")
+	}
+	return nil
+}
+
+// parseResumeID reads an answer-stream event id of the gate's own, actgate:g{stream}-{n} with
+// both parts decimal; ok is false for anything else (an upstream id, or the GET stream's
+// actgate:{n}:{up} and actgate:u:{up}).
 func parseResumeID(id string) (key string, n int, ok bool) {
-	rest, ok := strings.CutPrefix(id, "g")
+	rest, ok := strings.CutPrefix(id, gateEventPrefix+"g")
 	if !ok || len(rest) > 64 {
 		return "", 0, false
 	}

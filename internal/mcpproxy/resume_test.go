@@ -25,6 +25,8 @@ type pollingUpstream struct {
 	pending string   // the JSON-RPC id of the call waiting for its response
 	retry   int      // the retry field of its priming event, in ms; 0: 80
 	resumed []time.Time
+	// failResume answers every resuming GET with HTTP 400.
+	failResume bool
 }
 
 func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool {
@@ -32,8 +34,12 @@ func (u *pollingUpstream) intercept(w http.ResponseWriter, r *http.Request) bool
 		u.mu.Lock()
 		u.resumes = append(u.resumes, r.Header.Get("Last-Event-ID"))
 		u.resumed = append(u.resumed, time.Now())
-		id := u.pending
+		id, fail := u.pending, u.failResume
 		u.mu.Unlock()
+		if fail {
+			http.Error(w, "no replay", http.StatusBadRequest)
+			return true
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "id: up-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"resumed\"}}\n\n")
 		fmt.Fprintf(w, "id: up-3\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"42\"}]}}\n\n", id)
@@ -89,29 +95,27 @@ var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 
 // TestServerClosedStreamResumed: an upstream that closes a tools/call's answer stream after a
 // priming event and gives the response on the resuming GET. The gate mirrors the close: the
-// agent's answer is a resumable event stream holding the priming event (an id of the gate's
-// and the upstream's retry field) and nothing else, as the upstream's was. The gate resumes the
+// agent's answer is a resumable event stream holding the upstream's priming event (its id and
+// retry field as written) and nothing else, as the upstream's was. The gate resumes the
 // upstream's itself (one tools/call upstream, the call EXECUTED, not INDETERMINATE), and the
-// agent's GET with the priming event's Last-Event-ID gets the rest, the response last.
+// agent's GET with the priming event's Last-Event-ID gets the rest with the upstream's ids,
+// the response last. A resumption after the response is the upstream's to answer: relayed to
+// it, its replayed response reaches the agent under the agent's id and settles nothing.
 func TestServerClosedStreamResumed(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 
 	status, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
-	priming := regexp.MustCompile(`^id: (g\S+)\nretry: 80\ndata: \n\n$`).FindStringSubmatch(body)
-	if status != http.StatusOK || ct != "text/event-stream" || priming == nil {
-		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant a priming event with an id and retry: 80, and the stream closed", status, ct, body)
+	if status != http.StatusOK || ct != "text/event-stream" || body != "id: up-1\nretry: 80\ndata: \n\n" {
+		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant the upstream's priming event (id up-1, retry: 80), and the stream closed", status, ct, body)
 	}
-	primingID := priming[1]
-	want := regexp.MustCompile(`^id: \S+\nevent: message\ndata: \{"jsonrpc":"2.0","method":"notifications/message","params":\{"level":"info","data":"resumed"\}\}\n\n` +
-		`id: (\S+)\nevent: message\ndata: \{"jsonrpc":"2.0","id":5,"result":\{"content":\[\{"type":"text","text":"42"\}\]\}\}\n\n$`)
-	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": primingID})
-	m := want.FindStringSubmatch(body)
-	if status != http.StatusOK || ct != "text/event-stream" || m == nil {
-		t.Fatalf("the resuming GET: HTTP %d %s\n%s", status, ct, body)
+	want := "id: up-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"resumed\"}}\n\n" +
+		"id: up-3\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"42\"}]}}\n\n"
+	status, ct, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
+	if status != http.StatusOK || ct != "text/event-stream" || body != want {
+		t.Fatalf("the resuming GET: HTTP %d %s\n%s\nwant\n%s", status, ct, body, want)
 	}
-	ids := [][]string{{"", primingID}}
 	up.mu.Lock()
 	posts, resumes := up.posts, append([]string(nil), up.resumes...)
 	up.mu.Unlock()
@@ -121,19 +125,30 @@ func TestServerClosedStreamResumed(t *testing.T) {
 	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || got[journal.StateIndeterminate] != 0 {
 		t.Errorf("journal: %v, want one EXECUTED", got)
 	}
-	// After the response: an empty, ended stream.
-	status, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": m[1]})
-	if status != http.StatusOK || body != "" {
-		t.Errorf("a resumption after the response: HTTP %d %q", status, body)
+	// After the response: the upstream answers the resumption; its replayed response comes
+	// under the agent's id, and nothing is settled or sent again.
+	status, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-3"})
+	if status != http.StatusOK || !strings.Contains(body, "id: up-3\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\"") {
+		t.Errorf("a resumption after the response: HTTP %d %q, want the upstream's replay under id 5", status, body)
 	}
-	// An id of no stream of this session.
-	if status, _, _ = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "g999999-0"}); status != http.StatusNotFound {
+	up.mu.Lock()
+	posts, resumes = up.posts, append([]string(nil), up.resumes...)
+	up.mu.Unlock()
+	if posts != 1 || len(resumes) != 2 || resumes[1] != "up-3" {
+		t.Errorf("upstream: %d tools/call POSTs, resumed with %q; want 1 and [up-1 up-3]", posts, resumes)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
+		t.Errorf("journal after the relayed replay: %v, want one EXECUTED and nothing else", got)
+	}
+	// An id of the gate's own of no stream of this session.
+	if status, _, _ = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "actgate:g999999-0"}); status != http.StatusNotFound {
 		t.Errorf("a resumption of no stream: HTTP %d, want 404", status)
 	}
-	// Another session cannot resume this one's stream.
+	// Another session's resumption with this session's id reaches the upstream on its own
+	// upstream session, and a response to this session's request is not relayed to it.
 	other := newRawSession(t, f.endpoint())
-	if status, _, body = agentExchange(t, other, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]}); status != http.StatusNotFound || strings.Contains(body, "42") {
-		t.Errorf("another session's resumption: HTTP %d %q, want 404", status, body)
+	if _, _, body = agentExchange(t, other, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"}); strings.Contains(body, "42") {
+		t.Errorf("another session's resumption got this session's response: %q", body)
 	}
 }
 
@@ -149,14 +164,15 @@ func TestRelayedStreamResumed(t *testing.T) {
 		t.Fatalf("the POST's answer: %s\n%s", ct, body)
 	}
 	time.Sleep(300 * time.Millisecond) // an agent slower than the retry: the gate resumes first
+	// The gate has read the response by now: the agent's resumption is the upstream's to answer.
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
 	if !strings.Contains(body, `"id":"r1","result":{"content":[{"type":"text","text":"42"}]}`) {
 		t.Fatalf("the resuming GET:\n%s", body)
 	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	if len(up.resumed) != 1 {
-		t.Fatalf("the upstream's stream was resumed %d times, want 1", len(up.resumed))
+	if len(up.resumed) != 2 || up.resumes[1] != "up-1" {
+		t.Fatalf("the upstream's stream was resumed with %q, want twice (the gate's, then the agent's relayed with up-1)", up.resumes)
 	}
 	if d := up.resumed[0].Sub(start); d < 80*time.Millisecond || d > 250*time.Millisecond {
 		t.Errorf("the gate resumed after %s, want the upstream's retry of 80ms (the agent came after 300ms)", d)
@@ -170,24 +186,29 @@ func TestParseResumeIDBadInput(t *testing.T) {
 		n   int
 		ok  bool
 	}{
-		{"g12-0", "12", 0, true},
-		{"g1-42", "1", 42, true},
+		{"actgate:g12-0", "12", 0, true},
+		{"actgate:g1-42", "1", 42, true},
 		{"", "", 0, false},
-		{"g", "", 0, false},
-		{"g-1", "", 0, false},
-		{"g1-", "", 0, false},
-		{"g1--1", "", 0, false},
-		{"g1-+1", "", 0, false},
-		{"g+1-1", "", 0, false},
-		{"g1-1-1", "", 0, false},
-		{"gx-1", "", 0, false},
-		{"G1-1", "", 0, false},
-		{"abc_3", "", 0, false},                   // the SDK's form
-		{"g1_3", "", 0, false},                    // the SDK's form, a stream named g1
-		{"g1-99999999999999999999", "", 0, false}, // beyond int
-		{"g" + strings.Repeat("1", 80) + "-1", "", 0, false},
-		{"g1-1\x00", "", 0, false},
-		{"g١-1", "", 0, false}, // a non-ASCII digit
+		{"g1-1", "", 0, false}, // an upstream's id
+		{"actgate:g", "", 0, false},
+		{"actgate:g-1", "", 0, false},
+		{"actgate:g1-", "", 0, false},
+		{"actgate:g1--1", "", 0, false},
+		{"actgate:g1-+1", "", 0, false},
+		{"actgate:g+1-1", "", 0, false},
+		{"actgate:g1-1-1", "", 0, false},
+		{"actgate:gx-1", "", 0, false},
+		{"actgate:G1-1", "", 0, false},
+		{"Actgate:g1-1", "", 0, false},
+		{"actgate:1:x", "", 0, false},    // the GET stream's own id
+		{"actgate:u:g1-1", "", 0, false}, // an escaped upstream id
+		{"actgate:u:actgate:g1-1", "", 0, false},
+		{"abc_3", "", 0, false},                           // the SDK's form
+		{"actgate:g1_3", "", 0, false},                    // the SDK's form, a stream named g1
+		{"actgate:g1-99999999999999999999", "", 0, false}, // beyond int
+		{"actgate:g" + strings.Repeat("1", 80) + "-1", "", 0, false},
+		{"actgate:g1-1\x00", "", 0, false},
+		{"actgate:g١-1", "", 0, false}, // a non-ASCII digit
 	} {
 		key, n, ok := parseResumeID(tc.id)
 		if key != tc.key || n != tc.n || ok != tc.ok {
@@ -196,14 +217,14 @@ func TestParseResumeIDBadInput(t *testing.T) {
 	}
 }
 
-// FuzzParseResumeID: no input panics; an accepted id is exactly g{key}-{n} again.
+// FuzzParseResumeID: no input panics; an accepted id is exactly actgate:g{key}-{n} again.
 func FuzzParseResumeID(f *testing.F) {
-	for _, s := range []string{"g1-0", "g12-3", "x_1", "g-", "g1-1-1", "g99999999999999999999-1"} {
+	for _, s := range []string{"actgate:g1-0", "actgate:g12-3", "x_1", "actgate:g-", "actgate:g1-1-1", "actgate:g99999999999999999999-1", "actgate:u:x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
 		key, n, ok := parseResumeID(id)
-		if ok && fmt.Sprintf("g%s-%d", key, n) != id && !strings.HasPrefix(strings.TrimPrefix(id, "g"+key+"-"), "0") {
+		if ok && fmt.Sprintf("actgate:g%s-%d", key, n) != id && !strings.HasPrefix(strings.TrimPrefix(id, "actgate:g"+key+"-"), "0") {
 			t.Fatalf("parseResumeID(%q) accepted %q, %d", id, key, n)
 		}
 		if ok && n < 0 {
@@ -309,31 +330,61 @@ func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
 }
 
 // TestServerClosedStreamFirstSeen: an upstream whose initialize answer carries no event ids
-// closes a tools/call's stream after a priming event. That first call ran on the handler's
-// goroutine (the hot path), so its agent stream stays open and carries the rest, the response
-// last; from then on the session's calls run detachable, and the next close is mirrored.
+// closes a tools/call's stream after a priming event. The session's first call runs detachable
+// (its upstream has not answered a call yet), so the close is mirrored on that first call, and
+// the agent's resumption gets the rest, the response last; the session's next calls run
+// detachable because the first showed ids, and the next close is mirrored too. Each call is
+// EXECUTED once.
 func TestServerClosedStreamFirstSeen(t *testing.T) {
 	up := &pollingUpstream{method: methodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
 	s := newRawSession(t, f.endpoint())
-	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil)
-	if !strings.Contains(body, `"id":1,"result":{"content":[{"type":"text","text":"42"}]}`) {
-		t.Fatalf("the first call's answer:\n%s\nwant the stream kept open up to the response", body)
-	}
-	_, _, body = agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
-	ids := eventID.FindAllStringSubmatch(body, -1)
-	if strings.Contains(body, `"result"`) || len(ids) != 1 {
-		t.Fatalf("the second call's answer:\n%s\nwant the priming event only (the close mirrored)", body)
-	}
-	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": ids[0][1]})
-	if !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
-		t.Fatalf("the resuming GET:\n%s", body)
+	for n := 1; n <= 2; n++ {
+		_, _, body := agentExchange(t, s, http.MethodPost, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":%d}}}`, n, n), nil)
+		if body != "id: up-1\nretry: 80\ndata: \n\n" {
+			t.Fatalf("call %d's answer:\n%s\nwant the priming event only (the close mirrored)", n, body)
+		}
+		_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
+		if !strings.Contains(body, fmt.Sprintf(`"id":%d,"result":{"content":[{"type":"text","text":"42"}]}`, n)) {
+			t.Fatalf("call %d's resuming GET:\n%s", n, body)
+		}
 	}
 	up.mu.Lock()
 	posts := up.posts
 	up.mu.Unlock()
 	if got := statesIn(t, f); posts != 2 || got[journal.StateExecuted] != 2 || len(got) != 1 {
 		t.Errorf("upstream: %d tools/call POSTs, journal %v; want 2 and two EXECUTED", posts, got)
+	}
+}
+
+// TestHotPathAfterAnswerWithoutIDs: once the upstream has answered a call of the session
+// without event ids, the session's calls run on the handler's goroutine: an upstream that then
+// closes a call's stream gets the agent's stream kept open, the rest (the response last) on
+// it, and the call is EXECUTED once.
+func TestHotPathAfterAnswerWithoutIDs(t *testing.T) {
+	up := &pollingUpstream{method: methodCallTool}
+	var mu sync.Mutex
+	polling := false
+	intercept := func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		on := polling
+		mu.Unlock()
+		return on && up.intercept(w, r)
+	}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: intercept}})
+	s := newRawSession(t, f.endpoint())
+	if _, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":1}}}`, nil); !strings.Contains(body, `"id":1,"result"`) {
+		t.Fatalf("the first call's answer:\n%s", body)
+	}
+	mu.Lock()
+	polling = true
+	mu.Unlock()
+	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"n":2}}}`, nil)
+	if !strings.HasPrefix(body, "id: up-1\nretry: 80\ndata: \n\n") || !strings.Contains(body, `"id":2,"result":{"content":[{"type":"text","text":"42"}]}`) {
+		t.Fatalf("the second call's answer:\n%s\nwant the stream kept open up to the response", body)
+	}
+	if got := statesIn(t, f); got[journal.StateExecuted] != 2 || len(got) != 1 {
+		t.Errorf("journal %v; want two EXECUTED", got)
 	}
 }
 

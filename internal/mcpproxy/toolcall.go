@@ -106,6 +106,8 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		// reconciliation: the upstream's result was never received, so there is none to give.
 		res.Upstream = settledResult(res.State)
 	}
+	// An answer that is not the upstream's gets an id of the gate's own on a resumable stream.
+	agentStreamOf(ctx).answerFrom(upstreamsAnswer(res, refused.get() != nil))
 	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed && (res.State == "" || res.State == journal.StateFailed) {
 		// The upstream refused this call with a JSON-RPC error before executing it (a
 		// journaled act is FAILED; a hot-path call has no journal state): the agent gets that
@@ -308,6 +310,13 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	}
 	b.p.log.Info("Binding moment refused", "code", res.Code)
 	return b.render(refusalResult(res))
+}
+
+// upstreamsAnswer reports whether the agent's answer to a call is the upstream's response as
+// written: its result unchanged (no resolutions delivered, not a retry answered from the
+// journal), or its JSON-RPC refusal (refusedUpstream).
+func upstreamsAnswer(res sink.Result, refusedUpstream bool) bool {
+	return res.Allowed && !res.Replayed && len(res.Resolutions) == 0 && (len(res.Upstream) > 0 || refusedUpstream)
 }
 
 // settledResult is the result given to a retry of an act that ran once and whose outcome was

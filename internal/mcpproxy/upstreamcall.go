@@ -149,6 +149,9 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if !b.answered.Load() {
+		b.answered.Store(true) // the session's streams have shown whether they carry ids
+	}
 	if answer.Error != nil {
 		var we *jsonrpc.Error
 		if errors.As(answer.Error, &we) {
@@ -158,6 +161,7 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	}
 	res = &mcp.CallToolResult{}
 	if err := unmarshal(answer.Result, res); err != nil {
+		agentStreamOf(ctx).gateAnswer() // the agent's answer is the gate's, not this response
 		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
 	return res, answer.Result, rest, nil
@@ -340,7 +344,10 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 		streamReaders.Put(r)
 	}()
 	as := agentStreamOf(ctx)
-	return scanEvents(r, id, eventHooks{
+	// carried: the event last ended had an id (upstreamEvent holds it for its carrier); on a
+	// resumed stream, the first event is told too, so that no id of the last stream is left.
+	carried := st.lastID != ""
+	answer, err := scanEvents(r, id, eventHooks{
 		field: func(field, value []byte) bool {
 			switch string(field) {
 			case "id":
@@ -359,12 +366,19 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			return false
 		},
 		end: func(hasID bool, data []byte) {
-			if hasID {
-				as.upstreamEvent(true, len(bytes.TrimSpace(data)) == 0)
+			// A stream without ids costs nothing here: only an event with one, or the one
+			// after it (whose carrier must not take the earlier id), is told.
+			if hasID || carried {
+				as.upstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
+				carried = hasID
 			}
 		},
 		request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
 	})
+	if err == nil && carried {
+		as.upstreamResponse() // the agent's answer carries the response event's id
+	}
+	return answer, err
 }
 
 // eventHooks are what a reader of an upstream event stream does beyond finding the response.

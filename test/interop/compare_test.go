@@ -16,15 +16,6 @@ var knownDifferences = map[string]string{
 	// request whose Host is not loopback (DNS rebinding); server-everything does not.
 	"conformance/everything/dns-rebinding-protection": "the gate refuses non-loopback Host headers (docs/security.md); server-everything accepts them",
 
-	// Event ids: the standalone GET stream is the upstream's, relayed (its ids and priming
-	// event as written). The TS client also resumes its POST answer streams with GETs; those
-	// carry the gate's own ids and are answered from the gate's log, where server-everything
-	// replays other streams' events too and keeps the GET open (the client's next GET: 409).
-	"walk/http: GET": "[event ids] resumption GETs of answer streams are answered from the gate's log, not relayed",
-	// server-everything replays its priming events as data {} on those resumption GETs, which
-	// the TS client rejects (direct only).
-	"walk/client errors": "[event bytes] the TS client rejects server-everything's replayed priming events (direct only); the gate answers resumption GETs of answer streams from its log",
-
 	// Conformance 0.2.0, 2026-07-28 requirements, through the gate in front of server2026.mjs
 	// serving the 2025 revisions only, with sessions (the direct column is the same server serving
 	// 2026-07-28). A 2025 server asks for input with server-to-client requests during the call,
