@@ -492,10 +492,17 @@ func (g *gate) reserve(ctx context.Context, cl *callState, k dispatchKey) (*disp
 			}, true
 		}
 		// In flight or INDETERMINATE. An INDETERMINATE record may have been reconciled since
-		// (by the reconciler, in the journal): look once, then refuse.
+		// (by the reconciler, in the journal), and a dispatch in flight may have recorded its
+		// outcome in the journal a moment before the index: look once, then refuse.
 		snap := g.dispatches.snapshot(e)
-		if attempt == 0 && snap.state == journal.StateIndeterminate && snap.operationID != "" {
+		if attempt == 0 && snap.operationID != "" && !snap.state.Terminal() {
 			if rec, err := g.journal.Record(ctx, snap.operationID); err == nil && rec.State.Terminal() {
+				if snap.state.InFlight() && !snap.expires.IsZero() {
+					// This process's dispatch set the entry's expiry when it recorded
+					// DISPATCH_PENDING.
+					g.dispatches.update(e, func(e *dispatchEntry) { e.state, e.result = rec.State, rec.Result })
+					continue
+				}
 				a, err := g.store.Get(ctx, g.namespace, rec.AuthorityID)
 				g.dispatches.update(e, func(e *dispatchEntry) {
 					e.state, e.result = rec.State, rec.Result

@@ -451,3 +451,48 @@ func TestReconciledOutcomeIsReplayed(t *testing.T) {
 		t.Fatalf("upstream count %d", f.up.count("ticket_create"))
 	}
 }
+
+// heldJournal holds the first terminal Transition after it committed, until release is
+// closed: the moment between the journal recording an outcome and the dispatch index learning
+// it.
+type heldJournal struct {
+	journal.Journal
+	once      sync.Once
+	committed chan struct{}
+	release   chan struct{}
+}
+
+func (j *heldJournal) Transition(ctx context.Context, op string, to journal.State, o journal.Outcome) (journal.DispatchRecord, error) {
+	rec, err := j.Journal.Transition(ctx, op, to, o)
+	if err == nil && to.Terminal() {
+		j.once.Do(func() {
+			close(j.committed)
+			<-j.release
+		})
+	}
+	return rec, err
+}
+
+// TestRetryAfterOutcomeCommitted: a retry that arrives once the journal holds the dispatch's
+// outcome, before the dispatching call has returned, gets the recorded result; it is neither
+// refused as in flight nor invoked again.
+func TestRetryAfterOutcomeCommitted(t *testing.T) {
+	j := &heldJournal{committed: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, func(o *Options) { j.Journal = o.Journal; o.Journal = j })
+	c := call("s1", "tools", "ticket_create", `{"title":"x"}`)
+	first := make(chan Result, 1)
+	go func() { first <- f.handle(c) }()
+	<-j.committed
+	again := f.handle(c)
+	close(j.release)
+	r := <-first
+	if !r.Invoked || r.State != journal.StateExecuted {
+		t.Fatalf("first call: %+v", r)
+	}
+	if !again.Replayed || again.Invoked || again.State != journal.StateExecuted || string(again.Upstream) != string(r.Upstream) {
+		t.Fatalf("retry after the outcome was committed: %+v, want the recorded result", again)
+	}
+	if got := f.up.count("ticket_create"); got != 1 {
+		t.Fatalf("upstream invoked %d times, want 1", got)
+	}
+}
