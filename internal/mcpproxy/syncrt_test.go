@@ -317,6 +317,9 @@ func TestSyncTransportFallback(t *testing.T) {
 // so do calls whose stream ends well after their response (the end is read in the background
 // and the connection returned to the pool then).
 func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
+	// ended has the end of each late-ending stream: the next call waits for it, then for the
+	// pause, so the machine's load does not decide whether the connection was back in the pool.
+	ended := make(chan struct{}, 16)
 	lateEnd := func(w http.ResponseWriter, r *http.Request) bool {
 		body, _ := io.ReadAll(r.Body)
 		var req struct {
@@ -331,6 +334,7 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"late end\"}]}}\n\n", req.ID)
 		w.(http.Flusher).Flush()
 		time.Sleep(30 * time.Millisecond) // the stream's end comes after the agent has its answer
+		ended <- struct{}{}
 		return true
 	}
 	for _, c := range []struct {
@@ -341,7 +345,7 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 	}{
 		{"event stream", mcptest.Options{}, 20 * time.Millisecond, `{"ok":true}`},
 		{"JSON", mcptest.Options{JSONResponse: true}, 20 * time.Millisecond, `{"ok":true}`},
-		{"stream ends late", mcptest.Options{Intercept: lateEnd}, 100 * time.Millisecond, "late end"},
+		{"stream ends late", mcptest.Options{Intercept: lateEnd}, 50 * time.Millisecond, "late end"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var dials atomic.Int32
@@ -361,6 +365,13 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 				res := call(t, cs, "get_balance", fmt.Sprintf(`{"account":"a%d"}`, i), nil)
 				if res.IsError || !strings.Contains(text(res), c.want) {
 					t.Fatalf("call %d: isError=%v %q", i, res.IsError, text(res))
+				}
+				if c.opts.Intercept != nil {
+					select {
+					case <-ended:
+					case <-time.After(5 * time.Second):
+						t.Fatalf("call %d: the upstream's stream did not end", i)
+					}
 				}
 				time.Sleep(c.pause)
 			}
