@@ -46,6 +46,7 @@ const (
 	methodTasksResult = "tasks/result"
 	methodTasksCancel = "tasks/cancel"
 	methodTasksList   = "tasks/list"
+	methodTasksUpdate = "tasks/update" // 2026-07-28's tasks extension: a task's inputResponses
 	notifyTaskStatus  = "notifications/tasks/status"
 )
 
