@@ -448,7 +448,11 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			hc.setSession(s)
 		}
 		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(withoutRoundMembers(params))})
+		sent := params
+		if sr.req.Method != methodTasksUpdate { // a task's inputResponses are its request's own
+			sent = withoutRoundMembers(params)
+		}
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(sent)})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -978,7 +982,8 @@ func safeRPC(err error) string {
 
 // withoutRoundMembers returns params without requestState and inputResponses, the
 // 2026-07-28 members a stateful upstream does not know: its requests for input are answered on
-// its session (stateless_rounds.go).
+// its session (stateless_rounds.go). A tasks/update keeps them: its inputResponses are the
+// request itself.
 func withoutRoundMembers(params json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(params, &m) != nil || m == nil {
