@@ -1,7 +1,6 @@
 package mcpproxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -173,29 +172,13 @@ func (f *tasks2026Fixture) post(tok string, id int, method, name, params string)
 	return m
 }
 
+// records and waitState read the journal as taskFixture's do.
 func (f *tasks2026Fixture) records(st journal.State) []journal.DispatchRecord {
-	f.t.Helper()
-	recs, err := f.store.InState(context.Background(), st)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return recs
+	return (&taskFixture{t: f.t, store: f.store}).records(st)
 }
 
-// waitState waits for the journal to hold n records in st.
 func (f *tasks2026Fixture) waitState(st journal.State, n int) []journal.DispatchRecord {
-	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		recs := f.records(st)
-		if len(recs) == n || time.Now().After(deadline) {
-			if len(recs) != n {
-				f.t.Fatalf("journal: %d records %s, want %d", len(recs), st, n)
-			}
-			return recs
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return (&taskFixture{t: f.t, store: f.store}).waitState(st, n)
 }
 
 func resultOf(t *testing.T, m map[string]any) map[string]any {
