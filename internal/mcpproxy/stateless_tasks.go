@@ -107,28 +107,27 @@ func (t *slTaskTable) take(agent, id string, rt *runningTask) *runningTask {
 	return have
 }
 
-// slCallTask is the CreateTaskResult members the gate reads.
-type slCallTask struct {
-	ResultType string   `json:"resultType"`
-	TaskID     *string  `json:"taskId"`
-	TTLMs      *float64 `json:"ttlMs"`
-}
-
 // parseCreated2026 reads a 2026-07-28 tools/call result: ok is false for a result that is not
-// a CreateTaskResult; id is "" for one whose task the gate cannot follow.
+// a CreateTaskResult (resultType "task"); id is "" for one whose task the gate cannot follow (no
+// task id, one that is not a string, too long).
 func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
-	var c slCallTask
+	var c struct {
+		ResultType string          `json:"resultType"`
+		TaskID     json.RawMessage `json:"taskId"`
+		TTLMs      json.RawMessage `json:"ttlMs"`
+	}
 	if unmarshal(raw, &c) != nil || c.ResultType != resultTypeTask {
 		return "", 0, false
 	}
-	if c.TaskID == nil || *c.TaskID == "" || len(*c.TaskID) > maxTaskID {
+	if unmarshal(c.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
 		return "", 0, true
 	}
 	ttl = maxTaskTTL
-	if c.TTLMs != nil && *c.TTLMs >= 0 && *c.TTLMs < float64(maxTaskTTL/time.Millisecond) {
-		ttl = time.Duration(*c.TTLMs) * time.Millisecond
+	var ms float64
+	if unmarshal(c.TTLMs, &ms) == nil && ms >= 0 && ms < float64(maxTaskTTL/time.Millisecond) {
+		ttl = time.Duration(ms) * time.Millisecond
 	}
-	return *c.TaskID, ttl, true
+	return id, ttl, true
 }
 
 // classifyCreated2026 is the outcome of a dispatch the upstream answered with a result: a
