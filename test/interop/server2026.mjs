@@ -2,8 +2,9 @@
 // (@modelcontextprotocol/server, pinned in package.json) to the server requirements the
 // conformance suite 0.2.0 states in its scenarios' descriptions (`conformance list`, each
 // scenario's "Server Implementation Requirements"): the standard test tools, resources and
-// prompts, the multi-round-trip ("input required") tools, and the tasks extension's fixtures. The SDK's createMcpHandler serves
-// 2026-07-28 requests on the modern path and 2025-era requests by its stateless fallback.
+// prompts, the multi-round-trip ("input required") tools, and the tasks extension's fixtures.
+// The SDK's createMcpHandler serves 2026-07-28 requests on the modern path and 2025-era requests
+// by its stateless fallback.
 //
 //   node --import ./preload.mjs server2026.mjs        (listens on 127.0.0.1:$PORT, path /mcp)
 //
