@@ -107,7 +107,8 @@ func isStatelessRequest(h http.Header, body []byte) bool {
 // parseStateless reads one 2026-07-28 request: a single JSON-RPC request or notification with
 // absent or object params, whose _meta names the protocol version that Mcp-Protocol-Version
 // names (one the gate speaks), whose Mcp-Method is its method and, for tools/call, prompts/get
-// and resources/read, whose Mcp-Name is its params.name (params.uri). Each header must appear
+// and resources/read, whose Mcp-Name is its params.name (params.uri; a task request's
+// params.taskId). Each header must appear
 // once. A missing or disagreeing header is refused with codeHeaderMismatch and
 // EF_MCP_HEADER_MISMATCH: the gate decides on the body, and a server that routes on the headers
 // would otherwise run something else (a confused deputy).
@@ -189,13 +190,17 @@ func speaksStateless(v string) bool {
 	return false
 }
 
-// nameMember is the params member Mcp-Name repeats for method, or "".
+// nameMember is the params member Mcp-Name repeats for method, or "": tools/call and
+// prompts/get name theirs, resources/read its uri (SEP-2243), and the tasks extension's
+// tasks/get, tasks/update and tasks/cancel their task (SEP-2663, Streamable HTTP binding).
 func nameMember(method string) string {
 	switch method {
 	case methodCallTool, methodGetPrompt:
 		return "name"
 	case methodReadResource:
 		return "uri"
+	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
+		return "taskId"
 	}
 	return ""
 }

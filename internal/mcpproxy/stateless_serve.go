@@ -55,6 +55,8 @@ type statelessState struct {
 	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
 	// (listen.go), at most maxListensPerAgent.
 	listens map[string]int
+	// tasks are the running tasks of dispatched calls, by agent (stateless_tasks.go).
+	tasks slTaskTable
 }
 
 // maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
@@ -446,7 +448,11 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			hc.setSession(s)
 		}
 		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(withoutRoundMembers(params))})
+		sent := params
+		if sr.req.Method != methodTasksUpdate { // a task's inputResponses are its request's own
+			sent = withoutRoundMembers(params)
+		}
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(sent)})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -477,11 +483,15 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
 func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) (*jsonrpc.Response, int) {
+	if resp := p.foreignTask(agent, sr); resp != nil {
+		return resp, http.StatusOK
+	}
 	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true)
 	if err != nil {
 		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.req.Method), "error", err.Error())
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
+	p.observeTask2026(agent, sr, resp)
 	if sr.req.Method == methodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
@@ -724,6 +734,7 @@ func (p *Proxy) closeStateless() {
 	for _, hc := range p.sl.held.closeAll() {
 		p.abandonWaiting(hc)
 	}
+	p.abandonTasks2026()
 	list := make([]*upstreamSession, 0, len(ss))
 	for _, s := range ss {
 		s.hub.end()
@@ -837,8 +848,17 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if cerr == nil {
 		fwd = args
 	}
+	if !p.sl.tasks.reserve(agent) {
+		return p.taskLimited2026(id)
+	}
 	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, refused)
 	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
+	if !p.followTask2026(agent, res) {
+		p.sl.tasks.release(agent)
+	}
+	if res.Allowed && len(res.Accepted) > 0 {
+		res.Upstream = res.Accepted // the task's handle, to the call and to a retry
+	}
 	l := p.log.WithValues("tool", logfield.Bound(sr.name), "session", scope)
 	if cerr == nil {
 		l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
@@ -946,7 +966,8 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		if r.IsError || resultTypeOf(resp.Result) == resultTypeInputRequired {
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
-		return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, nil
+		// A CreateTaskResult: the upstream accepted the call to run it as a task.
+		return classifyCreated2026(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}), nil
 	}
 }
 
@@ -961,7 +982,8 @@ func safeRPC(err error) string {
 
 // withoutRoundMembers returns params without requestState and inputResponses, the
 // 2026-07-28 members a stateful upstream does not know: its requests for input are answered on
-// its session (stateless_rounds.go).
+// its session (stateless_rounds.go). A tasks/update keeps them: its inputResponses are the
+// request itself.
 func withoutRoundMembers(params json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(params, &m) != nil || m == nil {

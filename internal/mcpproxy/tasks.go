@@ -46,6 +46,7 @@ const (
 	methodTasksResult = "tasks/result"
 	methodTasksCancel = "tasks/cancel"
 	methodTasksList   = "tasks/list"
+	methodTasksUpdate = "tasks/update" // 2026-07-28's tasks extension: a task's inputResponses
 	notifyTaskStatus  = "notifications/tasks/status"
 )
 
@@ -289,8 +290,14 @@ func (b *bridge) abandonTasks(why string) {
 }
 
 func (b *bridge) recordTask(settler taskSettler, id string, rt *runningTask, out sink.InvokeResult, why string) {
+	recordTaskOutcome(b.p, settler, id, rt, out, why, "session", b.ss.ID())
+}
+
+// recordTaskOutcome records the outcome of a followed task (a session's, or on 2026-07-28 an
+// agent's) and logs it with kv.
+func recordTaskOutcome(p *Proxy, settler taskSettler, id string, rt *runningTask, out sink.InvokeResult, why string, kv ...any) {
 	state, err := settler.Settle(context.Background(), rt.operationID, out, nil)
-	l := b.p.log.WithValues("session", b.ss.ID(), "task", logfield.Bound(id), "operation", rt.operationID, "state", state, "why", why)
+	l := p.log.WithValues(kv...).WithValues("task", logfield.Bound(id), "operation", rt.operationID, "state", state, "why", why)
 	switch {
 	case err != nil:
 		l.Error(err, "Task outcome not recorded")

@@ -2,8 +2,9 @@
 // (@modelcontextprotocol/server, pinned in package.json) to the server requirements the
 // conformance suite 0.2.0 states in its scenarios' descriptions (`conformance list`, each
 // scenario's "Server Implementation Requirements"): the standard test tools, resources and
-// prompts, and the multi-round-trip ("input required") tools. The SDK's createMcpHandler serves
-// 2026-07-28 requests on the modern path and 2025-era requests by its stateless fallback.
+// prompts, the multi-round-trip ("input required") tools, and the tasks extension's fixtures.
+// The SDK's createMcpHandler serves 2026-07-28 requests on the modern path and 2025-era requests
+// by its stateless fallback.
 //
 //   node --import ./preload.mjs server2026.mjs        (listens on 127.0.0.1:$PORT, path /mcp)
 //
@@ -49,11 +50,166 @@ const text = (t) => ({ content: [{ type: 'text', text: t }] });
 const sampledText = (r) => (r && r.content && typeof r.content.text === 'string' ? r.content.text : '');
 const rootsOf = (r) => (r && Array.isArray(r.roots) ? r.roots : undefined);
 
+// The tasks extension of 2026-07-28 (io.modelcontextprotocol/tasks, SEP-2663), which the SDK does
+// not implement: the server alone decides that a tools/call of a task-supporting tool creates a
+// task (a CreateTaskResult: resultType "task" with the task's fields at the top level); tasks/get
+// answers the task with its result or error inlined once terminal, or its pending inputRequests;
+// tasks/update delivers inputResponses; tasks/cancel cancels. tasks/result and tasks/list do not
+// exist in this revision (-32601, the SDK's answer to an unknown method). The store is the
+// process's (createMcpHandler builds a server per request), bounded to TASK_LIMIT tasks.
+const TASKS = 'io.modelcontextprotocol/tasks';
+const TASK_TTL_MS = 300000;
+const TASK_LIMIT = 1000;
+const tasks = new Map();
+const terminal = (status) => status === 'completed' || status === 'failed' || status === 'cancelled';
+const complete = (r = {}) => ({ resultType: 'complete', ...r });
+const taskFields = (t) => ({ taskId: t.taskId, status: t.status, createdAt: t.createdAt, lastUpdatedAt: t.lastUpdatedAt, ttlMs: TASK_TTL_MS, pollIntervalMs: 100 });
+function setStatus(t, status) {
+  t.status = status;
+  t.lastUpdatedAt = new Date().toISOString();
+}
+// startTask creates a task running work(task) and returns its CreateTaskResult once tasks/get
+// resolves it. work's result completes the task; a thrown error fails it with that error; a task
+// cancelled meanwhile keeps its status.
+function startTask(work) {
+  if (tasks.size >= TASK_LIMIT) {
+    const oldest = [...tasks.values()].find((t) => terminal(t.status));
+    if (!oldest) throw new ProtocolError(-32603, 'task limit reached');
+    tasks.delete(oldest.taskId);
+  }
+  const now = new Date().toISOString();
+  const t = { taskId: randomUUID(), status: 'working', createdAt: now, lastUpdatedAt: now, inputRequests: {}, waiters: {} };
+  tasks.set(t.taskId, t);
+  setTimeout(() => tasks.delete(t.taskId), TASK_TTL_MS).unref();
+  Promise.resolve().then(() => work(t)).then(
+    (result) => { if (!terminal(t.status)) { t.result = result; setStatus(t, 'completed'); } },
+    (e) => { if (!terminal(t.status)) { t.error = { code: typeof e.code === 'number' ? e.code : -32603, message: e.message }; setStatus(t, 'failed'); } },
+  );
+  return { resultType: 'task', ...taskFields(t) };
+}
+// ask parks the task on input requests (key → request) and resolves with the responses, as
+// tasks/update delivers them (one key at a time or all at once).
+function ask(t, requests) {
+  setStatus(t, 'input_required');
+  return Promise.all(Object.entries(requests).map(([key, request]) => new Promise((resolve) => {
+    t.inputRequests[key] = request;
+    t.waiters[key] = resolve;
+  }).then((response) => [key, response]))).then((pairs) => {
+    if (!terminal(t.status)) setStatus(t, 'working');
+    return Object.fromEntries(pairs);
+  });
+}
+const sleep = (ms, t) => new Promise((resolve) => {
+  const timer = setTimeout(resolve, ms);
+  t.stop = () => { clearTimeout(timer); resolve(); };
+});
+const hasTasks = (caps) => Boolean(caps.extensions?.[TASKS]);
+const needTasks = () => new MissingRequiredClientCapabilityError({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
+// The task-supporting tools: each one's work, and whether a client without the extension gets its
+// result synchronously (optional) or -32021 (required).
+const confirm = { method: 'elicitation/create', params: { message: 'Confirm?', requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] } } };
+const taskTools = {
+  slow_compute: {
+    work: async (t, args) => {
+      await sleep(Math.max(0, Number(args.seconds ?? 1)) * 1000, t);
+      return text(`computed ${args.label ?? ''} after ${args.seconds ?? 1}s`);
+    },
+  },
+  failing_job: {
+    required: true,
+    work: async (t) => {
+      await sleep(1000, t);
+      return { isError: true, content: [{ type: 'text', text: 'failing_job failed, as it always does' }] };
+    },
+  },
+  protocol_error_job: {
+    work: async () => { throw new ProtocolError(-32603, 'protocol_error_job broke'); },
+  },
+  confirm_delete: {
+    work: async (t, args) => {
+      const r = await ask(t, { confirm_delete: confirm });
+      return text(r.confirm_delete?.content?.confirm ? `deleted ${args.filename}` : `kept ${args.filename}`);
+    },
+  },
+  multi_input: {
+    work: async (t) => {
+      const r = await ask(t, { first: elicitName('First name?'), second: elicitName('Second name?') });
+      return text(`got ${Object.keys(r).join(', ')}`);
+    },
+  },
+};
+function registerTaskTools(server) {
+  server.registerTool('greet', { description: 'Greets (sync only)', inputSchema: z.object({ name: z.string() }) }, async ({ name }) => text(`Hello, ${name}!`));
+  const any = fromJsonSchema({ type: 'object' });
+  server.registerTool('slow_compute', { description: 'Sleeps `seconds` (task-supporting)', inputSchema: any }, async () => text('sync'));
+  server.registerTool('failing_job', { description: 'Fails as a tool error (task required)', inputSchema: any }, async () => text('sync'));
+  server.registerTool('protocol_error_job', { description: 'Fails as a protocol error (task-supporting)', inputSchema: any }, async () => text('sync'));
+  server.registerTool('confirm_delete', { description: 'Asks for confirmation (task-supporting)', inputSchema: any }, async () => text('sync'));
+  server.registerTool('multi_input', { description: 'Asks for two inputs at once (task-supporting)', inputSchema: any }, async () => text('sync'));
+  server.registerTool('test_tool_with_task', { description: 'Asks for a name, then works as a task (task required)', inputSchema: any }, async () => text('sync'));
+}
+// callTaskTool answers a tools/call of a task tool, or undefined for the other tools.
+async function callTaskTool(request, ctx, caps) {
+  const { name } = request.params;
+  const args = request.params.arguments ?? {};
+  if (name === 'test_tool_with_task') {
+    if (!hasTasks(caps)) throw needTasks();
+    const user = accepted(responses(ctx).user_name)?.name;
+    if (typeof user !== 'string') return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+    return startTask(async (t) => {
+      await sleep(200, t);
+      return text(`Hello, ${user}! (from a task)`);
+    });
+  }
+  const tool = taskTools[name];
+  if (!tool) return undefined;
+  if (hasTasks(caps)) return startTask((t) => tool.work(t, args));
+  if (tool.required) throw needTasks();
+  return complete(await tool.work({}, args));
+}
+function registerTaskMethods(server, capabilities) {
+  const lookup = (params, ctx) => {
+    if (!hasTasks(capabilities(ctx))) throw needTasks();
+    const t = tasks.get(params.taskId);
+    if (!t) throw new ProtocolError(-32602, `unknown task ${params.taskId}`);
+    return t;
+  };
+  const taskId = z.object({ taskId: z.string() }).passthrough();
+  server.server.setRequestHandler('tasks/get', { params: taskId }, async (params, ctx) => {
+    const t = lookup(params, ctx);
+    const r = complete(taskFields(t));
+    if (t.status === 'input_required') r.inputRequests = { ...t.inputRequests };
+    if (t.status === 'completed') r.result = t.result;
+    if (t.status === 'failed') r.error = t.error;
+    return r;
+  });
+  server.server.setRequestHandler('tasks/update', { params: taskId }, async (params, ctx) => {
+    const t = lookup(params, ctx);
+    // The SDK hands a request's inputResponses to the handler beside its params.
+    for (const [key, response] of Object.entries(params.inputResponses ?? responses(ctx))) {
+      const resolve = t.waiters[key];
+      if (!resolve) continue;
+      delete t.waiters[key];
+      delete t.inputRequests[key];
+      resolve(response);
+    }
+    return complete();
+  });
+  server.server.setRequestHandler('tasks/cancel', { params: taskId }, async (params, ctx) => {
+    const t = lookup(params, ctx);
+    if (!terminal(t.status)) {
+      setStatus(t, 'cancelled');
+      t.stop?.();
+    }
+    return complete();
+  });
+}
+
 function build() {
   const server = new McpServer(
     { name: 'actgate-interop-2026', version: '1.0.0' },
     {
-      capabilities: { tools: {}, resources: {}, prompts: {}, completions: {}, logging: {} },
+      capabilities: { tools: {}, resources: {}, prompts: {}, completions: {}, logging: {}, extensions: { [TASKS]: {} } },
       // The caching hints of SEP-2549 on every cacheable result.
       cacheHints: Object.fromEntries(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']
         .map((m) => [m, { ttlMs: 60000, cacheScope: 'public' }])),
@@ -242,13 +398,15 @@ function build() {
   // require as JSON-RPC errors (a missing client capability: -32021; tampered requestState:
   // -32602) are raised in front of its tools/call handler.
   const needs = { test_missing_capability: 'sampling', test_streaming_elicitation: 'elicitation' };
+  registerTaskTools(server);
   const tools = server.server._getRequestHandler('tools/call');
   server.server.setRequestHandler('tools/call', async (request, ctx) => {
     const need = needs[request.params.name];
     if (need && !capabilities(ctx)[need]) throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [need]: {} } });
     verify(ctx.mcpReq.requestState());
-    return tools(request, ctx);
+    return (await callTaskTool(request, ctx, capabilities(ctx))) ?? tools(request, ctx);
   });
+  registerTaskMethods(server, capabilities);
   return server;
 }
 
