@@ -385,6 +385,11 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
 				}
 			})
+			if answer != nil || ctx.Err() != nil {
+				// The upstream's part of the exchange is over before its outcome is recorded:
+				// a continuation from now on continues nothing, and is refused as such.
+				p.abandonWaiting(hc)
+			}
 			return answer, resp.StatusCode, err
 		}
 		stream := agentStreamOf(ctx)
