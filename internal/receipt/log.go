@@ -297,9 +297,9 @@ func (l *Log) Append(r Receipt) (Receipt, error) {
 
 // AppendDurable is Append, then waits until the batch holding the receipt is written, its
 // checkpoint signed and the file fsync'ed. A protected act is not invoked before this returns
-// nil (the issue's durability rule; AEB "Consume or Reserve Before Invocation"). It does not
-// wait for MaxDelay: a commit starts as soon as the committer is free, and concurrent callers
-// share one commit.
+// nil (docs/architecture.md "Handle, step by step"; AEB "Consume or Reserve Before
+// Invocation"). It does not wait for MaxDelay: a commit starts as soon as the committer is free,
+// and concurrent callers share one commit.
 //
 // If ctx ends first the error wraps ctx.Err() and the returned receipt is still in the chain:
 // it is committed with a later batch. The caller must treat the act as not durable (fail

@@ -163,7 +163,7 @@ func deny(status int, code ef.EFCode, reason review.Reason, msg string) outcome 
 }
 
 // unreachable reports whether err says the API server could not be reached or did not answer
-// in time: the conditions the issue calls "unreachable or slow".
+// in time: "unreachable or slow" in docs/operations.md "Failure modes (all fail closed)".
 func unreachable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true

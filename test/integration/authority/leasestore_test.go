@@ -323,7 +323,7 @@ func TestLeaseTamperedAnnotations(t *testing.T) {
 	})
 }
 
-// TestLeaseConsumeRace is the acceptance test: two store clients, as two authority
+// TestLeaseConsumeRace: single use under contention. Two store clients, as two authority
 // replicas would have, with 32 goroutines each, every goroutine trying to consume every one of
 // 500 authorities (in its own order). Exactly one consume per authority succeeds; every other
 // attempt is ErrConsumed; and reading every Lease back shows it consumed by exactly the winner.
