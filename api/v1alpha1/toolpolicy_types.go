@@ -33,9 +33,10 @@ const (
 
 // EvidenceRole is the evidence a rule requires before authority is issued: the slot of the
 // relying party's Authorization Evidence Chain requirement (action-evidence-boundary, "Evaluate
-// AEC Evidence Satisfaction"). The issue text calls the two non-trivial roles `policy-permit` and
-// `human-authorization`; the API spells every enum value in Kubernetes CamelCase, so they are
-// PolicyPermit and HumanAuthorization here, in the YAML policy file and in Act records.
+// AEC Evidence Satisfaction"). The specification names the two non-trivial roles
+// `policy-permit` and `human-authorization`; the API spells every enum value in Kubernetes
+// CamelCase, so they are PolicyPermit and HumanAuthorization here, in the YAML policy file and in
+// Act records.
 // +kubebuilder:validation:Enum=None;PolicyPermit;HumanAuthorization
 type EvidenceRole string
 

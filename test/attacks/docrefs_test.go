@@ -91,7 +91,7 @@ var commentBreak = regexp.MustCompile(`\n[ \t]*//[ \t]?`)
 
 // outsideRefs are what code comments must not cite: a design file that is not in the repository,
 // tracker references, and sibling folders of the checkout.
-var outsideRefs = regexp.MustCompile(`DESIGN` + `\.md|DESIGN "|[Ii]ssue [0-9]|\.\./shared/|STYLE` + `\.md`)
+var outsideRefs = regexp.MustCompile(`DESIGN` + `\.md|DESIGN "|[Ii]ssue [0-9]|[Tt]he issue('s| text| asks| calls)|as the issue |\.\./shared/|STYLE` + `\.md`)
 
 // TestCodeDocReferences: the Go sources explain themselves with the repository's own docs. Every
 // docs/NAME.md a comment cites exists, every quoted section title after it is a heading of that

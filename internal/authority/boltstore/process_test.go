@@ -297,7 +297,7 @@ func tally(t *testing.T, auths []authority.Authority, results ...raceResult) map
 	return winner
 }
 
-// raceSize is the number of authorities raced for: 1,000 as the issue asks, 200 with -short.
+// raceSize is the number of authorities raced for: 1,000, 200 with -short.
 func raceSize() int {
 	if testing.Short() {
 		return 200
