@@ -972,7 +972,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
 		// A CreateTaskResult: the upstream accepted the call to run it as a task.
-		return classifyCreated2026(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}), nil
+		return classifyTask(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, parseCreated2026), nil
 	}
 }
 

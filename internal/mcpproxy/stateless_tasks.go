@@ -124,24 +124,10 @@ func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok boo
 	}
 	ttl = maxTaskTTL
 	var ms float64
-	if unmarshal(c.TTLMs, &ms) == nil && ms >= 0 && ms < float64(maxTaskTTL/time.Millisecond) {
-		ttl = time.Duration(ms) * time.Millisecond
+	if unmarshal(c.TTLMs, &ms) == nil {
+		ttl = taskTTL(ms)
 	}
 	return id, ttl, true
-}
-
-// classifyCreated2026 is the outcome of a dispatch the upstream answered with a result: a
-// CreateTaskResult whose task the gate can follow is accepted, one it cannot follow is
-// INDETERMINATE; any other result is out.
-func classifyCreated2026(raw json.RawMessage, out sink.InvokeResult) sink.InvokeResult {
-	id, _, ok := parseCreated2026(raw)
-	switch {
-	case !ok:
-		return out
-	case id == "":
-		return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeIndeterminate}
-	}
-	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeAccepted}
 }
 
 // taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.

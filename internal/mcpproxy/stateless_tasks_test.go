@@ -336,9 +336,9 @@ func TestParseCreated2026(t *testing.T) {
 		{"an array", `[{"resultType":"task","taskId":"t-1"}]`, plain.Outcome},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := classifyCreated2026(json.RawMessage(tc.raw), plain)
+			got := classifyTask(json.RawMessage(tc.raw), plain, parseCreated2026)
 			if got.Outcome != tc.want {
-				t.Fatalf("classifyCreated2026(%s) = %s, want %s", tc.raw, got.Outcome, tc.want)
+				t.Fatalf("classifyTask(%s, parseCreated2026) = %s, want %s", tc.raw, got.Outcome, tc.want)
 			}
 			if id, ttl, _ := parseCreated2026(json.RawMessage(tc.raw)); got.Outcome == sink.OutcomeAccepted && (id == "" || ttl < 0 || ttl > maxTaskTTL) {
 				t.Fatalf("accepted with id %q, ttl %s", id, ttl)
@@ -355,7 +355,7 @@ func FuzzCreated2026(f *testing.F) {
 	f.Add([]byte(`{"resultType":"task","taskId":null,"ttlMs":-1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		raw := json.RawMessage(b)
-		out := classifyCreated2026(raw, sink.InvokeResult{Outcome: sink.OutcomeExecuted})
+		out := classifyTask(raw, sink.InvokeResult{Outcome: sink.OutcomeExecuted}, parseCreated2026)
 		id, ttl, ok := parseCreated2026(raw)
 		if out.Outcome == sink.OutcomeAccepted && (!ok || id == "" || len(id) > maxTaskID || ttl < 0 || ttl > maxTaskTTL) {
 			t.Fatalf("accepted %q without a task to follow (id %q, ttl %s)", b, id, ttl)

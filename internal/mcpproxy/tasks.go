@@ -133,18 +133,27 @@ func parseCreated(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
 		return "", 0, true
 	}
 	ttl = maxTaskTTL
-	if c.Task.TTL != nil && *c.Task.TTL >= 0 && *c.Task.TTL < float64(maxTaskTTL/time.Millisecond) {
-		ttl = time.Duration(*c.Task.TTL) * time.Millisecond
+	if c.Task.TTL != nil {
+		ttl = taskTTL(*c.Task.TTL)
 	}
 	return *c.Task.TaskID, ttl, true
 }
 
-// classifyTask is the outcome of a task-augmented call's one attempt: a CreateTaskResult whose
-// task the gate can follow is accepted (INVOKED; its result is the agent's answer), one whose
-// task it cannot follow is INDETERMINATE; any other answer is classified as a plain call's
-// (out).
-func classifyTask(raw json.RawMessage, out sink.InvokeResult) sink.InvokeResult {
-	id, _, ok := parseCreated(raw)
+// taskTTL is a task's lifetime from the ttl in milliseconds its upstream gave: at most
+// maxTaskTTL, and maxTaskTTL for a negative one.
+func taskTTL(ms float64) time.Duration {
+	if ms >= 0 && ms < float64(maxTaskTTL/time.Millisecond) {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return maxTaskTTL
+}
+
+// classifyTask is the outcome of a call's one attempt whose answer parse reads as a
+// CreateTaskResult of its revision (parseCreated, parseCreated2026): one whose task the gate can
+// follow is accepted (INVOKED; its result is the agent's answer), one whose task it cannot
+// follow is INDETERMINATE; any other answer is classified as a plain call's (out).
+func classifyTask(raw json.RawMessage, out sink.InvokeResult, parse func(json.RawMessage) (string, time.Duration, bool)) sink.InvokeResult {
+	id, _, ok := parse(raw)
 	switch {
 	case !ok:
 		return out

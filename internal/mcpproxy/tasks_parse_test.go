@@ -38,7 +38,7 @@ func TestParseCreated(t *testing.T) {
 		{"an array", `[{"task":{"taskId":"t-1"}}]`, plain.Outcome},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := classifyTask(json.RawMessage(tc.raw), plain)
+			got := classifyTask(json.RawMessage(tc.raw), plain, parseCreated)
 			if got.Outcome != tc.want {
 				t.Fatalf("classifyTask(%s) = %s, want %s", tc.raw, got.Outcome, tc.want)
 			}
@@ -160,7 +160,7 @@ func FuzzTaskWire(f *testing.F) {
 	body := []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		raw := json.RawMessage(b)
-		out := classifyTask(raw, sink.InvokeResult{Outcome: sink.OutcomeExecuted})
+		out := classifyTask(raw, sink.InvokeResult{Outcome: sink.OutcomeExecuted}, parseCreated)
 		if out.Outcome == sink.OutcomeAccepted {
 			if id, _, ok := parseCreated(raw); !ok || id == "" || len(id) > maxTaskID {
 				t.Fatalf("accepted %q without a task id to follow", b)

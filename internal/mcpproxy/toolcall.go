@@ -251,7 +251,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		}
 		out, drop := classify(res, err, &a)
 		if task != nil && err == nil {
-			out = classifyTask(raw, out)
+			out = classifyTask(raw, out, parseCreated)
 		}
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOutcome.String(out.Outcome.String()))
