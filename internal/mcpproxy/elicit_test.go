@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -57,20 +56,10 @@ func newElicitFixture(t *testing.T) *elicitFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	_, srv, _ := serveProxy(t, Config{
 		Server: "bank", URL: up.URL, Gate: g, Agent: agentName,
 		Credential:  func(context.Context) (string, error) { return upstreamTok, nil },
 		CallTimeout: 5 * time.Second, Elicitation: compiled, ElicitationTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		_ = p.Close()
-		srv.Close()
 	})
 	return &elicitFixture{up: up, gate: g, server: srv}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,18 +85,8 @@ func newFuzzRig(f testing.TB, intercept func(http.ResponseWriter, *http.Request)
 	if err != nil {
 		f.Fatal(err)
 	}
-	p, err := New(Config{Server: "bank", URL: up.URL, Gate: g, Agent: agentName, TrustDeclaredProvenance: true, CallTimeout: callTimeout})
-	if err != nil {
-		f.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	srv := httptest.NewServer(mux)
-	f.Cleanup(func() {
-		_ = p.Close()
-		srv.Close()
-	})
-	return &fuzzRig{up: up, store: st, endpoint: srv.URL + Path("bank"), proxy: p}
+	p, _, endpoint := serveProxy(f, Config{Server: "bank", URL: up.URL, Gate: g, Agent: agentName, TrustDeclaredProvenance: true, CallTimeout: callTimeout})
+	return &fuzzRig{up: up, store: st, endpoint: endpoint, proxy: p}
 }
 
 // fuzzDir is a folder for the rig's bbolt file: on tmpfs when the machine has one, so that a

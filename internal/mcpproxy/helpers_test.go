@@ -250,3 +250,22 @@ func (r *rawSession) post(body string) (json.RawMessage, http.Header) {
 	}
 	return json.RawMessage(b), resp.Header
 }
+
+// serveProxy starts the proxy cfg configures behind a test HTTP server, at Path(cfg.Server);
+// the proxy and the server are closed when tb's test ends. It returns the proxy, the server and
+// the proxy's endpoint.
+func serveProxy(tb testing.TB, cfg Config) (*Proxy, *httptest.Server, string) {
+	tb.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path(cfg.Server), p)
+	srv := httptest.NewServer(mux)
+	tb.Cleanup(func() {
+		_ = p.Close()
+		srv.Close()
+	})
+	return p, srv, srv.URL + Path(cfg.Server)
+}

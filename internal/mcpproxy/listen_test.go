@@ -73,15 +73,8 @@ func (u *listenUpstream) calls() (sub, unsub []string) {
 // newListenGate puts the gate in front of u and returns its endpoint.
 func newListenGate(t *testing.T, u *listenUpstream) string {
 	_, gate := newGate(t, u.http.URL)
-	p, err := New(Config{Server: "bank", URL: u.http.URL, Gate: gate, Agent: agentName, CallTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	gw := httptest.NewServer(mux)
-	t.Cleanup(func() { _ = p.Close(); gw.Close() })
-	return gw.URL + Path("bank")
+	_, _, endpoint := serveProxy(t, Config{Server: "bank", URL: u.http.URL, Gate: gate, Agent: agentName, CallTimeout: 10 * time.Second})
+	return endpoint
 }
 
 // listenStream is one open subscriptions/listen: its messages as they arrive.

@@ -33,14 +33,7 @@ func TestStatelessInputRequired(t *testing.T) {
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
 	t.Cleanup(up.Close)
 	_, gate := newGate(t, up.URL)
-	p, err := New(Config{Server: "bank", URL: up.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	gw := httptest.NewServer(mux)
-	t.Cleanup(func() { _ = p.Close(); gw.Close() })
+	_, _, endpoint := serveProxy(t, Config{Server: "bank", URL: up.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
 
 	asked := 0
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, &mcp.ClientOptions{
@@ -49,7 +42,7 @@ func TestStatelessInputRequired(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		},
 	})
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: gw.URL + Path("bank")}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 	if err != nil {
 		t.Fatal(err)
 	}

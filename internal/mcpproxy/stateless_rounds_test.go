@@ -82,15 +82,8 @@ func newRoundsUpstream(t *testing.T) *roundsUpstream {
 // newRoundsGate puts the gate in front of u.
 func newRoundsGate(t *testing.T, u *roundsUpstream, callTimeout time.Duration) (string, *boltstore.Store) {
 	st, gate := newGate(t, u.srv.URL)
-	p, err := New(Config{Server: "bank", URL: u.srv.URL, Gate: gate, Agent: agentName, CallTimeout: callTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	gw := httptest.NewServer(mux)
-	t.Cleanup(func() { _ = p.Close(); gw.Close() })
-	return gw.URL + Path("bank"), st
+	_, _, endpoint := serveProxy(t, Config{Server: "bank", URL: u.srv.URL, Gate: gate, Agent: agentName, CallTimeout: callTimeout})
+	return endpoint, st
 }
 
 func journalStates(t *testing.T, st *boltstore.Store) map[journal.State]int {

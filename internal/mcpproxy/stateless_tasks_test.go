@@ -143,18 +143,7 @@ func newTasks2026Fixture(t *testing.T) *tasks2026Fixture {
 	f := &tasks2026Fixture{t: t, up: up}
 	var gate Gate
 	f.store, gate = newGateOf(t, upSrv.URL)
-	p, err := New(Config{Server: "bank", URL: upSrv.URL, Gate: gate, Agent: agentName, Agents: agents, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		_ = p.Close()
-		srv.Close()
-	})
-	f.url = srv.URL + Path("bank")
+	_, _, f.url = serveProxy(t, Config{Server: "bank", URL: upSrv.URL, Gate: gate, Agent: agentName, Agents: agents, CallTimeout: 5 * time.Second})
 	return f
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -35,19 +34,7 @@ func newTaskFixture(t *testing.T) *taskFixture {
 	f := &taskFixture{t: t, up: up}
 	var gate Gate
 	f.store, gate = newGateOf(t, up.URL)
-	p, err := New(Config{Server: "bank", URL: up.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.proxy = p
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		_ = p.Close()
-		srv.Close()
-	})
-	f.url = srv.URL + Path("bank")
+	f.proxy, _, f.url = serveProxy(t, Config{Server: "bank", URL: up.URL, Gate: gate, Agent: agentName, CallTimeout: 5 * time.Second})
 	return f
 }
 

@@ -103,18 +103,7 @@ func newTracedFixture(t *testing.T, tp trace.TracerProvider, sdkOnly bool) *trac
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Server: "bank", URL: front.URL, Gate: g, Agent: agentName, CallTimeout: 5 * time.Second, TracerProvider: tp, sdkOnly: sdkOnly})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path("bank"), p)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		_ = p.Close()
-		srv.Close()
-	})
-	f.endpoint = srv.URL + Path("bank")
+	_, _, f.endpoint = serveProxy(t, Config{Server: "bank", URL: front.URL, Gate: g, Agent: agentName, CallTimeout: 5 * time.Second, TracerProvider: tp, sdkOnly: sdkOnly})
 	return f
 }
 
