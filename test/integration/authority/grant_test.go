@@ -7,7 +7,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actgate/actgate/api/v1alpha1"
-	"github.com/actgate/actgate/internal/authority/leasestore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service"
@@ -56,13 +55,7 @@ func (r *rig) consumptions(t testing.TB) map[string]string {
 // (pending) is granted as before, a Lease for a Consume.
 func TestGrantConsumedInReview(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	leaseCounter := &apiCounter{counts: map[string]int{}}
-	store, err := leasestore.NewForConfig(leaseCounter.wrap(fastConfig(serviceUser(t, r.env, r.ns))),
-		leasestore.Options{Verifier: r.signer.Verifier(), Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.store = store
+	leaseCounter := countedLeaseStore(t, r)
 	counter := cachedService(t, r, 0)
 	waitMomentInformer(t, r, counter, "email_send", 1)
 	aliceC := r.principal(t, alice)

@@ -79,13 +79,7 @@ func report(actID, authorityID, op string, state v1alpha1.ActState) review.Reque
 func TestPermitOneRequest(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	// The Lease store's requests are counted too: a permit must need none.
-	leaseCounter := &apiCounter{counts: map[string]int{}}
-	store, err := leasestore.NewForConfig(leaseCounter.wrap(fastConfig(serviceUser(t, r.env, r.ns))),
-		leasestore.Options{Verifier: r.signer.Verifier(), Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.store = store
+	leaseCounter := countedLeaseStore(t, r)
 	counter := cachedService(t, r, 0)
 	waitMomentInformer(t, r, counter, "email_send", 1)
 
@@ -298,4 +292,17 @@ func TestProposeMoment(t *testing.T) {
 	if got := r.do(t, r.call(t, session, "send_payment", paymentArgs).req); got.Allowed {
 		t.Fatalf("the option alice did not choose was granted: %+v", got)
 	}
+}
+
+// countedLeaseStore makes r's Lease store one whose API requests the returned counter counts.
+func countedLeaseStore(t *testing.T, r *rig) *apiCounter {
+	t.Helper()
+	c := &apiCounter{counts: map[string]int{}}
+	store, err := leasestore.NewForConfig(c.wrap(fastConfig(serviceUser(t, r.env, r.ns))),
+		leasestore.Options{Verifier: r.signer.Verifier(), Now: r.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store = store
+	return c
 }
