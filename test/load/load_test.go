@@ -45,7 +45,7 @@ func TestLoadShort(t *testing.T) {
 			o := options{
 				targets: []string{r.target}, concurrency: r.concurrency,
 				duration: 2 * time.Second, directDuration: 500 * time.Millisecond,
-				mix: mix, listen: "127.0.0.1", actgate: bin, seed: uint64(time.Now().UnixNano()), log: &log,
+				mix: mix, listen: "127.0.0.1", actgate: bin, seed: uint64(time.Now().UnixNano()), log: &log, floor: true,
 			}
 			start := time.Now()
 			rep, err := runAll(t.Context(), o)
@@ -97,5 +97,30 @@ func checkRun(t *testing.T, run RunReport) {
 			continue
 		}
 		t.Errorf("%s: %s %s: %s %v", name, c.Name, c.Status, c.Detail, c.Errors)
+	}
+	if run.Target == targetSidecar {
+		checkFloor(t, name, run.Floor)
+	}
+}
+
+// checkFloor asserts a sidecar run's API floor: every protected step measured, exactly the
+// writes floor.go names per step, and the Acts they stand for in the API server.
+func checkFloor(t *testing.T, name string, f *FloorReport) {
+	t.Helper()
+	if f == nil {
+		t.Errorf("%s: no API floor", name)
+		return
+	}
+	for _, s := range []string{seriesPermit, seriesEscalate, seriesResolve, seriesGranted, seriesSubstitute} {
+		if f.Series[s].N == 0 {
+			t.Errorf("%s: API floor: no %s step was measured", name, s)
+		}
+	}
+	n := func(s string) int { return f.Series[s].N }
+	acts := n(seriesPermit) + n(seriesEscalate) + n(seriesGranted) + n(seriesSubstitute)
+	writes := 2*n(seriesPermit) + 2*n(seriesEscalate) + n(seriesResolve) + 3*n(seriesGranted) + 2*n(seriesSubstitute)
+	if f.Writes != int64(writes) || f.Acts != acts || f.Executed != n(seriesPermit)+n(seriesGranted) {
+		t.Errorf("%s: API floor made %d writes, %d Acts, %d executed; its steps (%v) stand for %d, %d, %d",
+			name, f.Writes, f.Acts, f.Executed, f.Series, writes, acts, n(seriesPermit)+n(seriesGranted))
 	}
 }

@@ -35,6 +35,7 @@ type options struct {
 	listen         string
 	actgate        string
 	seed           uint64
+	floor          bool
 	log            io.Writer // progress lines; the report goes to stdout
 }
 
@@ -49,6 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	out := fs.String("out", "", "write the report as JSON to this file too")
 	listen := fs.String("listen", "127.0.0.1", "loopback IP every listener binds (nothing else is accepted)")
 	bin := fs.String("actgate", "", "the actgate binary (default: go build ./cmd/actgate into a temporary folder)")
+	floor := fs.Bool("floor", true, "after each sidecar run, run the API floor: the same mix's fewest API writes made straight to the same API server, no sink")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the workers' choices")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -56,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := options{duration: *duration, out: *out, listen: *listen, actgate: *bin, seed: *seed}
+	o := options{duration: *duration, out: *out, listen: *listen, actgate: *bin, seed: *seed, floor: *floor}
 	switch *target {
 	case "both":
 		o.targets = []string{targetStandalone, targetSidecar}
@@ -176,7 +178,7 @@ func runAll(ctx context.Context, o options) (rep Report, err error) {
 				break
 			}
 			fmt.Fprintf(o.log, "%s run %s concurrency %d for %s (direct %s) …\n", since(t0), t.name(), n, o.duration, o.directDuration)
-			rc := runConfig{concurrency: n, duration: o.duration, directDuration: o.directDuration, mix: o.mix, host: o.listen, seed: o.seed + uint64(i)*1000}
+			rc := runConfig{concurrency: n, duration: o.duration, directDuration: o.directDuration, mix: o.mix, host: o.listen, seed: o.seed + uint64(i)*1000, floor: o.floor}
 			run, err := runOnce(ctx, t, rc, fmt.Sprintf("run-%d", i))
 			if err != nil {
 				run.Error = err.Error()

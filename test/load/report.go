@@ -49,6 +49,7 @@ type RunReport struct {
 	Overhead       []Overhead         `json:"overhead"`
 	Unexpected     map[string]int     `json:"unexpected,omitempty"`
 	Checks         []Check            `json:"checks"`
+	Floor          *FloorReport       `json:"api_floor,omitempty"`
 	Pass           bool               `json:"pass"`
 	Error          string             `json:"error,omitempty"`
 }
@@ -228,6 +229,9 @@ func writeText(w io.Writer, r Report) {
 			fmt.Fprintf(tw, "overhead %s−%s\t\t%+.2f\t%+.2f\t%+.2f\t\n", o.Series, o.Tool, o.P50, o.P95, o.P99)
 		}
 		_ = tw.Flush()
+		if f := run.Floor; f != nil {
+			writeFloor(w, f)
+		}
 		for _, c := range run.Checks {
 			fmt.Fprintf(w, "  %-4s %-26s %s\n", c.Status, c.Name, c.Detail)
 			for _, e := range c.Errors {
@@ -256,6 +260,19 @@ func writeText(w io.Writer, r Report) {
 		verdict = "FAIL: see the runs above"
 	}
 	fmt.Fprintf(w, "\n%s\n", verdict)
+}
+
+// writeFloor writes the API floor of a run.
+func writeFloor(w io.Writer, f *FloorReport) {
+	fmt.Fprintf(w, "API floor (the mix's fewest API writes, straight to the same API server, no sink): %.1f calls/s (%d calls, %d writes in %.1fs), protected p99 %.2f ms\n",
+		f.Throughput, f.Calls, f.Writes, f.Elapsed, f.ProtectedP99)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, s := range gateSeries {
+		if l, ok := f.Series[s]; ok {
+			fmt.Fprintf(tw, "floor %s\t%d\t%.2f\t%.2f\t%.2f\t\n", s, l.N, l.P50, l.P95, l.P99)
+		}
+	}
+	_ = tw.Flush()
 }
 
 func writeJSON(path string, r Report) error {

@@ -40,6 +40,13 @@ type runConfig struct {
 	mix            Mix
 	host           string
 	seed           uint64
+	// floor runs the API floor after the sink's run, for a target that has one.
+	floor bool
+}
+
+// floorer is a sink's run that can measure the API floor of the same mix (floor.go).
+type floorer interface {
+	floor(ctx context.Context, rc runConfig) (*FloorReport, error)
 }
 
 // runOnce runs one target at one concurrency: the direct phase, the mix through the sink, the
@@ -107,6 +114,11 @@ func runOnce(ctx context.Context, t target, rc runConfig, runID string) (RunRepo
 	}
 	rep.Checks = RunChecks(world, gate.tally)
 	rep.Pass = Passed(rep.Checks)
+	if f, ok := sr.(floorer); ok && rc.floor {
+		if rep.Floor, err = f.floor(ctx, rc); err != nil {
+			return rep, fmt.Errorf("%s: API floor: %w", t.name(), err)
+		}
+	}
 	return rep, nil
 }
 

@@ -259,6 +259,13 @@ func (r *sidecarRun) endpoint() string     { return "http://" + r.addr + mcpprox
 func (r *sidecarRun) pid() int             { return r.p.cmd.Process.Pid }
 func (r *sidecarRun) principal() principal { return r.alice }
 
+// floor runs the API floor of the run's mix against the same API server, with the objects of
+// the sink's run as templates, drawing the operations the sink's run drew.
+func (r *sidecarRun) floor(ctx context.Context, rc runConfig) (*FloorReport, error) {
+	fmt.Fprintf(r.t.log, "  API floor, concurrency %d for %s …\n", rc.concurrency, rc.duration)
+	return runFloor(ctx, r.t.env.Config, r.t.env.Scheme, r.ns, rc.concurrency, rc.duration, rc.mix, rc.seed+1)
+}
+
 // finish stops the sidecar and reads its journal, the namespace's authority Leases and the
 // permit records of its Acts.
 func (r *sidecarRun) finish(ctx context.Context) (World, error) {
