@@ -484,6 +484,8 @@ func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escala
 		rec = got
 	case err != nil:
 		return apiFailure(ctx, "record the consumption", err)
+	default:
+		s.recentActs.add(x.obj)
 	}
 	s.log.V(1).Info("granted authority issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
 		"authority", a.ID, "operation", x.consumeOp, "expires", a.ExpiresAt)

@@ -70,6 +70,9 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
 	}
 	err = s.c.Create(ctx, x.obj, client.FieldOwner(s.manager))
+	if err == nil {
+		s.recentActs.add(x.obj)
+	}
 	if apierrors.IsAlreadyExists(err) {
 		var o *outcome
 		if rec, o = s.permitted(ctx, x, opID); o != nil {

@@ -4,62 +4,97 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/actgate/actgate/api/v1alpha1"
 )
 
-// Bounds of the moments a Service remembers having created (recentMoments).
+// Bounds of the objects a Service remembers having written (recent).
 const (
 	recentMomentsMax = 4096
 	recentMomentsTTL = 10 * time.Second
+	recentActsMax    = 4096
+	recentActsTTL    = 60 * time.Second
 )
 
-// recentMoments are the BindingMoments this Service created in the last recentMomentsTTL, as
-// its creates returned them: listGroups adds those its read (the informer, or the API server's
-// watch cache) does not show yet, so the escalation that follows its own moment by less than a
-// watch event's lag joins it instead of raising another. A moment is forgotten once a read
-// shows it or after the TTL; at most recentMomentsMax are kept, and one that does not fit is
-// not remembered (a later review may then raise another moment for the principals, never an
-// allow: the grant is read by quorum).
-type recentMoments struct {
+// recent remembers objects as this Service's own writes returned them, by namespace/name, for
+// at most ttl and at most max at once; one that does not fit is not remembered. What reads
+// them is correct without them: they save a read, never decide one.
+type recent[T client.Object] struct {
 	now func() time.Time
+	max int
+	ttl time.Duration
 	mu  sync.Mutex
-	m   map[string]recentMoment // namespace/name
+	m   map[string]recentEntry[T]
 }
 
-type recentMoment struct {
-	m     *v1alpha1.BindingMoment
+type recentEntry[T client.Object] struct {
+	obj   T
 	added time.Time
 }
 
-func newRecentMoments(now func() time.Time) *recentMoments {
-	return &recentMoments{now: now, m: map[string]recentMoment{}}
+func newRecent[T client.Object](now func() time.Time, maxN int, ttl time.Duration) *recent[T] {
+	return &recent[T]{now: now, max: maxN, ttl: ttl, m: map[string]recentEntry[T]{}}
 }
 
-// add remembers m, which a create just returned.
-func (r *recentMoments) add(m *v1alpha1.BindingMoment) {
+// add remembers a copy of obj, which a write just returned.
+func (r *recent[T]) add(obj T) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.m) >= recentMomentsMax {
+	if len(r.m) >= r.max {
 		r.sweepLocked(now)
-		if len(r.m) >= recentMomentsMax {
+		if len(r.m) >= r.max {
 			return
 		}
 	}
-	r.m[m.Namespace+"/"+m.Name] = recentMoment{m: m.DeepCopy(), added: now}
+	c := obj.DeepCopyObject().(T)
+	// Nothing that reads these uses the field managers: a copy without them is smaller.
+	c.SetManagedFields(nil)
+	r.m[c.GetNamespace()+"/"+c.GetName()] = recentEntry[T]{obj: c, added: now}
 }
 
-func (r *recentMoments) sweepLocked(now time.Time) {
+// take returns and forgets the object remembered as namespace/name, if it is within its TTL.
+func (r *recent[T]) take(namespace, name string) (T, bool) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := namespace + "/" + name
+	e, ok := r.m[k]
+	delete(r.m, k)
+	if !ok || now.Sub(e.added) >= r.ttl {
+		var zero T
+		return zero, false
+	}
+	return e.obj, true
+}
+
+func (r *recent[T]) sweepLocked(now time.Time) {
 	for k, e := range r.m {
-		if now.Sub(e.added) >= recentMomentsTTL {
+		if now.Sub(e.added) >= r.ttl {
 			delete(r.m, k)
 		}
 	}
 }
 
+// recentMoments are the BindingMoments this Service created in the last recentMomentsTTL, as
+// its creates returned them: listGroups adds those its read (the informer, or the API server's
+// watch cache) does not show yet, so the escalation that follows its own moment by less than a
+// watch event's lag joins it instead of raising another. A moment is forgotten once a read
+// shows it or after the TTL; at most recentMomentsMax are kept (a moment not remembered may
+// make a later review raise another moment for the principals, never an allow: the grant is
+// read by quorum).
+type recentMoments struct {
+	*recent[*v1alpha1.BindingMoment]
+}
+
+func newRecentMoments(now func() time.Time) recentMoments {
+	return recentMoments{newRecent[*v1alpha1.BindingMoment](now, recentMomentsMax, recentMomentsTTL)}
+}
+
 // merge returns items and the remembered moments of namespace whose label key has value that
 // items lacks; the remembered moments items shows are forgotten.
-func (r *recentMoments) merge(namespace, key, value string, items []v1alpha1.BindingMoment) []v1alpha1.BindingMoment {
+func (r recentMoments) merge(namespace, key, value string, items []v1alpha1.BindingMoment) []v1alpha1.BindingMoment {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -73,10 +108,10 @@ func (r *recentMoments) merge(namespace, key, value string, items []v1alpha1.Bin
 	}
 	for k, e := range r.m {
 		switch {
-		case now.Sub(e.added) >= recentMomentsTTL:
+		case now.Sub(e.added) >= r.ttl:
 			delete(r.m, k)
-		case e.m.Namespace == namespace && e.m.Labels[key] == value && !seen[e.m.Name]:
-			items = append(items, *e.m.DeepCopy())
+		case e.obj.Namespace == namespace && e.obj.Labels[key] == value && !seen[e.obj.Name]:
+			items = append(items, *e.obj.DeepCopy())
 		}
 	}
 	return items

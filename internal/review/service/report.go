@@ -96,6 +96,8 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 			return done
 		case apierrors.IsConflict(err) && attempt < reportAttempts:
 			continue
+		case apierrors.IsNotFound(err):
+			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The authority's act is not recorded.")
 		case apierrors.IsInvalid(err):
 			// The CRD's transition rules refused it (the act moved on concurrently).
 			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "The act's state does not admit that outcome.")
@@ -107,14 +109,18 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 
 // reportedAct authenticates a Report and names its Act (see report): by the permit record of
 // the Act rr.ActID names, else by the authority's Lease. fresh is true when obj holds a read
-// of the Act made for it.
+// of the Act made for it, or the Act as this Service's Permit or grant wrote it
+// (Service.recentActs): report's patch is a compare-and-swap on that version, and a conflict
+// reads the Act again.
 func (s *Service) reportedAct(ctx context.Context, c *caller, rr *review.ReportRequest) (obj *v1alpha1.Act, fresh bool, _ *outcome) {
 	fail := func(o outcome) (*v1alpha1.Act, bool, *outcome) { return nil, false, &o }
 	obj = &v1alpha1.Act{}
 	obj.Namespace = c.namespace
 	if rr.ActID != "" {
 		obj.Name = actName(rr.ActID)
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if a, ok := s.recentActs.take(obj.Namespace, obj.Name); ok {
+			obj = a
+		} else if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				return fail(deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "No act of that ID in the caller's namespace."))
 			}

@@ -91,7 +91,12 @@ type Service struct {
 	tokens    *tokenCache
 	changes   *changes
 	envelopes *envelopeCache
-	recent    *recentMoments
+	recent    recentMoments
+	// recentActs are the Acts a Permit or a consumed grant just wrote, as the write returned
+	// them: the outcome Report that follows patches that version (a compare-and-swap on its
+	// resourceVersion) without reading it first, and reads it when it is not remembered or
+	// has changed.
+	recentActs *recent[*v1alpha1.Act]
 }
 
 // New returns a Service.
@@ -121,6 +126,7 @@ func New(opts Options) (*Service, error) {
 	}
 	// A watch event's lag is wall-clock time, whatever clock reviews are decided by.
 	s.recent = newRecentMoments(time.Now)
+	s.recentActs = newRecent[*v1alpha1.Act](time.Now, recentActsMax, recentActsTTL)
 	if s.timeout == 0 {
 		s.timeout = DefaultReviewTimeout
 	}

@@ -195,6 +195,76 @@ func TestPermitOneRequest(t *testing.T) {
 	}
 }
 
+// TestReportWithoutRead: the outcome Report of a Permit this service just answered is one API
+// request, the status patch as a compare-and-swap on the version the Permit created; an Act
+// that changed since is read again and the outcome still recorded, and a deleted one is
+// refused EF_ACT_INVALID.
+func TestReportWithoutRead(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	counter := cachedService(t, r, 0)
+	waitMomentInformer(t, r, counter, "email_send", 1)
+	permit := func(t *testing.T, args, op string) (string, string) {
+		t.Helper()
+		c := r.call(t, "s-report", "email_send", args)
+		resp := r.do(t, permitReq(t, c, 1, op))
+		if !resp.Allowed || resp.Consumed == nil {
+			t.Fatalf("permit: %+v", resp)
+		}
+		return c.cand.Act.CandidateActID, resp.Consumed.AuthorityID
+	}
+	executed := func(t *testing.T, actID, authID, op string) {
+		t.Helper()
+		rep := r.do(t, report(actID, authID, op, v1alpha1.ActStateExecuted))
+		if !rep.Allowed || rep.Reported == nil || rep.Reported.State != v1alpha1.ActStateExecuted {
+			t.Fatalf("report: %+v", rep)
+		}
+		if st := r.actObject(t, actID).Status; st.State != v1alpha1.ActStateExecuted || st.OperationID != op || st.AuthorityRef == nil || st.AuthorityRef.Name != authID {
+			t.Fatalf("act after the report: %+v", st)
+		}
+	}
+
+	actID, authID := permit(t, `{"to":"a@example.com"}`, "op-a")
+	counter.reset()
+	executed(t, actID, authID, "op-a")
+	if got := counter.snapshot(); len(got) != 1 || counter.get("PATCH acts/status") != 1 {
+		t.Fatalf("the Report made the API requests %v; want the status patch only", got)
+	}
+	// Reported again (the outbox's retry): read, and answered as recorded.
+	counter.reset()
+	executed(t, actID, authID, "op-a")
+	if counter.get("GET acts") != 1 || counter.writes() != 0 {
+		t.Fatalf("a repeated Report made the API requests %v; want one read, no write", counter.snapshot())
+	}
+
+	// Changed after the Permit: the compare-and-swap conflicts, the Act is read, the outcome
+	// recorded on the version read.
+	actID, authID = permit(t, `{"to":"b@example.com"}`, "op-b")
+	a := r.actObject(t, actID)
+	a.Labels["example.com/touched"] = "yes"
+	if err := r.env.Client.Update(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	counter.reset()
+	executed(t, actID, authID, "op-b")
+	if counter.get("GET acts") != 1 || counter.get("PATCH acts/status") != 2 {
+		t.Fatalf("a Report of a changed Act made the API requests %v; want a conflicting patch, a read, a patch", counter.snapshot())
+	}
+	if r.actObject(t, actID).Labels["example.com/touched"] != "yes" {
+		t.Fatal("the Report undid the change made after the Permit")
+	}
+
+	// Deleted after the Permit: refused, nothing created.
+	actID, authID = permit(t, `{"to":"c@example.com"}`, "op-c")
+	if err := r.env.Client.Delete(t.Context(), r.actObject(t, actID)); err != nil {
+		t.Fatal(err)
+	}
+	expectDeny(t, r.do(t, report(actID, authID, "op-c", v1alpha1.ActStateExecuted)), ef.EFActInvalid, review.ReasonAuthority)
+	got := &v1alpha1.Act{}
+	if err := r.env.Client.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: actID}, got); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Report of a deleted Act left %v (%v)", got.Status, err)
+	}
+}
+
 // TestRefusalRecorded: a call the pod's policy denied is recorded as an Act, Denied with the
 // sidecar's code, in two writes; the record authorises nothing.
 func TestRefusalRecorded(t *testing.T) {
