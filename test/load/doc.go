@@ -67,4 +67,12 @@
 // and the scripted principal writes the BindingMoment resolution and the status the
 // BindingMoment controller records after admission, then waits until the API server's watch
 // cache shows it (the authority service reads moments from the cache).
+//
+// # The API floor
+//
+// After each sidecar run (unless -floor=false) the same workers draw the same operations for
+// the same time and make only the API writes the protected path cannot do without, straight to
+// the same API server, with copies of the run's own Acts and BindingMoments (floor.go): what the
+// API server alone gives the mix at that concurrency. The report prints it below the run's
+// latencies (docs/performance.md "The API floor under the protected path").
 package main
