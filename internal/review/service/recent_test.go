@@ -65,3 +65,38 @@ func TestRecentMoments(t *testing.T) {
 		t.Fatalf("after the full set expired: %v", got)
 	}
 }
+
+// TestRecentActs: an Act is taken once, as it was added (a copy, without its field managers),
+// in its own namespace only, and not after the TTL; at most recentActsMax are remembered.
+func TestRecentActs(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	r := newRecent[*v1alpha1.Act](func() time.Time { return now }, recentActsMax, recentActsTTL)
+	a := &v1alpha1.Act{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "act-1", ResourceVersion: "7",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "actgate-authority"}}}}
+	r.add(a)
+	a.ResourceVersion = "8"
+	if _, ok := r.take("b", "act-1"); ok {
+		t.Fatal("taken from another namespace")
+	}
+	got, ok := r.take("a", "act-1")
+	if !ok || got.ResourceVersion != "7" || got.ManagedFields != nil {
+		t.Fatalf("take: %v %+v", ok, got)
+	}
+	if _, ok := r.take("a", "act-1"); ok {
+		t.Fatal("taken twice")
+	}
+	r.add(a)
+	now = now.Add(recentActsTTL)
+	if _, ok := r.take("a", "act-1"); ok {
+		t.Fatal("taken after the TTL")
+	}
+	for i := range recentActsMax + 10 {
+		r.add(&v1alpha1.Act{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: fmt.Sprintf("act-%d", i)}})
+	}
+	if n := len(r.m); n != recentActsMax {
+		t.Fatalf("%d remembered, want the bound %d", n, recentActsMax)
+	}
+	if _, ok := r.take("c", fmt.Sprintf("act-%d", recentActsMax+5)); ok {
+		t.Fatal("an Act past the bound was remembered")
+	}
+}
