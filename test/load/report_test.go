@@ -12,7 +12,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // TestWriteTextGolden: the plain report of a fixed report (passing runs, a failed run, one with
-// a failed check, and the sidecar's comparison with standalone at concurrency 16) matches testdata/report.golden (`go test ./test/load -run TestWriteTextGolden
+// a failed check, a sidecar run with its API floor, and the sidecar's comparison with standalone at concurrency 16) matches testdata/report.golden (`go test ./test/load -run TestWriteTextGolden
 // -update` rewrites it).
 func TestWriteTextGolden(t *testing.T) {
 	w, tl := goodRun()
@@ -37,7 +37,9 @@ func TestWriteTextGolden(t *testing.T) {
 				Ops: map[string]int{"hot": 20, "permit": 5}, Gate: gate, Direct: direct, Overhead: overheads(gate, direct), Checks: fail},
 			{Target: "sidecar", Concurrency: 16, Mix: DefaultMix, Duration: 5, Elapsed: 5.01, Calls: 1250, Throughput: 249.5, SinkCPU: 253,
 				Ops:  map[string]int{"hot": 700, "permit": 200, "escalate": 150, "replay": 100, "substitute": 100},
-				Gate: gate, Direct: direct, DirectCalls: 480, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true},
+				Gate: gate, Direct: direct, DirectCalls: 480, DirectDuration: 2.5, Overhead: overheads(gate, direct), Checks: pass, Pass: true,
+				Floor: &FloorReport{Elapsed: 5.05, Calls: 2000, Throughput: 396, Writes: 1900, Acts: 900, Executed: 500, ProtectedP99: 210.5,
+					Series: map[string]Latency{seriesPermit: {N: 400, P50: 50, P95: 120, P99: 150}, seriesGranted: {N: 100, P50: 80, P95: 170, P99: 210.5}}}},
 		},
 	}
 	rep.Compare = compare(rep.Runs)
