@@ -267,6 +267,7 @@ func writeFloor(w io.Writer, f *FloorReport) {
 	fmt.Fprintf(w, "API floor (the mix's fewest API writes, straight to the same API server, no sink): %.1f calls/s (%d calls, %d writes in %.1fs), protected p99 %.2f ms\n",
 		f.Throughput, f.Calls, f.Writes, f.Elapsed, f.ProtectedP99)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "series\tn\tp50 ms\tp95 ms\tp99 ms\t")
 	for _, s := range gateSeries {
 		if l, ok := f.Series[s]; ok {
 			fmt.Fprintf(tw, "floor %s\t%d\t%.2f\t%.2f\t%.2f\t\n", s, l.N, l.P50, l.P95, l.P99)
