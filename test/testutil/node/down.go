@@ -116,6 +116,13 @@ func (d *teardown) stopProcesses() {
 			fmt.Fprintf(d.log, "node: down: killing containerd shim %d left behind\n", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		// A killed shim, or one its sandbox's removal ended, takes a moment to exit.
+		for deadline := time.Now().Add(5 * time.Second); len(shimsOf(st.Socket)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if left := shimsOf(st.Socket); len(left) > 0 {
+			d.fail(fmt.Errorf("containerd shims %v still running 5 s after SIGKILL", left))
+		}
 	}
 	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		d.stop(name, 15*time.Second)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,40 +44,45 @@ func startProc(name, bin, logFile string, detach bool, env []string, args ...str
 	return p, nil
 }
 
-// startTime is field 22 of /proc/PID/stat.
-func startTime(pid int) (uint64, error) {
+// statFields are the fields of /proc/PID/stat after the command name (the state first), nil
+// when the process is gone or the file is malformed.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return nil
 	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0, errors.New("malformed stat")
+	if f := strings.Fields(s[i+1:]); len(f) >= 20 {
+		return f
 	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	return nil
+}
+
+// startTime is field 22 of /proc/PID/stat.
+func startTime(pid int) (uint64, error) {
+	f := statFields(pid)
+	if f == nil {
+		return 0, fmt.Errorf("/proc/%d/stat: no such process or malformed", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// exited reports whether pid has exited: gone, or a zombie its parent has not reaped yet.
+func exited(pid int) bool {
+	f := statFields(pid)
+	return f == nil || f[0] == "Z" || f[0] == "X"
 }
 
 // alive reports whether p still runs: same PID and start time, and not a zombie.
 func (p *proc) alive() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
-	if err != nil {
+	if exited(p.PID) {
 		return false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
-		return false
-	}
-	st, err := strconv.ParseUint(fields[19], 10, 64)
+	st, err := startTime(p.PID)
 	return err == nil && (p.StartTime == 0 || st == p.StartTime)
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -101,7 +102,9 @@ func TakeSnapshot() Snapshot {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' {
+		n, err := strconv.Atoi(pid)
+		// A zombie has exited: only its parent's reaping (init's, for a daemon) is left.
+		if err != nil || exited(n) {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + pid + "/comm")
