@@ -193,7 +193,8 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	// The upstream's streams are resumable, or not known yet (the session's first call): when
-	// it closes a call's stream before the response (SEP-1699 polling), the agent's is closed
+	// it closes a call's stream before the response (MCP 2025-11-25 streamable HTTP: polling
+	// after an event with an id; docs/api.md "Per transport feature"), the agent's is closed
 	// too and the call goes on (runDetachable): the gate resumes the upstream's, records the
 	// outcome once, and logs the rest for the agent's GET with Last-Event-ID (resume.go).
 	p.runDetachable(r, stream, func(ctx context.Context) { p.toolsCall(ctx, w, r, b, req, &params, stream) })

@@ -13,8 +13,8 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 )
 
-// Resumption of the gate's answer streams (MCP streamable HTTP, resumability and redelivery;
-// SEP-1699 polling). An answer stream is resumable exactly when the upstream's is: on the first
+// Resumption of the gate's answer streams (MCP streamable HTTP, resumability and redelivery:
+// a server may close a stream before the response after an event with an id). An answer stream is resumable exactly when the upstream's is: on the first
 // upstream event with an id, the agent's stream gets a log (eventLog). Each event that carries
 // an upstream event to the agent (a notification, a request put to the agent, the priming event,
 // the response) has that event's id as the upstream wrote it; an event the gate writes itself

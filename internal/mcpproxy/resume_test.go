@@ -15,7 +15,7 @@ import (
 )
 
 // pollingUpstream is an upstream that answers method on an event stream it closes after a
-// priming event (SEP-1699 polling) and gives the response on the GET that resumes it with
+// priming event (MCP streamable HTTP polling) and gives the response on the GET that resumes it with
 // Last-Event-ID, as the conformance suite's test_reconnection tool does.
 type pollingUpstream struct {
 	method  string

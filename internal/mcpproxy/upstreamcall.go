@@ -243,8 +243,9 @@ func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 }
 
 // maxResumesWithoutProgress bounds the resumptions of an upstream answer stream that bring no
-// new event (SEP-1699): an upstream that keeps closing the stream without progress ends the
-// wait as the SDK client's reconnection does; one that makes progress is bounded by ctx.
+// new event (MCP streamable HTTP, resumability): an upstream that keeps closing the stream
+// without progress ends the wait as the SDK client's reconnection does; one that makes
+// progress is bounded by ctx.
 const maxResumesWithoutProgress = 3
 
 // defaultResumeDelay is the wait before resuming an upstream stream that closed without a
@@ -264,11 +265,12 @@ type streamState struct {
 // readStream reads a text/event-stream answer until the response to id, handling the
 // upstream's notifications and requests before it. Events other than "message" (and priming
 // events without data) are skipped, as by the SDK client. When the upstream ends the stream
-// before the response after an event with an id (MCP streamable HTTP, resumability; SEP-1699
-// polling) and the agent did not cancel the request, the proxy resumes it as a client does: a
-// GET on the session with Last-Event-ID, after the stream's retry delay (or as soon as the agent
-// resumes the gate's stream, if sooner), and reads on until the response; a resumption that fails ends the read with its error (the outcome of a dispatched
-// call is then unknown).
+// before the response after an event with an id (MCP streamable HTTP, resumability and
+// redelivery: polling) and the agent did not cancel the request, the proxy resumes it as a
+// client does: a GET on the session with Last-Event-ID, after the stream's retry delay (or as
+// soon as the agent resumes the gate's stream, if sooner), and reads on until the response; a
+// resumption that fails ends the read with its error (the outcome of a dispatched call is then
+// unknown).
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	var st streamState
 	answer, err := b.readEvents(ctx, sid, version, body, id, &st)
