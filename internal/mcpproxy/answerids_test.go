@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // newRawSession1125 is newRawSession at 2025-11-25, the first revision whose servers prime
-// their answer streams with an event id (SEP-1699).
+// their answer streams with an event id (streamable HTTP, resumability and redelivery).
 func newRawSession1125(t *testing.T, endpoint string) *rawSession {
 	t.Helper()
 	r := &rawSession{t: t, endpoint: endpoint, next: 1}
@@ -71,10 +72,33 @@ func (l *lastEventIDs) intercept(_ http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// answerEmpty records a resuming GET as intercept does and answers it with an empty event
+// stream (the upstream has nothing more for it); it reports whether r was one.
+func (l *lastEventIDs) answerEmpty(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") == "" {
+		return false
+	}
+	l.intercept(w, r)
+	w.Header().Set("Content-Type", "text/event-stream")
+	return true
+}
+
 func (l *lastEventIDs) get() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.ids...)
+}
+
+// sdkTicketTool adds ticket_create to the fixture's Go SDK server, answering with run, and
+// returns how many times it ran.
+func sdkTicketTool(f *fixture, run func(context.Context, *mcp.CallToolRequest) *mcp.CallToolResult) *atomic.Int64 {
+	ran := &atomic.Int64{}
+	f.up.MCP().AddTool(&mcp.Tool{Name: "ticket_create", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ran.Add(1)
+			return run(ctx, req), nil
+		})
+	return ran
 }
 
 // TestAnswerStreamCarriesUpstreamIDs: in front of the Go SDK's server with an event store, a
@@ -88,16 +112,10 @@ func TestAnswerStreamCarriesUpstreamIDs(t *testing.T) {
 	gets := &lastEventIDs{}
 	tools := bankTools()[:1] // get_balance only: ticket_create is the SDK tool below
 	f := newFixture(t, fixtureOpts{tools: tools, upstream: mcptest.Options{Intercept: gets.intercept, EventStore: true}})
-	var runs sync.Mutex
-	ran := 0
-	f.up.MCP().AddTool(&mcp.Tool{Name: "ticket_create", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			runs.Lock()
-			ran++
-			runs.Unlock()
-			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working"})
-			return mcptest.Text("ticket 7"), nil
-		})
+	ran := sdkTicketTool(f, func(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working"})
+		return mcptest.Text("ticket 7")
+	})
 	s := newRawSession1125(t, f.endpoint())
 	s.post(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
 
@@ -137,10 +155,8 @@ func TestAnswerStreamCarriesUpstreamIDs(t *testing.T) {
 	if !strings.Contains(body, `"id":6,"result":{"_meta":{"actgate.io/replayed":true}`) {
 		t.Errorf("the same call again: %s, want the recorded result", body)
 	}
-	runs.Lock()
-	defer runs.Unlock()
-	if ran != 1 {
-		t.Errorf("the upstream ran the tool %d times, want 1", ran)
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the upstream ran the tool %d times, want 1", n)
 	}
 }
 
@@ -188,14 +204,9 @@ func TestAnswerStreamOwnIDsFromLog(t *testing.T) {
 // agent as actgate:u:{id}, and the agent's resumption with it reaches the upstream with the
 // upstream's id.
 func TestAnswerStreamGateNamespace(t *testing.T) {
-	var mu sync.Mutex
-	var resumed []string
+	gets := &lastEventIDs{}
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
-			mu.Lock()
-			resumed = append(resumed, r.Header.Get("Last-Event-ID"))
-			mu.Unlock()
-			w.Header().Set("Content-Type", "text/event-stream")
+		if gets.answerEmpty(w, r) {
 			return true
 		}
 		_, method, id := rpcBody(r)
@@ -214,9 +225,7 @@ func TestAnswerStreamGateNamespace(t *testing.T) {
 		t.Fatalf("the answer:\n%s\nwant the upstream's id as actgate:u:actgate:g1-0", body)
 	}
 	agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": evs[0].id})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(resumed) != 1 || resumed[0] != "actgate:g1-0" {
+	if resumed := gets.get(); len(resumed) != 1 || resumed[0] != "actgate:g1-0" {
 		t.Errorf("the upstream's resuming GETs: %q, want one with its own id actgate:g1-0", resumed)
 	}
 }
@@ -281,14 +290,9 @@ func FuzzCheckEventID(f *testing.F) {
 // own, and a resumption after the upstream's priming event is answered from the gate's log,
 // additions included, not by the upstream's replay of its own list.
 func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
-	var mu sync.Mutex
-	gets := 0
+	gets := &lastEventIDs{}
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
-			mu.Lock()
-			gets++
-			mu.Unlock()
-			w.Header().Set("Content-Type", "text/event-stream")
+		if gets.answerEmpty(w, r) {
 			return true
 		}
 		_, method, id := rpcBody(r)
@@ -310,15 +314,13 @@ func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
 	if replay := parseEvents(body); len(replay) != 1 || replay[0].id != evs[1].id || replay[0].data != evs[1].data {
 		t.Fatalf("the resuming GET:\n%s\nwant the gate's list from its log", body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if gets != 0 {
-		t.Errorf("the upstream got %d resuming GETs, want 0", gets)
+	if got := gets.get(); len(got) != 0 {
+		t.Errorf("the upstream got resuming GETs %q, want none", got)
 	}
 }
 
 // TestSDKServerClosedStream: the Go SDK's server with an event store, whose tool closes its
-// answer stream before the response (SEP-1699, CloseSSEStream). The agent's answer is the
+// answer stream before the response (streamable HTTP polling, CloseSSEStream). The agent's answer is the
 // upstream's priming event and nothing else; its resumption with that id while the gate holds
 // the upstream's resumed stream gets the response from the gate's log under the upstream's
 // id; a later resumption with the same id, once the gate has read the response, is relayed to
@@ -327,17 +329,11 @@ func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
 func TestSDKServerClosedStream(t *testing.T) {
 	gets := &lastEventIDs{}
 	f := newFixture(t, fixtureOpts{tools: bankTools()[:1], upstream: mcptest.Options{Intercept: gets.intercept, EventStore: true}})
-	var runs sync.Mutex
-	ran := 0
-	f.up.MCP().AddTool(&mcp.Tool{Name: "ticket_create", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			runs.Lock()
-			ran++
-			runs.Unlock()
-			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 2 * time.Second})
-			time.Sleep(300 * time.Millisecond)
-			return mcptest.Text("ticket 8"), nil
-		})
+	ran := sdkTicketTool(f, func(_ context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
+		req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 2 * time.Second})
+		time.Sleep(300 * time.Millisecond)
+		return mcptest.Text("ticket 8")
+	})
 	s := newRawSession1125(t, f.endpoint())
 	_, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
 	evs := parseEvents(body)
@@ -361,10 +357,8 @@ func TestSDKServerClosedStream(t *testing.T) {
 	if got := statesIn(t, f); got[journal.StateExecuted] != 1 || len(got) != 1 {
 		t.Errorf("journal: %v, want one EXECUTED and nothing else", got)
 	}
-	runs.Lock()
-	defer runs.Unlock()
-	if ran != 1 {
-		t.Errorf("the upstream ran the tool %d times, want 1", ran)
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the upstream ran the tool %d times, want 1", n)
 	}
 }
 

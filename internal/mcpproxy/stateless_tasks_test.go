@@ -324,15 +324,7 @@ func TestParseCreated2026(t *testing.T) {
 		{"empty", ``, plain.Outcome},
 		{"an array", `[{"resultType":"task","taskId":"t-1"}]`, plain.Outcome},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := classifyTask(json.RawMessage(tc.raw), plain, parseCreated2026)
-			if got.Outcome != tc.want {
-				t.Fatalf("classifyTask(%s, parseCreated2026) = %s, want %s", tc.raw, got.Outcome, tc.want)
-			}
-			if id, ttl, _ := parseCreated2026(json.RawMessage(tc.raw)); got.Outcome == sink.OutcomeAccepted && (id == "" || ttl < 0 || ttl > maxTaskTTL) {
-				t.Fatalf("accepted with id %q, ttl %s", id, ttl)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkClassify(t, tc.raw, tc.want, plain, parseCreated2026) })
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -37,15 +38,20 @@ func TestParseCreated(t *testing.T) {
 		{"empty", ``, plain.Outcome},
 		{"an array", `[{"task":{"taskId":"t-1"}}]`, plain.Outcome},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := classifyTask(json.RawMessage(tc.raw), plain, parseCreated)
-			if got.Outcome != tc.want {
-				t.Fatalf("classifyTask(%s) = %s, want %s", tc.raw, got.Outcome, tc.want)
-			}
-			if id, ttl, _ := parseCreated(json.RawMessage(tc.raw)); got.Outcome == sink.OutcomeAccepted && (id == "" || ttl < 0 || ttl > maxTaskTTL) {
-				t.Fatalf("accepted with id %q, ttl %s", id, ttl)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkClassify(t, tc.raw, tc.want, plain, parseCreated) })
+	}
+}
+
+// checkClassify asserts classifyTask of raw with a revision's CreateTaskResult parser: the
+// outcome is want, and an acceptance has a task id and a ttl within the gate's bound.
+func checkClassify(t *testing.T, raw string, want sink.InvokeOutcome, plain sink.InvokeResult, parse func(json.RawMessage) (string, time.Duration, bool)) {
+	t.Helper()
+	got := classifyTask(json.RawMessage(raw), plain, parse)
+	if got.Outcome != want {
+		t.Fatalf("classifyTask(%s) = %s, want %s", raw, got.Outcome, want)
+	}
+	if id, ttl, _ := parse(json.RawMessage(raw)); got.Outcome == sink.OutcomeAccepted && (id == "" || ttl < 0 || ttl > maxTaskTTL) {
+		t.Fatalf("accepted with id %q, ttl %s", id, ttl)
 	}
 }
 

@@ -644,6 +644,22 @@ func (f *fixture) options() Options {
 	}
 }
 
+// gateWithOutbox opens the outbox file at path and a gate of the fixture's Options with it.
+func (f *fixture) gateWithOutbox(path string) (*Gate, *Outbox) {
+	f.t.Helper()
+	o, err := OpenOutbox(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	opts := f.options()
+	opts.Outbox = o
+	g, err := NewGate(opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return g, o
+}
+
 // waitReports waits until the stub has received at least n outcome reports, and returns them.
 func (f *fixture) waitReports(n int) []review.ReportRequest {
 	f.t.Helper()

@@ -25,23 +25,9 @@ func TestOutboxAcrossOutageAndRestart(t *testing.T) {
 		f.stub.reportFails = v
 		f.stub.mu.Unlock()
 	}
-	start := func() (*Gate, *Outbox) {
-		t.Helper()
-		o, err := OpenOutbox(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts := f.options()
-		opts.Outbox = o
-		g, err := NewGate(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g, o
-	}
 
 	setFails(true)
-	g, o := start()
+	g, o := f.gateWithOutbox(path)
 	ops := map[string]journal.State{}
 	outcomes := []sink.InvokeOutcome{sink.OutcomeExecuted, sink.OutcomeFailed, sink.OutcomeIndeterminate}
 	for i, out := range outcomes {
@@ -67,7 +53,7 @@ func TestOutboxAcrossOutageAndRestart(t *testing.T) {
 	// Restart with the service back: every outcome is reported as the journal holds it.
 	setFails(false)
 	tried := len(f.stub.reported())
-	g, o = start()
+	g, o = f.gateWithOutbox(path)
 	waitFor(t, func() bool { return o.Pending() == 0 })
 	got := map[string]string{}
 	for _, r := range f.stub.reported()[tried:] {
@@ -89,7 +75,7 @@ func TestOutboxAcrossOutageAndRestart(t *testing.T) {
 
 	// A later start reports nothing again: the acknowledgements are in the outbox file.
 	acked := len(f.stub.reported())
-	g, o = start()
+	g, o = f.gateWithOutbox(path)
 	defer func() { g.Close(); _ = o.Close() }()
 	time.Sleep(300 * time.Millisecond)
 	if n := len(f.stub.reported()); n != acked || o.Pending() != 0 {
@@ -106,16 +92,7 @@ func TestOutboxReportsConcurrently(t *testing.T) {
 	f.stub.mu.Lock()
 	f.stub.reportDelay = 100 * time.Millisecond
 	f.stub.mu.Unlock()
-	o, err := OpenOutbox(filepath.Join(t.TempDir(), OutboxFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := f.options()
-	opts.Outbox = o
-	g, err := NewGate(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, o := f.gateWithOutbox(filepath.Join(t.TempDir(), OutboxFile))
 	defer func() { g.Close(); _ = o.Close() }()
 	const calls = 24
 	ops := map[string]bool{}

@@ -61,15 +61,9 @@ func TestGrantConsumedInReview(t *testing.T) {
 	aliceC := r.principal(t, alice)
 	const session = "s-grant"
 
-	first, esc := r.escalateOnce(t, session)
-	r.resolve(t, aliceC, esc.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
-
 	// Eight calls of the granted action race, each under its own operation: exactly one gets the
 	// grant, consumed.
-	calls := make([]sidecarCall, 8)
-	for i := range calls {
-		calls[i] = r.call(t, session, "send_payment", paymentArgs)
-	}
+	first, calls := r.racingCalls(t, aliceC, session, 8)
 	before := r.consumptions(t) // the informer probe's permits
 	results := make([]*review.Response, len(calls))
 	var wg sync.WaitGroup

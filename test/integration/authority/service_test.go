@@ -275,6 +275,20 @@ func (r *rig) resolve(t testing.TB, as client.Client, moment, principal string, 
 
 // escalateOnce reviews a payment in session and expects a fresh escalation; it returns the
 // BindingMoment names.
+// racingCalls escalates the payment call in session, has principal c (alice) choose its first
+// option, and returns the escalated call and n more calls of the granted action, which race
+// for the one grant.
+func (r *rig) racingCalls(t testing.TB, c client.Client, session string, n int) (sidecarCall, []sidecarCall) {
+	t.Helper()
+	escalated, esc := r.escalateOnce(t, session)
+	r.resolve(t, c, esc.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
+	calls := make([]sidecarCall, n)
+	for i := range calls {
+		calls[i] = r.call(t, session, "send_payment", paymentArgs)
+	}
+	return escalated, calls
+}
+
 func (r *rig) escalateOnce(t testing.TB, session string) (sidecarCall, *review.Response) {
 	t.Helper()
 	c := r.call(t, session, "send_payment", paymentArgs)
@@ -431,14 +445,7 @@ func TestServiceEscalation(t *testing.T) {
 // sidecar replicas would): exactly one receives the authority.
 func TestServiceGrantRace(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	aliceC := r.principal(t, alice)
-	const session = "race-session"
-	_, resp := r.escalateOnce(t, session)
-	r.resolve(t, aliceC, resp.Escalation.BindingMoments[0], alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
-	calls := make([]sidecarCall, 8)
-	for i := range calls {
-		calls[i] = r.call(t, session, "send_payment", paymentArgs)
-	}
+	_, calls := r.racingCalls(t, r.principal(t, alice), "race-session", 8)
 	results := make([]*review.Response, len(calls))
 	var wg sync.WaitGroup
 	for i := range calls {
