@@ -25,9 +25,6 @@ var knownDifferences = map[string]string{
 	"conformance-0.2.0/2026-07-28/legacy/input-required-result-ignore-extra-params": "[input required keys] inputResponses sent without a requestState name the tool's own keys, which a 2025 server's requests do not carry: the gate cannot match them, and the round is asked (WARNING, a SHOULD)",
 
 	// The TypeScript SDK v2 walk (walk2.mjs).
-
-	// Conformance 0.2.0, 2025-11-25 requirements, against the reference server (0.1.16's copy).
-	"conformance-0.2.0/2025-11-25/reference/server-session-lifecycle": "[session] after DELETE the gate answers the ended session 404 (the gate's own session, as the spec says); the reference server answers 400",
 }
 
 // row is one line of a comparison table.

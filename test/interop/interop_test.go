@@ -22,7 +22,7 @@ const (
 	// conformanceNextCLI is the 0.2.0 pre-release, installed under its npm alias next to 0.1.16.
 	conformanceNextCLI = "node_modules/conformance-next/dist/index.js"
 	everythingJS       = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-	referenceTS        = "reference/everything-server.ts"
+	reference2025JS    = "reference2025.mjs"
 	server2026JS       = "server2026.mjs"
 	preload            = "./preload.mjs"
 )
@@ -51,8 +51,7 @@ func requireNodeModules(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is not on PATH: the interop suite needs Node 20 or later (hack/interop.sh)")
 	}
-	for _, f := range []string{conformanceCLI, conformanceNextCLI, everythingJS, "node_modules/tsx/package.json",
-		"node_modules/@modelcontextprotocol/sdk/package.json", "node_modules/@modelcontextprotocol/server/package.json"} {
+	for _, f := range []string{conformanceCLI, conformanceNextCLI, everythingJS, "node_modules/@modelcontextprotocol/sdk/package.json", "node_modules/@modelcontextprotocol/server/package.json"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%s is missing: run hack/interop.sh (npm ci of test/interop/package-lock.json) first: %v", f, err)
 		}
@@ -85,7 +84,7 @@ func startRig(t *testing.T) *rig {
 	requireNodeModules(t)
 	bin := testutil.BuildActgate(t, "")
 	ev, _ := startNode(t, "server-everything", nil, "--import", preload, everythingJS, "streamableHttp")
-	ref, _ := startNode(t, "conformance reference server", nil, "--import", "tsx", "--import", preload, referenceTS)
+	ref, _ := startNode(t, "reference2025.mjs", nil, "--import", preload, reference2025JS)
 	modern, _ := startNode(t, "server2026.mjs", nil, "--import", preload, server2026JS)
 	legacy, _ := startNode(t, "server2026.mjs (2025 only)", []string{"SERVER2026_LEGACY=1"}, "--import", preload, server2026JS)
 	r := &rig{everything: "http://" + ev + "/mcp", reference: "http://" + ref + "/mcp", modern: "http://" + modern + "/mcp", legacy: "http://" + legacy + "/mcp"}
@@ -169,11 +168,11 @@ func TestInterop(t *testing.T) {
 		})
 	})
 	t.Run("walk", func(t *testing.T) { walk(t, r.everything, r.gated("everything")) })
-	// The same walk against the conformance suite's reference server: its tools are others
-	// (a feature that needs one of server-everything's fails alike both ways), its transport
-	// and its session handling are the TypeScript SDK server's own.
+	// The same walk against the suite's stateful 2025-11-25 server (reference2025.mjs): its tools
+	// are the conformance suite's (a feature that needs one of server-everything's fails alike
+	// both ways), its transport and its session handling are the TypeScript SDK server's own.
 	t.Run("walk-reference", func(t *testing.T) {
-		walkOf(t, "the conformance reference server", "walk-reference/", r.reference, r.gated("reference"))
+		walkOf(t, "reference2025.mjs", "walk-reference/", r.reference, r.gated("reference"))
 	})
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
 	// The TypeScript SDK v2 client (2.4.0) in each revision the server speaks: server-everything

@@ -1,7 +1,7 @@
 // Preload of every Node process the interop suite starts (node --import ./preload.mjs):
 //
-//  - Servers listen on loopback only: a listen(port) without a host (server-everything and the
-//    conformance reference server call app.listen(PORT)) binds 127.0.0.1, not every interface.
+//  - Servers listen on loopback only: a listen(port) without a host (server-everything calls
+//    app.listen(PORT)) binds 127.0.0.1, not every interface.
 //  - The conformance CLI 0.1.16 loads on Node 20: its bundle imports globSync from "fs", a
 //    Node 22 export that only its tier-check command uses (the server scenarios never call it).
 //    The resolve hook in fs-hook.mjs hands that bundle fs-node20.mjs instead.

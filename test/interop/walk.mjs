@@ -213,6 +213,9 @@ await feature('tasks', async () => {
   return seen;
 }, 30000);
 
+// The client's errors up to here: ending the session aborts the client's own open GET stream,
+// and whether that abort reaches onerror is a race between the two ends, not a feature.
+const clientErrors = errors.slice(0, 5);
 await feature('session DELETE', async () => {
   await transport.terminateSession();
   return { sessionId: transport.sessionId === undefined ? 'cleared' : 'kept' };
@@ -220,7 +223,7 @@ await feature('session DELETE', async () => {
 await client.close().catch(() => {});
 
 features.push({ feature: 'notifications', ok: true, value: { logging: notes.logging > 0, updated: notes.updated > 0 } });
-features.push({ feature: 'client errors', ok: true, value: errors.slice(0, 5) });
+features.push({ feature: 'client errors', ok: true, value: clientErrors });
 features.push({ feature: 'GET stream', ok: true, value: http.filter((h) => h.method === 'GET').map((h) => ({ status: h.status, contentType: h.contentType })).slice(0, 1) });
 process.stdout.write(JSON.stringify({ features, http }) + '\n');
 process.exit(0);
