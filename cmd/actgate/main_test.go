@@ -112,6 +112,10 @@ func cliCases() []cliCase {
 		// An action is any JSON value, digested as itself (envelope-04 §5.6): an object
 		// that is not {"tool","args"} is a well-formed action, and another one.
 		{"check-misnamed-action", check(payEnv, in+"misnamed.action.json"), samples + "payment.resolution.json", exitNotAuthority, []string{"RES_ACTION_MISMATCH"}},
+		// envelope-04 §7.3: a resolution is the object {"binding_moment_resolution": {...}};
+		// the inner object of payment.resolution.json on its own is malformed, not authority.
+		{"check-bare-resolution", check(payEnv, payAct), in + "resolution-bare-option0.json", exitRejected,
+			[]string{"RES_UNKNOWN_MEMBER", "RES_UNKNOWN_MEMBER", "RES_UNKNOWN_MEMBER", "RES_MISSING_MEMBER"}},
 		// A well-formed answer outside the actgate profile is still an answer: not authority.
 		{"check-answer-outside-profile", check(payEnv, payAct), in + "resolution-answer-escape.json", exitNotAuthority, []string{"RES_NOT_AUTHORITY"}},
 

@@ -204,7 +204,7 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringVar(&o.tracingEndpoint, "tracing-endpoint", os.Getenv(envTracingEndpoint),
 		"OTLP/HTTP traces URL, e.g. http://otel-collector.observability:4318/v1/traces; empty disables tracing ($"+envTracingEndpoint+")")
 	f.StringVar(&o.tracingRatio, "tracing-sample-ratio", envOr(envTracingRatio, "1"),
-		"fraction of new traces recorded, in [0, 1]; a sampled traceparent from the agent is always followed ($"+envTracingRatio+")")
+		"fraction of agent calls recorded, in [0, 1], each in a trace of the sidecar's own; the agent's traceparent is linked, never followed ($"+envTracingRatio+")")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every allowed call too")
 }
 

@@ -166,6 +166,13 @@ func FuzzParseResolution(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r, err := ParseResolution(raw)
 		sr, serr := ParseResolutionSpec(raw)
+		// §7.3: whatever is accepted was the wrapper with exactly one member.
+		if err == nil || serr == nil {
+			var top map[string]json.RawMessage
+			if jerr := json.Unmarshal(raw, &top); jerr != nil || len(top) != 1 || top[MemberResolution] == nil {
+				t.Fatalf("accepted without the %s wrapper: %q", MemberResolution, raw)
+			}
+		}
 		if err != nil {
 			if r != nil {
 				t.Fatal("resolution and error both returned")

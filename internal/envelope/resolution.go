@@ -91,9 +91,10 @@ func ParseResolution(raw []byte) (*Resolution, error) {
 // ParseResolutionSpec reads a resolution from untrusted bytes against envelope-04 alone:
 // the strict profile on the raw bytes, then the exact member set of §7.3 with its
 // conditional members (option_idx only with option, answer only with answer, nothing
-// further with question or declined). Both the §7.3 wire form
-// {"binding_moment_resolution": {...}} and the bare inner object are accepted; the wrapper
-// must have no other member. Only the read bound MaxResolutionBytes is actgate's own. A
+// further with question or declined), inside the §7.3 wire form
+// {"binding_moment_resolution": {...}} with no other member. The bare inner object is
+// refused (CodeResMissingMember at $.binding_moment_resolution, its members
+// CodeResUnknownMember). Only the read bound MaxResolutionBytes is actgate's own. A
 // rejection is a *ValidationError listing every problem. It does not check the envelope;
 // see Verify.
 func ParseResolutionSpec(raw []byte) (*Resolution, error) {
@@ -115,14 +116,18 @@ func parseResolution(raw []byte, profile bool) (*Resolution, error) {
 		return nil, internalProblem("resolution", "$", err)
 	}
 	w := walker{ps: ps, codes: resCodes(), profile: profile}
-	path := "$"
-	if top, ok := v.(map[string]any); ok {
-		if inner, wrapped := top[MemberResolution]; wrapped {
-			w.object(top, "$", []string{MemberResolution}, nil) // reports extra members
-			v, path = inner, child("$", MemberResolution)
-		}
+	// §7.3: the resolution is an object with exactly the member binding_moment_resolution.
+	// The bare inner object is not a resolution: it reports the wrapper absent and its
+	// members unknown.
+	top, ok := w.object(v, "$", []string{MemberResolution}, nil)
+	if !ok {
+		return nil, ps.err("resolution")
 	}
-	r := w.resolution(v, path)
+	inner, wrapped := top[MemberResolution]
+	if !wrapped {
+		return nil, ps.err("resolution")
+	}
+	r := w.resolution(inner, child("$", MemberResolution))
 	if err := ps.err("resolution"); err != nil {
 		return nil, err
 	}

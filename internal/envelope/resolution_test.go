@@ -25,7 +25,6 @@ func TestParseResolutionAccepts(t *testing.T) {
 			Resolution{EnvelopeDigest: d, Kind: KindAnswer, Answer: "Share the dates,\nand ask why they want the passport."}},
 		{"question", wrap(`{"envelope_digest":"` + d + `","resolution":"question"}`), Resolution{EnvelopeDigest: d, Kind: KindQuestion}},
 		{"declined", wrap(`{"resolution":"declined","envelope_digest":"` + d + `"}`), Resolution{EnvelopeDigest: d, Kind: KindDeclined}},
-		{"bare inner object", []byte(`{"envelope_digest":"` + d + `","resolution":"declined"}`), Resolution{EnvelopeDigest: d, Kind: KindDeclined}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,6 +64,20 @@ func TestParseResolutionRejects(t *testing.T) {
 		{"not JSON", []byte(`option 1`), []want{{"JCS_SYNTAX", "$"}}},
 		{"too large", append(wrap(`{}`), []byte(strings.Repeat(" ", MaxResolutionBytes))...), []want{{CodeResTooLarge, "$"}}},
 		{"array", []byte(`[]`), []want{{CodeResWrongType, "$"}}},
+		// envelope-04 §7.3: exactly the member binding_moment_resolution; the inner object
+		// on its own is not a resolution, whatever it holds.
+		{"bare inner object", []byte(`{"envelope_digest":"` + d + `","resolution":"declined"}`), []want{
+			{CodeResUnknownMember, "$.envelope_digest"}, {CodeResUnknownMember, "$.resolution"}, {CodeResMissingMember, p}}},
+		{"bare inner option", []byte(`{"envelope_digest":"` + d + `","resolution":"option","option_idx":0}`), []want{
+			{CodeResUnknownMember, "$.envelope_digest"}, {CodeResUnknownMember, "$.option_idx"}, {CodeResUnknownMember, "$.resolution"}, {CodeResMissingMember, p}}},
+		{"empty object", []byte(`{}`), []want{{CodeResMissingMember, p}}},
+		{"null", []byte(`null`), []want{{CodeResWrongType, "$"}}},
+		{"string", []byte(`"option"`), []want{{CodeResWrongType, "$"}}},
+		{"wrapper null", wrap(`null`), []want{{CodeResWrongType, p}}},
+		{"wrapper twice", wrap(`{"binding_moment_resolution":{"envelope_digest":"` + d + `","resolution":"declined"}}`), []want{
+			{CodeResUnknownMember, p + ".binding_moment_resolution"}, {CodeResMissingMember, p + ".envelope_digest"}, {CodeResMissingMember, p + ".resolution"}}},
+		{"inner members beside the wrapper", []byte(`{"binding_moment_resolution":{"envelope_digest":"` + d + `","resolution":"declined"},"envelope_digest":"` + d + `","resolution":"option","option_idx":0}`), []want{
+			{CodeResUnknownMember, "$.envelope_digest"}, {CodeResUnknownMember, "$.option_idx"}, {CodeResUnknownMember, "$.resolution"}}},
 		{"wrapper with a sibling", []byte(`{"binding_moment_resolution":{"envelope_digest":"` + d + `","resolution":"declined"},"note":"x"}`), []want{{CodeResUnknownMember, "$.note"}}},
 		{"wrapper not an object", wrap(`"declined"`), []want{{CodeResWrongType, p}}},
 		{"empty", wrap(`{}`), []want{{CodeResMissingMember, p + ".envelope_digest"}, {CodeResMissingMember, p + ".resolution"}}},

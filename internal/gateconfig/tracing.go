@@ -11,8 +11,9 @@ import (
 type Tracing struct {
 	// Endpoint is the OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces. Empty: off.
 	Endpoint string `json:"endpoint,omitempty"`
-	// SampleRatio is the fraction of new traces recorded, in [0, 1]. Default 1. A call whose
-	// agent sent a sampled traceparent is recorded whatever the ratio.
+	// SampleRatio is the fraction of agent calls recorded, in [0, 1], each in a trace of the
+	// gate's own. Default 1. The agent's traceparent is linked and neither raises nor lowers
+	// it (tracing.StartCall).
 	SampleRatio *float64 `json:"sampleRatio,omitempty"`
 	// ServiceName is the traces' service.name. Default "actgate-gate".
 	ServiceName string `json:"serviceName,omitempty"`

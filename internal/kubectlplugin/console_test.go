@@ -115,3 +115,48 @@ func TestConsoleBackendList(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleBackendResolveBareResolution: a resolution the console passes on is the
+// envelope-04 §7.3 object {"binding_moment_resolution": {...}}; the inner object alone, or
+// with another member beside the wrapper, is refused before anything is written.
+func TestConsoleBackendResolveBareResolution(t *testing.T) {
+	ledger := loadObjects(t, "testdata/tables/ledger.yaml")
+	var writes int
+	funcs := &interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			writes++
+			return c.Update(ctx, o, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+			writes++
+			return c.Patch(ctx, o, p, opts...)
+		},
+	}
+	b := &ConsoleBackend{Client: fakeClient(t, funcs, ledger), Namespace: "payments", Principal: "alice@example.com",
+		Now: func() time.Time { return testNow }}
+	const id = "send-payment-inv-2291-alice"
+	var digest string
+	for _, m := range ledger.moments {
+		if m.Name == id {
+			digest = string(m.Spec.EnvelopeDigest)
+		}
+	}
+	if digest == "" {
+		t.Fatalf("no moment %s in the ledger", id)
+	}
+	inner := `{"envelope_digest":"` + digest + `","resolution":"option","option_idx":0}`
+	for name, raw := range map[string]string{
+		"bare inner object":       inner,
+		"inner members alongside": `{"binding_moment_resolution":` + inner + `,"resolution":"option"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := b.Resolve(t.Context(), id, []byte(raw))
+			if !errors.Is(err, console.ErrRefused) || !errors.Is(err, ErrInvalidResolution) {
+				t.Fatalf("Resolve = %v, want a refusal as an invalid resolution", err)
+			}
+			if writes != 0 {
+				t.Fatalf("a refused resolution made %d writes", writes)
+			}
+		})
+	}
+}

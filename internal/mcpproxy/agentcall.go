@@ -209,7 +209,7 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		defer b.end(req.ID)
 		ctx := withAgentStream(ctx, stream)
 		if p.tracer != nil {
-			ctx = tracing.Extract(ctx, r.Header)
+			ctx = tracing.ExtractAgent(ctx, r.Header)
 		}
 		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
 		// A task-augmented call takes a place among the session's tasks (tasks.go).

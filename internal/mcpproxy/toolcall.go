@@ -159,17 +159,18 @@ func (u *upstreamRefusal) get() *jsonrpc.Error {
 	return u.err
 }
 
-// startCall starts the tools/call span, continuing the agent's W3C trace context: the
-// request's traceparent header, or params._meta's (which wins when both are present, as the
-// more specific). With tracing off it returns ctx unchanged.
+// startCall starts the tools/call span as the root of the gate's own trace, linked to the
+// agent's W3C trace context: the request's traceparent header, or params._meta's (which wins
+// when both are present, as the more specific). The agent's context is linked, never
+// continued (tracing.StartCall). With tracing off it returns ctx unchanged.
 func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
 	if p.tracer != nil {
 		if req.Extra != nil {
-			ctx = tracing.Extract(ctx, req.Extra.Header)
+			ctx = tracing.ExtractAgent(ctx, req.Extra.Header)
 		}
-		ctx = tracing.ExtractMeta(ctx, req.Params.Meta)
+		ctx = tracing.ExtractAgentMeta(ctx, req.Params.Meta)
 	}
-	return tracing.Start(ctx, p.tracer, "actgate.mcp.tools_call", trace.SpanKindServer)
+	return tracing.StartCall(ctx, p.tracer, "actgate.mcp.tools_call", trace.SpanKindServer)
 }
 
 // render turns a rendering failure into an internal error the agent sees (nothing ran that a

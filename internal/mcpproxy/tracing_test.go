@@ -158,12 +158,12 @@ func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrac
 	return found
 }
 
-// TestTraceContinuesAgentContextToUpstream: a machine-permitted call with the agent's
-// traceparent header is one trace — the proxy's span a child of the agent's, the sink's steps
-// children of the sink's span — and the upstream receives the trace context of the upstream
-// call's span, in the traceparent header and in params._meta. No attribute carries the
-// argument value.
-func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
+// TestTraceLinksAgentContextToUpstream: a machine-permitted call with the agent's traceparent
+// header is one trace of the gate's own — the proxy's span its root, linked to the agent's
+// span, the sink's steps children of the sink's span — and the upstream receives the trace
+// context of the upstream call's span, in the traceparent header and in params._meta. No
+// attribute carries the argument value.
+func TestTraceLinksAgentContextToUpstream(t *testing.T) {
 	for _, sdkOnly := range []bool{false, true} {
 		name := "direct"
 		if sdkOnly {
@@ -182,9 +182,10 @@ func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
 			proxy := spanNamed(t, spans, "actgate.mcp.tools_call")
 			handle := spanNamed(t, spans, "actgate.sink.handle")
 			upstream := spanNamed(t, spans, "actgate.upstream.tools_call")
+			gateTrace := proxy.SpanContext().TraceID().String()
 			for _, s := range spans {
-				if got := s.SpanContext().TraceID().String(); got != agentTraceID {
-					t.Errorf("span %s has trace %s, want the agent's %s", s.Name(), got, agentTraceID)
+				if got := s.SpanContext().TraceID().String(); got != gateTrace || got == agentTraceID {
+					t.Errorf("span %s has trace %s, want the gate's %s (not the agent's)", s.Name(), got, gateTrace)
 				}
 				for _, kv := range s.Attributes() {
 					if strings.Contains(kv.Value.String(), secretArgValue) {
@@ -192,9 +193,10 @@ func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
 					}
 				}
 			}
-			if p := proxy.Parent(); !p.IsRemote() || p.SpanID().String() != agentSpanID {
-				t.Errorf("proxy span's parent = %v, want the agent's remote span %s", p.SpanID(), agentSpanID)
+			if p := proxy.Parent(); p.IsValid() {
+				t.Errorf("proxy span's parent = %v, want none (a root linked to the agent's span)", p.SpanID())
 			}
+			expectAgentLink(t, proxy, agentTraceID, agentSpanID)
 			if handle.Parent().SpanID() != proxy.SpanContext().SpanID() {
 				t.Errorf("sink span is not a child of the proxy span")
 			}
@@ -215,7 +217,7 @@ func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
 			if tracingtest.Attr(upstream, "actgate.outcome") == "" || tracingtest.Attr(upstream, "actgate.operation_id") == "" {
 				t.Errorf("upstream span attributes: %v", upstream.Attributes())
 			}
-			want := "00-" + agentTraceID + "-" + upstream.SpanContext().SpanID().String() + "-01"
+			want := "00-" + gateTrace + "-" + upstream.SpanContext().SpanID().String() + "-01"
 			calls := f.calls()
 			if len(calls) != 1 {
 				t.Fatalf("upstream received %d tools/calls, want 1", len(calls))
@@ -227,9 +229,9 @@ func TestTraceContinuesAgentContextToUpstream(t *testing.T) {
 	}
 }
 
-// TestTraceContinuesMetaContext: a traceparent only in params._meta (the MCP convention) is
-// continued too.
-func TestTraceContinuesMetaContext(t *testing.T) {
+// TestTraceLinksMetaContext: a traceparent only in params._meta (the MCP convention) is
+// linked too.
+func TestTraceLinksMetaContext(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	f := newTracedFixture(t, tp, false)
@@ -239,11 +241,85 @@ func TestTraceContinuesMetaContext(t *testing.T) {
 		t.Fatalf("call refused: %s", text(res))
 	}
 	proxy := spanNamed(t, rec.Ended(), "actgate.mcp.tools_call")
-	if proxy.SpanContext().TraceID().String() != agentTraceID || proxy.Parent().SpanID().String() != agentSpanID {
-		t.Errorf("proxy span %v did not continue the _meta context", proxy.SpanContext())
+	if proxy.Parent().IsValid() {
+		t.Errorf("proxy span %v continued the _meta context", proxy.SpanContext())
 	}
-	if c := f.calls(); len(c) != 1 || !strings.Contains(c[0].header, agentTraceID) {
+	expectAgentLink(t, proxy, agentTraceID, agentSpanID)
+	if c := f.calls(); len(c) != 1 || !strings.Contains(c[0].header, proxy.SpanContext().TraceID().String()) {
 		t.Errorf("upstream received %+v", c)
+	}
+}
+
+// expectAgentLink fails unless span has exactly one link, to the agent's span traceID/spanID.
+func expectAgentLink(t *testing.T, span sdktrace.ReadOnlySpan, traceID, spanID string) {
+	t.Helper()
+	links := span.Links()
+	if len(links) != 1 || links[0].SpanContext.TraceID().String() != traceID || links[0].SpanContext.SpanID().String() != spanID {
+		t.Errorf("span %s links %+v, want one link to the agent's span %s/%s", span.Name(), links, traceID, spanID)
+		return
+	}
+	if got := links[0].Attributes; len(got) != 1 || got[0].Key != tracing.AttrLink || got[0].Value.AsString() != tracing.LinkAgent {
+		t.Errorf("the link's attributes are %v", got)
+	}
+}
+
+// TestTraceAgentCannotSwitchOffOrChooseTheTrace: with tracing on at ratio 1 (the sampler
+// tracing.Setup installs), every call that dispatches is recorded in a trace of the gate's
+// own, whatever traceparent the agent sends: one whose sampled flag is 0 (in the header or in
+// params._meta) does not switch the recording off, and a trace id of the agent's choosing does
+// not file the call under it. The agent's context is a link of the call's span; the upstream
+// receives the gate's trace context.
+func TestTraceAgentCannotSwitchOffOrChooseTheTrace(t *testing.T) {
+	const (
+		unsampled = "00-" + agentTraceID + "-" + agentSpanID + "-00"
+		chosen    = "00-" + agentTraceID + "-" + agentSpanID + "-01"
+	)
+	for _, tc := range []struct {
+		name    string
+		header  string
+		meta    mcp.Meta
+		sdkOnly bool
+	}{
+		{"header unsampled", unsampled, nil, false},
+		{"header unsampled sdk", unsampled, nil, true},
+		{"meta unsampled", "", mcp.Meta{tracing.MetaTraceparent: unsampled}, false},
+		{"meta unsampled sdk", "", mcp.Meta{tracing.MetaTraceparent: unsampled}, true},
+		{"header sampled, meta unsampled", chosen, mcp.Meta{tracing.MetaTraceparent: unsampled}, false},
+		{"chosen trace id", chosen, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(tracing.Sampler(1)))
+			f := newTracedFixture(t, tp, tc.sdkOnly)
+			cs := tracedAgent(t, f.endpoint, tc.header)
+			res := call(t, cs, "ticket_create", `{"title":"traced"}`, tc.meta)
+			if res.IsError || !strings.Contains(text(res), "ticket created") {
+				t.Fatalf("call not allowed: %s %s", text(res), efCode(res))
+			}
+			spans := rec.Ended()
+			proxy := spanNamed(t, spans, "actgate.mcp.tools_call")
+			handle := spanNamed(t, spans, "actgate.sink.handle")
+			upstream := spanNamed(t, spans, "actgate.upstream.tools_call")
+			spanNamed(t, spans, "actgate.journal.commit")
+			gateTrace := proxy.SpanContext().TraceID().String()
+			if gateTrace == agentTraceID || !proxy.SpanContext().IsSampled() || proxy.Parent().IsValid() {
+				t.Fatalf("the call's span is in trace %s (sampled %v, parent %v); want a sampled root of the gate's own trace",
+					gateTrace, proxy.SpanContext().IsSampled(), proxy.Parent())
+			}
+			for _, s := range spans {
+				if s.SpanContext().TraceID().String() != gateTrace {
+					t.Errorf("span %s is in trace %s, not the call's %s", s.Name(), s.SpanContext().TraceID(), gateTrace)
+				}
+			}
+			if handle.Parent().SpanID() != proxy.SpanContext().SpanID() {
+				t.Errorf("sink span is not a child of the proxy span")
+			}
+			expectAgentLink(t, proxy, agentTraceID, agentSpanID)
+			want := "00-" + gateTrace + "-" + upstream.SpanContext().SpanID().String() + "-01"
+			if c := f.calls(); len(c) != 1 || c[0].header != want || c[0].metaPart != want {
+				t.Errorf("upstream received %+v, want traceparent %s", c, want)
+			}
+		})
 	}
 }
 

@@ -102,7 +102,7 @@ func (s *serviceAuthority) Permit(ctx context.Context, r sink.AuthorityRequest, 
 // Escalate is one Review of an escalated call, naming the operation a grant is consumed by:
 // pending moments, a resolution to deliver, or a grant for exactly this call, consumed by
 // operationID when the answer confirms it (else to consume with Consume).
-func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest, operationID string) (sink.Escalation, error) {
+func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest, operationID string) (out sink.Escalation, _ error) {
 	req, err := s.call(review.OperationReview, r)
 	if err != nil {
 		return sink.Escalation{}, err
@@ -112,7 +112,8 @@ func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest
 	if err != nil {
 		return sink.Escalation{}, err
 	}
-	out := sink.Escalation{Resolutions: s.deliveries(resp.Escalation, r)}
+	// Every answer below delivers the resolution, judged against the authority it carries.
+	defer func() { out.Resolutions = s.deliveries(resp.Escalation, r, out.Authority) }()
 	if resp.Allowed {
 		if resp.Authority == nil {
 			// The service's policy lets the call through where the sink's escalates: the two
@@ -184,8 +185,12 @@ func (s *serviceAuthority) momentRef(esc *review.Escalation) *sink.MomentRef {
 }
 
 // deliveries are the resolutions the service returned with an escalation, for the agent's next
-// tool result (envelope-04 §7.3).
-func (s *serviceAuthority) deliveries(esc *review.Escalation, r sink.AuthorityRequest) []sink.Delivery {
+// tool result (envelope-04 §7.3). A granted resolution is delivered as authority for this call
+// only with an authority whose action digest is this call's: a grant of another option (the
+// principal chose an alternative) is delivered as the record of that choice, never as
+// authority for the call presented (§7.3: a resolution is authority only for the action of its
+// option).
+func (s *serviceAuthority) deliveries(esc *review.Escalation, r sink.AuthorityRequest, a *authority.Authority) []sink.Delivery {
 	if esc == nil || esc.Resolution == nil {
 		return nil
 	}
@@ -198,7 +203,7 @@ func (s *serviceAuthority) deliveries(esc *review.Escalation, r sink.AuthorityRe
 		i := int(*res.OptionIdx)
 		d.OptionIdx = &i
 	}
-	if esc.State == review.EscalationGranted {
+	if esc.State == review.EscalationGranted && a != nil && a.Binding.ActionDigest == r.Act.ArgumentsDigest.Value {
 		d.Authorized = true
 		d.Tool, d.Server, d.ActionDigest = r.Act.Tool.ToolID, r.Server, r.Act.ArgumentsDigest.Value
 	}

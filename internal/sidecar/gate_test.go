@@ -537,3 +537,51 @@ func TestRequestMomentInAPod(t *testing.T) {
 		t.Fatalf("the proposal sent: %+v", p)
 	}
 }
+
+// TestAlternativeOptionDoesNotRunTheRequestedCall: the principal chose the policy's
+// alternative (option 1, "Hold the wire") on the moment of a wire; the agent then presents the
+// call it first asked for. The service hands the moment's grant to that call (an authority
+// bound to the chosen option's call, consumed, with the resolution), and the pod refuses it:
+// the authority is not bound to the live call, and the upstream is not called. The chosen
+// call itself then runs, once.
+func TestAlternativeOptionDoesNotRunTheRequestedCall(t *testing.T) {
+	f := newFixture(t)
+	cs := f.agent()
+	const requested, alternative = `{"amount":9000}`, `{"amount":9000,"hold":true}`
+	if res := call(t, cs, "wire", requested); efCode(res) != string(ef.EFEscalationRequired) {
+		t.Fatalf("the wire was not escalated: %q %s", efCode(res), text(res))
+	}
+	f.stub.mu.Lock()
+	f.stub.chosen = &chosenOption{idx: 1, args: json.RawMessage(alternative)}
+	f.stub.mu.Unlock()
+
+	res := call(t, cs, "wire", requested)
+	if !res.IsError || efCode(res) == "" {
+		t.Fatalf("the requested call after the alternative was chosen: is_error %v code %q %s", res.IsError, efCode(res), text(res))
+	}
+	t.Logf("refused with %s: %s (meta %v)", efCode(res), text(res), res.Meta)
+	if n := f.up.Count("wire"); n != 0 {
+		t.Fatalf("the upstream ran the wire %d times on the alternative's grant", n)
+	}
+	if strings.Contains(text(res), "done:") {
+		t.Fatalf("the agent got an upstream result: %s", text(res))
+	}
+	// The agent is told what the principal chose, never that the call it presented is
+	// authorised (envelope-04 §7.3: a resolution is authority only for its option's action).
+	meta, _ := json.Marshal(res.Meta[mcpproxy.MetaResolutions])
+	var ds []sink.Delivery
+	if err := json.Unmarshal(meta, &ds); err != nil || len(ds) != 1 || ds[0].OptionIdx == nil || *ds[0].OptionIdx != 1 {
+		t.Fatalf("resolutions delivered %s (%v), want option 1's", meta, err)
+	}
+	if ds[0].Authorized || ds[0].ActionDigest != "" || strings.Contains(text(res), "it is authorised: make exactly that call") {
+		t.Fatalf("the refused call is delivered as authorised: %s\n%s", meta, text(res))
+	}
+
+	res = call(t, cs, "wire", alternative)
+	if res.IsError || !strings.Contains(text(res), `"hold":true`) {
+		t.Fatalf("the chosen call: is_error %v code %q %s", res.IsError, efCode(res), text(res))
+	}
+	if n := f.up.Count("wire"); n != 1 {
+		t.Fatalf("the upstream ran the wire %d times, want the chosen call once", n)
+	}
+}

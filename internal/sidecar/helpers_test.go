@@ -123,6 +123,17 @@ type stub struct {
 	// spec is nil: the answer is NotGoverned).
 	spec  *v1alpha1.ToolPolicySpec
 	epoch int64
+	// chosen, once set, is the option a principal chose on the escalation of an rvEscalate
+	// tool: the stub then answers every Review of that tool with the grant of the chosen
+	// option's call, consumed, as a service would that hands a moment's grant to whichever
+	// call of the moment comes next.
+	chosen *chosenOption
+}
+
+// chosenOption is a principal's resolution: the option's index and its call's arguments.
+type chosenOption struct {
+	idx  int32
+	args json.RawMessage
 }
 
 // count is how many reviews of op the stub received.
@@ -360,6 +371,13 @@ func (s *stub) review(w http.ResponseWriter, uid types.UID, req *review.Request)
 		s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionDenied, Code: ef.EFPolicyDenied, Message: "Not this one."})
 		return
 	case rvEscalate:
+		s.mu.Lock()
+		chosen := s.chosen
+		s.mu.Unlock()
+		if chosen != nil {
+			s.grantChosen(w, uid, req, b, *chosen)
+			return
+		}
 		exp := metav1.NewTime(time.Now().Add(10 * time.Minute))
 		s.answer(w, 200, uid, review.Response{Decision: v1alpha1.ActDecisionEscalated, Code: ef.EFEscalationRequired,
 			Escalation: &review.Escalation{State: review.EscalationPending, BindingMoments: []string{moment},
@@ -431,6 +449,40 @@ func (s *stub) review(w http.ResponseWriter, uid types.UID, req *review.Request)
 		idx := int32(0)
 		resp.Escalation = &review.Escalation{State: review.EscalationGranted, BindingMoments: []string{moment}, EnvelopeDigest: s.env.Digest(),
 			Resolution: &review.Resolution{Kind: "option", OptionIdx: &idx, ResolvedBy: []string{"alice@example.com"}}}
+	}
+	s.answer(w, 200, uid, resp)
+}
+
+// grantChosen answers a Review after the principal chose c: an authority bound to c's call
+// (its arguments and action digests in place of the call's own in b), consumed by the
+// Review's operation, with the resolution that chose it.
+func (s *stub) grantChosen(w http.ResponseWriter, uid types.UID, req *review.Request, b authority.Binding, c chosenOption) {
+	canon, err := jcs.Canonicalize(c.args, jcs.Strict)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	action, err := envelope.ToolCall(b.Tool, c.args)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	b.ArgumentsDigest, b.ActionDigest = jcs.Digest(canon), action.Digest()
+	auth, err := s.signer.Sign(b, time.Now(), time.Minute)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	signed, err := review.Signed(auth)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp := review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonBindingMoment, Authority: signed,
+		Escalation: &review.Escalation{State: review.EscalationGranted, BindingMoments: []string{moment}, EnvelopeDigest: s.env.Digest(),
+			Resolution: &review.Resolution{Kind: "option", OptionIdx: &c.idx, ResolvedBy: []string{"alice@example.com"}}}}
+	if req.Permit != nil {
+		s.mu.Lock()
+		s.spent[auth.ID] = true
+		s.consumes = append(s.consumes, review.ConsumeRequest{AuthorityID: auth.ID, OperationID: req.Permit.OperationID, Binding: review.BindingOf(b)})
+		s.mu.Unlock()
+		resp.Consumed = &review.Consumed{AuthorityID: auth.ID, OperationID: req.Permit.OperationID, ConsumedAt: time.Now()}
 	}
 	s.answer(w, 200, uid, resp)
 }

@@ -27,8 +27,8 @@ func (tp traceparentRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestSidecarTrace: a permitted call through the sidecar is one trace continuing the agent's
-// traceparent: the proxy's span, the sink's under it, under that the journal commit with the
+// TestSidecarTrace: a permitted call through the sidecar is one trace of the sidecar's own whose
+// root, the proxy's span, links the agent's traceparent: the sink's span under it, under that the journal commit with the
 // one review client span of the Permit (whose POST carries its span's traceparent to the
 // service), and the upstream call. The outcome's Report, sent by the outbox with a context of
 // its own, is not in the trace. No attribute carries the argument value.
@@ -84,13 +84,22 @@ func TestSidecarTrace(t *testing.T) {
 
 	byName := map[string][]sdktrace.ReadOnlySpan{}
 	reports := 0
+	var gateTrace string
+	for _, s := range rec.Ended() {
+		if s.Name() == "actgate.mcp.tools_call" {
+			gateTrace = s.SpanContext().TraceID().String()
+		}
+	}
+	if gateTrace == "" || gateTrace == traceID {
+		t.Fatalf("the call's trace is %q, want the sidecar's own", gateTrace)
+	}
 	for _, s := range rec.Ended() {
 		if s.Name() == "actgate.review.request" && tracingtest.Attr(s, "actgate.review.operation") == "Report" {
 			reports++ // the outcome's report, sent after the call under its own deadline: a trace of its own
 			continue
 		}
 		byName[s.Name()] = append(byName[s.Name()], s)
-		if s.SpanContext().TraceID().String() != traceID {
+		if s.SpanContext().TraceID().String() != gateTrace {
 			t.Errorf("span %s in another trace", s.Name())
 		}
 		for _, kv := range s.Attributes() {
@@ -107,9 +116,12 @@ func TestSidecarTrace(t *testing.T) {
 	}
 	proxy, handle, upstream := one("actgate.mcp.tools_call"), one("actgate.sink.handle"), one("actgate.upstream.tools_call")
 	commit := one("actgate.journal.commit")
-	if proxy.Parent().SpanID().String() != parent || handle.Parent().SpanID() != proxy.SpanContext().SpanID() ||
+	if proxy.Parent().IsValid() || handle.Parent().SpanID() != proxy.SpanContext().SpanID() ||
 		upstream.Parent().SpanID() != handle.SpanContext().SpanID() {
-		t.Errorf("spans are not nested agent > proxy > sink > upstream")
+		t.Errorf("spans are not nested proxy > sink > upstream under a root")
+	}
+	if l := proxy.Links(); len(l) != 1 || l[0].SpanContext.TraceID().String() != traceID || l[0].SpanContext.SpanID().String() != parent {
+		t.Errorf("proxy span links %v, want one to the agent's span", l)
 	}
 	if reports != 1 {
 		t.Errorf("%d Report spans, want 1", reports)
@@ -121,7 +133,7 @@ func TestSidecarTrace(t *testing.T) {
 	f.stub.mu.Lock()
 	sent := append([]string(nil), f.stub.traceparents...)
 	f.stub.mu.Unlock()
-	if len(sent) != 2 || strings.Contains(sent[1], traceID) {
+	if len(sent) != 2 || strings.Contains(sent[1], gateTrace) {
 		t.Fatalf("the service received traceparents %q, want the Permit's and the Report's own", sent)
 	}
 	if commit.Parent().SpanID() != handle.SpanContext().SpanID() {
@@ -131,7 +143,7 @@ func TestSidecarTrace(t *testing.T) {
 		if r.Parent().SpanID() != commit.SpanContext().SpanID() {
 			t.Errorf("review span %d is not a child of the journal commit", i)
 		}
-		if want := "00-" + traceID + "-" + r.SpanContext().SpanID().String() + "-01"; sent[i] != want {
+		if want := "00-" + gateTrace + "-" + r.SpanContext().SpanID().String() + "-01"; sent[i] != want {
 			t.Errorf("review %d sent traceparent %q, want %q", i, sent[i], want)
 		}
 	}

@@ -232,6 +232,8 @@ func TestResolveRefusals(t *testing.T) {
 		{"another envelope's digest", "alice", resolution(other.Moment.Digest, "option", 0, ""), esc.Moment.ID, ErrResolutionInvalid},
 		{"option out of range", "alice", resolution(esc.Moment.Digest, "option", 7, ""), esc.Moment.ID, ErrResolutionInvalid},
 		{"malformed", "alice", []byte(`{"binding_moment_resolution":{"resolution":"option"}}`), esc.Moment.ID, ErrResolutionInvalid},
+		// envelope-04 §7.3: the inner object without its binding_moment_resolution wrapper.
+		{"bare inner object", "alice", []byte(`{"envelope_digest":"` + esc.Moment.Digest + `","resolution":"option","option_idx":0}`), esc.Moment.ID, ErrResolutionInvalid},
 		{"unknown moment", "alice", resolution(esc.Moment.Digest, "option", 0, ""), "bm-00", ErrMomentNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

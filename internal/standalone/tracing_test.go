@@ -84,8 +84,8 @@ func (tp traceparentTransport) RoundTrip(r *http.Request) (*http.Response, error
 }
 
 // TestServeExportsSpansOverOTLP: `actgate serve` with a tracing section exports the spans of a
-// call to a real OTLP/HTTP receiver: one trace continuing the agent's traceparent, with the
-// proxy, sink, policy and upstream spans, the call's attributes, the gate's service.name, and no
+// call to a real OTLP/HTTP receiver: one trace of the gate's own whose root, the proxy's span,
+// links the agent's traceparent, with the proxy, sink, policy and upstream spans, the call's attributes, the gate's service.name, and no
 // argument value in any attribute.
 func TestServeExportsSpansOverOTLP(t *testing.T) {
 	const (
@@ -146,9 +146,15 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 		t.Errorf("service.name = %q", got)
 	}
 	byName := map[string]*tracepb.Span{}
+	var gateTrace []byte
 	for _, s := range recv.spans {
-		if hex.EncodeToString(s.TraceId) != traceID {
-			t.Errorf("span %s in trace %x, want the agent's %s", s.Name, s.TraceId, traceID)
+		if s.Name == "actgate.mcp.tools_call" {
+			gateTrace = s.TraceId
+		}
+	}
+	for _, s := range recv.spans {
+		if hex.EncodeToString(s.TraceId) == traceID || string(s.TraceId) != string(gateTrace) {
+			t.Errorf("span %s in trace %x, want the gate's %x (not the agent's)", s.Name, s.TraceId, gateTrace)
 		}
 		for _, kv := range s.Attributes {
 			if strings.Contains(kv.String(), secret) {
@@ -163,8 +169,12 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 		}
 	}
 	proxy, handle := byName["actgate.mcp.tools_call"], byName["actgate.sink.handle"]
-	if hex.EncodeToString(proxy.ParentSpanId) != parent || proxy.Kind != tracepb.Span_SPAN_KIND_SERVER {
-		t.Errorf("proxy span parent %x kind %v", proxy.ParentSpanId, proxy.Kind)
+	if len(proxy.ParentSpanId) != 0 || proxy.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("proxy span parent %x kind %v, want a root server span", proxy.ParentSpanId, proxy.Kind)
+	}
+	if l := proxy.Links; len(l) != 1 || hex.EncodeToString(l[0].TraceId) != traceID || hex.EncodeToString(l[0].SpanId) != parent ||
+		otlpAttr(l[0].Attributes, "actgate.link") != "agent" {
+		t.Errorf("proxy span links %v, want one to the agent's span %s/%s", l, traceID, parent)
 	}
 	if string(handle.ParentSpanId) != string(proxy.SpanId) || string(byName["actgate.upstream.tools_call"].ParentSpanId) != string(handle.SpanId) {
 		t.Errorf("spans are not nested proxy > sink > upstream")

@@ -53,7 +53,12 @@ const (
 	AttrOutcome        = attribute.Key("actgate.outcome")
 	AttrMomentID       = attribute.Key("actgate.moment.id")
 	AttrEnvelopeDigest = attribute.Key("actgate.envelope_digest")
+	// AttrLink says what a span link points at (LinkAgent).
+	AttrLink = attribute.Key("actgate.link")
 )
+
+// LinkAgent is the AttrLink of the link from a call's span to the agent's span context.
+const LinkAgent = "agent"
 
 // Defaults of Config.
 const (
@@ -66,9 +71,9 @@ type Config struct {
 	// Endpoint is the OTLP/HTTP traces URL (e.g. http://otel-collector:4318/v1/traces).
 	// Empty: tracing off.
 	Endpoint string
-	// SampleRatio is the fraction of new traces recorded, in [0, 1] (DefaultSampleRatio is
-	// the configuration default); a call that arrives with a sampled W3C parent is recorded
-	// whatever the ratio (parent-based sampling).
+	// SampleRatio is the fraction of agent calls recorded, in [0, 1] (DefaultSampleRatio is
+	// the configuration default). Each call is the root of a trace of the process's own
+	// (StartCall): the agent's traceparent neither raises nor lowers it.
 	SampleRatio float64
 	// ServiceName is the resource's service.name (actgate-gate, actgate-sidecar,
 	// actgate-authority).
@@ -111,10 +116,18 @@ func Setup(cfg Config) (trace.TracerProvider, func(context.Context) error, error
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithSampler(Sampler(cfg.SampleRatio)),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
 	)
 	return tp, tp.Shutdown, nil
+}
+
+// Sampler is the sampler of a process with sample ratio ratio: a new trace (every agent call,
+// StartCall) is recorded with probability ratio, decided on the trace id the process chose; a
+// span under a parent follows the parent's decision, so the hops of one call (sidecar, authority
+// service) are recorded together.
+func Sampler(ratio float64) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
 }
 
 // Tracer returns tp's actgate tracer, or a no-op tracer when tp is nil (tracing off).
@@ -135,6 +148,56 @@ func Extract(ctx context.Context, h http.Header) context.Context {
 		return ctx
 	}
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// agentContextKey holds the span context an agent sent with a call (ExtractAgent).
+type agentContextKey struct{}
+
+// ExtractAgent returns ctx carrying the span context of h's traceparent as the agent's, when h
+// carries a valid one. The agent's context is untrusted: StartCall links to it and never
+// continues it, so an agent can neither switch off the recording of a call (a traceparent
+// whose sampled flag is 0) nor file it under a trace id of its choosing.
+func ExtractAgent(ctx context.Context, h http.Header) context.Context {
+	if h == nil || h.Get("traceparent") == "" {
+		return ctx
+	}
+	return withAgentContext(ctx, propagator.Extract(context.Background(), propagation.HeaderCarrier(h)))
+}
+
+// ExtractAgentMeta is ExtractAgent for an MCP request's params._meta (ExtractMeta), which
+// replaces a context taken from the header when it carries a valid one.
+func ExtractAgentMeta(ctx context.Context, meta map[string]any) context.Context {
+	return withAgentContext(ctx, ExtractMeta(context.Background(), meta))
+}
+
+func withAgentContext(ctx, extracted context.Context) context.Context {
+	sc := trace.SpanContextFromContext(extracted)
+	if !sc.IsValid() {
+		return ctx
+	}
+	return context.WithValue(ctx, agentContextKey{}, sc)
+}
+
+// AgentContext is the span context ExtractAgent or ExtractAgentMeta put in ctx, if any.
+func AgentContext(ctx context.Context) (trace.SpanContext, bool) {
+	sc, ok := ctx.Value(agentContextKey{}).(trace.SpanContext)
+	return sc, ok
+}
+
+// StartCall starts the span of an agent's call: the root of a new trace, sampled by the
+// process's own sampler on a trace id it chose, with a link to the agent's span context when
+// ctx carries one (ExtractAgent). Whatever the agent sent, a call the process records is
+// recorded in a trace of the process's own (docs/operations.md "Tracing"). With a nil tracer
+// (tracing off) it returns ctx unchanged and a span that records nothing.
+func StartCall(ctx context.Context, tr trace.Tracer, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if tr == nil {
+		return ctx, noSpan
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithNewRoot()}
+	if sc, ok := AgentContext(ctx); ok {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String(LinkAgent)}}))
+	}
+	return tr.Start(ctx, name, opts...)
 }
 
 // Inject sets h's traceparent (and tracestate) from ctx's span, when it has a valid one.

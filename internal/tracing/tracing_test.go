@@ -107,7 +107,82 @@ func FuzzExtract(f *testing.F) {
 		if sc.IsValid() && (!sc.TraceID().IsValid() || !sc.SpanID().IsValid()) {
 			t.Fatalf("valid context with a zero id from %q", tp)
 		}
+		// The agent's context is the same one, kept for a link and never made a parent.
+		actx := ExtractAgentMeta(ExtractAgent(context.Background(), h), map[string]any{MetaTraceparent: tp, MetaTracestate: ts})
+		ac, ok := AgentContext(actx)
+		if ok != sc.IsValid() || (ok && (ac.TraceID() != sc.TraceID() || ac.SpanID() != sc.SpanID())) {
+			t.Fatalf("agent context %v (%v) from %q, want %v", ac, ok, tp, sc)
+		}
+		if trace.SpanContextFromContext(actx).IsValid() {
+			t.Fatalf("ExtractAgent made %q the parent context", tp)
+		}
 	})
+}
+
+// TestStartCallLinksTheAgentContext: with the sampler Setup installs at ratio 1, StartCall
+// records the call as the root of a new trace whatever the agent sent — a sampled flag of 0, a
+// trace id of its choosing, no context — linking the agent's span context; at ratio 0 nothing
+// the agent sends makes it record; tracing off records nothing.
+func TestStartCallLinksTheAgentContext(t *testing.T) {
+	const agentTrace, agentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tc := range []struct {
+		name, header string
+		meta         map[string]any
+		ratio        float64
+		record, link bool
+	}{
+		{"unsampled header", "00-" + agentTrace + "-" + agentSpan + "-00", nil, 1, true, true},
+		{"unsampled meta over sampled header", "00-" + agentTrace + "-" + agentSpan + "-01", map[string]any{MetaTraceparent: "00-" + agentTrace + "-" + agentSpan + "-00"}, 1, true, true},
+		{"sampled header, chosen trace", "00-" + agentTrace + "-" + agentSpan + "-01", nil, 1, true, true},
+		{"no context", "", nil, 1, true, false},
+		{"malformed context", "00-zz", nil, 1, true, false},
+		{"sampled header at ratio 0", "00-" + agentTrace + "-" + agentSpan + "-01", nil, 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(Sampler(tc.ratio)))
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("traceparent", tc.header)
+			}
+			ctx := ExtractAgentMeta(ExtractAgent(context.Background(), h), tc.meta)
+			ctx, span := StartCall(ctx, TracerOf(tp), "call", trace.SpanKindServer)
+			_, child := Start(ctx, TracerOf(tp), "step", trace.SpanKindInternal)
+			child.End()
+			span.End()
+			spans := rec.Ended()
+			if !tc.record {
+				if len(spans) != 0 {
+					t.Fatalf("recorded %d spans at ratio 0", len(spans))
+				}
+				return
+			}
+			if len(spans) != 2 {
+				t.Fatalf("recorded %d spans, want the call and its step", len(spans))
+			}
+			call := spans[1]
+			if call.Parent().IsValid() || call.SpanContext().TraceID().String() == agentTrace {
+				t.Fatalf("the call's span continues %v (trace %s)", call.Parent(), call.SpanContext().TraceID())
+			}
+			if spans[0].SpanContext().TraceID() != call.SpanContext().TraceID() || spans[0].Parent().SpanID() != call.SpanContext().SpanID() {
+				t.Errorf("the step is not the call's child")
+			}
+			links := call.Links()
+			if !tc.link {
+				if len(links) != 0 {
+					t.Errorf("links %v without an agent context", links)
+				}
+				return
+			}
+			if len(links) != 1 || links[0].SpanContext.TraceID().String() != agentTrace || links[0].SpanContext.SpanID().String() != agentSpan {
+				t.Errorf("links %v, want the agent's span", links)
+			}
+		})
+	}
+	ctx, span := StartCall(context.Background(), nil, "call", trace.SpanKindServer)
+	if span.IsRecording() || trace.SpanContextFromContext(ctx).IsValid() {
+		t.Error("tracing off recorded a span")
+	}
 }
 
 // otlpCollector is an OTLP/HTTP traces endpoint: it decodes each POST as an

@@ -105,11 +105,12 @@ func runTracedUpstream(addr, otlp string) int {
 // through `actgate sidecar`, `actgate-controlplane authority` and an upstream MCP server, three
 // processes exporting OTLP/HTTP to one receiver here (the agent, this test, exports its own
 // spans there too). The call escalates, the principal resolves the BindingMoment (recorded by
-// `actgate-controlplane manager`), the retry runs once upstream. Every span of the call lies in
-// the agent's trace and their parentage is one tree across the processes: agent > sidecar >
-// authority (Review, then the Review that consumes the grant) and sidecar >
-// upstream; the spans carry act id, tool, server, class, decision, EF code and digests, and no
-// argument value anywhere. The span tree is printed in the log.
+// `actgate-controlplane manager`), the retry runs once upstream. Each agent call is the link of
+// one trace of the sidecar's own (docs/operations.md "Tracing": the agent's context is linked,
+// never continued), and the spans of the call form one tree across the processes: agent ~>
+// sidecar (the link) > authority (Review, then the Review that consumes the grant) and
+// sidecar > upstream; the spans carry act id, tool, server, class, decision, EF code and
+// digests, and no argument value anywhere. The span tree is printed in the log.
 //
 // The admission webhooks and the chart are TestEndToEnd's; here the principal's resolution is
 // written with the admin's client.
@@ -306,12 +307,27 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	checkCallTrace(t, spans, task.SpanContext().TraceID(), secret)
 }
 
-// checkCallTrace asserts the spans of TestTraceAcrossProcesses and logs the span tree.
+// checkCallTrace asserts the spans of TestTraceAcrossProcesses and logs the span tree: the
+// agent's trace traceID and the traces whose root links one of its spans.
 func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.TraceID, secret string) {
 	t.Helper()
+	callTraces := map[trace.TraceID]bool{traceID: true}
+	// linked is the agent's span a root of another trace links, by the root's span id.
+	linked := map[trace.SpanID]trace.SpanID{}
+	for _, s := range spans {
+		if s.SpanContext().TraceID() == traceID || s.Parent().IsValid() {
+			continue
+		}
+		for _, l := range s.Links() {
+			if l.SpanContext.TraceID() == traceID {
+				callTraces[s.SpanContext().TraceID()] = true
+				linked[s.SpanContext().SpanID()] = l.SpanContext.SpanID()
+			}
+		}
+	}
 	var inTrace, other []sdktrace.ReadOnlySpan
 	for _, s := range spans {
-		if s.SpanContext().TraceID() == traceID {
+		if callTraces[s.SpanContext().TraceID()] {
 			inTrace = append(inTrace, s)
 		} else {
 			other = append(other, s)
@@ -337,10 +353,19 @@ func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.T
 		t.Logf("spans in other traces (%d):\n%s", len(other), tracingtest.SpanTree(other))
 	}
 
-	// One tree: every span of the trace has its parent in it, but the agent's root.
+	// One tree: every span of the call has its parent among them, but the agent's root; the
+	// parent of a sidecar trace's root is the agent's span it links.
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	for _, s := range inTrace {
 		byID[s.SpanContext().SpanID()] = s
+	}
+	parentOf := func(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
+		if !s.Parent().IsValid() {
+			p, ok := byID[linked[s.SpanContext().SpanID()]]
+			return p, ok
+		}
+		p, ok := byID[s.Parent().SpanID()]
+		return p, ok
 	}
 	services := map[string]int{}
 	for _, s := range inTrace {
@@ -351,15 +376,16 @@ func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.T
 			}
 			continue
 		}
-		p, ok := byID[s.Parent().SpanID()]
+		p, ok := parentOf(s)
 		if !ok {
-			t.Errorf("span %s (%s) has parent %s, which is not in the trace", s.Name(), tracingtest.ServiceName(s), s.Parent().SpanID())
+			t.Errorf("span %s (%s) has parent %s, which is not in the call's traces", s.Name(), tracingtest.ServiceName(s), s.Parent().SpanID())
 			continue
 		}
-		// A process boundary is a remote parent: client span in one process, server span in
-		// the next.
+		// A process boundary is a remote parent, or for the sidecar's root the link to the
+		// agent's span: client span in one process, server span in the next.
 		if ps, ss := tracingtest.ServiceName(p), tracingtest.ServiceName(s); ps != ss {
-			if !s.Parent().IsRemote() || p.SpanKind() != trace.SpanKindClient || s.SpanKind() != trace.SpanKindServer {
+			viaLink := !s.Parent().IsValid() && ss == "actgate-sidecar"
+			if (!viaLink && !s.Parent().IsRemote()) || p.SpanKind() != trace.SpanKindClient || s.SpanKind() != trace.SpanKindServer {
 				t.Errorf("%s (%s) under %s (%s): a process boundary must be a client span's remote server child (remote %v, kinds %s > %s)",
 					s.Name(), ss, p.Name(), ps, s.Parent().IsRemote(), p.SpanKind(), s.SpanKind())
 			}
@@ -401,8 +427,8 @@ func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.T
 	for _, s := range inTrace {
 		if tracingtest.ServiceName(s) == "actgate-sidecar" && s.SpanKind() == trace.SpanKindServer {
 			sidecarRoots = append(sidecarRoots, s)
-			if p := byID[s.Parent().SpanID()]; p == nil || p.Name() != "agent.tools_call" {
-				t.Errorf("sidecar server span %s is not under an agent.tools_call", s.Name())
+			if p, _ := parentOf(s); s.Parent().IsValid() || p == nil || p.Name() != "agent.tools_call" {
+				t.Errorf("sidecar server span %s is not a root linking an agent.tools_call", s.Name())
 			}
 		}
 	}
@@ -454,14 +480,14 @@ func checkCallTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, traceID trace.T
 	if len(ups) != 1 {
 		t.Fatalf("%d upstream spans in the trace, want 1 (the retry's)", len(ups))
 	}
-	p := byID[ups[0].Parent().SpanID()]
+	p, _ := parentOf(ups[0])
 	if p == nil || tracingtest.ServiceName(p) != "actgate-sidecar" {
 		t.Fatalf("the upstream's span is not a child of a sidecar span")
 	}
 	// The upstream's call descends from the second agent call, the retry.
 	a := p
 	for a != nil && a.Name() != "agent.tools_call" {
-		a = byID[a.Parent().SpanID()]
+		a, _ = parentOf(a)
 	}
 	if a == nil || a.SpanContext().SpanID() != agentCalls[1].SpanContext().SpanID() {
 		t.Errorf("the upstream's span does not descend from the retry's agent.tools_call")

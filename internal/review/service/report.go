@@ -23,7 +23,8 @@ const reportAttempts = 3
 
 // report answers a Report: the outcome the sidecar journaled for a dispatch is recorded on its
 // Act, in the caller's namespace (the namespace is the caller's identity's, never the
-// request's). The report is authenticated by what recorded the consumption: the permit record
+// request's), and only by the pod that made the call (the Act's pod-uid label, the UID its
+// bound token names; docs/security.md). The report is authenticated by what recorded the consumption: the permit record
 // of an Act a Permit created (found by the report's act id; it must name exactly this
 // authority and operation), else the authority's Lease, which must be CONSUMED by exactly this
 // operation, and the Act it names must record the same authority and operation. The Act moves
@@ -47,6 +48,14 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 			}
 		}
 		fresh = false
+		// The Act names the pod whose sidecar made the call (labelCallerPod); that sidecar
+		// consumed the authority and dispatched, so only it reports the outcome. Another pod
+		// of the namespace, even under the same service account, is refused.
+		if c.podUID == "" || obj.Labels[v1alpha1.LabelActPodUID] != c.podUID {
+			s.log.V(1).Info("report refused: the act was made by another pod", "act", obj.Spec.ActID,
+				"authority", rr.AuthorityID, "pod", c.podName)
+			return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The act was not made by the caller's pod.")
+		}
 		st := obj.Status
 		// An Act recorded by a Permit has no status until its outcome: its permit record (or,
 		// for one recorded with a Lease, the Lease consumed by exactly this operation for this

@@ -84,8 +84,8 @@ func (o *Receiver) Posts() int {
 // ServiceName is the service.name of span s's resource, "" when it has none.
 func ServiceName(s sdktrace.ReadOnlySpan) string { return serviceName(s) }
 
-// FromOTLP turns the spans of an export request into ReadOnlySpans with their resource and
-// scope. A span with a malformed trace or span id is an error.
+// FromOTLP turns the spans of an export request into ReadOnlySpans with their resource,
+// scope and links. A span with a malformed trace or span id is an error.
 func FromOTLP(req *collectortrace.ExportTraceServiceRequest) ([]sdktrace.ReadOnlySpan, error) {
 	var out []sdktrace.ReadOnlySpan
 	for _, rs := range req.GetResourceSpans() {
@@ -107,6 +107,13 @@ func FromOTLP(req *collectortrace.ExportTraceServiceRequest) ([]sdktrace.ReadOnl
 					Name: p.GetName(), SpanContext: sc, Parent: parent, SpanKind: kind(p.GetKind()),
 					StartTime: time.Unix(0, int64(p.GetStartTimeUnixNano())), EndTime: time.Unix(0, int64(p.GetEndTimeUnixNano())),
 					Attributes: attrs(p.GetAttributes()), Resource: res, InstrumentationScope: scope,
+				}
+				for _, l := range p.GetLinks() {
+					lsc, err := spanContext(l.GetTraceId(), l.GetSpanId(), true)
+					if err != nil {
+						return nil, fmt.Errorf("span %q link: %w", p.GetName(), err)
+					}
+					stub.Links = append(stub.Links, sdktrace.Link{SpanContext: lsc, Attributes: attrs(l.GetAttributes())})
 				}
 				for _, ev := range p.GetEvents() {
 					stub.Events = append(stub.Events, sdktrace.Event{Name: ev.GetName(), Attributes: attrs(ev.GetAttributes()), Time: time.Unix(0, int64(ev.GetTimeUnixNano()))})

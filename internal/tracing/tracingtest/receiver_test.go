@@ -24,7 +24,9 @@ func TestReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, parent := tracing.Start(context.Background(), tracing.TracerOf(tp), "parent", trace.SpanKindServer)
+	h := http.Header{}
+	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	ctx, parent := tracing.StartCall(tracing.ExtractAgent(context.Background(), h), tracing.TracerOf(tp), "parent", trace.SpanKindServer)
 	_, child := tracing.Start(ctx, tracing.TracerOf(tp), "child", trace.SpanKindClient)
 	child.SetAttributes(tracing.AttrTool.String("get_balance"), tracing.AttrAllowed.Bool(true))
 	child.End()
@@ -41,6 +43,10 @@ func TestReceiver(t *testing.T) {
 		c.SpanKind() != trace.SpanKindClient || tracingtest.Attr(c, "actgate.tool") != "get_balance" || tracingtest.Attr(c, "actgate.allowed") != "true" ||
 		tracingtest.ServiceName(p) != "svc-a" || p.Parent().IsValid() {
 		t.Fatalf("received %v / %v", c, p)
+	}
+	if l := p.Links(); len(l) != 1 || l[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
+		l[0].SpanContext.SpanID().String() != "00f067aa0ba902b7" || len(l[0].Attributes) != 1 || l[0].Attributes[0].Value.AsString() != tracing.LinkAgent {
+		t.Errorf("the parent's links came back as %v", l)
 	}
 	if tree := tracingtest.SpanTree(spans); tree != "parent [server] "+p.EndTime().Sub(p.StartTime()).Round(1000).String()+" (svc-a)\n  child [client] "+
 		c.EndTime().Sub(c.StartTime()).Round(1000).String()+" (svc-a) actgate.tool=get_balance\n" {

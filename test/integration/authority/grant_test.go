@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -193,5 +194,60 @@ func TestGrantConsumedInReview(t *testing.T) {
 	}
 	if n := len(r.leases(t)); n != 1 {
 		t.Fatalf("%d Leases, want the one issued for a Consume", n)
+	}
+}
+
+// TestGrantConsumedOnceForOneAct: the same act's Review, sent under eight operations at once
+// after its binding moment is resolved, consumes the grant exactly once. All eight find the
+// grant naming this act on the escalated Act, so what keeps the consumption single is the
+// compare-and-swap of the permit record on the call's Act: one Review writes it, the others
+// are refused as already consumed, and the namespace records one consumption, by the winner's
+// operation. Three rounds, each a fresh escalation, make an interleaving likely.
+func TestGrantConsumedOnceForOneAct(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	aliceC := r.principal(t, alice)
+	const ops = 8
+	for round := range 3 {
+		r.asNewPod(t, fmt.Sprintf("agent-one-act-%d", round))
+		session := fmt.Sprintf("s-one-act-%d", round)
+		_, calls := r.racingCalls(t, aliceC, session, 1)
+		call := calls[0]
+		before := r.consumptions(t)
+		results := make([]*review.Response, ops)
+		var wg sync.WaitGroup
+		for i := range ops {
+			wg.Go(func() { results[i] = r.do(t, withOp(call, fmt.Sprintf("op-one-%d-%d", round, i))) })
+		}
+		wg.Wait()
+		winner := -1
+		for i, res := range results {
+			switch {
+			case res.Allowed && winner >= 0:
+				t.Fatalf("round %d: operations %d and %d both consumed the one act's grant (%s, %s)", round, winner, i,
+					results[winner].Consumed.OperationID, res.Consumed.OperationID)
+			case res.Allowed:
+				winner = i
+			case res.Code != ef.EF005:
+				t.Errorf("round %d: operation %d: unexpected refusal %s (%s)", round, i, res.Code, res.Message)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no operation consumed the grant", round)
+		}
+		op := fmt.Sprintf("op-one-%d-%d", round, winner)
+		resp := results[winner]
+		if resp.Consumed == nil || resp.Consumed.OperationID != op || resp.Authority == nil {
+			t.Fatalf("round %d: granted review %+v", round, resp)
+		}
+		got := r.consumptions(t)
+		for id := range before {
+			delete(got, id)
+		}
+		if len(got) != 1 || got[resp.Consumed.AuthorityID] != op {
+			t.Fatalf("round %d: new consumptions %v, want only %s by %s", round, got, resp.Consumed.AuthorityID, op)
+		}
+		if a := r.actObject(t, call.cand.Act.CandidateActID); a.Annotations[v1alpha1.AnnotationActPermitOperation] != op {
+			t.Fatalf("round %d: the act's permit record names %q, want %s", round, a.Annotations[v1alpha1.AnnotationActPermitOperation], op)
+		}
 	}
 }
