@@ -304,7 +304,9 @@ func deliveriesText(ds []sink.Delivery) string {
 				}
 				b.WriteString(".")
 			} else {
-				b.WriteString("; more principals must choose it before it is authorised.")
+				// Not authority for the call presented: the principal chose another option,
+				// or the moment needs more principals' choices first.
+				b.WriteString("; it does not authorise the call you made: only that option's exact call can run, once every principal the moment needs has chosen it.")
 			}
 		case "answer":
 			fmt.Fprintf(&b, "the principal answered in their own words instead of choosing an option: %q. Continue from that answer.", d.Answer)
