@@ -124,6 +124,7 @@ func sameInjection(pod, out *corev1.Pod, st *Status) error {
 			if !Reserved(c.Name) {
 				continue
 			}
+			c = withoutServiceAccountMount(pod, c)
 			w := findContainerIn(want, c.Name)
 			if w == nil || !slices.Contains(added, c.Name) || !equality.Semantic.DeepEqual(normalContainer(c), normalContainer(*w)) {
 				return refuse(fmt.Sprintf("%s %q", kind, c.Name))
@@ -162,6 +163,41 @@ func sameInjection(pod, out *corev1.Pod, st *Status) error {
 		}
 	}
 	return nil
+}
+
+// ServiceAccountMountPath is where the API server's ServiceAccount admission plugin mounts the
+// pod's API token into every container (its kube-api-access-… volume).
+const ServiceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// withoutServiceAccountMount is c without the mount the ServiceAccount admission plugin adds to
+// every container, the injected sidecar included, when the API server reruns its mutating
+// plugins before reinvoking the webhook: a read-only mount at ServiceAccountMountPath of a
+// kube-api-access-… volume that projects the API server's own token (no audience). Any other
+// extra mount keeps the container unequal to the injector's.
+func withoutServiceAccountMount(pod *corev1.Pod, c corev1.Container) corev1.Container {
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		if !strings.HasPrefix(m.Name, "kube-api-access-") || m.MountPath != ServiceAccountMountPath || !m.ReadOnly || m.SubPath != "" || m.SubPathExpr != "" {
+			return false
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != m.Name || v.Projected == nil {
+				continue
+			}
+			return slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool {
+				return s.ServiceAccountToken != nil && s.ServiceAccountToken.Audience == ""
+			})
+		}
+		return false
+	})
+	if i < 0 {
+		return c
+	}
+	c = *c.DeepCopy()
+	c.VolumeMounts = slices.Delete(c.VolumeMounts, i, i+1)
+	if len(c.VolumeMounts) == 0 {
+		c.VolumeMounts = nil
+	}
+	return c
 }
 
 func findContainerIn(cs []corev1.Container, name string) *corev1.Container {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -420,22 +421,40 @@ func TestReinjectDefaultedOutput(t *testing.T) {
 				pr.DefaultMode = ptr.To[int32](0o644)
 			}
 		}
+		// The ServiceAccount admission plugin, rerun before the webhook is reinvoked, mounts
+		// the pod's API token into every container, the sidecar included.
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x1", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}}}}}})
+		for _, c := range []*corev1.Container{side, &p.Spec.Containers[0]} {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x1", MountPath: inject.ServiceAccountMountPath, ReadOnly: true})
+		}
 		return p
 	}
 	again, _, err := inject.Inject(defaulted(), one, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := mustYAML(t, once), mustYAML(t, again); a != b {
-		t.Errorf("re-injection of the defaulted output differs:\n%s", lineDiff(a, b))
+	if !equality.Semantic.DeepEqual(again.Spec.InitContainers[0], once.Spec.InitContainers[0]) {
+		t.Errorf("re-injection of the defaulted output changed the sidecar:\n%s", lineDiff(mustYAML(t, once.Spec.InitContainers[0]), mustYAML(t, again.Spec.InitContainers[0])))
 	}
 	for name, mutate := range map[string]func(*corev1.Pod){
 		"sidecar image": func(p *corev1.Pod) { p.Spec.InitContainers[0].Image = "registry.example/not-actgate:1" },
 		"sidecar env":   func(p *corev1.Pod) { p.Spec.InitContainers[0].Env[0].Value = "0.0.0.0:15080" },
 		"credentials volume": func(p *corev1.Pod) {
-			p.Spec.Volumes[len(p.Spec.Volumes)-1].Projected.DefaultMode = ptr.To[int32](0o777)
+			for i := range p.Spec.Volumes {
+				if p.Spec.Volumes[i].Name == inject.VolumeCredentials {
+					p.Spec.Volumes[i].Projected.DefaultMode = ptr.To[int32](0o777)
+				}
+			}
 		},
 		"sidecar removed": func(p *corev1.Pod) { p.Spec.InitContainers = nil },
+		"sidecar mounts an author's volume at the token path": func(p *corev1.Pod) {
+			p.Spec.Volumes[len(p.Spec.Volumes)-1].Projected.Sources = []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "fake"}}}}
+		},
+		"sidecar mounts the API token elsewhere": func(p *corev1.Pod) {
+			m := &p.Spec.InitContainers[0].VolumeMounts[len(p.Spec.InitContainers[0].VolumeMounts)-1]
+			m.MountPath = "/usr/local/bin"
+		},
 		"agent mounts token": func(p *corev1.Pod) {
 			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: inject.VolumeToken, MountPath: "/t"}}
 		},
