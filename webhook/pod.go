@@ -100,8 +100,13 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 		return h.deny(log, reasons, err.Error())
 	}
 	if len(selected) == 0 {
-		// A candidate no policy governs must not hold a governed credential: it would call
-		// the upstream with no sink in between (docs/architecture.md "Anti-bypass").
+		// A candidate no policy governs uses no name the injector reserves (a container named
+		// like the sidecar is the author's, not actgate's) and must not hold a governed
+		// credential: it would call the upstream with no sink in between
+		// (docs/architecture.md "Anti-bypass").
+		if err := inject.CheckAuthored(pod, h.Config); err != nil {
+			return h.deny(log, reasons, "no ToolPolicy selects this pod: "+err.Error())
+		}
 		if refs := inject.CredentialReferences(pod, inject.CredentialSecrets(policies.Items)); len(refs) > 0 {
 			return h.deny(log, reasons, fmt.Sprintf("no ToolPolicy selects this pod, yet %s; only the actgate sidecar of a selected pod may hold it", refs[0]))
 		}
@@ -157,14 +162,18 @@ func (h *PodInjector) ephemeral(ctx context.Context, req admission.Request) admi
 	}
 	injected := InjectedVolumes(old)
 	for _, c := range added.Spec.EphemeralContainers {
-		if c.TargetContainerName == inject.SidecarName {
+		if inject.Reserved(c.Name) {
+			return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s: names starting with %q are reserved for what the actgate injector adds",
+				c.Name, inject.ReservedPrefix))
+		}
+		if inject.Reserved(c.TargetContainerName) {
 			return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not target %s: it would share the sidecar's processes and credentials",
-				c.Name, inject.SidecarName))
+				c.Name, c.TargetContainerName))
 		}
 		for _, m := range c.VolumeMounts {
 			// The token and credentials, and the journal (its receipt-signing key and the
 			// dispatch records the sidecar's exactly-once rests on).
-			if injected[m.Name] {
+			if injected[m.Name] || inject.Reserved(m.Name) {
 				return admission.Denied(fmt.Sprintf("actgate: ephemeral container %s may not mount %s: only the sidecar holds it", c.Name, m.Name))
 			}
 		}

@@ -85,6 +85,30 @@ func TestPodInjector(t *testing.T) {
 			warnsWith: "is ignored in namespace agents"},
 		{name: "not selected, holds the credential: denied", objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
 			pod: tokenPod("agents", "b", map[string]string{"app": "other"}), code: http.StatusForbidden, msg: "no ToolPolicy selects this pod"},
+		// A name the pod's author chose exempts nothing: the same container named like the
+		// sidecar is refused as the one named "agent" is.
+		{name: "not selected, its own container named like the sidecar holds the credential: denied",
+			objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
+			pod: func() *corev1.Pod {
+				p := tokenPod("agents", "b", map[string]string{"app": "other"})
+				p.Spec.Containers[0].Name = inject.SidecarName
+				return p
+			}(), code: http.StatusForbidden, msg: `no ToolPolicy selects this pod: inject: pod cannot be governed by the actgate sidecar: container "actgate-sidecar": names starting with "actgate-" are reserved`},
+		{name: "not selected, its own init container named like the sidecar, no credential: denied",
+			objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
+			pod: func() *corev1.Pod {
+				p := tokenPod("agents", "b", nil)
+				p.Spec.Containers[0].Env = nil
+				p.Spec.InitContainers = []corev1.Container{{Name: inject.SidecarName, Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+				return p
+			}(), code: http.StatusForbidden, msg: `init container "actgate-sidecar"`},
+		{name: "selected, its own container named like the sidecar: denied",
+			objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
+			pod: func() *corev1.Pod {
+				p := tokenPod("agents", "a", agent)
+				p.Spec.Containers[0].Name = inject.SidecarName
+				return p
+			}(), code: http.StatusForbidden, msg: `container "actgate-sidecar" that the actgate injector did not add`},
 		{name: "not selected, no credential: skipped with an Event", objs: []client.Object{namespaceObj("agents", gov), toolPolicy("agents", agent)},
 			pod:     func() *corev1.Pod { p := tokenPod("agents", "b", nil); p.Spec.Containers[0].Env = nil; return p }(),
 			allowed: true, event: "InjectionSkipped NoToolPolicy: actgate sidecar not injected into pod b", audit: "skipped: NoToolPolicy"},
@@ -163,6 +187,12 @@ func TestPodInjectorEphemeral(t *testing.T) {
 			VolumeMounts: []corev1.VolumeMount{{Name: inject.VolumeJournal, MountPath: "/j"}}}}), false},
 		{"envFrom the credential Secret", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "d", Image: "b",
 			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}), false},
+		{"named like the sidecar, holds the credential by secretKeyRef", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: inject.SidecarName, Image: "b", Env: []corev1.EnvVar{{Name: "T", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "token"}}}}}}), false},
+		{"named actgate-…", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "actgate-debug", Image: "b"}}), false},
+		{"mounts a volume named actgate-…", old, add(corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "d", Image: "b",
+			VolumeMounts: []corev1.VolumeMount{{Name: "actgate-extra", MountPath: "/x"}}}}), false},
 		{"an existing container is not judged again", withOld, withOld, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -306,7 +306,7 @@ spec:
 		t.Errorf("the agent container still has PAYMENTS_TOKEN")
 	}
 	for _, m := range pr.Mounts {
-		if strings.HasPrefix(m, "/var/run/actgate") {
+		if strings.HasPrefix(m, "/var/run/actgate") || strings.HasPrefix(m, "/var/run/secrets/actgate.io") {
 			t.Errorf("the agent container mounts %s", m)
 		}
 	}
@@ -316,6 +316,9 @@ spec:
 		}
 	}
 	t.Logf("agent probe: %d env vars, %d unreadable paths, processes %v", len(pr.EnvNames), pr.Unreadable, pr.Processes)
+	// Nor can a pod's author get the credential or the sidecar's volumes into a container of
+	// its own by naming things like the injector: the API server refuses such pods.
+	s.authorAttacks(upstreamURL, upstreamIP, authorityIP)
 	refusedBefore, paidBefore := len(s.counts().Refused), s.counts().Counts["send_payment"]
 	direct := s.direct(upstreamURL, "send_payment", paymentArgs)
 	if direct.Err == "" || s.counts().Counts["send_payment"] != paidBefore || len(s.counts().Refused) <= refusedBefore {

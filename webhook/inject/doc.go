@@ -63,7 +63,13 @@
 // variable whose value is a server's URL pointed at http://127.0.0.1:<port>/mcp/<server>.
 //
 // A pod the sidecar could not govern is refused rather than injected half-way
-// (ErrNotInjectable): hostNetwork, shareProcessNamespace, the sidecar's port in use. Policies
+// (ErrNotInjectable): hostNetwork, shareProcessNamespace, the sidecar's port in use. So is a
+// pod whose author uses what only the injector adds (CheckAuthored): a container, init or
+// ephemeral container, volume or volume mount named actgate-…, a projected token for the
+// authority's audience, or the actgate.io/status annotation. What is trusted in a pod is what
+// the injector added, never a name or record its author wrote: a pod that carries injected
+// parts (the injector's own output, when the API server reinvokes the webhook) is stripped and
+// accepted only when injecting it gives exactly those parts back. Policies
 // that cannot share one sidecar are refused too (ErrPolicy): two list the same server name, or
 // name different sink ids.
 //

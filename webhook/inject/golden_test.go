@@ -2,6 +2,7 @@ package inject_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -114,17 +115,33 @@ func injectCase(t testing.TB, pod *corev1.Pod, policies []v1alpha1.ToolPolicy) [
 	return b
 }
 
+// goldenInputs are the inputs the injector injects (those with an .injected golden); refused
+// lists those it refuses (a .refused golden holds the refusal's text).
 func goldenInputs(t *testing.T) []string {
+	t.Helper()
+	inputs, _ := goldenCases(t)
+	return inputs
+}
+
+func goldenCases(t *testing.T) (injected, refused []string) {
 	t.Helper()
 	inputs, err := filepath.Glob(filepath.Join(goldenDir, "*.yaml"))
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no golden inputs in %s: %v", goldenDir, err)
 	}
-	return inputs
+	for _, in := range inputs {
+		if _, err := os.Stat(in + ".refused"); err == nil {
+			refused = append(refused, in)
+		} else {
+			injected = append(injected, in)
+		}
+	}
+	return injected, refused
 }
 
 func TestGolden(t *testing.T) {
-	for _, in := range goldenInputs(t) {
+	inputs, refused := goldenCases(t)
+	for _, in := range inputs {
 		t.Run(filepath.Base(in), func(t *testing.T) {
 			pod, policies := readCase(t, in)
 			got := injectCase(t, pod, policies)
@@ -143,9 +160,38 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+	// A refused input: Inject returns ErrNotInjectable with the .refused text and no pod.
+	for _, in := range refused {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			pod, policies := readCase(t, in)
+			selected, err := inject.Select(pod, policies)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := inject.Inject(pod, selected, goldenConfig(t))
+			if !errors.Is(err, inject.ErrNotInjectable) || out != nil {
+				t.Fatalf("Inject = %v, %v; want ErrNotInjectable and no pod", out != nil, err)
+			}
+			want := in + ".refused"
+			got := []byte(err.Error() + "\n")
+			if *update {
+				if err := os.WriteFile(want, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantBytes, err := os.ReadFile(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, wantBytes) {
+				t.Errorf("refusal of %s:\n got %s\nwant %s", in, got, wantBytes)
+			}
+		})
+	}
 }
 
-// TestGoldenNotStale: every input has its .injected and every .injected its input.
+// TestGoldenNotStale: every input has its .injected or .refused (not both) and every golden its
+// input.
 func TestGoldenNotStale(t *testing.T) {
 	entries, err := os.ReadDir(goldenDir)
 	if err != nil {
@@ -157,13 +203,14 @@ func TestGoldenNotStale(t *testing.T) {
 	}
 	for n := range names {
 		switch {
-		case strings.HasSuffix(n, ".yaml.injected"):
-			if !names[strings.TrimSuffix(n, ".injected")] {
-				t.Errorf("stale golden %s: no input %s", n, strings.TrimSuffix(n, ".injected"))
+		case strings.HasSuffix(n, ".yaml.injected"), strings.HasSuffix(n, ".yaml.refused"):
+			in := n[:strings.LastIndex(n, ".")]
+			if !names[in] {
+				t.Errorf("stale golden %s: no input %s", n, in)
 			}
 		case strings.HasSuffix(n, ".yaml"):
-			if !names[n+".injected"] {
-				t.Errorf("input %s has no golden %s.injected (run with -update)", n, n)
+			if names[n+".injected"] == names[n+".refused"] {
+				t.Errorf("input %s needs exactly one of %s.injected and %s.refused (run with -update)", n, n, n)
 			}
 		case n == "README.md":
 		default:

@@ -28,8 +28,15 @@ var (
 //
 // In order:
 //
-//  1. a previous injection is undone (Strip), so Inject(Inject(p)) equals Inject(p);
-//  2. the pod is refused if the sidecar could not govern it (ErrNotInjectable): hostNetwork
+//  1. a pod that carries the status annotation or a container or volume named actgate-… is
+//     stripped (Strip), and the parts it carried must turn out to be exactly those this
+//     injection adds (up to the API server's defaults), else it is refused (ErrNotInjectable):
+//     so Inject(Inject(p)) equals Inject(p) (the API server reinvokes the webhook), and a status
+//     annotation or a reserved name written by the pod's author never decides what is dropped,
+//     kept or trusted;
+//  2. the pod as its author wrote it is refused (ErrNotInjectable, CheckAuthored) when it uses
+//     a reserved name (a container, volume or volume mount named actgate-…) or projects a token
+//     for the authority's audience; it is refused too if the sidecar could not govern it: hostNetwork
 //     (127.0.0.1 would be the node's), shareProcessNamespace (the agent could read the
 //     sidecar's process), a container already using Config.Port or Config.MetricsPort;
 //  3. every reference an agent container makes to a credential Secret (the servers'
@@ -52,7 +59,34 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 	if len(policies) == 0 {
 		return nil, nil, fmt.Errorf("%w: no ToolPolicy selects the pod", ErrPolicy)
 	}
-	out := Strip(pod)
+	// The pod as its author wrote it. A pod that already carries injected parts (the
+	// injector's own output, seen again when the API server reinvokes the webhook) is stripped
+	// first; what it carried is accepted only when it is exactly what injecting the stripped pod
+	// gives (sameInjection below), so a status annotation or actgate-… parts written by the pod's
+	// author never decide what is dropped, kept or trusted.
+	base, again := pod, carriesInjection(pod)
+	if again {
+		base = Strip(pod)
+	}
+	if err := CheckAuthored(base, cfg); err != nil {
+		return nil, nil, err
+	}
+	out, st, err := inject(base, policies, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if again {
+		if err := sameInjection(pod, out, st); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, st, nil
+}
+
+// inject injects the sidecar into base, a pod that carries no injection and passed
+// CheckAuthored.
+func inject(base *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*corev1.Pod, *Status, error) {
+	out := base.DeepCopy()
 	if err := injectable(out, cfg); err != nil {
 		return nil, nil, err
 	}
@@ -61,6 +95,13 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 		// "default"; the ServiceAccount admission plugin sets the same name, and an API
 		// server without that plugin would otherwise reject the injected pod.
 		out.Spec.ServiceAccountName = "default"
+	}
+	// The reserved trust-anchor annotation names, whoever wrote them: nothing reads them, and a
+	// pod must not look as if it carried its own anchors.
+	delete(out.Annotations, AnnotationAuthorityCA)
+	delete(out.Annotations, AnnotationAuthorityPublicKey)
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
 	}
 	servers, policyNames, err := serversOf(policies)
 	if err != nil {
@@ -129,12 +170,14 @@ func Inject(pod *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*core
 }
 
 // Strip returns a copy of pod without a previous injection: the containers and volumes the
-// Status names (only those named actgate-…), the sidecar and the injector's volumes in any case
-// (a pod cannot bring its own "sidecar"), the agent containers' edits undone (moved credential
+// Status names (only those named actgate-…), the sidecar and the injector's volumes in any case,
+// the agent containers' edits undone (moved credential
 // references put back at the end of their lists, rewritten variables restored in place, added
 // ones removed), and the status and authority-trust annotations removed (also when the pod
 // brought them itself). A missing or unreadable annotation undoes only
-// what is recognisable by name.
+// what is recognisable by name. Strip trusts the annotation; Inject accepts what it stripped
+// only when the injection gives those very parts back (so a forged annotation drops or keeps
+// nothing), and refuses the pod otherwise.
 func Strip(pod *corev1.Pod) *corev1.Pod {
 	out := pod.DeepCopy()
 	st, _ := StatusOf(out)

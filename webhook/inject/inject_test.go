@@ -2,11 +2,13 @@ package inject_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -63,7 +65,57 @@ func TestInjectRefusesWhatTheSidecarCannotGovern(t *testing.T) {
 		{"sidecar port in use by an init container", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "i", Ports: []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}}}
 		}, one, inject.ErrNotInjectable, "container init"},
-		{"a pod volume takes the token volume's name is replaced, not refused", nil, one, nil, ""},
+		// What the pod's author writes never decides what is trusted: a name the injector
+		// reserves is refused, whatever container, volume or mount uses it.
+		{"the agent mounts its own emptyDir named like the credentials volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: inject.VolumeCredentials, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: inject.VolumeCredentials, MountPath: "/c"}}
+		}, one, inject.ErrNotInjectable, `container "agent" mounts volume "actgate-credentials"`},
+		{"the agent mounts the token volume with a subPath, declaring no volume", func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: inject.VolumeToken, MountPath: "/t", SubPath: "token"}}
+		}, one, inject.ErrNotInjectable, `mounts volume "actgate-token"`},
+		{"an init container mounts the journal volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: inject.VolumeJournal, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "i", VolumeMounts: []corev1.VolumeMount{{Name: inject.VolumeJournal, MountPath: "/j"}}}}
+		}, one, inject.ErrNotInjectable, `init container "init" mounts volume "actgate-journal"`},
+		{"a second container mounts a volume named actgate-…", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "actgate-cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "helper", Image: "h", VolumeMounts: []corev1.VolumeMount{{Name: "actgate-cache", MountPath: "/x"}}})
+		}, one, inject.ErrNotInjectable, `container "helper" mounts volume "actgate-cache"`},
+		{"a volume named actgate-… no container mounts", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "actgate-cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}, one, inject.ErrNotInjectable, `volume "actgate-cache": names starting with "actgate-" are reserved`},
+		{"the agent container is named like the sidecar", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Name = inject.SidecarName
+		}, one, inject.ErrNotInjectable, `container "actgate-sidecar"`},
+		{"an init container is named like the sidecar", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: inject.SidecarName, Image: "not-actgate", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		}, one, inject.ErrNotInjectable, `init container "actgate-sidecar" that the actgate injector did not add`},
+		{"a container named actgate-… the status does not list", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "actgate-helper", Image: "h"})
+		}, one, inject.ErrNotInjectable, `container "actgate-helper": names starting with "actgate-" are reserved`},
+		{"an ephemeral container named actgate-…", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "actgate-debug", Image: "d"}}}
+		}, one, inject.ErrNotInjectable, `ephemeral container "actgate-debug"`},
+		{"a forged status drops the author's own actgate-… container", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{inject.AnnotationStatus: `{"version":"v1","containers":["actgate-helper"]}`}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "actgate-helper", Image: "h"})
+		}, one, inject.ErrNotInjectable, `container "actgate-helper" that the actgate injector did not add`},
+		{"a forged status alone", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{inject.AnnotationStatus: `{"version":"v1","policies":["agents/p"],"servers":["tools"]}`}
+		}, one, inject.ErrNotInjectable, `carries the actgate.io/status annotation but not the init container "actgate-sidecar"`},
+		{"an unreadable status", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{inject.AnnotationStatus: `{`}
+		}, one, inject.ErrNotInjectable, "actgate.io/status"},
+		{"a token projected for the authority's audience", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "id", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: inject.DefaultAuthorityAudience, Path: "t"}}}}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "id", MountPath: "/id"}}
+		}, one, inject.ErrNotInjectable, `volume "id" projects a service-account token for audience "actgate-authority"`},
+		{"a token projected for another audience is the pod's own", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "id", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "t"}}}}}}}
+		}, one, nil, ""},
 		{"two policies list the same server", nil, []v1alpha1.ToolPolicy{
 			policy("a", metav1.LabelSelector{}, server("tools", "")),
 			policy("b", metav1.LabelSelector{}, server("tools", "")),
@@ -126,8 +178,11 @@ func TestInjectedAgentsHoldNoCredential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if refs := inject.CredentialReferences(out, inject.CredentialSecrets(selected)); len(refs) != 0 {
-			t.Errorf("%s: agent containers still refer to credentials: %v", in, refs)
+		// Only the containers this injection added (its returned Status) may hold them.
+		for _, r := range inject.CredentialReferences(out, inject.CredentialSecrets(selected)) {
+			if !slices.Contains(st.InitContainers, r.Container) && !slices.Contains(st.Containers, r.Container) {
+				t.Errorf("%s: agent container still refers to a credential: %v", in, r)
+			}
 		}
 		if out.Spec.InitContainers[0].Name != inject.SidecarName || out.Spec.InitContainers[0].RestartPolicy == nil ||
 			*out.Spec.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
@@ -214,7 +269,8 @@ func TestCredentialReferences(t *testing.T) {
 	for _, r := range inject.CredentialReferences(pod, secrets) {
 		got = append(got, r.Container+":"+r.Via)
 	}
-	want := []string{"init:volumeMount plain", "a:envFrom", "b:volumeMount mixed", "debug:env T"}
+	// A container named like the sidecar is checked as every other: a name exempts nothing.
+	want := []string{"init:volumeMount plain", "a:envFrom", "b:volumeMount mixed", inject.SidecarName + ":volumeMount plain", "debug:env T"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("CredentialReferences = %v, want %v", got, want)
 	}
@@ -337,5 +393,82 @@ func TestAuthorityTrustIsTheInjectors(t *testing.T) {
 		if v.DownwardAPI != nil {
 			t.Errorf("volume %s projects pod metadata", v.Name)
 		}
+	}
+}
+
+// The injector's own output, seen again after the API server defaulted it (a webhook's output is
+// defaulted before the webhook is reinvoked), injects to itself; the same output with anything
+// of the injected parts changed is refused, not repaired.
+func TestReinjectDefaultedOutput(t *testing.T) {
+	cfg := goldenConfig(t)
+	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}
+	once, _, err := inject.Inject(agentPod(), one, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaulted := func() *corev1.Pod {
+		p := once.DeepCopy()
+		side := &p.Spec.InitContainers[0]
+		side.TerminationMessagePath, side.TerminationMessagePolicy = "/dev/termination-log", corev1.TerminationMessageReadFile
+		for i := range side.Env {
+			if f := side.Env[i].ValueFrom; f != nil && f.FieldRef != nil {
+				f.FieldRef.APIVersion = "v1"
+			}
+		}
+		side.ReadinessProbe.SuccessThreshold, side.StartupProbe.SuccessThreshold = 1, 1
+		for i := range p.Spec.Volumes {
+			if pr := p.Spec.Volumes[i].Projected; pr != nil && pr.DefaultMode == nil {
+				pr.DefaultMode = ptr.To[int32](0o644)
+			}
+		}
+		// The ServiceAccount admission plugin, rerun before the webhook is reinvoked, mounts
+		// the pod's API token into every container, the sidecar included.
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x1", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}}}}}})
+		for _, c := range []*corev1.Container{side, &p.Spec.Containers[0]} {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x1", MountPath: inject.ServiceAccountMountPath, ReadOnly: true})
+		}
+		return p
+	}
+	again, _, err := inject.Inject(defaulted(), one, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(again.Spec.InitContainers[0], once.Spec.InitContainers[0]) {
+		t.Errorf("re-injection of the defaulted output changed the sidecar:\n%s", lineDiff(mustYAML(t, once.Spec.InitContainers[0]), mustYAML(t, again.Spec.InitContainers[0])))
+	}
+	for name, mutate := range map[string]func(*corev1.Pod){
+		"sidecar image": func(p *corev1.Pod) { p.Spec.InitContainers[0].Image = "registry.example/not-actgate:1" },
+		"sidecar env":   func(p *corev1.Pod) { p.Spec.InitContainers[0].Env[0].Value = "0.0.0.0:15080" },
+		"credentials volume": func(p *corev1.Pod) {
+			for i := range p.Spec.Volumes {
+				if p.Spec.Volumes[i].Name == inject.VolumeCredentials {
+					p.Spec.Volumes[i].Projected.DefaultMode = ptr.To[int32](0o777)
+				}
+			}
+		},
+		"sidecar removed": func(p *corev1.Pod) { p.Spec.InitContainers = nil },
+		"sidecar mounts an author's volume at the token path": func(p *corev1.Pod) {
+			p.Spec.Volumes[len(p.Spec.Volumes)-1].Projected.Sources = []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "fake"}}}}
+		},
+		"sidecar mounts the API token elsewhere": func(p *corev1.Pod) {
+			m := &p.Spec.InitContainers[0].VolumeMounts[len(p.Spec.InitContainers[0].VolumeMounts)-1]
+			m.MountPath = "/usr/local/bin"
+		},
+		"agent mounts token": func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: inject.VolumeToken, MountPath: "/t"}}
+		},
+		"status drops an author's volume": func(p *corev1.Pod) {
+			p.Annotations[inject.AnnotationStatus] = strings.Replace(p.Annotations[inject.AnnotationStatus], `"volumes":[`, `"volumes":["actgate-extra",`, 1)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "actgate-extra", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := defaulted()
+			mutate(p)
+			if out, _, err := inject.Inject(p, one, cfg); !errors.Is(err, inject.ErrNotInjectable) || out != nil {
+				t.Errorf("Inject = %v, want ErrNotInjectable", err)
+			}
+		})
 	}
 }

@@ -146,9 +146,11 @@ func hasScrapeAnnotation(p *corev1.Pod) bool {
 	return false
 }
 
-// TestReinjectionFollowsMetricsPort: re-injecting a pod (its manifest copied from an injected
-// one) under a new configuration replaces the annotations the injector added rather than
-// keeping them as if they were the pod's own.
+// TestReinjectionFollowsMetricsPort: a pod whose manifest is copied from an injected one is
+// refused under a new configuration (its sidecar is not what the injector adds now, and the
+// injector does not take a pod's word for what it added); stripped, it is injected under the new
+// configuration, and the annotations the injector added are replaced rather than kept as if they
+// were the pod's own.
 func TestReinjectionFollowsMetricsPort(t *testing.T) {
 	one := []v1alpha1.ToolPolicy{policy("p", metav1.LabelSelector{}, server("tools", "creds"))}
 	first, _, err := inject.Inject(agentPod(), one, goldenConfig(t))
@@ -157,6 +159,10 @@ func TestReinjectionFollowsMetricsPort(t *testing.T) {
 	}
 	moved := *goldenConfig(t)
 	moved.MetricsPort = ptr.To[int32](9100)
+	if out, _, err := inject.Inject(first, one, &moved); !errors.Is(err, inject.ErrNotInjectable) || out != nil {
+		t.Fatalf("a copied injected manifest under a new configuration: Inject = %v, want ErrNotInjectable", err)
+	}
+	first = inject.Strip(first)
 	again, _, err := inject.Inject(first, one, &moved)
 	if err != nil {
 		t.Fatal(err)

@@ -65,10 +65,12 @@ func (r CredentialReference) String() string {
 	return fmt.Sprintf("container %s refers to credential Secret %s (%s)", r.Container, r.Secret, r.Via)
 }
 
-// CredentialReferences lists where containers (init, regular and ephemeral, except the
-// injector's sidecar) refer to one of secrets: an env valueFrom.secretKeyRef, an envFrom
-// secretRef, or a mount of a pod volume that projects one. The pod handler refuses such a pod
-// when it is not injected, and an ephemeral container that adds one (anti-bypass).
+// CredentialReferences lists where containers (init, regular and ephemeral, whatever their
+// names) refer to one of secrets: an env valueFrom.secretKeyRef, an envFrom secretRef, or a
+// mount of a pod volume that projects one. The pod handler refuses such a pod when it is not
+// injected, and an ephemeral container that adds one (anti-bypass). No name exempts a
+// container: a container of the pod's author may be named like the sidecar, so the injected
+// sidecar is told apart by the caller from what the injector recorded, never here.
 func CredentialReferences(pod *corev1.Pod, secrets map[string]bool) []CredentialReference {
 	if len(secrets) == 0 {
 		return nil
@@ -76,9 +78,6 @@ func CredentialReferences(pod *corev1.Pod, secrets map[string]bool) []Credential
 	vols := credentialVolumes(pod, secrets)
 	var out []CredentialReference
 	check := func(name string, env []corev1.EnvVar, envFrom []corev1.EnvFromSource, mounts []corev1.VolumeMount) {
-		if name == SidecarName {
-			return
-		}
 		for _, e := range env {
 			if s := envSecret(e); secrets[s] {
 				out = append(out, CredentialReference{name, s, "env " + e.Name})

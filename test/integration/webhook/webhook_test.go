@@ -167,8 +167,11 @@ func TestWebhooks(t *testing.T) {
 		if _, ok := envValue(agent, "PAYMENTS_TOKEN"); ok {
 			t.Errorf("the agent container still has the credential env var")
 		}
-		if refs := inject.CredentialReferences(got, map[string]bool{"payments-mcp": true}); len(refs) != 0 {
-			t.Errorf("stored pod: %v", refs)
+		// Only the sidecar holds it: every reference is the injected init container's.
+		for _, r := range inject.CredentialReferences(got, map[string]bool{"payments-mcp": true}) {
+			if r.Container != side.Name {
+				t.Errorf("stored pod: %v", r)
+			}
 		}
 		if v, ok := envValue(side, "PAYMENTS_TOKEN"); !ok || v.ValueFrom == nil || v.ValueFrom.SecretKeyRef.Name != "payments-mcp" {
 			t.Errorf("the sidecar did not get the credential env var: %+v", v)
