@@ -47,7 +47,7 @@ func TestOnlyProjectCode(t *testing.T) {
 		t.Fatalf("git ls-files listed %d files; the repository has more", len(files))
 	}
 	for _, f := range files {
-		if excused(f) {
+		if excused(f) || f == "test/attacks/owncode_test.go" { // this file spells the marks out
 			continue
 		}
 		base := strings.ToUpper(filepath.Base(f))
