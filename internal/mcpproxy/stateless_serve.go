@@ -50,8 +50,13 @@ type statelessState struct {
 	// held are the requests awaiting the agent's input (stateless_rounds.go).
 	held heldTable
 	// paramHeaders are the Mcp-Param-* headers each tool's inputSchema declares (x-mcp-header),
-	// learnt from the upstream's tools/list results: tool → canonical header → argument.
-	paramHeaders map[string]map[string]string
+	// learnt from the upstream's tools/list results: tool → canonical header → the argument's
+	// path. A tool listed is present, with the headers it declares (none included).
+	paramHeaders map[string]map[string][]string
+	// learn is held by the one listing of the upstream's tools for their headers at a time,
+	// learnedAt is when the last began (learnTools).
+	learn     sync.Mutex
+	learnedAt time.Time
 	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
 	// (listen.go), at most maxListensPerAgent.
 	listens map[string]int
@@ -211,6 +216,9 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 	var perr *statelessError
 	if sr.req.Method == methodCallTool {
 		perr = checkParamHeaders(hdr, sr)
+		if perr == nil && p.paramsUnmapped(hdr, sr) {
+			p.learnTools(mode, agent, sr) // the headers' declarations before anything is forwarded
+		}
 		if perr == nil {
 			perr = p.checkDeclaredParams(hdr, sr)
 		}
