@@ -96,6 +96,14 @@ func TestNotificationsRefused(t *testing.T) {
 			body := `{"jsonrpc":"2.0","method":"` + tc.method + `","params":` + params(tc.members, "") + `}`
 			before := wr.len()
 			status, out := rawRequest(t, http.MethodPost, f.endpoint(), "", body, map[string]string{"Mcp-Session-Id": rs.session, "Mcp-Protocol-Version": rs.version})
+			if tc.method == "tools/call" {
+				// The session's own handler (the SDK's) refuses it, as the direct paths leave
+				// tools/call to it (TestDirectAgentPathMatchesSDK "as a notification").
+				if status != http.StatusBadRequest || len(wr.all()[before:]) != 0 || f.up.Count("") != 0 {
+					t.Errorf("tools/call without an id: HTTP %d %s; the upstream received %v", status, out, wr.all()[before:])
+				}
+				continue
+			}
 			check(t, &wr, before, f, tc.method, status, out)
 		}
 		// The revision's own client notifications are relayed.

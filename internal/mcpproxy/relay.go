@@ -59,12 +59,12 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 	if !ok {
 		return false // responses to the server session's own requests are the SDK's
 	}
+	if hopByHop[req.Method] {
+		return false // tools/call without an id included: the SDK's handler refuses it (400)
+	}
 	if !req.IsCall() && !statefulClientNotifications[req.Method] {
 		b.p.refuseNotification(w, req.Method, b.version) // notify.go: never relayed
 		return true
-	}
-	if hopByHop[req.Method] {
-		return false
 	}
 	cs, err := b.upstream(r.Context())
 	if err != nil {
