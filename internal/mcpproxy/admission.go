@@ -15,7 +15,7 @@ import (
 // basic/transports: servers MUST validate the Origin header). It applies to every request of
 // every revision — initialize and a session's requests, a 2026-07-28 server/discover or
 // tools/call, a GET stream, a resumption, a DELETE — with HTTP 403 and EF_HOST_REFUSED
-// (docs/security.md "DNS rebinding"). A listener that is not loopback is not checked here.
+// (docs/api.md "MCP through the gate"). A listener that is not loopback is not checked here.
 func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
 	if !onLoopback(r) {
 		return false

@@ -492,6 +492,9 @@ const (
 	maxHeaderDepth  = 8
 	maxLearnPages   = 16
 	minLearnSpacing = time.Second
+
+	// memberMeta is the params member of a request's metadata.
+	memberMeta = "_meta"
 )
 
 // schemaProps are an inputSchema's properties as x-mcp-header declarations are read from them.
@@ -633,7 +636,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 	}
 	p.sl.learnedAt = time.Now()
 	var meta map[string]json.RawMessage
-	_ = json.Unmarshal(sr.params["_meta"], &meta)
+	_ = json.Unmarshal(sr.params[memberMeta], &meta)
 	own := map[string]json.RawMessage{}
 	for _, k := range []string{metaProtocolVersion, metaClientCapabilities} {
 		if v, ok := meta[k]; ok {
@@ -646,7 +649,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 	defer cancel()
 	cursor := ""
 	for page := 0; page < maxLearnPages; page++ {
-		params := map[string]any{"_meta": own}
+		params := map[string]any{memberMeta: own}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
@@ -655,7 +658,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 			return
 		}
 		lr := &statelessRequest{req: &jsonrpc.Request{Method: methodListTools, Params: raw}, version: sr.version,
-			params: map[string]json.RawMessage{"_meta": jsonOrEmpty(own)}}
+			params: map[string]json.RawMessage{memberMeta: jsonOrEmpty(own)}}
 		resp, _, err := p.statelessSend(lctx, mode, agent, statelessHeaders(http.Header{}, lr, false), lr, raw, true)
 		if err != nil || resp == nil || resp.Error != nil {
 			p.log.Info("Upstream tools/list for the tools' Mcp-Param headers failed; the call's headers are refused")
