@@ -112,6 +112,13 @@ const (
 	// EFEventIDInvalid — the agent's Last-Event-ID is longer than the gate accepts or holds a
 	// byte no event id can (NUL, CR, LF); the stream was not resumed and nothing was relayed.
 	EFEventIDInvalid EFCode = "EF_EVENT_ID_INVALID"
+	// EFHostRefused — the request reached the gate's loopback listener with a Host or Origin
+	// that is not a loopback address (a DNS rebinding); nothing was read, decided or relayed.
+	EFHostRefused EFCode = "EF_HOST_REFUSED"
+	// EFNotificationInvalid — an MCP notification (a message without an id) whose method is not
+	// one the client may send in the request's revision (a request method sent without an id
+	// included); nothing was decided or relayed.
+	EFNotificationInvalid EFCode = "EF_NOTIFICATION_INVALID"
 )
 
 // Info describes one code.
@@ -158,6 +165,8 @@ func all() []Info {
 		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
 		{EFListenLimit, "Too many subscriptions are open for this agent, or the subscription names too many resources; none was opened.", false, true},
 		{EFEventIDInvalid, "The Last-Event-ID is not an event id the gate accepts; nothing was resumed.", false, true},
+		{EFHostRefused, "The request's Host or Origin is not the gate's loopback address; nothing was read or relayed.", false, true},
+		{EFNotificationInvalid, "The notification is not one a client may send in this protocol revision; nothing was decided or relayed.", false, true},
 	}
 }
 

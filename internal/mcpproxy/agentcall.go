@@ -268,11 +268,16 @@ func marshalNoEscape(v any) (json.RawMessage, error) {
 }
 
 // rebinding reports whether r reached a loopback listener under a Host name that is not
-// loopback: the SDK handler's DNS-rebinding protection refuses such requests (403), so the
-// direct path leaves them to it.
+// loopback. Proxy.ServeHTTP refuses such requests before any path sees them
+// (refuseRebinding); the paths keep the test as a second line.
 func rebinding(r *http.Request) bool {
+	return onLoopback(r) && !isLoopback(r.Host)
+}
+
+// onLoopback reports whether r reached a loopback listener.
+func onLoopback(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && isLoopback(local.String()) && !isLoopback(r.Host)
+	return ok && local != nil && isLoopback(local.String())
 }
 
 // isLoopback is the SDK's test (internal/util.IsLoopback): localhost or a loopback IP, with or

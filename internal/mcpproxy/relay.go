@@ -51,12 +51,20 @@ var hopByHop = map[string]bool{
 // SDK's handler answers.
 //
 // The agent's notifications/cancelled of a relayed request or a direct tools/call is sent to
-// the upstream with the upstream leg's id; other notifications (roots/list_changed) are relayed
-// as they are.
+// the upstream with the upstream leg's id; the revision's other client notifications (progress,
+// roots/list_changed, tasks/status) are relayed as they are, and any other notification — a
+// request's method without an id included — is refused (notify.go).
 func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || hopByHop[req.Method] {
+	if !ok {
 		return false // responses to the server session's own requests are the SDK's
+	}
+	if hopByHop[req.Method] {
+		return false // tools/call without an id included: the SDK's handler refuses it (400)
+	}
+	if !req.IsCall() && !statefulClientNotifications[req.Method] {
+		b.p.refuseNotification(w, req.Method, b.version) // notify.go: never relayed
+		return true
 	}
 	cs, err := b.upstream(r.Context())
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -481,20 +482,86 @@ func resultTypeOf(raw json.RawMessage) string {
 	return r.ResultType
 }
 
-// maxLearntTools bounds the tools whose x-mcp-header mappings the proxy keeps.
-const maxLearntTools = 4096
+// maxLearntTools bounds the tools whose x-mcp-header mappings the proxy keeps;
+// maxToolHeaders the headers one tool may declare, and maxHeaderDepth how deep in the
+// inputSchema's properties a declaration is read. A tool beyond a bound is not known: a call
+// of it that carries Mcp-Param headers is refused.
+const (
+	maxLearntTools  = 4096
+	maxToolHeaders  = 64
+	maxHeaderDepth  = 8
+	maxLearnPages   = 16
+	minLearnSpacing = time.Second
+
+	// memberMeta is the params member of a request's metadata.
+	memberMeta = "_meta"
+)
+
+// schemaProps are an inputSchema's properties as x-mcp-header declarations are read from them.
+type schemaProps map[string]struct {
+	Header     json.RawMessage `json:"x-mcp-header"`
+	Properties schemaProps     `json:"properties"`
+}
+
+// toolHeaders reads the Mcp-Param headers a tool's inputSchema declares (SEP-2243: each
+// property's x-mcp-header, at any depth of nested properties): canonical header → the
+// argument's path. ok is false for a declaration the gate cannot hold (not a non-empty string
+// naming a valid header field, the same header twice, deeper than maxHeaderDepth, more than
+// maxToolHeaders): such a tool stays unknown.
+func toolHeaders(props schemaProps) (map[string][]string, bool) {
+	out := map[string][]string{}
+	var walk func(props schemaProps, prefix []string) bool
+	walk = func(props schemaProps, prefix []string) bool {
+		for name, prop := range props {
+			path := append(append([]string(nil), prefix...), name)
+			if raw := bytes.TrimSpace(prop.Header); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+				var h string
+				if json.Unmarshal(raw, &h) != nil || !validHeaderName(h) {
+					return false
+				}
+				k := http.CanonicalHeaderKey(headerParamPrefix + h)
+				if _, dup := out[k]; dup || len(out) >= maxToolHeaders {
+					return false
+				}
+				out[k] = path
+			}
+			// Deeper properties are not read: a header declared there is not known, and refused.
+			if len(prop.Properties) > 0 && len(path) < maxHeaderDepth && !walk(prop.Properties, path) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(props, nil) {
+		return nil, false
+	}
+	return out, true
+}
+
+// validHeaderName reports whether h is an HTTP field name (RFC 9110 token) of at most 200 bytes.
+func validHeaderName(h string) bool {
+	if h == "" || len(h) > 200 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // learnParamHeaders records, from an upstream's tools/list result, which argument each tool's
-// Mcp-Param-* headers copy (a top-level inputSchema property's x-mcp-header, SEP-2243). Pages
-// add to what is known; a tool listed again is replaced.
+// Mcp-Param-* headers copy (toolHeaders). A tool listed is known from then on, with the headers
+// it declares (none included); pages add to what is known; a tool listed again is replaced;
+// one whose declarations the gate cannot hold is forgotten.
 func (p *Proxy) learnParamHeaders(result json.RawMessage) {
 	var list struct {
 		Tools []struct {
 			Name        string `json:"name"`
 			InputSchema struct {
-				Properties map[string]struct {
-					Header string `json:"x-mcp-header"`
-				} `json:"properties"`
+				Properties schemaProps `json:"properties"`
 			} `json:"inputSchema"`
 		} `json:"tools"`
 	}
@@ -504,51 +571,140 @@ func (p *Proxy) learnParamHeaders(result json.RawMessage) {
 	p.sl.mu.Lock()
 	defer p.sl.mu.Unlock()
 	for _, t := range list.Tools {
-		var m map[string]string
-		for arg, prop := range t.InputSchema.Properties {
-			if prop.Header == "" {
-				continue
-			}
-			if m == nil {
-				m = map[string]string{}
-			}
-			m[http.CanonicalHeaderKey(headerParamPrefix+prop.Header)] = arg
+		if t.Name == "" {
+			continue
 		}
+		m, ok := toolHeaders(t.InputSchema.Properties)
 		_, known := p.sl.paramHeaders[t.Name]
-		if m == nil {
-			if known {
-				delete(p.sl.paramHeaders, t.Name)
-			}
+		if !ok {
+			delete(p.sl.paramHeaders, t.Name)
 			continue
 		}
 		if !known && len(p.sl.paramHeaders) >= maxLearntTools {
 			continue
 		}
 		if p.sl.paramHeaders == nil {
-			p.sl.paramHeaders = map[string]map[string]string{}
+			p.sl.paramHeaders = map[string]map[string][]string{}
 		}
 		p.sl.paramHeaders[t.Name] = m
 	}
 }
 
-// checkDeclaredParams requires, for a tools/call of a tool whose x-mcp-header mappings the proxy
-// learnt, that each mapped argument the call carries (a string, number or boolean) comes with
-// its Mcp-Param-* header, once, copying exactly that argument, and that no mapped header comes
-// without its argument: the gate decides on the arguments, and a server or intermediary that
-// routes on a header must see the same value. A 2025 upstream never sees the headers; the check
-// is the same for both revisions.
-func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statelessError {
+// paramHeaderNames are the Mcp-Param-* headers of a request, canonical.
+func paramHeaderNames(h http.Header) []string {
+	var out []string
+	for k := range h {
+		if ck := http.CanonicalHeaderKey(k); strings.HasPrefix(ck, headerParamPrefix) {
+			out = append(out, ck)
+		}
+	}
+	return out
+}
+
+// paramsUnmapped reports whether a tools/call carries an Mcp-Param header the proxy cannot tie
+// to an argument: its tool is not known, or does not declare that header.
+func (p *Proxy) paramsUnmapped(h http.Header, sr *statelessRequest) bool {
+	names := paramHeaderNames(h)
+	if len(names) == 0 {
+		return false
+	}
 	p.sl.mu.Lock()
-	m := p.sl.paramHeaders[sr.name]
+	defer p.sl.mu.Unlock()
+	m, known := p.sl.paramHeaders[sr.name]
+	if !known {
+		return true
+	}
+	for _, k := range names {
+		if _, ok := m[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// learnTools lists the upstream's tools (every page, at most maxLearnPages) to learn their
+// x-mcp-header declarations, for a tools/call whose Mcp-Param headers the proxy cannot tie to
+// an argument yet (a fresh gate, or a tool whose list changed): the check needs the tool's
+// declaration before anything is forwarded. One listing at a time, at most one per
+// minLearnSpacing; on the agent's upstream session of a stateful upstream (the capabilities its
+// request declares). A listing that fails leaves the tool unknown, and the call is refused.
+func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest) {
+	p.sl.learn.Lock()
+	defer p.sl.learn.Unlock()
+	if !p.sl.learnedAt.IsZero() && time.Since(p.sl.learnedAt) < minLearnSpacing {
+		return
+	}
+	p.sl.learnedAt = time.Now()
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(sr.params[memberMeta], &meta)
+	own := map[string]json.RawMessage{}
+	for _, k := range []string{metaProtocolVersion, metaClientCapabilities} {
+		if v, ok := meta[k]; ok {
+			own[k] = v
+		}
+	}
+	// Not the agent's request: nothing of the listing goes to the agent's answer stream (a
+	// context of its own), and it is bounded by ConnectTimeout.
+	lctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+	defer cancel()
+	cursor := ""
+	for page := 0; page < maxLearnPages; page++ {
+		params := map[string]any{memberMeta: own}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		raw, err := marshalNoEscape(params)
+		if err != nil {
+			return
+		}
+		lr := &statelessRequest{req: &jsonrpc.Request{Method: methodListTools, Params: raw}, version: sr.version,
+			params: map[string]json.RawMessage{memberMeta: jsonOrEmpty(own)}}
+		resp, _, err := p.statelessSend(lctx, mode, agent, statelessHeaders(http.Header{}, lr, false), lr, raw, true)
+		if err != nil || resp == nil || resp.Error != nil {
+			p.log.Info("Upstream tools/list for the tools' Mcp-Param headers failed; the call's headers are refused")
+			return
+		}
+		p.learnParamHeaders(resp.Result)
+		var next struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(resp.Result, &next) != nil || next.NextCursor == "" {
+			return
+		}
+		cursor = next.NextCursor
+	}
+}
+
+// checkDeclaredParams ties each Mcp-Param-* header of a tools/call to the argument it copies
+// (the tool's x-mcp-header declarations, learnt from the upstream's tools/list, learnTools):
+// a header of a tool the proxy does not know, or one the tool does not declare, is refused (the
+// gate cannot say what it copies); each declared argument the call carries (a string, number
+// or boolean) must come with its header, once, copying exactly that argument; and no declared
+// header may come without its argument. The gate decides on the arguments, and a server or
+// intermediary that routes on a header must see the same value. A 2025 upstream never sees the
+// headers; the check is the same for both revisions.
+func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statelessError {
+	names := paramHeaderNames(h)
+	p.sl.mu.Lock()
+	m, known := p.sl.paramHeaders[sr.name]
 	p.sl.mu.Unlock()
-	if len(m) == 0 {
+	if !known {
+		if len(names) > 0 {
+			return headerMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", clip(sr.name, 64))
+		}
 		return nil
+	}
+	for _, k := range names {
+		if _, ok := m[k]; !ok {
+			return headerMismatch("the %s header is not one the tool declares (x-mcp-header)", clip(k, 64))
+		}
 	}
 	var args map[string]json.RawMessage
 	_ = json.Unmarshal(sr.params["arguments"], &args)
-	for header, arg := range m {
+	for header, path := range m {
 		vs := h.Values(header)
-		want, ok := headerForm(args[arg])
+		arg := strings.Join(path, ".")
+		want, ok := headerForm(lookupPath(args, path))
 		switch {
 		case !ok && len(vs) == 0:
 			continue
@@ -563,6 +719,22 @@ func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statel
 		}
 	}
 	return nil
+}
+
+// lookupPath is the argument at path in args (nested objects), nil when absent.
+func lookupPath(args map[string]json.RawMessage, path []string) json.RawMessage {
+	if len(path) == 0 {
+		return nil
+	}
+	cur := args[path[0]]
+	for _, part := range path[1:] {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(cur, &obj) != nil {
+			return nil
+		}
+		cur = obj[part]
+	}
+	return cur
 }
 
 // headerForm are the ways an Mcp-Param header writes the argument raw (a string as is, a

@@ -224,7 +224,7 @@ func FuzzParseStateless(f *testing.F) {
 			t.Fatalf("accepted %d inputResponses", len(m))
 		}
 		lp := &Proxy{}
-		lp.sl.paramHeaders = map[string]map[string]string{"t": {"Mcp-Param-X": "r"}}
+		lp.sl.paramHeaders = map[string]map[string][]string{"t": {"Mcp-Param-X": {"r"}}}
 		if perr := lp.checkDeclaredParams(ph, sr); perr != nil && perr.err.Code != codeHeaderMismatch {
 			t.Fatalf("declared Mcp-Param refusal with code %d", perr.err.Code)
 		}

@@ -50,13 +50,20 @@ type statelessState struct {
 	// held are the requests awaiting the agent's input (stateless_rounds.go).
 	held heldTable
 	// paramHeaders are the Mcp-Param-* headers each tool's inputSchema declares (x-mcp-header),
-	// learnt from the upstream's tools/list results: tool → canonical header → argument.
-	paramHeaders map[string]map[string]string
+	// learnt from the upstream's tools/list results: tool → canonical header → the argument's
+	// path. A tool listed is present, with the headers it declares (none included).
+	paramHeaders map[string]map[string][]string
+	// learn is held by the one listing of the upstream's tools for their headers at a time,
+	// learnedAt is when the last began (learnTools).
+	learn     sync.Mutex
+	learnedAt time.Time
 	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
 	// (listen.go), at most maxListensPerAgent.
 	listens map[string]int
 	// tasks are the running tasks of dispatched calls, by agent (stateless_tasks.go).
 	tasks slTaskTable
+	// legs are the agents' requests in flight upstream, for their cancellations (notify.go).
+	legs legTable
 }
 
 // maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
@@ -152,19 +159,20 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ctx := r.Context()
 	agent := p.requestAgent(ctx)
+	if !sr.req.IsCall() {
+		// notify.go: the revision's one client notification, for the agent's own requests.
+		if !statelessClientNotifications[sr.req.Method] {
+			p.refuseNotification(w, sr.req.Method, sr.version)
+			return true
+		}
+		p.statelessCancel(ctx, agent, sr)
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}
 	mode, err := p.upstreamMode(ctx)
 	if err != nil {
 		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		if sr.req.IsCall() {
-			writeRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
-		} else {
-			w.WriteHeader(http.StatusAccepted)
-		}
-		return true
-	}
-	if !sr.req.IsCall() {
-		p.statelessNotify(ctx, mode, agent, r.Header, sr)
-		w.WriteHeader(http.StatusAccepted)
+		writeRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
 		return true
 	}
 	if sr.req.Method == methodListen {
@@ -208,6 +216,9 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 	var perr *statelessError
 	if sr.req.Method == methodCallTool {
 		perr = checkParamHeaders(hdr, sr)
+		if perr == nil && p.paramsUnmapped(hdr, sr) {
+			p.learnTools(mode, agent, sr) // the headers' declarations before anything is forwarded
+		}
 		if perr == nil {
 			perr = p.checkDeclaredParams(hdr, sr)
 		}
@@ -396,7 +407,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
 			if !toListens(m) && !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
-				stream.message(m)
+				stream.message(relabel(ctx, m))
 			}
 		})
 		return answer, resp.StatusCode, err
@@ -430,19 +441,28 @@ func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http
 	return h
 }
 
-// statelessSend sends one request upstream in the upstream's mode: as it is to a stateless
-// upstream, or on the agent's upstream session of a stateful one under an id of the proxy's
-// own (reopened once if the upstream forgot it, when retry allows). It returns the response
-// under the agent's id.
+// statelessSend sends one request upstream in the upstream's mode, under an id of the proxy's
+// own (newUpID: no id an agent chooses names another's request upstream): as it is to a
+// stateless upstream, or on the agent's upstream session of a stateful one (reopened once if
+// the upstream forgot it, when retry allows). It returns the response under the agent's id.
+// While it is in flight the agent's notifications/cancelled of its id reaches it (trackLeg).
 func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest,
 	params json.RawMessage, retry bool,
 ) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: sr.req.ID, Method: sr.req.Method, Params: params})
+		upID := newUpID()
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: params})
 		if err != nil {
 			return nil, 0, err
 		}
-		return p.slExchange(ctx, h, body, sr.req.ID)
+		defer p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, version: sr.version})()
+		ctx = withLegIDs(ctx, upID, sr.req.ID)
+		resp, status, err := p.slExchange(ctx, h, body, upID)
+		if resp != nil {
+			resp.ID = sr.req.ID
+			resp.Result = relabelResult(ctx, resp.Result)
+		}
+		return resp, status, err
 	}
 	for try := 0; ; try++ {
 		s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
@@ -452,7 +472,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		if hc := heldOf(ctx); hc != nil {
 			hc.setSession(s)
 		}
-		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+		upID := newUpID()
 		sent := params
 		if sr.req.Method != methodTasksUpdate { // a task's inputResponses are its request's own
 			sent = withoutRoundMembers(params)
@@ -466,7 +486,9 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(headerSessionID, s.id)
 		}
 		sh.Set(headerProtocolVersion, s.version)
+		untrack := p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, session: s})
 		resp, status, err := p.slExchange(withUpstreamSession(withLogLevel(ctx, sr), s), sh, body, upID)
+		untrack()
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(s)
 			if retry && try == 0 {
@@ -511,38 +533,6 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return resp, status
 	}
 	return resp, http.StatusOK
-}
-
-// statelessNotify relays an agent's notification upstream as written (a stateless upstream) or
-// on its upstream session (a stateful one, which must have one already: a notification does
-// not open a session).
-func (p *Proxy) statelessNotify(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) {
-	h := statelessHeaders(hdr, sr, false)
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: sr.req.Method, Params: sr.req.Params})
-	if err != nil {
-		return
-	}
-	if mode == modeStateful {
-		// Every upstream session of the agent hears it (one per set of capabilities).
-		var ss []*upstreamSession
-		p.sl.mu.Lock()
-		for _, s := range p.sl.sessions {
-			if s.agent == agent {
-				ss = append(ss, s)
-			}
-		}
-		p.sl.mu.Unlock()
-		for _, s := range ss {
-			h := http.Header{}
-			if s.id != "" {
-				h.Set(headerSessionID, s.id)
-			}
-			h.Set(headerProtocolVersion, s.version)
-			p.postNotification(ctx, h, sr, body)
-		}
-		return
-	}
-	p.postNotification(ctx, h, sr, body)
 }
 
 // postNotification POSTs one notification upstream with the headers h.

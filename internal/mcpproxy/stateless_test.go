@@ -281,8 +281,9 @@ func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
 }
 
 // TestStatelessParamHeaders: a tools/call's Mcp-Param-* header reaches a 2026-07-28 upstream
-// when it copies a value of the arguments the gate decided on; one that names another value is
-// refused with -32020 before anything is decided, and the upstream never runs the call.
+// when it copies the argument the tool declares it for (x-mcp-header); one that names another
+// value is refused with -32020 before anything is decided, and the upstream never runs the
+// call.
 func TestStatelessParamHeaders(t *testing.T) {
 	var seen []string
 	var mu sync.Mutex
@@ -294,7 +295,8 @@ func TestStatelessParamHeaders(t *testing.T) {
 		}
 		return false
 	}
-	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: record}})
+	tools := []mcptest.Tool{{Name: "ticket_create", InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string","x-mcp-header":"Title"}}}`)}}
+	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true, JSONResponse: true, Intercept: record}, tools: tools})
 	hdr := func(param string) map[string]string {
 		return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create", "Mcp-Param-Title": param}
 	}

@@ -245,6 +245,60 @@ func TestStandaloneServe(t *testing.T) {
 		}
 	})
 
+	t.Run("MCP 2026-07-28 admission", func(t *testing.T) {
+		s := serve(t, bin, "")
+		tok := s.token("agents", agentName)
+		const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+		post := func(host, body string, hdr map[string]string) (int, string) {
+			req, _ := http.NewRequest(http.MethodPost, s.base+mcpproxy.Path("tools"), strings.NewReader(body))
+			if host != "" {
+				req.Host = host
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(out)
+		}
+		callHdr := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "search"}
+		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":"rebound"},` + meta + `}}`
+		// DNS rebinding: a page of evil.example.com whose name resolves to the gate's loopback
+		// address, with the agent's token (a browser would not have it; a local proxy might).
+		for _, rq := range []struct{ name, body string }{
+			{"server/discover", `{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{` + meta + `}}`},
+			{"tools/call", call},
+		} {
+			hdr := callHdr
+			if rq.name == "server/discover" {
+				hdr = map[string]string{"Mcp-Method": "server/discover"}
+			}
+			if status, out := post("evil.example.com", rq.body, hdr); status != http.StatusForbidden || !strings.Contains(out, string(ef.EFHostRefused)) {
+				t.Fatalf("%s with Host evil.example.com: HTTP %d %s, want 403 %s", rq.name, status, out, ef.EFHostRefused)
+			}
+		}
+		// A tools/call sent as a notification (no id): refused, never relayed undecided.
+		note := `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"search","arguments":{"q":"unjournaled"},` + meta + `}}`
+		if status, out := post("", note, callHdr); status != http.StatusBadRequest || !strings.Contains(out, string(ef.EFNotificationInvalid)) {
+			t.Fatalf("tools/call without an id: HTTP %d %s, want 400 %s", status, out, ef.EFNotificationInvalid)
+		}
+		if n := s.up.Tools.Count("search"); n != 0 {
+			t.Fatalf("search ran %d times", n)
+		}
+		// The same call, addressed to the gate by its own name and with an id, runs once.
+		if status, out := post("", call, callHdr); status != http.StatusOK || s.up.Tools.Count("search") != 1 {
+			t.Fatalf("a 2026-07-28 tools/call: HTTP %d %s; search ran %d times, want once", status, out, s.up.Tools.Count("search"))
+		}
+	})
+
 	t.Run("sessions beyond the limits", func(t *testing.T) {
 		s := serve(t, bin, "agents:\n- name: other-agent\nlimits:\n  sessions: 4\n  sessionsPerAgent: 3\n")
 		mine, theirs := s.token("agents", agentName), s.token("agents", "other-agent")

@@ -1,0 +1,50 @@
+package mcpproxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/actgate/actgate/internal/ef"
+)
+
+// refuseRebinding refuses, before anything reads the request, one that reached a loopback
+// listener under a Host that is not loopback, or with an Origin whose host is not loopback
+// ("null" included): a page of another site whose name a DNS rebinding points at the loopback
+// address (MCP 2025-11-25 basic/security_best_practices "Local MCP Server Compromise";
+// basic/transports: servers MUST validate the Origin header). It applies to every request of
+// every revision — initialize and a session's requests, a 2026-07-28 server/discover or
+// tools/call, a GET stream, a resumption, a DELETE — with HTTP 403 and EF_HOST_REFUSED
+// (docs/api.md "MCP through the gate"). A listener that is not loopback is not checked here.
+func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
+	if !onLoopback(r) {
+		return false
+	}
+	what := ""
+	if !isLoopback(r.Host) {
+		what = "Host"
+	}
+	for _, o := range r.Header.Values("Origin") {
+		if !loopbackOrigin(o) {
+			what = "Origin"
+		}
+	}
+	if what == "" {
+		return false
+	}
+	w.Header().Set("Content-Type", mediaJSON)
+	w.WriteHeader(http.StatusForbidden)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFHostRefused),
+		"message": "Forbidden: the " + what + " header does not name the gate's loopback address (DNS rebinding protection)"})
+	return true
+}
+
+// loopbackOrigin reports whether an Origin header value is scheme://host[:port] with a loopback
+// host (localhost or a loopback IP).
+func loopbackOrigin(v string) bool {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return false
+	}
+	return isLoopback(u.Host)
+}
