@@ -112,6 +112,11 @@ const (
 	// EFEventIDInvalid — the agent's Last-Event-ID is longer than the gate accepts or holds a
 	// byte no event id can (NUL, CR, LF); the stream was not resumed and nothing was relayed.
 	EFEventIDInvalid EFCode = "EF_EVENT_ID_INVALID"
+	// EFStreamLogLimit — the agent's Last-Event-ID names an event of an answer stream whose log
+	// the gate dropped at its bounds (the bytes one stream's log, one session's logs or all the
+	// gate's logs may hold); nothing was resumed. The call's outcome is journaled as usual: the
+	// same call again gets the recorded result.
+	EFStreamLogLimit EFCode = "EF_STREAM_LOG_LIMIT"
 )
 
 // Info describes one code.
@@ -158,6 +163,7 @@ func all() []Info {
 		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
 		{EFListenLimit, "Too many subscriptions are open for this agent, or the subscription names too many resources; none was opened.", false, true},
 		{EFEventIDInvalid, "The Last-Event-ID is not an event id the gate accepts; nothing was resumed.", false, true},
+		{EFStreamLogLimit, "The stream can no longer be resumed: the gate dropped its events at its memory bounds; nothing was resumed.", false, true},
 	}
 }
 
