@@ -220,15 +220,19 @@ func (p *Proxy) abandonTasks2026() {
 	}
 }
 
-// foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent names a task
-// another agent follows: such a request is answered as one for a task that does not exist.
+// foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent (or a
+// tasks/result, which a 2025 upstream answers) names a task another agent follows or created
+// (taskowners.go): such a request is answered as one for a task that does not exist.
 func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Response {
+	id := sr.name
 	switch sr.req.Method {
 	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
+	case methodTasksResult:
+		id = taskIDParam(sr.req.Params)
 	default:
 		return nil
 	}
-	if owner := p.sl.tasks.owner(sr.name); owner == "" || owner == agent {
+	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.foreign(agent, id) {
 		return nil
 	}
 	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.req.Method)
