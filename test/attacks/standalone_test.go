@@ -376,11 +376,11 @@ func TestStandaloneServe(t *testing.T) {
 // all (limits.sessions), 64 for each of four agents (limits.sessionsPerAgent), and 64 pending
 // moments for each (limits.pendingMomentsPerAgent, at most 16 a session) — checks that one
 // more of each is refused with its code, and logs the process's RSS and goroutine count there
-// (the numbers docs/security.md records). Then one agent reads a 1 MiB resource 32 times on
+// (the numbers docs/security.md records). Then one agent reads a 1 MB resource 32 times on
 // each of 8 of its sessions from an upstream whose answer streams carry event ids (each answer
 // a resumable stream with a log): the gate keeps no log a resumption could not use and bounds
 // the rest per session and in all (mcpproxy resume.go), so its RSS grows by far less than the
-// 256 MiB those reads carried (before, each session kept its last 64 logs whole: ~4 GiB for
+// 256 MB those reads carried (before, each session kept its last 64 logs whole: ~4 GiB for
 // one agent at the caps).
 func TestStandaloneFootprintAtCaps(t *testing.T) {
 	bin := testutil.BuildActgate(t, "")
@@ -434,7 +434,7 @@ func TestStandaloneFootprintAtCaps(t *testing.T) {
 		t.Errorf("%d goroutines at the caps (%d idle): more than 8 per session", gM, g0)
 	}
 
-	big := strings.Repeat("r", 1<<20)
+	big := strings.Repeat("r", 1_000_000) // under the 1 MiB a log may hold with its framing
 	u.Pay.MCP().AddResource(&mcp.Resource{URI: "mcptest://big", Name: "big", MIMEType: "text/plain"},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "mcptest://big", Text: big}}}, nil
@@ -443,14 +443,14 @@ func TestStandaloneFootprintAtCaps(t *testing.T) {
 		for range 32 {
 			res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcptest://big"})
 			if err != nil || len(res.Contents) != 1 || len(res.Contents[0].Text) != len(big) {
-				t.Fatalf("resources/read of 1 MiB: %v", err)
+				t.Fatalf("resources/read of 1 MB: %v", err)
 			}
 		}
 	}
 	rssR, gR := s.footprint(metrics)
-	t.Logf("after 256 reads of a 1 MiB resource on resumable streams: RSS %d KiB, %d goroutines", rssR, gR)
+	t.Logf("after 256 reads of a 1 MB resource on resumable streams: RSS %d KiB, %d goroutines", rssR, gR)
 	if rssR-rssM > 128<<10 {
-		t.Errorf("the gate's RSS grew by %d MiB over 256 reads of 1 MiB on resumable streams: the event logs are not bounded", (rssR-rssM)>>10)
+		t.Errorf("the gate's RSS grew by %d MiB over 256 reads of 1 MB on resumable streams: the event logs are not bounded", (rssR-rssM)>>10)
 	}
 }
 
