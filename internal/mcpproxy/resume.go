@@ -217,8 +217,10 @@ func (l *eventLog) answers(n int) bool {
 	return !l.over && (!l.done || l.lastOwn > n)
 }
 
-// finish marks the log finished. One without an event of the gate's own can answer no
-// resumption (answers): it is released, and its session forgets it.
+// finish marks the log finished. One without an event of the gate's own can answer no new
+// resumption (answers): its session forgets it and its bytes are given back. Its events stay
+// with the log for a resumption reading it now (serveResume holds it), which writes the rest,
+// the response last, and lets it go.
 func (l *eventLog) finish() {
 	l.mu.Lock()
 	if l.done {
@@ -228,7 +230,8 @@ func (l *eventLog) finish() {
 	l.done = true
 	release := l.lastOwn < 0 && !l.over
 	if release {
-		l.dropLocked()
+		l.b.giveLogBytes(int64(l.size))
+		l.size = 0
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
