@@ -122,7 +122,7 @@ func TestUpstreamRedirectNotFollowed(t *testing.T) {
 
 // TestUpstreamSessionPerAgent: two agents speaking MCP 2026-07-28 through the gate to a
 // stateful (2025-11-25) upstream each get an upstream session of their own
-// (docs/architecture.md "Upstream": one session per agent and set of capabilities): the
+// (docs/architecture.md "MCP 2026-07-28 (stateless)", Upstream: one session per agent and set of capabilities): the
 // upstream sees two initializes, and every request of each agent arrives on that agent's
 // session, never on the other's — so nothing one agent's requests leave in a session (its
 // subscriptions, tasks, server-side state) is reachable by the other's.

@@ -1,13 +1,13 @@
 package mcpproxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/sink"
@@ -190,12 +190,21 @@ func (p *Proxy) learnCreated(agent string, res sink.Result, rev2026 bool) {
 	p.owners.settle(agent, id, ttl)
 }
 
-// taskOwnersLimited is the refusal of a call that may create a task while the agent (or the
-// proxy) remembers as many task owners as it may: nothing was decided or sent.
-func (b *bridge) taskOwnersLimited(tool string) (mcp.Result, error) {
-	b.p.log.Info("Task-augmented call refused: the agent's tasks are at the bound", "session", b.ss.ID(), "code", ef.EFTaskLimit,
-		"limit", maxTaskOwnersPerAgent, "total", maxTaskOwners)
-	return b.render(refusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
+// handleTask runs a session's call through the gate (detached from the agent's cancellation:
+// the invocation has its own bound). A task-augmented one (task not nil) first takes a place
+// among the agent's task owners, and its answer's task is remembered as the agent's; at the
+// bound the result is the refusal EF_TASK_LIMIT, nothing decided or sent.
+func (b *bridge) handleTask(ctx context.Context, call sink.Call, inv sink.Invoker, task json.RawMessage) (sink.Result, error) {
+	if task != nil && !b.p.owners.reserve(b.agent) {
+		b.p.log.Info("Task-augmented call refused: the agent's tasks are at the bound", "session", b.ss.ID(), "code", ef.EFTaskLimit,
+			"limit", maxTaskOwnersPerAgent, "total", maxTaskOwners)
+		return sink.Result{Code: ef.EFTaskLimit}, nil
+	}
+	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
+	if task != nil {
+		b.p.learnCreated(b.agent, res, false)
+	}
+	return res, err
 }
 
 // foreignTaskRequest answers, on a session, an agent's tasks/get, tasks/result or tasks/cancel

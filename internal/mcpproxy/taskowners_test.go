@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,11 +213,29 @@ func TestTaskOwnersBound(t *testing.T) {
 		t.Fatalf("a fourth task in all: %v, want EF_TASK_LIMIT", r)
 	}
 
+	// On 2025-11-25: a task-augmented call beyond the bound, the same refusal.
+	tf := newTaskFixture(t)
+	sess, _ := tf.session()
+	for i := range 2 {
+		if id := taskIDOf(t, sess.request(strconv.Itoa(i+1), "tools/call", fmt.Sprintf(`{"name":"get_balance","arguments":{"n":%d},"task":{}}`, i))); id == "" {
+			t.Fatalf("task %d not created", i)
+		}
+	}
+	third := result(t, sess.request("3", "tools/call", `{"name":"get_balance","arguments":{"n":3},"task":{}}`))
+	if !strings.Contains(string(third["_meta"]), string(ef.EFTaskLimit)) || string(third["isError"]) != "true" {
+		t.Fatalf("a third task-augmented call on 2025-11-25: %v, want EF_TASK_LIMIT", third)
+	}
+	if calls, _ := tf.up.Calls("get_balance"); calls != 2 {
+		t.Fatalf("upstream ran %d calls, want 2", calls)
+	}
+
 	// Unit: expired entries free their places (a sweep at the bound), and an expired owner is
 	// no owner.
 	var o taskOwners
-	if !o.reserve("x") || !o.reserve("x") {
-		t.Fatal("reserve under the bound")
+	for range 2 {
+		if !o.reserve("x") {
+			t.Fatal("reserve under the bound")
+		}
 	}
 	o.settle("x", "t-1", time.Millisecond)
 	o.settle("x", "", 0)
