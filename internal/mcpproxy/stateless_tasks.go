@@ -35,7 +35,8 @@ import (
 // There is no session to hold the task: it is bound to the agent that created it. Another
 // agent's tasks/get, tasks/update or tasks/cancel of a followed task's id is answered -32602
 // (no such task) without reaching the upstream, so it neither reads nor settles nor steers the
-// act. Tasks the gate does not follow (calls it did not journal) pass through as written.
+// act. Tasks the gate does not follow (calls it did not journal, settled tasks) stay bound to
+// the agent that created them (taskowners.go); the creator's requests pass through as written.
 
 const resultTypeTask = "task"
 
