@@ -119,6 +119,11 @@ const (
 	// one the client may send in the request's revision (a request method sent without an id
 	// included); nothing was decided or relayed.
 	EFNotificationInvalid EFCode = "EF_NOTIFICATION_INVALID"
+	// EFStreamLogLimit — the agent's Last-Event-ID names an event of an answer stream whose log
+	// the gate dropped at its bounds (the bytes one stream's log, one session's logs or all the
+	// gate's logs may hold); nothing was resumed. The call's outcome is journaled as usual: the
+	// same call again gets the recorded result.
+	EFStreamLogLimit EFCode = "EF_STREAM_LOG_LIMIT"
 )
 
 // Info describes one code.
@@ -167,6 +172,7 @@ func all() []Info {
 		{EFEventIDInvalid, "The Last-Event-ID is not an event id the gate accepts; nothing was resumed.", false, true},
 		{EFHostRefused, "The request's Host or Origin is not the gate's loopback address; nothing was read or relayed.", false, true},
 		{EFNotificationInvalid, "The notification is not one a client may send in this protocol revision; nothing was decided or relayed.", false, true},
+		{EFStreamLogLimit, "The stream can no longer be resumed: the gate dropped its events at its memory bounds; nothing was resumed.", false, true},
 	}
 }
 

@@ -84,10 +84,12 @@ type bridge struct {
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
 	// logs holds the events of the session's resumable answer streams, by stream key, for the
-	// agent's resumption (resume.go); at most maxStreamLogs.
+	// agent's resumption (resume.go); at most maxStreamLogs, and maxSessionLogBytes.
 	logs map[string]*eventLog
 	// logOrder is the keys of logs, oldest first.
 	logOrder []string
+	// logBytes counts the bytes of logs, at most maxSessionLogBytes (resume.go).
+	logBytes logBudget
 	// init is how the upstream answered its initialize (initframing.go).
 	init initFraming
 	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
@@ -283,6 +285,7 @@ func (b *bridge) close() {
 		b.p.cfg.Sessions.release(b.agent)
 	}
 	b.abandonTasks("the agent session ended")
+	b.releaseLogs()
 	if cs != nil {
 		go func() { _ = cs.Close() }()
 	}

@@ -188,6 +188,8 @@ type Proxy struct {
 
 	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
 	sl statelessState
+	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
+	owners taskOwners
 
 	mu      sync.Mutex
 	bridges map[*mcp.ServerSession]*bridge

@@ -121,6 +121,9 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 			Message: fmt.Sprintf("actgate: more than %d requests in flight on this session", maxRelayed)}}
 	}
 	defer b.untrack(req.ID)
+	if resp := b.foreignTaskRequest(req); resp != nil { // taskowners.go
+		return resp
+	}
 	answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: req.Method, Params: req.Params})
 	if err != nil {
 		if errors.Is(err, errSessionGone) {
@@ -132,6 +135,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 	}
 	if strings.HasPrefix(req.Method, "tasks/") {
 		b.observeTaskAnswer(req, answer) // tasks.go
+		b.p.ownTasksOnly(b.agent, req.Method, answer)
 	}
 	if req.Method == methodListTools && answer.Error == nil {
 		raw, err := augmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)

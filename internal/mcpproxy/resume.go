@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/actgate/actgate/internal/ef"
@@ -41,16 +43,57 @@ import (
 
 // Bounds of the event logs: per session, the logs kept (the oldest finished one makes room for
 // a new one; with maxStreamLogs unfinished, a new answer stream is not resumable, and gets no
-// ids), and per log, the bytes kept (beyond them the log is dropped: a resumption that names
-// one of the gate's own ids in it is answered 404, one naming an upstream id goes upstream).
+// ids), per log the bytes kept (maxStreamLogLen), per session the bytes of all its logs
+// (maxSessionLogBytes) and in the whole gate the bytes of every session's logs (streamLogs,
+// maxGateLogBytes). A log that would grow beyond any of them is dropped: a resumption that names
+// one of the gate's own ids in it is answered 404 with EF_STREAM_LOG_LIMIT, one naming an
+// upstream id goes upstream; with a session's or the gate's bytes spent, a new answer stream is
+// not resumable (no ids), and is answered on its connection as any other. A log is kept only
+// while it can answer a resumption: a finished one without an event of the gate's own (only
+// upstream ids: each resumption of it is the upstream's to answer, eventLog.answers) is released
+// when it finishes (docs/api.md "Per transport feature": SSE event ids).
 const (
-	maxStreamLogs   = 64
-	maxStreamLogLen = 1 << 20
+	maxStreamLogs      = 64
+	maxStreamLogLen    = 1 << 20
+	maxSessionLogBytes = 4 << 20
 )
+
+// maxGateLogBytes bounds the bytes of the event logs of every session of every proxy in the
+// process. A variable for tests.
+var maxGateLogBytes int64 = 64 << 20
+
+// streamLogs counts the bytes the process's event logs hold (maxGateLogBytes).
+var streamLogs logBudget
+
+// logBudget counts bytes held against a bound.
+type logBudget struct{ used atomic.Int64 }
+
+// take counts n more bytes; false, counting nothing, when that would pass max.
+func (u *logBudget) take(n, max int64) bool {
+	for {
+		cur := u.used.Load()
+		if cur+n > max {
+			return false
+		}
+		if u.used.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+func (u *logBudget) give(n int64) { u.used.Add(-n) }
+
+// full reports whether less than room bytes are left below max.
+func (u *logBudget) full(room, max int64) bool { return u.used.Load()+room > max }
+
+// minLogRoom is the room a new log needs in its session's and the gate's budgets: a priming
+// event and an answer of a few hundred bytes.
+const minLogRoom = 4 << 10
 
 // eventLog is the events of one resumable answer stream, each with its id line.
 type eventLog struct {
 	key    string
+	b      *bridge // the session, whose budget (and the gate's) counts size
 	mu     sync.Mutex
 	events [][]byte
 	ids    []string // the id each event was written with
@@ -59,7 +102,7 @@ type eventLog struct {
 	// a resumption after an upstream id before it is answered from the log, which alone has it.
 	lastOwn int
 	size    int
-	over    bool          // beyond maxStreamLogLen: dropped
+	over    bool          // beyond maxStreamLogLen, or the session's or the gate's budget: dropped
 	done    bool          // the response is logged (or the stream abandoned)
 	wake    chan struct{} // closed and replaced on each change
 	// resumed is signalled (without blocking) by each of the agent's GETs resuming the
@@ -67,8 +110,8 @@ type eventLog struct {
 	resumed chan struct{}
 }
 
-func newEventLog(key string) *eventLog {
-	return &eventLog{key: key, lastOwn: -1, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
+func newEventLog(key string, b *bridge) *eventLog {
+	return &eventLog{key: key, b: b, lastOwn: -1, wake: make(chan struct{}), resumed: make(chan struct{}, 1)}
 }
 
 // appendID appends the id line of the next event to buf: id, an upstream event's id as the
@@ -92,17 +135,19 @@ func (l *eventLog) appendID(buf []byte, id string) ([]byte, string) {
 	return append(buf, '\n'), id
 }
 
-// add logs one event (its bytes are copied) written with id.
+// add logs one event (its bytes are copied) written with id. An event that would take the log
+// beyond maxStreamLogLen, or its session or the gate beyond their budgets, drops the log.
 func (l *eventLog) add(ev []byte, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.over || l.done {
 		return
 	}
-	l.size += len(ev) + len(id)
-	if l.size > maxStreamLogLen {
-		l.over, l.events, l.ids = true, nil, nil
+	n := len(ev) + len(id)
+	if l.size+n > maxStreamLogLen || !l.b.takeLogBytes(int64(n)) {
+		l.dropLocked()
 	} else {
+		l.size += n
 		l.events = append(l.events, append([]byte(nil), ev...))
 		l.ids = append(l.ids, id)
 		if _, _, own := parseResumeID(id); own {
@@ -111,6 +156,37 @@ func (l *eventLog) add(ev []byte, id string) {
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
+}
+
+// dropLocked drops the log's events and gives their bytes back.
+func (l *eventLog) dropLocked() {
+	l.over, l.events, l.ids = true, nil, nil
+	l.b.giveLogBytes(int64(l.size))
+	l.size = 0
+}
+
+// takeLogBytes counts n bytes of the session's logs against its budget and the gate's; false,
+// counting nothing, when either is spent. A nil bridge (tests of a log alone) counts nothing.
+func (b *bridge) takeLogBytes(n int64) bool {
+	if b == nil {
+		return true
+	}
+	if !b.logBytes.take(n, maxSessionLogBytes) {
+		return false
+	}
+	if !streamLogs.take(n, maxGateLogBytes) {
+		b.logBytes.give(n)
+		return false
+	}
+	return true
+}
+
+func (b *bridge) giveLogBytes(n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.logBytes.give(n)
+	streamLogs.give(n)
 }
 
 // index returns the index of the event written with id; false when the log has none.
@@ -125,6 +201,13 @@ func (l *eventLog) index(id string) (int, bool) {
 	return 0, false
 }
 
+// dropped reports whether the log was dropped at a bound (eventLog.add).
+func (l *eventLog) dropped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.over
+}
+
 // answers reports whether a resumption after the n-th event is the log's to answer: its
 // stream is still being read (the gate holds the upstream's), or an event after the n-th has
 // an id of the gate's own (the upstream has not got it).
@@ -134,13 +217,61 @@ func (l *eventLog) answers(n int) bool {
 	return !l.over && (!l.done || l.lastOwn > n)
 }
 
+// finish marks the log finished. One without an event of the gate's own can answer no new
+// resumption (answers): its session forgets it and its bytes are given back. Its events stay
+// with the log for a resumption reading it now (serveResume holds it), which writes the rest,
+// the response last, and lets it go.
 func (l *eventLog) finish() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
+	if l.done {
+		l.mu.Unlock()
+		return
+	}
+	l.done = true
+	release := l.lastOwn < 0 && !l.over
+	if release {
+		l.b.giveLogBytes(int64(l.size))
+		l.size = 0
+	}
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.mu.Unlock()
+	if release {
+		l.b.forgetLog(l)
+	}
+}
+
+// forgetLog removes l from the session's logs.
+func (b *bridge) forgetLog(l *eventLog) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.logs[l.key] != l {
+		return
+	}
+	delete(b.logs, l.key)
+	if i := slices.Index(b.logOrder, l.key); i >= 0 {
+		b.logOrder = slices.Delete(b.logOrder, i, i+1)
+	}
+}
+
+// releaseLogs drops every log of the session (it closed) and gives their bytes back.
+func (b *bridge) releaseLogs() {
+	b.mu.Lock()
+	logs := b.logs
+	b.logs, b.logOrder = nil, nil
+	b.mu.Unlock()
+	for _, l := range logs {
+		l.mu.Lock()
+		if !l.over {
+			l.dropLocked()
+		}
 		l.done = true
 		close(l.wake)
 		l.wake = make(chan struct{})
+		l.mu.Unlock()
 	}
 }
 
@@ -159,10 +290,17 @@ func (l *eventLog) after(n int) (evs [][]byte, done bool, wake <-chan struct{}, 
 }
 
 // newLog allocates the log of a new resumable answer stream of the session; nil when
-// maxStreamLogs unfinished logs are kept already.
+// maxStreamLogs unfinished logs are kept already, when the session's or the gate's log budget
+// has less than minLogRoom left, or when the session is closed.
 func (b *bridge) newLog() *eventLog {
+	if b.logBytes.full(minLogRoom, maxSessionLogBytes) || streamLogs.full(minLogRoom, maxGateLogBytes) {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
 	if b.logs == nil {
 		b.logs = make(map[string]*eventLog)
 	}
@@ -174,6 +312,11 @@ func (b *bridge) newLog() *eventLog {
 			finished := l.done || l.over
 			l.mu.Unlock()
 			if finished {
+				l.mu.Lock()
+				if !l.over {
+					l.dropLocked()
+				}
+				l.mu.Unlock()
 				delete(b.logs, k)
 				b.logOrder = append(b.logOrder[:i:i], b.logOrder[i+1:]...)
 				evicted = true
@@ -185,7 +328,7 @@ func (b *bridge) newLog() *eventLog {
 		}
 	}
 	key := strconv.FormatUint(streamSeq.Add(1), 10)
-	l := newEventLog(key)
+	l := newEventLog(key, b)
 	b.logs[key] = l
 	b.logOrder = append(b.logOrder, key)
 	return l
@@ -409,7 +552,7 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	}
 	evs, done, wake, ok := l.after(n)
 	if !ok {
-		http.Error(w, "actgate: the stream can no longer be resumed", http.StatusNotFound)
+		http.Error(w, string(ef.EFStreamLogLimit)+": actgate: the stream can no longer be resumed: its log passed the gate's bounds", http.StatusNotFound)
 		return true
 	}
 	select {
@@ -450,8 +593,8 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 func (b *bridge) logFor(last string) (*eventLog, int) {
 	if key, _, ok := parseResumeID(last); ok {
 		if l := b.logOf(key); l != nil {
-			if n, ok := l.index(last); ok {
-				return l, n
+			if n, ok := l.index(last); ok || l.dropped() {
+				return l, n // a dropped log: serveResume answers EF_STREAM_LOG_LIMIT
 			}
 		}
 		return nil, 0

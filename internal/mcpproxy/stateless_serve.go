@@ -519,6 +519,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	p.observeTask2026(agent, sr, resp)
+	p.ownTasksOnly(agent, sr.req.Method, resp)
 	if sr.req.Method == methodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
@@ -846,8 +847,13 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if !p.sl.tasks.reserve(agent) {
 		return p.taskLimited2026(id)
 	}
+	if !p.owners.reserve(agent) { // any tools/call may create a task: its creator is remembered (taskowners.go)
+		p.sl.tasks.release(agent)
+		return p.taskLimited2026(id)
+	}
 	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, refused)
 	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
+	p.learnCreated(agent, res, true)
 	if !p.followTask2026(agent, res) {
 		p.sl.tasks.release(agent)
 	}

@@ -35,7 +35,8 @@ import (
 // There is no session to hold the task: it is bound to the agent that created it. Another
 // agent's tasks/get, tasks/update or tasks/cancel of a followed task's id is answered -32602
 // (no such task) without reaching the upstream, so it neither reads nor settles nor steers the
-// act. Tasks the gate does not follow (calls it did not journal) pass through as written.
+// act. Tasks the gate does not follow (calls it did not journal, settled tasks) stay bound to
+// the agent that created them (taskowners.go); the creator's requests pass through as written.
 
 const resultTypeTask = "task"
 
@@ -220,15 +221,19 @@ func (p *Proxy) abandonTasks2026() {
 	}
 }
 
-// foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent names a task
-// another agent follows: such a request is answered as one for a task that does not exist.
+// foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent (or a
+// tasks/result, which a 2025 upstream answers) names a task another agent follows or created
+// (taskowners.go): such a request is answered as one for a task that does not exist.
 func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Response {
+	id := sr.name
 	switch sr.req.Method {
 	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
+	case methodTasksResult:
+		id = taskIDParam(sr.req.Params)
 	default:
 		return nil
 	}
-	if owner := p.sl.tasks.owner(sr.name); owner == "" || owner == agent {
+	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.foreign(agent, id) {
 		return nil
 	}
 	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.req.Method)

@@ -70,7 +70,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	// half way: the invocation has its own bound (Config.CallTimeout).
 	var refused upstreamRefusal
 	var upstreamSession string
-	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession))
+	res, err := b.handleTask(ctx, call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession), task)
 	res = b.taskAnswer(task, res, upstreamSession)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),

@@ -32,6 +32,7 @@ import (
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/sink"
 
 	"github.com/actgate/actgate/test/testutil"
@@ -55,7 +56,12 @@ type served struct {
 // it to listen.
 func serve(t *testing.T, bin, extra string) *served {
 	t.Helper()
-	u := rig.StartUpstreams(t, false)
+	return serveOn(t, bin, extra, rig.StartUpstreams(t, false))
+}
+
+// serveOn is serve in front of the upstreams u.
+func serveOn(t *testing.T, bin, extra string, u *rig.Upstreams) *served {
+	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "data")
 	conf := string(rig.Config(t, "testdata/actgate.yaml", u, dir)) + extra
@@ -424,7 +430,12 @@ func TestStandaloneServe(t *testing.T) {
 // all (limits.sessions), 64 for each of four agents (limits.sessionsPerAgent), and 64 pending
 // moments for each (limits.pendingMomentsPerAgent, at most 16 a session) — checks that one
 // more of each is refused with its code, and logs the process's RSS and goroutine count there
-// (the numbers docs/security.md records).
+// (the numbers docs/security.md records). Then one agent reads a 1 MB resource 32 times on
+// each of 8 of its sessions from an upstream whose answer streams carry event ids (each answer
+// a resumable stream with a log): the gate keeps no log a resumption could not use and bounds
+// the rest per session and in all (mcpproxy resume.go), so its RSS grows by far less than the
+// 256 MB those reads carried (before, each session kept its last 64 logs whole: ~4 GiB for
+// one agent at the caps).
 func TestStandaloneFootprintAtCaps(t *testing.T) {
 	bin := testutil.BuildActgate(t, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -434,7 +445,9 @@ func TestStandaloneFootprintAtCaps(t *testing.T) {
 	metrics := ln.Addr().String()
 	_ = ln.Close()
 	agents := []string{agentName, "agent-2", "agent-3", "agent-4"}
-	s := serve(t, bin, "metrics:\n  address: "+metrics+"\nagents:\n- name: agent-2\n- name: agent-3\n- name: agent-4\n- name: agent-5\n")
+	u := rig.StartUpstreams(t, false)
+	u.Pay = rig.StartUpstream(t, mcptest.Options{Name: "pay", EventStore: true}, "payout_create")
+	s := serveOn(t, bin, "metrics:\n  address: "+metrics+"\nagents:\n- name: agent-2\n- name: agent-3\n- name: agent-4\n- name: agent-5\n", u)
 	rss0, g0 := s.footprint(metrics)
 	held := map[string][]*mcp.ClientSession{}
 	for _, a := range agents {
@@ -473,6 +486,25 @@ func TestStandaloneFootprintAtCaps(t *testing.T) {
 		"with 256 pending moments too RSS %d KiB, %d goroutines", rss0, g0, rssS, gS, rssM, gM)
 	if gM > g0+256*8 {
 		t.Errorf("%d goroutines at the caps (%d idle): more than 8 per session", gM, g0)
+	}
+
+	big := strings.Repeat("r", 1_000_000) // under the 1 MiB a log may hold with its framing
+	u.Pay.MCP().AddResource(&mcp.Resource{URI: "mcptest://big", Name: "big", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "mcptest://big", Text: big}}}, nil
+		})
+	for _, cs := range held[agentName][:8] {
+		for range 32 {
+			res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcptest://big"})
+			if err != nil || len(res.Contents) != 1 || len(res.Contents[0].Text) != len(big) {
+				t.Fatalf("resources/read of 1 MB: %v", err)
+			}
+		}
+	}
+	rssR, gR := s.footprint(metrics)
+	t.Logf("after 256 reads of a 1 MB resource on resumable streams: RSS %d KiB, %d goroutines", rssR, gR)
+	if rssR-rssM > 128<<10 {
+		t.Errorf("the gate's RSS grew by %d MiB over 256 reads of 1 MB on resumable streams: the event logs are not bounded", (rssR-rssM)>>10)
 	}
 }
 
