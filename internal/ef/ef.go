@@ -89,8 +89,10 @@ const (
 	// relayed.
 	EFMCPHeaderMismatch EFCode = "EF_MCP_HEADER_MISMATCH"
 	// EFTaskLimit — the session (on MCP 2026-07-28, the agent) already follows as many running
-	// MCP tasks of dispatched calls as the gate allows; the call was not invoked. Fetch the
-	// results of the running ones (tasks/result; tasks/get on 2026-07-28) or let them end.
+	// MCP tasks of dispatched calls as the gate allows, or the gate already remembers as many
+	// unexpired tasks the agent created (or tasks in all) as it holds; the call was not invoked.
+	// Fetch the results of the running ones (tasks/result; tasks/get on 2026-07-28) or let them
+	// end.
 	EFTaskLimit EFCode = "EF_TASK_LIMIT"
 	// EFInputLimit — as many of the agent's MCP 2026-07-28 requests await its input (an
 	// input_required round of a 2025 upstream's request) as the gate holds; the request was not
@@ -164,7 +166,7 @@ func all() []Info {
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},
-		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session (on MCP 2026-07-28: of this agent); the call was not invoked.", false, true},
+		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session (on MCP 2026-07-28: of this agent), or too many tasks this agent created are remembered; the call was not invoked.", false, true},
 		{EFInputLimit, "Too many requests of this agent await its input; the request was not decided or sent.", false, true},
 		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
 		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
