@@ -445,10 +445,26 @@ function sessionful() {
 }
 const handler = process.env.SERVER2026_LEGACY === '1' ? sessionful() : createMcpHandler(() => build(), { onerror });
 
+// A loopback server refuses a request whose Host, or Origin, names another host (DNS rebinding:
+// the streamable HTTP transport's security warning; the conformance scenario
+// dns-rebinding-protection), whatever its revision.
+const loopbackHosts = new Set(['localhost', '127.0.0.1', '[::1]']);
+function loopbackName(url) {
+  try {
+    return loopbackHosts.has(new URL(url).hostname);
+  } catch {
+    return false;
+  }
+}
+
 // node:http in front of the handler's web-standard face.
 http.createServer(async (req, res) => {
   if (!req.url.startsWith('/mcp')) {
     res.writeHead(404).end();
+    return;
+  }
+  if (!loopbackName(`http://${req.headers.host ?? ''}`) || (req.headers.origin !== undefined && !loopbackName(req.headers.origin))) {
+    res.writeHead(403, { 'Content-Type': 'text/plain' }).end('Host or Origin is not a loopback name');
     return;
   }
   const chunks = [];
