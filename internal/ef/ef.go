@@ -166,7 +166,8 @@ func all() []Info {
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},
-		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session (on MCP 2026-07-28: of this agent), or too many tasks this agent created are remembered; the call was not invoked.", false, true},
+		{EFTaskLimit, "Too many tasks of dispatched calls are running in this session (on MCP 2026-07-28: of this agent), " +
+			"or too many tasks this agent created are remembered; the call was not invoked.", false, true},
 		{EFInputLimit, "Too many requests of this agent await its input; the request was not decided or sent.", false, true},
 		{EFContinuationInvalid, "The continuation does not continue a request awaiting this agent's input with the same arguments; nothing was sent.", false, true},
 		{EFListenInvalid, "The subscription request's notification filter is not well formed; no subscription was opened.", false, true},
