@@ -159,7 +159,7 @@ func TestInterop(t *testing.T) {
 	// The 0.2.0 pre-release: the 2026-07-28 requirements against server2026.mjs directly and
 	// through the gate in front of it, and through the gate in front of the same server serving
 	// only the 2025 revisions (the gate speaks 2026-07-28 to the agent, 2025-11-25 upstream);
-	// the 2025-11-25 requirements against the stateful reference server.
+	// the 2025-11-25 requirements against the stateful reference2025.mjs.
 	t.Run("conformance-0.2.0", func(t *testing.T) {
 		t.Run("2026-07-28/modern", func(t *testing.T) { conformance(t, next2026, "modern", r.modern, r.gatedNext("modern")) })
 		t.Run("2026-07-28/legacy", func(t *testing.T) { conformance(t, next2026, "legacy", r.modern, r.gatedNext("legacy")) })
@@ -176,7 +176,7 @@ func TestInterop(t *testing.T) {
 	})
 	t.Run("inspector-path", func(t *testing.T) { walk(t, r.everything, r.gate+"/everything/mcp") })
 	// The TypeScript SDK v2 client (2.4.0) in each revision the server speaks: server-everything
-	// and the reference server 2025-11-25 only, server2026.mjs both.
+	// and reference2025.mjs 2025-11-25 only, server2026.mjs both.
 	t.Run("walk2", func(t *testing.T) {
 		for _, w := range []struct{ server, revision, plan, direct string }{
 			{"everything", "2025-11-25", "everything", r.everything},

@@ -5,7 +5,7 @@
 //
 // REVISION is 2026-07-28 (the client's negotiation pinned to it: no fallback) or 2025-11-25 (the
 // client's 2025 handshake). PLAN names the tools walked: "everything" (server-everything's) or
-// "conformance" (the conformance suite's standard test tools: the reference server and
+// "conformance" (the conformance suite's standard test tools: reference2025.mjs and
 // server2026.mjs). It prints one JSON transcript, {"features": [{"feature", "ok", "value" |
 // "error"}...], "http": []}, in walk.mjs's shape (walk_test.go normalizes and compares it).
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
