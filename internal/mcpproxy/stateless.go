@@ -608,18 +608,26 @@ func (p *Proxy) paramsUnmapped(h http.Header, sr *statelessRequest) bool {
 	if len(names) == 0 {
 		return false
 	}
+	_, err := p.declaredParams(sr.name, names)
+	return err != nil
+}
+
+// declaredParams is the x-mcp-header mapping the proxy learnt for tool (nil when it does not
+// know the tool), and the refusal of the first of the request's Mcp-Param headers (names) it
+// cannot tie to an argument: any, of a tool it does not know; one the tool does not declare.
+func (p *Proxy) declaredParams(tool string, names []string) (map[string][]string, *statelessError) {
 	p.sl.mu.Lock()
-	defer p.sl.mu.Unlock()
-	m, known := p.sl.paramHeaders[sr.name]
-	if !known {
-		return true
+	m, known := p.sl.paramHeaders[tool]
+	p.sl.mu.Unlock()
+	if !known && len(names) > 0 {
+		return nil, headerMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", clip(tool, 64))
 	}
 	for _, k := range names {
 		if _, ok := m[k]; !ok {
-			return true
+			return m, headerMismatch("the %s header is not one the tool declares (x-mcp-header)", clip(k, 64))
 		}
 	}
-	return false
+	return m, nil
 }
 
 // learnTools lists the upstream's tools (every page, at most maxLearnPages) to learn their
@@ -684,20 +692,9 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 // intermediary that routes on a header must see the same value. A 2025 upstream never sees the
 // headers; the check is the same for both revisions.
 func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statelessError {
-	names := paramHeaderNames(h)
-	p.sl.mu.Lock()
-	m, known := p.sl.paramHeaders[sr.name]
-	p.sl.mu.Unlock()
-	if !known {
-		if len(names) > 0 {
-			return headerMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", clip(sr.name, 64))
-		}
-		return nil
-	}
-	for _, k := range names {
-		if _, ok := m[k]; !ok {
-			return headerMismatch("the %s header is not one the tool declares (x-mcp-header)", clip(k, 64))
-		}
+	m, err := p.declaredParams(sr.name, paramHeaderNames(h))
+	if err != nil || m == nil {
+		return err
 	}
 	var args map[string]json.RawMessage
 	_ = json.Unmarshal(sr.params["arguments"], &args)
