@@ -237,7 +237,7 @@ func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Respons
 		return nil
 	}
 	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.req.Method)
-	return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: no such task"}}
+	return noSuchTask(sr.req.ID)
 }
 
 // observeTask2026 learns what it can of agent's followed task from the upstream's answer to

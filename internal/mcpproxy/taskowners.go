@@ -223,6 +223,8 @@ func (b *bridge) foreignTaskRequest(req *jsonrpc.Request) *jsonrpc.Response {
 	return noSuchTask(req.ID)
 }
 
+// noSuchTask answers a request naming a task of another agent's as one naming no task (-32602),
+// on either revision.
 func noSuchTask(id jsonrpc.ID) *jsonrpc.Response {
 	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: no such task"}}
 }
