@@ -277,7 +277,7 @@ func containerChanges(kind string, injected map[string]bool, old, cur []corev1.C
 		if !injected[name] {
 			continue
 		}
-		a, b := findContainerIn(old, name), findContainerIn(cur, name)
+		a, b := inject.FindContainer(old, name), inject.FindContainer(cur, name)
 		switch {
 		case a == nil:
 			out = append(out, kind+" "+name+" (added)")
@@ -381,15 +381,6 @@ func unionNames(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-func findContainerIn(cs []corev1.Container, name string) *corev1.Container {
-	for i := range cs {
-		if cs[i].Name == name {
-			return &cs[i]
-		}
-	}
-	return nil
 }
 
 func findVolume(vs []corev1.Volume, name string) *corev1.Volume {

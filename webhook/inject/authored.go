@@ -125,7 +125,7 @@ func sameInjection(pod, out *corev1.Pod, st *Status) error {
 				continue
 			}
 			c = withoutServiceAccountMount(pod, c)
-			w := findContainerIn(want, c.Name)
+			w := FindContainer(want, c.Name)
 			if w == nil || !slices.Contains(added, c.Name) || !equality.Semantic.DeepEqual(normalContainer(c), normalContainer(*w)) {
 				return refuse(fmt.Sprintf("%s %q", kind, c.Name))
 			}
@@ -148,12 +148,12 @@ func sameInjection(pod, out *corev1.Pod, st *Status) error {
 		}
 	}
 	for _, name := range st.InitContainers {
-		if findContainerIn(pod.Spec.InitContainers, name) == nil {
+		if FindContainer(pod.Spec.InitContainers, name) == nil {
 			return missing(fmt.Sprintf("init container %q", name))
 		}
 	}
 	for _, name := range st.Containers {
-		if findContainerIn(pod.Spec.Containers, name) == nil {
+		if FindContainer(pod.Spec.Containers, name) == nil {
 			return missing(fmt.Sprintf("container %q", name))
 		}
 	}
@@ -200,7 +200,8 @@ func withoutServiceAccountMount(pod *corev1.Pod, c corev1.Container) corev1.Cont
 	return c
 }
 
-func findContainerIn(cs []corev1.Container, name string) *corev1.Container {
+// FindContainer returns the container of cs named name, nil when there is none.
+func FindContainer(cs []corev1.Container, name string) *corev1.Container {
 	for i := range cs {
 		if cs[i].Name == name {
 			return &cs[i]

@@ -253,17 +253,10 @@ func Strip(pod *corev1.Pod) *corev1.Pod {
 }
 
 func findContainer(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
+	if c := FindContainer(pod.Spec.InitContainers, name); c != nil {
+		return c
 	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	return nil
+	return FindContainer(pod.Spec.Containers, name)
 }
 
 // agentContainers are the pod's init containers and containers (not ephemeral ones, which do
