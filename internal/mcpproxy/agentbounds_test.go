@@ -131,13 +131,8 @@ func TestUpstreamSessionPerAgent(t *testing.T) {
 	inits := 0
 	sessionsOf := map[string]map[string]bool{} // the account a call names → the upstream sessions it came on
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method != http.MethodPost {
-			return false
-		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body, method, _ := rpcBody(r)
 		var m struct {
-			Method string `json:"method"`
 			Params struct {
 				Arguments struct {
 					Account string `json:"account"`
@@ -147,7 +142,7 @@ func TestUpstreamSessionPerAgent(t *testing.T) {
 		_ = json.Unmarshal(body, &m)
 		mu.Lock()
 		defer mu.Unlock()
-		switch m.Method {
+		switch method {
 		case methodInitialize:
 			inits++
 		case methodCallTool:
