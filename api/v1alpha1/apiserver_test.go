@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -476,6 +477,65 @@ func TestBindingMomentResolution(t *testing.T) {
 	}
 	if r := final.Spec.Resolution; r == nil || r.Kind != v1alpha1.ResolutionOption || r.OptionIdx == nil || *r.OptionIdx != 1 {
 		t.Fatalf("stored resolution = %+v, want option 1", r)
+	}
+}
+
+// A resolution's via is bounded: surface a lower-case DNS label of at most 64 characters,
+// issuer at most 512, subject at most 255, neither empty; once written it is as final as the
+// rest of the resolution.
+func TestBindingMomentResolutionVia(t *testing.T) {
+	e := apiServer(t)
+	ns := e.Namespace(t)
+	ctx := ctxFor(t)
+	bm := sampleBindingMoment(t)
+	bm.Namespace = ns
+	if err := e.Client.Create(ctx, bm); err != nil {
+		t.Fatal(err)
+	}
+	authTime := metav1.NewTime(time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		via  v1alpha1.ResolutionVia
+		want string
+	}{
+		{"surface upper case", v1alpha1.ResolutionVia{Surface: "Console"}, "spec.resolution.via.surface: Invalid value"},
+		{"surface with a space", v1alpha1.ResolutionVia{Surface: "my console"}, "spec.resolution.via.surface: Invalid value"},
+		{"surface ends in a dash", v1alpha1.ResolutionVia{Surface: "console-"}, "spec.resolution.via.surface: Invalid value"},
+		{"surface of 65", v1alpha1.ResolutionVia{Surface: strings.Repeat("a", 65)}, "spec.resolution.via.surface: Too long"},
+		{"issuer of 513", v1alpha1.ResolutionVia{Issuer: "https://" + strings.Repeat("i", 505)}, "spec.resolution.via.issuer: Too long"},
+		{"subject of 256", v1alpha1.ResolutionVia{Subject: strings.Repeat("s", 256)}, "spec.resolution.via.subject: Too long"},
+		{"every field at its bound", v1alpha1.ResolutionVia{Surface: strings.Repeat("a", 64), Issuer: "https://" + strings.Repeat("i", 504),
+			Subject: strings.Repeat("s", 255), AuthTime: &authTime}, ""},
+		{"changed after written", v1alpha1.ResolutionVia{Surface: "kubectl"}, "resolution cannot be changed or removed once written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := &v1alpha1.BindingMoment{}
+			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(bm), cur); err != nil {
+				t.Fatal(err)
+			}
+			via := tc.via
+			cur.Spec.Resolution = &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionDeclined, EnvelopeDigest: bm.Spec.EnvelopeDigest, Via: &via}
+			wantInvalid(t, e.Client.Update(ctx, cur), tc.want)
+		})
+	}
+	// An empty issuer or subject, sent explicitly, is refused rather than read as absent.
+	for _, field := range []string{"issuer", "subject"} {
+		t.Run("empty "+field, func(t *testing.T) {
+			other := sampleBindingMoment(t)
+			other.Namespace, other.Name = ns, "empty-"+field
+			if err := e.Client.Create(ctx, other); err != nil {
+				t.Fatal(err)
+			}
+			patch := fmt.Sprintf(`{"spec":{"resolution":{"kind":"declined","envelopeDigest":%q,"via":{%q:""}}}}`, other.Spec.EnvelopeDigest, field)
+			wantInvalid(t, e.Client.Patch(ctx, other, client.RawPatch(types.MergePatchType, []byte(patch))), "spec.resolution.via."+field+": Invalid value")
+		})
+	}
+	final := &v1alpha1.BindingMoment{}
+	if err := e.Client.Get(ctx, client.ObjectKeyFromObject(bm), final); err != nil {
+		t.Fatal(err)
+	}
+	if v := final.Spec.Resolution.Via; v == nil || len(v.Surface) != 64 || v.AuthTime == nil || !v.AuthTime.Equal(&authTime) {
+		t.Fatalf("stored via = %+v, want the one at the bounds", v)
 	}
 }
 
