@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,13 +46,19 @@ const serviceAccountPrefix = "system:serviceaccount:"
 //     (accepted once, §7.3 "naming one already resolved, is not a decision");
 //   - a new resolution comes from userInfo.username == spec.principal, who is not the Act's
 //     agent nor a service account of the namespace;
+//   - resolution.via's issuer, subject and authTime, each when set, equal what the API
+//     server's authenticator recorded for the request in userInfo.extra (ExtraOIDCIssuer,
+//     ExtraOIDCSubject, ExtraAuthTime): they say how the principal authenticated, which the
+//     client cannot invent (docs/security.md "Resolution audit"); via.surface is the client's
+//     own word and only bounded by the CRD;
 //   - the moment has not expired (spec.expiresAt, status.state) at admission time;
 //   - the resolution, in its §7.3 wire form, passes envelope.ParseResolution and
 //     envelope.Verify against the envelope parsed from the stored bytes: it names the envelope's
 //     digest (§12.5) and an option index within range.
 //
 // On UPDATE of status (the controller's): status.resolvedBy, when set, is spec.principal and
-// a resolution exists; state Resolved requires a resolution. The controller records resolvedBy
+// a resolution exists; status.resolvedVia, when set, is spec.resolution.via; state Resolved
+// requires a resolution. The controller records resolvedBy
 // as spec.principal, which this handler has made the only possible resolver.
 type BindingMomentValidator struct {
 	// APIReader reads the Act named by actRef, uncached: the authority service creates the Act
@@ -83,6 +91,21 @@ var (
 	ErrActNotFound = errors.New("the Act this binding moment decides does not exist")
 	// ErrImmutable: a field other than spec.resolution changed.
 	ErrImmutable = errors.New("binding moment spec is immutable except for adding spec.resolution")
+	// ErrUnverifiedVia: resolution.via names an issuer, subject or authentication time the
+	// API server did not authenticate the request with.
+	ErrUnverifiedVia = errors.New("resolution.via must match the authentication the API server recorded for this request")
+)
+
+// The userInfo.extra keys the API server's JWT authenticator maps an OpenID Connect ID token's
+// claims into (the AuthenticationConfiguration's claimMappings.extra; docs/operations.md).
+const (
+	// ExtraOIDCIssuer carries the ID token's iss.
+	ExtraOIDCIssuer = "actgate.io/oidc-issuer"
+	// ExtraOIDCSubject carries the ID token's sub.
+	ExtraOIDCSubject = "actgate.io/oidc-subject"
+	// ExtraAuthTime carries the ID token's auth_time as decimal Unix seconds; absent when the
+	// token has none.
+	ExtraAuthTime = "actgate.io/auth-time"
 )
 
 // ValidateCreate implements admission.Validator.
@@ -151,6 +174,9 @@ func (v *BindingMomentValidator) ValidateUpdate(ctx context.Context, old, bm *v1
 	if user == agent {
 		return nil, fmt.Errorf("%w: %s initiated Act %s", ErrSelfResolution, user, bm.Spec.ActRef.Name)
 	}
+	if err := checkVia(bm.Spec.Resolution.Via, req.UserInfo.Extra); err != nil {
+		return nil, err
+	}
 	if now := v.Now(); !now.Before(bm.Spec.ExpiresAt.Time) {
 		return nil, fmt.Errorf("%w at %s", ErrExpired, bm.Spec.ExpiresAt.UTC().Format(time.RFC3339))
 	}
@@ -214,10 +240,88 @@ func checkResolution(env *envelope.Envelope, r *v1alpha1.BindingMomentResolution
 	return nil
 }
 
+// checkVia admits via's issuer, subject and authTime only when each equals the single value of
+// its userInfo.extra key: a field set while the request carries no such value (it was not
+// authenticated by an ID token mapped to it), carries several, or carries another is refused.
+// via.surface is not checked: it is the client's own word.
+func checkVia(via *v1alpha1.ResolutionVia, extra map[string]authenticationv1.ExtraValue) error {
+	if via == nil {
+		return nil
+	}
+	if via.Issuer != "" {
+		if err := extraEquals(extra, ExtraOIDCIssuer, "issuer", via.Issuer); err != nil {
+			return err
+		}
+	}
+	if via.Subject != "" {
+		if err := extraEquals(extra, ExtraOIDCSubject, "subject", via.Subject); err != nil {
+			return err
+		}
+	}
+	if via.AuthTime != nil {
+		v, err := extraValue(extra, ExtraAuthTime, "authTime")
+		if err != nil {
+			return err
+		}
+		secs, ok := unixSeconds(v)
+		if !ok {
+			return fmt.Errorf("%w: the request's %s is not decimal Unix seconds", ErrUnverifiedVia, ExtraAuthTime)
+		}
+		if got := via.AuthTime.Time; got.Unix() != secs || got.Nanosecond() != 0 {
+			return fmt.Errorf("%w: spec.resolution.via.authTime is %s but the request authenticated at %s",
+				ErrUnverifiedVia, got.UTC().Format(time.RFC3339), time.Unix(secs, 0).UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// extraEquals checks the request's one value of key is want.
+func extraEquals(extra map[string]authenticationv1.ExtraValue, key, field, want string) error {
+	v, err := extraValue(extra, key, field)
+	if err != nil {
+		return err
+	}
+	if v != want {
+		return fmt.Errorf("%w: spec.resolution.via.%s differs from the request's %s", ErrUnverifiedVia, field, key)
+	}
+	return nil
+}
+
+// extraValue is the request's one value of key; none or several is a refusal of field.
+func extraValue(extra map[string]authenticationv1.ExtraValue, key, field string) (string, error) {
+	vs := extra[key]
+	switch len(vs) {
+	case 0:
+		return "", fmt.Errorf("%w: spec.resolution.via.%s is set but the request carries no %s (it was not authenticated by an OpenID Connect ID token)",
+			ErrUnverifiedVia, field, key)
+	case 1:
+		return vs[0], nil
+	}
+	return "", fmt.Errorf("%w: the request carries %d values of %s", ErrUnverifiedVia, len(vs), key)
+}
+
+// unixSeconds parses decimal Unix seconds in their one canonical spelling: ASCII digits (no
+// sign, space or leading zero), at most 12 of them (beyond the year 33658).
+func unixSeconds(s string) (int64, bool) {
+	if s == "" || len(s) > 12 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && strconv.FormatInt(n, 10) == s
+}
+
 func validateStatus(bm *v1alpha1.BindingMoment) error {
 	st := bm.Status
 	if st.ResolvedBy != "" && (st.ResolvedBy != bm.Spec.Principal || bm.Spec.Resolution == nil) {
 		return fmt.Errorf("%w: status.resolvedBy must be spec.principal (%s) and needs spec.resolution", ErrNotPrincipal, bm.Spec.Principal)
+	}
+	if st.ResolvedVia != nil && (bm.Spec.Resolution == nil || !apiequality.Semantic.DeepEqual(st.ResolvedVia, bm.Spec.Resolution.Via)) {
+		return fmt.Errorf("%w: status.resolvedVia must be spec.resolution.via", ErrUnverifiedVia)
 	}
 	if st.State == v1alpha1.BindingMomentResolved && bm.Spec.Resolution == nil {
 		return fmt.Errorf("%w: status.state Resolved needs spec.resolution", ErrInvalidResolution)

@@ -44,6 +44,14 @@ func asUser(user string, subresource string, groups ...string) context.Context {
 	}})
 }
 
+// asUserWithExtra is asUser with userInfo.extra, as the API server's authenticator (or
+// impersonation) sets it.
+func asUserWithExtra(user string, extra map[string]authenticationv1.ExtraValue) context.Context {
+	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UserInfo: authenticationv1.UserInfo{Username: user, Extra: extra},
+	}})
+}
+
 func sampleMoment(t testing.TB) *v1alpha1.BindingMoment {
 	t.Helper()
 	b, err := os.ReadFile("testdata/bindingmoment.yaml")
