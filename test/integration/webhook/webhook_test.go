@@ -403,6 +403,7 @@ func TestWebhooks(t *testing.T) {
 
 	t.Run("BindingMoment resolution", func(t *testing.T) { testResolution(t, e.Env) })
 	t.Run("BindingMoment creation", func(t *testing.T) { testMomentCreation(t, e.Env) })
+	t.Run("BindingMoment resolution via", func(t *testing.T) { testResolutionVia(t, e.Env) })
 	t.Run("namespace opt-out label is guarded", func(t *testing.T) { testNamespaceGuard(t, e.Env) })
 
 	t.Run("every golden injection is a valid Pod", func(t *testing.T) {
