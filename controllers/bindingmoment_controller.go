@@ -3,12 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -21,9 +22,13 @@ import (
 
 // +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=actgate.io,resources=bindingmoments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=actgate.io,resources=acts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=actgate.io,resources=acts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// BindingMomentReconciler records a binding moment's resolution and expires it unresolved at
+// BindingMomentReconciler records a binding moment's resolution (who, when, through which
+// surface and with which authentication: status.resolvedBy, resolvedAt, resolvedVia), copies
+// that record onto the Act's status.momentResolutions, and expires the moment unresolved at
 // spec.expiresAt. The act it gates is denied by the ActReconciler once all of the act's binding
 // moments have expired.
 type BindingMomentReconciler struct {
@@ -37,6 +42,10 @@ type BindingMomentReconciler struct {
 	// calibration notes (envelope-04 §5.8, §5.9, §12.2, §12.3); nil counts nothing. Each is
 	// counted in the status transition that records it (see observeMoment).
 	Metrics *metrics.Moments
+	// Resolutions counts resolutions by surface and the time from announcement to resolution
+	// (docs/operations.md "Metrics and Events"); nil counts nothing. Each is counted in the
+	// status transition that records the resolution, as Metrics is.
+	Resolutions *metrics.Resolutions
 }
 
 // momentScope is what one reconcile of a BindingMoment decided.
@@ -49,20 +58,70 @@ type momentScope struct {
 	expired bool
 }
 
-// Reconcile records the resolution or the expiry, or waits for expiresAt.
-func (r *BindingMomentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+// actConflictRetry is how soon a copy onto the Act that lost a write race (or read a stale
+// cache) is tried again.
+const actConflictRetry = time.Second
+
+// Reconcile records the resolution or the expiry, or waits for expiresAt; a resolved moment's
+// record is then copied onto its Act (again on every reconcile until the Act has it, so a
+// restart between the two writes loses nothing).
+func (r *BindingMomentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	bm := &v1alpha1.BindingMoment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, bm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &momentScope{bm: bm, now: r.Clock.Now()}
-	defer func() {
-		if err := r.patchStatus(ctx, s); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		}
-	}()
-	return r.decide(s), nil
+	res := r.decide(s)
+	if err := r.patchStatus(ctx, s); err != nil {
+		return res, err
+	}
+	switch err := r.recordOnAct(ctx, bm); {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: actConflictRetry}, nil
+	case err != nil:
+		return res, err
+	}
+	return res, nil
 }
+
+// recordOnAct copies a resolved moment's record (kind, resolvedBy, resolvedAt, resolvedVia)
+// into its Act's status.momentResolutions under the moment's name, when the Act does not hold
+// it yet. The patch carries an optimistic lock: two moments of one act (minPrincipals > 1)
+// never overwrite each other's entry. A missing Act has nothing to record on.
+func (r *BindingMomentReconciler) recordOnAct(ctx context.Context, bm *v1alpha1.BindingMoment) error {
+	if bm.Status.State != v1alpha1.BindingMomentResolved || bm.Spec.Resolution == nil {
+		return nil
+	}
+	want := v1alpha1.ActMomentResolution{Name: bm.Name, Kind: bm.Spec.Resolution.Kind, ResolvedBy: bm.Status.ResolvedBy,
+		ResolvedAt: bm.Status.ResolvedAt.DeepCopy(), ResolvedVia: bm.Status.ResolvedVia.DeepCopy()}
+	act := &v1alpha1.Act{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bm.Namespace, Name: bm.Spec.ActRef.Name}, act); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	i := slices.IndexFunc(act.Status.MomentResolutions, func(m v1alpha1.ActMomentResolution) bool { return m.Name == bm.Name })
+	if i >= 0 && apiequality.Semantic.DeepEqual(act.Status.MomentResolutions[i], want) {
+		return nil
+	}
+	if i < 0 && len(act.Status.MomentResolutions) >= maxActMomentResolutions {
+		ctrl.LoggerFrom(ctx).Info("Act already records the most moment resolutions it can hold; this one is on the BindingMoment only",
+			"act", klog.KObj(act), "bindingMoment", klog.KObj(bm), "max", maxActMomentResolutions)
+		return nil
+	}
+	patch := client.MergeFromWithOptions(act.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if i >= 0 {
+		act.Status.MomentResolutions[i] = want
+	} else {
+		act.Status.MomentResolutions = append(act.Status.MomentResolutions, want)
+	}
+	if err := r.Client.Status().Patch(ctx, act, patch); err != nil {
+		return fmt.Errorf("record BindingMoment %s on Act %s: %w", bm.Name, klog.KObj(act), err)
+	}
+	return nil
+}
+
+// maxActMomentResolutions is the CRD's bound on an Act's status.momentResolutions (as on
+// bindingMomentRefs).
+const maxActMomentResolutions = 32
 
 // decide records what happened. A final state stays (the CRD forbids leaving it). At or after
 // expiresAt the moment expires, even if a resolution was written meanwhile: a resolution
@@ -127,6 +186,9 @@ func bindingMomentStatus(bm *v1alpha1.BindingMoment, s *momentScope) v1alpha1.Bi
 		st.ResolvedBy = bm.Spec.Principal // admission admits the resolution from no one else
 		t := metav1.NewTime(s.now)
 		st.ResolvedAt = &t
+		// Admission checked via's issuer, subject and authTime against the request's
+		// authentication; it is recorded as written.
+		st.ResolvedVia = bm.Spec.Resolution.Via.DeepCopy()
 	case s.expired:
 		st.State = v1alpha1.BindingMomentExpired
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -96,10 +97,26 @@ func (r *BindingMomentReconciler) observeMoment(ctx context.Context, s *momentSc
 		if bm.Status.ResolvedAt != nil {
 			at = bm.Status.ResolvedAt.Time
 		}
-		r.Metrics.Resolved(m, string(bm.Spec.Resolution.Kind), at.Sub(bm.CreationTimestamp.Time))
+		kind := string(bm.Spec.Resolution.Kind)
+		r.Metrics.Resolved(m, kind, at.Sub(bm.CreationTimestamp.Time))
+		var surface string
+		if v := bm.Spec.Resolution.Via; v != nil {
+			surface = v.Surface
+		}
+		r.Resolutions.Resolved(surface, kind, at.Sub(announcedAt(bm)))
 	case s.expired:
 		r.Metrics.Expired(m)
 	}
+}
+
+// announcedAt is when the principal was told of the moment: the Announced condition's
+// transition to True (every notification webhook took the announcement), else the moment's
+// creation (no announcement was configured, or it was not delivered).
+func announcedAt(bm *v1alpha1.BindingMoment) time.Time {
+	if c := meta.FindStatusCondition(bm.Status.Conditions, v1alpha1.BindingMomentAnnouncedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	return bm.CreationTimestamp.Time
 }
 
 // notifiedKey is an Act's notification: its reason (EventDenied, EventIndeterminate).

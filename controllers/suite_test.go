@@ -154,6 +154,10 @@ func start(t *testing.T, set settings) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resolutions, err := metrics.NewResolutions(h.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	results, err := metrics.NewReconciliation(h.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +176,7 @@ func start(t *testing.T, set settings) *harness {
 			Metrics: results, Started: set.started},
 		&controllers.AuthorityLeaseReconciler{Client: mgr.GetClient(), Clock: h.clock, Retention: set.retention},
 		&controllers.BindingMomentReconciler{Client: mgr.GetClient(),
-			Recorder: h.rec, Clock: h.clock, Metrics: moments},
+			Recorder: h.rec, Clock: h.clock, Metrics: moments, Resolutions: resolutions},
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)

@@ -213,6 +213,16 @@ type BindingMomentResolution struct {
 	Via *ResolutionVia `json:"via,omitempty"`
 }
 
+// The resolution.via.surface values actgate's own clients write.
+const (
+	// SurfaceApprovalService is the in-cluster approval service (single sign-on).
+	SurfaceApprovalService = "approval-service"
+	// SurfaceConsole is the loopback console (`kubectl actgate console`).
+	SurfaceConsole = "console"
+	// SurfaceKubectl is `kubectl actgate resolve`.
+	SurfaceKubectl = "kubectl"
+)
+
 // ResolutionVia is how a resolution reached the API server: the surface that wrote it and the
 // OpenID Connect authentication of the person who wrote it.
 type ResolutionVia struct {

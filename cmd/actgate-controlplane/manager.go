@@ -207,10 +207,14 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		return managerFailed("%v", err)
 	}
 	// actgate's own series beside controller-runtime's, on its registry (docs/operations.md,
-	// "Metrics and Events"): the cluster's binding moments, reconciliation results and
-	// INDETERMINATE Acts (counted from the cache at scrape time).
+	// "Metrics and Events"): the cluster's binding moments, their resolutions by surface,
+	// reconciliation results and INDETERMINATE Acts (counted from the cache at scrape time).
 	reg := actmetrics.Replacing(ctrlmetrics.Registry)
 	moments, err := actmetrics.NewMoments(reg)
+	if err != nil {
+		return managerFailed("metrics: %v", err)
+	}
+	resolutions, err := actmetrics.NewResolutions(reg)
 	if err != nil {
 		return managerFailed("metrics: %v", err)
 	}
@@ -263,9 +267,10 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 	}
 	if err := (&controllers.BindingMomentReconciler{
 		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("actgate-bindingmoment"),
-		Clock:    realClock,
-		Metrics:  moments,
+		Recorder:    mgr.GetEventRecorder("actgate-bindingmoment"),
+		Clock:       realClock,
+		Metrics:     moments,
+		Resolutions: resolutions,
 	}).SetupWithManager(mgr); err != nil {
 		return managerFailed("BindingMoment controller: %v", err)
 	}

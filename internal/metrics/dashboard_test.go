@@ -40,6 +40,11 @@ func exposed(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	res, err := metrics.NewResolutions(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Resolved("approval-service", "option", time.Minute)
 	// One event of each kind, so every vector has a child to gather.
 	g.CallDecided(sink.CallEvent{Class: act.ClassFinancial, Code: ef.EFPolicyDenied, Outcome: sink.PolicyDeny, Duration: time.Millisecond})
 	g.CallDecided(sink.CallEvent{Class: act.ClassFinancial, Allowed: true, Invoked: true, State: journal.StateIndeterminate, Outcome: sink.PolicyPermit})
@@ -75,7 +80,7 @@ var allNames = []string{
 	metrics.NameEnforceDuration, metrics.NameDecisions, metrics.NameSideEffectDenies, metrics.NameIndeterminate,
 	metrics.NameReconciliationResults, metrics.NameMomentsEmitted, metrics.NameMomentsResolved,
 	metrics.NameMomentsExpired, metrics.NameMomentsHatchDisabled, metrics.NameMomentsCalibrationNote,
-	metrics.NameMomentResolution,
+	metrics.NameMomentResolution, metrics.NameBindingMomentResolutions, metrics.NameBindingMomentTimeToResolution,
 }
 
 var (

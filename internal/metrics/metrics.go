@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -30,6 +31,9 @@ const (
 	NameMomentsHatchDisabled   = "actgate_moments_hatch_disabled_total"
 	NameMomentsCalibrationNote = "actgate_moments_calibration_note_total"
 	NameMomentResolution       = "actgate_moment_resolution_seconds"
+	// The manager's BindingMoment resolutions by surface (see Resolutions).
+	NameBindingMomentResolutions      = "actgate_bindingmoment_resolutions_total"
+	NameBindingMomentTimeToResolution = "actgate_bindingmoment_time_to_resolution_seconds"
 )
 
 // Path is the enforcement path of one call (label "path" of actgate_enforce_duration_seconds).
@@ -315,6 +319,69 @@ func (m *Moments) Expired(x Moment) {
 		return
 	}
 	m.expired.WithLabelValues(m.base(x)...).Inc()
+}
+
+// Surface label values besides the surfaces of v1alpha1 (SurfaceApprovalService,
+// SurfaceConsole, SurfaceKubectl).
+const (
+	// SurfaceUnknown: the resolution names no surface.
+	SurfaceUnknown = "unknown"
+	// SurfaceOther: a surface outside actgate's own. resolution.via.surface is the writing
+	// client's word, so the label keeps a closed set of values however many a client invents.
+	SurfaceOther = "other"
+)
+
+// ResolutionSurface is the label value of a resolution.via.surface.
+func ResolutionSurface(s string) string {
+	switch s {
+	case "":
+		return SurfaceUnknown
+	case v1alpha1.SurfaceApprovalService, v1alpha1.SurfaceConsole, v1alpha1.SurfaceKubectl:
+		return s
+	}
+	return SurfaceOther
+}
+
+// Resolutions are the manager's BindingMoment resolutions by the surface that wrote them
+// (docs/operations.md "Metrics and Events"), counted once, by the BindingMoment controller, in
+// the status write that records the resolution:
+//
+//   - actgate_bindingmoment_resolutions_total{surface,kind}
+//   - actgate_bindingmoment_time_to_resolution_seconds{surface}: the announcement's delivery
+//     (the Announced condition) or, without one, the moment's creation, to its resolution
+//
+// surface is approval-service, console, kubectl, other or unknown (ResolutionSurface); kind
+// is option, answer, question or declined (envelope-04 §7.3).
+type Resolutions struct {
+	total *prometheus.CounterVec
+	time  *prometheus.HistogramVec
+}
+
+// NewResolutions creates the resolution metrics and registers them with reg.
+func NewResolutions(reg prometheus.Registerer) (*Resolutions, error) {
+	r := &Resolutions{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameBindingMomentResolutions,
+			Help: "BindingMoment resolutions recorded, by the surface that wrote them and resolution kind (envelope-04 §7.3)."}, []string{"surface", "kind"}),
+		time: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameBindingMomentTimeToResolution,
+			Help:    "Time from a BindingMoment's announcement (else its creation) to its resolution, by the surface that wrote it.",
+			Buckets: ResolutionBuckets()}, []string{"surface"}),
+	}
+	if err := register(reg, r.total, r.time); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Resolved counts one resolution through surface of kind and observes the time since the
+// announcement (negative times, from clock skew, are observed as 0). A nil Resolutions records
+// nothing.
+func (r *Resolutions) Resolved(surface, kind string, sinceAnnouncement time.Duration) {
+	if r == nil {
+		return
+	}
+	surface = ResolutionSurface(surface)
+	r.total.WithLabelValues(surface, resolutionKind(kind)).Inc()
+	r.time.WithLabelValues(surface).Observe(max(sinceAnnouncement, 0).Seconds())
 }
 
 // Gate is the metrics of one finality sink and its sink.Observer:

@@ -302,6 +302,48 @@ func TestClassAndKindLabelsAreBounded(t *testing.T) {
 	})
 }
 
+// TestResolutionSurfaceLabelsAreBounded: resolution.via.surface is the writing client's word,
+// so the surface label keeps actgate's own surfaces, "unknown" for none and "other" for any
+// other; kinds outside envelope-04 §7.3 are "other"; a negative time is observed as 0.
+func TestResolutionSurfaceLabelsAreBounded(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	r, err := metrics.NewResolutions(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Resolved("approval-service", "option", 90*time.Second)
+	r.Resolved("console", "declined", time.Second)
+	r.Resolved("kubectl", "question", time.Minute)
+	r.Resolved("", "answer", 2*time.Second)
+	for i := range 100 {
+		r.Resolved(fmt.Sprintf("bot-%d", i), "answer", 0)
+	}
+	r.Resolved("Console", "approve", -time.Hour)
+	total := func(surface, kind string, n float64) want {
+		return want{name: metrics.NameBindingMomentResolutions, labels: map[string]string{"surface": surface, "kind": kind}, value: n}
+	}
+	since := func(surface string, n uint64, sum float64) want {
+		return want{name: metrics.NameBindingMomentTimeToResolution, labels: map[string]string{"surface": surface}, count: n, sum: sum}
+	}
+	ss := gather(t, reg)
+	check(t, ss, []want{
+		total("approval-service", "option", 1), total("console", "declined", 1), total("kubectl", "question", 1),
+		total("unknown", "answer", 1), total("other", "answer", 100), total("other", "other", 1),
+		since("approval-service", 1, 90), since("console", 1, 1), since("kubectl", 1, 60), since("unknown", 1, 2), since("other", 101, 0),
+	})
+	n := 0
+	for _, s := range ss {
+		if s.name == metrics.NameBindingMomentResolutions {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d resolution series, want 6:\n%s", n, dump(ss, metrics.NameBindingMomentResolutions))
+	}
+	var nilR *metrics.Resolutions
+	nilR.Resolved("kubectl", "option", time.Second) // records nothing, does not panic
+}
+
 func TestReconciliationResults(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	r, err := metrics.NewReconciliation(reg)
@@ -351,6 +393,9 @@ func TestNilRegistererIsAnError(t *testing.T) {
 	}
 	if _, err := metrics.NewReconciliation(nil); err == nil {
 		t.Fatal("NewReconciliation(nil) succeeded")
+	}
+	if _, err := metrics.NewResolutions(nil); err == nil {
+		t.Fatal("NewResolutions(nil) succeeded")
 	}
 	// Registering twice on one registry is refused, not silently merged.
 	reg := prometheus.NewPedanticRegistry()
