@@ -268,4 +268,3 @@ func TestBindingMomentResolutionAudit(t *testing.T) {
 	eventually(t, 20*time.Second, onAct)
 	consistently(t, time.Second, countedOnce)
 }
-

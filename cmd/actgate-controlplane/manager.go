@@ -266,7 +266,7 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		return managerFailed("namespace access controller: %v", err)
 	}
 	if err := (&controllers.BindingMomentReconciler{
-		Client:   mgr.GetClient(),
+		Client:      mgr.GetClient(),
 		Recorder:    mgr.GetEventRecorder("actgate-bindingmoment"),
 		Clock:       realClock,
 		Metrics:     moments,
