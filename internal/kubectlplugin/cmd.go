@@ -506,6 +506,9 @@ func (p *plugin) resolve(ctx context.Context, c *Client, name, pin string, choic
 	if err != nil {
 		return exitWith(ExitRefused, err)
 	}
+	// The surface only: the plugin does not know how the API server authenticated the user
+	// (docs/security.md "Resolution audit").
+	res.Via = &v1alpha1.ResolutionVia{Surface: v1alpha1.SurfaceKubectl}
 	if _, err := c.Resolve(ctx, m.Object, res); err != nil {
 		switch {
 		case errors.Is(err, ErrRefusedByServer):

@@ -113,6 +113,9 @@ func (b *ConsoleBackend) Resolve(ctx context.Context, id string, resolution []by
 	if err != nil {
 		return console.Result{}, fmt.Errorf("%w: %w", console.ErrRefused, err)
 	}
+	// The surface only: the console does not know how the API server authenticated the user
+	// (docs/security.md "Resolution audit").
+	res.Via = &v1alpha1.ResolutionVia{Surface: v1alpha1.SurfaceConsole}
 	if _, err := b.Client.Resolve(ctx, bm, res); err != nil {
 		if errors.Is(err, ErrRefusedByServer) || errors.Is(err, ErrConflict) {
 			return console.Result{}, fmt.Errorf("%w: %w", console.ErrRefused, err)

@@ -201,6 +201,10 @@ func TestKubectlConsoleInChromium(t *testing.T) {
 				(got.OptionIdx == nil) != (tc.want.OptionIdx == nil) || (got.OptionIdx != nil && *got.OptionIdx != *tc.want.OptionIdx) {
 				t.Fatalf("stored resolution %+v, want %+v", got, tc.want)
 			}
+			// The console names its surface and nothing it cannot know of the authentication.
+			if got.Via == nil || *got.Via != (v1alpha1.ResolutionVia{Surface: v1alpha1.SurfaceConsole}) {
+				t.Errorf("spec.resolution.via = %+v, want only surface console", got.Via)
+			}
 			// Written by the plugin's field manager; admitted by the webhook, which admits only
 			// the principal (alice) as the writer.
 			managers := map[string]bool{}

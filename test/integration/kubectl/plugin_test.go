@@ -170,6 +170,10 @@ func TestPluginThroughKubectl(t *testing.T) {
 				(got.OptionIdx == nil) != (want.OptionIdx == nil) || got.OptionIdx != nil && *got.OptionIdx != *want.OptionIdx {
 				t.Fatalf("spec.resolution = %+v, want %+v", got, want)
 			}
+			// The plugin names its surface and nothing it cannot know of the authentication.
+			if got.Via == nil || *got.Via != (v1alpha1.ResolutionVia{Surface: v1alpha1.SurfaceKubectl}) {
+				t.Errorf("spec.resolution.via = %+v, want only surface kubectl", got.Via)
+			}
 			// What was written is a valid resolution of the envelope it names, in the wire form an
 			// agent receives (§7.3), and an option is authority for exactly the act's action.
 			wire := map[string]any{"envelope_digest": string(got.EnvelopeDigest), "resolution": string(got.Kind)}
