@@ -54,6 +54,9 @@ func Show(w io.Writer, in ShowInput) error {
 				fmt.Fprintf(b, " at %s", bm.Status.ResolvedAt.UTC().Format(time.RFC3339))
 			}
 			b.WriteString("\n")
+			if v := bm.Status.ResolvedVia; v != nil {
+				fmt.Fprintf(b, "Via:         %s\n", viaLine(v))
+			}
 		}
 	}
 	fmt.Fprintf(b, "Envelope:    %s\n", safe(string(bm.Spec.EnvelopeDigest)))
@@ -154,4 +157,28 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return safe(s)
+}
+
+// viaLine says through which surface a resolution was written and, when admission checked them
+// against the request's OpenID Connect authentication, the issuer, subject and sign-in time
+// (docs/security.md "Resolution audit"); terminal-safe.
+func viaLine(v *v1alpha1.ResolutionVia) string {
+	surface := v.Surface
+	if surface == "" {
+		surface = "an unnamed surface"
+	}
+	line := safe(surface)
+	if v.Issuer != "" || v.Subject != "" || v.AuthTime != nil {
+		line += ", signed in"
+		if v.Issuer != "" {
+			line += " to " + safe(v.Issuer)
+		}
+		if v.Subject != "" {
+			line += " as subject " + safe(v.Subject)
+		}
+		if v.AuthTime != nil {
+			line += " at " + v.AuthTime.UTC().Format(time.RFC3339)
+		}
+	}
+	return line
 }

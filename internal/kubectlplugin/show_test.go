@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
@@ -146,6 +148,20 @@ func TestShowResolvedStatesWhatWasChosen(t *testing.T) {
 	in := showInput(t, "testdata/show/resolved.yaml")
 	out := render(t, func(b *bytes.Buffer) error { return Show(b, in) })
 	mustContainInOrder(t, out, "State:       Resolved", `Resolution:  option [2] "Dry-run the payment"`, "Resolved by: alice@example.com at 2026-11-29T14:59:10Z")
+	if strings.Contains(out, "Via:") {
+		t.Errorf("a resolution without resolvedVia shows a Via line:\n%s", out)
+	}
+	// The recorded surface and OpenID Connect authentication, terminal-safe.
+	authTime := metav1.NewTime(time.Date(2026, 11, 29, 14, 55, 0, 0, time.UTC))
+	in.Moment.Object.Status.ResolvedVia = &v1alpha1.ResolutionVia{Surface: "approval-service", Issuer: "https://idp.example.com",
+		Subject: "alice\x1b[2J", AuthTime: &authTime}
+	out = render(t, func(b *bytes.Buffer) error { return Show(b, in) })
+	mustContainInOrder(t, out, "Resolved by: alice@example.com",
+		"Via:         approval-service, signed in to https://idp.example.com as subject alice", "at 2026-11-29T14:55:00Z")
+	noTerminalControl(t, out)
+	in.Moment.Object.Status.ResolvedVia = &v1alpha1.ResolutionVia{Surface: "kubectl"}
+	out = render(t, func(b *bytes.Buffer) error { return Show(b, in) })
+	mustContainInOrder(t, out, "Resolved by: alice@example.com", "Via:         kubectl\n")
 	// An answer's text is principal content: Describe never echoes it (envelope-04 §13).
 	in.Moment.Object.Spec.Resolution = &v1alpha1.BindingMomentResolution{Kind: v1alpha1.ResolutionAnswer, Answer: "secret words", EnvelopeDigest: in.Moment.Object.Spec.EnvelopeDigest}
 	out = render(t, func(b *bytes.Buffer) error { return Show(b, in) })
