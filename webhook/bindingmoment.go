@@ -103,8 +103,9 @@ const (
 	ExtraOIDCIssuer = "actgate.io/oidc-issuer"
 	// ExtraOIDCSubject carries the ID token's sub.
 	ExtraOIDCSubject = "actgate.io/oidc-subject"
-	// ExtraAuthTime carries the ID token's auth_time as decimal Unix seconds; absent when the
-	// token has none.
+	// ExtraAuthTime carries the ID token's auth_time as canonical decimal Unix seconds; absent
+	// when the token has none. The authenticator decodes JSON numbers as CEL doubles, so the
+	// mapping is string(int(claims.auth_time)) (docs/api.md "Resolution audit (`spec.resolution.via`)").
 	ExtraAuthTime = "actgate.io/auth-time"
 )
 
