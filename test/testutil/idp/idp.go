@@ -208,7 +208,7 @@ func (p *Provider) AuthenticationConfig(audience string) []byte {
 			}},
 			"claimMappings": map[string]any{
 				"username": map[string]any{"expression": "'oidc:' + claims.email"},
-				"groups":   map[string]any{"expression": "has(claims.groups) ? claims.groups.map(g, 'oidc:' + g) : []"},
+				"groups":   map[string]any{"claim": "groups", "prefix": "oidc:"},
 				"uid":      map[string]any{"expression": "claims.sub"},
 				"extra": []any{
 					map[string]any{"key": ExtraIssuer, "valueExpression": "claims.iss"},

@@ -18,7 +18,7 @@ import (
 	"github.com/actgate/actgate/test/testutil/idp"
 )
 
-const clientID, clientSecret = "actgate-approval", "approval-secret"
+const clientID = "actgate-approval"
 
 // rp is a relying party of the test's own: its /callback exchanges the code with the PKCE
 // verifier of the last authorization URL it made and answers with the ID token.
@@ -32,23 +32,35 @@ type rp struct {
 	codes    int // authorization codes that reached /callback
 }
 
-func newRP(t *testing.T, clients func(redirect string) []idp.Client) (*idp.Provider, *rp) {
+// startRPs starts a relying party for each client id (secret id+"-secret") and a provider
+// that registers them.
+func startRPs(t *testing.T, ids ...string) (*idp.Provider, []*rp) {
 	t.Helper()
-	r := &rp{}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.callback))
-	t.Cleanup(r.srv.Close)
-	redirect := r.srv.URL + "/callback"
-	r.p = idp.Start(t, idp.Options{Clients: clients(redirect)})
-	r.conf = oauth2.Config{
-		ClientID: clientID, ClientSecret: clientSecret, RedirectURL: redirect,
-		Endpoint: oauth2.Endpoint{AuthURL: r.p.Issuer() + "/authorize", TokenURL: r.p.Issuer() + "/oauth/token"},
-		Scopes:   []string{oidc.ScopeOpenID, "email", "profile", "groups"},
+	var rps []*rp
+	var clients []idp.Client
+	for _, id := range ids {
+		r := &rp{}
+		r.srv = httptest.NewServer(http.HandlerFunc(r.callback))
+		t.Cleanup(r.srv.Close)
+		r.conf = oauth2.Config{
+			ClientID: id, ClientSecret: id + "-secret", RedirectURL: r.srv.URL + "/callback",
+			Scopes: []string{oidc.ScopeOpenID, "email", "profile", "groups"},
+		}
+		clients = append(clients, idp.Client{ID: id, Secret: r.conf.ClientSecret, RedirectURIs: []string{r.conf.RedirectURL}})
+		rps = append(rps, r)
 	}
-	return r.p, r
+	p := idp.Start(t, idp.Options{Clients: clients})
+	for _, r := range rps {
+		r.p = p
+		r.conf.Endpoint = oauth2.Endpoint{AuthURL: p.Issuer() + "/authorize", TokenURL: p.Issuer() + "/oauth/token"}
+	}
+	return p, rps
 }
 
-func defaultClients(redirect string) []idp.Client {
-	return []idp.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{redirect}}}
+func newRP(t *testing.T) (*idp.Provider, *rp) {
+	t.Helper()
+	p, rps := startRPs(t, clientID)
+	return p, rps[0]
 }
 
 // authURL makes an authorization URL with PKCE and a fresh state; extra adds parameters.
@@ -112,7 +124,7 @@ func signIn(t *testing.T, p *idp.Provider, r *rp, c *http.Client, u idp.User, ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := prov.Verifier(&oidc.Config{ClientID: clientID}).Verify(ctx, string(body))
+	tok, err := prov.Verifier(&oidc.Config{ClientID: r.conf.ClientID}).Verify(ctx, string(body))
 	if err != nil {
 		t.Fatalf("go-oidc refuses the ID token: %v", err)
 	}
@@ -154,7 +166,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 func TestSignInVerifiedByGoOIDC(t *testing.T) {
-	p, r := newRP(t, defaultClients)
+	p, r := newRP(t)
 	before := time.Now().Add(-time.Second)
 	tok, cl, _ := signIn(t, p, r, p.HTTPClient(), idp.Alice)
 	if tok.Issuer != p.Issuer() || tok.Subject == "" || tok.Subject == "alice" || len(tok.Audience) != 1 || tok.Audience[0] != clientID {
@@ -184,7 +196,7 @@ func TestSignInVerifiedByGoOIDC(t *testing.T) {
 }
 
 func TestWrongPasswordYieldsNoCode(t *testing.T) {
-	p, r := newRP(t, defaultClients)
+	p, r := newRP(t)
 	c := p.HTTPClient()
 	resp := p.SignIn(t, c, r.authURL(), "alice", "not-her-password")
 	body, _ := io.ReadAll(resp.Body)
@@ -213,7 +225,7 @@ func TestWrongPasswordYieldsNoCode(t *testing.T) {
 }
 
 func TestMaxAgeAndPromptLoginForceNewLogin(t *testing.T) {
-	p, r := newRP(t, defaultClients)
+	p, r := newRP(t)
 	c := p.HTTPClient()
 	_, first, _ := signIn(t, p, r, c, idp.Alice)
 
@@ -275,7 +287,7 @@ func TestMaxAgeAndPromptLoginForceNewLogin(t *testing.T) {
 }
 
 func TestBadRequestsRefused(t *testing.T) {
-	p, r := newRP(t, defaultClients)
+	p, r := newRP(t)
 	noRedirect := p.HTTPClient()
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	verifier := oauth2.GenerateVerifier()
