@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/actgate/actgate/test/testutil/idp"
+	"github.com/actgate/actgate/test/testutil/node"
 )
 
 const clientID = "actgate-approval"
@@ -389,5 +391,22 @@ func TestBadRequestsRefused(t *testing.T) {
 	}
 	if _, err := r.conf.Exchange(ctx, good, oauth2.VerifierOption(verifier)); err == nil {
 		t.Fatal("a code was exchanged twice")
+	}
+}
+
+// TestStartOnHostIP: with Options.Addr on the machine's own address (node.HostIP), the issuer
+// names that address and its certificate is valid for it.
+func TestStartOnHostIP(t *testing.T) {
+	ip, err := node.HostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := idp.Start(t, idp.Options{Addr: net.JoinHostPort(ip, "0")})
+	if !strings.HasPrefix(p.Issuer(), "https://"+ip+":") {
+		t.Fatalf("issuer %q on %s", p.Issuer(), ip)
+	}
+	ctx := oidc.ClientContext(context.Background(), p.HTTPClient())
+	if _, err := oidc.NewProvider(ctx, p.Issuer()); err != nil {
+		t.Fatalf("discovery at %s: %v", p.Issuer(), err)
 	}
 }
