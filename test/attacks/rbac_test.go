@@ -27,15 +27,16 @@ import (
 	"github.com/actgate/actgate/test/envtest"
 )
 
-// chartRBAC renders charts/actgate (release namespace actgate-system) and creates its RBAC
-// objects as the chart installs them: ClusterRoles, ClusterRoleBindings, Roles, RoleBindings.
-func chartRBAC(t *testing.T, e *envtest.Env) {
+// chartRBAC renders charts/actgate (release namespace actgate-system, with helm args such as
+// --set) and creates its RBAC objects as the chart installs them: ClusterRoles,
+// ClusterRoleBindings, Roles, RoleBindings.
+func chartRBAC(t *testing.T, e *envtest.Env, args ...string) {
 	t.Helper()
 	ctx := kctx(t)
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "actgate-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	out := e.Helm(t, "template", "actgate", "charts/actgate", "--namespace", "actgate-system", "--kube-version", "1.37.2")
+	out := e.Helm(t, append([]string{"template", "actgate", "charts/actgate", "--namespace", "actgate-system", "--kube-version", "1.37.2"}, args...)...)
 	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
 	n := 0
 	for {

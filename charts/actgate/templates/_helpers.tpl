@@ -69,3 +69,13 @@ false. Checked here too, so a bad value fails the install rather than the manage
 0
 {{- end -}}
 {{- end -}}
+
+{{/* The link announcements carry: notifications.consoleURL, else the approval service's
+external URL (its page opens the moment from "#moment-NAMESPACE/NAME") when it is enabled. */}}
+{{- define "actgate.consoleURL" -}}
+{{- if .Values.notifications.consoleURL -}}
+{{- .Values.notifications.consoleURL -}}
+{{- else if .Values.approval.enabled -}}
+{{- printf "%s/" (trimSuffix "/" .Values.approval.externalURL) -}}
+{{- end -}}
+{{- end -}}

@@ -71,6 +71,17 @@ var templateCases = []struct {
 	}},
 	{"upstream-ca", []string{"--set", "sidecar.upstreamCA.configMap=corp-ca-bundle", "--set", "sidecar.upstreamCA.key=ca.pem"}},
 	{"sidecar-metrics-off", []string{"--set", "sidecar.metrics.enabled=false", "--set", "sidecar.metrics.podMonitor.enabled=true"}},
+	{"approval", slices.Concat(approvalArgs, []string{
+		"--set", "approval.ingress.enabled=true",
+		"--set", "approval.ingress.className=nginx",
+		"--set", "approval.ingress.tlsSecret=approve-tls",
+		"--set", "approval.ingress.annotations.cert-manager\\.io/cluster-issuer=letsencrypt",
+		"--set", "approval.httpRoute.enabled=true",
+		"--set", "approval.httpRoute.parentRefs[0].name=public",
+		"--set", "approval.httpRoute.parentRefs[0].namespace=gateways",
+		"--set", "notifications.enabled=true",
+		"--set", "notifications.webhook.existingSecret=actgate-notify",
+	})},
 }
 
 func repoRoot(t *testing.T) string {

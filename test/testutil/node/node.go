@@ -67,6 +67,11 @@ type Options struct {
 	// Detach leaves the node running after the calling process exits (hack/node.sh up);
 	// otherwise every process of it dies with the caller.
 	Detach bool
+	// AuthenticationConfig is the path of an AuthenticationConfiguration file passed to the
+	// kube-apiserver as --authentication-config (structured authentication: JWT issuers whose
+	// ID tokens it accepts, e.g. idp.Provider.WriteAuthenticationConfig); empty: none. Its
+	// issuers must be reachable from the machine (HostIP).
+	AuthenticationConfig string
 }
 
 // Node is a running one-node cluster.
@@ -411,7 +416,7 @@ func (b *bringUp) controlPlane() error {
 		return err
 	}
 	ca := p.CAFile()
-	if err := n.start(opts, "kube-apiserver", filepath.Join(opts.ControlPlaneBinDir, "kube-apiserver"),
+	apiArgs := []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(b.apiPort),
 		"--cert-dir", b.path("pki", "apiserver-generated"),
@@ -423,7 +428,15 @@ func (b *bringUp) controlPlane() error {
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
 		"--kubelet-client-certificate", b.apiToKubelet.CertFile, "--kubelet-client-key", b.apiToKubelet.KeyFile,
 		"--kubelet-certificate-authority", ca, "--kubelet-preferred-address-types", "InternalIP",
-		"--allow-privileged", "--profiling=false"); err != nil {
+		"--allow-privileged", "--profiling=false"}
+	if opts.AuthenticationConfig != "" {
+		path, err := filepath.Abs(opts.AuthenticationConfig)
+		if err != nil {
+			return err
+		}
+		apiArgs = append(apiArgs, "--authentication-config", path)
+	}
+	if err := n.start(opts, "kube-apiserver", filepath.Join(opts.ControlPlaneBinDir, "kube-apiserver"), apiArgs...); err != nil {
 		return err
 	}
 	admin, err := p.issue("readyz", "actgate-node-admin", []string{"system:masters"}, nil, nil)
