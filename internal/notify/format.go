@@ -161,6 +161,8 @@ type teamsAction struct {
 // Teams content types and limits: a message is refused above 28 KB, so each value is bounded.
 const (
 	teamsCardContentType = "application/vnd.microsoft.card.adaptive"
+	richTextBlock        = "RichTextBlock"
+	textRun              = "TextRun"
 	teamsCardSchema      = "http://adaptivecards.io/schemas/adaptive-card.json"
 	teamsCardVersion     = "1.4"
 	maxTeamsText         = 2000
@@ -182,16 +184,16 @@ func TeamsBody(m Moment, link string) ([]byte, error) {
 		MSTeams: map[string]string{"width": "Full"},
 		Body: []teamsBlock{
 			{Type: "TextBlock", Text: "Decision needed: binding moment", Size: "Large", Weight: "Bolder", Wrap: true},
-			{Type: "RichTextBlock", ID: "synopsis", Inlines: []teamsRun{{Type: "TextRun", Text: truncate(synopsis, maxTeamsText)}}},
+			{Type: richTextBlock, ID: "synopsis", Inlines: []teamsRun{{Type: textRun, Text: truncate(synopsis, maxTeamsText)}}},
 		},
 	}
 	fact := func(name, value string) {
 		if value == "" {
 			value = "-"
 		}
-		card.Body = append(card.Body, teamsBlock{Type: "RichTextBlock", Inlines: []teamsRun{
-			{Type: "TextRun", Text: name + ": ", Weight: "Bolder"},
-			{Type: "TextRun", Text: truncate(value, maxTeamsText)},
+		card.Body = append(card.Body, teamsBlock{Type: richTextBlock, Inlines: []teamsRun{
+			{Type: textRun, Text: name + ": ", Weight: "Bolder"},
+			{Type: textRun, Text: truncate(value, maxTeamsText)},
 		}})
 	}
 	what := m.Tool
@@ -215,13 +217,13 @@ func TeamsBody(m Moment, link string) ([]byte, error) {
 		fact("Policy", p)
 	}
 	if len(m.Calls) > 0 {
-		card.Body = append(card.Body, teamsBlock{Type: "RichTextBlock", ID: "calls", Inlines: []teamsRun{
-			{Type: "TextRun", Text: "What each option runs (verified by actgate; the labels are on the moment's page)\n", Weight: "Bolder"},
-			{Type: "TextRun", Text: callsPlain(m.Calls, maxTeamsCalls), FontType: "Monospace"},
+		card.Body = append(card.Body, teamsBlock{Type: richTextBlock, ID: "calls", Inlines: []teamsRun{
+			{Type: textRun, Text: "What each option runs (verified by actgate; the labels are on the moment's page)\n", Weight: "Bolder"},
+			{Type: textRun, Text: callsPlain(m.Calls, maxTeamsCalls), FontType: "Monospace"},
 		}})
 	}
 	if link != "" {
-		card.Body = append(card.Body, teamsBlock{Type: "RichTextBlock", ID: "link", Inlines: []teamsRun{{Type: "TextRun", Text: link}}})
+		card.Body = append(card.Body, teamsBlock{Type: richTextBlock, ID: "link", Inlines: []teamsRun{{Type: textRun, Text: link}}})
 		card.Actions = []teamsAction{{Type: "Action.OpenUrl", Title: "Open the moment", URL: link}}
 	}
 	return json.Marshal(teamsMessage{Type: "message", Attachments: []teamsAttachment{{ContentType: teamsCardContentType, Content: card}}})
