@@ -34,10 +34,12 @@ func (n *notifyFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&n.webhookFormat, "notify-webhook-format", "", "the webhook's body: slack (default), teams (an Adaptive Card message) or generic (plain JSON)")
 	f.StringVar(&n.consoleURL, "console-url", "",
 		`link in announcements (the approval service's external URL): "{id}" becomes the moment's namespace/name; without it "#moment-NAMESPACE/NAME" is appended (default: no link)`)
-	f.StringVar(&n.smtpAddr, "notify-smtp-addr", "", "mail every announcement to the principal through this SMTP server, host:port (STARTTLS is required)")
+	f.StringVar(&n.smtpAddr, "notify-smtp-addr", "",
+		"mail every announcement to the principal through this SMTP server, host:port (STARTTLS is required)")
 	f.StringVar(&n.smtpServerName, "notify-smtp-server-name", "", "name the SMTP server's certificate must carry (default: the host of --notify-smtp-addr)")
 	f.StringVar(&n.smtpFrom, "notify-smtp-from", "", "sender address of announcement mails (a bare address)")
-	f.StringVar(&n.smtpAuthFile, "notify-smtp-auth-file", "", "file with the SMTP AUTH PLAIN username (first line) and password (second line), read per delivery (default: no AUTH)")
+	f.StringVar(&n.smtpAuthFile, "notify-smtp-auth-file", "",
+		"file with the SMTP AUTH PLAIN username (first line) and password (second line), read per delivery (default: no AUTH)")
 	f.StringVar(&n.smtpCAFile, "notify-smtp-ca-file", "", "PEM file of the CAs that may sign the SMTP server's certificate (default: the system roots)")
 	f.StringVar(&n.emailRecipientsFile, "notify-email-recipients-file", "", `file of "PRINCIPAL ADDRESS" lines mapping principals to e-mail addresses, read per delivery`)
 	f.StringVar(&n.emailStripPrefix, "notify-email-strip-prefix", "",
