@@ -33,7 +33,7 @@ func (n *notifyFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&n.headersFile, "notify-headers-file", "", `file of "Name: value" lines sent with every announcement (e.g. Authorization), read per delivery, never logged`)
 	f.StringVar(&n.webhookFormat, "notify-webhook-format", "", "the webhook's body: slack (default), teams (an Adaptive Card message) or generic (plain JSON)")
 	f.StringVar(&n.consoleURL, "console-url", "",
-		`link in announcements (the approval service's external URL): "{id}" becomes the moment's namespace/name; without it "#moment-NAMESPACE/NAME" is appended (default: no link)`)
+		`link in announcements (the approval service's URL): "{id}" becomes the moment's namespace/name; without it "#moment-NAMESPACE/NAME" is appended (default: no link)`)
 	f.StringVar(&n.smtpAddr, "notify-smtp-addr", "",
 		"mail every announcement to the principal through this SMTP server, host:port (STARTTLS is required)")
 	f.StringVar(&n.smtpServerName, "notify-smtp-server-name", "", "name the SMTP server's certificate must carry (default: the host of --notify-smtp-addr)")
