@@ -17,7 +17,7 @@ import (
 
 // notifyFlags announce pending BindingMoments (controllers.BindingMomentAnnouncer) to a webhook
 // in the Slack, Teams or generic format and, with --notify-smtp-addr, by e-mail to the
-// principal (docs/operations.md "Notifications").
+// principal (docs/operations.md "Notifications: Slack, Teams and e-mail").
 type notifyFlags struct {
 	webhookURL, webhookURLFile, headersFile, consoleURL, webhookFormat string
 

@@ -14,7 +14,7 @@ type Format string
 
 // Formats. Every one carries the same announcement (Moment fields and the link) and nothing a
 // receiver could resolve with: the only action any of them holds is a link to the moment's page
-// (envelope-04 §8.4; docs/security.md "Notification channels").
+// (envelope-04 §8.4; docs/operations.md "Notifications: Slack, Teams and e-mail").
 const (
 	// FormatSlack is a Slack incoming-webhook message: `text` (the notification fallback) and
 	// Block Kit `blocks`, the link as a URL button. The default.
