@@ -415,6 +415,11 @@ func (n *Notifier) mail(ctx context.Context, m Moment, link string) error {
 		return fmt.Errorf("e-mail: %w", err)
 	}
 	var errs []error
+	if len(m.Principals) == 0 {
+		n.count(ResultFailed, 1)
+		n.opts.Log.Info("Announcement by e-mail failed: the moment names no principal", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest)
+		return fmt.Errorf("e-mail: %w: the moment names no principal", ErrRecipients)
+	}
 	for _, p := range missing {
 		n.count(ResultFailed, 1)
 		n.opts.Log.Info("Announcement by e-mail failed: no address for the principal", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest, "principal", p)

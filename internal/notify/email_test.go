@@ -239,6 +239,16 @@ func TestEmailRefusals(t *testing.T) {
 			t.Errorf("err %v, sessions %d, stats %+v", err, srv.Sessions(), n.Stats())
 		}
 	})
+	t.Run("no principal", func(t *testing.T) {
+		srv := smtpd.Start(t, smtpd.Options{})
+		var s sleeps
+		n := newNotifier(t, emailOptions(t, &s, srv, Email{StripPrefix: "oidc:"}))
+		mm := m
+		mm.Principals = nil
+		if err := n.Deliver(context.Background(), mm); !errors.Is(err, ErrRecipients) || srv.Sessions() != 0 || n.Stats().Failed != 1 {
+			t.Errorf("err %v, sessions %d, stats %+v", err, srv.Sessions(), n.Stats())
+		}
+	})
 	t.Run("server down is retried", func(t *testing.T) {
 		srv := smtpd.Start(t, smtpd.Options{})
 		var s sleeps
