@@ -297,12 +297,16 @@ func (n *Notifier) deliver(ctx context.Context, m Moment) error {
 	link := n.link(m.ID)
 	calls := m.Calls
 	m.Calls = nil // announcements carry no argument values unless a webhook opts in
-	bodies := map[[2]any][]byte{}
+	type bodyKey struct {
+		f     Format
+		calls bool
+	}
+	bodies := map[bodyKey][]byte{}
 	var errs []error
 	for i, w := range n.opts.Webhooks {
 		f, _ := ParseFormat(string(w.Format))
 		withCalls := w.IncludeCalls && len(calls) > 0
-		key := [2]any{f, withCalls}
+		key := bodyKey{f, withCalls}
 		b, ok := bodies[key]
 		if !ok {
 			mm := m
