@@ -138,7 +138,7 @@ func (o managerOptions) validate() error {
 			return usageError("%s must be positive, not %s", d.flag, d.v)
 		}
 	}
-	if _, err := o.notify.webhook(); err != nil {
+	if _, _, err := o.notify.options(); err != nil {
 		return err
 	}
 	if o.reconcileMaxBackoff < o.reconcileBackoff {

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/test/testutil/smtpd"
 )
 
 // TestServeNotifications: `actgate serve` with a notifications section announces an escalated
@@ -148,5 +149,73 @@ policy:
 	again, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_balance", Arguments: map[string]any{"account": "savings"}})
 	if err != nil || again.IsError || up.Count("get_balance") != 1 {
 		t.Fatalf("the elicited option did not run once: %v %+v (count %d)", err, again, up.Count("get_balance"))
+	}
+}
+
+// TestServeEmailNotifications: `actgate serve` with an email section mails an escalated call's
+// announcement to the principal's mapped address through a loopback SMTP server over STARTTLS
+// with AUTH, with the moment's deep link and none of the call's arguments, and a Teams webhook
+// beside it gets the Adaptive Card message.
+func TestServeEmailNotifications(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+	}))
+	t.Cleanup(recv.Close)
+	up, dir, tok := countingDemoUpstream(t)
+	mailer := smtpd.Start(t, smtpd.Options{Users: map[string]string{"gate": "pw-77"}, Dir: t.TempDir()})
+	if err := os.WriteFile(filepath.Join(dir, "smtp-auth"), []byte("gate\npw-77\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)) + `notifications:
+  consoleURL: "https://approve.example/"
+  webhooks:
+  - url: ` + recv.URL + `
+    format: teams
+  email:
+    addr: ` + mailer.Addr() + `
+    caFile: ` + mailer.CAFile() + `
+    authFile: smtp-auth
+    from: gate@example.com
+    recipients:
+      alice: alice@example.com
+`
+	cfgFile := filepath.Join(dir, "actgate.yaml")
+	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := &testGate{t: t, dir: dir, cfgFile: cfgFile, up: up}
+	g.start()
+	const payee, memo = "PAYEE-UNIQUE-5582", "MEMO-QQQ-8"
+	id := escalate(t, g.agent(), `{"to":"`+payee+`","amount":250,"memo":"`+memo+`"}`)
+	g.stop() // drains the announcement queue
+
+	mails := mailer.Mails()
+	if len(mails) != 1 {
+		t.Fatalf("%d mails, want 1", len(mails))
+	}
+	m := mails[0]
+	if len(m.To) != 1 || m.To[0] != "alice@example.com" || !m.TLS || m.AuthUser != "gate" || m.From != "gate@example.com" {
+		t.Errorf("mail to %v from %q, TLS %v, auth %q", m.To, m.From, m.TLS, m.AuthUser)
+	}
+	link := "https://approve.example/#moment-" + id
+	raw := string(m.Data)
+	for _, want := range []string{link, "send_payment", id} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("mail lacks %q:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(raw, payee) || strings.Contains(raw, memo) || strings.Contains(raw, "amount") {
+		t.Errorf("mail carries the call's arguments:\n%s", raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 1 || !strings.Contains(bodies[0], "application/vnd.microsoft.card.adaptive") || !strings.Contains(bodies[0], link) ||
+		strings.Contains(bodies[0], payee) {
+		t.Errorf("teams webhook got %q", bodies)
 	}
 }

@@ -189,6 +189,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("dataDir: x\nagent: {name: a}\npolicy: {podSelector: {}, servers: [{name: s, url: 'http://h'}]}"))
 	f.Add([]byte(strings.Replace(minimal, "    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    reconciliation: {url: 'https://b.example/o'}", 1) +
 		"upstreams:\n- server: bank\n  reconciliation: {bearerTokenFile: t, macKeyFile: m}\nreconciliation: {interval: 5s}\n"))
+	f.Add([]byte(minimal + "notifications:\n  webhooks: [{url: 'https://h.example/x', format: teams}]\n  email: {addr: 'smtp.example:587', from: a@example.com, stripPrefix: 'oidc:', recipients: {bob: b@example.com}}\n"))
 	f.Add([]byte("{"))
 	f.Add([]byte("a: &x [*x]"))
 	f.Fuzz(func(t *testing.T, data []byte) {

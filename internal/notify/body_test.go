@@ -125,6 +125,7 @@ func TestConsoleLink(t *testing.T) {
 	cases := []struct{ tmpl, id, want string }{
 		{"", "m-1", ""},
 		{"http://127.0.0.1:8787/console", "m-1", "http://127.0.0.1:8787/console#moment-m-1"},
+		{"https://approve.example/", "payments/bm-1", "https://approve.example/#moment-payments/bm-1"},
 		{"https://c.example/console?moment={id}", "m-1", "https://c.example/console?moment=m-1"},
 		{"https://c.example/m/{id}", "ns/name x", "https://c.example/m/ns%2Fname%20x"},
 	}

@@ -46,8 +46,10 @@ var ErrQueueFull = errors.New("notify: queue full")
 
 // Options configures a Notifier.
 type Options struct {
-	// Webhooks receive every announcement. At least one is required.
+	// Webhooks receive every announcement. At least one webhook or Email is required.
 	Webhooks []Webhook
+	// Email, if set, mails every announcement to the principals it names (Email).
+	Email *Email
 	// ConsoleURL is where a principal resolves the moment: a URL template in which "{id}" is
 	// replaced by the moment id (path-escaped); without "{id}", "#moment-{id}" is appended.
 	// Empty: the body carries no link.
@@ -80,7 +82,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Stats counts announcements by result (one per webhook for delivered and failed).
+// Stats counts announcements by result (one per webhook, and one per principal's e-mail, for
+// delivered and failed).
 type Stats struct {
 	Delivered, Failed, Dropped uint64
 	// Attempts is the number of HTTP requests sent (or tried).
@@ -92,6 +95,7 @@ type Notifier struct {
 	sink.NopObserver
 
 	opts    Options
+	email   *emailer // nil: no e-mail
 	queue   chan Moment
 	metric  *prometheus.CounterVec
 	workers sync.WaitGroup
@@ -107,13 +111,24 @@ type Notifier struct {
 
 // New validates opts and returns a Notifier; call Start before it delivers.
 func New(opts Options) (*Notifier, error) {
-	if len(opts.Webhooks) == 0 {
-		return nil, errors.New("notify: no webhooks")
+	if len(opts.Webhooks) == 0 && opts.Email == nil {
+		return nil, errors.New("notify: no webhooks and no e-mail")
 	}
 	for i, w := range opts.Webhooks {
 		if err := ValidateURL(w.URL); err != nil {
 			return nil, fmt.Errorf("notify: webhooks[%d]: %w", i, err)
 		}
+		if _, err := ParseFormat(string(w.Format)); err != nil {
+			return nil, fmt.Errorf("notify: webhooks[%d]: %w", i, err)
+		}
+	}
+	var email *emailer
+	if opts.Email != nil {
+		e, err := newEmailer(*opts.Email)
+		if err != nil {
+			return nil, fmt.Errorf("notify: e-mail: %w", err)
+		}
+		email = e
 	}
 	if opts.ConsoleURL != "" {
 		if err := validateConsoleURL(opts.ConsoleURL); err != nil {
@@ -142,11 +157,11 @@ func New(opts Options) (*Notifier, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	n := &Notifier{opts: opts, queue: make(chan Moment, opts.QueueSize)}
+	n := &Notifier{opts: opts, email: email, queue: make(chan Moment, opts.QueueSize)}
 	if opts.Registerer != nil {
 		n.metric = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "actgate_notifications_total",
-			Help: "Announcements of pending binding moments by result: delivered or failed (per webhook), dropped (queue full).",
+			Help: "Announcements of pending binding moments by result: delivered or failed (per webhook and per e-mail), dropped (queue full).",
 		}, []string{"result"})
 		for _, r := range []Result{ResultDelivered, ResultFailed, ResultDropped} {
 			n.metric.WithLabelValues(string(r))
@@ -195,7 +210,7 @@ func (n *Notifier) Stop(ctx context.Context) error {
 	n.mu.Unlock()
 	if !started {
 		for m := range n.queue {
-			n.count(ResultFailed, len(n.opts.Webhooks))
+			n.count(ResultFailed, n.channels(m))
 			n.opts.Log.Info("Announcement abandoned: notifier stopped before start", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest)
 		}
 		return nil
@@ -279,23 +294,33 @@ func (n *Notifier) Deliver(ctx context.Context, m Moment) error {
 }
 
 func (n *Notifier) deliver(ctx context.Context, m Moment) error {
-	withCalls := m
+	link := n.link(m.ID)
+	calls := m.Calls
 	m.Calls = nil // announcements carry no argument values unless a webhook opts in
-	body, err := Body(m, n.link(m.ID))
-	var full []byte
-	if err == nil && len(withCalls.Calls) > 0 {
-		full, err = Body(withCalls, n.link(m.ID))
+	type bodyKey struct {
+		f     Format
+		calls bool
 	}
-	if err != nil {
-		n.count(ResultFailed, len(n.opts.Webhooks))
-		n.opts.Log.Error(err, "Announcement not built", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest)
-		return err
-	}
+	bodies := map[bodyKey][]byte{}
 	var errs []error
 	for i, w := range n.opts.Webhooks {
-		b := body
-		if w.IncludeCalls && full != nil {
-			b = full
+		f, _ := ParseFormat(string(w.Format))
+		withCalls := w.IncludeCalls && len(calls) > 0
+		key := bodyKey{f, withCalls}
+		b, ok := bodies[key]
+		if !ok {
+			mm := m
+			if withCalls {
+				mm.Calls = calls
+			}
+			var err error
+			if b, err = Render(f, mm, link); err != nil {
+				n.count(ResultFailed, 1)
+				n.opts.Log.Error(err, "Announcement not built", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest, "webhook", i, "format", string(f))
+				errs = append(errs, fmt.Errorf("webhooks[%d] (%s): %w", i, hostOf(w.URL), err))
+				continue
+			}
+			bodies[key] = b
 		}
 		attempts, err := n.post(ctx, w, b)
 		if err != nil {
@@ -308,7 +333,22 @@ func (n *Notifier) deliver(ctx context.Context, m Moment) error {
 		n.count(ResultDelivered, 1)
 		n.opts.Log.V(1).Info("Announcement delivered", "moment", m.ID, "envelopeDigest", m.EnvelopeDigest, "webhook", i, "host", hostOf(w.URL), "attempts", attempts)
 	}
+	if n.email != nil {
+		if err := n.mail(ctx, m, link); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// channels is how many outcomes an announcement of m counts: one per webhook and, with
+// e-mail, one per principal.
+func (n *Notifier) channels(m Moment) int {
+	k := len(n.opts.Webhooks)
+	if n.email != nil {
+		k += max(1, len(m.Principals))
+	}
+	return k
 }
 
 // link is the console link of a moment ("" without a ConsoleURL).

@@ -29,6 +29,8 @@ type Webhook struct {
 	// "Authorization: Bearer …"), read for every delivery so it can be rotated in place.
 	// Blank lines and lines starting with '#' are ignored. The values are never logged.
 	HeadersFrom string
+	// Format is the body's shape: FormatSlack (""), FormatTeams or FormatGeneric.
+	Format Format
 	// IncludeCalls sends this webhook, beside the announcement, the exact call each option of
 	// the moment runs (tool, server and arguments, policy masks applied). Off by default:
 	// announcements carry no argument values. Set it only for a receiver that is the
@@ -90,16 +92,17 @@ func validateConsoleURL(raw string) error {
 func ValidateConsoleURL(raw string) error { return validateConsoleURL(raw) }
 
 // ConsoleLink renders the console URL template for a moment id: "{id}" is replaced by the
-// path-escaped id; without "{id}", "#moment-" and the id are appended. "" when tmpl is "".
+// path-escaped id; without "{id}", "#moment-" and the id are appended as a fragment (escaped
+// as a fragment: a cluster moment's "namespace/name" keeps its "/", the page's anchor
+// "moment-namespace/name", docs/operations.md). "" when tmpl is "".
 func ConsoleLink(tmpl, id string) string {
 	if tmpl == "" {
 		return ""
 	}
-	esc := url.PathEscape(id)
 	if strings.Contains(tmpl, "{id}") {
-		return strings.ReplaceAll(tmpl, "{id}", esc)
+		return strings.ReplaceAll(tmpl, "{id}", url.PathEscape(id))
 	}
-	return tmpl + "#moment-" + esc
+	return tmpl + "#" + (&url.URL{Fragment: "moment-" + id}).EscapedFragment()
 }
 
 func isLoopback(host string) bool {
@@ -178,38 +181,17 @@ func validHeaderName(s string) bool {
 
 // post delivers body to w with retries; it returns the number of attempts made.
 func (n *Notifier) post(ctx context.Context, w Webhook, body []byte) (int, error) {
-	var last error
-	for attempt := 1; attempt <= n.opts.MaxAttempts; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return attempt - 1, fmt.Errorf("%w: %w", ErrGaveUp, err)
-		}
+	return n.retrying(ctx, func(ctx context.Context) (time.Duration, bool, error) {
 		var hdr http.Header
 		if w.HeadersFrom != "" {
 			h, err := readHeaders(w.HeadersFrom)
 			if err != nil {
-				return attempt - 1, err
+				return 0, false, err
 			}
 			hdr = h
 		}
-		wait, retry, err := n.attempt(ctx, w.URL, hdr, body)
-		if err == nil {
-			return attempt, nil
-		}
-		last = err
-		if !retry {
-			return attempt, err
-		}
-		if attempt == n.opts.MaxAttempts {
-			break
-		}
-		if wait <= 0 {
-			wait = n.opts.Jitter(n.backoff(attempt))
-		}
-		if err := n.opts.Sleep(ctx, wait); err != nil {
-			return attempt, fmt.Errorf("%w: %w (last: %w)", ErrGaveUp, err, last)
-		}
-	}
-	return n.opts.MaxAttempts, fmt.Errorf("%w (%d attempts): %w", ErrGaveUp, n.opts.MaxAttempts, last)
+		return n.attempt(ctx, w.URL, hdr, body)
+	})
 }
 
 // backoff is min(MaxBackoff, BaseBackoff·2^(attempt-1)).

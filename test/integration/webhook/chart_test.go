@@ -31,6 +31,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/controllers"
+	"github.com/actgate/actgate/internal/notify"
 	"github.com/actgate/actgate/internal/review/service"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/webhook"
@@ -58,6 +59,20 @@ var templateCases = []struct {
 		"--set", "notifications.webhook.existingSecret=actgate-notify",
 		"--set", "notifications.webhook.headersKey=headers",
 		"--set", "notifications.consoleURL=https://console.example/moments/{id}",
+	}},
+	{"notifications-email", []string{
+		"--set", "notifications.enabled=true",
+		"--set", "notifications.webhook.existingSecret=actgate-notify",
+		"--set", "notifications.webhook.format=teams",
+		"--set", "notifications.consoleURL=https://approve.example.com/",
+		"--set", "notifications.email.enabled=true",
+		"--set", "notifications.email.smtpAddr=smtp.corp.example:587",
+		"--set", "notifications.email.from=actgate@corp.example",
+		"--set", "notifications.email.authSecret=actgate-smtp",
+		"--set", "notifications.email.caConfigMap=corp-ca",
+		"--set", `notifications.email.recipients.oidc:bob@example\.com=bob@corp.example`,
+		"--set", "notifications.email.stripPrefix=oidc:",
+		"--set", "notifications.email.html=true",
 	}},
 	{"tracing", []string{
 		"--set", "tracing.endpoint=http://otel-collector.observability.svc:4318/v1/traces",
@@ -236,7 +251,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 			for _, d := range docs(t, raw) {
 				switch kindOf(t, d) {
 				case "ConfigMap":
-					checkWebhookConfig(t, d)
+					checkConfigMap(t, d)
 				case "ClusterRole":
 					checkAuthorityRole(t, d)
 				case "Secret":
@@ -255,6 +270,23 @@ func TestHelmTemplateGolden(t *testing.T) {
 
 // checkWebhookConfig decodes the chart's webhook.yaml exactly as the manager will (strict) and
 // checks that the release namespace is exempt.
+// checkConfigMap checks the chart's ConfigMaps: the webhook configuration, and the e-mail
+// notifier's recipients file, which must parse as the manager reads it.
+func checkConfigMap(t *testing.T, doc []byte) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := yaml.UnmarshalStrict(doc, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Name == "actgate-notify-recipients" {
+		if r, err := notify.ParseRecipients([]byte(cm.Data["recipients"])); err != nil || len(r) == 0 {
+			t.Errorf("the chart's recipients file: %v, %d entries", err, len(r))
+		}
+		return
+	}
+	checkWebhookConfig(t, doc)
+}
+
 func checkWebhookConfig(t *testing.T, doc []byte) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
