@@ -249,6 +249,32 @@ type ActReconciliation struct {
 	EvidenceDigest Digest `json:"evidenceDigest,omitempty"`
 }
 
+// ActMomentResolution is one resolved BindingMoment of an act, as the moment's status records it.
+type ActMomentResolution struct {
+	// name is the BindingMoment's name (one of status.bindingMomentRefs).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// kind is the resolution's kind (envelope-04 §7.3).
+	// +optional
+	Kind ResolutionKind `json:"kind,omitempty"`
+
+	// resolvedBy is the moment's status.resolvedBy: its principal.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ResolvedBy string `json:"resolvedBy,omitempty"`
+
+	// resolvedAt is the moment's status.resolvedAt.
+	// +optional
+	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+
+	// resolvedVia is the moment's status.resolvedVia.
+	// +optional
+	ResolvedVia *ResolutionVia `json:"resolvedVia,omitempty"`
+}
+
 // ActStatus is the act's decision and lifecycle, written by the authority service, the sink's
 // reporter and the Act controller.
 //
@@ -283,6 +309,15 @@ type ActStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	BindingMomentRefs []LocalObjectReference `json:"bindingMomentRefs,omitempty"`
+
+	// momentResolutions record each resolved BindingMoment of bindingMomentRefs: who resolved
+	// it, when, how and through which surface. The BindingMoment controller copies them from
+	// the moments' status (docs/security.md "Resolution audit").
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	MomentResolutions []ActMomentResolution `json:"momentResolutions,omitempty"`
 
 	// state is the act's lifecycle state (see ActState).
 	// +optional

@@ -203,6 +203,46 @@ type BindingMomentResolution struct {
 	// resolution can never be applied to another envelope (envelope-04 §12.5).
 	// +required
 	EnvelopeDigest Digest `json:"envelopeDigest,omitempty"`
+
+	// via says through which surface the principal resolved the moment and, when the request
+	// was authenticated by OpenID Connect, with which authentication (docs/security.md
+	// "Resolution audit"). Admission admits issuer, subject and authTime only when each equals
+	// what the API server's authenticator recorded for the request (userInfo.extra); surface
+	// is the writing client's own word.
+	// +optional
+	Via *ResolutionVia `json:"via,omitempty"`
+}
+
+// ResolutionVia is how a resolution reached the API server: the surface that wrote it and the
+// OpenID Connect authentication of the person who wrote it.
+type ResolutionVia struct {
+	// surface names the client that wrote the resolution: approval-service, console, kubectl,
+	// or another lower-case DNS label. It is the client's own word, not verified.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Surface string `json:"surface,omitempty"`
+
+	// issuer is the OpenID Connect issuer (iss) of the ID token the request was authenticated
+	// with. Admission requires it to equal the request's userInfo.extra actgate.io/oidc-issuer.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Issuer string `json:"issuer,omitempty"`
+
+	// subject is the OpenID Connect subject (sub) of that ID token. Admission requires it to
+	// equal the request's userInfo.extra actgate.io/oidc-subject.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Subject string `json:"subject,omitempty"`
+
+	// authTime is when the person last authenticated to the issuer (the ID token's auth_time).
+	// Admission requires it to equal the request's userInfo.extra actgate.io/auth-time
+	// (decimal Unix seconds).
+	// +optional
+	AuthTime *metav1.Time `json:"authTime,omitempty"`
 }
 
 // BindingMomentStatus is the observed state, written only by the controller.
@@ -222,6 +262,11 @@ type BindingMomentStatus struct {
 	// resolvedAt is when the resolution was recorded.
 	// +optional
 	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+
+	// resolvedVia is spec.resolution.via as the controller recorded it with resolvedBy: the
+	// surface and the authentication admission accepted the resolution with.
+	// +optional
+	ResolvedVia *ResolutionVia `json:"resolvedVia,omitempty"`
 
 	// conditions hold Resolved (see the BindingMoment*Condition and *Reason constants).
 	// +optional
