@@ -522,7 +522,7 @@ func authTimeOf(n *json.Number) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	f, err := n.Float64()
-	if err != nil || f <= 0 || f > 1e11 {
+	if err != nil || !(f > 0 && f <= 1e11) { // NaN fails both comparisons
 		return time.Time{}, errors.New("the ID token's auth_time is not a time")
 	}
 	return time.Unix(int64(f), 0), nil
