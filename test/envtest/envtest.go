@@ -97,6 +97,15 @@ func WithEnvironment(configure func(*crenvtest.Environment)) Option {
 	return func(o *options) { o.configure = append(o.configure, configure) }
 }
 
+// WithAPIServerFlag sets a kube-apiserver flag (its name without the leading dashes, e.g.
+// "authentication-config") to values before the control plane starts, replacing envtest's
+// default for it; several values repeat the flag.
+func WithAPIServerFlag(name string, values ...string) Option {
+	return WithEnvironment(func(e *crenvtest.Environment) {
+		e.ControlPlane.GetAPIServer().Configure().Set(name, values...)
+	})
+}
+
 // WithLog sends the progress output of hack/envtest-bins.sh (a cold build takes minutes) to w
 // instead of os.Stderr.
 func WithLog(w io.Writer) Option {

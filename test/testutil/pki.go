@@ -32,8 +32,8 @@ type PKI struct {
 	Dir               string
 }
 
-// NewPKI makes a CA and a serving certificate for 127.0.0.1, localhost and dnsNames, and writes
-// them (mode 0600) into dir: ca.crt, tls.crt and tls.key.
+// NewPKI makes a CA and a serving certificate for 127.0.0.1, localhost and dnsNames (DNS names
+// or IP addresses), and writes them (mode 0600) into dir: ca.crt, tls.crt and tls.key.
 func NewPKI(t testing.TB, dir string, dnsNames ...string) *PKI {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -57,11 +57,22 @@ func NewPKI(t testing.TB, dir string, dnsNames ...string) *PKI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A name that parses as an IP address goes into the IP SANs (a client checks an address
+	// host against those only).
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	var names []string
+	for _, n := range dnsNames {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, n)
+		}
+	}
 	leafTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "actgate-test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames:    append([]string{"localhost"}, dnsNames...),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    append([]string{"localhost"}, names...),
+		IPAddresses: ips,
 		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)

@@ -41,8 +41,9 @@ type Env struct {
 }
 
 // New starts the API server and the manager and waits until the webhook server answers;
-// configure, when not nil, adjusts the webhook configuration first. The caller must Stop it.
-func New(ctx context.Context, configure func(*webhook.Config)) (*Env, error) {
+// configure, when not nil, adjusts the webhook configuration first, and opts adjust the control
+// plane (e.g. envtest.WithAPIServerFlag("authentication-config", path)). The caller must Stop it.
+func New(ctx context.Context, configure func(*webhook.Config), opts ...envtest.Option) (*Env, error) {
 	bin, err := envtest.BinDir(ctx, os.Stderr)
 	if err != nil {
 		return nil, err
@@ -68,9 +69,9 @@ func New(ctx context.Context, configure func(*webhook.Config)) (*Env, error) {
 	if err := os.WriteFile(path, manifests, 0o600); err != nil {
 		return nil, err
 	}
-	env, err := envtest.New(ctx, envtest.WithEnvironment(func(e *crenvtest.Environment) {
+	env, err := envtest.New(ctx, append([]envtest.Option{envtest.WithEnvironment(func(e *crenvtest.Environment) {
 		e.WebhookInstallOptions = crenvtest.WebhookInstallOptions{Paths: []string{path}}
-	}))
+	})}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,10 +145,10 @@ func (e *Env) Stop() error {
 
 // Start is New for one test: skipped under -short, failed if it cannot start, stopped when
 // the test ends.
-func Start(t testing.TB, configure func(*webhook.Config)) *Env {
+func Start(t testing.TB, configure func(*webhook.Config), opts ...envtest.Option) *Env {
 	t.Helper()
 	envtest.SkipIfShort(t)
-	e, err := New(context.Background(), configure)
+	e, err := New(context.Background(), configure, opts...)
 	if err != nil {
 		t.Fatalf("webhookenv: %v", err)
 	}
