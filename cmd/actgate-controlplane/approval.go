@@ -75,7 +75,7 @@ Exit status: 0 after a clean shutdown (SIGINT, SIGTERM), 1 when it cannot start 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig whose API server address and CA are used (default: $KUBECONFIG, ~/.kube/config, or in-cluster); its credentials are not")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig whose API server address and CA are used, never its credentials (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	f.StringVar(&o.listen, "listen", ":8080", "address to serve on")
 	f.StringVar(&o.externalURL, "external-url", "", "the service's URL as browsers reach it (https://HOST[:PORT]); every request's Host and every POST's Origin must match it")
 	f.StringVar(&o.issuer, "oidc-issuer", "", "OpenID Connect issuer URL (the kube-apiserver must trust the same issuer)")

@@ -2,7 +2,6 @@ package approval
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,6 +73,3 @@ func (b *backend) Resolve(ctx context.Context, id string, resolution []byte) (co
 	}
 	return b.in(ns).Resolve(ctx, name, resolution)
 }
-
-// errNoUser: the API server authenticated the token but returned no user name.
-var errNoUser = errors.New("the API server returned no user name for the ID token")

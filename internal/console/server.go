@@ -230,7 +230,6 @@ func (c *Console) checkCSRF(tok string) bool {
 	return hmac.Equal([]byte(mac), []byte(c.csrfMAC(nonce)))
 }
 
-
 // sameOrigin requires an Origin header naming the console itself (the Host it was reached
 // at, which ServeHTTP already checked is loopback). Browsers send Origin on every POST, so
 // a missing one is refused too.
@@ -247,4 +246,3 @@ func sameOrigin(r *http.Request) error {
 	}
 	return nil
 }
-

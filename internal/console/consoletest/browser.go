@@ -80,8 +80,7 @@ func BrowserWith(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Co
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1200, 1000),
 	}
-	opts = append(opts, extra...)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	// Start the browser now, so a broken installation fails here with its own message. The
 	// first run must be on ctx itself: the browser lives as long as the context that started it.

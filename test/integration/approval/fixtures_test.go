@@ -135,7 +135,6 @@ func get(t *testing.T, env *envtest.Env, ns, name string) *v1alpha1.BindingMomen
 	return bm
 }
 
-
 // must fails t on err.
 func must(t *testing.T, err error) {
 	t.Helper()
