@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/console"
@@ -19,6 +20,49 @@ import (
 const Surface = "approval-service"
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC().Truncate(time.Second)) }
+
+// SignIn is a verified sign-in: the ID token, its issuer, subject and auth_time (zero when
+// absent), and all its claims.
+type SignIn struct {
+	IDToken, Issuer, Subject string
+	AuthTime                 time.Time
+	Claims                   map[string]any
+}
+
+// Backends makes the principal name and the backend of a verified sign-in. An error refuses
+// the sign-in (its message is shown to the person).
+type Backends interface {
+	For(ctx context.Context, s SignIn) (principal string, b console.Backend, err error)
+}
+
+// kubeBackends is the approval service's Backends: the person's ID token as the bearer token
+// to the kube-apiserver, which says who they are (SelfSubjectReview).
+type kubeBackends struct {
+	kube       *rest.Config
+	namespaces []string
+	now        func() time.Time
+}
+
+// For implements Backends.
+func (k *kubeBackends) For(ctx context.Context, s SignIn) (string, console.Backend, error) {
+	kc := rest.AnonymousClientConfig(k.kube)
+	kc.BearerToken = s.IDToken
+	kc.UserAgent = "actgate-approval"
+	client, err := kubectlplugin.NewClient(kc)
+	if err != nil {
+		return "", nil, err
+	}
+	user, err := client.WhoAmI(ctx)
+	if err != nil {
+		return "", nil, fmt.Errorf("the API server does not accept the sign-in: %w", err)
+	}
+	via := &v1alpha1.ResolutionVia{Surface: Surface, Issuer: s.Issuer, Subject: s.Subject}
+	if !s.AuthTime.IsZero() {
+		t := metav1Time(s.AuthTime)
+		via.AuthTime = &t
+	}
+	return user, &backend{client: client, namespaces: k.namespaces, principal: user, via: via, now: k.now}, nil
+}
 
 // backend is the console.Backend of one signed-in person: BindingMoments of the served
 // namespaces addressed to them, read and written with their own ID token

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/actgate/actgate/internal/console"
-	"github.com/actgate/actgate/internal/kubectlplugin"
 )
 
 //go:embed static/*
@@ -67,10 +66,16 @@ type Options struct {
 	// IssuerClient talks to the provider (its CA). Nil: http.DefaultClient.
 	IssuerClient *http.Client
 	// Kube is the API server's address and CA; its credentials, if any, are dropped: every
-	// request is made with the signed-in person's ID token.
+	// request is made with the signed-in person's ID token. Required unless Backends is set.
 	Kube *rest.Config
-	// Namespaces are where the service lists BindingMoments. Required.
+	// Namespaces are where the service lists BindingMoments. Required unless Backends is set.
 	Namespaces []string
+	// Backends, when set, makes each signed-in person's principal name and backend instead of
+	// the Kubernetes backend of Kube and Namespaces (the standalone gate's, which maps a
+	// claim to one of its principals).
+	Backends Backends
+	// Surface names where the moments live, in the page's header. Empty: the namespaces.
+	Surface string
 	// SessionLifetime bounds a session (never beyond the ID token's expiry). Zero: 15m.
 	SessionLifetime time.Duration
 	// StepUpMaxAge is the oldest authentication that may resolve a moment of StepUpClasses.
@@ -120,6 +125,7 @@ func New(o Options) (*Service, error) {
 	switch {
 	case o.Issuer == "" || o.ClientID == "":
 		return nil, errors.New("an OIDC issuer and client id are required")
+	case o.Backends != nil:
 	case o.Kube == nil || o.Kube.Host == "":
 		return nil, errors.New("no API server address")
 	case len(o.Namespaces) == 0:
@@ -128,6 +134,12 @@ func New(o Options) (*Service, error) {
 	for _, ns := range o.Namespaces {
 		if _, _, err := parseMomentRef(ns + "/x"); err != nil {
 			return nil, fmt.Errorf("namespace %q is not a DNS label", ns)
+		}
+	}
+	if o.Backends == nil {
+		o.Backends = &kubeBackends{kube: o.Kube, namespaces: o.Namespaces}
+		if o.Surface == "" {
+			o.Surface = "approval service · " + strings.Join(o.Namespaces, ", ")
 		}
 	}
 	if o.SessionLifetime <= 0 {
@@ -172,6 +184,9 @@ func New(o Options) (*Service, error) {
 	landing, err := template.New("landing").Parse(landingPage)
 	if err != nil {
 		return nil, err
+	}
+	if kb, ok := o.Backends.(*kubeBackends); ok {
+		kb.now = o.Now
 	}
 	return &Service{o: o, external: u, origin: u.Scheme + "://" + u.Host, core: core, sessions: newSessions(o.MaxSessions),
 		logins: newLogins(o.MaxLogins), stepUp: stepUp, static: http.StripPrefix("/static/", http.FileServerFS(static)), landing: landing}, nil
@@ -265,8 +280,8 @@ func (s *Service) session(r *http.Request) *session {
 // check before a resolution.
 func (s *Service) door(sess *session) *console.Door {
 	return &console.Door{
-		Backend:   &backend{client: sess.client, namespaces: s.o.Namespaces, principal: sess.username, via: sess.via(), now: s.o.Now},
-		Principal: sess.username, Surface: "approval service · " + strings.Join(s.o.Namespaces, ", "),
+		Backend:   sess.backend,
+		Principal: sess.username, Surface: s.o.Surface,
 		CSRFToken: sess.csrf, CheckCSRF: sess.checkCSRF, SignOut: true,
 		Footer: "actgate approval service · signed in with " + s.o.Issuer + " · every resolution is written with your own sign-in " +
 			"and names the envelope digest shown (envelope-04 §7.3)",
@@ -484,7 +499,11 @@ func (s *Service) exchange(ctx context.Context, p *pending, code string) (*sessi
 		return nil, errors.New("the ID token's nonce is not this sign-in's")
 	}
 	var cl idClaims
+	var all map[string]any
 	if err := idt.Claims(&cl); err != nil {
+		return nil, fmt.Errorf("the ID token's claims: %w", err)
+	}
+	if err := idt.Claims(&all); err != nil {
 		return nil, fmt.Errorf("the ID token's claims: %w", err)
 	}
 	authTime, err := authTimeOf(cl.AuthTime)
@@ -495,16 +514,9 @@ func (s *Service) exchange(ctx context.Context, p *pending, code string) (*sessi
 	if p.maxAge > 0 && (authTime.IsZero() || now.Sub(authTime) > p.maxAge) {
 		return nil, errors.New("the provider did not authenticate you afresh (auth_time is missing or older than max_age)")
 	}
-	kc := rest.AnonymousClientConfig(s.o.Kube)
-	kc.BearerToken = raw
-	kc.UserAgent = "actgate-approval"
-	client, err := kubectlplugin.NewClient(kc)
+	user, b, err := s.o.Backends.For(ctx, SignIn{IDToken: raw, Issuer: idt.Issuer, Subject: idt.Subject, AuthTime: authTime, Claims: all})
 	if err != nil {
 		return nil, err
-	}
-	user, err := client.WhoAmI(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("the API server does not accept the sign-in: %w", err)
 	}
 	expires := now.Add(s.o.SessionLifetime)
 	if idt.Expiry.Before(expires) {
@@ -513,7 +525,7 @@ func (s *Service) exchange(ctx context.Context, p *pending, code string) (*sessi
 	if !now.Before(expires) {
 		return nil, errors.New("the ID token has already expired")
 	}
-	return &session{idToken: raw, username: user, issuer: idt.Issuer, subject: idt.Subject, authTime: authTime, expires: expires, client: client}, nil
+	return &session{idToken: raw, username: user, issuer: idt.Issuer, subject: idt.Subject, authTime: authTime, expires: expires, backend: b}, nil
 }
 
 // authTimeOf reads auth_time (seconds since the epoch; absent: zero).

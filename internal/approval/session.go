@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
-	"github.com/actgate/actgate/internal/kubectlplugin"
+	"github.com/actgate/actgate/internal/console"
 )
 
 // Cookie names. __Host- makes the browser refuse the cookie unless it is Secure, set by this
@@ -47,17 +46,8 @@ type session struct {
 	issuer, subject string
 	authTime        time.Time
 	expires         time.Time
-	client          *kubectlplugin.Client
-}
-
-// via is how the person's resolutions are recorded (spec.resolution.via).
-func (s *session) via() *v1alpha1.ResolutionVia {
-	v := &v1alpha1.ResolutionVia{Surface: Surface, Issuer: s.issuer, Subject: s.subject}
-	if !s.authTime.IsZero() {
-		t := metav1Time(s.authTime)
-		v.AuthTime = &t
-	}
-	return v
+	// backend lists and resolves as the person (Backends.For).
+	backend console.Backend
 }
 
 // checkCSRF reports whether tok is the session's anti-CSRF token.
