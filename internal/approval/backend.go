@@ -112,7 +112,7 @@ func (b *backend) List(ctx context.Context) ([]console.Moment, error) {
 // Resolve implements console.Backend for id NAMESPACE/NAME of a served namespace.
 func (b *backend) Resolve(ctx context.Context, id string, resolution []byte) (console.Result, error) {
 	ns, name, err := parseMomentRef(id)
-	if err != nil || !slices.Contains(b.namespaces, ns) {
+	if err != nil || ns == "" || !slices.Contains(b.namespaces, ns) {
 		return console.Result{}, fmt.Errorf("%w: %s is not a binding moment of a namespace this service serves", console.ErrRefused, id)
 	}
 	return b.in(ns).Resolve(ctx, name, resolution)

@@ -20,7 +20,7 @@ func FuzzParseID(f *testing.F) {
 	})
 }
 
-// FuzzParseMomentRef: an accepted moment is two plain names, so what goes back into a
+// FuzzParseMomentRef: an accepted moment is one or two plain names, so what goes back into a
 // redirect's fragment can hold no other URL part.
 func FuzzParseMomentRef(f *testing.F) {
 	for _, s := range []string{"payments/pay-1", "a/b.c", "", "/", "a//b", "a/b/c", "a/b#c", "A/b", "a/b\n"} {
@@ -31,7 +31,7 @@ func FuzzParseMomentRef(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if ns+"/"+name != s || strings.ContainsAny(s, "#?%:\\ \r\n\t@") || strings.Count(s, "/") != 1 {
+		if (ns != "" && ns+"/"+name != s) || (ns == "" && name != s) || strings.ContainsAny(s, "#?%:\\ \r\n\t@") || strings.Count(s, "/") > 1 {
 			t.Fatalf("parseMomentRef(%q) = %q, %q", s, ns, name)
 		}
 	})

@@ -33,23 +33,28 @@ func parseID(s string) (string, error) {
 	return s, nil
 }
 
-// errBadMoment: a deep link's moment is not NAMESPACE/NAME.
-var errBadMoment = errors.New("not a binding moment's NAMESPACE/NAME")
+// errBadMoment: a deep link's moment is not NAMESPACE/NAME or NAME.
+var errBadMoment = errors.New("not a binding moment's NAMESPACE/NAME or NAME")
 
 // maxMomentRef bounds a NAMESPACE/NAME: a DNS label, a slash and a DNS subdomain.
 const maxMomentRef = validation.DNS1123LabelMaxLength + 1 + validation.DNS1123SubdomainMaxLength
 
-// parseMomentRef reads a deep link's moment, NAMESPACE/NAME (what follows "#moment-" in an
-// announcement's link): a namespace that is a DNS-1123 label and a BindingMoment name that is a
-// DNS-1123 subdomain. It reads untrusted bytes (the login's query, a form's moment field), and
-// anything else is refused, so what the service puts back into a redirect is always one of
-// these two plain names.
+// parseMomentRef reads a deep link's moment (what follows "#moment-" in an announcement's
+// link): NAMESPACE/NAME, a namespace that is a DNS-1123 label and a BindingMoment name that is
+// a DNS-1123 subdomain, or a NAME alone (the standalone gate's "bm-" ids; ns is then ""). It
+// reads untrusted bytes (the login's query, a form's moment field), and anything else is
+// refused, so what the service puts back into a redirect is always one or two plain names.
 func parseMomentRef(s string) (ns, name string, err error) {
 	if len(s) > maxMomentRef {
 		return "", "", errBadMoment
 	}
 	ns, name, ok := strings.Cut(s, "/")
-	if !ok || len(validation.IsDNS1123Label(ns)) != 0 || len(validation.IsDNS1123Subdomain(name)) != 0 {
+	if !ok {
+		ns, name = "", s
+	} else if len(validation.IsDNS1123Label(ns)) != 0 {
+		return "", "", errBadMoment
+	}
+	if len(validation.IsDNS1123Subdomain(name)) != 0 {
 		return "", "", errBadMoment
 	}
 	return ns, name, nil

@@ -132,7 +132,7 @@ func New(o Options) (*Service, error) {
 		return nil, errors.New("no namespaces to serve")
 	}
 	for _, ns := range o.Namespaces {
-		if _, _, err := parseMomentRef(ns + "/x"); err != nil {
+		if n, _, err := parseMomentRef(ns + "/x"); err != nil || n == "" {
 			return nil, fmt.Errorf("namespace %q is not a DNS label", ns)
 		}
 	}
@@ -142,6 +142,31 @@ func New(o Options) (*Service, error) {
 			o.Surface = "approval service · " + strings.Join(o.Namespaces, ", ")
 		}
 	}
+	stepUp, err := o.defaults()
+	if err != nil {
+		return nil, err
+	}
+	core, err := console.NewCore(console.CoreOptions{Now: o.Now, Timeout: o.Timeout, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, err
+	}
+	landing, err := template.New("landing").Parse(landingPage)
+	if err != nil {
+		return nil, err
+	}
+	if kb, ok := o.Backends.(*kubeBackends); ok {
+		kb.now = o.Now
+	}
+	return &Service{o: o, external: u, origin: u.Scheme + "://" + u.Host, core: core, sessions: newSessions(o.MaxSessions),
+		logins: newLogins(o.MaxLogins), stepUp: stepUp, static: http.StripPrefix("/static/", http.FileServerFS(static)), landing: landing}, nil
+}
+
+// defaults fills o's zero values and reads its step-up classes.
+func (o *Options) defaults() (map[string]bool, error) {
 	if o.SessionLifetime <= 0 {
 		o.SessionLifetime = DefaultSessionLifetime
 	}
@@ -150,10 +175,6 @@ func New(o Options) (*Service, error) {
 	}
 	if o.StepUpClasses == nil {
 		o.StepUpClasses = DefaultStepUpClasses
-	}
-	stepUp, err := parseClasses(o.StepUpClasses)
-	if err != nil {
-		return nil, fmt.Errorf("step-up classes: %w", err)
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
@@ -173,23 +194,11 @@ func New(o Options) (*Service, error) {
 	if o.IssuerClient == nil {
 		o.IssuerClient = http.DefaultClient
 	}
-	core, err := console.NewCore(console.CoreOptions{Now: o.Now, Timeout: o.Timeout, Log: o.Log})
+	stepUp, err := parseClasses(o.StepUpClasses)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("step-up classes: %w", err)
 	}
-	static, err := fs.Sub(assets, "static")
-	if err != nil {
-		return nil, err
-	}
-	landing, err := template.New("landing").Parse(landingPage)
-	if err != nil {
-		return nil, err
-	}
-	if kb, ok := o.Backends.(*kubeBackends); ok {
-		kb.now = o.Now
-	}
-	return &Service{o: o, external: u, origin: u.Scheme + "://" + u.Host, core: core, sessions: newSessions(o.MaxSessions),
-		logins: newLogins(o.MaxLogins), stepUp: stepUp, static: http.StripPrefix("/static/", http.FileServerFS(static)), landing: landing}, nil
+	return stepUp, nil
 }
 
 // Requests is the number of HTTP requests the service has answered (the browser test counts
@@ -389,7 +398,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	p := &pending{expires: s.o.Now().Add(s.o.LoginTimeout)}
 	if m := q.Get(queryMoment); m != "" {
 		if _, _, err := parseMomentRef(m); err != nil {
-			http.Error(w, "refused: the link's moment is not NAMESPACE/NAME", http.StatusBadRequest)
+			http.Error(w, "refused: the link's moment is not NAMESPACE/NAME or NAME", http.StatusBadRequest)
 			return
 		}
 		p.moment = m

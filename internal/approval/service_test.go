@@ -43,12 +43,12 @@ func TestParseID(t *testing.T) {
 }
 
 func TestParseMomentRef(t *testing.T) {
-	for _, good := range []string{"payments/pay-1", "a/b", "ns-1/bm.with.dots", strings.Repeat("a", 63) + "/" + strings.Repeat("b", 253)} {
+	for _, good := range []string{"payments/pay-1", "a/b", "payments", "bm-0123456789abcdef0123456789abcdef", "ns-1/bm.with.dots", strings.Repeat("a", 63) + "/" + strings.Repeat("b", 253)} {
 		if _, _, err := parseMomentRef(good); err != nil {
 			t.Errorf("parseMomentRef(%q): %v", good, err)
 		}
 	}
-	for _, bad := range []string{"", "payments", "/pay", "payments/", "Payments/pay", "pay.ments/pay", "payments/pay/x",
+	for _, bad := range []string{"", "/pay", "payments/", "Payments/pay", "pay.ments/pay", "payments/pay/x",
 		"payments/Pay", "payments/pay%2F", "payments/pay\n", "../x", "payments/-pay", strings.Repeat("a", 64) + "/b",
 		"a/" + strings.Repeat("b", 254), "payments/pay#x", "payments/pay?x=1", "//evil.example/x", "payments/pay x"} {
 		if _, _, err := parseMomentRef(bad); !errors.Is(err, errBadMoment) {
@@ -219,7 +219,7 @@ func TestFrontDoor(t *testing.T) {
 	if rec := do("GET", "/resolve", nil, ""); rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /resolve: %d", rec.Code)
 	}
-	for _, m := range []string{"../../x", "payments", "https://evil.example/", "payments/pay\r\nSet-Cookie: x=y"} {
+	for _, m := range []string{"../../x", "Payments", "https://evil.example/", "payments/pay\r\nSet-Cookie: x=y"} {
 		if rec := do("GET", "/login?"+url.Values{"moment": {m}}.Encode(), nil, ""); rec.Code != http.StatusBadRequest {
 			t.Errorf("login with moment %q: %d", m, rec.Code)
 		}
