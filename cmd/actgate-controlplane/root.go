@@ -27,10 +27,11 @@ func usageError(format string, args ...any) error { return cli.UsageError(format
 func newRootCmd(s streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "actgate-controlplane",
-		Short: "actgate's Kubernetes control plane: the manager and the authority service",
-		Long: `actgate-controlplane runs the two control-plane processes of actgate's Kubernetes
-installation: manager (controllers and admission webhooks) and authority (the authority
-service that reviews acts and issues and consumes single-use authorities). The gate, the
+		Short: "actgate's Kubernetes control plane: the manager, the authority service and the approval service",
+		Long: `actgate-controlplane runs the control-plane processes of actgate's Kubernetes
+installation: manager (controllers and admission webhooks), authority (the authority
+service that reviews acts and issues and consumes single-use authorities) and approval (the
+page on which principals who sign in with OpenID Connect resolve binding moments). The gate, the
 sidecar and the protocol CLI are in the actgate binary, which links no Kubernetes client.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -41,7 +42,7 @@ sidecar and the protocol CLI are in the actgate binary, which links no Kubernete
 	root.SetIn(s.in)
 	root.SetOut(s.out)
 	root.SetErr(s.err)
-	root.AddCommand(newManagerCmd(s), newAuthorityCmd(s), newVersionCmd(s))
+	root.AddCommand(newManagerCmd(s), newAuthorityCmd(s), newApprovalCmd(s), newVersionCmd(s))
 	return root
 }
 

@@ -29,7 +29,9 @@ Each server of the configured policy is proxied at /mcp/{server}: point the agen
 client there instead of at the server. Every tools/call goes through the sink; everything else
 passes through. The moments API (/v1/moments) lets the configured principals list and resolve
 binding moments: see 'actgate moments' and 'actgate resolve', or the web console,
-'actgate console --as PRINCIPAL'.
+'actgate console --as PRINCIPAL'. With an approval section, the same page is also served over
+the network to principals who sign in with OpenID Connect (docs/security.md "The approval
+service").
 
 State lives in the configuration's dataDir: the store (authorities and the dispatch journal),
 the signed receipt log, the keys (generated on first start, mode 0600) and one token per
@@ -56,6 +58,12 @@ never tool arguments. Prometheus metrics are served at /metrics on metrics.addre
 				return fail(exitRejected, "SERVE_FAILED metrics.address: "+err.Error())
 			}
 			defer stopMetrics()
+			if cfg.Approval != nil {
+				if _, err := startApproval(ctx, cfg, log); err != nil {
+					_ = rt.Close()
+					return fail(exitRejected, "SERVE_FAILED "+err.Error())
+				}
+			}
 			ln, err := net.Listen("tcp", cfg.Listen)
 			if err != nil {
 				_ = rt.Close()

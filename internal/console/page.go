@@ -24,6 +24,9 @@ type pageData struct {
 	Outcome   *outcome
 	ListError string
 	Moments   []momentView
+	// Footer is the door's footer line; SignOut shows the sign-out button (approval service).
+	Footer  string
+	SignOut bool
 }
 
 // momentView is one moment prepared for the template. Every string that did not pass the

@@ -86,6 +86,9 @@ type Config struct {
 	Reconciliation Reconciliation `json:"reconciliation,omitempty"`
 	// Tracing exports OpenTelemetry traces over OTLP/HTTP (tracing.go). Off by default.
 	Tracing Tracing `json:"tracing,omitempty"`
+	// Approval serves the binding-moment page over the network to principals who sign in
+	// with OpenID Connect (approval.go). Off by default.
+	Approval *Approval `json:"approval,omitempty"`
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
@@ -387,6 +390,7 @@ func (c *Config) validate() error {
 	c.reconcileInterval = boundedDuration(bad, "reconciliation.interval", c.Reconciliation.Interval, DefaultReconcileInterval, "30s", time.Hour, "1h")
 
 	c.validateNotifications(bad)
+	c.validateApproval(bad)
 	c.validateAgents(bad)
 
 	if _, err := c.Compile(); err != nil {

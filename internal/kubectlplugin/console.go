@@ -36,6 +36,10 @@ type ConsoleBackend struct {
 	Everyone bool
 	// Now is the clock (pending or expired).
 	Now func() time.Time
+	// Via, when set, is written with each resolution as spec.resolution.via: the surface and
+	// the OpenID Connect authentication the resolution was made with (admission checks the
+	// authentication against the request's own, docs/security.md "The approval service").
+	Via *v1alpha1.ResolutionVia
 }
 
 var _ console.Backend = (*ConsoleBackend)(nil)
@@ -46,7 +50,7 @@ var _ console.Backend = (*ConsoleBackend)(nil)
 func (b *ConsoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 	all, err := b.Client.ListMoments(ctx, b.Namespace)
 	if err != nil {
-		return nil, errors.New(apiMessage(err))
+		return nil, &apiError{msg: apiMessage(err), err: err}
 	}
 	now := b.Now()
 	var items []*v1alpha1.BindingMoment
@@ -113,9 +117,12 @@ func (b *ConsoleBackend) Resolve(ctx context.Context, id string, resolution []by
 	if err != nil {
 		return console.Result{}, fmt.Errorf("%w: %w", console.ErrRefused, err)
 	}
-	// The surface only: the console does not know how the API server authenticated the user
-	// (docs/security.md "Resolution audit").
+	// The surface only, unless the caller knows how the API server authenticated the user
+	// (the approval service): docs/security.md "Resolution audit".
 	res.Via = &v1alpha1.ResolutionVia{Surface: v1alpha1.SurfaceConsole}
+	if b.Via != nil {
+		res.Via = b.Via.DeepCopy()
+	}
 	if _, err := b.Client.Resolve(ctx, bm, res); err != nil {
 		if errors.Is(err, ErrRefusedByServer) || errors.Is(err, ErrConflict) {
 			return console.Result{}, fmt.Errorf("%w: %w", console.ErrRefused, err)
@@ -125,6 +132,16 @@ func (b *ConsoleBackend) Resolve(ctx context.Context, id string, resolution []by
 	return console.Result{Kind: parsed.Kind,
 		Message: fmt.Sprintf("bindingmoment.actgate.io/%s resolved by %s: %s", bm.Name, b.Principal, Describe(m.Envelope, res))}, nil
 }
+
+// apiError is an API server error shown in the server's own words that still unwraps to the
+// API status, so a caller can tell a refusal (apierrors.IsForbidden) from an outage.
+type apiError struct {
+	msg string
+	err error
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.err }
 
 func (p *plugin) consoleCmd() *cobra.Command {
 	var (

@@ -49,6 +49,13 @@ func Chromium(t testing.TB) string {
 // missing browser fails it.
 func Browser(t testing.TB) context.Context {
 	t.Helper()
+	return BrowserWith(t)
+}
+
+// BrowserWith is Browser with extra allocator options after the defaults (e.g. a flag
+// trusting a test's own TLS certificates by their SPKI hashes).
+func BrowserWith(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test: not run under -short (make test runs it, with Chromium from hack/chromium.sh)")
 	}
@@ -73,7 +80,7 @@ func Browser(t testing.TB) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1200, 1000),
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	// Start the browser now, so a broken installation fails here with its own message. The
 	// first run must be on ctx itself: the browser lives as long as the context that started it.
