@@ -119,7 +119,8 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	n := node.Start(t, node.Options{Log: tlog{t}})
+	approval := startApprovalProvider(t)
+	n := node.Start(t, node.Options{Log: tlog{t}, AuthenticationConfig: approval.authConfig})
 	t.Logf("node up in %s", time.Since(began).Round(time.Millisecond))
 	s := &suite{t: t, n: n, root: root, work: t.TempDir()}
 	s.c = s.client(n.Kubeconfig)
@@ -138,11 +139,11 @@ func TestNode(t *testing.T) {
 	// The principals' RoleBindings go into the agent's namespace, so it exists first.
 	s.kubectl("create", "namespace", agentNS)
 	installStart := time.Now()
-	s.helm("install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
-		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
-		"--set", "manager.dispatcherGoneGrace="+dispatcherGoneGrace.String(),
-		"--wait", "--timeout", "3m")
+	s.helm(append([]string{"install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
+		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--set", "rbac.principals[0].user=" + alice, "--set", "rbac.principals[0].namespaces={" + agentNS + "}",
+		"--set", "manager.dispatcherGoneGrace=" + dispatcherGoneGrace.String(),
+		"--wait", "--timeout", "3m"}, s.approvalObjects(approval)...)...)
 	t.Logf("helm install --wait took %s", time.Since(installStart).Round(time.Millisecond))
 	t.Logf("kubectl get pods -n %s:\n%s", releaseNS, s.kubectl("get", "pods", "-n", releaseNS, "-o", "wide"))
 
@@ -296,6 +297,10 @@ spec:
 	// the read the pod decided alone a moment ago is refused there and never reaches the
 	// upstream; put back, it is allowed again.
 	s.policyChangeReachesSidecar("a")
+
+	// The approval service the chart installed: alice signs in at the OpenID provider the API
+	// server trusts and resolves a payment's moment there, as herself; the call runs once.
+	s.resolveThroughApproval(approval, "c")
 
 	// The agent container holds the credential nowhere, and the upstream refuses it without.
 	pr := s.probe(upstreamToken)
