@@ -63,3 +63,32 @@ func TestApprovalSection(t *testing.T) {
 		t.Errorf("http to loopback: %v", err)
 	}
 }
+
+// TestApprovalLinksAnnouncements: with an approval section and no notifications.consoleURL,
+// announcements link to the approval page (its #moment-ID opens the moment after sign-in); a
+// configured consoleURL is kept.
+func TestApprovalLinksAnnouncements(t *testing.T) {
+	approval := `approval:
+  listen: 127.0.0.1:8443
+  externalURL: https://gate.example:8443
+  issuer: https://idp.example
+  clientID: actgate-gate
+`
+	hooks := `notifications:
+  webhooks:
+  - url: https://hooks.example/a
+`
+	for _, tc := range []struct{ doc, want string }{
+		{minimal + approval + hooks, "https://gate.example:8443/"},
+		{minimal + approval + hooks + "  consoleURL: https://console.example/\n", "https://console.example/"},
+		{minimal + hooks, ""},
+	} {
+		c, err := Parse([]byte(tc.doc), "/etc/actgate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := c.NotifierOptions(); !ok || o.ConsoleURL != tc.want {
+			t.Errorf("ConsoleURL %q (ok %v), want %q", o.ConsoleURL, ok, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 
 	"github.com/actgate/actgate/internal/notify"
 )
@@ -141,6 +142,10 @@ func (c *Config) NotifierOptions() (opts notify.Options, ok bool) {
 		return notify.Options{}, false
 	}
 	opts.ConsoleURL = n.ConsoleURL
+	if opts.ConsoleURL == "" && c.Approval != nil {
+		// The approval page opens the moment of an announcement's #moment-ID link after sign-in.
+		opts.ConsoleURL = strings.TrimSuffix(c.Approval.ExternalURL, "/") + "/"
+	}
 	for _, w := range n.Webhooks {
 		opts.Webhooks = append(opts.Webhooks, notify.Webhook{URL: w.URL, HeadersFrom: w.HeadersFrom, IncludeCalls: w.IncludeCalls, Format: notify.Format(w.Format)})
 	}
