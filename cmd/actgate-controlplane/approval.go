@@ -98,7 +98,7 @@ Exit status: 0 after a clean shutdown (SIGINT, SIGTERM), 1 when it cannot start 
 }
 
 func approvalFailure(kind, format string, args ...any) error {
-	return fail(exitRejected, kind+" "+fmt.Sprintf(format, args...))
+	return fail(kind + " " + fmt.Sprintf(format, args...))
 }
 
 func runApproval(ctx context.Context, o approvalOptions, s streams) error {

@@ -123,11 +123,11 @@ unreadable kubeconfig).`,
 
 // configFailure and serveFailure end the command with status 1 and a coded line.
 func configFailure(format string, args ...any) error {
-	return fail(exitRejected, "AUTHORITY_CONFIG "+fmt.Sprintf(format, args...))
+	return fail("AUTHORITY_CONFIG " + fmt.Sprintf(format, args...))
 }
 
 func serveFailure(format string, args ...any) error {
-	return fail(exitRejected, "AUTHORITY_SERVE "+fmt.Sprintf(format, args...))
+	return fail("AUTHORITY_SERVE " + fmt.Sprintf(format, args...))
 }
 
 func runAuthority(ctx context.Context, o authorityOptions, s streams) error {

@@ -148,7 +148,7 @@ func (o managerOptions) validate() error {
 }
 
 func managerFailed(format string, args ...any) error {
-	return fail(exitRejected, "MANAGER_FAILED "+fmt.Sprintf(format, args...))
+	return fail("MANAGER_FAILED " + fmt.Sprintf(format, args...))
 }
 
 // runManager wires every controller (and the webhooks) in one place, kubebuilder style, and

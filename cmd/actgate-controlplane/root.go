@@ -20,7 +20,8 @@ type streams struct {
 	out, err io.Writer
 }
 
-func fail(status int, lines ...string) error { return cli.Fail(status, lines...) }
+// fail is a failure of a subcommand: the lines on stderr, exit status exitRejected.
+func fail(lines ...string) error { return cli.Fail(exitRejected, lines...) }
 
 func usageError(format string, args ...any) error { return cli.UsageError(format, args...) }
 
