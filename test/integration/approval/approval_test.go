@@ -14,6 +14,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,9 +186,12 @@ func unresolved(t *testing.T, r *rig, name, why string) {
 	}
 }
 
-// TestApprovalServiceInChromium: alice opens the deep link of a moment (as a notification
-// carries it) in headless Chromium, signs in at the provider's login page, lands on that very
-// moment, sees the exact call under "Runs (verified by actgate)" with every envelope-04 §9.1
+// TestApprovalServiceInChromium: the cluster's announcer (controllers.BindingMomentAnnouncer,
+// its link the approval service's URL) announces the pending moment to a loopback Slack-format
+// webhook receiver and, over STARTTLS, to a loopback SMTP server, both of the test's own: one mail
+// to alice@example.com and one webhook body, carrying the same deep link and neither an option's
+// label nor an argument value (envelope-04 §8.4). alice opens the link from her decoded mail in
+// headless Chromium, signs in at the provider's login page, lands on that very moment, sees the exact call under "Runs (verified by actgate)" with every envelope-04 §9.1
 // invariant, and chooses an option: the BindingMoment then holds exactly that resolution, with
 // via naming the approval service and alice's issuer, subject and auth_time, admitted by the
 // webhook that admits only the principal. The wall time from opening the link to the outcome
@@ -195,6 +199,7 @@ func unresolved(t *testing.T, r *rig, name, why string) {
 // screenshots of the moment page are saved; on the phone the page does not scroll sideways.
 func TestApprovalServiceInChromium(t *testing.T) {
 	r := startRig(t)
+	announced, stopAnnouncer := startAnnouncer(t, r)
 	names := []string{"pay-deeplink", "pay-shown"}
 	envs := map[string]*envelope.Envelope{}
 	acts := map[string]*v1alpha1.Act{}
@@ -205,10 +210,37 @@ func TestApprovalServiceInChromium(t *testing.T) {
 	// The API server must trust the provider before the browser signs in (signIn waits).
 	r.signIn(t, r.client(true), idp.Alice)
 
-	ctx := consoletest.BrowserWith(t, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(r.spki, ",")))
+	// The announcer mailed alice and posted to the channel; the link alice opens is the one in
+	// her mail, and the channel's message carries the same one. Neither carries an option's
+	// label or an argument value of the calls (the synopsis, the envelope's own slot, aside).
 	id := r.ns + "/pay-deeplink"
+	d := announced.wait(t, id, 60*time.Second)
+	stopAnnouncer()
+	if d.mails != 1 || d.hooks != 1 || len(d.mailTo) != 1 || d.mailTo[0] != "alice@example.com" || !d.mailTLS {
+		t.Fatalf("moment %s announced by %d mails (to %v, TLS %v) and %d webhook bodies, want one each to alice@example.com over TLS",
+			id, d.mails, d.mailTo, d.mailTLS, d.hooks)
+	}
+	if want := r.external + "/#moment-" + id; d.link != want {
+		t.Fatalf("the mail links to %q, want the approval service's moment page %q", d.link, want)
+	}
+	if !slices.Contains(d.hookStrings, d.link) {
+		t.Errorf("the webhook body does not carry the mail's link %s: %q", d.link, d.hookStrings)
+	}
+	synopsis := envs["pay-deeplink"].Content().Synopsis
+	for _, secret := range undisclosed(t, envs["pay-deeplink"], paymentCalls(t)) {
+		if strings.Contains(strings.ReplaceAll(d.mailText, synopsis, ""), secret) {
+			t.Errorf("the mail carries %q:\n%s", secret, d.mailText)
+		}
+		for _, s := range d.hookStrings {
+			if strings.Contains(strings.ReplaceAll(s, synopsis, ""), secret) {
+				t.Errorf("the webhook body carries %q in %q", secret, s)
+			}
+		}
+	}
+
+	ctx := consoletest.BrowserWith(t, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(r.spki, ",")))
 	start, before := time.Now(), r.svc.Requests()
-	must(t, chromedp.Do(ctx, chromedp.Navigate(r.external+"/#moment-"+id), chromedp.WaitVisible(chromedp.CSS("#sign-in"))))
+	must(t, chromedp.Do(ctx, chromedp.Navigate(d.link), chromedp.WaitVisible(chromedp.CSS("#sign-in"))))
 	must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`input[name="login"]`), idp.Alice.Login),
 		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), idp.Alice.Password),
