@@ -40,6 +40,7 @@ import (
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/test/testutil/idp"
+	"github.com/actgate/actgate/test/testutil/payment"
 	"github.com/actgate/actgate/test/testutil/webhookenv"
 )
 
@@ -76,7 +77,7 @@ func startRig(t *testing.T) *rig {
 	authn := r.p.WriteAuthenticationConfig(t, t.TempDir(), clientID)
 	r.env = webhookenv.Start(t, nil, envtest.WithAPIServerFlag("authentication-config", authn))
 	r.ns = r.env.Namespace(t)
-	grantPrincipals(t, r.env.Env, r.ns, alice, bob)
+	payment.GrantPrincipals(t, r.env.Env, r.ns, alice, bob)
 
 	pki := testutil.NewPKI(t, t.TempDir())
 	r.pool = x509.NewCertPool()
@@ -181,7 +182,7 @@ func (r *rig) post(t *testing.T, c *http.Client, path, origin string, form url.V
 
 func unresolved(t *testing.T, r *rig, name, why string) {
 	t.Helper()
-	if bm := get(t, r.env.Env, r.ns, name); bm.Spec.Resolution != nil {
+	if bm := payment.Get(t, r.env.Env, r.ns, name); bm.Spec.Resolution != nil {
 		t.Fatalf("%s: %s/%s was resolved: %+v", why, r.ns, name, bm.Spec.Resolution)
 	}
 }
@@ -204,8 +205,8 @@ func TestApprovalServiceInChromium(t *testing.T) {
 	envs := map[string]*envelope.Envelope{}
 	acts := map[string]*v1alpha1.Act{}
 	for _, n := range names {
-		envs[n] = paymentEnvelope(t, n)
-		acts[n] = create(t, r.env.Env, r.ns, n, alice, v1alpha1.ConsequenceFinancial, envs[n])
+		envs[n] = payment.Envelope(t, n, "approval service test")
+		acts[n] = payment.Create(t, r.env.Env, r.ns, n, alice, v1alpha1.ConsequenceFinancial, envs[n])
 	}
 	// The API server must trust the provider before the browser signs in (signIn waits).
 	r.signIn(t, r.client(true), idp.Alice)
@@ -227,7 +228,7 @@ func TestApprovalServiceInChromium(t *testing.T) {
 		t.Errorf("the webhook body does not carry the mail's link %s: %q", d.link, d.hookStrings)
 	}
 	synopsis := envs["pay-deeplink"].Content().Synopsis
-	for _, secret := range undisclosed(t, envs["pay-deeplink"], paymentCalls(t)) {
+	for _, secret := range undisclosed(t, envs["pay-deeplink"], payment.Calls(t)) {
 		if strings.Contains(strings.ReplaceAll(d.mailText, synopsis, ""), secret) {
 			t.Errorf("the mail carries %q:\n%s", secret, d.mailText)
 		}
@@ -258,7 +259,7 @@ func TestApprovalServiceInChromium(t *testing.T) {
 		t.Errorf("after signing in the browser is at %q, not the deep link's moment", hash)
 	}
 	s := acts["pay-deeplink"].Spec
-	consoletest.CheckInvariants(t, ctx, id, consoletest.Expect{Envelope: envs["pay-deeplink"], Calls: paymentCalls(t),
+	consoletest.CheckInvariants(t, ctx, id, consoletest.Expect{Envelope: envs["pay-deeplink"], Calls: payment.Calls(t),
 		Act: console.Act{Tool: s.Tool, Server: s.Server, Class: string(s.ConsequenceClass), ActionDigest: string(s.ActionDigest)}})
 	o, err := consoletest.Choose(ctx, id, 1)
 	must(t, err)
@@ -269,7 +270,7 @@ func TestApprovalServiceInChromium(t *testing.T) {
 	t.Logf("sign-in to resolution: %s wall time in Chromium, %d HTTP requests answered by the approval service "+
 		"(deep link, landing script, login, callback, moment page and its static files, the resolution POST)", elapsed.Round(time.Millisecond), requests)
 
-	bm := get(t, r.env.Env, r.ns, "pay-deeplink")
+	bm := payment.Get(t, r.env.Env, r.ns, "pay-deeplink")
 	got := bm.Spec.Resolution
 	if got == nil || got.Kind != v1alpha1.ResolutionOption || got.OptionIdx == nil || *got.OptionIdx != 1 ||
 		got.EnvelopeDigest != v1alpha1.Digest(envs["pay-deeplink"].Digest()) {
@@ -291,7 +292,7 @@ func TestApprovalServiceInChromium(t *testing.T) {
 	if wide[0] > wide[1] || wide[2] > wide[1] {
 		t.Errorf("at 390 px the page scrolls sideways or a button is off screen: scrollWidth %d, width %d, rightmost button %d", wide[0], wide[1], wide[2])
 	}
-	consoletest.CheckInvariants(t, ctx, r.ns+"/pay-shown", consoletest.Expect{Envelope: envs["pay-shown"], Calls: paymentCalls(t),
+	consoletest.CheckInvariants(t, ctx, r.ns+"/pay-shown", consoletest.Expect{Envelope: envs["pay-shown"], Calls: payment.Calls(t),
 		Act: console.Act{Tool: s.Tool, Server: s.Server, Class: string(s.ConsequenceClass), ActionDigest: string(acts["pay-shown"].Spec.ActionDigest)}})
 	consoletest.Screenshot(t, ctx, "approval-service-phone")
 }
@@ -307,9 +308,9 @@ func TestApprovalServiceInChromium(t *testing.T) {
 func TestApprovalServiceRefusals(t *testing.T) {
 	r := startRig(t)
 	for _, n := range []string{"pay-forged", "pay-origin", "pay-stepup", "pay-replay", "pay-sa"} {
-		create(t, r.env.Env, r.ns, n, alice, v1alpha1.ConsequenceFinancial, paymentEnvelope(t, n))
+		payment.Create(t, r.env.Env, r.ns, n, alice, v1alpha1.ConsequenceFinancial, payment.Envelope(t, n, "approval service test"))
 	}
-	digest := func(name string) string { return string(get(t, r.env.Env, r.ns, name).Spec.EnvelopeDigest) }
+	digest := func(name string) string { return string(payment.Get(t, r.env.Env, r.ns, name).Spec.EnvelopeDigest) }
 	form := func(token, name string) url.Values {
 		return url.Values{"token": {token}, "moment": {r.ns + "/" + name}, "envelope": {digest(name)}, "choice": {"option:0"}}
 	}
@@ -375,7 +376,7 @@ func TestApprovalServiceRefusals(t *testing.T) {
 	if resp := r.post(t, aliceC, "/resolve", r.external, form(aliceToken, "pay-stepup"), ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("resolving after the step-up: %d", resp.StatusCode)
 	}
-	if bm := get(t, r.env.Env, r.ns, "pay-stepup"); bm.Spec.Resolution == nil || bm.Spec.Resolution.Via == nil || bm.Spec.Resolution.Via.Subject == "" {
+	if bm := payment.Get(t, r.env.Env, r.ns, "pay-stepup"); bm.Spec.Resolution == nil || bm.Spec.Resolution.Via == nil || bm.Spec.Resolution.Via.Subject == "" {
 		t.Fatalf("after the step-up: %+v", bm.Spec.Resolution)
 	}
 

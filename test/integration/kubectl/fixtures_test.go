@@ -3,11 +3,9 @@ package kubectl_test
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
@@ -102,28 +100,6 @@ func moment(ns, name, principal, act string, env *envelope.Envelope, expires tim
 		}
 	}
 	return bm
-}
-
-// grantPrincipals applies the project's own principal and act-viewer ClusterRoles
-// (config/rbac) and binds them to users in ns: the plugin must work with exactly what those
-// roles grant.
-func grantPrincipals(t *testing.T, env *envtest.Env, ns string, users ...string) {
-	t.Helper()
-	env.Kubectl(t, "apply",
-		"-f", filepath.Join(env.Root, "config", "rbac", "bindingmoment_principal_role.yaml"),
-		"-f", filepath.Join(env.Root, "config", "rbac", "act_viewer_role.yaml"))
-	for _, role := range []string{"actgate-bindingmoment-principal-role", "actgate-act-viewer-role"} {
-		rb := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		}
-		for _, u := range users {
-			rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u})
-		}
-		if err := env.Client.Create(t.Context(), rb); err != nil {
-			t.Fatalf("role binding %s: %v", role, err)
-		}
-	}
 }
 
 // user provisions name with its own kubeconfig.

@@ -10,6 +10,7 @@ import (
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil/payment"
 )
 
 // terminal is one tmux server with a private socket, running commands in a real pseudo-terminal.
@@ -90,7 +91,7 @@ func (term *terminal) text(session, s string) {
 func TestPickerInARealTerminal(t *testing.T) {
 	env, pluginDir := setup(t)
 	ns := env.Namespace(t)
-	grantPrincipals(t, env, ns, alice)
+	payment.GrantPrincipals(t, env, ns, alice)
 	a := user(t, env, alice)
 	act := paymentAct(t, ns, "send-payment")
 	expires := time.Now().Add(time.Hour)

@@ -21,6 +21,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/kubectlplugin"
 	"github.com/actgate/actgate/test/envtest"
+	"github.com/actgate/actgate/test/testutil/payment"
 )
 
 // TestPluginThroughKubectl drives kubectl-actgate through the real kubectl as the principals
@@ -30,7 +31,7 @@ import (
 func TestPluginThroughKubectl(t *testing.T) {
 	env, pluginDir := setup(t)
 	ns := env.Namespace(t)
-	grantPrincipals(t, env, ns, alice, bob)
+	payment.GrantPrincipals(t, env, ns, alice, bob)
 	a, b := user(t, env, alice), user(t, env, bob)
 	run := func(t *testing.T, u *envtest.User, args ...string) result {
 		t.Helper()
@@ -265,7 +266,7 @@ func get(t *testing.T, env *envtest.Env, ns, name string) *v1alpha1.BindingMomen
 func TestConcurrentResolutionsConflict(t *testing.T) {
 	env, _ := setup(t)
 	ns := env.Namespace(t)
-	grantPrincipals(t, env, ns, alice)
+	payment.GrantPrincipals(t, env, ns, alice)
 	a := user(t, env, alice)
 	e := paymentEnvelope(t, "race")
 	mustCreate(t, env, paymentAct(t, ns, "send-payment"), moment(ns, "pay-race", alice, "send-payment", e, time.Now().Add(time.Hour)))
@@ -331,7 +332,7 @@ func TestConcurrentResolutionsConflict(t *testing.T) {
 func TestAdmissionDenialIsSurfaced(t *testing.T) {
 	env, pluginDir := setup(t)
 	ns := env.Namespace(t)
-	grantPrincipals(t, env, ns, alice, bob)
+	payment.GrantPrincipals(t, env, ns, alice, bob)
 	a, b := user(t, env, alice), user(t, env, bob)
 	e := paymentEnvelope(t, "admission")
 	mustCreate(t, env, paymentAct(t, ns, "send-payment"), moment(ns, "pay-alice", alice, "send-payment", e, time.Now().Add(time.Hour)))
