@@ -16,9 +16,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -30,6 +32,11 @@ import (
 	reconclient "github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/webhook"
 )
+
+// managerSkipNameValidation turns off controller-runtime's check that a controller name is
+// registered once per process (its metric names). One process runs one manager; the tests of
+// this package start several, and set it.
+var managerSkipNameValidation bool
 
 // managerOptions are the flags of `actgate-controlplane manager`.
 type managerOptions struct {
@@ -196,7 +203,8 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Only authority Leases are cached and watched, never anyone else's.
-		Cache: cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:      cache.Options{ByObject: controllers.CacheByObject()},
+		Controller: config.Controller{SkipNameValidation: ptr.To(managerSkipNameValidation)},
 	})
 	if err != nil {
 		return managerFailed("new manager: %v", err)

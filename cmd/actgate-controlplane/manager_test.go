@@ -124,3 +124,6 @@ func waitHTTP(t *testing.T, done <-chan error, url, want string) {
 	}
 	t.Fatalf("%s never answered with %q; last: %s", url, want, last)
 }
+
+// The tests of this package start the manager more than once in one process.
+func init() { managerSkipNameValidation = true }
