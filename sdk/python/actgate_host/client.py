@@ -136,10 +136,12 @@ class Decision:
         refusal code, or is a replay, is not an allow."""
         if not isinstance(obj, dict):
             raise HostLoopError(CODE_BAD_RESPONSE, "the decision is not a JSON object")
-        moments = obj.get("binding_moments") or []
+        moments = obj.get("binding_moments")
+        moments = [] if moments is None else moments
         if not isinstance(moments, list) or not all(isinstance(m, str) for m in moments):
             raise HostLoopError(CODE_BAD_RESPONSE, "member binding_moments is not a list of strings")
-        resolutions = obj.get("resolutions") or []
+        resolutions = obj.get("resolutions")
+        resolutions = [] if resolutions is None else resolutions
         if not isinstance(resolutions, list):
             raise HostLoopError(CODE_BAD_RESPONSE, "member resolutions is not a list")
         bm = obj.get("binding_moment")
