@@ -34,9 +34,7 @@ def free_port() -> int:
 def build_actgate(dest_dir: str) -> str:
     """go build -o DEST/actgate ./cmd/actgate from the repository root."""
     out = os.path.join(dest_dir, "actgate")
-    env = dict(os.environ)
-    env.setdefault("GOFLAGS", "-mod=mod")
-    subprocess.run(["go", "build", "-o", out, "./cmd/actgate"], cwd=REPO, check=True, env=env)
+    subprocess.run([os.environ.get("GO", "go"), "build", "-o", out, "./cmd/actgate"], cwd=REPO, check=True)
     return out
 
 
