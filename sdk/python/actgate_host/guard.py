@@ -25,6 +25,7 @@ from .client import (
     VENDOR_OPENAI,
     VENDOR_OPENAI_RESPONSES,
     Client,
+    Completion,
     Decision,
     HostLoopError,
 )
@@ -84,6 +85,8 @@ class Outcome:
     value: Any = None
     error: Optional[BaseException] = None
     complete_error: Optional[HostLoopError] = None
+    # completion is what the gate recorded for a dispatch under authority (its journal state).
+    completion: Optional[Completion] = None
 
     @property
     def binding_moment(self) -> Optional[dict]:
@@ -160,45 +163,45 @@ def _run(client: Client, block: dict, tool: Any, vendor: str, d: Decision, indet
         # Allowed, but the host cannot run it: nothing ran, so the dispatch failed.
         res = {"error": {"code": "HOST_TOOL_UNAVAILABLE", "message": str(err), "invoked": False}}
         out = Outcome(status=FAILED, decision=d, tool_result=tool_result(vendor, block, res, is_error=True), error=err)
-        out.complete_error = _complete(client, d, OUTCOME_FAILED, res)
-        return out
+        return _report(out, client, d, OUTCOME_FAILED, res)
     try:
         value = fn(args)
     except indeterminate_errors as e:
         out = Outcome(status=INDETERMINATE, decision=d, invoked=True, error=e,
                       tool_result=tool_result(vendor, block, {"error": {"message": "the tool's outcome is unknown"}}, is_error=True))
-        out.complete_error = _complete(client, d, OUTCOME_INDETERMINATE, None)
-        return out
+        return _report(out, client, d, OUTCOME_INDETERMINATE, None)
     except Exception as e:  # the tool's own failure: reported, then handed to the model
         res = {"error": {"type": type(e).__name__, "message": str(e)[:200]}}
         out = Outcome(status=FAILED, decision=d, invoked=True, error=e, tool_result=tool_result(vendor, block, res, is_error=True))
-        out.complete_error = _complete(client, d, OUTCOME_FAILED, res)
-        return out
+        return _report(out, client, d, OUTCOME_FAILED, res)
     except BaseException:
         # Interrupted (KeyboardInterrupt, SystemExit) while the tool ran: unknown effect.
         _complete(client, d, OUTCOME_INDETERMINATE, None)
         raise
     out = Outcome(status=EXECUTED, decision=d, invoked=True, value=value, tool_result=tool_result(vendor, block, value))
-    out.complete_error = _complete(client, d, OUTCOME_EXECUTED, value)
+    return _report(out, client, d, OUTCOME_EXECUTED, value)
+
+
+def _report(out: Outcome, client: Client, d: Decision, outcome: str, result: Any) -> Outcome:
+    out.completion, out.complete_error = _complete(client, d, outcome, result)
     return out
 
 
-def _complete(client: Client, d: Decision, outcome: str, result: Any) -> Optional[HostLoopError]:
+def _complete(client: Client, d: Decision, outcome: str, result: Any) -> tuple:
     """Reports the outcome of a dispatch under authority (an allow on the hot path has no
     operation to report). A report that fails leaves the dispatch to the gate's timeout, after
     which it is INDETERMINATE; the error is returned, not raised: the tool already ran."""
     if not d.operation_id:
-        return None
+        return None, None
     try:
-        client.complete(d.operation_id, outcome, _jsonable(result))
+        return client.complete(d.operation_id, outcome, _jsonable(result)), None
     except HostLoopError as e:
-        return e
-    except ValueError:
+        return None, e
+    except ValueError:  # a result that is not JSON (NaN): the outcome without it
         try:
-            client.complete(d.operation_id, outcome, None)
+            return client.complete(d.operation_id, outcome, None), None
         except HostLoopError as e:
-            return e
-    return None
+            return None, e
 
 
 def _jsonable(v: Any) -> Any:

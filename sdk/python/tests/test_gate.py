@@ -198,6 +198,7 @@ class GateTest(unittest.TestCase):
         self.assertEqual(UP.count("email_send"), before + 1)
         self.assertEqual(UP.args_of("email_send")[-1], args)
         self.assertTrue(outs[0].decision.operation_id, "email_send runs under a consumed permit")
+        self.assertEqual(outs[0].completion.state, "EXECUTED")
         cut = MODEL.post("/v1/messages", {"model": "claude-sonnet-4-5", "stream": True, "messages": []})
         st = AnthropicStream()
         completed = [b for ev in sse_events(cut) for b in st.feed(ev)]
@@ -255,6 +256,7 @@ class GateTest(unittest.TestCase):
                     wait=True, poll_interval=0.2, wait_timeout=30, on_escalation=self.resolve_when_announced(seen))
         self.assertEqual(out.status, EXECUTED, out)
         self.assertTrue(out.decision.authority_id)
+        self.assertEqual(out.completion.state, "EXECUTED")
         self.assertEqual(UP.count("send_payment"), before + 1)
         self.assertEqual(UP.args_of("send_payment")[-1], args)
         pending = [m for m in GATE.moments() if m["session"] == s]
@@ -326,9 +328,11 @@ class GateTest(unittest.TestCase):
         self.assertTrue(f.invoked)
         self.assertIsNone(f.complete_error)
         self.assertTrue(f.tool_result["is_error"])
+        self.assertEqual(f.completion.state, "FAILED")
         i = guard(self.client, tool_use("email_send", {"to": "b@example.com", "subject": uid("i")}), {"email_send": lost}, session=s, provenance="user")
         self.assertEqual(i.status, INDETERMINATE)
         self.assertIsNone(i.complete_error)
+        self.assertEqual(i.completion.state, "INDETERMINATE")
         for out, state in ((f, "FAILED"), (i, "INDETERMINATE")):
             with self.assertRaises(HostLoopError) as cm:
                 self.client.complete(out.decision.operation_id, "executed")
