@@ -95,7 +95,12 @@ class Outcome:
 
 
 def _refused(vendor: str, block: dict, d: Decision, status: str) -> Outcome:
-    res = d.deny if d.deny is not None else error_result(vendor, block, d.code or "EF_ACT_INVALID", d.message, d.retryable)
+    if d.deny is not None:
+        res = d.deny
+    elif d.code:
+        res = error_result(vendor, block, d.code, d.message, d.retryable)
+    else:  # a refusal without a code is an answer the wrapper cannot read: still no run
+        res = error_result(vendor, block, CODE_BAD_RESPONSE, "The gate refused without a code; the tool did not run.")
     return Outcome(status=status, decision=d, tool_result=res)
 
 

@@ -187,6 +187,7 @@ class Gate:
 
     def __init__(self, binary: str, upstream: Upstream, workdir: str) -> None:
         self.binary, self.dir = binary, workdir
+        os.makedirs(workdir, exist_ok=True)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         tok = os.path.join(workdir, "finance.token")

@@ -392,7 +392,7 @@ class GateTest(unittest.TestCase):
             t = time.perf_counter()
             d = self.client.enforce(tool_use("get_balance", {"account": "main"}), session=s, provenance="user")
             enforce.append(time.perf_counter() - t)
-            self.assertTrue(d.allow)
+            self.assertTrue(d.allow, d)
             t = time.perf_counter()
             out = guard(self.client, tool_use("get_balance", {"account": "main"}), self.tools, session=s, provenance="user")
             guarded.append(time.perf_counter() - t)
@@ -434,7 +434,6 @@ class HostKilledTest(unittest.TestCase):
         invoke: neither while the gate still holds the dispatch in flight nor after the gate
         itself restarted (the dispatch is INDETERMINATE)."""
         workdir = os.path.join(BIN_DIR, "tg")
-        os.makedirs(workdir)
         up = harness.Upstream()
         gate = harness.Gate(BINARY, up, workdir)
         gate.start()
