@@ -287,7 +287,8 @@ class GateTest(unittest.TestCase):
         before = UP.count("send_payment")
         changed = tool_use("send_payment", {"to": "mallory", "amount": 120})
         out = guard(self.client, changed, self.tools, session=s, provenance="user")
-        self.assertIn(out.status, (DENIED, ESCALATED))
+        self.assertEqual(out.status, ESCALATED)  # a new binding moment for the changed call
+        self.assertNotEqual(out.decision.binding_moments, d.binding_moments)
         self.assertFalse(out.invoked)
         self.assertEqual(UP.count("send_payment"), before)
         self.assertNotIn({"to": "mallory", "amount": 120}, UP.args_of("send_payment"))
@@ -303,7 +304,7 @@ class GateTest(unittest.TestCase):
         out = guard(self.client, blk, self.tools, server="finance-evil", session=session(), provenance="user")
         self.assertEqual(out.status, DENIED)
         self.assertFalse(out.invoked)
-        self.assertTrue(out.decision.code.startswith("EF_"), out.decision)
+        self.assertEqual(out.decision.code, "EF_UNKNOWN_TOOL")
         self.assertIs(error_of(out.tool_result)["invoked"], False)
         self.assertEqual(UP.count("get_balance"), before)
         ok = guard(self.client, blk, self.tools, server="finance", session=session(), provenance="user")
@@ -364,6 +365,7 @@ class GateTest(unittest.TestCase):
                 self.assertEqual(out.status, UNAVAILABLE, out)
                 self.assertFalse(out.invoked)
                 self.assertIs(error_of(out.tool_result)["invoked"], False)
+                c.close()
         finally:
             silent.close()
         self.assertEqual(UP.count("get_balance"), before)
@@ -450,6 +452,8 @@ class HostKilledTest(unittest.TestCase):
             self.assertTrue(first["operation_id"])
             host.send_signal(signal.SIGKILL)
             host.wait(10)
+            host.stdout.close()
+            host.stdin.close()
             self.assertEqual(up.count("email_send"), 0)
 
             def restart() -> dict:
@@ -459,14 +463,14 @@ class HostKilledTest(unittest.TestCase):
 
             again = restart()
             self.assertFalse(again["invoked"], again)
-            self.assertNotIn(again["status"], (EXECUTED, FAILED, INDETERMINATE))
+            self.assertEqual((again["status"], again["code"]), (DENIED, "EF_INDETERMINATE"))
             self.assertEqual(up.count("email_send"), 0)
             gate.stop()
             gate.start()
             cfg["token"] = gate.agent_token
             after = restart()
             self.assertFalse(after["invoked"], after)
-            self.assertNotIn(after["status"], (EXECUTED, FAILED, INDETERMINATE))
+            self.assertEqual((after["status"], after["code"]), (DENIED, "EF_INDETERMINATE"))
             self.assertEqual(up.count("email_send"), 0)
         finally:
             gate.close()
