@@ -282,6 +282,12 @@ callTimeout: 30s
         assert st == 200, (st, res)
         return res
 
+    def decline(self, moment_id: str, digest: str) -> dict:
+        st, res = self.api("POST", f"/v1/moments/{moment_id}/resolve", self.alice_token,
+                           {"binding_moment_resolution": {"envelope_digest": digest, "resolution": "declined"}})
+        assert st == 200, (st, res)
+        return res
+
     def close(self) -> None:
         self.stop()
         self.log.close()

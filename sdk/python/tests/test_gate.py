@@ -274,6 +274,42 @@ class GateTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "HOSTLOOP_SETTLED")
         self.assertEqual(cm.exception.status, 409)
 
+    def test_declined_while_waiting_never_runs(self) -> None:
+        """alice declines the moment guard waits on: guard stops polling and returns the
+        refusal (EF_MOMENT_DECLINED, invoked false); the tool never runs."""
+        s = session()
+        item = chat_call("send_payment", {"to": "eve", "amount": 300})
+        before = UP.count("send_payment")
+
+        def decline(d):
+            def run():
+                time.sleep(0.3)
+                m = [m for m in GATE.moments() if m["id"] == d.binding_moments[0]][0]
+                GATE.decline(m["id"], m["envelopeDigest"])
+            threading.Thread(target=run, daemon=True).start()
+
+        t = time.monotonic()
+        out = guard(self.client, item, self.tools, vendor="openai", session=s, provenance="user",
+                    wait=True, poll_interval=0.2, wait_timeout=30, on_escalation=decline)
+        self.assertLess(time.monotonic() - t, 25, "guard kept polling after the decline")
+        self.assertEqual(out.status, DENIED)
+        self.assertEqual(out.decision.code, "EF_MOMENT_DECLINED")
+        self.assertIs(error_of(out.tool_result)["invoked"], False)
+        self.assertEqual(UP.count("send_payment"), before)
+
+    def test_wait_timeout_returns_the_escalation(self) -> None:
+        """Nobody resolves: guard polls until wait_timeout and returns the escalation; the
+        polls raised one binding moment, not one per poll; the tool never runs."""
+        s = session()
+        blk = tool_use("send_payment", {"to": "frank", "amount": 400})
+        before = UP.count("send_payment")
+        out = guard(self.client, blk, self.tools, session=s, provenance="user", wait=True, poll_interval=0.2, wait_timeout=1.5)
+        self.assertEqual(out.status, ESCALATED)
+        self.assertEqual(out.tool_result["tool_use_id"], blk["id"])
+        self.assertEqual(error_of(out.tool_result)["code"], "EF_ESCALATION_REQUIRED")
+        self.assertEqual([m["id"] for m in GATE.moments() if m["session"] == s], out.decision.binding_moments)
+        self.assertEqual(UP.count("send_payment"), before)
+
     def test_origin_change_after_approval_refused(self) -> None:
         """T-E: alice approved exactly send_payment to bob; the model then emits the payment
         with the recipient changed (the call's origin moved): it is not allowed and never
