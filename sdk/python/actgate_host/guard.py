@@ -221,8 +221,23 @@ def _run_all(client: Client, blocks: List[dict], tools: Any, vendor: str, **kw: 
 
 def run_anthropic(client: Client, message: dict, tools: Any, **kw: Any) -> List[Outcome]:
     """Guards every tool_use block of a Messages API response, each its own act; the
-    outcomes' tool_result blocks, in order, are the next user message's content."""
-    return _run_all(client, anthropic_tool_uses(message), tools, VENDOR_ANTHROPIC, **kw)
+    outcomes' tool_result blocks, in order, are the next user message's content.
+
+    A message whose stop_reason is null is still streaming: none of its blocks is complete and
+    none is enforced or run. With stop_reason "max_tokens" the last tool_use block may be cut
+    off: it is not enforced or run (tool-use-binding §9); the model reads EF_ACT_INVALID."""
+    blocks = anthropic_tool_uses(message)
+    cut = 0
+    if isinstance(message, dict) and "stop_reason" in message:
+        if message["stop_reason"] is None:
+            cut = len(blocks)
+        elif message["stop_reason"] == "max_tokens" and blocks:
+            cut = 1
+    outs = _run_all(client, blocks[:len(blocks) - cut], tools, VENDOR_ANTHROPIC, **kw)
+    for b in blocks[len(blocks) - cut:]:
+        msg = "The tool call may be incomplete (the message was cut off); it did not run."
+        outs.append(Outcome(status=DENIED, decision=None, tool_result=error_result(VENDOR_ANTHROPIC, b, "EF_ACT_INVALID", msg)))
+    return outs
 
 
 def run_openai_chat(client: Client, completion: dict, tools: Any, **kw: Any) -> List[Outcome]:

@@ -170,6 +170,24 @@ class StreamTest(unittest.TestCase):
                     break
 
 
+class IncompleteMessageTest(unittest.TestCase):
+    def test_cut_off_blocks_never_enforced(self) -> None:
+        """A message still streaming (stop_reason null) runs nothing; with max_tokens the last
+        tool_use is not run. The client points at a closed port: an enforce attempt would be
+        'unavailable', so 'denied' shows none was made, and the tool is never called."""
+        from actgate_host import run_anthropic
+        ran = []
+        c = Client("http://127.0.0.1:9", timeout=0.5)
+        blocks = [{"type": "tool_use", "id": f"toolu_{i}", "name": "t", "input": {"i": i}} for i in range(2)]
+        outs = run_anthropic(c, {"content": blocks, "stop_reason": None}, {"t": ran.append})
+        self.assertEqual([o.status for o in outs], ["denied", "denied"])
+        outs = run_anthropic(c, {"content": blocks, "stop_reason": "max_tokens"}, {"t": ran.append})
+        self.assertEqual([o.status for o in outs], ["unavailable", "denied"])
+        self.assertEqual(outs[1].tool_result["tool_use_id"], "toolu_1")
+        self.assertIn("EF_ACT_INVALID", outs[1].tool_result["content"][0]["text"])
+        self.assertEqual(ran, [])
+
+
 class SSETest(unittest.TestCase):
     def test_events(self) -> None:
         lines = ["event: ping\n", "data: {\"type\":\"ping\"}\n", "\n", ": comment\n", "data: {\"type\":\n", "data: \"x\"}\n", "\n", "data: [1]\n", "\n"]
