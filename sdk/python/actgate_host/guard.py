@@ -124,13 +124,16 @@ def guard(
     wait_timeout: float = 300.0,
     indeterminate_errors: tuple = (Indeterminate, TimeoutError, ConnectionError),
     on_escalation: Optional[Callable[[Decision], None]] = None,
+    pass_decision: bool = False,
 ) -> Outcome:
     """Runs one tool call through the gate. ``tool`` is the local function (called with the
     arguments dict) or a mapping from tool name to function. With ``wait``, an escalation is
     polled every ``poll_interval`` seconds (re-enforcing the same block in the same session)
     until it is resolved or ``wait_timeout`` passed; ``on_escalation`` is called once with the
-    escalation (to show the binding moment). Parallel tool calls of one turn are separate
-    acts: call guard once per block."""
+    escalation (to show the binding moment). With ``pass_decision`` the tool is called as
+    ``tool(args, decision)``: ``decision.operation_id`` is the idempotency key to give an
+    upstream that takes one. Parallel tool calls of one turn are separate acts: call guard
+    once per block."""
     deadline = time.monotonic() + wait_timeout
     announced = False
     while True:
@@ -145,7 +148,7 @@ def guard(
             # tool's result; the tool does not run again (tool-use-binding §9).
             return Outcome(status=REPLAYED, decision=d, tool_result=tool_result(vendor, block, d.result), value=d.result)
         if d.allow:
-            return _run(client, block, tool, vendor, d, indeterminate_errors)
+            return _run(client, block, tool, vendor, d, indeterminate_errors, pass_decision)
         if not d.escalated:
             return _refused(vendor, block, d, DENIED)
         if on_escalation is not None and not announced:
@@ -156,7 +159,7 @@ def guard(
         time.sleep(poll_interval)
 
 
-def _run(client: Client, block: dict, tool: Any, vendor: str, d: Decision, indeterminate_errors: tuple) -> Outcome:
+def _run(client: Client, block: dict, tool: Any, vendor: str, d: Decision, indeterminate_errors: tuple, pass_decision: bool) -> Outcome:
     fn = _pick(tool, call_name(block, vendor))
     try:
         args = call_arguments(block, vendor)
@@ -170,7 +173,7 @@ def _run(client: Client, block: dict, tool: Any, vendor: str, d: Decision, indet
         out = Outcome(status=FAILED, decision=d, tool_result=tool_result(vendor, block, res, is_error=True), error=err)
         return _report(out, client, d, OUTCOME_FAILED, res)
     try:
-        value = fn(args)
+        value = fn(args, d) if pass_decision else fn(args)
     except indeterminate_errors as e:
         out = Outcome(status=INDETERMINATE, decision=d, invoked=True, error=e,
                       tool_result=tool_result(vendor, block, {"error": {"message": "the tool's outcome is unknown"}}, is_error=True))

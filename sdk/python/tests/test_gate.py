@@ -354,14 +354,20 @@ class GateTest(unittest.TestCase):
         indeterminate; the gate records each once (a second report is HOSTLOOP_SETTLED)."""
         s = session()
 
-        def boom(args):
-            raise RuntimeError("mailbox full")
-
         def lost(args):
             raise Indeterminate("connection lost after the request was sent")
 
-        f = guard(self.client, tool_use("email_send", {"to": "a@example.com", "subject": uid("f")}), {"email_send": boom}, session=s, provenance="user")
+        keys = []
+
+        def boom(args, decision):
+            keys.append(decision.operation_id)  # the idempotency key, given before the run
+            raise RuntimeError("mailbox full")
+
+        f = guard(self.client, tool_use("email_send", {"to": "a@example.com", "subject": uid("f")}), {"email_send": boom}, session=s,
+                  provenance="user", pass_decision=True)
         self.assertEqual(f.status, FAILED)
+        self.assertEqual(keys, [f.decision.operation_id])
+        self.assertTrue(keys[0])
         self.assertTrue(f.invoked)
         self.assertIsNone(f.complete_error)
         self.assertTrue(f.tool_result["is_error"])
