@@ -10,6 +10,7 @@ GOTESTFLAGS ?=
 # envtest packages start real API servers; two cores, so one test binary at a time.
 GOTEST_P ?= 1
 FUZZTIME ?= 20s
+PYTHON ?= python3
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 
@@ -120,11 +121,15 @@ GOTEST_TIMEOUT ?= 30m
 ACTGATE_IMAGE_TAR ?= $(LOCALBIN)/image/actgate.tar
 
 .PHONY: test
-test: image ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image (needs root; builds what it needs).
+test: image test-sdk-py ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image (needs root; builds what it needs).
 	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
 		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
 	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
+
+.PHONY: test-sdk-py
+test-sdk-py: ## The Python host-loop module's tests (sdk/python: standard library only, the machine's python3; builds actgate, runs actgate serve).
+	cd sdk/python && $(PYTHON) -m unittest discover -v
 
 .PHONY: test-node
 test-node: image ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).

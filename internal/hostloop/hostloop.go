@@ -561,6 +561,17 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 		return d
 	case res := <-done:
+		select {
+		case a := <-allow:
+			// The Invoker ran: on the hot path it answers the allow and returns at once, so
+			// Handle's answer can be ready together with the allow, and select picks either.
+			d := Decision{Allow: true, ActID: res.ActID, AuditCode: res.AuditCode, Resolutions: res.Resolutions}
+			if a.inv.Journaled {
+				d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
+			}
+			return d
+		default:
+		}
 		if res.Replayed {
 			// A retry of a dispatch already settled in this session: not to be run again; the
 			// recorded result is the tool's result (tool-use-binding §9).
