@@ -13,8 +13,8 @@ export type AgentsGateOptions = Omit<GuardOptions, 'vendor'> & {
 type Invoke = (runContext: any, input: string, details?: { toolCall?: { callId?: string } ; [k: string]: unknown }) => Promise<unknown>;
 
 /** gateAgentTool returns a copy of an Agents SDK function tool whose invoke runs only on allow. */
-export function gateAgentTool<T extends { type: 'function'; name: string; invoke: Invoke }>(client: ActgateClient, tool: T, opts: AgentsGateOptions = {}): T {
-  const original = tool.invoke.bind(tool);
+export function gateAgentTool<T extends { type: 'function'; name: string; invoke: (...args: any[]) => Promise<any> }>(client: ActgateClient, tool: T, opts: AgentsGateOptions = {}): T {
+  const original = tool.invoke.bind(tool) as Invoke;
   const { onResult, ...rest } = opts;
   const invoke: Invoke = async (runContext, input, details) => {
     const callId = details?.toolCall?.callId || `call_${randomUUID().replaceAll('-', '')}`;
@@ -32,5 +32,5 @@ export function gateAgentTool<T extends { type: 'function'; name: string; invoke
         return denyText('openai-responses', r.deny);
     }
   };
-  return { ...tool, invoke };
+  return { ...tool, invoke } as T;
 }

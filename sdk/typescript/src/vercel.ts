@@ -12,7 +12,7 @@ export type VercelGateOptions = Omit<GuardOptions, 'vendor'> & {
 type Execute = (input: any, options: { toolCallId: string; [k: string]: unknown }) => unknown;
 
 /** gateTools returns a copy of an AI SDK tool set in which every execute runs only on allow. */
-export function gateTools<T extends Record<string, { execute?: Execute }>>(client: ActgateClient, tools: T, opts: VercelGateOptions = {}): T {
+export function gateTools<T extends Record<string, any>>(client: ActgateClient, tools: T, opts: VercelGateOptions = {}): T {
   const { onResult, ...rest } = opts;
   const out: Record<string, unknown> = {};
   for (const [name, t] of Object.entries(tools)) {
@@ -20,7 +20,7 @@ export function gateTools<T extends Record<string, { execute?: Execute }>>(clien
       out[name] = t;
       continue;
     }
-    const original = t.execute.bind(t);
+    const original = (t.execute as Execute).bind(t);
     const execute: Execute = async (input, options) => {
       const block = { type: 'tool_use', id: options.toolCallId, name, input };
       const r = await guard(client, block, { ...rest, vendor: 'anthropic' }, () => original(input, options));
