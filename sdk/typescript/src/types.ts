@@ -78,6 +78,8 @@ export type HostLoopErrorCode =
   | 'HOSTLOOP_UNKNOWN_OPERATION'
   | 'HOSTLOOP_SETTLED'
   | 'HOSTLOOP_UNAVAILABLE'
+  | 'HOSTLOOP_UNAUTHENTICATED'
+  | 'HOSTLOOP_PENDING_LIMIT'
   | string;
 
 /** The body of a refused host-loop request (not a refused tool call). */
