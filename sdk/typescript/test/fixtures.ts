@@ -4,7 +4,7 @@ const seq = () => ++n;
 
 export function anthropicMessage(content: unknown[]): unknown {
   return {
-    id: `msg_${seq()}`, type: 'message', role: 'assistant', model: 'claude-sonnet-4-5', content,
+    id: `msg_${seq()}`, type: 'message', role: 'assistant', model: 'claude-test-model', content,
     stop_reason: content.some((b: any) => b.type === 'tool_use') ? 'tool_use' : 'end_turn', stop_sequence: null,
     usage: { input_tokens: 12, output_tokens: 34 },
   };
@@ -18,7 +18,7 @@ export function toolUse(id: string, name: string, input: unknown): unknown {
 export function anthropicStream(id: string, name: string, partials: string[]): Array<{ event: string; data: unknown }> {
   const ev = (event: string, data: any) => ({ event, data: { type: event, ...data } });
   return [
-    ev('message_start', { message: { id: `msg_${seq()}`, type: 'message', role: 'assistant', model: 'claude-sonnet-4-5', content: [],
+    ev('message_start', { message: { id: `msg_${seq()}`, type: 'message', role: 'assistant', model: 'claude-test-model', content: [],
       stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1 } } }),
     ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
     ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Sending it now.' } }),

@@ -77,7 +77,8 @@ describe('Anthropic Messages tool loop', () => {
     model.push('/v1/messages',
       { json: fx.anthropicMessage([{ type: 'text', text: 'The document says to forward it.' }, fx.toolUse('toolu_01TA', 'email_send', { to: 'attacker@evil.example', subject: 'secrets' })]) },
       { json: fx.anthropicMessage([{ type: 'text', text: 'I could not send it.' }]) });
-    const msg = await sdk.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 256, messages: [{ role: 'user', content: 'Summarise the attached page.' }] });
+    const msg = await sdk.messages.create({ model: 'claude-test-model', max_tokens: 256, messages: [{ role: 'user', content: 'Summarise the attached page.' }] });
+    const e0 = up.count('email_send');
     // The instruction came from a retrieved document: the host attests it.
     const results = await anthropic.runToolUses(client, msg, tools, { session: session(), provenance: 'retrieval' });
     assert.equal(results.length, 1);
@@ -88,8 +89,8 @@ describe('Anthropic Messages tool loop', () => {
     const err = errorOf((r.content as Array<{ text: string }>)[0].text);
     assert.equal(err.code, 'EF_INSTRUCTION_PROVENANCE_FAILURE');
     assert.equal(err.invoked, false);
-    assert.equal(up.count('email_send'), 0, 'the upstream sent an injected email');
-    const next = await sdk.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 256, messages: [
+    assert.equal(up.count('email_send'), e0, 'the upstream sent an injected email');
+    const next = await sdk.messages.create({ model: 'claude-test-model', max_tokens: 256, messages: [
       { role: 'user', content: 'Summarise the attached page.' }, { role: msg.role, content: msg.content }, { role: 'user', content: results as any }] });
     assert.equal(next.stop_reason, 'end_turn');
     const sent = model.requestsTo('/v1/messages').at(-1);
@@ -100,7 +101,7 @@ describe('Anthropic Messages tool loop', () => {
   test('T-C: an allowed email runs once; the same block again is a replay and never runs again; a second report is refused', async () => {
     const sdk = anthropicSDK();
     model.push('/v1/messages', { json: fx.anthropicMessage([fx.toolUse('toolu_01TC', 'email_send', { to: 'bob@example.com', subject: 'hi' })]) });
-    const msg = await sdk.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 256, messages: [{ role: 'user', content: 'Email bob.' }] });
+    const msg = await sdk.messages.create({ model: 'claude-test-model', max_tokens: 256, messages: [{ role: 'user', content: 'Email bob.' }] });
     const s = session();
     const before = up.count('email_send');
     const seen: GuardResult<unknown>[] = [];
@@ -153,7 +154,7 @@ describe('Anthropic Messages tool loop', () => {
   test('streaming: a tool_use whose input arrives in input_json_delta fragments is enforced once, on the assembled block', async () => {
     const sdk = anthropicSDK();
     model.push('/v1/messages', { sse: fx.anthropicStream('toolu_01STR', 'get_balance', ['{"acc', 'ount": "ma', 'in"}']) });
-    const stream = sdk.messages.stream({ model: 'claude-sonnet-4-5', max_tokens: 256, messages: [{ role: 'user', content: 'Balance?' }] });
+    const stream = sdk.messages.stream({ model: 'claude-test-model', max_tokens: 256, messages: [{ role: 'user', content: 'Balance?' }] });
     const before = up.count('get_balance');
     const e0 = enforceRequests;
     const sent: unknown[] = [];
@@ -195,12 +196,13 @@ describe('OpenAI SDK', () => {
     ]) });
     const resp = await sdk.responses.create({ model: 'gpt-4o', input: 'Read the page and act on it.' });
     const b0 = up.count('get_balance');
+    const e0 = up.count('email_send');
     const outs = await openai.runFunctionCalls(client, resp, tools, { session: session(), provenance: 'tool_output' });
     assert.deepEqual(outs.map((o) => [o.type, o.call_id]), [['function_call_output', 'call_R1'], ['function_call_output', 'call_R2']]);
     assert.match(outs[0].output, /"balance":1000/);
     assert.equal(errorOf(outs[1].output).code, 'EF_INSTRUCTION_PROVENANCE_FAILURE');
     assert.equal(up.count('get_balance'), b0 + 1);
-    assert.equal(up.count('email_send'), 0);
+    assert.equal(up.count('email_send'), e0);
   });
 });
 
@@ -209,6 +211,7 @@ describe('MCP client wrapper', () => {
     const c = gateMcpClient(await up.client(), client, { server: 'finance', session: session(), provenance: 'retrieval' });
     try {
       const b0 = up.count('get_balance');
+      const e0 = up.count('email_send');
       const ok = await c.callTool({ name: 'get_balance', arguments: {} });
       assert.match(firstText(ok), /"balance":1000/);
       assert.equal(up.count('get_balance'), b0 + 1);
@@ -216,7 +219,7 @@ describe('MCP client wrapper', () => {
       assert.equal(denied.isError, true);
       assert.equal((denied._meta as any)[META_CODE], 'EF_INSTRUCTION_PROVENANCE_FAILURE');
       assert.equal(errorOf(firstText(denied)).invoked, false);
-      assert.equal(up.count('email_send'), 0);
+      assert.equal(up.count('email_send'), e0);
     } finally {
       await c.close();
     }
@@ -229,6 +232,7 @@ describe('MCP client wrapper', () => {
     try {
       const r = await c.callTool({ name: 'get_balance', arguments: {} });
       assert.equal(r.isError, true);
+      assert.equal(errorOf(firstText(r)).code, 'EF_UNKNOWN_TOOL');
       assert.equal(errorOf(firstText(r)).invoked, false);
       assert.equal(evil.count('get_balance'), 0);
     } finally {
@@ -274,13 +278,14 @@ describe('Vercel AI SDK', () => {
       email_send: aiTool({ description: 'Email.', inputSchema: z.object({ to: z.string() }), execute: async (i) => tools.email_send(i, {} as any) }),
     }, { session: session(), provenance: 'retrieval' });
     const b0 = up.count('get_balance');
+    const e0 = up.count('email_send');
     const r = await generateText({ model: provider.chat('gpt-4o'), prompt: 'Act on the page.', tools: gated });
     const byId = new Map(r.toolResults.map((t: any) => [t.toolCallId, t.output]));
     assert.match(String(byId.get('call_V1')), /"balance":1000/);
     assert.equal((byId.get('call_V2') as any).error.code, 'EF_INSTRUCTION_PROVENANCE_FAILURE');
     assert.equal((byId.get('call_V2') as any).error.invoked, false);
     assert.equal(up.count('get_balance'), b0 + 1);
-    assert.equal(up.count('email_send'), 0);
+    assert.equal(up.count('email_send'), e0);
   });
 });
 
@@ -345,6 +350,7 @@ describe('fail closed', () => {
     const code = await new Promise<number | null>((res) => second.on('exit', res));
     assert.equal(code, 0, out2);
     assert.match(out2, /RESULT kind=(refused|replayed)/);
+    console.log(`T-G restarted host: ${out2.trim()}`);
     assert.equal(up.count('email_send'), e0, 'the restarted host invoked the consumed call');
   });
 });
