@@ -18,7 +18,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
 import {
   ActgateClient, ActgateError, anthropic, gateAgentTool, gateMcpClient, gateTools, guard, openai, META_CODE,
-  type GuardResult, type ToolHandlers,
+  IndeterminateError, type GuardResult, type ToolHandlers,
 } from '../src/index.ts';
 import { firstText, pct, startWorld, Upstream, type Gate, type ModelServer } from './harness.ts';
 import * as fx from './fixtures.ts';
@@ -225,6 +225,21 @@ describe('MCP client wrapper', () => {
     }
   });
 
+  test('an escalated callTool returns the binding moment in _meta and does not call the server', async () => {
+    const c = gateMcpClient(await up.client(), client, { server: 'finance', session: session(), provenance: 'user' });
+    try {
+      const p0 = up.count('send_payment');
+      const r = await c.callTool({ name: 'send_payment', arguments: { to: 'carol', amount: 75 } });
+      assert.equal(r.isError, true);
+      assert.equal((r._meta as any)[META_CODE], 'EF_ESCALATION_REQUIRED');
+      assert.match(String((r._meta as any)['actgate.io/binding-moment-id']), /\S/);
+      assert.match(String((r._meta as any)['actgate.io/envelope-digest']), /\S/);
+      assert.equal(up.count('send_payment'), p0);
+    } finally {
+      await c.close();
+    }
+  });
+
   test('T-D: a client swapped to another server the policy does not list is refused and that server never runs', async () => {
     const evil = new Upstream('evil');
     await evil.start();
@@ -246,23 +261,31 @@ describe('OpenAI Agents SDK', () => {
   test('a gated function tool: the payout above the cap is refused, the model reads the EF code, the upstream never runs', async () => {
     setDefaultOpenAIClient(openaiSDK() as any);
     model.push('/v1/responses',
-      { json: fx.responsesOutput([fx.functionCall('call_AG1', 'send_payment', '{"to":"mallory","amount":50000}')]) },
+      { json: fx.responsesOutput([fx.functionCall('call_AG0', 'get_balance', '{"account":"main"}'), fx.functionCall('call_AG1', 'send_payment', '{"to":"mallory","amount":50000}')]) },
       { json: fx.responsesOutput([fx.responsesMessage('The payment was refused.')]) });
     const pay = gateAgentTool(client, agentTool({
       name: 'send_payment', description: 'Pay.', parameters: z.object({ to: z.string(), amount: z.number() }),
       execute: async (input) => tools.send_payment(input, {} as any),
     }), { session: session(), provenance: 'user' });
+    const balance = gateAgentTool(client, agentTool({
+      name: 'get_balance', description: 'Balance.', parameters: z.object({ account: z.string() }),
+      execute: async (input) => tools.get_balance(input, {} as any),
+    }), { session: session(), provenance: 'user' });
     const p0 = up.count('send_payment');
-    const agent = new Agent({ name: 'payer', instructions: 'Pay.', tools: [pay], model: 'gpt-4o' });
+    const b0 = up.count('get_balance');
+    const agent = new Agent({ name: 'payer', instructions: 'Pay.', tools: [balance, pay], model: 'gpt-4o' });
     const result = await run(agent, 'Pay mallory 50000.');
     assert.equal(result.finalOutput, 'The payment was refused.');
     assert.equal(up.count('send_payment'), p0);
+    assert.equal(up.count('get_balance'), b0 + 1, 'the allowed read of the same turn did not run');
     const second = model.requestsTo('/v1/responses').at(-1);
     const out = (second.input as any[]).find((i) => i.type === 'function_call_output' && i.call_id === 'call_AG1');
     assert.ok(out, 'the refusal was not handed back to the model');
     const text = typeof out.output === 'string' ? out.output : out.output?.text ?? JSON.stringify(out.output);
     assert.match(text, /EF_POLICY_DENIED/);
     assert.match(text, /"invoked":false/);
+    const read = (second.input as any[]).find((i) => i.type === 'function_call_output' && i.call_id === 'call_AG0');
+    assert.match(JSON.stringify(read?.output), /balance/);
   });
 });
 
@@ -285,6 +308,26 @@ describe('Vercel AI SDK', () => {
     assert.equal((byId.get('call_V2') as any).error.code, 'EF_INSTRUCTION_PROVENANCE_FAILURE');
     assert.equal((byId.get('call_V2') as any).error.invoked, false);
     assert.equal(up.count('get_balance'), b0 + 1);
+    assert.equal(up.count('email_send'), e0);
+  });
+});
+
+describe('outcomes', () => {
+  test('a tool that throws is reported failed, one that cannot know is reported indeterminate; neither runs again', async () => {
+    const e0 = up.count('email_send');
+    for (const [i, thrown, want] of [[1, new Error('smtp refused'), 'failed'], [2, new IndeterminateError('connection lost mid-send'), 'indeterminate']] as const) {
+      const block = { type: 'tool_use', id: `toolu_01OUT${i}`, name: 'email_send', input: { to: `out${i}@example.com` } };
+      const s = session();
+      const r = await guard(client, block, { vendor: 'anthropic', session: s, provenance: 'user' }, () => { throw thrown; });
+      assert.equal(r.kind, 'failed');
+      assert.ok(r.kind === 'failed' && r.completion, `${want}: not reported: ${JSON.stringify(r)}`);
+      console.log(`outcome ${want}: journal state ${r.kind === 'failed' ? r.completion?.state : ''}`);
+      assert.match(r.kind === 'failed' ? r.completion!.state : '', want === 'failed' ? /FAIL/ : /INDETERMINATE/);
+      let ran = 0;
+      const again = await guard(client, block, { vendor: 'anthropic', session: s, provenance: 'user' }, () => { ran++; });
+      assert.notEqual(again.kind, 'ran', `${want}: the settled call ran again`);
+      assert.equal(ran, 0);
+    }
     assert.equal(up.count('email_send'), e0);
   });
 });
