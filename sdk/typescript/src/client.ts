@@ -88,7 +88,13 @@ export class ActgateClient {
     if (d === null || typeof d !== 'object' || typeof (d as Decision).allow !== 'boolean') {
       throw new ActgateError('malformed', 'actgate: /v1/enforce answered without a decision');
     }
-    return d as Decision;
+    const dec = d as Decision;
+    // A refusal names its EF code (tool-use-binding §17); one without is not a decision the
+    // host can hand to the model, so it is treated as no decision: the tool does not run.
+    if (!dec.allow && !dec.replayed && (typeof dec.code !== 'string' || dec.code === '')) {
+      throw new ActgateError('malformed', 'actgate: /v1/enforce refused without an EF code');
+    }
+    return dec;
   }
 
   /**

@@ -26,6 +26,7 @@ test('bad answers from the gate never run the tool', async () => {
     ['allow as a string', 200, '{"allow":"true"}', 'malformed'],
     ['allow in an array', 200, '[{"allow":true}]', 'malformed'],
     ['null', 200, 'null', 'malformed'],
+    ['a refusal without an EF code', 200, '{"allow":false,"act_id":"act-1"}', 'malformed'],
     ['500 with an allow body', 500, '{"allow":true}', 'http'],
     ['401', 401, '{"error":{"code":"HOSTLOOP_UNAUTHENTICATED","message":"no"}}', 'http'],
     ['429', 429, '{"error":{"code":"HOSTLOOP_PENDING_LIMIT","message":"busy"}}', 'http'],
