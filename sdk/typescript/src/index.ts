@@ -1,4 +1,4 @@
-// @actgate/host: the host-loop client of actgate (docs/api.md "Host loops").
+// @actgate/host: the host-loop client of actgate (docs/api.md "Host loops (/v1/enforce, /v1/complete)").
 export * from './types.ts';
 export * from './client.ts';
 export * from './guard.ts';

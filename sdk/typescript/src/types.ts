@@ -1,5 +1,5 @@
 // The host-loop wire shape of actgate's POST /v1/enforce and POST /v1/complete (docs/api.md
-// "Host loops"; api/openapi/hostloop.yaml). Field names are the wire's own.
+// "Host loops (/v1/enforce, /v1/complete)"; api/openapi/hostloop.yaml). Field names are the wire's own.
 
 /** The vendor shape of the block a host loop sends: which adapter maps it to an act. */
 export type Vendor = 'anthropic' | 'openai' | 'openai-responses';
