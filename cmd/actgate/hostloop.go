@@ -82,7 +82,8 @@ func answerError(status int, b []byte) error {
 }
 
 // runTool is a host loop's own tool: it calls tool on the MCP server at url directly (the
-// host is the executor; the gate decided before) and returns the result's JSON.
+// host is the executor; the gate decided before) and returns its text: the JSON it is, or
+// {"text": …}.
 func runTool(ctx context.Context, url string, hc *http.Client, tool string, args json.RawMessage) (json.RawMessage, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "host-loop", Version: "v1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
@@ -96,6 +97,9 @@ func runTool(ctx context.Context, url string, hc *http.Client, tool string, args
 	}
 	if res.IsError {
 		return nil, fmt.Errorf("%s: %s", tool, firstText(res))
+	}
+	if t := firstText(res); json.Valid([]byte(t)) {
+		return json.RawMessage(t), nil
 	}
 	return json.Marshal(map[string]string{"text": firstText(res)})
 }
