@@ -540,8 +540,7 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 		done <- res
 	}()
-	select {
-	case a := <-allow:
+	allowedDecision := func(a allowed) Decision {
 		d := Decision{Allow: true, ActID: "", AuditCode: ""}
 		if a.inv.Journaled {
 			d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
@@ -555,7 +554,20 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 			d.ActID = h.actOf(a.inv.OperationID)
 		}
 		return d
+	}
+	select {
+	case a := <-allow:
+		return allowedDecision(a)
 	case res := <-done:
+		// On the hot path the Invoker sends the allow and Handle returns at once, so both
+		// channels can be ready when this select runs: an allow the Invoker sent is the
+		// decision, never a refusal without a code.
+		select {
+		case a := <-allow:
+			done <- res
+			return allowedDecision(a)
+		default:
+		}
 		if res.Replayed {
 			// A retry of a dispatch already settled in this session: not to be run again; the
 			// recorded result is the tool's result (tool-use-binding §9).
