@@ -299,6 +299,8 @@ export async function startWorld(): Promise<{ up: Upstream; gate: Gate; model: M
       gate.cleanup();
       await up.close();
       await model.close();
+      rmSync(dirname(bin), { recursive: true, force: true });
+      built = undefined;
     },
   };
 }
