@@ -545,8 +545,7 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 		done <- res
 	}()
-	select {
-	case a := <-allow:
+	allowedDecision := func(a allowed) Decision {
 		d := Decision{Allow: true, ActID: "", AuditCode: ""}
 		if a.inv.Journaled {
 			d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
@@ -560,16 +559,18 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 			d.ActID = h.actOf(a.inv.OperationID)
 		}
 		return d
+	}
+	select {
+	case a := <-allow:
+		return allowedDecision(a)
 	case res := <-done:
+		// On the hot path the Invoker sends the allow and Handle returns at once, so both
+		// channels can be ready when this select runs: an allow the Invoker sent is the
+		// decision, never a refusal without a code.
 		select {
 		case a := <-allow:
-			// The Invoker ran: on the hot path it answers the allow and returns at once, so
-			// Handle's answer can be ready together with the allow, and select picks either.
-			d := Decision{Allow: true, ActID: res.ActID, AuditCode: res.AuditCode, Resolutions: res.Resolutions}
-			if a.inv.Journaled {
-				d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
-			}
-			return d
+			done <- res
+			return allowedDecision(a)
 		default:
 		}
 		if res.Replayed {
