@@ -231,9 +231,9 @@ func (c *Client) Enforce(ctx context.Context, block json.RawMessage, o EnforceOp
 	if err != nil {
 		return Decision{}, err
 	}
-	if d.Allow && d.Code != "" {
+	if d.Allow && (d.Code != "" || d.Replayed) {
 		// An answer that both allows and refuses is no allow.
-		return Decision{}, &Error{Code: ErrCodeBadAnswer, Status: http.StatusOK, Message: "the decision allows and names a refusal code"}
+		return Decision{}, &Error{Code: ErrCodeBadAnswer, Status: http.StatusOK, Message: "the decision both allows the call and refuses or replays it"}
 	}
 	return d, nil
 }
@@ -292,14 +292,19 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 	if err != nil {
 		return fmt.Errorf("actgate: %s: reading the answer: %w", path, err)
 	}
+	return decodeAnswer(resp.StatusCode, ans, out)
+}
+
+// decodeAnswer reads the gate's answer into out: a 200 with the expected JSON, else an *Error.
+func decodeAnswer(status int, ans []byte, out any) error {
 	if len(ans) > maxAnswerBytes {
-		return &Error{Status: resp.StatusCode, Code: ErrCodeBadAnswer, Message: fmt.Sprintf("answer larger than %d bytes", maxAnswerBytes)}
+		return &Error{Status: status, Code: ErrCodeBadAnswer, Message: fmt.Sprintf("answer larger than %d bytes", maxAnswerBytes)}
 	}
-	if resp.StatusCode != http.StatusOK {
-		return answerError(resp.StatusCode, ans)
+	if status != http.StatusOK {
+		return answerError(status, ans)
 	}
 	if err := json.Unmarshal(ans, out); err != nil {
-		return &Error{Status: resp.StatusCode, Code: ErrCodeBadAnswer, Message: "the answer is not the expected JSON: " + clip(err.Error())}
+		return &Error{Status: status, Code: ErrCodeBadAnswer, Message: "the answer is not the expected JSON: " + clip(err.Error())}
 	}
 	return nil
 }
