@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/actgate/actgate/internal/anchor"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sidecar"
@@ -162,7 +163,7 @@ stderr lines begin with SIDECAR_CONFIG or SIDECAR_SERVE); 2 usage.`,
 			for _, u := range cfg.Upstreams {
 				fmt.Fprintf(s.out, "  MCP server %-16s %s%s -> %s\n", u.Name, base, mcpproxy.Path(u.Name), u.URL)
 			}
-			fmt.Fprintf(s.out, "  host loops             %s%s, %s%s\n", base, sidecar.EnforcePath, base, sidecar.CompletePath)
+			fmt.Fprintf(s.out, "  host loops             %s%s, %s%s\n", base, hostloop.EnforcePath, base, hostloop.CompletePath)
 			if err := sc.Serve(ctx, ln); err != nil {
 				return fail(exitRejected, "SIDECAR_SERVE "+err.Error())
 			}

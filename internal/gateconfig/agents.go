@@ -33,7 +33,11 @@ const (
 	DefaultMaxSessionsPerAgent         = 64
 	DefaultMaxPendingMomentsPerAgent   = 64
 	DefaultMaxPendingMomentsPerSession = 16
-	DefaultReadTimeout                 = 30 * time.Second
+	// DefaultMaxHostLoopCalls and DefaultMaxHostLoopCallsPerAgent are hostloop.DefaultMaxPending
+	// and hostloop.DefaultMaxPendingPerAgent (gateconfig does not import the host loop).
+	DefaultMaxHostLoopCalls         = 1024
+	DefaultMaxHostLoopCallsPerAgent = 256
+	DefaultReadTimeout              = 30 * time.Second
 	// ReadHeaderTimeout and IdleTimeout of the gate's listener.
 	ReadHeaderTimeout = 10 * time.Second
 	IdleTimeout       = 2 * time.Minute
@@ -60,6 +64,13 @@ type Limits struct {
 	// PendingMomentsPerSession bounds one session's pending binding moments. Default
 	// DefaultMaxPendingMomentsPerSession.
 	PendingMomentsPerSession int `json:"pendingMomentsPerSession,omitempty"`
+	// HostLoopCalls bounds the host-loop calls (/v1/enforce) under way at once, all agents
+	// together: a call counts until the gate recorded its outcome. Default
+	// hostloop.DefaultMaxPending (1024).
+	HostLoopCalls int `json:"hostLoopCalls,omitempty"`
+	// HostLoopCallsPerAgent bounds one agent's host-loop calls under way. Default
+	// hostloop.DefaultMaxPendingPerAgent (256).
+	HostLoopCallsPerAgent int `json:"hostLoopCallsPerAgent,omitempty"`
 	// ReadTimeout bounds reading one request (headers and body), as a Go duration from 1s to
 	// 10m. Default DefaultReadTimeout. Read it with ReadTimeout.
 	ReadTimeout string `json:"readTimeout,omitempty"`
@@ -119,6 +130,8 @@ func (c *Config) validateAgents(bad func(field, format string, args ...any)) {
 		{"limits.sessionsPerAgent", &c.Limits.SessionsPerAgent, DefaultMaxSessionsPerAgent},
 		{"limits.pendingMomentsPerAgent", &c.Limits.PendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent},
 		{"limits.pendingMomentsPerSession", &c.Limits.PendingMomentsPerSession, DefaultMaxPendingMomentsPerSession},
+		{"limits.hostLoopCalls", &c.Limits.HostLoopCalls, DefaultMaxHostLoopCalls},
+		{"limits.hostLoopCallsPerAgent", &c.Limits.HostLoopCallsPerAgent, DefaultMaxHostLoopCallsPerAgent},
 	} {
 		switch {
 		case *l.v == 0:

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actgate/actgate/internal/hostloop"
 )
 
 // selfSignedCA is a PEM CA certificate of a fresh P-256 key (httptest's servers all share one
@@ -110,7 +112,7 @@ func TestTrustAnchorsInline(t *testing.T) {
 			JournalDir: filepath.Join(t.TempDir(), "journal"),
 		}
 	}
-	enforce := func(c Config) Decision {
+	enforce := func(c Config) hostloop.Decision {
 		t.Helper()
 		sc, err := New(c)
 		if err != nil {
@@ -134,13 +136,13 @@ func TestTrustAnchorsInline(t *testing.T) {
 				t.Error("Serve did not return")
 			}
 		}()
-		resp, err := http.Post("http://"+ln.Addr().String()+EnforcePath, "application/json", strings.NewReader(
+		resp, err := http.Post("http://"+ln.Addr().String()+hostloop.EnforcePath, "application/json", strings.NewReader(
 			`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":2}}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var d Decision
+		var d hostloop.Decision
 		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority/boltstore"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
@@ -110,7 +112,7 @@ type Gate struct {
 	store     *boltstore.Store
 	outbox    *Outbox
 	ids       *act.IDIssuer
-	host      *hostLoop
+	host      *hostloop.Loop
 	authority *serviceAuthority
 	log       logr.Logger
 	principal string
@@ -220,7 +222,18 @@ func NewGate(opts Options) (*Gate, error) {
 		g.authority.refusals.stop()
 		return nil, err
 	}
-	g.host = newHostLoop(g, orDefault(opts.HostLoopTimeout, DefaultHostLoopTimeout))
+	// Host loops run through the same code as serve's (internal/hostloop), with the pod's
+	// servers, principal and journal.
+	g.host, err = hostloop.New(hostloop.Config{
+		Gate: sg, Records: opts.Store, Servers: g.servers, Principal: opts.Principal, RuntimeID: RuntimeID, IDs: ids,
+		ActTTL: g.actTTL, Now: g.now, Timeout: orDefault(opts.HostLoopTimeout, DefaultHostLoopTimeout),
+		RecordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout), Log: g.log.WithName("hostloop"),
+	})
+	if err != nil {
+		g.outbox.stop()
+		g.authority.refusals.stop()
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	return g, nil
 }
 
@@ -236,9 +249,18 @@ func receiptLog(r *receipt.Log) sink.ReceiptLog {
 // outbox (what it has not delivered stays in the journal for the next start) and the refusal
 // records (what is queued is dropped).
 func (g *Gate) Close() {
-	g.host.close()
+	g.host.Close()
 	g.outbox.stop()
 	g.authority.refusals.stop()
+}
+
+// HostLoop is the gate's host-loop endpoint (/v1/enforce, /v1/complete).
+func (g *Gate) HostLoop() *hostloop.Loop { return g.host }
+
+// HostLoopHandler serves the host-loop endpoint for host loops in the pod, whose calls are made
+// as agent (the pod's service-account user): the loopback listener is the pod's own.
+func (g *Gate) HostLoopHandler(agent string) http.Handler {
+	return g.host.Handler(hostloop.FixedAgent(agent))
 }
 
 // Outbox is the gate's outcome outbox.

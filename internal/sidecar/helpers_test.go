@@ -28,6 +28,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -675,8 +676,8 @@ func newFixture(t testing.TB) *fixture {
 	mux := http.NewServeMux()
 	mux.Handle(mcpproxy.Path("payments"), p)
 	host := f.gate.HostLoopHandler(testAgent)
-	mux.Handle(EnforcePath, host)
-	mux.Handle(CompletePath, host)
+	mux.Handle(hostloop.EnforcePath, host)
+	mux.Handle(hostloop.CompletePath, host)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		_ = p.Close()

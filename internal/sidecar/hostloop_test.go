@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -35,8 +36,8 @@ func TestEnforceThenComplete(t *testing.T) {
 	} {
 		t.Run(tc.vendor, func(t *testing.T) {
 			f := newFixture(t)
-			status, body := f.post(EnforcePath, `{"vendor":"`+tc.vendor+`","block":`+tc.block+`,"session":"conv-1","provenance":"user"}`)
-			d := decode[Decision](t, body)
+			status, body := f.post(hostloop.EnforcePath, `{"vendor":"`+tc.vendor+`","block":`+tc.block+`,"session":"conv-1","provenance":"user"}`)
+			d := decode[hostloop.Decision](t, body)
 			if status != http.StatusOK || !d.Allow || d.AuthorityID == "" || d.OperationID == "" || d.State != journal.StateDispatchPending {
 				t.Fatalf("enforce: HTTP %d %+v", status, d)
 			}
@@ -47,8 +48,8 @@ func TestEnforceThenComplete(t *testing.T) {
 			if err != nil || rec.State != journal.StateDispatchPending {
 				t.Fatalf("journal before complete: %+v %v", rec, err)
 			}
-			status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed","result":{"paid":true}}`)
-			if c := decode[CompleteResponse](t, body); status != http.StatusOK || c.State != journal.StateExecuted {
+			status, body = f.post(hostloop.CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed","result":{"paid":true}}`)
+			if c := decode[hostloop.CompleteResponse](t, body); status != http.StatusOK || c.State != journal.StateExecuted {
 				t.Fatalf("complete: HTTP %d %s", status, body)
 			}
 			rec, _ = f.store.Record(context.Background(), d.OperationID)
@@ -61,8 +62,8 @@ func TestEnforceThenComplete(t *testing.T) {
 				t.Fatalf("reports after complete: %+v", reps)
 			}
 			// Settled once: a second report is refused and changes nothing.
-			status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"failed"}`)
-			if e := decode[ErrorResponse](t, body); status != http.StatusConflict || e.Error.Code != CodeSettled {
+			status, body = f.post(hostloop.CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"failed"}`)
+			if e := decode[hostloop.ErrorResponse](t, body); status != http.StatusConflict || e.Error.Code != hostloop.CodeSettled {
 				t.Fatalf("second complete: HTTP %d %s", status, body)
 			}
 			if rec, _ = f.store.Record(context.Background(), d.OperationID); rec.State != journal.StateExecuted {
@@ -97,8 +98,8 @@ func TestEnforceRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.stub.consumeCount()
-			status, body := f.post(EnforcePath, tc.body)
-			d := decode[Decision](t, body)
+			status, body := f.post(hostloop.EnforcePath, tc.body)
+			d := decode[hostloop.Decision](t, body)
 			if status != http.StatusOK || d.Allow || d.Code != tc.code || d.AuthorityID != "" || d.OperationID != "" {
 				t.Fatalf("HTTP %d %+v, want a refusal with %s", status, d, tc.code)
 			}
@@ -114,8 +115,8 @@ func TestEnforceRefusals(t *testing.T) {
 		t.Fatalf("%d DISPATCH_PENDING records after refusals", len(recs))
 	}
 	// The escalation names its moment and envelope.
-	_, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_2","name":"wire","input":{"amount":1}}}`)
-	d := decode[Decision](t, body)
+	_, body := f.post(hostloop.EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_2","name":"wire","input":{"amount":1}}}`)
+	d := decode[hostloop.Decision](t, body)
 	if len(d.BindingMoments) != 1 || d.BindingMoments[0] != moment || d.EnvelopeDigest != f.stub.env.Digest() || len(d.BindingMoment) == 0 {
 		t.Fatalf("escalation decision %+v", d)
 	}
@@ -124,8 +125,8 @@ func TestEnforceRefusals(t *testing.T) {
 // TestEnforceHotPath: an allow without authority has nothing to consume or report.
 func TestEnforceHotPath(t *testing.T) {
 	f := newFixture(t)
-	_, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"get_balance","input":{}}}`)
-	d := decode[Decision](t, body)
+	_, body := f.post(hostloop.EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"get_balance","input":{}}}`)
+	d := decode[hostloop.Decision](t, body)
 	if !d.Allow || d.AuthorityID != "" || d.OperationID != "" || f.stub.consumeCount() != 0 {
 		t.Fatalf("hot path %+v, %d consumes", d, f.stub.consumeCount())
 	}
@@ -133,20 +134,20 @@ func TestEnforceHotPath(t *testing.T) {
 
 func TestCompleteErrors(t *testing.T) {
 	f := newFixture(t)
-	status, body := f.post(CompletePath, `{"operation_id":"op-never-issued","outcome":"executed"}`)
-	if e := decode[ErrorResponse](t, body); status != http.StatusNotFound || e.Error.Code != CodeUnknownOperation {
+	status, body := f.post(hostloop.CompletePath, `{"operation_id":"op-never-issued","outcome":"executed"}`)
+	if e := decode[hostloop.ErrorResponse](t, body); status != http.StatusNotFound || e.Error.Code != hostloop.CodeUnknownOperation {
 		t.Fatalf("unknown operation: HTTP %d %s", status, body)
 	}
 	// Indeterminate stays INDETERMINATE and is then settled (a later report cannot overwrite it).
-	_, body = f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":1}}}`)
-	d := decode[Decision](t, body)
-	if status, body := f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"indeterminate"}`); status != 200 || !strings.Contains(string(body), "INDETERMINATE") {
+	_, body = f.post(hostloop.EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":1}}}`)
+	d := decode[hostloop.Decision](t, body)
+	if status, body := f.post(hostloop.CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"indeterminate"}`); status != 200 || !strings.Contains(string(body), "INDETERMINATE") {
 		t.Fatalf("indeterminate: HTTP %d %s", status, body)
 	}
-	if status, _ := f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed"}`); status != http.StatusConflict {
+	if status, _ := f.post(hostloop.CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed"}`); status != http.StatusConflict {
 		t.Fatalf("executed after indeterminate: HTTP %d, want 409 (only reconciliation settles it)", status)
 	}
-	if _, err := f.gate.Complete(context.Background(), d.OperationID, HostExecuted, nil); !errors.Is(err, ErrSettled) {
+	if _, err := f.gate.HostLoop().Complete(context.Background(), testAgent, d.OperationID, hostloop.HostExecuted, nil); !errors.Is(err, hostloop.ErrSettled) {
 		t.Fatalf("Complete: %v", err)
 	}
 }
@@ -159,23 +160,23 @@ func TestHostLoopBadRequests(t *testing.T) {
 		name, path, ctype, body string
 		status                  int
 	}{
-		{"not JSON", EnforcePath, "application/json", `{`, 400},
-		{"unknown member", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"allow":true}`, 400},
-		{"duplicate member", EnforcePath, "application/json", `{"vendor":"anthropic","vendor":"openai","block":{}}`, 400},
-		{"member case", EnforcePath, "application/json", `{"Vendor":"anthropic","block":{}}`, 400},
-		{"no vendor", EnforcePath, "application/json", `{"block":{}}`, 400},
-		{"unknown vendor", EnforcePath, "application/json", `{"vendor":"gemini","block":{}}`, 400},
-		{"no block", EnforcePath, "application/json", `{"vendor":"anthropic"}`, 400},
-		{"null block", EnforcePath, "application/json", `{"vendor":"anthropic","block":null}`, 400},
-		{"bad server", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"server":"Pay ments"}`, 400},
-		{"bad provenance", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"provenance":"admin"}`, 400},
-		{"control char in session", EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"session":"a\u0000b"}`, 400},
-		{"wrong type", EnforcePath, "application/json", `{"vendor":1,"block":{}}`, 400},
-		{"trailing data", EnforcePath, "application/json", `{"vendor":"anthropic","block":{}} {}`, 400},
-		{"not JSON media type", EnforcePath, "text/plain", `{"vendor":"anthropic","block":{}}`, 415},
-		{"complete without operation", CompletePath, "application/json", `{"outcome":"executed"}`, 400},
-		{"complete bad outcome", CompletePath, "application/json", `{"operation_id":"op","outcome":"done"}`, 400},
-		{"complete unknown member", CompletePath, "application/json", `{"operation_id":"op","outcome":"executed","state":"EXECUTED"}`, 400},
+		{"not JSON", hostloop.EnforcePath, "application/json", `{`, 400},
+		{"unknown member", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"allow":true}`, 400},
+		{"duplicate member", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","vendor":"openai","block":{}}`, 400},
+		{"member case", hostloop.EnforcePath, "application/json", `{"Vendor":"anthropic","block":{}}`, 400},
+		{"no vendor", hostloop.EnforcePath, "application/json", `{"block":{}}`, 400},
+		{"unknown vendor", hostloop.EnforcePath, "application/json", `{"vendor":"gemini","block":{}}`, 400},
+		{"no block", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic"}`, 400},
+		{"null block", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":null}`, 400},
+		{"bad server", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"server":"Pay ments"}`, 400},
+		{"bad provenance", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"provenance":"admin"}`, 400},
+		{"control char in session", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":{},"session":"a\u0000b"}`, 400},
+		{"wrong type", hostloop.EnforcePath, "application/json", `{"vendor":1,"block":{}}`, 400},
+		{"trailing data", hostloop.EnforcePath, "application/json", `{"vendor":"anthropic","block":{}} {}`, 400},
+		{"not JSON media type", hostloop.EnforcePath, "text/plain", `{"vendor":"anthropic","block":{}}`, 415},
+		{"complete without operation", hostloop.CompletePath, "application/json", `{"outcome":"executed"}`, 400},
+		{"complete bad outcome", hostloop.CompletePath, "application/json", `{"operation_id":"op","outcome":"done"}`, 400},
+		{"complete unknown member", hostloop.CompletePath, "application/json", `{"operation_id":"op","outcome":"executed","state":"EXECUTED"}`, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := http.Post(f.srv.URL+tc.path, tc.ctype, strings.NewReader(tc.body))
@@ -183,13 +184,13 @@ func TestHostLoopBadRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var e ErrorResponse
-			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != tc.status || e.Error.Code != CodeBadRequest {
-				t.Fatalf("HTTP %d code %q (%v), want %d %s", resp.StatusCode, e.Error.Code, err, tc.status, CodeBadRequest)
+			var e hostloop.ErrorResponse
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != tc.status || e.Error.Code != hostloop.CodeBadRequest {
+				t.Fatalf("HTTP %d code %q (%v), want %d %s", resp.StatusCode, e.Error.Code, err, tc.status, hostloop.CodeBadRequest)
 			}
 		})
 	}
-	resp, err := http.Get(f.srv.URL + EnforcePath)
+	resp, err := http.Get(f.srv.URL + hostloop.EnforcePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,56 +201,4 @@ func TestHostLoopBadRequests(t *testing.T) {
 	if f.stub.reviewCount() != 0 {
 		t.Fatal("a malformed request reached the service")
 	}
-}
-
-func FuzzParseEnforceRequest(f *testing.F) {
-	for _, s := range []string{
-		`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"x","input":{}}}`,
-		`{"vendor":"openai","block":{},"server":"payments","session":"s","provenance":"user"}`,
-		`{"vendor":"openai-responses","block":[]}`,
-		`{"vendor":"anthropic","vendor":"openai","block":{}}`,
-		`{"vendor":"anthropic","block":null}`,
-		`{`, ``, `[]`, `null`, `{"vendor":"\ud800","block":{}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseEnforceRequest(b)
-		if err != nil {
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("error %v is not a RequestError", err)
-			}
-			return
-		}
-		switch r.Vendor {
-		case HostAnthropic, HostOpenAI, HostOpenAIResponses:
-		default:
-			t.Fatalf("accepted vendor %q", r.Vendor)
-		}
-		if len(r.Block) == 0 {
-			t.Fatal("accepted without a block")
-		}
-	})
-}
-
-func FuzzParseCompleteRequest(f *testing.F) {
-	for _, s := range []string{
-		`{"operation_id":"op-1","outcome":"executed","result":{"ok":true}}`,
-		`{"operation_id":"op-1","outcome":"indeterminate"}`,
-		`{"operation_id":"","outcome":"failed"}`,
-		`{"operation_id":"op","operation_id":"op2","outcome":"failed"}`,
-		`{`, `null`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseCompleteRequest(b)
-		if err != nil {
-			return
-		}
-		if r.OperationID == "" || (r.Outcome != HostExecuted && r.Outcome != HostFailed && r.Outcome != HostIndeterminate) {
-			t.Fatalf("accepted %+v", r)
-		}
-	})
 }

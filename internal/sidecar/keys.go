@@ -183,3 +183,11 @@ func strictPEM(data []byte, what, typ string) ([][]byte, error) {
 	}
 	return ders, nil
 }
+
+// clip bounds an untrusted string for errors and logs.
+func clip(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
+}

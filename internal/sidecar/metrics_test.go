@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -120,12 +121,12 @@ func TestObserverSeesHostLoopEnforce(t *testing.T) {
 	defer g.Close()
 	for i, tool := range []string{"send_payment", "email_send"} {
 		block := json.RawMessage(`{"type":"tool_use","id":"toolu_0` + string(rune('1'+i)) + `","name":"` + tool + `","input":{"amount":5}}`)
-		d := g.Enforce(context.Background(), testAgent, EnforceRequest{Vendor: HostAnthropic, Block: block, Session: "host-1"})
+		d, _ := g.HostLoop().Enforce(context.Background(), testAgent, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: block, Session: "host-1"})
 		if want := tool == "send_payment"; d.Allow != want {
 			t.Fatalf("%s: allow %v (%s %s)", tool, d.Allow, d.Code, d.Message)
 		}
 		if d.Allow {
-			if _, err := g.Complete(context.Background(), d.OperationID, HostExecuted, []byte(`{"ok":true}`)); err != nil {
+			if _, err := g.HostLoop().Complete(context.Background(), testAgent, d.OperationID, hostloop.HostExecuted, []byte(`{"ok":true}`)); err != nil {
 				t.Fatal(err)
 			}
 		}

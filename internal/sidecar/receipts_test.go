@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/sink"
@@ -113,8 +114,8 @@ func TestReceiptLogFailureRefuses(t *testing.T) {
 		t.Fatalf("reports: %+v", reps)
 	}
 	// The host loop is refused the same way, before it may run anything.
-	status, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_01B","name":"get_balance","input":{"account":"A-2"}},"session":"conv-2"}`)
-	var d Decision
+	status, body := f.post(hostloop.EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_01B","name":"get_balance","input":{"account":"A-2"}},"session":"conv-2"}`)
+	var d hostloop.Decision
 	if err := json.Unmarshal(body, &d); err != nil || status != http.StatusOK || d.Allow || d.Code != ef.EFStoreUnavailable {
 		t.Fatalf("host-loop enforce with a failed receipt log: HTTP %d %s", status, body)
 	}
@@ -124,8 +125,8 @@ func TestReceiptLogFailureRefuses(t *testing.T) {
 // durable before the answer that lets the host run the tool, then the outcome it reports.
 func TestHostLoopReceipts(t *testing.T) {
 	f := newFixture(t)
-	status, body := f.post(EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_01A","name":"send_payment","input":{"amount":250,"to":"ACME"}},"session":"conv-1","provenance":"user"}`)
-	var d Decision
+	status, body := f.post(hostloop.EnforcePath, `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_01A","name":"send_payment","input":{"amount":250,"to":"ACME"}},"session":"conv-1","provenance":"user"}`)
+	var d hostloop.Decision
 	if err := json.Unmarshal(body, &d); err != nil || status != http.StatusOK || !d.Allow {
 		t.Fatalf("enforce: HTTP %d %s", status, body)
 	}
@@ -134,7 +135,7 @@ func TestHostLoopReceipts(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), d.OperationID) {
 		t.Fatalf("the allow of %s was not durable when enforce answered", d.OperationID)
 	}
-	if status, body = f.post(CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed","result":{"paid":true}}`); status != http.StatusOK {
+	if status, body = f.post(hostloop.CompletePath, `{"operation_id":"`+d.OperationID+`","outcome":"executed","result":{"paid":true}}`); status != http.StatusOK {
 		t.Fatalf("complete: HTTP %d %s", status, body)
 	}
 	rs := f.receipts()

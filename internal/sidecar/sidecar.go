@@ -25,6 +25,7 @@ import (
 	"github.com/actgate/actgate/internal/anchor"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/policysource"
@@ -304,8 +305,8 @@ func New(cfg Config) (*Sidecar, error) {
 		}
 	}
 	host := s.gate.HostLoopHandler(cfg.Agent)
-	mux.Handle(EnforcePath, host)
-	mux.Handle(CompletePath, host)
+	mux.Handle(hostloop.EnforcePath, host)
+	mux.Handle(hostloop.CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle(ReadyPath, newReadiness(s.policy, cfg.Upstreams))
 	s.handler = mux

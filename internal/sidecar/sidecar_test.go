@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/review"
@@ -200,12 +201,12 @@ func TestSidecarServes(t *testing.T) {
 		t.Fatalf("/http/payments: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Post(base+EnforcePath, "application/json", strings.NewReader(
+	resp, err = http.Post(base+hostloop.EnforcePath, "application/json", strings.NewReader(
 		`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":2}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d Decision
+	var d hostloop.Decision
 	_ = json.NewDecoder(resp.Body).Decode(&d)
 	resp.Body.Close()
 	if !d.Allow || d.OperationID == "" {

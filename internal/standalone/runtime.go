@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/notify"
@@ -34,6 +35,9 @@ import (
 
 // shutdownTimeout bounds a graceful shutdown after SIGTERM.
 const shutdownTimeout = 10 * time.Second
+
+// runtimeID is the act's agent.runtime_id for calls through serve.
+const runtimeID = "actgate-serve"
 
 // Hooks adjust a gate for tests and the demo.
 type Hooks struct {
@@ -52,7 +56,10 @@ type Runtime struct {
 	receipts *receipt.Log
 	gate     *sink.Gate
 	proxies  []*mcpproxy.Proxy
-	handler  http.Handler
+	// host serves host loops (/v1/enforce, /v1/complete) through the gate, the code the pod's
+	// sidecar runs (internal/hostloop).
+	host    *hostloop.Loop
+	handler http.Handler
 	// metrics is the registry of the gate's Prometheus metrics (internal/metrics), served on
 	// metrics.address by ServeMetrics.
 	metrics *prometheus.Registry
@@ -150,7 +157,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	}
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
-		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: "actgate-serve",
+		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: runtimeID,
 		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 		Moments:        boltMoments{rt.store},
@@ -196,6 +203,26 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 			mux.Handle(alt, p)
 		}
 	}
+	// Host loops are authenticated as MCP agents are: the agent's bearer token names the agent
+	// whose calls they are (agent.authentication none: the configured agent).
+	servers := map[string]string{}
+	for _, srv := range cfg.Policy.Servers {
+		servers[srv.Name] = srv.URL
+	}
+	rt.host, err = hostloop.New(hostloop.Config{
+		Gate: rt.gate, Records: rt.store, Servers: servers, RuntimeID: runtimeID, IDs: ids, Log: log.WithName("hostloop"),
+		MaxPending: cfg.Limits.HostLoopCalls, MaxPendingPerAgent: cfg.Limits.HostLoopCallsPerAgent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	auth := hostloop.FixedAgent(cfg.Agent.Name)
+	if agents != nil {
+		auth = agents.Authenticate
+	}
+	host := rt.host.Handler(auth)
+	mux.Handle(hostloop.EnforcePath, host)
+	mux.Handle(hostloop.CompletePath, host)
 	api := &momentsAPI{gate: rt.gate, tokens: tokens, log: log.WithName("moments")}
 	api.register(mux)
 	rt.handler = mux
@@ -228,6 +255,7 @@ func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) er
 			fmt.Fprintf(out, "  agent %-16s Authorization: Bearer (token in %s)\n", a, rt.cfg.AgentTokenPath(a))
 		}
 	}
+	fmt.Fprintf(out, "  host loops             %s%s, %s%s\n", base, hostloop.EnforcePath, base, hostloop.CompletePath)
 	fmt.Fprintf(out, "  binding moments        %s/v1/moments (principals: %s)\n", base, principalNames(rt.cfg))
 	fmt.Fprintf(out, "  web console            actgate console --as PRINCIPAL --data-dir %s\n", rt.cfg.DataDir)
 	rt.log.Info("Serving", "address", base, "sink", rt.cfg.SinkID, "servers", len(rt.proxies))
@@ -316,6 +344,12 @@ func (rt *Runtime) Close() error {
 	for _, p := range rt.proxies {
 		errs = append(errs, p.Close())
 	}
+	// Host-loop dispatches still awaiting their outcome become INDETERMINATE (the host may
+	// have run the tool) while the store is open.
+	if rt.host != nil {
+		rt.host.Close()
+		rt.host = nil
+	}
 	// Queued announcements are delivered (bounded) before the store closes; they need nothing
 	// from it, but a shutdown should not lose what was already decided to be said.
 	stopNotifier(rt.notifier, rt.log)
@@ -353,8 +387,8 @@ func principalNames(cfg *gateconfig.Config) string {
 // Config is the configuration the gate was opened with.
 func (rt *Runtime) Config() *gateconfig.Config { return rt.cfg }
 
-// Handler is the gate's HTTP handler: one MCP proxy per server at mcpproxy.Path(server) and
-// the moments API at /v1/moments.
+// Handler is the gate's HTTP handler: one MCP proxy per server at mcpproxy.Path(server), the
+// host-loop endpoint at /v1/enforce and /v1/complete, and the moments API at /v1/moments.
 func (rt *Runtime) Handler() http.Handler { return rt.handler }
 
 // Gate is the gate's sink.

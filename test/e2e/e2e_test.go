@@ -37,6 +37,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -510,7 +511,7 @@ spec:
 	}) {
 		t.Fatalf("allow returned before an Act recorded authority %s consumed for %s", dec.AuthorityID, dec.OperationID)
 	}
-	if status, body := post(t, "http://"+sideAddr+sidecar.CompletePath, `{"operation_id":"`+dec.OperationID+`","outcome":"executed","result":{"sent":true}}`); status != 200 || !strings.Contains(body, "EXECUTED") {
+	if status, body := post(t, "http://"+sideAddr+hostloop.CompletePath, `{"operation_id":"`+dec.OperationID+`","outcome":"executed","result":{"sent":true}}`); status != 200 || !strings.Contains(body, "EXECUTED") {
 		t.Fatalf("/v1/complete: HTTP %d %s", status, body)
 	}
 
@@ -1048,10 +1049,10 @@ func checkJournal(t *testing.T, dir, pubFile, opID string, granted *v1alpha1.Act
 }
 
 // enforce posts a host-loop block to the sidecar's /v1/enforce.
-func enforce(t *testing.T, addr, body string) sidecar.Decision {
+func enforce(t *testing.T, addr, body string) hostloop.Decision {
 	t.Helper()
-	status, b := post(t, "http://"+addr+sidecar.EnforcePath, body)
-	var d sidecar.Decision
+	status, b := post(t, "http://"+addr+hostloop.EnforcePath, body)
+	var d hostloop.Decision
 	if err := json.Unmarshal([]byte(b), &d); err != nil || status != http.StatusOK {
 		t.Fatalf("/v1/enforce: HTTP %d %v: %s", status, err, b)
 	}

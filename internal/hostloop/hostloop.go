@@ -1,4 +1,4 @@
-package sidecar
+package hostloop
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/go-logr/logr"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
@@ -54,7 +57,7 @@ type EnforceRequest struct {
 	Vendor HostVendor `json:"vendor"`
 	// Block is the raw tool_use block, tool_calls entry or function_call item. Required.
 	Block json.RawMessage `json:"block"`
-	// Server is the ToolPolicy server the tool belongs to; optional when the sidecar fronts one
+	// Server is the ToolPolicy server the tool belongs to; optional when the gate protects one
 	// server.
 	Server string `json:"server,omitempty"`
 	// Session is the host loop's conversation id; default DefaultHostSession.
@@ -83,7 +86,7 @@ type Decision struct {
 	OperationID string `json:"operation_id,omitempty"`
 	// State is the dispatch's journal state (DISPATCH_PENDING on allow under authority).
 	State journal.State `json:"state,omitempty"`
-	// ActID is the act the sidecar built for the call.
+	// ActID is the act the gate built for the call.
 	ActID string `json:"act_id,omitempty"`
 	// BindingMoments name the BindingMoments of an escalation, EnvelopeDigest its envelope and
 	// BindingMoment the envelope itself (envelope-04 §8.1's additive member).
@@ -129,6 +132,11 @@ const (
 	CodeUnknownOperation ErrorCode = "HOSTLOOP_UNKNOWN_OPERATION"
 	CodeSettled          ErrorCode = "HOSTLOOP_SETTLED"
 	CodeUnavailable      ErrorCode = "HOSTLOOP_UNAVAILABLE"
+	// CodeUnauthenticated: the request carries no agent's token, or a wrong one (401; serve).
+	CodeUnauthenticated ErrorCode = "HOSTLOOP_UNAUTHENTICATED"
+	// CodePendingLimit: the bound of host-loop calls under way, in total or for the agent, is
+	// reached (429); nothing was enforced. Retry after completing calls under way.
+	CodePendingLimit ErrorCode = "HOSTLOOP_PENDING_LIMIT"
 )
 
 // ErrorResponse is the body of a refused host-loop request (not a refused tool call).
@@ -145,7 +153,7 @@ type RequestError struct {
 	Detail string
 }
 
-func (e *RequestError) Error() string { return fmt.Sprintf("sidecar: %s: %s", e.Field, e.Detail) }
+func (e *RequestError) Error() string { return fmt.Sprintf("hostloop: %s: %s", e.Field, e.Detail) }
 
 func badField(field, format string, args ...any) error {
 	return &RequestError{Field: field, Detail: fmt.Sprintf(format, args...)}
@@ -228,6 +236,8 @@ func ParseCompleteRequest(body []byte) (CompleteRequest, error) {
 	return r, nil
 }
 
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
 func printable(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
@@ -253,23 +263,87 @@ const (
 
 // Sentinel errors of Complete.
 var (
-	// ErrUnknownOperation: no dispatch of this sidecar has that operation id.
-	ErrUnknownOperation = errors.New("sidecar: no such dispatch")
+	// ErrUnknownOperation: no dispatch of this gate (and this agent) has that operation id.
+	ErrUnknownOperation = errors.New("hostloop: no such dispatch")
 	// ErrSettled: the dispatch already has an outcome; it is never overwritten.
-	ErrSettled = errors.New("sidecar: dispatch already settled")
+	ErrSettled = errors.New("hostloop: dispatch already settled")
+	// ErrPendingLimit: the host loops hold as many calls under way as Config allows (in total
+	// or for the agent); nothing was enforced.
+	ErrPendingLimit = errors.New("hostloop: too many host-loop calls under way")
 )
 
-// hostLoop runs a host loop's call through the sink's Handle, as the MCP proxy runs a
-// tools/call: the Invoker is the host itself. For a dispatch under authority the Invoker
-// answers /v1/enforce with the allow and the operation id, then waits for the host's
-// /v1/complete (or HostLoopTimeout, after which the outcome is unknown: INDETERMINATE), and the
-// sink records the outcome, its receipt and its report exactly as for an MCP call. On the hot
-// path the Invoker answers the allow and returns at once: nothing is journaled there.
-type hostLoop struct {
-	g       *Gate
-	timeout time.Duration
+// Defaults of Config.
+const (
+	// DefaultTimeout bounds how long a host loop may take between an allow under authority
+	// (/v1/enforce) and its outcome (/v1/complete); past it the dispatch is recorded
+	// INDETERMINATE.
+	DefaultTimeout = 5 * time.Minute
+	// DefaultRecordTimeout bounds one journal read after an outcome.
+	DefaultRecordTimeout = 10 * time.Second
+	// DefaultMaxPending bounds the host-loop calls under way at once, all agents together: a
+	// call counts from its /v1/enforce until the sink recorded its outcome (at once for a
+	// refusal or an allow without authority; at /v1/complete or the timeout for a dispatch).
+	DefaultMaxPending = 1024
+	// DefaultMaxPendingPerAgent bounds the host-loop calls under way for one agent.
+	DefaultMaxPendingPerAgent = 256
+	// SinkID is the mapping context's sink id of a host-loop block (the sink maps the call
+	// again into the act it decides).
+	SinkID = "host-loop"
+)
+
+// Handler is what the host loop runs a call through: internal/sink's Gate.
+type Handler interface {
+	Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.Result, error)
+}
+
+// Records reads a journaled dispatch (the deployment's journal store).
+type Records interface {
+	Record(ctx context.Context, operationID string) (journal.DispatchRecord, error)
+}
+
+// Config wires a Loop.
+type Config struct {
+	// Gate decides each call. Required.
+	Gate Handler
+	// Records is the journal the gate writes. Required.
+	Records Records
+	// Servers are the protected servers, name → URL; a block naming another is refused
+	// EF_UNKNOWN_TOOL. With one server a block may name none. Required.
+	Servers map[string]string
+	// Principal is the act's initiating principal; empty means the calling agent.
+	Principal string
+	// RuntimeID is the act's agent.runtime_id. Required.
+	RuntimeID string
+	// IDs issues the act ids of the mapping context. Required.
+	IDs *act.IDIssuer
+	// ActTTL is the mapping context's act lifetime. Optional: sink.DefaultActTTL.
+	ActTTL time.Duration
+	// Now is the clock. Optional: time.Now.
+	Now func() time.Time
+	// Timeout bounds a dispatch's wait for its outcome. Optional: DefaultTimeout.
+	Timeout time.Duration
+	// RecordTimeout bounds a journal read. Optional: DefaultRecordTimeout.
+	RecordTimeout time.Duration
+	// MaxPending and MaxPendingPerAgent bound the calls under way. Optional: the defaults;
+	// negative is no bound.
+	MaxPending, MaxPendingPerAgent int
+	// Log receives operation ids, codes and outcomes, never argument values. Optional: discard.
+	Log logr.Logger
+}
+
+// Loop runs host loops' calls through the sink's Handle, as the MCP proxy runs a tools/call:
+// the Invoker is the host itself. For a dispatch under authority the Invoker answers
+// /v1/enforce with the allow and the operation id, then waits for the host's /v1/complete (or
+// Config.Timeout, after which the outcome is unknown: INDETERMINATE), and the sink records the
+// outcome, its receipt and its report exactly as for an MCP call. On the hot path the Invoker
+// answers the allow and returns at once: nothing is journaled there. Both deployments run it:
+// the pod's sidecar (internal/sidecar) and `actgate serve` (internal/standalone).
+type Loop struct {
+	cfg     Config
 	mu      sync.Mutex
 	waiting map[string]*hostDispatch // operation id → the dispatch awaiting its outcome
+	total   int                      // calls under way
+	byAgent map[string]int           // calls under way per agent
 	// running counts the host-loop calls under way; closing ends those awaiting an outcome.
 	running   sync.WaitGroup
 	closing   chan struct{}
@@ -277,6 +351,7 @@ type hostLoop struct {
 }
 
 type hostDispatch struct {
+	agent    string             // the agent whose call it is: only it reports the outcome
 	report   chan hostReport    // the host's outcome
 	recorded chan journal.State // what the sink recorded for it
 }
@@ -291,45 +366,119 @@ type allowed struct {
 	inv sink.Invocation
 }
 
-func newHostLoop(g *Gate, timeout time.Duration) *hostLoop {
-	return &hostLoop{g: g, timeout: timeout, waiting: map[string]*hostDispatch{}, closing: make(chan struct{})}
+// ErrConfig is wrapped by every configuration error of New.
+var ErrConfig = errors.New("hostloop: invalid configuration")
+
+// New checks cfg and returns its Loop.
+func New(cfg Config) (*Loop, error) {
+	switch {
+	case cfg.Gate == nil || cfg.Records == nil || cfg.IDs == nil:
+		return nil, fmt.Errorf("%w: Gate, Records and IDs are required", ErrConfig)
+	case len(cfg.Servers) == 0:
+		return nil, fmt.Errorf("%w: at least one server is required", ErrConfig)
+	case cfg.RuntimeID == "":
+		return nil, fmt.Errorf("%w: RuntimeID is required", ErrConfig)
+	case cfg.Timeout < 0 || cfg.RecordTimeout < 0 || cfg.ActTTL < 0:
+		return nil, fmt.Errorf("%w: durations must not be negative", ErrConfig)
+	}
+	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
+	cfg.RecordTimeout = orDefault(cfg.RecordTimeout, DefaultRecordTimeout)
+	cfg.ActTTL = orDefault(cfg.ActTTL, sink.DefaultActTTL)
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxPendingPerAgent == 0 {
+		cfg.MaxPendingPerAgent = DefaultMaxPendingPerAgent
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	return &Loop{cfg: cfg, waiting: map[string]*hostDispatch{}, byAgent: map[string]int{}, closing: make(chan struct{})}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// acquire counts a call of agent under way, or refuses it at a bound.
+func (h *Loop) acquire(agent string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.cfg.MaxPending > 0 && h.total >= h.cfg.MaxPending:
+		return fmt.Errorf("%w: the gate holds %d host-loop calls under way, its limit", ErrPendingLimit, h.cfg.MaxPending)
+	case h.cfg.MaxPendingPerAgent > 0 && h.byAgent[agent] >= h.cfg.MaxPendingPerAgent:
+		return fmt.Errorf("%w: the agent holds %d host-loop calls under way, its limit; complete them first", ErrPendingLimit, h.cfg.MaxPendingPerAgent)
+	}
+	h.total++
+	h.byAgent[agent]++
+	return nil
+}
+
+func (h *Loop) release(agent string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if h.byAgent[agent]--; h.byAgent[agent] <= 0 {
+		delete(h.byAgent, agent)
+	}
+}
+
+// Pending is the number of host-loop calls under way.
+func (h *Loop) Pending() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
 }
 
 // Enforce is tool-use-binding §16 enforce() for one block a host loop is about to run: allow
 // only after the authority was issued, verified, consumed and the dispatch journaled, or when
-// the policy allows the call without authority. agent is the pod's identity.
-func (g *Gate) Enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
-	return g.host.enforce(ctx, agent, r)
+// the policy allows the call without authority. agent is the authenticated caller. At a bound
+// of calls under way it returns ErrPendingLimit and enforces nothing.
+func (h *Loop) Enforce(ctx context.Context, agent string, r EnforceRequest) (Decision, error) {
+	if err := h.acquire(agent); err != nil {
+		return Decision{}, err
+	}
+	return h.enforce(ctx, agent, r), nil
 }
 
-// Complete records the outcome a host loop reports for a dispatch Enforce allowed. The host
-// loop is the executor of an in-process tool, so its report of executed or failed is the
+// Complete records the outcome a host loop reports for a dispatch Enforce allowed agent. The
+// host loop is the executor of an in-process tool, so its report of executed or failed is the
 // authoritative evidence, digested with the result it returned; indeterminate stays
-// INDETERMINATE. A dispatch is settled once: a second report is ErrSettled.
-func (g *Gate) Complete(ctx context.Context, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
-	return g.host.complete(ctx, operationID, outcome, result)
+// INDETERMINATE. A dispatch is settled once: a second report is ErrSettled. A dispatch under
+// way of another agent is ErrUnknownOperation.
+func (h *Loop) Complete(ctx context.Context, agent, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
+	return h.complete(ctx, agent, operationID, outcome, result)
 }
 
-func (h *hostLoop) enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
-	g := h.g
+// enforce runs one call; the slot acquire counted is released when the sink has recorded the
+// call (at once for a refusal, at the outcome for a dispatch).
+func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Decision {
+	cfg := &h.cfg
 	server := r.Server
-	if server == "" && len(g.servers) == 1 {
-		for name := range g.servers {
+	if server == "" && len(cfg.Servers) == 1 {
+		for name := range cfg.Servers {
 			server = name
 		}
 	}
-	dest, known := g.servers[server]
+	dest, known := cfg.Servers[server]
 	session := r.Session
 	if session == "" {
 		session = DefaultHostSession
 	}
-	principal := g.principal
+	principal := cfg.Principal
 	if principal == "" {
 		principal = agent
 	}
 	mc := act.MappingContext{
 		SessionID: session, Principal: act.Principal{PrincipalID: principal},
-		Agent: act.Agent{AgentID: agent, RuntimeID: RuntimeID}, SinkID: "host-loop", Now: g.now, TTL: g.actTTL, IDs: g.ids,
+		Agent: act.Agent{AgentID: agent, RuntimeID: cfg.RuntimeID}, SinkID: SinkID, Now: cfg.Now, TTL: cfg.ActTTL, IDs: cfg.IDs,
 	}
 	if known {
 		mc.Server, mc.Destination = act.ServerIdentity{Name: server, URL: dest}, dest
@@ -355,12 +504,14 @@ func (h *hostLoop) enforce(ctx context.Context, agent string, r EnforceRequest) 
 		err = badField("vendor", "unknown")
 	}
 	if err != nil {
-		g.log.V(1).Info("Host-loop block not mapped to an act", "server", server, "cause", actCode(err))
+		h.release(agent)
+		cfg.Log.V(1).Info("Host-loop block not mapped to an act", "server", server, "cause", actCode(err))
 		d := act.DenialFor(err)
 		return refusedDecision(sink.Result{Code: d.Code, Message: orDescription(d.Code, d.Message)}, "", "")
 	}
 	if !known {
-		res := sink.Result{Code: ef.EFUnknownTool, Message: "Name the server the tool belongs to; this sidecar does not front that one."}
+		h.release(agent)
+		res := sink.Result{Code: ef.EFUnknownTool, Message: "Name the server the tool belongs to; this gate does not protect that one."}
 		return refusedDecision(res, vendor, cand.VendorID)
 	}
 	c := sink.Call{Session: session, Agent: agent, Server: server, Destination: dest, Tool: cand.Act.Tool.ToolID,
@@ -371,10 +522,11 @@ func (h *hostLoop) enforce(ctx context.Context, agent string, r EnforceRequest) 
 	h.running.Add(1)
 	go func() {
 		defer h.running.Done()
+		defer h.release(agent)
 		// Once the call is under way it finishes (or fails closed) whatever the client does,
 		// as the MCP proxy detaches the gate.
 		var hd *hostDispatch
-		res, _ := g.Handle(context.WithoutCancel(ctx), c, h.invoker(allow, &hd))
+		res, _ := cfg.Gate.Handle(context.WithoutCancel(ctx), c, h.invoker(agent, allow, &hd))
 		if hd != nil {
 			hd.recorded <- res.State // the outcome, its receipt and its report are done
 		}
@@ -407,10 +559,10 @@ func (h *hostLoop) enforce(ctx context.Context, agent string, r EnforceRequest) 
 }
 
 // actOf is the act id of a journaled dispatch ("" if it cannot be read).
-func (h *hostLoop) actOf(operationID string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultRecordTimeout)
+func (h *Loop) actOf(operationID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.RecordTimeout)
 	defer cancel()
-	rec, err := h.g.store.Record(ctx, operationID)
+	rec, err := h.cfg.Records.Record(ctx, operationID)
 	if err != nil {
 		return ""
 	}
@@ -419,7 +571,7 @@ func (h *hostLoop) actOf(operationID string) string {
 
 // invoker is the Invoker of a host-loop call: it tells Enforce the call may run and, for a
 // journaled dispatch, waits for the host's outcome.
-func (h *hostLoop) invoker(allow chan<- allowed, registered **hostDispatch) sink.Invoker {
+func (h *Loop) invoker(agent string, allow chan<- allowed, registered **hostDispatch) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		inv, _ := sink.InvocationFrom(ctx)
 		inv.OperationID = operationID
@@ -427,13 +579,13 @@ func (h *hostLoop) invoker(allow chan<- allowed, registered **hostDispatch) sink
 			allow <- allowed{inv: inv}
 			return sink.InvokeResult{Outcome: sink.OutcomeExecuted}, nil
 		}
-		hd := &hostDispatch{report: make(chan hostReport, 1), recorded: make(chan journal.State, 1)}
+		hd := &hostDispatch{agent: agent, report: make(chan hostReport, 1), recorded: make(chan journal.State, 1)}
 		*registered = hd
 		h.mu.Lock()
 		h.waiting[operationID] = hd
 		h.mu.Unlock()
 		allow <- allowed{inv: inv}
-		t := time.NewTimer(h.timeout)
+		t := time.NewTimer(h.cfg.Timeout)
 		defer t.Stop()
 		select {
 		case rep := <-hd.report:
@@ -448,32 +600,37 @@ func (h *hostLoop) invoker(allow chan<- allowed, registered **hostDispatch) sink
 			h.mu.Lock()
 			delete(h.waiting, operationID)
 			h.mu.Unlock()
-			h.g.log.Info("Sidecar stopping before the host loop reported the outcome; INDETERMINATE", "operation", operationID)
+			h.cfg.Log.Info("Gate stopping before the host loop reported the outcome; INDETERMINATE", "operation", operationID)
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, nil
 		case <-t.C:
 			h.mu.Lock()
 			delete(h.waiting, operationID)
 			h.mu.Unlock()
-			h.g.log.Info("Host loop did not report the outcome in time; INDETERMINATE", "operation", operationID)
+			h.cfg.Log.Info("Host loop did not report the outcome in time; INDETERMINATE", "operation", operationID)
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, nil
 		}
 	}
 }
 
-func (h *hostLoop) complete(ctx context.Context, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
+func (h *Loop) complete(ctx context.Context, agent, operationID string, outcome HostOutcome, result []byte) (journal.DispatchRecord, error) {
 	switch outcome {
 	case HostExecuted, HostFailed, HostIndeterminate:
 	default:
-		return journal.DispatchRecord{}, fmt.Errorf("sidecar: outcome %q is not executed, failed or indeterminate", clip(string(outcome)))
+		return journal.DispatchRecord{}, fmt.Errorf("hostloop: outcome %q is not executed, failed or indeterminate", clip(string(outcome)))
 	}
 	h.mu.Lock()
 	hd, ok := h.waiting[operationID]
+	if ok && hd.agent != agent {
+		// Another agent's dispatch under way: as unknown to this one as one never issued.
+		h.mu.Unlock()
+		return journal.DispatchRecord{}, fmt.Errorf("%w: %s", ErrUnknownOperation, clip(operationID))
+	}
 	delete(h.waiting, operationID)
 	h.mu.Unlock()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRecordTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.RecordTimeout)
 	defer cancel()
 	if !ok {
-		rec, err := h.g.store.Record(rctx, operationID)
+		rec, err := h.cfg.Records.Record(rctx, operationID)
 		switch {
 		case errors.Is(err, journal.ErrNotFound):
 			return journal.DispatchRecord{}, fmt.Errorf("%w: %s", ErrUnknownOperation, clip(operationID))
@@ -483,19 +640,19 @@ func (h *hostLoop) complete(ctx context.Context, operationID string, outcome Hos
 		return rec, fmt.Errorf("%w: %s is %s", ErrSettled, operationID, rec.State)
 	}
 	hd.report <- hostReport{outcome: outcome, result: append(json.RawMessage(nil), result...)}
-	h.g.log.Info("Dispatch outcome reported by the host loop", "operation", operationID, "outcome", string(outcome))
+	h.cfg.Log.Info("Dispatch outcome reported by the host loop", "operation", operationID, "outcome", string(outcome))
 	// The sink records the outcome when the Invoker returns; read what it recorded.
 	select {
 	case <-hd.recorded:
 	case <-rctx.Done():
-		return journal.DispatchRecord{}, fmt.Errorf("sidecar: the outcome of %s was not recorded in time: %w", operationID, rctx.Err())
+		return journal.DispatchRecord{}, fmt.Errorf("hostloop: the outcome of %s was not recorded in time: %w", operationID, rctx.Err())
 	}
-	return h.g.store.Record(rctx, operationID)
+	return h.cfg.Records.Record(rctx, operationID)
 }
 
-// close ends the host loops' dispatches still awaiting their outcome (INDETERMINATE: the host
+// Close ends the host loops' dispatches still awaiting their outcome (INDETERMINATE: the host
 // may have run the tool) and waits, at most a record timeout, for their records.
-func (h *hostLoop) close() {
+func (h *Loop) Close() {
 	h.closeOnce.Do(func() { close(h.closing) })
 	done := make(chan struct{})
 	go func() {
@@ -504,7 +661,7 @@ func (h *hostLoop) close() {
 	}()
 	select {
 	case <-done:
-	case <-time.After(DefaultRecordTimeout):
+	case <-time.After(h.cfg.RecordTimeout):
 	}
 }
 
@@ -550,11 +707,26 @@ func actCode(err error) string {
 	return "unknown"
 }
 
-// HostLoopHandler serves POST /v1/enforce and POST /v1/complete for host loops in the pod,
-// whose calls are made as agent (the pod's service-account user).
-func (g *Gate) HostLoopHandler(agent string) http.Handler {
+// Authenticator names the agent behind a host-loop request, or reports that it carries no
+// agent's credential.
+type Authenticator func(r *http.Request) (agent string, ok bool)
+
+// FixedAgent is the Authenticator of a listener only its agent reaches: the pod's sidecar on
+// loopback, whose host loop calls as the pod's service-account user.
+func FixedAgent(agent string) Authenticator {
+	return func(*http.Request) (string, bool) { return agent, true }
+}
+
+// Handler serves POST /v1/enforce and POST /v1/complete, each call made as the agent auth
+// names; a request auth refuses is answered 401 HOSTLOOP_UNAUTHENTICATED before its body is
+// read, and nothing is enforced.
+func (h *Loop) Handler(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(EnforcePath, func(w http.ResponseWriter, r *http.Request) {
+		agent, ok := authenticate(w, r, auth)
+		if !ok {
+			return
+		}
 		body, ok := readBody(w, r)
 		if !ok {
 			return
@@ -566,9 +738,19 @@ func (g *Gate) HostLoopHandler(agent string) http.Handler {
 		}
 		// The host waits for the answer; once the consume is under way it must finish (or
 		// fail closed) whatever the client does, as the MCP proxy detaches the gate.
-		writeJSON(w, http.StatusOK, g.Enforce(context.WithoutCancel(r.Context()), agent, req))
+		d, err := h.Enforce(context.WithoutCancel(r.Context()), agent, req)
+		if err != nil {
+			h.cfg.Log.Info("Host-loop call refused at the bound of calls under way", "agent", agent)
+			writeError(w, http.StatusTooManyRequests, CodePendingLimit, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
 	})
 	mux.HandleFunc(CompletePath, func(w http.ResponseWriter, r *http.Request) {
+		agent, ok := authenticate(w, r, auth)
+		if !ok {
+			return
+		}
 		body, ok := readBody(w, r)
 		if !ok {
 			return
@@ -578,20 +760,32 @@ func (g *Gate) HostLoopHandler(agent string) http.Handler {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, err)
 			return
 		}
-		rec, err := g.Complete(r.Context(), req.OperationID, req.Outcome, req.Result)
+		rec, err := h.Complete(r.Context(), agent, req.OperationID, req.Outcome, req.Result)
 		switch {
 		case errors.Is(err, ErrUnknownOperation):
 			writeError(w, http.StatusNotFound, CodeUnknownOperation, err)
 		case errors.Is(err, ErrSettled):
 			writeError(w, http.StatusConflict, CodeSettled, err)
 		case err != nil:
-			g.log.Error(err, "Host-loop outcome not recorded", "operation", req.OperationID)
+			h.cfg.Log.Error(err, "Host-loop outcome not recorded", "operation", req.OperationID)
 			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, errors.New("the outcome could not be recorded"))
 		default:
 			writeJSON(w, http.StatusOK, CompleteResponse{OperationID: rec.OperationID, State: rec.State})
 		}
 	})
 	return mux
+}
+
+// authenticate answers 401 for a request auth refuses.
+func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (string, bool) {
+	if auth != nil {
+		if agent, ok := auth(r); ok && agent != "" {
+			return agent, true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="actgate"`)
+	writeError(w, http.StatusUnauthorized, CodeUnauthenticated, errors.New("this endpoint needs the agent's token in Authorization: Bearer (see the gate's agent.tokenFile)"))
+	return "", false
 }
 
 // readBody checks method and media type and reads a bounded body; it answers the refusal
