@@ -88,9 +88,11 @@ const (
 	ErrCodeUnknownOperation = "HOSTLOOP_UNKNOWN_OPERATION"
 	ErrCodeSettled          = "HOSTLOOP_SETTLED"
 	ErrCodeUnavailable      = "HOSTLOOP_UNAVAILABLE"
-	// ErrCodeUnauthorized is the client's name for a 401/403 without a HOSTLOOP body (a
-	// missing or wrong agent token).
-	ErrCodeUnauthorized = "HOSTLOOP_UNAUTHORIZED"
+	// ErrCodeUnauthenticated: a missing or wrong agent token (401); the client gives the same
+	// code to a 401/403 without a HOSTLOOP body.
+	ErrCodeUnauthenticated = "HOSTLOOP_UNAUTHENTICATED"
+	// ErrCodePendingLimit: too many host-loop calls under way (429); nothing was enforced.
+	ErrCodePendingLimit = "HOSTLOOP_PENDING_LIMIT"
 	// ErrCodeBadAnswer is the client's name for an answer it could not read.
 	ErrCodeBadAnswer = "HOSTLOOP_BAD_ANSWER"
 )
@@ -231,11 +233,19 @@ func (c *Client) Enforce(ctx context.Context, block json.RawMessage, o EnforceOp
 	if err != nil {
 		return Decision{}, err
 	}
-	if d.Allow && (d.Code != "" || d.Replayed) {
-		// An answer that both allows and refuses is no allow.
-		return Decision{}, &Error{Code: ErrCodeBadAnswer, Status: http.StatusOK, Message: "the decision both allows the call and refuses or replays it"}
+	if err := checkDecision(d); err != nil {
+		return Decision{}, err
 	}
 	return d, nil
+}
+
+// checkDecision refuses an answer that both allows the call and refuses or replays it: it is no
+// allow.
+func checkDecision(d Decision) error {
+	if d.Allow && (d.Code != "" || d.Replayed) {
+		return &Error{Code: ErrCodeBadAnswer, Status: http.StatusOK, Message: "the decision both allows the call and refuses or replays it"}
+	}
+	return nil
 }
 
 // Complete reports the outcome of a dispatch Enforce allowed under authority (the Decision's
@@ -323,7 +333,9 @@ func answerError(status int, body []byte) error {
 	code := ErrCodeBadAnswer
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		code = ErrCodeUnauthorized
+		code = ErrCodeUnauthenticated
+	case http.StatusTooManyRequests:
+		code = ErrCodePendingLimit
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		code = ErrCodeUnavailable
 	}

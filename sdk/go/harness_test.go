@@ -189,6 +189,11 @@ const gatePolicy = `  rules:
     - name: amount-cap
       expression: double(args.amount) <= 10000.0
       message: an agent may not pay more than 10000 at once
+    alternatives:
+    - label: Pay at most 10 now
+      reasoning: Caps the amount while the rest is checked.
+      args:
+        amount: 10
   - name: email
     tools: [email_send]
     consequenceClass: COMMUNICATION

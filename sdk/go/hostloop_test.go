@@ -161,8 +161,8 @@ func TestAnthropicHostLoop(t *testing.T) {
 		t.Errorf("email tool_result: %v", trs[1])
 	}
 	e := parseError(t, results[1].Text)
-	if !strings.HasPrefix(e.Error.Code, "EF_") {
-		t.Errorf("refusal code %q", e.Error.Code)
+	if e.Error.Code != "EF_INSTRUCTION_PROVENANCE_FAILURE" {
+		t.Errorf("email_send refused with %s, want EF_INSTRUCTION_PROVENANCE_FAILURE: %s", e.Error.Code, results[1].Text)
 	}
 	if !strings.Contains(string(sent[1]), e.Error.Code) {
 		t.Errorf("the model did not receive the refusal's code %s", e.Error.Code)
@@ -206,7 +206,9 @@ func TestOpenAIChatParallelCallsDecidedSeparately(t *testing.T) {
 	if rs[0].Decision.ActID == "" || rs[0].Decision.ActID == rs[1].Decision.ActID {
 		t.Errorf("the two calls are not separate acts: %q, %q", rs[0].Decision.ActID, rs[1].Decision.ActID)
 	}
-	parseError(t, rs[1].Text)
+	if e := parseError(t, rs[1].Text); e.Error.Code != "EF_POLICY_DENIED" {
+		t.Errorf("payout refused with %s, want EF_POLICY_DENIED (the amount cap): %s", e.Error.Code, rs[1].Text)
+	}
 	if got := up.Count("get_balance"); got != 1 {
 		t.Errorf("upstream ran get_balance %d times, want 1", got)
 	}
@@ -266,13 +268,14 @@ func TestResponsesAuthorityReplayRefused(t *testing.T) {
 	gc, oc := g.client(), openaiClient(model)
 	opts := actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "t-c", Provenance: actgate.ProvenanceUser},
 		Wait: true, PollInterval: 200 * time.Millisecond}
-	escalations := 0
+	escalations, firstMoment := 0, ""
 	opts.OnEscalation = func(d actgate.Decision) {
 		escalations++
 		if len(d.BindingMoments) != 1 || len(d.BindingMoment) == 0 || d.EnvelopeDigest == "" {
 			t.Errorf("escalation without its moment: %+v", d)
 			return
 		}
+		firstMoment = d.BindingMoments[0]
 		go func() {
 			if err := g.resolveErr(d.BindingMoments[0]); err != nil {
 				t.Error(err)
@@ -313,13 +316,20 @@ func TestResponsesAuthorityReplayRefused(t *testing.T) {
 	if rs[0].Ran || !rs[0].Decision.Replayed || rs[0].Text != first.Text {
 		t.Errorf("replay: %+v (first text %q)", rs[0], first.Text)
 	}
-	// The same payment under a new call id: a new act, the consumed authority does not carry.
+	// The same payment under a new call id in the same session is recognised by its action (a
+	// retry, tool-use-binding §9): the recorded result again, no second run.
 	_, rs, err = gc.RunResponsesOutput(ctx, next().Output, tools, actgate.RunOptions{EnforceOptions: opts.EnforceOptions})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs[0].Ran || rs[0].Decision.Allow {
-		t.Errorf("a new call reused the consumed authority: %+v", rs[0])
+	if rs[0].Ran || rs[0].Decision.Allow || !rs[0].Decision.Replayed {
+		t.Errorf("the same payment under a new call id: %+v", rs[0])
+	}
+	// In another session the consumed authority does not carry: a new binding moment.
+	block, _ := actgate.ResponsesBlock(responses.ResponseFunctionToolCall{CallID: "call_pay3", Name: "send_payment", Arguments: pay, Status: "completed"})
+	d, err := gc.Enforce(ctx, block, actgate.EnforceOptions{Vendor: actgate.VendorOpenAIResponses, Session: "t-c-other", Provenance: actgate.ProvenanceUser})
+	if err != nil || d.Allow || !d.Escalated() || d.BindingMoments[0] == firstMoment {
+		t.Errorf("another session: %+v, %v; want a new escalation", d, err)
 	}
 	if err := gc.Complete(ctx, first.Decision.OperationID, actgate.Executed, json.RawMessage(`"again"`)); actgate.CodeOf(err) != actgate.ErrCodeSettled {
 		t.Errorf("second report: %v, want %s", err, actgate.ErrCodeSettled)
@@ -381,7 +391,9 @@ func TestOriginChangeRefused(t *testing.T) {
 	if cr.Ran || cr.Decision.Allow {
 		t.Fatalf("the call ran at another origin: %+v", cr)
 	}
-	parseError(t, cr.Text)
+	if e := parseError(t, cr.Text); e.Error.Code != "EF_DESTINATION_MISMATCH" {
+		t.Errorf("code %s, want EF_DESTINATION_MISMATCH: %s", e.Error.Code, cr.Text)
+	}
 	if got := upEU.Count("send_payment"); got != 0 {
 		t.Errorf("finance-eu ran send_payment %d times, want 0", got)
 	}
