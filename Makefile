@@ -120,11 +120,15 @@ GOTEST_TIMEOUT ?= 30m
 ACTGATE_IMAGE_TAR ?= $(LOCALBIN)/image/actgate.tar
 
 .PHONY: test
-test: image ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image (needs root; builds what it needs).
+test: image test-sdk-go ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image, the SDKs (needs root; builds what it needs).
 	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
 		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
 	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
+
+.PHONY: test-sdk-go
+test-sdk-go: ## The Go host-loop client (sdk/go, its own module): the vendor SDKs against a scripted model, a real actgate serve and upstream.
+	cd sdk/go && $(GO) mod verify >/dev/null && $(GO) test -count=1 -timeout 10m $(GOTESTFLAGS) ./...
 
 .PHONY: test-node
 test-node: image ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).

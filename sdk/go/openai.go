@@ -35,7 +35,8 @@ func OpenAIChatBlock(tc openai.ChatCompletionMessageToolCallUnion) (json.RawMess
 // RunOpenAIToolCall runs one Chat Completions tool call through the gate with the tool of its
 // name and returns the tool message for the next request: the tool's text, its error, or the
 // gate's refusal (the EF code, invoked: false).
-func (c *Client) RunOpenAIToolCall(ctx context.Context, tc openai.ChatCompletionMessageToolCallUnion, tools Tools, o RunOptions) (openai.ChatCompletionMessageParamUnion, CallResult) {
+func (c *Client) RunOpenAIToolCall(ctx context.Context, tc openai.ChatCompletionMessageToolCallUnion, tools Tools,
+	o RunOptions) (openai.ChatCompletionMessageParamUnion, CallResult) {
 	o.Vendor = VendorOpenAI
 	name := tc.Function.Name
 	block, err := OpenAIChatBlock(tc)
@@ -55,12 +56,11 @@ func (c *Client) RunOpenAIToolCall(ctx context.Context, tc openai.ChatCompletion
 // RunOpenAIChatMessage runs every tool call of an assistant message through the gate, each its
 // own act (tool-use-binding §9), in order, and returns one tool message per call. The error
 // joins the calls' errors (no decision: not run); every call still has its tool message.
-func (c *Client) RunOpenAIChatMessage(ctx context.Context, msg openai.ChatCompletionMessage, tools Tools, o RunOptions) ([]openai.ChatCompletionMessageParamUnion, []CallResult, error) {
-	var (
-		out     []openai.ChatCompletionMessageParamUnion
-		results []CallResult
-		errs    []error
-	)
+func (c *Client) RunOpenAIChatMessage(ctx context.Context, msg openai.ChatCompletionMessage, tools Tools,
+	o RunOptions) ([]openai.ChatCompletionMessageParamUnion, []CallResult, error) {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msg.ToolCalls))
+	results := make([]CallResult, 0, len(msg.ToolCalls))
+	var errs []error
 	for _, tc := range msg.ToolCalls {
 		m, cr := c.RunOpenAIToolCall(ctx, tc, tools, o)
 		out, results = append(out, m), append(results, cr)
@@ -89,7 +89,8 @@ func ResponsesBlock(fc responses.ResponseFunctionToolCall) (json.RawMessage, err
 
 // RunResponsesFunctionCall runs one Responses function_call through the gate with the tool of
 // its name and returns the function_call_output input item for the next request.
-func (c *Client) RunResponsesFunctionCall(ctx context.Context, fc responses.ResponseFunctionToolCall, tools Tools, o RunOptions) (responses.ResponseInputItemUnionParam, CallResult) {
+func (c *Client) RunResponsesFunctionCall(ctx context.Context, fc responses.ResponseFunctionToolCall, tools Tools,
+	o RunOptions) (responses.ResponseInputItemUnionParam, CallResult) {
 	o.Vendor = VendorOpenAIResponses
 	block, err := ResponsesBlock(fc)
 	var cr CallResult
@@ -111,7 +112,8 @@ func (c *Client) RunResponsesFunctionCall(ctx context.Context, fc responses.Resp
 // each its own act (tool-use-binding §9), in order, and returns one function_call_output item
 // per call. Other host-run call items (custom_tool_call, computer_call, shell calls) are not
 // mapped by the gate: they are not run and get no item here; the error names them.
-func (c *Client) RunResponsesOutput(ctx context.Context, output []responses.ResponseOutputItemUnion, tools Tools, o RunOptions) ([]responses.ResponseInputItemUnionParam, []CallResult, error) {
+func (c *Client) RunResponsesOutput(ctx context.Context, output []responses.ResponseOutputItemUnion, tools Tools,
+	o RunOptions) ([]responses.ResponseInputItemUnionParam, []CallResult, error) {
 	var (
 		out     []responses.ResponseInputItemUnionParam
 		results []CallResult
