@@ -27,30 +27,47 @@ import (
 	actgate "github.com/actgate/actgate/sdk/go"
 )
 
-// actgateBin is the actgate binary built from ../../cmd/actgate by TestMain.
-var actgateBin string
+// actgateDir holds the actgate binary built from ../../cmd/actgate, once per process, by the
+// first test that starts a gate (fuzz workers and gate-less tests build nothing).
+var (
+	actgateDir   string
+	actgateOnce  sync.Once
+	actgatePath  string
+	actgateBuild error
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		// A host process of TestHostKilledAfterConsumeNeverInvokes, not a test run.
 		os.Exit(hostProcessMain())
 	}
-	dir, err := os.MkdirTemp("", "actgate-sdk-go-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	actgateBin = filepath.Join(dir, "actgate")
-	build := exec.Command("go", "build", "-o", actgateBin, "./cmd/actgate")
-	build.Dir = filepath.Join("..", "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building actgate from ../../cmd/actgate:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	if actgateDir != "" {
+		_ = os.RemoveAll(actgateDir)
+	}
 	os.Exit(code)
+}
+
+// actgateBin builds actgate from this repository (the first call) and returns its path.
+func actgateBin(t testing.TB) string {
+	t.Helper()
+	actgateOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "actgate-sdk-go-")
+		if err != nil {
+			actgateBuild = err
+			return
+		}
+		actgateDir, actgatePath = dir, filepath.Join(dir, "actgate")
+		build := exec.Command("go", "build", "-o", actgatePath, "./cmd/actgate")
+		build.Dir = filepath.Join("..", "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			actgateBuild = fmt.Errorf("building actgate from ../../cmd/actgate: %w\n%s", err, out)
+		}
+	})
+	if actgateBuild != nil {
+		t.Fatal(actgateBuild)
+	}
+	return actgatePath
 }
 
 // ---- the upstream MCP server ----
@@ -169,7 +186,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // gate is a running `actgate serve`.
 type gate struct {
-	Base, Token, DataDir string
+	Base, Token, DataDir string // the gate's URL, the agent's token, the data dir
 	cmd                  *exec.Cmd
 	stderr               *strings.Builder
 }
@@ -240,7 +257,7 @@ policy:
 		t.Fatal(err)
 	}
 	g := &gate{DataDir: dataDir, stderr: &strings.Builder{}}
-	g.cmd = exec.Command(actgateBin, "serve", "--config", cfgFile)
+	g.cmd = exec.Command(actgateBin(t), "serve", "--config", cfgFile)
 	g.cmd.Stderr = &lockedWriter{w: g.stderr}
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
@@ -304,13 +321,14 @@ func (g *gate) client() *actgate.Client {
 // resolve chooses option 1 of a binding moment as alice with the actgate CLI.
 func (g *gate) resolve(t testing.TB, momentID string) {
 	t.Helper()
+	actgateBin(t)
 	if err := g.resolveErr(momentID); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (g *gate) resolveErr(momentID string) error {
-	out, err := exec.Command(actgateBin, "resolve", momentID, "--option", "1", "--as", "alice", "--data-dir", g.DataDir, "--server", g.Base).CombinedOutput()
+	out, err := exec.Command(actgatePath, "resolve", momentID, "--option", "1", "--as", "alice", "--data-dir", g.DataDir, "--server", g.Base).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("actgate resolve %s: %w\n%s", momentID, err, out)
 	}
