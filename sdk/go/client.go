@@ -1,5 +1,5 @@
-// Package actgate is the Go client of actgate's host-loop API (docs/api.md "Host loops"): a host
-// loop that receives a tool call from a model asks the gate with Enforce before it runs the tool,
+// Package actgate is the Go client of actgate's host-loop API (docs/api.md "The Go client of
+// the host-loop API (sdk/go)"): a host loop that receives a tool call from a model asks the gate with Enforce before it runs the tool,
 // runs it only on an allow, and reports the outcome with Complete (tool-use-binding §14–§16).
 //
 // The gate is `actgate serve` (BaseURL http://127.0.0.1:8787, the agent's bearer token) or the
