@@ -185,6 +185,16 @@ func (d *demoRun) line(format string, args ...any) {
 	fmt.Fprintf(d.out, "    %s\n", fmt.Sprintf(format, args...))
 }
 
+// expectCountSince checks and prints how many times the upstream ran tool since it had run it
+// base times.
+func (d *demoRun) expectCountSince(tool string, base, want int) {
+	got := d.up.Count(tool) - base
+	d.line("upstream's own invocation count for %s in this act: %d", tool, got)
+	if got != want {
+		d.errs = append(d.errs, fmt.Errorf("step %d: upstream ran %s %d times in the act, want %d", d.step, tool, got, want))
+	}
+}
+
 // expectCount checks and prints the upstream's own invocation counter for tool.
 func (d *demoRun) expectCount(tool string, want int) {
 	got := d.up.Count(tool)
@@ -394,6 +404,10 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	d.line("the authority was single-use: a new payment needs a new binding moment")
 	d.expectCount("send_payment", 1)
 
+	if err := d.hostLoopAct(base, cfg, api); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(out, "\nUpstream invocation counts: get_balance %d, send_payment %d, email_send %d.\n",
 		up.Count("get_balance"), up.Count("send_payment"), up.Count("email_send"))
 	noCred := true
@@ -406,7 +420,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	if len(d.errs) > 0 {
 		return errors.Join(d.errs...)
 	}
-	fmt.Fprintln(out, "Every consequential call ran only as authorised, and only once; the agent never held the upstream's credential.")
+	fmt.Fprintln(out, "Every consequential call ran only as authorised, and only once; the MCP agent never held the upstream's credential.")
 	return nil
 }
 

@@ -28,7 +28,12 @@ func TestDemo(t *testing.T) {
 		"[7] ALLOW", "gate  ← ran: {\"paid\":250,\"to\":\"bob\",\"balance\":750}", "upstream's own invocation count for send_payment: 1",
 		"[8] REPLAY", "replayed, not invoked",
 		"[9] REPLAY", "a new payment needs a new binding moment",
-		"Upstream invocation counts: get_balance 1, send_payment 1, email_send 0.",
+		"[10] HOST LOOP", `tool_result for the model: {"type":"tool_result","tool_use_id":"toolu_01Hx","is_error":true`,
+		"[11] HOST LOOP", "alice's pending moments: 2 before the poll, 2 after", "upstream's own invocation count for send_payment in this act: 0",
+		"[12] RESOLVE", "[13] HOST LOOP", "gate  ← allow: authority authz-", "gate ← EXECUTED",
+		"upstream's own invocation count for send_payment in this act: 1",
+		"[14] HOST LOOP", "gate  ← replayed, not to run again",
+		"Upstream invocation counts: get_balance 1, send_payment 2, email_send 0.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q", want)

@@ -45,42 +45,32 @@ func (c *hostLoopClient) post(ctx context.Context, path string, body []byte) (in
 // enforce asks the gate about one block; a refused request (not a refused call) is an error
 // naming its HOSTLOOP_* code.
 func (c *hostLoopClient) enforce(ctx context.Context, r hostloop.EnforceRequest) (hostloop.Decision, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return hostloop.Decision{}, err
-	}
-	status, b, err := c.post(ctx, hostloop.EnforcePath, body)
-	if err != nil {
-		return hostloop.Decision{}, err
-	}
-	if status != http.StatusOK {
-		return hostloop.Decision{}, answerError(status, b)
-	}
-	var d hostloop.Decision
-	if err := json.Unmarshal(b, &d); err != nil {
-		return hostloop.Decision{}, fmt.Errorf("unreadable decision: %w", err)
-	}
-	return d, nil
+	return hostLoopCall[hostloop.Decision](ctx, c, hostloop.EnforcePath, r)
 }
 
 // complete reports the outcome of a dispatch the gate allowed.
 func (c *hostLoopClient) complete(ctx context.Context, r hostloop.CompleteRequest) (hostloop.CompleteResponse, error) {
-	body, err := json.Marshal(r)
+	return hostLoopCall[hostloop.CompleteResponse](ctx, c, hostloop.CompletePath, r)
+}
+
+// hostLoopCall posts req to path and decodes a 200 answer into T.
+func hostLoopCall[T any](ctx context.Context, c *hostLoopClient, path string, req any) (T, error) {
+	var out T
+	body, err := json.Marshal(req)
 	if err != nil {
-		return hostloop.CompleteResponse{}, err
+		return out, err
 	}
-	status, b, err := c.post(ctx, hostloop.CompletePath, body)
+	status, b, err := c.post(ctx, path, body)
 	if err != nil {
-		return hostloop.CompleteResponse{}, err
+		return out, err
 	}
 	if status != http.StatusOK {
-		return hostloop.CompleteResponse{}, answerError(status, b)
+		return out, answerError(status, b)
 	}
-	var cr hostloop.CompleteResponse
-	if err := json.Unmarshal(b, &cr); err != nil {
-		return hostloop.CompleteResponse{}, fmt.Errorf("unreadable answer: %w", err)
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, fmt.Errorf("unreadable answer: %w", err)
 	}
-	return cr, nil
+	return out, nil
 }
 
 func answerError(status int, b []byte) error {
@@ -92,7 +82,8 @@ func answerError(status int, b []byte) error {
 }
 
 // runTool is a host loop's own tool: it calls tool on the MCP server at url directly (the
-// host is the executor; the gate decided before) and returns the result's JSON.
+// host is the executor; the gate decided before) and returns its text: the JSON it is, or
+// {"text": …}.
 func runTool(ctx context.Context, url string, hc *http.Client, tool string, args json.RawMessage) (json.RawMessage, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "host-loop", Version: "v1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
@@ -106,6 +97,9 @@ func runTool(ctx context.Context, url string, hc *http.Client, tool string, args
 	}
 	if res.IsError {
 		return nil, fmt.Errorf("%s: %s", tool, firstText(res))
+	}
+	if t := firstText(res); json.Valid([]byte(t)) {
+		return json.RawMessage(t), nil
 	}
 	return json.Marshal(map[string]string{"text": firstText(res)})
 }

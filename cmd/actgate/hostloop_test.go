@@ -194,11 +194,17 @@ func TestServeHostLoopAuthentication(t *testing.T) {
 	}
 }
 
-// TestServeHostLoopPendingBound: the calls an agent holds under way are bounded
-// (limits.hostLoopCallsPerAgent): at the bound /v1/enforce answers 429 HOSTLOOP_PENDING_LIMIT
+// TestServeHostLoopPendingBound: the calls under way are bounded per agent and in total
+// (limits.hostLoopCallsPerAgent, limits.hostLoopCalls): at the bound /v1/enforce answers 429 HOSTLOOP_PENDING_LIMIT
 // and enforces nothing; completing the call under way frees the slot.
 func TestServeHostLoopPendingBound(t *testing.T) {
-	g := startHostLoopGate(t, "limits:\n  hostLoopCallsPerAgent: 1\n")
+	for _, limit := range []string{"hostLoopCallsPerAgent", "hostLoopCalls"} {
+		t.Run(limit, func(t *testing.T) { testPendingBound(t, "limits:\n  "+limit+": 1\n") })
+	}
+}
+
+func testPendingBound(t *testing.T, limits string) {
+	g := startHostLoopGate(t, limits)
 	h := g.host()
 	ctx := context.Background()
 	req := hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Session: "s1", Provenance: "user",

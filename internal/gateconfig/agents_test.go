@@ -61,6 +61,9 @@ func TestAgents(t *testing.T) {
 	if toks, err := none.AgentTokens(); toks != nil || err != nil {
 		t.Fatalf("authentication none: %v %v", toks, err)
 	}
+	if c.Limits.HostLoopCalls != DefaultMaxHostLoopCalls || c.Limits.HostLoopCallsPerAgent != DefaultMaxHostLoopCallsPerAgent {
+		t.Fatalf("host-loop limits %d %d", c.Limits.HostLoopCalls, c.Limits.HostLoopCallsPerAgent)
+	}
 	short, err := Parse([]byte(minimal+"limits:\n  readTimeout: 2s\n"), dir)
 	if err != nil || short.ReadTimeout() != 2*time.Second || short.HTTPServer(nil).ReadHeaderTimeout != 2*time.Second {
 		t.Fatalf("limits.readTimeout: %v", err)
@@ -76,6 +79,8 @@ func TestAgents(t *testing.T) {
 		{"shared token file", minimal + "agents:\n- name: b\n  tokenFile: t\n- name: c\n  tokenFile: t\n", "agents[1].tokenFile"},
 		{"negative limit", minimal + "limits:\n  sessions: -1\n", "limits.sessions"},
 		{"huge limit", minimal + "limits:\n  pendingMomentsPerAgent: 1000000\n", "limits.pendingMomentsPerAgent"},
+		{"negative host-loop limit", minimal + "limits:\n  hostLoopCalls: -1\n", "limits.hostLoopCalls"},
+		{"huge host-loop limit", minimal + "limits:\n  hostLoopCallsPerAgent: 1000000\n", "limits.hostLoopCallsPerAgent"},
 		{"read timeout too short", minimal + "limits:\n  readTimeout: 10ms\n", "limits.readTimeout"},
 		{"agent name not a file name", strings.Replace(minimal, "  name: agent-1", "  name: agent@example.com", 1), "agent.tokenFile"},
 	} {

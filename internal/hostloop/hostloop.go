@@ -139,6 +139,14 @@ const (
 	CodePendingLimit ErrorCode = "HOSTLOOP_PENDING_LIMIT"
 )
 
+// ErrorCodes are every ErrorCode the endpoint answers (api/openapi/hostloop.yaml lists them).
+func ErrorCodes() []ErrorCode {
+	return []ErrorCode{CodeBadRequest, CodeUnauthenticated, CodeUnknownOperation, CodeSettled, CodeUnavailable, CodePendingLimit}
+}
+
+// Vendors are every HostVendor.
+func Vendors() []HostVendor { return []HostVendor{HostAnthropic, HostOpenAI, HostOpenAIResponses} }
+
 // ErrorResponse is the body of a refused host-loop request (not a refused tool call).
 type ErrorResponse struct {
 	Error struct {

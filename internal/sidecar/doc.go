@@ -50,8 +50,8 @@
 //	                → {"operation_id":"…","state":"EXECUTED"}
 //
 // /v1/enforce is tool-use-binding §16 enforce() over HTTP, run through the sink's Handle with the
-// host as the Invoker (hostloop.go): the block is mapped to a call, decided, and — when allowed
-// under authority — answered allow once the authority is consumed and the dispatch journaled
+// host as the Invoker (internal/hostloop, the code `actgate serve` runs too): the block is mapped
+// to a call, decided, and — when allowed under authority — answered allow once the authority is consumed and the dispatch journaled
 // DISPATCH_PENDING; the host then runs the tool once and reports the outcome with /v1/complete,
 // which the sink records (journal, receipt, outbox) as for an MCP call. A host that does not
 // report within HostLoopTimeout leaves the dispatch INDETERMINATE. A retry of a dispatch already
