@@ -556,6 +556,17 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 		return d
 	case res := <-done:
+		// On the hot path the Invoker's allow and Handle's result are both ready once Handle
+		// returns, and select picks either: an allow sent on the hot path is the decision. (A
+		// journaled dispatch whose Handle already returned was ended without the host's outcome:
+		// no allow then.)
+		select {
+		case a := <-allow:
+			if !a.inv.Journaled {
+				return Decision{Allow: true, ActID: res.ActID, AuditCode: res.AuditCode, Resolutions: res.Resolutions}
+			}
+		default:
+		}
 		if res.Replayed {
 			// A retry of a dispatch already settled in this session: not to be run again; the
 			// recorded result is the tool's result (tool-use-binding §9).

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,5 +190,28 @@ func TestToolFailureReported(t *testing.T) {
 	}
 	if !strings.Contains(cr.Text, `"invoked":true`) || !strings.Contains(cr.Text, "mailbox unavailable") {
 		t.Errorf("the model reads %q", cr.Text)
+	}
+}
+
+// TestHotPathAllowsEveryCall: 300 calls of an INFORMATIONAL tool (the hot path: no authority,
+// nothing journaled) through the wrapper each get an allow and run once. The gate answers the
+// hot path's allow even when its result is ready at the same moment (internal/hostloop), so
+// the upstream's count is exactly 300.
+func TestHotPathAllowsEveryCall(t *testing.T) {
+	up := startUpstream(t)
+	g := startGate(t, map[string]string{"finance": up.URL})
+	tools := hostTools(t, up.URL)
+	gc := g.client()
+	ctx := testCtx(t)
+	const calls = 300
+	for i := range calls {
+		tu := anthropic.ToolUseBlock{ID: "toolu_hot" + strconv.Itoa(i), Name: "get_balance", Input: json.RawMessage(`{"account":"main"}`)}
+		_, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "hot", Provenance: actgate.ProvenanceUser}})
+		if !cr.Ran || cr.IsError {
+			t.Fatalf("call %d: allow %v, code %q, text %s", i, cr.Decision.Allow, cr.Decision.Code, cr.Text)
+		}
+	}
+	if got := up.Count("get_balance"); got != calls {
+		t.Errorf("upstream ran get_balance %d times, want %d", got, calls)
 	}
 }
