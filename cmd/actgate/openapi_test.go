@@ -401,7 +401,26 @@ func TestOpenAPIDescribesServe(t *testing.T) {
 		}
 		v.response(hostloop.EnforcePath, resp.StatusCode, buf.Bytes())
 	}
-	for _, want := range []string{"/v1/enforce 200", "/v1/enforce 400", "/v1/enforce 401", "/v1/enforce 405", "/v1/enforce 413", "/v1/enforce 415",
+	// A page of another site through DNS rebinding: refused before anything is read, even with
+	// the token.
+	for _, path := range []string{hostloop.EnforcePath, hostloop.CompletePath} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.base+path, strings.NewReader(pay))
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", "http://evil.example")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(buf.String(), string(hostloop.CodeHostRefused)) {
+			t.Fatalf("%s from another origin: HTTP %d %s", path, resp.StatusCode, buf.String())
+		}
+		v.response(path, resp.StatusCode, buf.Bytes())
+	}
+	for _, want := range []string{"/v1/enforce 200", "/v1/enforce 400", "/v1/enforce 401", "/v1/enforce 403", "/v1/complete 403", "/v1/enforce 405", "/v1/enforce 413", "/v1/enforce 415",
 		"/v1/enforce 429", "/v1/complete 200", "/v1/complete 404", "/v1/complete 409"} {
 		if !v.seen[want] {
 			t.Errorf("no answer validated for %s", want)

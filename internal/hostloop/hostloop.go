@@ -20,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -137,11 +138,15 @@ const (
 	// CodePendingLimit: the bound of host-loop calls under way, in total or for the agent, is
 	// reached (429); nothing was enforced. Retry after completing calls under way.
 	CodePendingLimit ErrorCode = "HOSTLOOP_PENDING_LIMIT"
+	// CodeHostRefused: the request reached the loopback listener with a Host or an Origin that is
+	// not loopback — a page of another site through DNS rebinding (403); nothing was read.
+	CodeHostRefused ErrorCode = "HOSTLOOP_HOST_REFUSED"
 )
 
 // ErrorCodes are every ErrorCode the endpoint answers (api/openapi/hostloop.yaml lists them).
 func ErrorCodes() []ErrorCode {
-	return []ErrorCode{CodeBadRequest, CodeUnauthenticated, CodeUnknownOperation, CodeSettled, CodeUnavailable, CodePendingLimit}
+	return []ErrorCode{CodeBadRequest, CodeUnauthenticated, CodeUnknownOperation, CodeSettled, CodeUnavailable, CodePendingLimit,
+		CodeHostRefused}
 }
 
 // Vendors are every HostVendor.
@@ -795,8 +800,15 @@ func (h *Loop) Handler(auth Authenticator) http.Handler {
 	return mux
 }
 
-// authenticate answers 401 for a request auth refuses.
+// authenticate answers 403 for a request from a page of another site (the MCP proxy's DNS
+// rebinding test, mcpproxy.RebindingHeader: without it a page could reach a loopback gate that
+// needs no token, as the sidecar's) and 401 for a request auth refuses.
 func authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator) (string, bool) {
+	if what := mcpproxy.RebindingHeader(r); what != "" {
+		writeError(w, http.StatusForbidden, CodeHostRefused,
+			fmt.Errorf("the %s header does not name the gate's loopback address (DNS rebinding protection)", what))
+		return "", false
+	}
 	if auth != nil {
 		if agent, ok := auth(r); ok && agent != "" {
 			return agent, true

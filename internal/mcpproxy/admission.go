@@ -17,8 +17,24 @@ import (
 // tools/call, a GET stream, a resumption, a DELETE — with HTTP 403 and EF_HOST_REFUSED
 // (docs/api.md "MCP through the gate"). A listener that is not loopback is not checked here.
 func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
-	if !onLoopback(r) {
+	what := RebindingHeader(r)
+	if what == "" {
 		return false
+	}
+	w.Header().Set("Content-Type", mediaJSON)
+	w.WriteHeader(http.StatusForbidden)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFHostRefused),
+		"message": "Forbidden: the " + what + " header does not name the gate's loopback address (DNS rebinding protection)"})
+	return true
+}
+
+// RebindingHeader names the header ("Host" or "Origin") that shows r reached a loopback
+// listener from a page of another site (the DNS rebinding refuseRebinding refuses), or "" when
+// r is admissible (or the listener is not loopback). The host-loop endpoint (internal/hostloop)
+// applies the same test.
+func RebindingHeader(r *http.Request) string {
+	if !onLoopback(r) {
+		return ""
 	}
 	what := ""
 	if !isLoopback(r.Host) {
@@ -29,14 +45,7 @@ func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
 			what = "Origin"
 		}
 	}
-	if what == "" {
-		return false
-	}
-	w.Header().Set("Content-Type", mediaJSON)
-	w.WriteHeader(http.StatusForbidden)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFHostRefused),
-		"message": "Forbidden: the " + what + " header does not name the gate's loopback address (DNS rebinding protection)"})
-	return true
+	return what
 }
 
 // loopbackOrigin reports whether an Origin header value is scheme://host[:port] with a loopback

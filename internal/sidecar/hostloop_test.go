@@ -202,3 +202,51 @@ func TestHostLoopBadRequests(t *testing.T) {
 		t.Fatal("a malformed request reached the service")
 	}
 }
+
+// TestHostLoopRefusesRebinding: the sidecar's host-loop endpoint needs no token, so a page of
+// another site that a DNS rebinding points at the loopback listener is refused on its Host or
+// Origin (403 HOSTLOOP_HOST_REFUSED) before anything is read, and nothing reaches the service.
+func TestHostLoopRefusesRebinding(t *testing.T) {
+	f := newFixture(t)
+	body := `{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":1}}}`
+	for _, tc := range []struct{ name, host, origin string }{
+		{"foreign Origin", "", "http://evil.example"},
+		{"null Origin", "", "null"},
+		{"foreign Host", "evil.example", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, f.srv.URL+hostloop.EnforcePath, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e hostloop.ErrorResponse
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusForbidden || e.Error.Code != hostloop.CodeHostRefused {
+				t.Fatalf("HTTP %d %q %v", resp.StatusCode, e.Error.Code, err)
+			}
+		})
+	}
+	// A loopback Origin (a local tool's page) is admitted.
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+hostloop.EnforcePath, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://127.0.0.1:3000")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("loopback Origin: HTTP %d", resp.StatusCode)
+	}
+	if f.stub.reviewCount() != 1 {
+		t.Fatalf("%d reviews, want only the loopback one's", f.stub.reviewCount())
+	}
+}
