@@ -91,6 +91,9 @@ const (
 	// ErrCodeUnauthenticated: a missing or wrong agent token (401); the client gives the same
 	// code to a 401/403 without a HOSTLOOP body.
 	ErrCodeUnauthenticated = "HOSTLOOP_UNAUTHENTICATED"
+	// ErrCodeHostRefused: the request's Host is not the gate's loopback address (403, a DNS
+	// rebinding guard).
+	ErrCodeHostRefused = "HOSTLOOP_HOST_REFUSED"
 	// ErrCodePendingLimit: too many host-loop calls under way (429); nothing was enforced.
 	ErrCodePendingLimit = "HOSTLOOP_PENDING_LIMIT"
 	// ErrCodeBadAnswer is the client's name for an answer it could not read.
