@@ -121,7 +121,7 @@ GOTEST_TIMEOUT ?= 30m
 ACTGATE_IMAGE_TAR ?= $(LOCALBIN)/image/actgate.tar
 
 .PHONY: test
-test: image test-sdk-py test-sdk-ts ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image, the SDKs (needs root; builds what it needs).
+test: image test-sdk-go test-sdk-py test-sdk-ts ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image, the SDKs (needs root; builds what it needs).
 	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
 		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
@@ -134,6 +134,10 @@ test-sdk-py: ## The Python host-loop module's tests (sdk/python: standard librar
 .PHONY: test-sdk-ts
 test-sdk-ts: ## The TypeScript host-loop SDK (sdk/typescript): npm ci from its lockfile, then node:test against a real actgate serve, upstream MCP server and scripted model server.
 	cd sdk/typescript && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && npm test
+
+.PHONY: test-sdk-go
+test-sdk-go: ## The Go host-loop client (sdk/go, its own module): the vendor SDKs against a scripted model, a real actgate serve and upstream.
+	cd sdk/go && $(GO) mod verify >/dev/null && $(GO) test -count=1 -timeout 10m $(GOTESTFLAGS) ./...
 
 .PHONY: test-node
 test-node: image ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).

@@ -3,10 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-20s}
-for pkg in $(go list ./...); do
-  dir=$(go list -f '{{.Dir}}' "$pkg")
-  for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-    echo "== $pkg $f ($t)"
-    go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" "$pkg"
+# The main module, then the separate modules that have fuzz targets (sdk/go).
+for mod in . sdk/go; do
+  for pkg in $(cd "$mod" && go list ./...); do
+    dir=$(cd "$mod" && go list -f '{{.Dir}}' "$pkg")
+    for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+      echo "== $pkg $f ($t)"
+      (cd "$mod" && go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" "$pkg")
+    done
   done
 done

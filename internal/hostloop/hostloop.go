@@ -564,13 +564,15 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 	case a := <-allow:
 		return allowedDecision(a)
 	case res := <-done:
-		// On the hot path the Invoker sends the allow and Handle returns at once, so both
-		// channels can be ready when this select runs: an allow the Invoker sent is the
-		// decision, never a refusal without a code.
+		// On the hot path the Invoker's allow and Handle's result are both ready once Handle
+		// returns, and select picks either: an allow sent on the hot path is the decision. (A
+		// journaled dispatch whose Handle already returned was ended without the host's outcome:
+		// no allow then.)
 		select {
 		case a := <-allow:
-			done <- res
-			return allowedDecision(a)
+			if !a.inv.Journaled {
+				return Decision{Allow: true, ActID: res.ActID, AuditCode: res.AuditCode, Resolutions: res.Resolutions}
+			}
 		default:
 		}
 		if res.Replayed {
