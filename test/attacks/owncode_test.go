@@ -29,14 +29,14 @@ var notOurs = map[string]string{
 // licence identifier or copyright line, or a source-file header naming its origin.
 var foreignMarks = regexp.MustCompile(`(?i)(SPDX-License-Identifier|^\s*(//|#|\*|/\*)?\s*copyright\s+(\(c\)|©|\d{4})|Licensed under the Apache License|Permission is hereby granted, free of charge)`)
 
-// TestOnlyProjectCode: the repository holds only code the project wrote. No tracked file outside
-// notOurs is a licence file, carries another project's licence or copyright header, or is
-// TypeScript source (the interop suite's servers are the project's own .mjs files, and the
-// official ones run from node_modules).
 // ownTypeScript is the folder of the project's own TypeScript: the host-loop SDK's npm package
-// (docs/api.md "Host loops (/v1/enforce, /v1/complete)"); its files still get the header check.
+// (docs/api.md "Host loops (/v1/enforce, /v1/complete)"); its files get the header check too.
 const ownTypeScript = "sdk/typescript/"
 
+// TestOnlyProjectCode: the repository holds only code the project wrote. No tracked file outside
+// notOurs is a licence file, carries another project's licence or copyright header, or is
+// TypeScript source outside ownTypeScript (the interop suite's servers are the project's own
+// .mjs files, and the official ones run from node_modules).
 func TestOnlyProjectCode(t *testing.T) {
 	root, err := envtest.RepoRoot()
 	if err != nil {
