@@ -19,7 +19,7 @@ var randomIDLen = base64.RawURLEncoding.EncodedLen(randomIDBytes)
 // errBadID: a cookie, state or token that is not one of the service's identifiers.
 var errBadID = errors.New("not an identifier this service issues")
 
-// parseID checks that s has the form of an identifier the service issues (43 characters of
+// parseID checks that s has the form of an identifier the service hands out (43 characters of
 // base64url, decoding to 32 bytes) before it is looked up. It reads untrusted bytes: a
 // cookie's value, the state the provider sends back, a form's token.
 func parseID(s string) (string, error) {

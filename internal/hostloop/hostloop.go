@@ -327,7 +327,7 @@ type Config struct {
 	Principal string
 	// RuntimeID is the act's agent.runtime_id. Required.
 	RuntimeID string
-	// IDs issues the act ids of the mapping context. Required.
+	// IDs hands out the act ids of the mapping context. Required.
 	IDs *act.IDIssuer
 	// ActTTL is the mapping context's act lifetime. Optional: sink.DefaultActTTL.
 	ActTTL time.Duration
