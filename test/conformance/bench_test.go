@@ -22,6 +22,7 @@ import (
 
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/test/testutil/rig"
 )
 
 // T-F (tool-use-binding §22, §27.8): measure the latency enforce() adds to a hot-path call. Each
@@ -64,32 +65,69 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 // separate process".
 func BenchmarkToolsCallRoundTripServe(b *testing.B) { serveRoundTrips(b, "") }
 
-// serveRoundTrips runs BenchmarkToolsCallRoundTripServe's rounds against an `actgate serve` whose
-// configuration has extra (top-level YAML) appended.
+// revisionPairs are the MCP revision pairs the separate-process round trips run, each a
+// sub-benchmark: the revision the agent offers first (client=) and the only revision the
+// upstream speaks (upstream=). A 2026-07-28 agent in front of a 2025-11-25 upstream is what an
+// up-to-date SDK's default client costs in front of the 2025 servers most deployments run: the
+// gate answers the agent in 2026-07-28 and speaks 2025-11-25 upstream, while a direct call
+// negotiates 2025-11-25. docs/performance.md "Revision pairs".
+var revisionPairs = []struct{ client, upstream string }{
+	{"2025-11-25", "2025-11-25"},
+	{"2026-07-28", "2025-11-25"},
+	{"2026-07-28", "2026-07-28"},
+}
+
+// forEachPair runs bench once per revision pair, as sub-benchmarks named after the pair.
+func forEachPair(b *testing.B, bench func(b *testing.B, client, upstream string)) {
+	for _, p := range revisionPairs {
+		b.Run("client="+p.client+"/upstream="+p.upstream, func(b *testing.B) { bench(b, p.client, p.upstream) })
+	}
+}
+
+// serveRoundTrips runs BenchmarkToolsCallRoundTripServe's rounds, one sub-benchmark per revision
+// pair, against an `actgate serve` whose configuration has extra (top-level YAML) appended.
 func serveRoundTrips(b *testing.B, extra string) {
 	bin := os.Getenv(serveBinaryEnv)
 	if bin == "" {
 		bin = buildActgateTags(b, "")
 	}
-	toolsURL := startUpstreamProcess(b)
-	u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
-	dir := b.TempDir()
-	cfgFile := filepath.Join(dir, "actgate.yaml")
-	raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL) + extra
-	if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
-		b.Fatal(err)
+	forEachPair(b, func(b *testing.B, client, upstream string) {
+		toolsURL := startUpstreamProcess(b, upstream)
+		u := startUpstreams(b) // pay and browser stay in this process; the benchmark calls tools only
+		dir := b.TempDir()
+		cfgFile := filepath.Join(dir, "actgate.yaml")
+		raw := strings.ReplaceAll(string(config(b, u, filepath.Join(dir, "data"))), u.Tools.URL, toolsURL) + extra
+		if err := os.WriteFile(cfgFile, []byte(raw), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		cfg, err := gateconfig.Load(cfgFile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := startServeArgs(b, bin, []string{"serve", "--config", cfgFile}, cfg)
+		direct, gated := pairAgents(b, toolsURL, p.Base+mcpproxy.Path("tools"), client, upstream)
+		pid := p.Cmd.Process.Pid
+		args := json.RawMessage(`{"q":"invoice 42"}`)
+		roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
+			func() time.Duration { return procCPU(b, pid) })
+	})
+}
+
+// pairAgents connects the agent offering client first to the upstream (direct) and to the
+// gate's endpoint (gated), and checks each session runs the revision the pair says: the gate
+// answers the agent in the agent's revision, a direct session runs the upstream's.
+func pairAgents(b *testing.B, upstreamURL, gatedURL, client, upstream string) (direct, gated *mcp.ClientSession) {
+	direct = rig.AgentAt(b, "conformance-agent", upstreamURL, client)
+	gated = rig.AgentAt(b, "conformance-agent", gatedURL, client)
+	for _, s := range []struct {
+		cs   *mcp.ClientSession
+		want string
+	}{{direct, upstream}, {gated, client}} {
+		if got := s.cs.InitializeResult().ProtocolVersion; got != s.want {
+			b.Fatalf("a session of the pair client=%s upstream=%s runs %s, want %s", client, upstream, got, s.want)
+		}
 	}
-	cfg, err := gateconfig.Load(cfgFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := startServeArgs(b, bin, []string{"serve", "--config", cfgFile}, cfg)
-	direct := agent(b, toolsURL)
-	gated := agent(b, p.Base+mcpproxy.Path("tools"))
-	pid := p.Cmd.Process.Pid
-	args := json.RawMessage(`{"q":"invoice 42"}`)
-	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
-		func() time.Duration { return procCPU(b, pid) })
+	return direct, gated
 }
 
 // serveBinaryEnv names an actgate binary for BenchmarkToolsCallRoundTripServe to run instead of
@@ -102,13 +140,15 @@ const serveBinaryEnv = "ACTGATE_BENCH_SERVE_BINARY"
 // HTTP (net/http/httputil.ReverseProxy, streaming responses as they come). What it adds over
 // direct is what any process in the path costs on this machine before it does any work.
 func BenchmarkToolsCallRoundTripReverseProxy(b *testing.B) {
-	toolsURL := startUpstreamProcess(b)
-	proxyURL, pid := startHelperProcess(b, reverseProxyEnv+"="+toolsURL)
-	direct := agent(b, toolsURL)
-	gated := agent(b, proxyURL)
-	args := json.RawMessage(`{"q":"invoice 42"}`)
-	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
-		func() time.Duration { return procCPU(b, pid) })
+	forEachPair(b, func(b *testing.B, client, upstream string) {
+		toolsURL := startUpstreamProcess(b, upstream)
+		proxyURL, pid := startHelperProcess(b, reverseProxyEnv+"="+toolsURL)
+		direct := rig.AgentAt(b, "conformance-agent", toolsURL, client)
+		gated := rig.AgentAt(b, "conformance-agent", proxyURL, client)
+		args := json.RawMessage(`{"q":"invoice 42"}`)
+		roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args },
+			func() time.Duration { return procCPU(b, pid) })
+	})
 }
 
 // BenchmarkLoopbackRoundTrip is the machine's floor under the benchmarks above: one 512-byte
@@ -163,9 +203,10 @@ func BenchmarkLoopbackRoundTrip(b *testing.B) {
 	}
 }
 
-// startUpstreamProcess re-executes this test binary as the tools upstream and returns its URL.
-func startUpstreamProcess(b *testing.B) string {
-	u, _ := startHelperProcess(b, upstreamProcessEnv+"=1")
+// startUpstreamProcess re-executes this test binary as the tools upstream speaking only MCP
+// revision version and returns its URL.
+func startUpstreamProcess(b *testing.B, version string) string {
+	u, _ := startHelperProcess(b, upstreamProcessEnv+"="+version)
 	return u
 }
 

@@ -17,7 +17,8 @@ import (
 
 // upstreamProcessEnv makes the test binary, re-executed by BenchmarkToolsCallRoundTripServe,
 // serve the conformance policy's tools upstream in a process of its own instead of running
-// tests: agent, gate and upstream are then three processes, as deployed.
+// tests: agent, gate and upstream are then three processes, as deployed. Its value is the one
+// MCP revision the upstream speaks.
 const upstreamProcessEnv = "ACTGATE_CONFORMANCE_UPSTREAM_PROCESS"
 
 // reverseProxyEnv makes the re-executed test binary a plain HTTP reverse proxy to the URL it
@@ -29,8 +30,8 @@ const reverseProxyEnv = "ACTGATE_CONFORMANCE_REVERSE_PROXY"
 const echoProcessEnv = "ACTGATE_CONFORMANCE_ECHO_PROCESS"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(upstreamProcessEnv) != "" {
-		os.Exit(serveUpstreamProcess())
+	if v := os.Getenv(upstreamProcessEnv); v != "" {
+		os.Exit(serveUpstreamProcess(v))
 	}
 	if os.Getenv(echoProcessEnv) != "" {
 		os.Exit(serveEchoProcess())
@@ -67,8 +68,11 @@ func serveReverseProxy(target string) int {
 
 // serveUpstreamProcess runs the tools upstream, prints its URL on stdout and serves until stdin
 // closes (the parent exited or closed it).
-func serveUpstreamProcess() int {
-	s, err := mcptest.Start(rig.EchoTools("search", "ticket_create", "email_send"), mcptest.Options{Name: "tools"})
+func serveUpstreamProcess(version string) int {
+	s, err := mcptest.Start(rig.EchoTools("search", "ticket_create", "email_send"), mcptest.Options{
+		Name: "tools", ProtocolVersions: []string{version},
+		Stateless: version >= "2026-07-28", // the revision without sessions (SEP-2575)
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -50,6 +50,9 @@ type Options struct {
 	// EventStore gives the server's streams event ids and Last-Event-ID resumption (an
 	// in-memory event store).
 	EventStore bool
+	// ProtocolVersions, when not empty, are the only MCP revisions the server negotiates (the
+	// SDK's ServerOptions.SupportedProtocolVersions); empty means every revision the SDK speaks.
+	ProtocolVersions []string
 }
 
 // Call is one invocation as the upstream saw it.
@@ -85,7 +88,9 @@ func Start(tools []Tool, opts Options) (*Server, error) {
 		opts.Addr = "127.0.0.1:0"
 	}
 	s := &Server{done: make(chan struct{})}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "v0.0.1"}, &mcp.ServerOptions{Instructions: opts.Instructions})
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "v0.0.1"}, &mcp.ServerOptions{
+		Instructions: opts.Instructions, SupportedProtocolVersions: opts.ProtocolVersions,
+	})
 	for _, t := range tools {
 		s.addTool(t)
 	}

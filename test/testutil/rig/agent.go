@@ -18,10 +18,16 @@ import (
 // closed when t ends. Connecting is bounded by 20 s.
 func Agent(t testing.TB, name, endpoint string) *mcp.ClientSession {
 	t.Helper()
+	return AgentAt(t, name, endpoint, "2025-11-25")
+}
+
+// AgentAt is Agent offering MCP revision version first; "" offers the SDK's default (its newest).
+func AgentAt(t testing.TB, name, endpoint, version string) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
