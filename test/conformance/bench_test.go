@@ -22,6 +22,7 @@ import (
 
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/test/testutil/rig"
 )
 
@@ -33,11 +34,11 @@ import (
 // whole process (agent, gate, upstream) each way. The goal is an overhead under 1 ms at p99 on
 // a hot-path call; §22 asks for under 10 ms. Figures: docs/performance.md "Go benchmarks".
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
-	g := newGate(b)
-	direct := agent(b, g.Up.Tools.URL)
-	gated := agent(b, g.Endpoint("tools"))
-	args := json.RawMessage(`{"q":"invoice 42"}`)
-	roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args })
+	forEachPair(b, func(b *testing.B, client, upstream string) {
+		direct, gated := inProcessPair(b, client, upstream)
+		args := json.RawMessage(`{"q":"invoice 42"}`)
+		roundTrips(b, direct, gated, func(int) (string, json.RawMessage) { return "search", args })
+	})
 }
 
 // BenchmarkToolsCallRoundTripPermit is the same measurement for a machine-permitted call: a
@@ -45,12 +46,31 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 // before the invoke, and the outcome recorded after it. Arguments differ per iteration, so no
 // call is a retry of another. Two fsync'd commits and the receipt's fsync are on its path.
 func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
-	g := newGate(b)
-	direct := agent(b, g.Up.Tools.URL)
-	gated := agent(b, g.Endpoint("tools"))
-	roundTrips(b, direct, gated, func(i int) (string, json.RawMessage) {
-		return "ticket_create", json.RawMessage(fmt.Sprintf(`{"title":"ticket %d"}`, i))
+	forEachPair(b, func(b *testing.B, client, upstream string) {
+		direct, gated := inProcessPair(b, client, upstream)
+		roundTrips(b, direct, gated, func(i int) (string, json.RawMessage) {
+			return "ticket_create", json.RawMessage(fmt.Sprintf(`{"title":"ticket %d"}`, i))
+		})
 	})
+}
+
+// inProcessPair starts the conformance policy's gate in this process in front of a tools
+// upstream speaking only revision upstream, and connects the agent offering client first to the
+// upstream (direct) and through the gate (gated).
+func inProcessPair(b *testing.B, client, upstream string) (direct, gated *mcp.ClientSession) {
+	u := &rig.Upstreams{
+		Tools: rig.StartUpstream(b, mcptest.Options{
+			Name: "tools", Samples: true, ProtocolVersions: []string{upstream}, Stateless: upstream >= "2026-07-28",
+		}, "search", "ticket_create", "email_send"),
+		Pay:     rig.StartUpstream(b, mcptest.Options{Name: "pay"}, "payout_create"),
+		Browser: rig.StartUpstream(b, mcptest.Options{Name: "browser"}, "computer_submit"),
+	}
+	cfg, err := gateconfig.Parse(config(b, u, filepath.Join(b.TempDir(), "data")), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := rig.StartGate(b, cfg)
+	return pairAgents(b, u.Tools.URL, g.Endpoint("tools"), client, upstream)
 }
 
 // BenchmarkToolsCallRoundTripServe is BenchmarkToolsCallRoundTrip as deployed: agent, gate and
@@ -65,7 +85,7 @@ func BenchmarkToolsCallRoundTripPermit(b *testing.B) {
 // separate process".
 func BenchmarkToolsCallRoundTripServe(b *testing.B) { serveRoundTrips(b, "") }
 
-// revisionPairs are the MCP revision pairs the separate-process round trips run, each a
+// revisionPairs are the MCP revision pairs every tools/call round-trip benchmark runs, each a
 // sub-benchmark: the revision the agent offers first (client=) and the only revision the
 // upstream speaks (upstream=). A 2026-07-28 agent in front of a 2025-11-25 upstream is what an
 // up-to-date SDK's default client costs in front of the 2025 servers most deployments run: the
