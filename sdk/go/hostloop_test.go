@@ -370,7 +370,11 @@ func TestServerSwapRefused(t *testing.T) {
 // TestOriginChangeRefused (T-E): alice authorises a payment on finance; before the host runs
 // it, the same call is presented for finance-eu, a server at another origin. The authority is
 // bound to finance's destination: the call at the other origin does not run and its upstream
-// is never invoked; the authorised call on finance still runs once.
+// is never invoked; the authorised call on finance still runs once. How the refusal reads
+// differs by deployment: serve finds the granted authority and refuses it at the other
+// destination (EF_DESTINATION_MISMATCH); the sidecar asks the authority service for the
+// finance-eu act, which alice's resolution does not cover, and it escalates to a new binding
+// moment (EF_ESCALATION_REQUIRED, not the resolved one).
 func TestOriginChangeRefused(t *testing.T) {
 	ctx := testCtx(t)
 	up, upEU := startUpstream(t), startUpstreamFor(t, financeEUServer)
@@ -391,8 +395,13 @@ func TestOriginChangeRefused(t *testing.T) {
 	if cr.Ran || cr.Decision.Allow {
 		t.Fatalf("the call ran at another origin: %+v", cr)
 	}
-	if e := parseError(t, cr.Text); e.Error.Code != "EF_DESTINATION_MISMATCH" {
+	e := parseError(t, cr.Text)
+	switch {
+	case !g.sidecar && e.Error.Code != "EF_DESTINATION_MISMATCH":
 		t.Errorf("code %s, want EF_DESTINATION_MISMATCH: %s", e.Error.Code, cr.Text)
+	case g.sidecar && (e.Error.Code != "EF_ESCALATION_REQUIRED" || len(cr.Decision.BindingMoments) != 1 || cr.Decision.BindingMoments[0] == d.BindingMoments[0]):
+		t.Errorf("code %s, moments %v: want EF_ESCALATION_REQUIRED with a moment other than the resolved %s: %s",
+			e.Error.Code, cr.Decision.BindingMoments, d.BindingMoments[0], cr.Text)
 	}
 	if got := upEU.Count("send_payment"); got != 0 {
 		t.Errorf("finance-eu ran send_payment %d times, want 0", got)

@@ -10,8 +10,9 @@ package actgate_test
 //	ACTGATE_TEST_GATE_EU_URL       the sidecar whose policy fronts finance and finance-eu
 //	ACTGATE_TEST_UPSTREAM_ADDR     host:port of finance in those policies (the test's upstream listens there)
 //	ACTGATE_TEST_UPSTREAM_EU_ADDR  host:port of finance-eu
-//	ACTGATE_TEST_RESOLVE           a JSON argv resolving a moment as alice (`kubectl actgate resolve -n NS`);
-//	                               the harness appends the moment's name and `--option N`
+//	ACTGATE_TEST_RESOLVE           a JSON argv resolving a moment as alice (`kubectl actgate resolve -n NS`)
+//	                               that returns once the BindingMoment is Resolved; the harness appends
+//	                               the moment's name and `--option N`
 //
 // Without ACTGATE_TEST_GATE (or with "serve") each test starts its own `actgate serve`.
 

@@ -150,7 +150,7 @@ spec:
 		pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9788" {
 		t.Errorf("the injected sidecar is not scrapeable on :9788: env %+v, ports %+v, annotations %v", side.Env, side.Ports, pod.Annotations)
 	}
-	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, map[string]string{
+	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, injectedWant{servers: "payments", credentials: []string{"payments"}}, map[string]string{
 		"ACTGATE_LISTEN":               sideAddr,
 		"ACTGATE_AUTHORITY_URL":        "https://" + authAddr,
 		"ACTGATE_METRICS_BIND_ADDRESS": metricsAddr,
@@ -650,6 +650,13 @@ func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
 	return *side
 }
 
+// injectedWant is what the injection must give a pod's sidecar beyond what every sidecar gets:
+// its servers' names (ACTGATE_SERVERS) and the servers whose credential it moved.
+type injectedWant struct {
+	servers     string
+	credentials []string
+}
+
 // sidecarEnv is what the kubelet would give the injected sidecar, made locally: its env
 // values with the downward API fields and Secret references resolved, and every volume it
 // mounts written to a local folder (Secrets, the downward API's annotations, the projected
@@ -657,8 +664,10 @@ func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
 // and emptyDirs), each variable pointing into a mount rewritten to the local folder. What
 // `actgate sidecar` needs in a pod and the injection does not provide is a failure, and
 // fallbacks fill it in so the story goes on; overrides replace what only exists in this test
-// (the listener, the authority's address). It returns the environment and the variables.
-func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, overrides, fallbacks map[string]string) ([]string, map[string]string) {
+// (the listener, the authority's address). want is what the injection must have given this
+// pod. It returns the environment and the variables.
+func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, want injectedWant,
+	overrides, fallbacks map[string]string) ([]string, map[string]string) {
 	t.Helper()
 	ctx := t.Context()
 	secret := func(name string) *corev1.Secret {
@@ -770,8 +779,12 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 	}
 
 	var missing []string
-	for _, name := range []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
-		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_JOURNAL_DIR", "ACTGATE_CREDENTIALS_DIR"} {
+	required := []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
+		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_JOURNAL_DIR"}
+	if len(want.credentials) > 0 {
+		required = append(required, "ACTGATE_CREDENTIALS_DIR")
+	}
+	for _, name := range required {
 		v := vars[name]
 		if v == "" {
 			missing = append(missing, name)
@@ -795,7 +808,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 		t.Errorf("the injected sidecar could not start in a pod: it lacks %s (webhook/inject/sidecar.yaml.tmpl); the test supplies them to continue",
 			strings.Join(missing, ", "))
 	}
-	for name, want := range map[string]string{"ACTGATE_SERVERS": "payments", "ACTGATE_POD_NAMESPACE": agentNS, "ACTGATE_SERVICE_ACCOUNT": agentSA} {
+	for name, want := range map[string]string{"ACTGATE_SERVERS": want.servers, "ACTGATE_POD_NAMESPACE": pod.Namespace, "ACTGATE_SERVICE_ACCOUNT": pod.Spec.ServiceAccountName} {
 		if vars[name] != want {
 			t.Errorf("injected %s = %q, want %q", name, vars[name], want)
 		}
@@ -806,8 +819,10 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 	if got, want := vars["ACTGATE_SINK_ID"], fallbacks["ACTGATE_SINK_ID"]; got != "" && got != want {
 		t.Errorf("injected ACTGATE_SINK_ID = %q, want the policy's %q", got, want)
 	}
-	if _, err := os.Stat(filepath.Join(vars["ACTGATE_CREDENTIALS_DIR"], "payments", "credential")); err != nil {
-		t.Errorf("the injected credentials volume does not give the sidecar payments/credential: %v", err)
+	for _, server := range want.credentials {
+		if _, err := os.Stat(filepath.Join(vars["ACTGATE_CREDENTIALS_DIR"], server, "credential")); err != nil {
+			t.Errorf("the injected credentials volume does not give the sidecar %s/credential: %v", server, err)
+		}
 	}
 	for k, v := range fallbacks {
 		if vars[k] == "" || slices.ContainsFunc(missing, func(m string) bool { return strings.Contains(m, k) }) {

@@ -111,7 +111,7 @@ func TestSDKSuitesAgainstSidecar(t *testing.T) {
 		for _, s := range g.servers {
 			urls = append(urls, s+"=http://"+upstreams[s]+"/mcp")
 		}
-		sideEnv, _ := sidecarEnv(t, env, c, pod, *side, dir, map[string]string{
+		sideEnv, _ := sidecarEnv(t, env, c, pod, *side, dir, injectedWant{servers: strings.Join(g.servers, ",")}, map[string]string{
 			"ACTGATE_LISTEN":               g.addr,
 			"ACTGATE_AUTHORITY_URL":        "https://" + cp.authAddr,
 			"ACTGATE_METRICS_BIND_ADDRESS": freeAddr(t),
@@ -136,15 +136,15 @@ func TestSDKSuitesAgainstSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := kubectlAs(t, env, cp.bin, aliceUser.Kubeconfig)
+	resolve, moments := principalCommands(t, env, cp.bin, aliceUser.Kubeconfig, cp.work)
 	suiteEnv := append(os.Environ(),
 		"ACTGATE_TEST_GATE=sidecar",
 		"ACTGATE_TEST_GATE_URL=http://"+gates[0].addr,
 		"ACTGATE_TEST_GATE_EU_URL=http://"+gates[1].addr,
 		"ACTGATE_TEST_UPSTREAM_ADDR="+upstreams["finance"],
 		"ACTGATE_TEST_UPSTREAM_EU_ADDR="+upstreams["finance-eu"],
-		"ACTGATE_TEST_RESOLVE="+jsonArgv(t, append(kubectl, "actgate", "resolve", "-n", hostLoopNS)),
-		"ACTGATE_TEST_MOMENTS="+jsonArgv(t, append(kubectl, "actgate", "moments", "-n", hostLoopNS, "-o", "json")),
+		"ACTGATE_TEST_RESOLVE="+jsonArgv(t, resolve),
+		"ACTGATE_TEST_MOMENTS="+jsonArgv(t, moments),
 	)
 
 	python := os.Getenv("PYTHON")
@@ -235,30 +235,46 @@ spec:
 	return pod
 }
 
-// kubectlAs is an argv running the real kubectl as the kubeconfig's user, with the plugin of
-// pluginDir on its PATH and the tools' own cache folders (Env.ToolEnv), from any process.
-func kubectlAs(t *testing.T, env *envtest.Env, pluginDir, kubeconfig string) []string {
+// principalCommands writes the two commands the suites run for alice, each a script
+// running the real kubectl (the plugin on its PATH, the tools' own cache folders of
+// Env.ToolEnv): resolve, `kubectl actgate resolve -n NS ARGS…` as alice, which returns once the
+// BindingMoment controller recorded the resolution (as TestEndToEnd waits before its retry; the
+// wait reads as admin), and moments, alice's pending moments as JSON.
+func principalCommands(t *testing.T, env *envtest.Env, pluginDir, kubeconfig, dir string) (resolve, moments string) {
 	t.Helper()
-	envBin, err := exec.LookPath("env")
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := []string{envBin}
+	var exports strings.Builder
 	for _, kv := range env.ToolEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "KUBECONFIG":
-			argv = append(argv, k+"="+kubeconfig)
+			v = kubeconfig
 		case "PATH":
-			argv = append(argv, k+"="+pluginDir+string(os.PathListSeparator)+v)
+			v = pluginDir + string(os.PathListSeparator) + v
 		case "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "KUBECACHEDIR":
-			argv = append(argv, kv)
+		default:
+			continue
 		}
+		fmt.Fprintf(&exports, "export %s=%s\n", k, shQuote(v))
 	}
-	return append(argv, filepath.Join(env.BinDir, "kubectl"))
+	kubectl := shQuote(filepath.Join(env.BinDir, "kubectl"))
+	ns := shQuote(hostLoopNS)
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\nset -e\n"+exports.String()+body), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	resolve = write("resolve.sh", fmt.Sprintf(`%[1]s actgate resolve -n %[2]s "$@"
+KUBECONFIG=%[3]s %[1]s wait -n %[2]s --for=jsonpath='{.status.state}'=Resolved --timeout=60s "bindingmoment/$1" >/dev/null
+`, kubectl, ns, shQuote(env.Kubeconfig)))
+	moments = write("moments.sh", fmt.Sprintf("exec %s actgate moments -n %s -o json\n", kubectl, ns))
+	return resolve, moments
 }
 
-func jsonArgv(t *testing.T, argv []string) string {
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func jsonArgv(t *testing.T, argv ...string) string {
 	t.Helper()
 	b, err := json.Marshal(argv)
 	if err != nil {

@@ -8,8 +8,8 @@ Sidecar mode: with ACTGATE_TEST_GATE=sidecar the tests run against the pod's sid
 test/e2e's TestSDKSuitesAgainstSidecar runs under a ToolPolicy of the same rules, named by
 ACTGATE_TEST_GATE_URL; the upstream listens on ACTGATE_TEST_UPSTREAM_ADDR (the address that
 policy names); alice resolves with the JSON argv ACTGATE_TEST_RESOLVE (the moment's name and
-``--option N`` or ``--decline`` appended) and ACTGATE_TEST_MOMENTS lists the pending moments as
-a JSON list."""
+``--option N`` or ``--decline`` appended; it returns once the BindingMoment is Resolved) and
+ACTGATE_TEST_MOMENTS lists the pending moments as a JSON list."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@
 // test/e2e's TestSDKSuitesAgainstSidecar runs under a ToolPolicy of the same rules, named by
 // ACTGATE_TEST_GATE_URL; the finance upstream listens on ACTGATE_TEST_UPSTREAM_ADDR (the
 // address that policy names); alice resolves with the JSON argv ACTGATE_TEST_RESOLVE (the
-// moment's name and `--option N` appended) and ACTGATE_TEST_MOMENTS lists the pending moments
-// as a JSON list.
+// moment's name and `--option N` appended; it returns once the BindingMoment is Resolved) and
+// ACTGATE_TEST_MOMENTS lists the pending moments as a JSON list.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
