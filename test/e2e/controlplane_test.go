@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,33 @@ import (
 	"github.com/actgate/actgate/test/testutil"
 	"github.com/actgate/actgate/webhook"
 )
+
+// The binaries are built once per test process, into binDir (removed by TestMain), for every
+// test that stands up the control plane.
+var (
+	binDir   string
+	binOnce  sync.Once
+	binBuilt bool
+)
+
+// builtBinaries builds actgate, actgate-controlplane and kubectl-actgate from root on the first
+// call and returns their folder.
+func builtBinaries(t *testing.T, root string) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "actgate-e2e-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binDir = dir
+		buildBinaries(t, root, dir)
+		binBuilt = true
+	})
+	if !binBuilt {
+		t.Fatal("building the binaries failed in an earlier test")
+	}
+	return binDir
+}
 
 // controlPlane is step 1 of the story (doc.go): the API server, the chart installed with helm,
 // the manager and the authority service as local processes running as the chart's service
@@ -45,8 +73,7 @@ func startControlPlane(t *testing.T, agentNS string, principals ...string) *cont
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	buildBinaries(t, root, bin)
+	bin := builtBinaries(t, root)
 	actgate := filepath.Join(bin, "actgate")
 	controlPlaneBin := filepath.Join(bin, "actgate-controlplane")
 

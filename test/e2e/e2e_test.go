@@ -71,7 +71,11 @@ func sa(ns, name string) (string, []string) {
 func TestMain(m *testing.M) {
 	// envtest's controller-runtime logging is not this test's concern.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 func TestEndToEnd(t *testing.T) {
