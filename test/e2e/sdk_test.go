@@ -175,7 +175,8 @@ func TestSDKSuitesAgainstSidecar(t *testing.T) {
 			if !ok {
 				return
 			}
-			t.Logf("%s suite against the sidecar passed in %v; its last lines:\n%s", s.name, time.Since(started).Round(time.Second), tail(out, 12))
+			t.Logf("%s suite against the sidecar passed in %v; its T-F lines (overhead through the sidecar) and last lines:\n%s\n%s",
+				s.name, time.Since(started).Round(time.Second), grepLines(out, "T-F"), tail(out, 12))
 			if after := resolvedBy(t, c, hostLoopPrincipal); after <= before {
 				t.Errorf("the %s suite passed, yet no BindingMoment in %s was resolved by %s (%d before, %d after): it did not run against the sidecar",
 					s.name, hostLoopNS, hostLoopPrincipal, before, after)
@@ -314,6 +315,17 @@ func resolvedBy(t *testing.T, c client.Client, principal string) int {
 		}
 	}
 	return n
+}
+
+// grepLines are the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func tail(s string, n int) string {
