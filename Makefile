@@ -139,6 +139,10 @@ test-sdk-ts: ## The TypeScript host-loop SDK (sdk/typescript): npm ci from its l
 test-sdk-go: ## The Go host-loop client (sdk/go, its own module): the vendor SDKs against a scripted model, a real actgate serve and upstream.
 	cd sdk/go && $(GO) mod verify >/dev/null && $(GO) test -count=1 -timeout 10m $(GOTESTFLAGS) ./...
 
+.PHONY: test-sdk-sidecar
+test-sdk-sidecar: ## The three SDK suites against the pod's sidecar (test/e2e TestSDKSuitesAgainstSidecar: chart, manager, authority, injected sidecar; part of `make test`).
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" $(GO) test -p 1 -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) -run '^TestSDKSuitesAgainstSidecar$$' ./test/e2e/
+
 .PHONY: test-node
 test-node: image ## Only the real-node tests (test/testutil/node, test/node): a one-node cluster with a real kubelet, containerd and runc (needs root).
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" \

@@ -40,7 +40,7 @@ func BenchmarkHostLoop(b *testing.B) {
 	tools := hostTools(b, up.URL)
 	gc := g.client()
 	ctx := context.Background()
-	opts := actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "bench", Provenance: actgate.ProvenanceUser}}
+	opts := actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("bench"), Provenance: actgate.ProvenanceUser}}
 
 	b.Run("wrapper", func(b *testing.B) {
 		var lat []time.Duration

@@ -84,7 +84,7 @@ func hostProcess(t *testing.T, g *gate, up *upstream, mode string, block []byte)
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperBase+"="+g.Base, helperToken+"="+g.Token, helperUpstream+"="+up.URL,
-		helperBlock+"="+string(block), helperSession+"=t-g")
+		helperBlock+"="+string(block), helperSession+"="+session("t-g"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestHostKilledAfterConsumeNeverInvokes(t *testing.T) {
 	g := startGate(t, map[string]string{"finance": up.URL})
 	tu := anthropic.ToolUseBlock{ID: "toolu_crash", Name: "send_payment", Input: json.RawMessage(`{"to":"carol","amount":30}`)}
 	block, _ := actgate.AnthropicBlock(tu)
-	d, err := g.client().Enforce(ctx, block, actgate.EnforceOptions{Vendor: actgate.VendorAnthropic, Session: "t-g", Provenance: actgate.ProvenanceUser})
+	d, err := g.client().Enforce(ctx, block, actgate.EnforceOptions{Vendor: actgate.VendorAnthropic, Session: session("t-g"), Provenance: actgate.ProvenanceUser})
 	if err != nil || !d.Escalated() {
 		t.Fatalf("decision %+v, %v: want an escalation", d, err)
 	}

@@ -146,7 +146,7 @@ func TestEscalationWaitHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
 	defer cancel()
 	var first actgate.Decision
-	_, cr := g.client().RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "wait", Provenance: actgate.ProvenanceUser},
+	_, cr := g.client().RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("wait"), Provenance: actgate.ProvenanceUser},
 		Wait: true, PollInterval: 100 * time.Millisecond, OnEscalation: func(d actgate.Decision) { first = d }})
 	if !errors.Is(cr.Err, context.DeadlineExceeded) || cr.Ran || !cr.Pending {
 		t.Fatalf("ran %v, pending %v, err %v", cr.Ran, cr.Pending, cr.Err)
@@ -174,7 +174,7 @@ func TestToolFailureReported(t *testing.T) {
 	}}
 	tu := anthropic.ToolUseBlock{ID: "toolu_fail", Name: "email_send", Input: json.RawMessage(`{"to":"erin@example.com"}`)}
 	ctx := testCtx(t)
-	_, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "fail", Provenance: actgate.ProvenanceUser}})
+	_, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("fail"), Provenance: actgate.ProvenanceUser}})
 	if !cr.Ran || !cr.IsError || cr.ToolErr == nil {
 		t.Fatalf("%+v", cr)
 	}
@@ -206,7 +206,7 @@ func TestHotPathAllowsEveryCall(t *testing.T) {
 	const calls = 300
 	for i := range calls {
 		tu := anthropic.ToolUseBlock{ID: "toolu_hot" + strconv.Itoa(i), Name: "get_balance", Input: json.RawMessage(`{"account":"main"}`)}
-		_, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "hot", Provenance: actgate.ProvenanceUser}})
+		_, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("hot"), Provenance: actgate.ProvenanceUser}})
 		if !cr.Ran || cr.IsError {
 			t.Fatalf("call %d: allow %v, code %q, text %s", i, cr.Decision.Allow, cr.Decision.Code, cr.Text)
 		}

@@ -94,7 +94,15 @@ func (u *upstream) Args(tool string) []json.RawMessage {
 	return append([]json.RawMessage(nil), u.args[tool]...)
 }
 
+// startUpstream starts the finance upstream.
 func startUpstream(t testing.TB) *upstream {
+	t.Helper()
+	return startUpstreamFor(t, "finance")
+}
+
+// startUpstreamFor starts the upstream of server: on a free loopback port, or in sidecar mode
+// on the address the sidecar's policy names for it (the destination its authorities bind).
+func startUpstreamFor(t testing.TB, server string) *upstream {
 	t.Helper()
 	u := &upstream{counts: map[string]int{}, args: map[string][]json.RawMessage{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "finance", Version: "v1"}, nil)
@@ -114,7 +122,7 @@ func startUpstream(t testing.TB) *upstream {
 	add("email_send", `{"type":"object","properties":{"to":{"type":"string"},"subject":{"type":"string"}},"required":["to"]}`,
 		func(json.RawMessage) string { return `{"sent":true}` })
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", upstreamAddr(t, server))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,42 +197,37 @@ type gate struct {
 	Base, Token, DataDir string // the gate's URL, the agent's token, the data dir
 	cmd                  *exec.Cmd
 	stderr               *strings.Builder
+	sidecar              bool // a running sidecar of sidecar mode, not a process of this test
 }
 
-// gatePolicy is the policy of testdata/gate/actgate.yaml (the demo's), over the servers given.
-const gatePolicy = `  rules:
-  - name: balances
-    tools: [get_balance]
-    consequenceClass: INFORMATIONAL
-  - name: payments
-    tools: [send_payment]
-    consequenceClass: FINANCIAL
-    evidence:
-      role: HumanAuthorization
-      principals: [alice]
-    arguments:
-    - name: amount-cap
-      expression: double(args.amount) <= 10000.0
-      message: an agent may not pay more than 10000 at once
-    alternatives:
-    - label: Pay at most 10 now
-      reasoning: Caps the amount while the rest is checked.
-      args:
-        amount: 10
-  - name: email
-    tools: [email_send]
-    consequenceClass: COMMUNICATION
-    evidence:
-      role: PolicyPermit
-    provenance:
-    - sources: [retrieval, tool_output]
-      action: Deny
-`
+// policyFile holds the ToolPolicy rules every wrapper's tests run under, in both deployments.
+const policyFile = "../../testdata/hostloop/policy.yaml"
+
+// gatePolicy is policyFile's rules, indented under the configuration's policy.
+func gatePolicy(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out.WriteString("  " + line)
+	}
+	return out.String()
+}
 
 // startGate runs `actgate serve` with servers (name → upstream URL) and returns once it
-// listens.
+// listens. In sidecar mode it returns the running sidecar whose policy fronts exactly those
+// servers, after checking that they are the upstreams the sidecar's policy names.
 func startGate(t testing.TB, servers map[string]string) *gate {
 	t.Helper()
+	if sidecarMode() {
+		return sidecarGate(t, servers)
+	}
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "upstream.token")
 	if err := os.WriteFile(tokenFile, []byte(upstreamToken+"\n"), 0o600); err != nil {
@@ -251,7 +254,7 @@ upstreams:
 policy:
   podSelector: {}
   servers:
-%s%s`, dataDir, ups.String(), pol.String(), gatePolicy)
+%s%s`, dataDir, ups.String(), pol.String(), gatePolicy(t))
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -321,13 +324,18 @@ func (g *gate) client() *actgate.Client {
 // resolve chooses option 1 of a binding moment as alice with the actgate CLI.
 func (g *gate) resolve(t testing.TB, momentID string) {
 	t.Helper()
-	actgateBin(t)
+	if !g.sidecar {
+		actgateBin(t)
+	}
 	if err := g.resolveErr(momentID); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (g *gate) resolveErr(momentID string) error {
+	if g.sidecar {
+		return resolveWithCommand(momentID)
+	}
 	out, err := exec.Command(actgatePath, "resolve", momentID, "--option", "1", "--as", "alice", "--data-dir", g.DataDir, "--server", g.Base).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("actgate resolve %s: %w\n%s", momentID, err, out)

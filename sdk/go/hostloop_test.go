@@ -124,7 +124,7 @@ func TestAnthropicHostLoop(t *testing.T) {
 		}
 		// The instruction behind these calls came in with a retrieved document.
 		blocks, rs, err := gc.RunAnthropicMessage(ctx, msg, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{
-			Session: "t-a", Provenance: actgate.ProvenanceRetrieval}})
+			Session: session("t-a"), Provenance: actgate.ProvenanceRetrieval}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestOpenAIChatParallelCallsDecidedSeparately(t *testing.T) {
 	}
 	msg := comp.Choices[0].Message
 	toolMsgs, rs, err := gc.RunOpenAIChatMessage(ctx, msg, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{
-		Session: "t-b", Provenance: actgate.ProvenanceUser}})
+		Session: session("t-b"), Provenance: actgate.ProvenanceUser}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestResponsesAuthorityReplayRefused(t *testing.T) {
 		responsesAnswer("resp_3", "call_pay2", "send_payment", pay))
 	tools := hostTools(t, up.URL)
 	gc, oc := g.client(), openaiClient(model)
-	opts := actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "t-c", Provenance: actgate.ProvenanceUser},
+	opts := actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("t-c"), Provenance: actgate.ProvenanceUser},
 		Wait: true, PollInterval: 200 * time.Millisecond}
 	escalations, firstMoment := 0, ""
 	opts.OnEscalation = func(d actgate.Decision) {
@@ -327,7 +327,7 @@ func TestResponsesAuthorityReplayRefused(t *testing.T) {
 	}
 	// In another session the consumed authority does not carry: a new binding moment.
 	block, _ := actgate.ResponsesBlock(responses.ResponseFunctionToolCall{CallID: "call_pay3", Name: "send_payment", Arguments: pay, Status: "completed"})
-	d, err := gc.Enforce(ctx, block, actgate.EnforceOptions{Vendor: actgate.VendorOpenAIResponses, Session: "t-c-other", Provenance: actgate.ProvenanceUser})
+	d, err := gc.Enforce(ctx, block, actgate.EnforceOptions{Vendor: actgate.VendorOpenAIResponses, Session: session("t-c-other"), Provenance: actgate.ProvenanceUser})
 	if err != nil || d.Allow || !d.Escalated() || d.BindingMoments[0] == firstMoment {
 		t.Errorf("another session: %+v, %v; want a new escalation", d, err)
 	}
@@ -350,7 +350,7 @@ func TestServerSwapRefused(t *testing.T) {
 	gc := g.client()
 	tu := anthropic.ToolUseBlock{ID: "toolu_swap", Name: "get_balance", Input: json.RawMessage(`{"account":"main"}`)}
 	block, cr := gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{
-		Server: "finance-mirror", Session: "t-d", Provenance: actgate.ProvenanceUser}})
+		Server: "finance-mirror", Session: session("t-d"), Provenance: actgate.ProvenanceUser}})
 	if cr.Ran || cr.Err != nil || block.OfToolResult == nil || !block.OfToolResult.IsError.Value {
 		t.Fatalf("swapped server: %+v", cr)
 	}
@@ -358,7 +358,7 @@ func TestServerSwapRefused(t *testing.T) {
 		t.Errorf("code %s, want EF_UNKNOWN_TOOL", e.Error.Code)
 	}
 	_, cr = gc.RunAnthropicToolUse(ctx, tu, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{
-		Server: "http://127.0.0.1:1/mcp", Session: "t-d"}})
+		Server: "http://127.0.0.1:1/mcp", Session: session("t-d")}})
 	if cr.Ran || actgate.CodeOf(cr.Err) != actgate.ErrCodeBadRequest {
 		t.Errorf("server as URL: ran %v, err %v", cr.Ran, cr.Err)
 	}
@@ -370,15 +370,19 @@ func TestServerSwapRefused(t *testing.T) {
 // TestOriginChangeRefused (T-E): alice authorises a payment on finance; before the host runs
 // it, the same call is presented for finance-eu, a server at another origin. The authority is
 // bound to finance's destination: the call at the other origin does not run and its upstream
-// is never invoked; the authorised call on finance still runs once.
+// is never invoked; the authorised call on finance still runs once. How the refusal reads
+// differs by deployment: serve finds the granted authority and refuses it at the other
+// destination (EF_DESTINATION_MISMATCH); the sidecar asks the authority service for the
+// finance-eu act, which alice's resolution does not cover, and it escalates to a new binding
+// moment (EF_ESCALATION_REQUIRED, not the resolved one).
 func TestOriginChangeRefused(t *testing.T) {
 	ctx := testCtx(t)
-	up, upEU := startUpstream(t), startUpstream(t)
+	up, upEU := startUpstream(t), startUpstreamFor(t, financeEUServer)
 	g := startGate(t, map[string]string{"finance": up.URL, "finance-eu": upEU.URL})
 	gc := g.client()
 	tu := anthropic.ToolUseBlock{ID: "toolu_pay", Name: "send_payment", Input: json.RawMessage(`{"to":"bob","amount":70}`)}
 	block, _ := actgate.AnthropicBlock(tu)
-	opts := actgate.EnforceOptions{Vendor: actgate.VendorAnthropic, Server: "finance", Session: "t-e", Provenance: actgate.ProvenanceUser}
+	opts := actgate.EnforceOptions{Vendor: actgate.VendorAnthropic, Server: "finance", Session: session("t-e"), Provenance: actgate.ProvenanceUser}
 	d, err := gc.Enforce(ctx, block, opts)
 	if err != nil || !d.Escalated() {
 		t.Fatalf("decision %+v, %v: want an escalation", d, err)
@@ -391,8 +395,13 @@ func TestOriginChangeRefused(t *testing.T) {
 	if cr.Ran || cr.Decision.Allow {
 		t.Fatalf("the call ran at another origin: %+v", cr)
 	}
-	if e := parseError(t, cr.Text); e.Error.Code != "EF_DESTINATION_MISMATCH" {
+	e := parseError(t, cr.Text)
+	switch {
+	case !g.sidecar && e.Error.Code != "EF_DESTINATION_MISMATCH":
 		t.Errorf("code %s, want EF_DESTINATION_MISMATCH: %s", e.Error.Code, cr.Text)
+	case g.sidecar && (e.Error.Code != "EF_ESCALATION_REQUIRED" || len(cr.Decision.BindingMoments) != 1 || cr.Decision.BindingMoments[0] == d.BindingMoments[0]):
+		t.Errorf("code %s, moments %v: want EF_ESCALATION_REQUIRED with a moment other than the resolved %s: %s",
+			e.Error.Code, cr.Decision.BindingMoments, d.BindingMoments[0], cr.Text)
 	}
 	if got := upEU.Count("send_payment"); got != 0 {
 		t.Errorf("finance-eu ran send_payment %d times, want 0", got)
@@ -470,7 +479,7 @@ func TestAnthropicStreamEnforcedOnce(t *testing.T) {
 	if n := ct.count(actgate.EnforcePath); n != 0 {
 		t.Fatalf("%d enforce requests while the stream ran", n)
 	}
-	_, rs, err := gc.RunAnthropicMessage(ctx, &msg, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: "stream", Provenance: actgate.ProvenanceUser}})
+	_, rs, err := gc.RunAnthropicMessage(ctx, &msg, tools, actgate.RunOptions{EnforceOptions: actgate.EnforceOptions{Session: session("stream"), Provenance: actgate.ProvenanceUser}})
 	if err != nil {
 		t.Fatal(err)
 	}

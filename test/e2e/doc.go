@@ -31,5 +31,11 @@
 // authority service (service.PolicyRules), and an argument of a chart Deployment that the
 // binary refuses.
 //
-// The test skips under -short and takes about a minute when the Go build cache is warm.
+// TestSDKSuitesAgainstSidecar reuses step 1 (startControlPlane) and runs the host-loop wrappers'
+// own suites (sdk/go, sdk/typescript, sdk/python) against injected sidecars run the same way,
+// under ToolPolicies of testdata/hostloop/policy.yaml's rules, alice resolving with `kubectl
+// actgate resolve` (docs/api.md "The wrappers' tests run against both deployments").
+//
+// The tests skip under -short; TestEndToEnd takes about a minute when the Go build cache is
+// warm, TestSDKSuitesAgainstSidecar a few more (the three suites, one after another).
 package e2e

@@ -24,13 +24,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/action"
@@ -50,7 +48,6 @@ import (
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/envtest"
 	"github.com/actgate/actgate/test/testutil"
-	"github.com/actgate/actgate/webhook"
 	"github.com/actgate/actgate/webhook/inject"
 )
 
@@ -74,128 +71,19 @@ func sa(ns, name string) (string, []string) {
 func TestMain(m *testing.M) {
 	// envtest's controller-runtime logging is not this test's concern.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 func TestEndToEnd(t *testing.T) {
 	envtest.SkipIfShort(t)
-	root, err := envtest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	buildBinaries(t, root, bin)
-	actgate := filepath.Join(bin, "actgate")
-	controlPlane := filepath.Join(bin, "actgate-controlplane")
-
-	// The chart's crds/ are the only CRDs: helm installs them.
-	env := envtest.Start(t, envtest.WithoutCRDs())
-	ctx := t.Context()
-	c := env.Client
-	pki := testutil.NewPKI(t, t.TempDir(), "actgate-webhook-service.actgate-system.svc", "actgate-authority.actgate-system.svc")
-	work := t.TempDir()
-
-	// ---- 1. The chart, the manager and the authority service ----------------------------------
-	t.Log("step 1: helm install, manager and authority service as local processes")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}); err != nil {
-		t.Fatal(err)
-	}
-	env.Helm(t, "install", "actgate", "charts/actgate", "--namespace", releaseNS, "--create-namespace",
-		"--set", "rbac.principals[0].user="+alice, "--set", "rbac.principals[0].namespaces={"+agentNS+"}",
-		"--set", "rbac.principals[1].user="+bob, "--set", "rbac.principals[1].namespaces={"+agentNS+"}")
-	out := env.Kubectl(t, "get", "deploy,svc,sa,cm", "-n", releaseNS, "-o", "name")
-	for _, want := range []string{"deployment.apps/actgate-manager", "deployment.apps/actgate-authority", "configmap/actgate-webhook-config",
-		"serviceaccount/actgate-manager", "serviceaccount/actgate-authority"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("helm install did not create %s:\n%s", want, out)
-		}
-	}
-	testutil.Eventually(t, 2*time.Minute, "the chart's CRDs to be established", func() error {
-		for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io"} {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-				return err
-			}
-			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-			}) {
-				return errors.New(name + " not established")
-			}
-		}
-		return nil
-	})
-
+	cp := startControlPlane(t, agentNS, alice, bob)
+	env, c, ctx, pki, work := cp.env, cp.env.Client, t.Context(), cp.pki, cp.work
+	bin, actgate, signPub, authAddr, authorityProc := cp.bin, cp.actgate, cp.signPub, cp.authAddr, cp.authority
 	checkChartArgs(t, c, actgate, work)
-
-	// The manager runs as the chart's manager service account, with the chart's webhook
-	// configuration (certificates provided here instead of by the rotator), and the chart's
-	// webhook configurations pointed at it.
-	mgrName, mgrGroups := sa(releaseNS, "actgate-manager")
-	mgrUser, err := env.AddUser(mgrName, mgrGroups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whAddr := freeAddr(t)
-	var cm corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "actgate-webhook-config"}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	// The chart's webhook.yaml, with what only exists in this test swapped in: the listener,
-	// certificates provided here as files (mode external, source volume), and the files that
-	// name the authority's CA and signing public key for the injector (in the chart: the
-	// certificate Secret the manager copies, and a mounted Secret).
-	var whCfg map[string]any
-	if err := yaml.Unmarshal([]byte(cm.Data["webhook.yaml"]), &whCfg); err != nil {
-		t.Fatalf("the chart's webhook.yaml: %v", err)
-	}
-	caFile := pki.CAFile
-	signKey, signPub := testutil.SigningKey(t, work)
-	whCfg["server"] = map[string]any{"host": "127.0.0.1", "port": portOf(t, whAddr), "certDir": pki.Dir}
-	certs, _ := whCfg["certs"].(map[string]any)
-	if certs == nil {
-		certs = map[string]any{}
-		whCfg["certs"] = certs
-	}
-	certs["mode"] = string(webhook.CertModeExternal)
-	certs["source"] = string(webhook.CertSourceVolume)
-	if trust, ok := whCfg["authority"].(map[string]any); ok {
-		for k, local := range map[string]string{"caFile": caFile, "publicKeyFile": signPub} {
-			if _, set := trust[k]; set {
-				trust[k] = local
-			}
-		}
-	}
-	whYAML, err := yaml.Marshal(whCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whFile := testutil.WriteFile(t, work, "webhook.yaml", whYAML)
-	if _, err := webhook.LoadConfig(whFile); err != nil {
-		t.Fatalf("webhook config: %v", err)
-	}
-	pointWebhooksAt(t, c, "https://"+whAddr, pki.CAPEM)
-	manager := start(t, "manager", controlPlane, os.Environ(), "manager", "--kubeconfig", mgrUser.Kubeconfig,
-		"--webhook-config", whFile, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	waitTLS(t, manager, whAddr, pki.Pool)
-
-	// The authority service runs as the chart's authority service account. What the service
-	// documents it needs (service.PolicyRules) and the chart does not grant is a failure of the
-	// chart; it is granted here so the rest of the story still runs.
-	authName, authGroups := sa(releaseNS, "actgate-authority")
-	if missing := missingRules(t, c, authName, authGroups, agentNS, service.PolicyRules()); len(missing) > 0 {
-		t.Errorf("the chart's actgate-authority-role lacks what service.PolicyRules says the authority service needs: %s "+
-			"(charts/actgate/templates/rbac-authority.yaml; granted by the test to continue)", strings.Join(describe(missing), "; "))
-		grant(t, c, "e2e-authority-missing-rules", authName, missing)
-	}
-	authUser, err := env.AddUser(authName, authGroups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authAddr := freeAddr(t)
-	authorityProc := start(t, "authority", controlPlane, os.Environ(), "authority", "--kubeconfig", authUser.Kubeconfig,
-		"--bind-address", authAddr, "--metrics-bind-address", "0", "--tls-cert-file", pki.CertFile,
-		"--tls-private-key-file", pki.KeyFile, "--signing-key-file", signKey)
-	waitTLS(t, authorityProc, authAddr, pki.Pool)
 
 	// ---- 2. The policy, and an agent Pod injected -----------------------------------------------
 	t.Log("step 2: kubectl apply the sample ToolPolicy; an agent Pod gets the sidecar")
@@ -266,14 +154,14 @@ spec:
 		pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9788" {
 		t.Errorf("the injected sidecar is not scrapeable on :9788: env %+v, ports %+v, annotations %v", side.Env, side.Ports, pod.Annotations)
 	}
-	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, map[string]string{
+	sideEnv, sideVars := sidecarEnv(t, env, c, pod, side, work, injectedWant{servers: "payments", credentials: []string{"payments"}}, map[string]string{
 		"ACTGATE_LISTEN":               sideAddr,
 		"ACTGATE_AUTHORITY_URL":        "https://" + authAddr,
 		"ACTGATE_METRICS_BIND_ADDRESS": metricsAddr,
 	}, map[string]string{
 		"ACTGATE_SINK_ID":              sinkID,
 		"ACTGATE_SERVER_URLS":          "payments=" + up.URL,
-		"ACTGATE_AUTHORITY_TOKEN_FILE": fallbackToken(t, env),
+		"ACTGATE_AUTHORITY_TOKEN_FILE": fallbackToken(t, env, agentNS, agentSA, agentPod),
 		"ACTGATE_JOURNAL_DIR":          filepath.Join(work, "journal"),
 	})
 	journalDir := sideVars["ACTGATE_JOURNAL_DIR"]
@@ -613,10 +501,10 @@ func firstLine(s string) string {
 
 // fallbackToken is a pod-bound token for the authority's audience, for when the injection
 // projects none.
-func fallbackToken(t *testing.T, env *envtest.Env) string {
+func fallbackToken(t *testing.T, env *envtest.Env, ns, serviceAccount, pod string) string {
 	t.Helper()
-	token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", agentNS, "create", "token", agentSA,
-		"--audience", service.DefaultAudience, "--bound-object-kind", "Pod", "--bound-object-name", agentPod, "--duration", "1h")
+	token, stderr, err := tool(t, env, nil, "", "kubectl", "-n", ns, "create", "token", serviceAccount,
+		"--audience", service.DefaultAudience, "--bound-object-kind", "Pod", "--bound-object-name", pod, "--duration", "1h")
 	if err != nil {
 		t.Fatalf("kubectl create token: %v\n%s", err, stderr)
 	}
@@ -766,6 +654,13 @@ func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
 	return *side
 }
 
+// injectedWant is what the injection must give a pod's sidecar beyond what every sidecar gets:
+// its servers' names (ACTGATE_SERVERS) and the servers whose credential it moved.
+type injectedWant struct {
+	servers     string
+	credentials []string
+}
+
 // sidecarEnv is what the kubelet would give the injected sidecar, made locally: its env
 // values with the downward API fields and Secret references resolved, and every volume it
 // mounts written to a local folder (Secrets, the downward API's annotations, the projected
@@ -773,8 +668,10 @@ func checkInjected(t *testing.T, pod *corev1.Pod) corev1.Container {
 // and emptyDirs), each variable pointing into a mount rewritten to the local folder. What
 // `actgate sidecar` needs in a pod and the injection does not provide is a failure, and
 // fallbacks fill it in so the story goes on; overrides replace what only exists in this test
-// (the listener, the authority's address). It returns the environment and the variables.
-func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, overrides, fallbacks map[string]string) ([]string, map[string]string) {
+// (the listener, the authority's address). want is what the injection must have given this
+// pod. It returns the environment and the variables.
+func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod, side corev1.Container, dir string, want injectedWant,
+	overrides, fallbacks map[string]string) ([]string, map[string]string) {
 	t.Helper()
 	ctx := t.Context()
 	secret := func(name string) *corev1.Secret {
@@ -886,8 +783,12 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 	}
 
 	var missing []string
-	for _, name := range []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
-		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_JOURNAL_DIR", "ACTGATE_CREDENTIALS_DIR"} {
+	required := []string{"ACTGATE_SINK_ID", "ACTGATE_SERVER_URLS", "ACTGATE_AUTHORITY_URL",
+		"ACTGATE_AUTHORITY_TOKEN_FILE", "ACTGATE_AUTHORITY_CA", "ACTGATE_AUTHORITY_PUBLIC_KEY", "ACTGATE_JOURNAL_DIR"}
+	if len(want.credentials) > 0 {
+		required = append(required, "ACTGATE_CREDENTIALS_DIR")
+	}
+	for _, name := range required {
 		v := vars[name]
 		if v == "" {
 			missing = append(missing, name)
@@ -911,7 +812,7 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 		t.Errorf("the injected sidecar could not start in a pod: it lacks %s (webhook/inject/sidecar.yaml.tmpl); the test supplies them to continue",
 			strings.Join(missing, ", "))
 	}
-	for name, want := range map[string]string{"ACTGATE_SERVERS": "payments", "ACTGATE_POD_NAMESPACE": agentNS, "ACTGATE_SERVICE_ACCOUNT": agentSA} {
+	for name, want := range map[string]string{"ACTGATE_SERVERS": want.servers, "ACTGATE_POD_NAMESPACE": pod.Namespace, "ACTGATE_SERVICE_ACCOUNT": pod.Spec.ServiceAccountName} {
 		if vars[name] != want {
 			t.Errorf("injected %s = %q, want %q", name, vars[name], want)
 		}
@@ -922,8 +823,10 @@ func sidecarEnv(t *testing.T, env *envtest.Env, c client.Client, pod *corev1.Pod
 	if got, want := vars["ACTGATE_SINK_ID"], fallbacks["ACTGATE_SINK_ID"]; got != "" && got != want {
 		t.Errorf("injected ACTGATE_SINK_ID = %q, want the policy's %q", got, want)
 	}
-	if _, err := os.Stat(filepath.Join(vars["ACTGATE_CREDENTIALS_DIR"], "payments", "credential")); err != nil {
-		t.Errorf("the injected credentials volume does not give the sidecar payments/credential: %v", err)
+	for _, server := range want.credentials {
+		if _, err := os.Stat(filepath.Join(vars["ACTGATE_CREDENTIALS_DIR"], server, "credential")); err != nil {
+			t.Errorf("the injected credentials volume does not give the sidecar %s/credential: %v", server, err)
+		}
 	}
 	for k, v := range fallbacks {
 		if vars[k] == "" || slices.ContainsFunc(missing, func(m string) bool { return strings.Contains(m, k) }) {

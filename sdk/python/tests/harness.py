@@ -1,7 +1,15 @@
 """Real parts for the tests: the actgate binary built from this repository and run as
 ``actgate serve`` with a configuration of the tests' own, a streamable-HTTP MCP server (the
 upstream, counting its own invocations), and a scripted model server answering with recorded
-Anthropic Messages, Chat Completions and Responses outputs. Loopback only."""
+Anthropic Messages, Chat Completions and Responses outputs. Loopback only. The policy is
+testdata/hostloop/policy.yaml, shared with the Go and TypeScript suites.
+
+Sidecar mode: with ACTGATE_TEST_GATE=sidecar the tests run against the pod's sidecar that
+test/e2e's TestSDKSuitesAgainstSidecar runs under a ToolPolicy of the same rules, named by
+ACTGATE_TEST_GATE_URL; the upstream listens on ACTGATE_TEST_UPSTREAM_ADDR (the address that
+policy names); alice resolves with the JSON argv ACTGATE_TEST_RESOLVE (the moment's name and
+``--option N`` or ``--decline`` appended; it returns once the BindingMoment is Resolved) and
+ACTGATE_TEST_MOMENTS lists the pending moments as a JSON list."""
 
 from __future__ import annotations
 
@@ -23,6 +31,34 @@ SDK = os.path.dirname(HERE)
 REPO = os.path.abspath(os.path.join(SDK, "..", ".."))
 
 UPSTREAM_TOKEN = "upstream-credential-of-the-host-0123456789"
+
+
+def gate_mode() -> str:
+    """The deployment under test: "serve" (the tests start `actgate serve`) or "sidecar"."""
+    m = os.environ.get("ACTGATE_TEST_GATE", "")
+    if m in ("", "serve"):
+        return "serve"
+    if m == "sidecar":
+        return "sidecar"
+    raise RuntimeError(f"ACTGATE_TEST_GATE={m!r}: want serve or sidecar")
+
+
+def sidecar_mode() -> bool:
+    return gate_mode() == "sidecar"
+
+
+def require_env(name: str) -> str:
+    v = os.environ.get(name, "")
+    if not v:
+        raise RuntimeError(f"ACTGATE_TEST_GATE=sidecar needs {name}")
+    return v
+
+
+def argv_of(name: str) -> List[str]:
+    argv = json.loads(require_env(name))
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise RuntimeError(f"{name} is not a JSON argv")
+    return argv
 
 
 def free_port() -> int:
@@ -47,7 +83,9 @@ class Upstream:
 
     TOOLS = ["get_balance", "send_payment", "email_send"]
 
-    def __init__(self) -> None:
+    def __init__(self, addr: Optional[tuple] = None) -> None:
+        """Listens on addr (host, port), by default a free loopback port; in sidecar mode
+        upstream_addr() is the address the sidecar's policy names."""
         self.lock = threading.Lock()
         self.calls: List[tuple] = []
         up = self
@@ -96,7 +134,7 @@ class Upstream:
                 self.end_headers()
                 self.wfile.write(b)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = http.server.ThreadingHTTPServer(addr or ("127.0.0.1", 0), H)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -146,39 +184,28 @@ def host_tools(up: Upstream) -> Dict[str, MCPTool]:
 
 # --- the gate -----------------------------------------------------------------------------
 
-POLICY = """policy:
-  podSelector: {}
+def upstream_addr() -> Optional[tuple]:
+    """Where the finance upstream listens: in sidecar mode where the sidecar's policy names it
+    (the destination its authorities bind), else anywhere (None)."""
+    if not sidecar_mode():
+        return None
+    host, _, port = require_env("ACTGATE_TEST_UPSTREAM_ADDR").rpartition(":")
+    return (host, int(port))
+
+
+# --- the gate -----------------------------------------------------------------------------
+
+def policy(upstream_url: str) -> str:
+    """The configuration's policy: testdata/hostloop/policy.yaml's rules over the finance
+    server at upstream_url."""
+    with open(os.path.join(REPO, "testdata", "hostloop", "policy.yaml")) as f:
+        rules = "".join("  " + line for line in f if line.strip() and not line.startswith("#"))
+    return f"""policy:
+  podSelector: {{}}
   servers:
   - name: finance
-    url: %(upstream)s
-  rules:
-  - name: balances
-    tools: [get_balance]
-    consequenceClass: INFORMATIONAL
-  - name: payments
-    tools: [send_payment]
-    consequenceClass: FINANCIAL
-    evidence:
-      role: HumanAuthorization
-      principals: [alice]
-    arguments:
-    - name: amount-cap
-      expression: double(args.amount) <= 10000.0
-      message: an agent may not pay more than 10000 at once
-    alternatives:
-    - label: Pay at most 100 now
-      reasoning: Caps the amount while the rest is checked.
-      args:
-        amount: 100
-  - name: email
-    tools: [email_send]
-    consequenceClass: COMMUNICATION
-    evidence:
-      role: PolicyPermit
-    provenance:
-    - sources: [retrieval, tool_output]
-      action: Deny
-"""
+    url: {json.dumps(upstream_url)}
+""" + rules
 
 
 class Gate:
@@ -209,7 +236,7 @@ upstreams:
 metrics:
   address: "off"
 callTimeout: 30s
-""" + POLICY % {"upstream": json.dumps(upstream.url)})
+""" + policy(upstream.url))
         self.proc: Optional[subprocess.Popen] = None
         self.log = open(os.path.join(workdir, "serve.log"), "ab")
 
@@ -288,9 +315,55 @@ callTimeout: 30s
         assert st == 200, (st, res)
         return res
 
+    def pending_ids(self) -> List[str]:
+        return [m["id"] for m in self.moments()]
+
+    def resolve_moment(self, moment_id: str, option: int = 0) -> None:
+        """alice chooses option (0-based) of the moment, naming the envelope she read."""
+        m = [m for m in self.moments() if m["id"] == moment_id][0]
+        self.resolve(m["id"], m["envelopeDigest"], option)
+
+    def decline_moment(self, moment_id: str) -> None:
+        m = [m for m in self.moments() if m["id"] == moment_id][0]
+        self.decline(m["id"], m["envelopeDigest"])
+
     def close(self) -> None:
         self.stop()
         self.log.close()
+
+
+class SidecarGate:
+    """The pod's sidecar of sidecar mode: no token (its listener is the pod's loopback), alice
+    resolves with `kubectl actgate resolve` (ACTGATE_TEST_RESOLVE)."""
+
+    agent_token: Optional[str] = None
+
+    def __init__(self) -> None:
+        self.base_url = require_env("ACTGATE_TEST_GATE_URL")
+
+    @staticmethod
+    def _run(argv: List[str]) -> str:
+        r = subprocess.run(argv, capture_output=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}\n{r.stdout.decode()}{r.stderr.decode()}")
+        return r.stdout.decode()
+
+    def pending_ids(self) -> List[str]:
+        out = json.loads(self._run(argv_of("ACTGATE_TEST_MOMENTS")))
+        items = out if isinstance(out, list) else out.get("items") or []
+        return [m["metadata"]["name"] for m in items]
+
+    def resolve_moment(self, moment_id: str, option: int = 0) -> None:
+        self._run(argv_of("ACTGATE_TEST_RESOLVE") + [moment_id, "--option", str(option + 1)])
+
+    def decline_moment(self, moment_id: str) -> None:
+        self._run(argv_of("ACTGATE_TEST_RESOLVE") + [moment_id, "--decline"])
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # --- the scripted model ---------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""actgate_host against a real `actgate serve` (built from this repository) and a real MCP
-upstream, with a scripted model answering in the vendors' recorded wire shapes. Each test
+"""actgate_host against a real `actgate serve` (built from this repository), or in sidecar mode
+the pod's sidecar (see harness), and a real MCP upstream, with a scripted model answering in the vendors' recorded wire shapes. Each test
 asserts the upstream's own invocation count. T-A..T-G are tool-use-binding §22's."""
 
 from __future__ import annotations
@@ -40,17 +40,20 @@ from . import harness
 BIN_DIR = ""
 BINARY = ""
 UP: harness.Upstream
-GATE: harness.Gate
+GATE: "harness.Gate | harness.SidecarGate"
 MODEL: harness.ScriptedModel
 
 
 def setUpModule() -> None:
     global BIN_DIR, BINARY, UP, GATE, MODEL
     BIN_DIR = harness.tempdir()
-    BINARY = harness.build_actgate(BIN_DIR)
-    UP = harness.Upstream()
-    GATE = harness.Gate(BINARY, UP, os.path.join(BIN_DIR, "gate"))
-    GATE.start()
+    UP = harness.Upstream(harness.upstream_addr())
+    if harness.sidecar_mode():
+        GATE = harness.SidecarGate()
+    else:
+        BINARY = harness.build_actgate(BIN_DIR)
+        GATE = harness.Gate(BINARY, UP, os.path.join(BIN_DIR, "gate"))
+        GATE.start()
     MODEL = harness.ScriptedModel()
 
 
@@ -126,8 +129,7 @@ class GateTest(unittest.TestCase):
 
             def resolve():
                 time.sleep(0.3)
-                ms = [m for m in GATE.moments() if m["id"] == d.binding_moments[0]]
-                GATE.resolve(ms[0]["id"], ms[0]["envelopeDigest"])
+                GATE.resolve_moment(d.binding_moments[0])
             threading.Thread(target=resolve, daemon=True).start()
         return hook
 
@@ -251,6 +253,7 @@ class GateTest(unittest.TestCase):
         self.assertEqual(first[0].tool_result["call_id"], item["call_id"])
         self.assertEqual(UP.count("send_payment"), before)
         # With wait: alice resolves while guard polls; the call runs once.
+        pending_before = set(GATE.pending_ids())
         seen: list = []
         out = guard(self.client, item, self.tools, vendor="openai-responses", session=s, provenance="user",
                     wait=True, poll_interval=0.2, wait_timeout=30, on_escalation=self.resolve_when_announced(seen))
@@ -259,8 +262,7 @@ class GateTest(unittest.TestCase):
         self.assertEqual(out.completion.state, "EXECUTED")
         self.assertEqual(UP.count("send_payment"), before + 1)
         self.assertEqual(UP.args_of("send_payment")[-1], args)
-        pending = [m for m in GATE.moments() if m["session"] == s]
-        self.assertEqual(pending, [], "polling raised new binding moments")
+        self.assertEqual(set(GATE.pending_ids()) - pending_before, set(), "polling raised new binding moments")
         # T-C: authority replay.
         again = guard(self.client, item, self.tools, vendor="openai-responses", session=s, provenance="user")
         self.assertEqual(again.status, REPLAYED)
@@ -284,8 +286,7 @@ class GateTest(unittest.TestCase):
         def decline(d):
             def run():
                 time.sleep(0.3)
-                m = [m for m in GATE.moments() if m["id"] == d.binding_moments[0]][0]
-                GATE.decline(m["id"], m["envelopeDigest"])
+                GATE.decline_moment(d.binding_moments[0])
             threading.Thread(target=run, daemon=True).start()
 
         t = time.monotonic()
@@ -303,11 +304,12 @@ class GateTest(unittest.TestCase):
         s = session()
         blk = tool_use("send_payment", {"to": "frank", "amount": 400})
         before = UP.count("send_payment")
+        pending_before = set(GATE.pending_ids())
         out = guard(self.client, blk, self.tools, session=s, provenance="user", wait=True, poll_interval=0.2, wait_timeout=1.5)
         self.assertEqual(out.status, ESCALATED)
         self.assertEqual(out.tool_result["tool_use_id"], blk["id"])
         self.assertEqual(error_of(out.tool_result)["code"], "EF_ESCALATION_REQUIRED")
-        self.assertEqual([m["id"] for m in GATE.moments() if m["session"] == s], out.decision.binding_moments)
+        self.assertEqual(sorted(set(GATE.pending_ids()) - pending_before), sorted(out.decision.binding_moments))
         self.assertEqual(UP.count("send_payment"), before)
 
     def test_origin_change_after_approval_refused(self) -> None:
@@ -318,8 +320,7 @@ class GateTest(unittest.TestCase):
         approved = tool_use("send_payment", {"to": "bob", "amount": 120})
         d = self.client.enforce(approved, session=s, provenance="user")
         self.assertTrue(d.escalated)
-        m = [m for m in GATE.moments() if m["id"] == d.binding_moments[0]][0]
-        GATE.resolve(m["id"], m["envelopeDigest"])
+        GATE.resolve_moment(d.binding_moments[0])
         before = UP.count("send_payment")
         changed = tool_use("send_payment", {"to": "mallory", "amount": 120})
         out = guard(self.client, changed, self.tools, session=s, provenance="user")
@@ -390,19 +391,21 @@ class GateTest(unittest.TestCase):
     # -- transport: nothing runs -------------------------------------------------------------
 
     def test_no_answer_never_runs(self) -> None:
-        """A refused connection, a gate that never answers (timeout) and a wrong token: the
-        tool never runs."""
+        """A refused connection, a gate that never answers (timeout) and, against serve, a wrong
+        token and none: the tool never runs. (The sidecar's listener is the pod's loopback and
+        takes no token, so the token cases are serve's only.)"""
         before = UP.count("get_balance")
         blk = tool_use("get_balance", {"account": "main"})
         closed = harness.free_port()
         silent = socket.socket()
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # accepts connections, never answers
+        clients = [Client(f"http://127.0.0.1:{closed}", token="x" * 64, timeout=2),
+                   Client(f"http://127.0.0.1:{silent.getsockname()[1]}", token="x" * 64, timeout=0.5)]
+        if not harness.sidecar_mode():
+            clients += [Client(GATE.base_url, token="not-the-agent-token-" + "0" * 40, timeout=5), Client(GATE.base_url, timeout=5)]
         try:
-            for c in (Client(f"http://127.0.0.1:{closed}", token="x" * 64, timeout=2),
-                      Client(f"http://127.0.0.1:{silent.getsockname()[1]}", token="x" * 64, timeout=0.5),
-                      Client(GATE.base_url, token="not-the-agent-token-" + "0" * 40, timeout=5),
-                      Client(GATE.base_url, timeout=5)):
+            for c in clients:
                 out = guard(c, blk, self.tools, session=session(), provenance="user")
                 self.assertEqual(out.status, UNAVAILABLE, out)
                 self.assertFalse(out.invoked)
@@ -476,11 +479,17 @@ class HostKilledTest(unittest.TestCase):
         """T-G: a host process that enforced (the permit consumed, the dispatch journaled)
         and was killed before it invoked the tool, restarted with the same transcript, does not
         invoke: neither while the gate still holds the dispatch in flight nor after the gate
-        itself restarted (the dispatch is INDETERMINATE)."""
+        itself restarted (the dispatch is INDETERMINATE). The gate's restart is serve's only:
+        in sidecar mode the sidecar is not this test's process, and the test stops after the
+        host's restart."""
         workdir = os.path.join(BIN_DIR, "tg")
-        up = harness.Upstream()
-        gate = harness.Gate(BINARY, up, workdir)
-        gate.start()
+        os.makedirs(workdir, exist_ok=True)
+        sidecar = harness.sidecar_mode()
+        up = UP if sidecar else harness.Upstream()
+        gate = GATE if sidecar else harness.Gate(BINARY, up, workdir)
+        if not sidecar:
+            gate.start()
+        e0 = up.count("email_send")
         try:
             blk = tool_use("email_send", {"to": "dave@example.com", "subject": "T-G"})
             cfg = {"base": gate.base_url, "token": gate.agent_token, "upstream": up.url, "block": blk, "session": session()}
@@ -496,7 +505,7 @@ class HostKilledTest(unittest.TestCase):
             host.wait(10)
             host.stdout.close()
             host.stdin.close()
-            self.assertEqual(up.count("email_send"), 0)
+            self.assertEqual(up.count("email_send"), e0)
 
             def restart() -> dict:
                 r = subprocess.run(argv + [json.dumps(dict(cfg, mode="restart"))], capture_output=True, timeout=60)
@@ -506,17 +515,20 @@ class HostKilledTest(unittest.TestCase):
             again = restart()
             self.assertFalse(again["invoked"], again)
             self.assertEqual((again["status"], again["code"]), (DENIED, "EF_INDETERMINATE"))
-            self.assertEqual(up.count("email_send"), 0)
+            self.assertEqual(up.count("email_send"), e0)
+            if sidecar:
+                return
             gate.stop()
             gate.start()
             cfg["token"] = gate.agent_token
             after = restart()
             self.assertFalse(after["invoked"], after)
             self.assertEqual((after["status"], after["code"]), (DENIED, "EF_INDETERMINATE"))
-            self.assertEqual(up.count("email_send"), 0)
+            self.assertEqual(up.count("email_send"), e0)
         finally:
-            gate.close()
-            up.close()
+            if not sidecar:
+                gate.close()
+                up.close()
 
 
 if __name__ == "__main__":

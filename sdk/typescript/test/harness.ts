@@ -1,8 +1,16 @@
 // The real parts of the tests: `actgate serve` built from this repository with a configuration
 // of the test's own, an upstream MCP server (the MCP TypeScript SDK's server) that counts its
 // invocations, and a scripted model server on loopback that answers the vendor SDKs with
-// recorded Messages / Chat Completions / Responses outputs.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+// recorded Messages / Chat Completions / Responses outputs. The policy is
+// testdata/hostloop/policy.yaml, shared with the Go and Python suites.
+//
+// Sidecar mode: with ACTGATE_TEST_GATE=sidecar the tests run against the pod's sidecar that
+// test/e2e's TestSDKSuitesAgainstSidecar runs under a ToolPolicy of the same rules, named by
+// ACTGATE_TEST_GATE_URL; the finance upstream listens on ACTGATE_TEST_UPSTREAM_ADDR (the
+// address that policy names); alice resolves with the JSON argv ACTGATE_TEST_RESOLVE (the
+// moment's name and `--option N` appended; it returns once the BindingMoment is Resolved) and
+// ACTGATE_TEST_MOMENTS lists the pending moments as a JSON list.
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -19,6 +27,31 @@ export const repoRoot = resolve(here, '../../..');
 
 export const UPSTREAM_TOKEN = 'upstream-test-token';
 
+/** The deployment under test: serve (each test file starts `actgate serve`) or sidecar. */
+export const GATE_MODE = (() => {
+  const m = process.env.ACTGATE_TEST_GATE ?? '';
+  if (m === '' || m === 'serve') return 'serve';
+  if (m === 'sidecar') return 'sidecar';
+  throw new Error(`ACTGATE_TEST_GATE=${JSON.stringify(m)}: want serve or sidecar`);
+})();
+
+function requireEnv(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`ACTGATE_TEST_GATE=sidecar needs ${name}`);
+  return v;
+}
+
+function argvOf(name: string): string[] {
+  const argv = JSON.parse(requireEnv(name));
+  if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) throw new Error(`${name} is not a JSON argv`);
+  return argv;
+}
+
+function run(argv: string[]): Promise<string> {
+  return new Promise((res, rej) => execFile(argv[0], argv.slice(1), (err, stdout, stderr) =>
+    err ? rej(new Error(`${argv.join(' ')}: ${err.message}\n${stdout}${stderr}`)) : res(stdout)));
+}
+
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((res, rej) => {
     const chunks: Buffer[] = [];
@@ -28,11 +61,14 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-function listen(s: Server): Promise<string> {
-  return new Promise((res) => s.listen(0, '127.0.0.1', () => {
-    const a = s.address();
-    res(`http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`);
-  }));
+function listen(s: Server, port = 0): Promise<string> {
+  return new Promise((res, rej) => {
+    s.once('error', rej);
+    s.listen(port, '127.0.0.1', () => {
+      const a = s.address();
+      res(`http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`);
+    });
+  });
 }
 
 /** An MCP server (a tiny bank) counting how often each tool ran. */
@@ -84,7 +120,11 @@ export class Upstream {
       await mcp.connect(transport);
       await transport.handleRequest(req, res, body);
     });
-    this.url = (await listen(this.server)) + '/mcp';
+    // In sidecar mode finance listens where the sidecar's policy names it (the destination its
+    // authorities bind); any other upstream (a server the policy does not name) anywhere.
+    let port = 0;
+    if (GATE_MODE === 'sidecar' && this.name === 'finance') port = Number(new URL('http://' + requireEnv('ACTGATE_TEST_UPSTREAM_ADDR')).port);
+    this.url = (await listen(this.server, port)) + '/mcp';
   }
 
   /** An MCP client connected straight to this server (the host loop is the executor). */
@@ -156,42 +196,55 @@ export function buildActgate(): string {
   return bin;
 }
 
-export const POLICY = `policy:
+/** The gate's policy: testdata/hostloop/policy.yaml's rules over the finance server at upstream. */
+export function policy(upstream: string): string {
+  const rules = readFileSync(join(repoRoot, 'testdata', 'hostloop', 'policy.yaml'), 'utf8').split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => '  ' + l + '\n').join('');
+  return `policy:
   podSelector: {}
   servers:
   - name: finance
-    url: %UPSTREAM%
-  rules:
-  - name: balances
-    tools: [get_balance]
-    consequenceClass: INFORMATIONAL
-  - name: payments
-    tools: [send_payment]
-    consequenceClass: FINANCIAL
-    evidence:
-      role: HumanAuthorization
-      principals: [alice]
-    arguments:
-    - name: amount-cap
-      expression: double(args.amount) <= 10000.0
-      message: an agent may not pay more than 10000 at once
-    alternatives:
-    - label: Pay at most 100 now
-      reasoning: Caps the amount while the rest is checked.
-      args:
-        amount: 100
-  - name: email
-    tools: [email_send]
-    consequenceClass: COMMUNICATION
-    evidence:
-      role: PolicyPermit
-    provenance:
-    - sources: [retrieval, tool_output]
-      action: Deny
-`;
+    url: ${JSON.stringify(upstream)}
+` + rules;
+}
+
+/** The deployment the tests talk to: a `Gate` (serve) or a `SidecarGate`. */
+export interface GateUnderTest {
+  readonly baseURL: string;
+  /** The agent's bearer token; the sidecar needs none (''). */
+  readonly agentToken: string;
+  readonly sidecar: boolean;
+  /** The pending binding moments addressed to alice. */
+  moments(): Promise<any[]>;
+  /** alice chooses option 0 (the requested call) of a moment. */
+  resolve(momentId: string, digest: string): Promise<unknown>;
+  stop(): Promise<void>;
+  cleanup(): void;
+}
+
+/** A running pod sidecar (sidecar mode): alice resolves with `kubectl actgate resolve`. */
+export class SidecarGate implements GateUnderTest {
+  readonly baseURL = requireEnv('ACTGATE_TEST_GATE_URL');
+  readonly agentToken = '';
+  readonly sidecar = true;
+
+  async moments(): Promise<any[]> {
+    const list = JSON.parse(await run(argvOf('ACTGATE_TEST_MOMENTS')));
+    return Array.isArray(list) ? list : (list.items ?? []);
+  }
+
+  async resolve(momentId: string, _digest: string): Promise<unknown> {
+    return run([...argvOf('ACTGATE_TEST_RESOLVE'), momentId, '--option', '1']);
+  }
+
+  async start(): Promise<void> {}
+  async stop(): Promise<void> {}
+  cleanup(): void {}
+}
 
 /** A running `actgate serve` with the test's configuration. */
-export class Gate {
+export class Gate implements GateUnderTest {
+  readonly sidecar = false;
   proc?: ChildProcess;
   baseURL = '';
   readonly dir: string;
@@ -215,7 +268,7 @@ upstreams:
 callTimeout: 30s
 metrics:
   address: "off"
-` + POLICY.replace('%UPSTREAM%', JSON.stringify(upstream.url)));
+` + policy(upstream.url));
   }
 
   async start(): Promise<void> {
@@ -284,11 +337,11 @@ metrics:
 }
 
 /** The world of one test file: upstream, gate, model server. */
-export async function startWorld(): Promise<{ up: Upstream; gate: Gate; model: ModelServer; close: () => Promise<void> }> {
-  const bin = buildActgate();
+export async function startWorld(): Promise<{ up: Upstream; gate: GateUnderTest; model: ModelServer; close: () => Promise<void> }> {
+  const bin = GATE_MODE === 'sidecar' ? '' : buildActgate();
   const up = new Upstream('finance');
   await up.start();
-  const gate = new Gate(bin, up);
+  const gate = bin === '' ? new SidecarGate() : new Gate(bin, up);
   await gate.start();
   const model = new ModelServer();
   await model.start();
@@ -299,7 +352,7 @@ export async function startWorld(): Promise<{ up: Upstream; gate: Gate; model: M
       gate.cleanup();
       await up.close();
       await model.close();
-      rmSync(dirname(bin), { recursive: true, force: true });
+      if (bin !== '') rmSync(dirname(bin), { recursive: true, force: true });
       built = undefined;
     },
   };

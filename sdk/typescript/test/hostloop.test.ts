@@ -1,7 +1,7 @@
-// The host-loop wrappers against a real `actgate serve`, a real upstream MCP server and the
-// vendors' own SDKs pointed at a scripted model server: tool-use-binding §22 T-A..T-G where a
-// wrapper can show them, the escalation hand-off and its wait, streaming (§9), and fail-closed
-// transport (§16 MUST 5). Every test asserts the upstream's own invocation count.
+// The host-loop wrappers against a real `actgate serve` (or, in sidecar mode, the pod's sidecar:
+// harness.ts), a real upstream MCP server and the vendors' own SDKs pointed at a scripted model
+// server: tool-use-binding §22 T-A..T-G where a wrapper can show them, the escalation hand-off
+// and its wait, streaming (§9), and fail-closed transport (§16 MUST 5). Every test asserts the upstream's own invocation count.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -20,12 +20,12 @@ import {
   ActgateClient, ActgateError, anthropic, gateAgentTool, gateMcpClient, gateTools, guard, openai, META_CODE,
   IndeterminateError, type GuardResult, type ToolHandlers,
 } from '../src/index.ts';
-import { firstText, pct, startWorld, Upstream, type Gate, type ModelServer } from './harness.ts';
+import { firstText, pct, startWorld, Upstream, type GateUnderTest, type ModelServer } from './harness.ts';
 import * as fx from './fixtures.ts';
 
 let world: Awaited<ReturnType<typeof startWorld>>;
 let up: Upstream;
-let gate: Gate;
+let gate: GateUnderTest;
 let model: ModelServer;
 let mcp: Client;
 let enforceRequests = 0;
@@ -362,7 +362,9 @@ describe('fail closed', () => {
       for (const [name, c] of [
         ['unreachable', new ActgateClient({ baseURL: `http://127.0.0.1:${closedPort}` })],
         ['timeout', new ActgateClient({ baseURL: `http://127.0.0.1:${silentPort}`, timeoutMs: 300 })],
-        ['bad token', new ActgateClient({ baseURL: gate.baseURL, token: 'not-the-token' })],
+        // serve authenticates the agent's bearer token; the sidecar's loopback listener is the
+        // pod's own and takes none, so this case is serve's only.
+        ...(gate.sidecar ? [] : [['bad token', new ActgateClient({ baseURL: gate.baseURL, token: 'not-the-token' })]] as const),
       ] as const) {
         const r = await guard(c, block, { vendor: 'anthropic', session: session() }, () => { ran++; });
         assert.ok(r.kind === 'unavailable' || r.kind === 'refused', `${name}: ${r.kind}`);
