@@ -51,6 +51,16 @@ type EnforceRequest struct {
 	// Provenance is where the instruction behind the call came from (user, system, retrieval,
 	// tool_output), as the host attests it; default unknown (the worst source for policy).
 	Provenance string `json:"provenance,omitempty"`
+	// Destination is the URL the host is about to contact for the call: the URL its MCP client
+	// is connected to, an HTTP API endpoint, or for computer use the live page's URL or origin
+	// (tool-use-binding §11-§13: the live digest includes the destination). Optional: without
+	// it the call's destination is the server's configured URL. When given it is the call's
+	// live destination, which the policy must allow (the rule's destinations, else the server's
+	// own URL; EF_DESTINATION_MISMATCH otherwise, §12 MCP_SERVER_SWAP and
+	// COMPUTER_USE_ORIGIN_CHANGE, §22 T-D and T-E) and to which the authority is bound. An
+	// absolute http or https URL of at most MaxDestinationBytes, without user information
+	// (ParseDestination).
+	Destination string `json:"destination,omitempty"`
 }
 
 // Decision is the answer of POST /v1/enforce: tool-use-binding §16's {allow, authority_id,

@@ -222,6 +222,11 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 	}
 	dest, known := cfg.Servers[server]
+	if known && r.Destination != "" {
+		// The host's live destination, not the configured URL: the policy decides it (the
+		// rule's destinations, else the server's own URL) and the authority is bound to it.
+		dest = r.Destination
+	}
 	session := r.Session
 	if session == "" {
 		session = DefaultHostSession
@@ -286,24 +291,13 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		}
 		done <- res
 	}()
-	allowedDecision := func(a allowed) Decision {
-		d := Decision{Allow: true, ActID: "", AuditCode: ""}
-		if a.inv.Journaled {
-			d.AuthorityID, d.OperationID, d.State = a.inv.AuthorityID, a.inv.OperationID, journal.StateDispatchPending
-		}
-		// The act id and the audit code are known once Handle answers; on the hot path that is
-		// at once.
-		if !a.inv.Journaled {
-			res := <-done
-			d.ActID, d.AuditCode, d.Resolutions = res.ActID, res.AuditCode, res.Resolutions
-		} else {
-			d.ActID = h.actOf(a.inv.OperationID)
-		}
-		return d
-	}
 	select {
 	case a := <-allow:
-		return allowedDecision(a)
+		if a.inv.Journaled {
+			return journaledAllow(a.inv, h.actOf(a.inv.OperationID))
+		}
+		// On the hot path the act id and the audit code are known once Handle answers: at once.
+		return hotPathAllow(<-done)
 	case res := <-done:
 		// On the hot path the Invoker's allow and Handle's result are both ready once Handle
 		// returns, and select picks either: an allow sent on the hot path is the decision. (A
@@ -312,15 +306,14 @@ func (h *Loop) enforce(ctx context.Context, agent string, r EnforceRequest) Deci
 		select {
 		case a := <-allow:
 			if !a.inv.Journaled {
-				return Decision{Allow: true, ActID: res.ActID, AuditCode: res.AuditCode, Resolutions: res.Resolutions}
+				return hotPathAllow(res)
 			}
 		default:
 		}
 		if res.Replayed {
 			// A retry of a dispatch already settled in this session: not to be run again; the
 			// recorded result is the tool's result (tool-use-binding §9).
-			return Decision{Replayed: true, Result: res.Upstream, Message: res.Message, ActID: res.ActID, State: res.State,
-				OperationID: res.OperationID, Resolutions: res.Resolutions}
+			return replayedDecision(res)
 		}
 		return refusedDecision(res, vendor, cand.VendorID)
 	}

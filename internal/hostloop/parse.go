@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/actgate/actgate/internal/journal"
@@ -77,8 +81,66 @@ func ParseEnforceRequest(body []byte) (EnforceRequest, error) {
 	default:
 		return EnforceRequest{}, badField("provenance", "must be user, system, retrieval or tool_output")
 	}
+	if r.Destination != "" {
+		if err := ParseDestination(r.Destination); err != nil {
+			return EnforceRequest{}, err
+		}
+	}
 	return r, nil
 }
+
+// MaxDestinationBytes bounds EnforceRequest.Destination (a server URL is at most 2048 bytes in
+// a ToolPolicy, api/v1alpha1 ToolServer.url).
+const MaxDestinationBytes = 2048
+
+// ParseDestination checks a host's live destination, untrusted input: an absolute http or https
+// URL with a host of letters, digits, dots and hyphens or a bracketed IPv6 literal, an optional
+// port 1-65535, no user information (the "https://payments.example@evil.example" spelling that
+// shows one host and reaches another), no control characters, spaces or backslashes (which
+// URL parsers disagree about), at most MaxDestinationBytes. The policy compares it by scheme,
+// host and port (and, against a server's own URL, path): internal/policy "Destinations".
+func ParseDestination(raw string) error {
+	bad := func(format string, args ...any) error { return badField("destination", format, args...) }
+	if len(raw) > MaxDestinationBytes {
+		return bad("longer than %d bytes", MaxDestinationBytes)
+	}
+	for _, c := range []byte(raw) {
+		if c <= 0x20 || c == 0x7f || c == '\\' || c >= 0x80 {
+			return bad("must be an ASCII URL without spaces, control characters or backslashes")
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return bad("must be an absolute http or https URL")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return bad("must be an absolute http or https URL with a host")
+	}
+	if u.User != nil || strings.Contains(u.Host, "@") {
+		return bad("must not carry user information")
+	}
+	host := u.Hostname()
+	if strings.HasPrefix(u.Host, "[") {
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() || ip.Zone() != "" {
+			return bad("the host is not an IPv6 literal")
+		}
+	} else if !hostName.MatchString(host) {
+		return bad("the host must be letters, digits, dots and hyphens")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("the port must be 1-65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return bad("empty port")
+	}
+	return nil
+}
+
+var hostName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$`)
 
 // ParseCompleteRequest parses and checks a /v1/complete body.
 func ParseCompleteRequest(body []byte) (CompleteRequest, error) {
