@@ -191,7 +191,8 @@ type gate struct {
 	stderr               *strings.Builder
 }
 
-// gatePolicy is the policy of testdata/gate/actgate.yaml (the demo's), over the servers given.
+// gatePolicy is the policy of testdata/gate/actgate.yaml (the demo's), over the servers given,
+// and a computer-use rule allowed at https://pay.example only (tool-use-binding §22 T-E).
 const gatePolicy = `  rules:
   - name: balances
     tools: [get_balance]
@@ -219,6 +220,10 @@ const gatePolicy = `  rules:
     provenance:
     - sources: [retrieval, tool_output]
       action: Deny
+  - name: computer-use
+    tools: [computer]
+    consequenceClass: COMMUNICATION
+    destinations: ["https://pay.example"]
 `
 
 // startGate runs `actgate serve` with servers (name → upstream URL) and returns once it
