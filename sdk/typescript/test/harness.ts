@@ -188,6 +188,10 @@ export const POLICY = `policy:
     provenance:
     - sources: [retrieval, tool_output]
       action: Deny
+  - name: computer-use
+    tools: [computer]
+    consequenceClass: COMMUNICATION
+    destinations: ["https://pay.example"]
 `;
 
 /** A running `actgate serve` with the test's configuration. */
