@@ -178,6 +178,10 @@ POLICY = """policy:
     provenance:
     - sources: [retrieval, tool_output]
       action: Deny
+  - name: computer-use
+    tools: [computer]
+    consequenceClass: COMMUNICATION
+    destinations: ["https://pay.example"]
 """
 
 
