@@ -32,28 +32,7 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	// loop is the executor of its tools; the gate decides before each run).
 	hostTools := &http.Client{Transport: bearerTransport{token: demoUpstreamToken, base: http.DefaultTransport}}
 	enforceAt := func(block json.RawMessage, provenance, destination string) (hostloop.Decision, bool) {
-		if destination != "" {
-			d.line("host  → POST /v1/enforce %s, destination %s", block, destination)
-		} else {
-			d.line("host  → POST /v1/enforce %s", block)
-		}
-		dec, err := h.enforce(d.ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: block, Session: demoHostSession, Provenance: provenance,
-			Destination: destination})
-		if err != nil {
-			d.errs = append(d.errs, fmt.Errorf("step %d: enforce: %w", d.step, err))
-			return dec, false
-		}
-		switch {
-		case dec.Allow && dec.OperationID != "":
-			d.line("gate  ← allow: authority %s consumed, dispatch %s journaled %s", dec.AuthorityID, dec.OperationID, dec.State)
-		case dec.Allow:
-			d.line("gate  ← allow")
-		case dec.Replayed:
-			d.line("gate  ← replayed, not to run again; the recorded result: %s", dec.Result)
-		default:
-			d.line("gate  ← refused, not run: %s: %s", dec.Code, dec.Message)
-		}
-		return dec, true
+		return d.hostEnforce(h, block, provenance, destination)
 	}
 	enforce := func(block json.RawMessage, provenance string) (hostloop.Decision, bool) {
 		return enforceAt(block, provenance, "")
@@ -132,4 +111,32 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	d.check(ok && re.Replayed && !re.Allow, "the host's retry was not answered from the journal: %+v", re)
 	d.expectCountSince("send_payment", paymentsBefore, 1)
 	return nil
+}
+
+// hostEnforce is one /v1/enforce of the demo's host loop, printed with the gate's answer; a
+// destination, when given, is the URL the host is about to contact (docs/api.md
+// "Destinations (T-D, T-E)").
+func (d *demoRun) hostEnforce(h *hostLoopClient, block json.RawMessage, provenance, destination string) (hostloop.Decision, bool) {
+	if destination != "" {
+		d.line("host  → POST /v1/enforce %s, destination %s", block, destination)
+	} else {
+		d.line("host  → POST /v1/enforce %s", block)
+	}
+	dec, err := h.enforce(d.ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: block, Session: demoHostSession, Provenance: provenance,
+		Destination: destination})
+	if err != nil {
+		d.errs = append(d.errs, fmt.Errorf("step %d: enforce: %w", d.step, err))
+		return dec, false
+	}
+	switch {
+	case dec.Allow && dec.OperationID != "":
+		d.line("gate  ← allow: authority %s consumed, dispatch %s journaled %s", dec.AuthorityID, dec.OperationID, dec.State)
+	case dec.Allow:
+		d.line("gate  ← allow")
+	case dec.Replayed:
+		d.line("gate  ← replayed, not to run again; the recorded result: %s", dec.Result)
+	default:
+		d.line("gate  ← refused, not run: %s: %s", dec.Code, dec.Message)
+	}
+	return dec, true
 }
