@@ -31,24 +31,11 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	// The host's own tools: here the sample server's, called with the host's credential (a host
 	// loop is the executor of its tools; the gate decides before each run).
 	hostTools := &http.Client{Transport: bearerTransport{token: demoUpstreamToken, base: http.DefaultTransport}}
+	enforceAt := func(block json.RawMessage, provenance, destination string) (hostloop.Decision, bool) {
+		return d.hostEnforce(h, block, provenance, destination)
+	}
 	enforce := func(block json.RawMessage, provenance string) (hostloop.Decision, bool) {
-		d.line("host  → POST /v1/enforce %s", block)
-		dec, err := h.enforce(d.ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: block, Session: demoHostSession, Provenance: provenance})
-		if err != nil {
-			d.errs = append(d.errs, fmt.Errorf("step %d: enforce: %w", d.step, err))
-			return dec, false
-		}
-		switch {
-		case dec.Allow && dec.OperationID != "":
-			d.line("gate  ← allow: authority %s consumed, dispatch %s journaled %s", dec.AuthorityID, dec.OperationID, dec.State)
-		case dec.Allow:
-			d.line("gate  ← allow")
-		case dec.Replayed:
-			d.line("gate  ← replayed, not to run again; the recorded result: %s", dec.Result)
-		default:
-			d.line("gate  ← refused, not run: %s: %s", dec.Code, dec.Message)
-		}
-		return dec, true
+		return enforceAt(block, provenance, "")
 	}
 	paymentsBefore := d.up.Count("send_payment")
 
@@ -62,6 +49,13 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	d.check(strings.Contains(string(dec.Deny), `"tool_use_id":"toolu_01Hx"`) && strings.Contains(string(dec.Deny), `"is_error":true`),
 		"the deny is not an Anthropic tool_result for toolu_01Hx")
 	d.expectCount("email_send", 0)
+	// tool-use-binding §22 T-D: the host's MCP client now reaches another server than the
+	// policy's finance URL; the host names the URL it is about to contact and the gate refuses it.
+	balances := d.up.Count("get_balance")
+	dec, ok = enforceAt(json.RawMessage(`{"type":"tool_use","id":"toolu_01Sw","name":"get_balance","input":{"account":"ops"}}`), "user",
+		"https://finance-mirror.example/mcp")
+	d.check(ok && !dec.Allow && dec.Code == ef.EFDestinationMismatch, "host get_balance at a swapped server: want %s, got %q", ef.EFDestinationMismatch, dec.Code)
+	d.expectCountSince("get_balance", balances, 0)
 
 	d.header("HOST LOOP a payment escalates; the host waits by re-enforcing the same block (no new moment)")
 	pay := json.RawMessage(`{"type":"tool_use","id":"toolu_01Py","name":"send_payment","input":{"to":"carol","amount":300}}`)
@@ -117,4 +111,32 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	d.check(ok && re.Replayed && !re.Allow, "the host's retry was not answered from the journal: %+v", re)
 	d.expectCountSince("send_payment", paymentsBefore, 1)
 	return nil
+}
+
+// hostEnforce is one /v1/enforce of the demo's host loop, printed with the gate's answer; a
+// destination, when given, is the URL the host is about to contact (docs/api.md
+// "Destinations (T-D, T-E)").
+func (d *demoRun) hostEnforce(h *hostLoopClient, block json.RawMessage, provenance, destination string) (hostloop.Decision, bool) {
+	if destination != "" {
+		d.line("host  → POST /v1/enforce %s, destination %s", block, destination)
+	} else {
+		d.line("host  → POST /v1/enforce %s", block)
+	}
+	dec, err := h.enforce(d.ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: block, Session: demoHostSession, Provenance: provenance,
+		Destination: destination})
+	if err != nil {
+		d.errs = append(d.errs, fmt.Errorf("step %d: enforce: %w", d.step, err))
+		return dec, false
+	}
+	switch {
+	case dec.Allow && dec.OperationID != "":
+		d.line("gate  ← allow: authority %s consumed, dispatch %s journaled %s", dec.AuthorityID, dec.OperationID, dec.State)
+	case dec.Allow:
+		d.line("gate  ← allow")
+	case dec.Replayed:
+		d.line("gate  ← replayed, not to run again; the recorded result: %s", dec.Result)
+	default:
+		d.line("gate  ← refused, not run: %s: %s", dec.Code, dec.Message)
+	}
+	return dec, true
 }

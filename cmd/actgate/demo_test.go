@@ -29,6 +29,8 @@ func TestDemo(t *testing.T) {
 		"[8] REPLAY", "replayed, not invoked",
 		"[9] REPLAY", "a new payment needs a new binding moment",
 		"[10] HOST LOOP", `tool_result for the model: {"type":"tool_result","tool_use_id":"toolu_01Hx","is_error":true`,
+		"destination https://finance-mirror.example/mcp", "gate  ← refused, not run: EF_DESTINATION_MISMATCH",
+		"upstream's own invocation count for get_balance in this act: 0",
 		"[11] HOST LOOP", "alice's pending moments: 2 before the poll, 2 after", "upstream's own invocation count for send_payment in this act: 0",
 		"[12] RESOLVE", "[13] HOST LOOP", "gate  ← allow: authority authz-", "gate ← EXECUTED",
 		"upstream's own invocation count for send_payment in this act: 1",

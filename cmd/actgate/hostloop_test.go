@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -240,5 +241,133 @@ func testPendingBound(t *testing.T, limits string) {
 	if d, err := h.enforce(ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Session: "s3", Provenance: "user",
 		Block: toolUse("toolu_3", "get_balance", `{"account":"main"}`)}); err != nil || !d.Allow {
 		t.Fatalf("after the outcome: %+v %v", d, err)
+	}
+}
+
+// destinationRules are rules for tools a host runs at a destination of its own (computer use,
+// an HTTP API), appended to the demo policy: a computer tool allowed at https://pay.example
+// only, and a checkout whose submit needs alice at either of two shops.
+const destinationRules = `  - name: computer-use
+    tools: [computer]
+    consequenceClass: COMMUNICATION
+    destinations: ["https://pay.example"]
+  - name: checkout
+    tools: [checkout_submit]
+    consequenceClass: FINANCIAL
+    evidence:
+      role: HumanAuthorization
+      principals: [alice]
+    destinations: ["https://pay.example", "https://shop.example"]
+    alternatives:
+    - label: Submit at most 50
+      reasoning: Caps the amount.
+      args:
+        amount: 50
+`
+
+// TestServeHostLoopDestination is tool-use-binding §22 T-D and T-E through `actgate serve`'s
+// host-loop API: the destination the host is about to contact is the call's live destination.
+// An MCP call whose server URL was swapped (another host, or another MCP server at the same
+// origin) is refused EF_DESTINATION_MISMATCH and the upstream's count does not move; a computer
+// tool_use is allowed at the authorised origin and refused after the page's origin changed; a
+// malformed destination is a bad request, never a decision.
+func TestServeHostLoopDestination(t *testing.T) {
+	g := startHostLoopGate(t, destinationRules)
+	h := g.host()
+	ctx := context.Background()
+	balance := toolUse("toolu_b", "get_balance", `{"account":"ops"}`)
+	u, err := url.Parse(g.up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dest string
+		code       ef.EFCode
+	}{
+		{"the server's own URL", g.up.URL, ""},
+		{"T-D another host", "http://127.0.0.2:" + u.Port() + u.Path, ef.EFDestinationMismatch},
+		{"T-D another port", "http://" + u.Hostname() + ":1" + u.Path, ef.EFDestinationMismatch},
+		{"T-D another MCP server at the same origin", "http://" + u.Host + "/evil" + u.Path, ef.EFDestinationMismatch},
+		{"T-D https instead of http", "https://" + u.Host + u.Path, ef.EFDestinationMismatch},
+	} {
+		d, err := h.enforce(ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Session: "td", Provenance: "user", Block: balance, Destination: tc.dest})
+		if err != nil || d.Allow != (tc.code == "") || d.Code != tc.code || d.OperationID != "" {
+			t.Fatalf("%s: %+v %v", tc.name, d, err)
+		}
+		if tc.code != "" && !strings.Contains(string(d.Deny), string(ef.EFDestinationMismatch)) {
+			t.Fatalf("%s: deny %s", tc.name, d.Deny)
+		}
+	}
+	if n := g.up.Count("get_balance"); n != 0 {
+		t.Fatalf("the upstream ran get_balance %d times (a host-loop allow runs nothing at the gate)", n)
+	}
+
+	// T-E: the computer tool at the authorised origin, then after the page moved elsewhere.
+	click := toolUse("toolu_c", "computer", `{"action":"left_click","coordinate":[640,410]}`)
+	for _, tc := range []struct {
+		dest string
+		code ef.EFCode
+	}{
+		{"https://pay.example/checkout", ""},
+		{"https://pay.example.evil.example/checkout", ef.EFDestinationMismatch},
+		{"http://pay.example/checkout", ef.EFDestinationMismatch},
+		{"", ef.EFDestinationMismatch}, // the server's URL is not in the rule's destinations
+	} {
+		d, err := h.enforce(ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Session: "te", Provenance: "user", Block: click, Destination: tc.dest})
+		if err != nil || d.Allow != (tc.code == "") || d.Code != tc.code {
+			t.Fatalf("T-E at %q: %+v %v", tc.dest, d, err)
+		}
+	}
+
+	for _, bad := range []string{"pay.example", "https://u@pay.example/", "javascript:alert(1)", "https://pay.example/\n"} {
+		_, err := h.enforce(ctx, hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Block: click, Destination: bad})
+		if err == nil || !strings.Contains(err.Error(), string(hostloop.CodeBadRequest)) || !strings.Contains(err.Error(), "destination") {
+			t.Fatalf("destination %q: %v", bad, err)
+		}
+	}
+}
+
+// TestServeHostLoopDestinationBindsAuthority: the authority a principal issues is bound to the
+// destination the call escalated at (tool-use-binding §13, §22 T-D): the same block, resolved at
+// https://pay.example, is refused EF_DESTINATION_MISMATCH at https://shop.example (a destination
+// the policy allows, so the refusal is the authority's binding, and nothing is consumed), and
+// still runs once at https://pay.example.
+func TestServeHostLoopDestinationBindsAuthority(t *testing.T) {
+	g := startHostLoopGate(t, destinationRules)
+	h := g.host()
+	ctx := context.Background()
+	const session = "shop-1"
+	submit := toolUse("toolu_s", "checkout_submit", `{"cart":"c-9","amount":120}`)
+	at := func(dest string) hostloop.EnforceRequest {
+		return hostloop.EnforceRequest{Vendor: hostloop.HostAnthropic, Session: session, Provenance: "user", Block: submit, Destination: dest}
+	}
+	esc, err := h.enforce(ctx, at("https://pay.example/cart"))
+	if err != nil || esc.Code != ef.EFEscalationRequired || len(esc.BindingMoments) != 1 {
+		t.Fatalf("escalation: %+v %v", esc, err)
+	}
+	if !strings.Contains(string(esc.BindingMoment), "https://pay.example/cart") {
+		t.Fatalf("the binding moment does not show the destination: %s", esc.BindingMoment)
+	}
+	a := g.alice()
+	rr, err := a.resolve(ctx, esc.BindingMoments[0], fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, esc.EnvelopeDigest))
+	if err != nil || rr.AuthorityID == "" {
+		t.Fatalf("resolve: %+v %v", rr, err)
+	}
+	for range 2 {
+		b, err := h.enforce(ctx, at("https://shop.example/cart"))
+		if err != nil || b.Allow || b.OperationID != "" || b.Code != ef.EFDestinationMismatch || len(b.BindingMoments) != 0 {
+			t.Fatalf("at another destination: %+v %v", b, err)
+		}
+	}
+	run, err := h.enforce(ctx, at("https://pay.example/cart"))
+	if err != nil || !run.Allow || run.AuthorityID != rr.AuthorityID || run.OperationID == "" {
+		t.Fatalf("at the resolved destination: %+v %v", run, err)
+	}
+	rec, err := g.rt.Store().Record(ctx, run.OperationID)
+	if err != nil || rec.Upstream != "https://pay.example/cart" {
+		t.Fatalf("journal: %+v %v", rec, err)
+	}
+	if _, err := h.complete(ctx, hostloop.CompleteRequest{OperationID: run.OperationID, Outcome: hostloop.HostExecuted, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		t.Fatal(err)
 	}
 }

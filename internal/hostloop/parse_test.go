@@ -2,6 +2,7 @@ package hostloop
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -32,10 +33,66 @@ func TestParseEnforceRequest(t *testing.T) {
 		{"session control char", `{"vendor":"anthropic","block":{},"session":"a\u0000b"}`, "session"},
 		{"provenance", `{"vendor":"anthropic","block":{},"provenance":"admin"}`, "provenance"},
 		{"too large", `{"vendor":"anthropic","block":"` + strings.Repeat("a", MaxHostBodyBytes) + `"}`, "$"},
+		{"ok destination", `{"vendor":"anthropic","block":{},"destination":"https://payments.example/mcp"}`, ""},
+		{"destination not a URL", `{"vendor":"anthropic","block":{},"destination":"payments"}`, "destination"},
+		{"destination wrong type", `{"vendor":"anthropic","block":{},"destination":["https://a.example"]}`, "$"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseEnforceRequest([]byte(tc.body))
 			checkField(t, err, tc.field)
+		})
+	}
+}
+
+// TestParseDestination: a host's live destination is an absolute http or https URL naming one
+// host; every spelling a parser could read as another host, or that is not a URL, is refused.
+func TestParseDestination(t *testing.T) {
+	for _, tc := range []struct {
+		name, dest string
+		ok         bool
+	}{
+		{"MCP server URL", "https://payments.example/mcp", true},
+		{"origin", "https://pay.example", true},
+		{"page URL with query and fragment", "https://pay.example/checkout?step=2#pay", true},
+		{"port", "http://127.0.0.1:8931/mcp", true},
+		{"IPv6 literal", "http://[::1]:8931/mcp", true},
+		{"upper-case host", "https://Pay.Example/", true},
+		{"relative", "/mcp", false},
+		{"scheme-relative", "//pay.example/mcp", false},
+		{"bare host", "pay.example", false},
+		{"server name", "payments", false},
+		{"other scheme", "ftp://pay.example/", false},
+		{"mcp scheme", "mcp://pay.example/", false},
+		{"upper-case scheme", "HTTPS://pay.example/", true},
+		{"javascript", "javascript:alert(1)", false},
+		{"opaque", "https:pay.example", false},
+		{"no host", "https:///mcp", false},
+		{"userinfo", "https://payments.example@evil.example/mcp", false},
+		{"empty userinfo", "https://@evil.example/mcp", false},
+		{"user and password", "https://u:p@pay.example/", false},
+		{"backslash", "https://evil.example\\@pay.example/", false},
+		{"space", "https://pay.example/a b", false},
+		{"tab", "https://pay.example/\tx", false},
+		{"newline", "https://pay.example/\nx", false},
+		{"NUL", "https://pay.example/\x00", false},
+		{"non-ASCII host", "https://pаy.example/", false},
+		{"percent in host", "https://pay%2eexample/", false},
+		{"underscore host", "https://pay_example/", false},
+		{"port zero", "https://pay.example:0/", false},
+		{"port too large", "https://pay.example:65536/", false},
+		{"port not digits", "https://pay.example:https/", false},
+		{"empty port", "https://pay.example:/", false},
+		{"zone in IPv6", "http://[fe80::1%25eth0]:80/", false},
+		{"IPv4 in brackets", "http://[127.0.0.1]/", false},
+		{"too long", "https://pay.example/" + strings.Repeat("a", MaxDestinationBytes), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ParseDestination(tc.dest)
+			if tc.ok {
+				checkField(t, err, "")
+				return
+			}
+			checkField(t, err, "destination")
 		})
 	}
 }
@@ -84,6 +141,9 @@ func FuzzParseEnforceRequest(f *testing.F) {
 		`{"vendor":"openai-responses","block":[]}`,
 		`{"vendor":"anthropic","vendor":"openai","block":{}}`,
 		`{"vendor":"anthropic","block":null}`,
+		`{"vendor":"anthropic","block":{},"destination":"https://payments.example/mcp"}`,
+		`{"vendor":"anthropic","block":{},"destination":"https://a.example@b.example/"}`,
+		`{"vendor":"anthropic","block":{},"destination":"http://[::1]:99999/"}`,
 		`{`, ``, `[]`, `null`, `{"vendor":"\ud800","block":{}}`,
 	} {
 		f.Add([]byte(s))
@@ -104,6 +164,13 @@ func FuzzParseEnforceRequest(f *testing.F) {
 		}
 		if len(r.Block) == 0 {
 			t.Fatal("accepted without a block")
+		}
+		if r.Destination != "" {
+			// An accepted destination names exactly one http(s) host and no user.
+			u, err := url.Parse(r.Destination)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || len(r.Destination) > MaxDestinationBytes {
+				t.Fatalf("accepted destination %q", r.Destination)
+			}
 		}
 	})
 }

@@ -94,7 +94,19 @@ type Compiled struct {
 type server struct {
 	name   string
 	origin string // origin of the URL: the server's destination identity
+	path   string // the URL's path: an MCP server is one URL, so another path is another server
 	url    string // as configured, for a fast exact-match path
+}
+
+// destination is an entry of a rule's destinations: an origin, and for a server name that
+// server's path too ("" for an origin entry: any path at the origin).
+type destination struct {
+	origin, path string
+}
+
+// matches says whether a live endpoint is this destination.
+func (d destination) matches(origin, path string) bool {
+	return origin == d.origin && (d.path == "" || path == d.path)
 }
 
 type rule struct {
@@ -109,7 +121,7 @@ type rule struct {
 	sod           bool
 
 	args         []constraint
-	destinations []string // origins; nil: only the server's own origin
+	destinations []destination // nil: only the server's own URL (origin and path)
 	provenance   []provenanceRule
 	alternatives []v1alpha1.Alternative
 	masks        []string // RFC 6901 pointers shown masked on principal surfaces
@@ -222,8 +234,9 @@ func compileServers(ps *problems, c *Compiled, servers []v1alpha1.ToolServer) {
 		if err != nil || len(s.URL) > 2048 {
 			ps.add(f+".url", ReasonInvalidSpec, "must be an absolute http or https URL")
 		}
+		_, path, _ := endpoint(s.URL)
 		if _, dup := c.byName[s.Name]; !dup {
-			c.byName[s.Name] = &server{name: s.Name, origin: o, url: s.URL}
+			c.byName[s.Name] = &server{name: s.Name, origin: o, path: path, url: s.URL}
 		}
 		c.servers = append(c.servers, *s.DeepCopy())
 	}
@@ -382,7 +395,7 @@ func compileDestinations(ps *problems, c *Compiled, r *rule, f string, dests []s
 				ps.add(ff, ReasonUnknownServer, fmt.Sprintf("server %q is not in spec.servers", d))
 				continue
 			}
-			r.destinations = append(r.destinations, s.origin)
+			r.destinations = append(r.destinations, destination{origin: s.origin, path: s.path})
 			continue
 		}
 		rest, ok := strings.CutPrefix(d, "https://")
@@ -394,7 +407,7 @@ func compileDestinations(ps *problems, c *Compiled, r *rule, f string, dests []s
 			ps.add(ff, ReasonInvalidSpec, "must be a server name or an origin scheme://host[:port] (http or https, no path)")
 			continue
 		}
-		r.destinations = append(r.destinations, o)
+		r.destinations = append(r.destinations, destination{origin: o})
 	}
 }
 

@@ -14,23 +14,32 @@ import (
 // COMPUTER_USE_ORIGIN_CHANGE). Hosts are compared as written: no DNS, no IDNA mapping, no
 // trailing-dot folding, so two spellings of one host are two destinations (fail closed).
 func origin(raw string) (string, error) {
+	o, _, err := endpoint(raw)
+	return o, err
+}
+
+// endpoint is origin and the URL's path as written (escaped), "/" for an empty path. A server's
+// endpoint is its origin and path: an MCP server is one URL (streamable HTTP has a single
+// endpoint), so another path at the same origin is another server (tool-use-binding §13:
+// "a swapped server with the same tool name fails sink or destination match").
+func endpoint(raw string) (string, string, error) {
 	if raw == "" {
-		return "", fmt.Errorf("empty destination")
+		return "", "", fmt.Errorf("empty destination")
 	}
 	if len(raw) > 2048 {
-		return "", fmt.Errorf("destination longer than 2048 bytes")
+		return "", "", fmt.Errorf("destination longer than 2048 bytes")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("destination is not a URL")
+		return "", "", fmt.Errorf("destination is not a URL")
 	}
 	if u.Scheme == "" || u.Host == "" || u.Opaque != "" {
-		return "", fmt.Errorf("destination is not an absolute URL with a host")
+		return "", "", fmt.Errorf("destination is not an absolute URL with a host")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
 	if host == "" {
-		return "", fmt.Errorf("destination has an empty host")
+		return "", "", fmt.Errorf("destination has an empty host")
 	}
 	if strings.Contains(host, ":") { // IPv6 literal
 		host = "[" + host + "]"
@@ -39,10 +48,14 @@ func origin(raw string) (string, error) {
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		port = ""
 	}
-	if port != "" {
-		return scheme + "://" + host + ":" + port, nil
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
 	}
-	return scheme + "://" + host, nil
+	if port != "" {
+		return scheme + "://" + host + ":" + port, path, nil
+	}
+	return scheme + "://" + host, path, nil
 }
 
 // httpOrigin is origin restricted to http and https, for configuration (server URLs,

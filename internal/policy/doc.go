@@ -26,8 +26,9 @@
 //     globs match governs the call; none matching is Deny EF_UNKNOWN_TOOL (docs/architecture.md
 //     "Fail closed");
 //  4. the arguments are a JSON object (else Deny EF_ACT_INVALID);
-//  5. the destination: the live destination's origin must equal the server URL's origin, or,
-//     when the rule has destinations, one of them (server names stand for their origin); else
+//  5. the destination: the live destination must be the server's URL (origin and path), or,
+//     when the rule has destinations, one of them (a server name stands for its URL, an origin
+//     for any path at it); else
 //     Deny EF_DESTINATION_MISMATCH (§12 MCP_SERVER_SWAP, COMPUTER_USE_ORIGIN_CHANGE; §22 T-D,
 //     T-E);
 //  6. the class is the rule's consequenceClass, else the mapper's (Request.Class), else
@@ -66,10 +67,14 @@
 //
 // # Destinations
 //
-// Destinations are compared as origins (scheme://host[:port], scheme and host lowercased,
-// default port dropped); path, query and user information are not part of a destination. Two
-// servers with the same origin are the same destination. Host spellings are not folded (no DNS,
-// no IDNA, no trailing-dot removal), so a different spelling is a mismatch.
+// Destinations are compared by origin (scheme://host[:port], scheme and host lowercased,
+// default port dropped) and, against a server's URL (the server's own, or a server named in a
+// rule's destinations), by path too: an MCP server is one URL, so another path at the same
+// origin is another server (tool-use-binding §13). An origin in a rule's destinations admits
+// any path at it (a page of the authorised site, §12 COMPUTER_USE_ORIGIN_CHANGE). Query,
+// fragment and user information are not part of a destination; paths are compared as written
+// (escaped, case-sensitive, an empty path is "/"). Host spellings are not folded (no DNS, no
+// IDNA, no trailing-dot removal), so a different spelling is a mismatch.
 //
 // # Human authorization
 //

@@ -131,39 +131,39 @@ func argumentsObject(st *state) (ef.EFCode, string, bool) {
 }
 
 func destinationAllowed(st *state) (ef.EFCode, string, bool) {
-	live, ok := st.liveOrigin()
+	live, path, ok := st.liveEndpoint()
 	if !ok {
 		return ef.EFDestinationMismatch, fmt.Sprintf("the destination of tool %s is missing or not an absolute URL", quote(st.req.Tool)), true
 	}
 	if len(st.rule.destinations) == 0 {
-		if live != st.srv.origin {
+		if live != st.srv.origin || path != st.srv.path {
 			return ef.EFDestinationMismatch, fmt.Sprintf("the live destination is not server %s (rule %s)", st.srv.name, st.rule.name), true
 		}
 		return "", "", false
 	}
 	for _, d := range st.rule.destinations {
-		if live == d {
+		if d.matches(live, path) {
 			return "", "", false
 		}
 	}
 	return ef.EFDestinationMismatch, fmt.Sprintf("the live destination is not in the destinations of rule %s", st.rule.name), true
 }
 
-// liveOrigin is the origin of Request.Destination. The server's configured URL and a declared
-// server name are recognised without parsing (the hot path).
-func (st *state) liveOrigin() (string, bool) {
+// liveEndpoint is the origin and path of Request.Destination. The server's configured URL and
+// a declared server name are recognised without parsing (the hot path).
+func (st *state) liveEndpoint() (string, string, bool) {
 	d := st.req.Destination
 	if d == "" {
-		return "", false
+		return "", "", false
 	}
 	if d == st.srv.url || d == st.srv.name {
-		return st.srv.origin, true
+		return st.srv.origin, st.srv.path, true
 	}
 	if s := st.c.byName[d]; s != nil {
-		return s.origin, true
+		return s.origin, s.path, true
 	}
-	o, err := origin(d)
-	return o, err == nil
+	o, p, err := endpoint(d)
+	return o, p, err == nil
 }
 
 // classify sets the effective class and role.

@@ -67,7 +67,11 @@ func evalCases() []struct {
 		{"another server's name", req("get_balance", `{}`, dest("mail")), want{outcome: OutcomeDeny, code: ef.EFDestinationMismatch, rule: "reads"}},
 		{"explicit default port is the same origin", req("get_balance", `{}`, dest("https://payments.example:443/mcp")), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
 		{"case of scheme and host folds", req("get_balance", `{}`, dest("HTTPS://Payments.Example/mcp")), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
-		{"bare origin", req("get_balance", `{}`, dest("https://payments.example")), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
+		{"bare origin is not the server's URL", req("get_balance", `{}`, dest("https://payments.example")), want{outcome: OutcomeDeny, code: ef.EFDestinationMismatch, rule: "reads"}},
+		{"T-D another MCP server at the same origin", req("get_balance", `{}`, dest("https://payments.example/evil/mcp")), want{outcome: OutcomeDeny, code: ef.EFDestinationMismatch, rule: "reads"}},
+		{"path is case-sensitive", req("get_balance", `{}`, dest("https://payments.example/MCP")), want{outcome: OutcomeDeny, code: ef.EFDestinationMismatch, rule: "reads"}},
+		{"trailing slash is another path", req("get_balance", `{}`, dest("https://payments.example/mcp/")), want{outcome: OutcomeDeny, code: ef.EFDestinationMismatch, rule: "reads"}},
+		{"query and fragment are not the destination", req("get_balance", `{}`, dest("https://payments.example/mcp?x=1#y")), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
 		{"own server name", req("get_balance", `{}`, dest("payments")), want{outcome: OutcomeAllow, rule: "reads", class: act.ClassInformational, role: v1alpha1.EvidenceRoleNone}},
 		{"allowlist: provider origin", req("computer", `{"action":"left_click"}`, on("browser", "https://pay.example/checkout")), want{outcome: OutcomeAllow, rule: "checkout", class: act.ClassCommunication, role: v1alpha1.EvidenceRoleNone}},
 		{"allowlist: listed port", req("computer", `{"action":"left_click"}`, on("browser", "https://pay.example:8443/x")), want{outcome: OutcomeAllow, rule: "checkout", class: act.ClassCommunication, role: v1alpha1.EvidenceRoleNone}},
@@ -164,6 +168,39 @@ func checkDecision(t *testing.T, d Decision, w want) {
 	}
 	if d.Audit || d.WouldDeny || d.AuditOutcome != "" {
 		t.Errorf("Enforce decision carries audit fields: %+v", d)
+	}
+}
+
+// TestServerNameDestinationBindsItsURL: a server name in a rule's destinations stands for the
+// server's URL, origin and path, so another MCP server at the same origin is refused
+// (tool-use-binding §13, §22 T-D); an origin entry admits any path at the origin (§22 T-E: a
+// page of the authorised site). An empty path is the root.
+func TestServerNameDestinationBindsItsURL(t *testing.T) {
+	c := compileSample(t, func(s *v1alpha1.ToolPolicySpec) {
+		for i := range s.Rules {
+			if s.Rules[i].Name == "checkout" {
+				s.Rules[i].Destinations = []string{"payments", "https://pay.example", "browser"}
+			}
+		}
+	})
+	for _, tc := range []struct {
+		dest string
+		code ef.EFCode
+	}{
+		{paymentsURL, ""},
+		{"payments", ""},
+		{"https://PAYMENTS.example:443/mcp", ""},
+		{"https://payments.example/other/mcp", ef.EFDestinationMismatch},
+		{"https://payments.example", ef.EFDestinationMismatch},
+		{"https://pay.example/any/page", ""},
+		{"https://pay.example", ""},
+		{browserURL + "/", ""},
+		{browserURL + "/devtools", ef.EFDestinationMismatch},
+	} {
+		d := eval(c, req("computer", `{}`, on("browser", tc.dest)))
+		if d.Code != tc.code {
+			t.Errorf("destination %q: %s %s (%s), want code %q", tc.dest, d.Outcome, d.Code, d.Message, tc.code)
+		}
 	}
 }
 

@@ -51,7 +51,7 @@ var checkDescriptions = map[string]string{
 	"serverDeclared":      "the server is one the policy lists",
 	"ruleMatches":         "a rule matches the server and tool (the first in spec.rules order governs)",
 	"argumentsObject":     "the arguments are one JSON object",
-	"destinationAllowed":  "the live destination is the server's origin or in the rule's destinations",
+	"destinationAllowed":  "the live destination is the server's URL or in the rule's destinations",
 	"classify":            "the consequence class and evidence role are set",
 	"provenanceRules":     "no provenance rule denies the call (an Escalate rule makes it need a human)",
 	"argumentConstraints": "every CEL argument constraint of the rule is true",

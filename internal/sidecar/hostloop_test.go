@@ -250,3 +250,34 @@ func TestHostLoopRefusesRebinding(t *testing.T) {
 		t.Fatalf("%d reviews, want only the loopback one's", f.stub.reviewCount())
 	}
 }
+
+// TestHostLoopDestination: the sidecar's host-loop endpoint decides the host's live destination
+// with the same code as serve (internal/hostloop, the sink's policy): the server's own URL is
+// allowed, a swapped MCP server URL (another host, or another path at the same origin) is
+// EF_DESTINATION_MISMATCH before anything is consumed (tool-use-binding §22 T-D).
+func TestHostLoopDestination(t *testing.T) {
+	f := newFixture(t)
+	enforce := func(tool, dest string) hostloop.Decision {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"vendor": "anthropic", "session": "conv-d", "provenance": "user", "destination": dest,
+			"block": map[string]any{"type": "tool_use", "id": "toolu_d", "name": tool, "input": map[string]any{"amount": 5, "to": "ACME"}}})
+		status, body := f.post(hostloop.EnforcePath, string(b))
+		if status != http.StatusOK {
+			t.Fatalf("HTTP %d %s", status, body)
+		}
+		return decode[hostloop.Decision](t, body)
+	}
+	if d := enforce("get_balance", f.up.URL); !d.Allow {
+		t.Fatalf("at the server's own URL: %+v", d)
+	}
+	for _, dest := range []string{"https://payments.attacker.example/mcp", strings.TrimSuffix(f.up.URL, "/") + "-mirror"} {
+		for _, tool := range []string{"get_balance", "send_payment"} {
+			if d := enforce(tool, dest); d.Allow || d.Code != ef.EFDestinationMismatch || d.OperationID != "" {
+				t.Fatalf("%s at %s: %+v", tool, dest, d)
+			}
+		}
+	}
+	if n := f.stub.consumeCount(); n != 0 {
+		t.Fatalf("%d consumes for refused destinations", n)
+	}
+}

@@ -112,7 +112,7 @@ type Client struct {
 	HTTPClient *http.Client
 }
 
-// EnforceOptions say which server, session and provenance a call has.
+// EnforceOptions say which server, session, provenance and destination a call has.
 type EnforceOptions struct {
 	// Vendor is the block's shape. Required (the vendor helpers set it).
 	Vendor Vendor
@@ -122,6 +122,13 @@ type EnforceOptions struct {
 	Session string
 	// Provenance is where the instruction came from (Provenance* constants).
 	Provenance string
+	// Destination is the URL the host is about to contact for the call: the URL its MCP client
+	// is connected to, an HTTP API endpoint, or for computer use the live page's URL. Optional:
+	// without it the gate takes the server's configured URL. The gate refuses a destination its
+	// policy does not allow with EF_DESTINATION_MISMATCH and binds the authority to it
+	// (tool-use-binding §12 MCP_SERVER_SWAP and COMPUTER_USE_ORIGIN_CHANGE, §22 T-D and T-E;
+	// docs/api.md "Destinations (T-D, T-E)").
+	Destination string
 }
 
 // Resolution is a binding-moment resolution delivered to the session (envelope-04 §7.3).
@@ -202,11 +209,12 @@ func CodeOf(err error) string {
 }
 
 type enforceRequest struct {
-	Vendor     Vendor          `json:"vendor"`
-	Block      json.RawMessage `json:"block"`
-	Server     string          `json:"server,omitempty"`
-	Session    string          `json:"session,omitempty"`
-	Provenance string          `json:"provenance,omitempty"`
+	Vendor      Vendor          `json:"vendor"`
+	Block       json.RawMessage `json:"block"`
+	Server      string          `json:"server,omitempty"`
+	Session     string          `json:"session,omitempty"`
+	Provenance  string          `json:"provenance,omitempty"`
+	Destination string          `json:"destination,omitempty"`
 }
 
 type completeRequest struct {
@@ -232,7 +240,8 @@ func (c *Client) Enforce(ctx context.Context, block json.RawMessage, o EnforceOp
 		return Decision{}, &Error{Code: ErrCodeBadRequest, Message: "the block is not JSON"}
 	}
 	var d Decision
-	err := c.post(ctx, EnforcePath, enforceRequest{Vendor: o.Vendor, Block: block, Server: o.Server, Session: o.Session, Provenance: o.Provenance}, &d)
+	err := c.post(ctx, EnforcePath, enforceRequest{Vendor: o.Vendor, Block: block, Server: o.Server, Session: o.Session, Provenance: o.Provenance,
+		Destination: o.Destination}, &d)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -220,10 +220,18 @@ class Client:
         server: Optional[str] = None,
         session: Optional[str] = None,
         provenance: Optional[str] = None,
+        destination: Optional[str] = None,
     ) -> Decision:
         """Asks the gate whether the host may run the tool call ``block`` (an Anthropic
         tool_use block, a Chat Completions tool_calls entry or a Responses function_call
-        item, as the vendor's API returned it: a dict, or its JSON text) now, once."""
+        item, as the vendor's API returned it: a dict, or its JSON text) now, once.
+
+        ``destination`` is the URL the host is about to contact for the call: the URL its MCP
+        client is connected to, an HTTP API endpoint, or for computer use the live page's URL.
+        Omitted, the gate takes the server's configured URL. A destination the policy does not
+        allow is refused EF_DESTINATION_MISMATCH and the authority is bound to it
+        (tool-use-binding §12 MCP_SERVER_SWAP and COMPUTER_USE_ORIGIN_CHANGE, §22 T-D and T-E;
+        docs/api.md "Destinations (T-D, T-E)")."""
         if vendor not in VENDORS:
             raise ValueError(f"vendor must be one of {', '.join(VENDORS)}")
         if provenance is not None and provenance not in PROVENANCES:
@@ -244,6 +252,10 @@ class Client:
             body["session"] = session
         if provenance:
             body["provenance"] = provenance
+        if destination is not None:
+            if not isinstance(destination, str) or not destination:
+                raise ValueError("destination must be a non-empty URL string")
+            body["destination"] = destination
         return Decision.from_json(self._post(ENFORCE_PATH, body))
 
     def complete(self, operation_id: str, outcome: str, result: Any = None) -> Completion:

@@ -119,6 +119,7 @@ def guard(
     server: Optional[str] = None,
     session: Optional[str] = None,
     provenance: Optional[str] = None,
+    destination: Optional[str] = None,
     wait: bool = False,
     poll_interval: float = 1.0,
     wait_timeout: float = 300.0,
@@ -132,13 +133,13 @@ def guard(
     until it is resolved or ``wait_timeout`` passed; ``on_escalation`` is called once with the
     escalation (to show the binding moment). With ``pass_decision`` the tool is called as
     ``tool(args, decision)``: ``decision.operation_id`` is the idempotency key to give an
-    upstream that takes one. Parallel tool calls of one turn are separate acts: call guard
-    once per block."""
+    upstream that takes one. ``destination`` is the URL the tool will contact (Client.enforce).
+    Parallel tool calls of one turn are separate acts: call guard once per block."""
     deadline = time.monotonic() + wait_timeout
     announced = False
     while True:
         try:
-            d = client.enforce(block, vendor=vendor, server=server, session=session, provenance=provenance)
+            d = client.enforce(block, vendor=vendor, server=server, session=session, provenance=provenance, destination=destination)
         except HostLoopError as e:
             code = e.code if e.code != CODE_BAD_RESPONSE else CODE_UNAVAILABLE
             msg = "The gate gave no usable answer; the tool did not run."

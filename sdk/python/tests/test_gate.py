@@ -348,6 +348,64 @@ class GateTest(unittest.TestCase):
         self.assertEqual(ok.status, EXECUTED)
         self.assertEqual(UP.count("get_balance"), before + 1)
 
+    # -- destinations (tool-use-binding §22 T-D, T-E) ------------------------------------------
+
+    def test_td_server_url_swap_refused(self) -> None:
+        """T-D: the host's MCP client was swapped to another server (a real MCP server with the
+        same tools) behind the same server name; the host passes the URL its client is
+        connected to as the destination. The gate refuses EF_DESTINATION_MISMATCH and the
+        swapped server's tool never runs; the same call at the policy's server runs once."""
+        swapped = harness.Upstream()
+        try:
+            before = UP.count("get_balance")
+            msg = anthropic_message(tool_use("get_balance", {"account": "main"}))
+            outs = run_anthropic(self.client, msg, harness.host_tools(swapped), server="finance", session=session(),
+                                 provenance="user", destination=swapped.url)
+            self.assertEqual(len(outs), 1)
+            self.assertEqual(outs[0].status, DENIED)
+            self.assertFalse(outs[0].invoked)
+            self.assertEqual(outs[0].decision.code, "EF_DESTINATION_MISMATCH")
+            self.assertEqual(error_of(outs[0].tool_result)["code"], "EF_DESTINATION_MISMATCH")
+            self.assertIs(error_of(outs[0].tool_result)["invoked"], False)
+            self.assertEqual(swapped.count("get_balance"), 0)
+            self.assertEqual(UP.count("get_balance"), before)
+            ok = run_anthropic(self.client, msg, self.tools, server="finance", session=session(), provenance="user", destination=UP.url)
+            self.assertEqual(ok[0].status, EXECUTED)
+            self.assertEqual((UP.count("get_balance"), swapped.count("get_balance")), (before + 1, 0))
+        finally:
+            swapped.close()
+
+    def test_te_computer_use_origin_change_refused(self) -> None:
+        """T-E: the model's computer tool_use (Anthropic computer-use shape) runs while the
+        browser is on https://pay.example, the origin the policy authorises; the click follows
+        a link to another site and the model's next click there is refused
+        EF_DESTINATION_MISMATCH without the host's action running. A malformed destination is
+        no decision."""
+        page = ["https://pay.example/checkout"]
+        actions = []
+
+        def computer(args):
+            actions.append(args)
+            page[0] = "https://pay.example.evil.example/checkout"  # the click left the site
+            return "clicked"
+
+        s = session()
+        click = {"action": "left_click", "coordinate": [640, 410]}
+        first = run_anthropic(self.client, anthropic_message(tool_use("computer", click)), {"computer": computer},
+                              session=s, provenance="user", destination=page[0])
+        self.assertEqual(first[0].status, EXECUTED)
+        second = run_anthropic(self.client, anthropic_message(tool_use("computer", click)), {"computer": computer},
+                               session=s, provenance="user", destination=page[0])
+        self.assertEqual(second[0].status, DENIED)
+        self.assertFalse(second[0].invoked)
+        self.assertEqual(second[0].decision.code, "EF_DESTINATION_MISMATCH")
+        self.assertEqual(error_of(second[0].tool_result)["code"], "EF_DESTINATION_MISMATCH")
+        self.assertEqual(len(actions), 1)
+        bad = guard(self.client, tool_use("computer", click), {"computer": computer}, session=s, destination="https://u@pay.example/")
+        self.assertEqual(bad.status, UNAVAILABLE)
+        self.assertEqual(bad.error.code, "HOSTLOOP_BAD_REQUEST")
+        self.assertEqual(len(actions), 1)
+
     # -- outcomes the host reports -----------------------------------------------------------
 
     def test_tool_failure_and_unknown_effect_reported(self) -> None:

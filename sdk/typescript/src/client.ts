@@ -30,6 +30,15 @@ export interface EnforceOptions {
   session?: string;
   /** Where the instruction came from; omitted, the gate takes it as unknown (the worst source). */
   provenance?: Provenance;
+  /**
+   * The URL the host is about to contact for this call: the URL its MCP client is connected to,
+   * an HTTP API endpoint, or for computer use the live page's URL. Omitted, the gate takes the
+   * server's configured URL. A destination the policy does not allow is refused
+   * EF_DESTINATION_MISMATCH, and the authority is bound to it (tool-use-binding §12
+   * MCP_SERVER_SWAP and COMPUTER_USE_ORIGIN_CHANGE, §22 T-D and T-E; docs/api.md
+   * "Destinations (T-D, T-E)").
+   */
+  destination?: string | URL;
 }
 
 /** Why a host-loop request got no Decision: the tool must not run. */
@@ -84,6 +93,7 @@ export class ActgateClient {
     if (opts.server) body.server = opts.server;
     if (opts.session) body.session = opts.session;
     if (opts.provenance) body.provenance = opts.provenance;
+    if (opts.destination) body.destination = String(opts.destination);
     const d = await this.#post('/v1/enforce', body);
     if (d === null || typeof d !== 'object' || typeof (d as Decision).allow !== 'boolean') {
       throw new ActgateError('malformed', 'actgate: /v1/enforce answered without a decision');

@@ -18,6 +18,8 @@ export interface EnforceRequest {
   server?: string;
   session?: string;
   provenance?: Provenance;
+  /** The URL the host is about to contact (MCP server URL, HTTP endpoint, computer use's page). */
+  destination?: string;
 }
 
 /** A binding-moment resolution delivered to the session (envelope-04 §7.3). */

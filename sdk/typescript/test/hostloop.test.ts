@@ -20,7 +20,8 @@ import {
   ActgateClient, ActgateError, anthropic, gateAgentTool, gateMcpClient, gateTools, guard, openai, META_CODE,
   IndeterminateError, type GuardResult, type ToolHandlers,
 } from '../src/index.ts';
-import { firstText, pct, startWorld, Upstream, type GateUnderTest, type ModelServer } from './harness.ts';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { firstText, pct, startWorld, Upstream, UPSTREAM_TOKEN, type GateUnderTest, type ModelServer } from './harness.ts';
 import * as fx from './fixtures.ts';
 
 let world: Awaited<ReturnType<typeof startWorld>>;
@@ -220,7 +221,7 @@ describe('OpenAI SDK', () => {
 
 describe('MCP client wrapper', () => {
   test('Client.callTool enforces first: the read runs, the injected email is an isError result with invoked false', async () => {
-    const c = gateMcpClient(await up.client(), client, { server: 'finance', session: session(), provenance: 'retrieval' });
+    const c = gateMcpClient(await up.client(), client, { server: 'finance', destination: up.url, session: session(), provenance: 'retrieval' });
     try {
       const b0 = up.count('get_balance');
       const e0 = up.count('email_send');
@@ -238,7 +239,7 @@ describe('MCP client wrapper', () => {
   });
 
   test('an escalated callTool returns the binding moment in _meta and does not call the server', async () => {
-    const c = gateMcpClient(await up.client(), client, { server: 'finance', session: session(), provenance: 'user' });
+    const c = gateMcpClient(await up.client(), client, { server: 'finance', destination: up.url, session: session(), provenance: 'user' });
     try {
       const p0 = up.count('send_payment');
       const r = await c.callTool({ name: 'send_payment', arguments: { to: 'carol', amount: 75 } });
@@ -252,10 +253,10 @@ describe('MCP client wrapper', () => {
     }
   });
 
-  test('T-D: a client swapped to another server the policy does not list is refused and that server never runs', async () => {
+  test('a client naming a server the policy does not list is refused EF_UNKNOWN_TOOL and that server never runs', async () => {
     const evil = new Upstream('evil');
     await evil.start();
-    const c = gateMcpClient(await evil.client(), client, { server: 'evil', session: session(), provenance: 'user' });
+    const c = gateMcpClient(await evil.client(), client, { server: 'evil', destination: evil.url, session: session(), provenance: 'user' });
     try {
       const r = await c.callTool({ name: 'get_balance', arguments: {} });
       assert.equal(r.isError, true);
@@ -266,6 +267,98 @@ describe('MCP client wrapper', () => {
       await c.close();
       await evil.close();
     }
+  });
+});
+
+describe('Destinations (T-D, T-E)', () => {
+  test('T-D: a client swapped to another server URL behind the same server name is refused EF_DESTINATION_MISMATCH; that server never runs', async () => {
+    const evil = new Upstream('evil');
+    await evil.start();
+    // The application's MCP client reaches another server than the policy lists for finance.
+    const c = gateMcpClient(await evil.client(), client, { server: 'finance', destination: evil.url, session: session(), provenance: 'user' });
+    try {
+      const b0 = up.count('get_balance');
+      const r = await c.callTool({ name: 'get_balance', arguments: { account: 'main' } });
+      assert.equal(r.isError, true);
+      assert.equal((r._meta as any)[META_CODE], 'EF_DESTINATION_MISMATCH');
+      assert.equal(errorOf(firstText(r)).code, 'EF_DESTINATION_MISMATCH');
+      assert.equal(errorOf(firstText(r)).invoked, false);
+      assert.equal(evil.count('get_balance'), 0, 'the swapped server ran the tool');
+      assert.equal(up.count('get_balance'), b0);
+    } finally {
+      await c.close();
+      await evil.close();
+    }
+  });
+
+  test('T-D: a client reconnected to another server after wrapping is refused (destination as a function) or not called (fixed destination)', async () => {
+    const evil = new Upstream('evil');
+    await evil.start();
+    const headers = { Authorization: `Bearer ${UPSTREAM_TOKEN}` };
+    try {
+      // destination as a function: the gate sees the new URL and refuses it.
+      let current = up.url;
+      const live = gateMcpClient(await up.client(), client, { server: 'finance', destination: () => current, session: session(), provenance: 'user' });
+      const b0 = up.count('get_balance');
+      assert.notEqual((await live.callTool({ name: 'get_balance', arguments: {} })).isError, true);
+      assert.equal(up.count('get_balance'), b0 + 1);
+      await live.close();
+      current = evil.url;
+      await live.connect(new StreamableHTTPClientTransport(new URL(evil.url), { requestInit: { headers } }));
+      const r = await live.callTool({ name: 'get_balance', arguments: {} });
+      assert.equal((r._meta as any)[META_CODE], 'EF_DESTINATION_MISMATCH');
+      await live.close();
+      // A fixed destination: the wrapper makes no call once the transport changed.
+      const fixed = gateMcpClient(await up.client(), client, { server: 'finance', destination: up.url, session: session(), provenance: 'user' });
+      assert.notEqual((await fixed.callTool({ name: 'get_balance', arguments: {} })).isError, true);
+      await fixed.close();
+      await fixed.connect(new StreamableHTTPClientTransport(new URL(evil.url), { requestInit: { headers } }));
+      await assert.rejects(fixed.callTool({ name: 'get_balance', arguments: {} }), /reconnected to another transport/);
+      await fixed.close();
+      assert.equal(evil.count('get_balance'), 0, 'the swapped server ran the tool');
+      assert.throws(() => gateMcpClient(mcp, client, { server: 'finance' } as any), /destination is required/);
+    } finally {
+      await evil.close();
+    }
+  });
+
+  test('T-E: a computer tool_use runs at the authorised origin and is refused after the page changed origin; the action never runs', async () => {
+    const sdk = anthropicSDK();
+    const click = { action: 'left_click', coordinate: [640, 410] };
+    model.push('/v1/messages',
+      { json: fx.anthropicMessage([fx.toolUse('toolu_01TE1', 'computer', click)]) },
+      { json: fx.anthropicMessage([fx.toolUse('toolu_01TE2', 'computer', click)]) });
+    let page = 'https://pay.example/checkout';
+    let actions = 0;
+    const computer: ToolHandlers = {
+      computer: async () => {
+        actions++;
+        page = 'https://pay.example.evil.example/checkout'; // the click followed a link to another site
+        return 'clicked';
+      },
+    };
+    const s = session();
+    const messages: any[] = [{ role: 'user', content: 'Pay the invoice on pay.example.' }];
+    const outs: any[] = [];
+    for (let turn = 0; turn < 2; turn++) {
+      const msg = await sdk.messages.create({ model: 'claude-test-model', max_tokens: 256, messages });
+      const results = await anthropic.runToolUses(client, msg, computer, { session: s, provenance: 'user', destination: page });
+      outs.push(results[0]);
+      messages.push({ role: msg.role, content: msg.content }, { role: 'user', content: results });
+    }
+    assert.notEqual(outs[0].is_error, true, JSON.stringify(outs[0]));
+    assert.equal(outs[0].content, 'clicked');
+    assert.equal(outs[1].tool_use_id, 'toolu_01TE2');
+    assert.equal(outs[1].is_error, true);
+    assert.equal(errorOf(outs[1].content[0].text).code, 'EF_DESTINATION_MISMATCH');
+    assert.equal(errorOf(outs[1].content[0].text).invoked, false);
+    assert.equal(actions, 1, 'the computer action ran after the origin changed');
+    // The guard itself takes the destination too, and a malformed one is no decision.
+    const r = await guard(client, fx.toolUse('toolu_01TE3', 'computer', click), { vendor: 'anthropic', session: s, destination: 'https://u@pay.example/' },
+      () => { actions++; });
+    assert.equal(r.kind, 'unavailable');
+    assert.equal(r.kind === 'unavailable' ? r.error.code : '', 'HOSTLOOP_BAD_REQUEST');
+    assert.equal(actions, 1);
   });
 });
 
@@ -416,7 +509,7 @@ describe('T-F benchmark', () => {
   test('enforce through each wrapper against a direct tool call, same run (logged, not asserted)', async () => {
     const N = 100;
     const s = session();
-    const bankMcp = gateMcpClient(await up.client(), client, { server: 'finance', session: s, provenance: 'user' });
+    const bankMcp = gateMcpClient(await up.client(), client, { server: 'finance', destination: up.url, session: s, provenance: 'user' });
     const agentsBalance = gateAgentTool(client, agentTool({
       name: 'get_balance', description: 'Balance.', parameters: z.object({ account: z.string() }),
       execute: async (input) => tools.get_balance(input, {} as any),
