@@ -11,6 +11,10 @@ import (
 	actgate "github.com/actgate/actgate/sdk/go"
 )
 
+// swappedServer names the upstream a host's client was swapped to: no policy names it, so it
+// listens on a free port in both modes.
+const swappedServer = "swapped"
+
 // TestTDServerURLSwapRefused is tool-use-binding §22 T-D (§12 MCP_SERVER_SWAP) through the
 // wrapper: the host's MCP client was swapped to another server (a real MCP server with the same
 // tools, at another URL) behind the same server name. The host passes the URL its client is
@@ -19,7 +23,7 @@ import (
 // the policy's server runs once there.
 func TestTDServerURLSwapRefused(t *testing.T) {
 	ctx := testCtx(t)
-	up, swapped := startUpstream(t), startUpstream(t)
+	up, swapped := startUpstream(t), startUpstreamFor(t, swappedServer)
 	g := startGate(t, map[string]string{"finance": up.URL})
 	gc := g.client()
 	model := startModel(t)

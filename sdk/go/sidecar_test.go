@@ -74,6 +74,8 @@ func upstreamAddr(t testing.TB, server string) string {
 		return "127.0.0.1:0"
 	}
 	switch server {
+	case swappedServer:
+		return "127.0.0.1:0" // a server no policy names, wherever it listens
 	case financeServer:
 		return requireEnv(t, envUpstreamAddr)
 	case financeEUServer:

@@ -135,8 +135,11 @@ func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) 
 	_, strictErr := action.Digest(x.tool(), x.args, jcs.Strict)
 	x.strict = strictErr == nil
 
-	// The destination is the server's URL from the policy: the only place the sidecar forwards
-	// to, and what every authority for the server is bound to (tool-use-binding §22 T-D).
+	// The destination is the server's URL from the policy — where the sidecar's MCP proxy
+	// forwards — unless the act names the live destination a host loop is about to contact
+	// (tool-use-binding §12 MCP_SERVER_SWAP, COMPUTER_USE_ORIGIN_CHANGE). Either way the policy
+	// decides it below (the rule's destinations, or the server's own URL), and the authority
+	// binds it, so a consume at any other destination is refused (§22 T-D, T-E).
 	for _, srv := range compiled.Servers() {
 		if srv.Name == req.Server {
 			x.destination = srv.URL
@@ -145,7 +148,10 @@ func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) 
 	if x.destination == "" {
 		return fail(deny(http.StatusOK, ef.EFUnknownTool, review.ReasonPolicy, fmt.Sprintf("ToolPolicy %s declares no server %s.", c.policy.Name, req.Server)))
 	}
-	if (a.Destination != nil && a.Destination.DestinationID != x.destination) || (a.Tool.ToolEndpoint != "" && a.Tool.ToolEndpoint != x.destination) {
+	if a.Destination != nil && a.Destination.DestinationID != "" {
+		x.destination = a.Destination.DestinationID
+	}
+	if a.Tool.ToolEndpoint != "" && a.Tool.ToolEndpoint != x.destination {
 		s.log.Info("act refused: its destination is not the policy's server", "act", a.CandidateActID, "agent", c.user, "server", req.Server)
 		return fail(deny(http.StatusOK, ef.EFDestinationMismatch, review.ReasonPolicy, ""))
 	}

@@ -268,16 +268,24 @@ type sidecarCall struct {
 // call builds the act a sidecar would build for a call in session and its Review.
 func (r *rig) call(t testing.TB, session, tool, args string) sidecarCall {
 	t.Helper()
+	return r.callAt(t, session, tool, args, paymentsURL)
+}
+
+// callAt is call for a host loop that names the live destination it is about to contact (as
+// internal/hostloop maps it: the server's identity at that URL).
+func (r *rig) callAt(t testing.TB, session, tool, args, destination string) sidecarCall {
+	t.Helper()
 	cand, err := act.NewCandidate(act.Input{Vendor: act.VendorMCP, VendorID: "1", ToolName: tool, Arguments: json.RawMessage(args)}, act.MappingContext{
-		SessionID:  session,
-		Principal:  act.Principal{PrincipalID: "customer-42"},
-		Agent:      act.Agent{AgentID: r.agent},
-		Server:     act.ServerIdentity{Name: "payments", URL: paymentsURL},
-		SinkID:     sinkID,
-		Provenance: act.SourceUser,
-		Now:        r.clock.Now,
-		TTL:        5 * time.Minute,
-		IDs:        r.ids,
+		SessionID:   session,
+		Principal:   act.Principal{PrincipalID: "customer-42"},
+		Agent:       act.Agent{AgentID: r.agent},
+		Server:      act.ServerIdentity{Name: "payments", URL: destination},
+		Destination: destination,
+		SinkID:      sinkID,
+		Provenance:  act.SourceUser,
+		Now:         r.clock.Now,
+		TTL:         5 * time.Minute,
+		IDs:         r.ids,
 	})
 	if err != nil {
 		t.Fatal(err)

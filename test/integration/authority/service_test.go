@@ -179,6 +179,22 @@ func TestServiceDecisions(t *testing.T) {
 		expectDeny(t, r.do(t, c.req), ef.EF005, review.ReasonAuthority)
 	})
 
+	t.Run("a live destination the policy does not allow", func(t *testing.T) {
+		// A host loop about to contact another server than the policy's (tool-use-binding §12
+		// MCP_SERVER_SWAP): the policy decides the act's live destination, refuses it, and no
+		// authority is issued for it (§22 T-D).
+		before := len(r.leases(t))
+		c := r.callAt(t, "session-1", "email_send", `{"to":"c@example.com"}`, "https://payments.attacker.example/mcp")
+		expectDeny(t, r.do(t, c.req), ef.EFDestinationMismatch, review.ReasonPolicy)
+		a := r.actObject(t, c.cand.Act.CandidateActID)
+		if a.Status.Decision != v1alpha1.ActDecisionDenied || a.Spec.Destination != "https://payments.attacker.example/mcp" {
+			t.Fatalf("act %+v / %+v", a.Spec, a.Status)
+		}
+		if n := len(r.leases(t)); n != before {
+			t.Fatalf("%d Leases after a refused destination, want %d", n, before)
+		}
+	})
+
 	t.Run("consume under another epoch", func(t *testing.T) {
 		c := r.call(t, "session-1", "email_send", `{"to":"b@example.com"}`)
 		resp := r.do(t, c.req)
