@@ -55,7 +55,7 @@ func bearerToken(r *http.Request) (string, bool) {
 func (s *Service) authenticate(ctx context.Context, token string) (*caller, *outcome) {
 	tr := &authenticationv1.TokenReview{}
 	var err error
-	tr.Status, _, err = s.tokens.review(ctx, token, func(ctx context.Context) (authenticationv1.TokenReviewStatus, error) {
+	tr.Status, _, err = s.tokens.Review(ctx, token, func(ctx context.Context) (authenticationv1.TokenReviewStatus, error) {
 		created := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: s.audiences}}
 		err := s.c.Create(ctx, created)
 		return created.Status, err

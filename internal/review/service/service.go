@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/review/service/tokenreview"
 	"github.com/actgate/actgate/internal/tracing"
 )
 
@@ -31,6 +32,9 @@ const (
 	DefaultMomentTTL = 15 * time.Minute
 	// DefaultFieldManager names the service's writes.
 	DefaultFieldManager = "actgate-authority"
+	// DefaultTokenReviewTTL is how long an authenticated TokenReview is reused
+	// (tokenreview.DefaultTTL: kube-apiserver's own cache holds a success for 10 s).
+	DefaultTokenReviewTTL = tokenreview.DefaultTTL
 )
 
 // Options wire a Service.
@@ -88,7 +92,7 @@ type Service struct {
 	policies  *policyCache
 	tracer    trace.Tracer // nil: tracing off
 	cache     *Cache       // nil: no informers
-	tokens    *tokenCache
+	tokens    *tokenreview.Cache
 	changes   *changes
 	envelopes *envelopeCache
 	recent    recentMoments
@@ -145,7 +149,7 @@ func New(opts Options) (*Service, error) {
 	}
 	// Token answers age by the wall clock, as the API server's own cache of them does, not by
 	// Options.Now, the clock authorities are issued and expire by.
-	s.tokens = newTokenCache(ttl, time.Now)
+	s.tokens = tokenreview.New(ttl, time.Now)
 	if s.cache != nil {
 		s.cache.setChanged(s.changes.notify)
 	}
