@@ -140,7 +140,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 	var items []v1alpha1.BindingMoment
 	cached := false
 	if s.cache != nil && !x.momentsFromAPI {
-		items, cached = s.cache.moments(ctx, x.c.namespace, key, value)
+		items, cached = s.cache.Moments(ctx, x.c.namespace, key, value)
 	}
 	if cached {
 		x.momentsCached = true

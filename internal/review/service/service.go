@@ -151,7 +151,7 @@ func New(opts Options) (*Service, error) {
 	// Options.Now, the clock authorities are issued and expire by.
 	s.tokens = tokenreview.New(ttl, time.Now)
 	if s.cache != nil {
-		s.cache.setChanged(s.changes.notify)
+		s.cache.SetChanged(s.changes.notify)
 	}
 	return s, nil
 }
