@@ -141,7 +141,7 @@ type gate struct {
 	issuedSweepAt int
 
 	dispatches *dispatchIndex
-	moments    *momentTable
+	moments    *TableX
 }
 
 type issuedAuthority struct {
@@ -233,9 +233,9 @@ func New(opts Options) (*Gate, error) {
 	}
 	g.tracer = tracing.TracerOf(opts.TracerProvider)
 	g.dispatches = newDispatchIndex(opts.IDs)
-	g.moments = newMomentTable()
-	g.moments.perAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)
-	g.moments.perSession = cmp.Or(opts.MaxPendingMomentsPerSession, DefaultMaxPendingMomentsPerSession)
+	g.moments = NewTableX()
+	g.moments.PerAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)
+	g.moments.PerSession = cmp.Or(opts.MaxPendingMomentsPerSession, DefaultMaxPendingMomentsPerSession)
 
 	ctx, cancel := context.WithTimeout(context.Background(), orDefault(opts.StartTimeout, DefaultStartTimeout))
 	defer cancel()

@@ -46,33 +46,33 @@ var (
 )
 
 // momentOption is one option of a registered moment: the concrete call it authorises.
-type momentOption struct {
-	tool, server, destination string
-	args                      json.RawMessage // canonical, strict profile
-	argsDigest, actionDigest  string
-	needsHuman                bool // policy escalates this call: a resolution issues authority for it
+type OptionX struct {
+	Tool, Server, Destination string
+	Args                      json.RawMessage // canonical, strict profile
+	ArgsDigest, ActionDigest  string
+	NeedsHuman                bool // policy escalates this call: a resolution issues authority for it
 	// shown is the call as principal surfaces show it: these arguments with the governing
 	// rule's masks applied (envelope.Call, "what you see is what you authorise").
-	shown envelope.Call
+	Shown envelope.Call
 }
 
 // withShown fills o.shown from o's own canonical arguments, the ones its action digest was
 // computed from, masking the values at the rule's pointers. An error (arguments that cannot be
 // masked) leaves the option unshowable, and the moment is not offered.
-func (o momentOption) withShown(masks []string) (momentOption, error) {
-	args, masked, err := argmask.Apply(o.args, masks)
+func (o OptionX) WithShown(masks []string) (OptionX, error) {
+	args, masked, err := argmask.Apply(o.Args, masks)
 	if err != nil {
 		return o, err
 	}
-	o.shown = envelope.Call{Server: o.server, Destination: o.destination, Tool: o.tool, Args: args, Masked: masked}
+	o.Shown = envelope.Call{Server: o.Server, Destination: o.Destination, Tool: o.Tool, Args: args, Masked: masked}
 	return o, nil
 }
 
 // calls returns the shown calls of a moment's options, in order.
-func (m *moment) calls() []envelope.Call {
-	out := make([]envelope.Call, len(m.options))
-	for i, o := range m.options {
-		c := o.shown
+func (m *MomentX) Calls() []envelope.Call {
+	out := make([]envelope.Call, len(m.Options))
+	for i, o := range m.Options {
+		c := o.Shown
 		c.Args = slices.Clone(c.Args)
 		c.Masked = slices.Clone(c.Masked)
 		out[i] = c
@@ -81,64 +81,64 @@ func (m *moment) calls() []envelope.Call {
 }
 
 // moment is one registered binding moment.
-type moment struct {
-	id           string
-	env          *envelope.Envelope
-	text         string
-	session      string
-	agent        string
-	actID        string // the escalated act (gate-authored moments); "" for proposals
-	gateAuthored bool
-	options      []momentOption
-	principals   []string
-	min          int
-	sod          bool
-	epoch        int64
-	authorityTTL time.Duration
-	created      time.Time
-	expires      time.Time
-	policy, rule string
-	class        act.ConsequenceClass // for observers: the escalated call's, or the first human option's
+type MomentX struct {
+	ID           string
+	Env          *envelope.Envelope
+	Text         string
+	Session      string
+	Agent        string
+	ActID        string // the escalated act (gate-authored moments); "" for proposals
+	GateAuthored bool
+	Options      []OptionX
+	Principals   []string
+	Min          int
+	SoD          bool
+	Epoch        int64
+	AuthorityTTL time.Duration
+	Created      time.Time
+	Expires      time.Time
+	Policy, Rule string
+	Class        act.ConsequenceClass // for observers: the escalated call's, or the first human option's
 
-	mu             sync.Mutex // serialises resolutions of this moment
-	votes          map[string]int
-	resolved       bool
-	settled        atomic.Bool // resolved, readable without mu (momentTable.admit)
-	kind           envelope.Kind
-	resolvedAt     time.Time
-	expiryReported bool // the Observer was told this moment expired
+	Mu             sync.Mutex // serialises resolutions of this moment
+	Votes          map[string]int
+	Resolved       bool
+	Settled        atomic.Bool // resolved, readable without mu (momentTable.admit)
+	Kind           envelope.Kind
+	ResolvedAt     time.Time
+	ExpiryReported bool // the Observer was told this moment expired
 	// carried: the moment was restored from the MomentStore, so its session belonged to a
 	// previous process; its agent continues it from any of its sessions.
-	carried bool
+	Carried bool
 }
 
-func (m *moment) ref() *MomentRef {
-	return &MomentRef{ID: m.id, Envelope: m.env, Digest: m.env.Digest(), Text: m.text, Expires: m.expires}
+func (m *MomentX) ref() *MomentRef {
+	return &MomentRef{ID: m.ID, Envelope: m.Env, Digest: m.Env.Digest(), Text: m.Text, Expires: m.Expires}
 }
 
 type sessionAction struct{ session, actionDigest string }
 
-type pendingKey struct{ session, actionDigest, destination string }
+type PendingKeyX struct{ Session, ActionDigest, Destination string }
 
 // grant is authority issued by a resolved moment, waiting for the agent's call of its action.
-type grant struct {
-	actID, authorityID, destination, momentID string
-	expires                                   time.Time
-	session                                   string // the session the act id was minted for
+type GrantX struct {
+	ActID, AuthorityID, Destination, MomentID string
+	Expires                                   time.Time
+	Session                                   string // the session the act id was minted for
 }
 
 // momentTable holds moments, grants, declines and the resolutions waiting for delivery.
-type momentTable struct {
+type TableX struct {
 	mu      sync.Mutex
-	byID    map[string]*moment
-	pending map[pendingKey]*moment // gate-authored, unresolved: one per escalated action
-	grants  map[sessionAction][]grant
+	byID    map[string]*MomentX
+	pending map[PendingKeyX]*MomentX // gate-authored, unresolved: one per escalated action
+	grants  map[sessionAction][]GrantX
 	// agentGrants and agentPending hold the grants and gate-authored pending moments of
 	// carried moments, keyed by the moment's agent instead of its session (sessionAction and
 	// pendingKey with the agent in the session field): the session they were made in ended
 	// with the process that made them.
-	agentGrants  map[sessionAction][]grant
-	agentPending map[pendingKey]*moment
+	agentGrants  map[sessionAction][]GrantX
+	agentPending map[PendingKeyX]*MomentX
 	closed       map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
 	deliveries   map[string][]Delivery
 	sweepAt      int
@@ -147,26 +147,26 @@ type momentTable struct {
 
 	// open holds the moments registered and not yet seen resolved or expired, for the
 	// pending-moment limits (admit); perAgent and perSession are those limits.
-	open                 map[*moment]struct{}
-	perAgent, perSession int
+	open                 map[*MomentX]struct{}
+	PerAgent, PerSession int
 }
 
-func newMomentTable() *momentTable {
-	return &momentTable{
-		byID:         map[string]*moment{},
-		pending:      map[pendingKey]*moment{},
-		grants:       map[sessionAction][]grant{},
-		agentGrants:  map[sessionAction][]grant{},
-		agentPending: map[pendingKey]*moment{},
+func NewTableX() *TableX {
+	return &TableX{
+		byID:         map[string]*MomentX{},
+		pending:      map[PendingKeyX]*MomentX{},
+		grants:       map[sessionAction][]GrantX{},
+		agentGrants:  map[sessionAction][]GrantX{},
+		agentPending: map[PendingKeyX]*MomentX{},
 		closed:       map[sessionAction]ef.EFCode{},
 		deliveries:   map[string][]Delivery{},
-		open:         map[*moment]struct{}{},
+		open:         map[*MomentX]struct{}{},
 		sweepAt:      minSweep,
 	}
 }
 
 // takeDeliveries returns and forgets the resolutions waiting for a session.
-func (t *momentTable) takeDeliveries(session string) []Delivery {
+func (t *TableX) TakeDeliveries(session string) []Delivery {
 	if t.nDeliver.Load() == 0 {
 		return nil
 	}
@@ -180,7 +180,7 @@ func (t *momentTable) takeDeliveries(session string) []Delivery {
 	return d
 }
 
-func (t *momentTable) deliver(session string, d Delivery) {
+func (t *TableX) Deliver(session string, d Delivery) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.deliveries[session] = append(t.deliveries[session], d)
@@ -189,7 +189,7 @@ func (t *momentTable) deliver(session string, d Delivery) {
 
 // closedCode reports whether calls of an action in a session are refused after a decline or a
 // question-space veto, and with which code.
-func (t *momentTable) closedCode(session, digest string) (ef.EFCode, bool) {
+func (t *TableX) ClosedCode(session, digest string) (ef.EFCode, bool) {
 	if t.nClosed.Load() == 0 {
 		return "", false
 	}
@@ -199,12 +199,12 @@ func (t *momentTable) closedCode(session, digest string) (ef.EFCode, bool) {
 	return c, ok
 }
 
-func (t *momentTable) declined(session, digest string) bool {
-	c, ok := t.closedCode(session, digest)
+func (t *TableX) Declined(session, digest string) bool {
+	c, ok := t.ClosedCode(session, digest)
 	return ok && c == ef.EFMomentDeclined
 }
 
-func (t *momentTable) close(session string, digests []string, code ef.EFCode) {
+func (t *TableX) Close(session string, digests []string, code ef.EFCode) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, d := range digests {
@@ -216,7 +216,7 @@ func (t *momentTable) close(session string, digests []string, code ef.EFCode) {
 	}
 }
 
-func (t *momentTable) reopen(session string, digests []string) {
+func (t *TableX) Reopen(session string, digests []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, d := range digests {
@@ -231,7 +231,7 @@ func (t *momentTable) reopen(session string, digests []string) {
 // grantFor returns the grant for an action in a session, or of a carried moment of the agent:
 // the one for this destination if there is one, else another (whose consume then fails on
 // destination, T-D), ok=false if none.
-func (t *momentTable) grantFor(session, agent, digest, destination string, now time.Time) (grant, bool) {
+func (t *TableX) GrantFor(session, agent, digest, destination string, now time.Time) (GrantX, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if g, ok := pickGrant(t.grants, sessionAction{session, digest}, destination, now); ok {
@@ -240,20 +240,20 @@ func (t *momentTable) grantFor(session, agent, digest, destination string, now t
 	return pickGrant(t.agentGrants, sessionAction{agent, digest}, destination, now)
 }
 
-func pickGrant(grants map[sessionAction][]grant, k sessionAction, destination string, now time.Time) (grant, bool) {
+func pickGrant(grants map[sessionAction][]GrantX, k sessionAction, destination string, now time.Time) (GrantX, bool) {
 	list := grants[k][:0]
 	for _, g := range grants[k] {
-		if now.Before(g.expires) {
+		if now.Before(g.Expires) {
 			list = append(list, g)
 		}
 	}
 	if len(list) == 0 {
 		delete(grants, k)
-		return grant{}, false
+		return GrantX{}, false
 	}
 	grants[k] = list
 	for _, g := range list {
-		if g.destination == destination {
+		if g.Destination == destination {
 			return g, true
 		}
 	}
@@ -261,14 +261,14 @@ func pickGrant(grants map[sessionAction][]grant, k sessionAction, destination st
 }
 
 // grantKey is where m's grants for an action are held.
-func (t *momentTable) grantKey(m *moment, digest string) (map[sessionAction][]grant, sessionAction) {
-	if m.carried {
-		return t.agentGrants, sessionAction{m.agent, digest}
+func (t *TableX) grantKey(m *MomentX, digest string) (map[sessionAction][]GrantX, sessionAction) {
+	if m.Carried {
+		return t.agentGrants, sessionAction{m.Agent, digest}
 	}
-	return t.grants, sessionAction{m.session, digest}
+	return t.grants, sessionAction{m.Session, digest}
 }
 
-func (t *momentTable) addGrant(m *moment, digest string, g grant) {
+func (t *TableX) AddGrant(m *MomentX, digest string, g GrantX) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	grants, k := t.grantKey(m, digest)
@@ -276,17 +276,17 @@ func (t *momentTable) addGrant(m *moment, digest string, g grant) {
 }
 
 // dropGrant forgets a grant (consumed, refused or withdrawn), wherever it is held.
-func (t *momentTable) dropGrant(session, agent, digest, authorityID string) {
+func (t *TableX) DropGrant(session, agent, digest, authorityID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	dropFrom(t.grants, sessionAction{session, digest}, authorityID)
 	dropFrom(t.agentGrants, sessionAction{agent, digest}, authorityID)
 }
 
-func dropFrom(grants map[sessionAction][]grant, k sessionAction, authorityID string) {
+func dropFrom(grants map[sessionAction][]GrantX, k sessionAction, authorityID string) {
 	list := grants[k]
 	for i, g := range list {
-		if g.authorityID == authorityID {
+		if g.AuthorityID == authorityID {
 			grants[k] = append(list[:i:i], list[i+1:]...)
 			break
 		}
@@ -297,23 +297,23 @@ func dropFrom(grants map[sessionAction][]grant, k sessionAction, authorityID str
 }
 
 // grantsOf lists the grants m issued that are still held, for its stored record.
-func (t *momentTable) grantsOf(m *moment) []grantRecord {
+func (t *TableX) GrantsOf(m *MomentX) []GrantRecordX {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []grantRecord
-	for _, o := range m.options {
-		grants, k := t.grantKey(m, o.actionDigest)
+	var out []GrantRecordX
+	for _, o := range m.Options {
+		grants, k := t.grantKey(m, o.ActionDigest)
 		for _, g := range grants[k] {
-			if g.momentID == m.id && !slices.ContainsFunc(out, func(r grantRecord) bool { return r.AuthorityID == g.authorityID }) {
-				out = append(out, grantRecord{ActID: g.actID, AuthorityID: g.authorityID, Destination: g.destination,
-					Digest: o.actionDigest, Expires: g.expires.UTC()})
+			if g.MomentID == m.ID && !slices.ContainsFunc(out, func(r GrantRecordX) bool { return r.AuthorityID == g.AuthorityID }) {
+				out = append(out, GrantRecordX{ActID: g.ActID, AuthorityID: g.AuthorityID, Destination: g.Destination,
+					Digest: o.ActionDigest, Expires: g.Expires.UTC()})
 			}
 		}
 	}
 	return out
 }
 
-func (t *momentTable) get(id string) (*moment, bool) {
+func (t *TableX) Get(id string) (*MomentX, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m, ok := t.byID[id]
@@ -322,14 +322,14 @@ func (t *momentTable) get(id string) (*moment, bool) {
 
 // pendingFor returns the open gate-authored moment of an escalated action in a session, or of
 // a carried moment of the agent.
-func (t *momentTable) pendingFor(k pendingKey, agent string, now time.Time) (*moment, bool) {
+func (t *TableX) PendingFor(k PendingKeyX, agent string, now time.Time) (*MomentX, bool) {
 	if m, ok := t.openPending(t.pending, k, now); ok {
 		return m, true
 	}
-	return t.openPending(t.agentPending, pendingKey{agent, k.actionDigest, k.destination}, now)
+	return t.openPending(t.agentPending, PendingKeyX{agent, k.ActionDigest, k.Destination}, now)
 }
 
-func (t *momentTable) openPending(pending map[pendingKey]*moment, k pendingKey, now time.Time) (*moment, bool) {
+func (t *TableX) openPending(pending map[PendingKeyX]*MomentX, k PendingKeyX, now time.Time) (*MomentX, bool) {
 	// Lock order is moment.mu before momentTable.mu (Resolve holds a moment while it records
 	// grants and deliveries), so the moment is examined after the table is released.
 	t.mu.Lock()
@@ -338,9 +338,9 @@ func (t *momentTable) openPending(pending map[pendingKey]*moment, k pendingKey, 
 	if !ok {
 		return nil, false
 	}
-	m.mu.Lock()
-	open := !m.resolved && now.Before(m.expires)
-	m.mu.Unlock()
+	m.Mu.Lock()
+	open := !m.Resolved && now.Before(m.Expires)
+	m.Mu.Unlock()
 	if !open {
 		t.mu.Lock()
 		if pending[k] == m {
@@ -354,28 +354,28 @@ func (t *momentTable) openPending(pending map[pendingKey]*moment, k pendingKey, 
 
 // restore registers a moment loaded from the MomentStore: pending ones count against the
 // pending-moment limits again.
-func (t *momentTable) restore(m *moment, now time.Time) {
+func (t *TableX) Restore(m *MomentX, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byID[m.id] = m
-	if m.resolved || !now.Before(m.expires) {
+	t.byID[m.ID] = m
+	if m.Resolved || !now.Before(m.Expires) {
 		return
 	}
 	t.open[m] = struct{}{}
-	if m.gateAuthored {
+	if m.GateAuthored {
 		// A gate-authored moment's first option is the escalated call.
-		o := m.options[0]
-		t.agentPending[pendingKey{m.agent, o.actionDigest, o.destination}] = m
+		o := m.Options[0]
+		t.agentPending[PendingKeyX{m.Agent, o.ActionDigest, o.Destination}] = m
 	}
 }
 
 // remove forgets a moment add registered (its record could not be stored).
-func (t *momentTable) remove(m *moment, pk *pendingKey) {
+func (t *TableX) Remove(m *MomentX, pk *PendingKeyX) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.open, m)
-	if t.byID[m.id] == m {
-		delete(t.byID, m.id)
+	if t.byID[m.ID] == m {
+		delete(t.byID, m.ID)
 	}
 	if pk != nil && t.pending[*pk] == m {
 		delete(t.pending, *pk)
@@ -383,66 +383,66 @@ func (t *momentTable) remove(m *moment, pk *pendingKey) {
 }
 
 // errMomentLimit: the agent or the session has as many pending moments as allowed.
-var errMomentLimit = errors.New("sink: pending binding-moment limit reached")
+var ErrLimitX = errors.New("sink: pending binding-moment limit reached")
 
 // admit reports whether a new moment of agent in session stays within the pending-moment
 // limits, forgetting the open moments that are resolved or expired by now.
-func (t *momentTable) admit(agent, session string, now time.Time) error {
+func (t *TableX) Admit(agent, session string, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.admitLocked(agent, session, now)
 }
 
-func (t *momentTable) admitLocked(agent, session string, now time.Time) error {
+func (t *TableX) admitLocked(agent, session string, now time.Time) error {
 	var byAgent, bySession int
 	for m := range t.open {
-		if m.settled.Load() || !now.Before(m.expires) {
+		if m.Settled.Load() || !now.Before(m.Expires) {
 			delete(t.open, m)
 			continue
 		}
-		if m.agent == agent {
+		if m.Agent == agent {
 			byAgent++
 		}
-		if m.session == session {
+		if m.Session == session {
 			bySession++
 		}
 	}
 	switch {
-	case t.perAgent > 0 && byAgent >= t.perAgent:
-		return fmt.Errorf("%w: agent has %d pending", errMomentLimit, byAgent)
-	case t.perSession > 0 && bySession >= t.perSession:
-		return fmt.Errorf("%w: session has %d pending", errMomentLimit, bySession)
+	case t.PerAgent > 0 && byAgent >= t.PerAgent:
+		return fmt.Errorf("%w: agent has %d pending", ErrLimitX, byAgent)
+	case t.PerSession > 0 && bySession >= t.PerSession:
+		return fmt.Errorf("%w: session has %d pending", ErrLimitX, bySession)
 	}
 	return nil
 }
 
 // add registers m unless it would exceed the pending-moment limits (errMomentLimit).
-func (t *momentTable) add(m *moment, pk *pendingKey, now time.Time) error {
+func (t *TableX) Add(m *MomentX, pk *PendingKeyX, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.admitLocked(m.agent, m.session, now); err != nil {
+	if err := t.admitLocked(m.Agent, m.Session, now); err != nil {
 		return err
 	}
 	t.open[m] = struct{}{}
 	if len(t.byID) >= t.sweepAt {
 		for id, old := range t.byID {
-			if now.Sub(old.expires) > time.Hour {
+			if now.Sub(old.Expires) > time.Hour {
 				delete(t.byID, id)
 			}
 		}
 		t.sweepAt = max(minSweep, 2*len(t.byID))
 	}
-	t.byID[m.id] = m
+	t.byID[m.ID] = m
 	if pk != nil {
 		t.pending[*pk] = m
 	}
 	return nil
 }
 
-func (t *momentTable) list() []*moment {
+func (t *TableX) List() []*MomentX {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*moment, 0, len(t.byID))
+	out := make([]*MomentX, 0, len(t.byID))
 	for _, m := range t.byID {
 		out = append(out, m)
 	}
@@ -454,13 +454,13 @@ const momentLimitMessage = "Too many binding moments are pending for this agent 
 	"wait until the principals resolve them (or they expire). Nothing was registered or invoked."
 
 // momentLimit refuses an escalated call whose moment a pending-moment limit refused.
-func (g *gate) momentLimit(cl *callState, m *moment, err error) Result {
-	g.log.Info("escalation refused: too many pending binding moments", "act", m.actID, "code", ef.EFMomentLimit, "reason", err.Error())
+func (g *gate) momentLimit(cl *callState, m *MomentX, err error) Result {
+	g.log.Info("escalation refused: too many pending binding moments", "act", m.ActID, "code", ef.EFMomentLimit, "reason", err.Error())
 	return g.refuse(cl, ef.EFMomentLimit, momentLimitMessage)
 }
 
 // newMomentID returns "bm-" + 32 random hex digits.
-func newMomentID() string {
+func NewIDX() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
 	return "bm-" + hex.EncodeToString(b[:])
@@ -474,7 +474,7 @@ const DefaultOffer = "Ask for detail on any item."
 // EF_ESCALATION_REQUIRED and a gate-authored binding moment.
 func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result, error) {
 	digest := cl.cand.ActionDigest()
-	if code, ok := g.moments.closedCode(cl.c.Session, digest); ok {
+	if code, ok := g.moments.ClosedCode(cl.c.Session, digest); ok {
 		msg := ""
 		if code == ef.EFEscalationRequired {
 			msg = "The principal reopened this question; propose a new binding moment with request_binding_moment."
@@ -486,13 +486,13 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 		// "Digests").
 		return g.refuse(cl, ef.EFArgumentsOutOfProfile, ""), nil
 	}
-	gr, granted := g.moments.grantFor(cl.c.Session, cl.c.Agent, digest, cl.c.Destination, g.now())
+	gr, granted := g.moments.GrantFor(cl.c.Session, cl.c.Agent, digest, cl.c.Destination, g.now())
 	if granted {
 		// The call continues the act the principal authorised: its id is the escalated act's
 		// (or the one minted at resolution), bound into the authority, and so is its session
 		// (another one only for a carried moment, whose session ended with a previous process).
-		cl.cand.Act.CandidateActID = gr.actID
-		cl.cand.Act.Freshness.SessionID = gr.session
+		cl.cand.Act.CandidateActID = gr.ActID
+		cl.cand.Act.Freshness.SessionID = gr.Session
 	}
 	k := dispatchKey{digest, cl.c.Destination}
 	entry, res, done := g.reserve(ctx, cl, k)
@@ -503,10 +503,10 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 		g.dispatches.release(k, entry)
 		return g.escalateMoment(ctx, cl), nil
 	}
-	res, err := g.dispatch(ctx, cl, inv, k, entry, gr.expires, nil)
+	res, err := g.dispatch(ctx, cl, inv, k, entry, gr.Expires, nil)
 	switch {
 	case res.Allowed, res.Code == ef.EF005, res.Code == ef.EF002:
-		g.moments.dropGrant(cl.c.Session, cl.c.Agent, digest, gr.authorityID)
+		g.moments.DropGrant(cl.c.Session, cl.c.Agent, digest, gr.AuthorityID)
 	}
 	return res, err
 }
@@ -518,8 +518,8 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	now := g.now()
 	digest := cl.cand.ActionDigest()
-	pk := pendingKey{cl.c.Session, digest, cl.c.Destination}
-	if m, ok := g.moments.pendingFor(pk, cl.c.Agent, now); ok {
+	pk := PendingKeyX{cl.c.Session, digest, cl.c.Destination}
+	if m, ok := g.moments.PendingFor(pk, cl.c.Agent, now); ok {
 		res := g.refuse(cl, ef.EFEscalationRequired, "")
 		res.Moment = m.ref()
 		return res
@@ -528,15 +528,15 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	if len(ev.Principals) == 0 {
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision and policy names no principal to make it.")
 	}
-	requested, err := momentOption{
-		tool: cl.c.Tool, server: cl.c.Server, destination: cl.c.Destination,
-		args: cl.cand.Arguments, argsDigest: cl.cand.ArgumentsDigest(), actionDigest: digest, needsHuman: true,
-	}.withShown(cl.dec.MaskArguments)
+	requested, err := OptionX{
+		Tool: cl.c.Tool, Server: cl.c.Server, Destination: cl.c.Destination,
+		Args: cl.cand.Arguments, ArgsDigest: cl.cand.ArgumentsDigest(), ActionDigest: digest, NeedsHuman: true,
+	}.WithShown(cl.dec.MaskArguments)
 	if err != nil {
 		g.log.Error(err, "escalated call cannot be shown to a principal; no binding moment", "act", cl.cand.Act.CandidateActID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; it cannot be shown to a principal.")
 	}
-	opts := []momentOption{requested}
+	opts := []OptionX{requested}
 	draft := []envelope.DraftOption{{
 		Label:     envelope.SlotText("Run "+cl.c.Tool+" as requested", envelope.MaxLabelRunes),
 		Reasoning: "Authorises exactly the call the agent made, once.",
@@ -555,8 +555,8 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		draft = append(draft, envelope.DraftOption{
 			Label:     envelope.SlotText(alt.Label, envelope.MaxLabelRunes),
 			Reasoning: envelope.SlotText(alt.Reasoning, envelope.MaxTextRunes),
-			Tool:      o.tool,
-			Args:      o.args,
+			Tool:      o.Tool,
+			Args:      o.Args,
 		})
 	}
 	if len(opts) < envelope.MinOptions {
@@ -594,30 +594,30 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		g.log.Error(err, "gate-authored envelope refused", "act", cl.cand.Act.CandidateActID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; no binding moment could be built.")
 	}
-	m := &moment{
-		id: newMomentID(), env: env, session: cl.c.Session, agent: cl.c.Agent,
-		actID: cl.cand.Act.CandidateActID, gateAuthored: true, options: opts,
-		principals: slices.Clone(ev.Principals), min: minPrincipals(ev), sod: ev.SeparationOfDuties,
-		epoch: cl.dec.Epoch, authorityTTL: g.authorityTTLFor(cl.dec), created: now,
-		expires: now.Add(g.momentTTL), policy: cl.dec.Policy, rule: cl.dec.Rule, votes: map[string]int{},
-		class: cl.class,
+	m := &MomentX{
+		ID: NewIDX(), Env: env, Session: cl.c.Session, Agent: cl.c.Agent,
+		ActID: cl.cand.Act.CandidateActID, GateAuthored: true, Options: opts,
+		Principals: slices.Clone(ev.Principals), Min: minPrincipals(ev), SoD: ev.SeparationOfDuties,
+		Epoch: cl.dec.Epoch, AuthorityTTL: g.authorityTTLFor(cl.dec), Created: now,
+		Expires: now.Add(g.momentTTL), Policy: cl.dec.Policy, Rule: cl.dec.Rule, Votes: map[string]int{},
+		Class: cl.class,
 	}
-	if err := g.moments.admit(m.agent, m.session, now); err != nil {
+	if err := g.moments.Admit(m.Agent, m.Session, now); err != nil {
 		return g.momentLimit(cl, m, err)
 	}
 	if err := g.register(ctx, m); err != nil {
-		g.log.Error(err, "binding moment not registered", "act", m.actID)
+		g.log.Error(err, "binding moment not registered", "act", m.ActID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; the binding moment could not be registered.")
 	}
 	if err := g.addMoment(ctx, m, &pk, now); err != nil {
-		if errors.Is(err, errMomentLimit) {
+		if errors.Is(err, ErrLimitX) {
 			return g.momentLimit(cl, m, err)
 		}
-		g.log.Error(err, "binding moment not stored", "act", m.actID, "moment", m.id)
+		g.log.Error(err, "binding moment not stored", "act", m.ActID, "moment", m.ID)
 		return g.refuse(cl, ef.EFStoreUnavailable, "This call needs a human decision; the binding moment could not be stored.")
 	}
 	g.observer.MomentEmitted(m.event())
-	g.log.Info("escalated to a binding moment", "act", m.actID, "actionDigest", digest, "moment", m.id,
+	g.log.Info("escalated to a binding moment", "act", m.ActID, "actionDigest", digest, "moment", m.ID,
 		"envelope", env.Digest(), "policy", cl.dec.Policy, "rule", cl.dec.Rule)
 	res := g.refuse(cl, ef.EFEscalationRequired, "")
 	res.Moment = m.ref()
@@ -627,28 +627,28 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 // alternative builds the option of a declared alternative: the merge patch applied to the
 // requested arguments, canonicalized in the strict profile. An alternative that fails, or
 // repeats an option already offered, is left out.
-func (g *gate) alternative(cl *callState, alt Alternative, have []momentOption) (momentOption, bool) {
+func (g *gate) alternative(cl *callState, alt Alternative, have []OptionX) (OptionX, bool) {
 	patched, err := MergePatch(cl.cand.Arguments, alt.Args)
 	if err != nil {
-		return momentOption{}, false
+		return OptionX{}, false
 	}
 	canon, err := jcs.Canonicalize(patched, jcs.Strict)
 	if err != nil {
-		return momentOption{}, false
+		return OptionX{}, false
 	}
 	d, err := action.Digest(cl.c.Tool, canon, jcs.Strict)
 	if err != nil {
-		return momentOption{}, false
+		return OptionX{}, false
 	}
 	for _, o := range have {
-		if o.actionDigest == d {
-			return momentOption{}, false
+		if o.ActionDigest == d {
+			return OptionX{}, false
 		}
 	}
-	o, err := momentOption{
-		tool: cl.c.Tool, server: cl.c.Server, destination: cl.c.Destination,
-		args: canon, argsDigest: jcs.Digest(canon), actionDigest: d, needsHuman: true,
-	}.withShown(cl.dec.MaskArguments)
+	o, err := OptionX{
+		Tool: cl.c.Tool, Server: cl.c.Server, Destination: cl.c.Destination,
+		Args: canon, ArgsDigest: jcs.Digest(canon), ActionDigest: d, NeedsHuman: true,
+	}.WithShown(cl.dec.MaskArguments)
 	return o, err == nil
 }
 
@@ -665,14 +665,14 @@ func minPrincipals(ev Evidence) int {
 
 // addMoment registers m in the table and stores its record before anyone can see it: a moment
 // the store did not take is forgotten, and the caller refuses.
-func (g *gate) addMoment(ctx context.Context, m *moment, pk *pendingKey, now time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := g.moments.add(m, pk, now); err != nil {
+func (g *gate) addMoment(ctx context.Context, m *MomentX, pk *PendingKeyX, now time.Time) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	if err := g.moments.Add(m, pk, now); err != nil {
 		return err
 	}
 	if err := g.persist(ctx, m, nil, ""); err != nil {
-		g.moments.remove(m, pk)
+		g.moments.Remove(m, pk)
 		return err
 	}
 	return nil
@@ -680,16 +680,16 @@ func (g *gate) addMoment(ctx context.Context, m *moment, pk *pendingKey, now tim
 
 // register renders the moment and records its envelope in the registry, which refuses an
 // envelope identical to one already emitted (envelope-04 §12.5).
-func (g *gate) register(ctx context.Context, m *moment) error {
+func (g *gate) register(ctx context.Context, m *MomentX) error {
 	var b bytes.Buffer
-	if err := (envelope.TextRenderer{}).Render(&b, m.env); err == nil {
-		m.text = b.String()
+	if err := (envelope.TextRenderer{}).Render(&b, m.Env); err == nil {
+		m.Text = b.String()
 	}
 	opts := envelope.EmitOptions{TTL: g.momentTTL}
-	if len(m.principals) == 1 {
-		opts.Principal = m.principals[0]
+	if len(m.Principals) == 1 {
+		opts.Principal = m.Principals[0]
 	}
-	_, err := g.registry.Emit(ctx, m.env, opts)
+	_, err := g.registry.Emit(ctx, m.Env, opts)
 	return err
 }
 
@@ -702,7 +702,7 @@ func (g *gate) requestMoment(ctx context.Context, session, agent string, p Propo
 		return Result{}, errNoGate
 	}
 	res := g.proposeMoment(ctx, session, agent, p)
-	res.Resolutions = append(res.Resolutions, g.moments.takeDeliveries(session)...)
+	res.Resolutions = append(res.Resolutions, g.moments.TakeDeliveries(session)...)
 	return res, nil
 }
 
@@ -732,7 +732,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 	}
 	servers := g.policy.Servers()
 	var (
-		opts       []momentOption
+		opts       []OptionX
 		draft      []envelope.DraftOption
 		req        *PolicyDecision
 		principals []string
@@ -760,15 +760,15 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		if ctx.Err() != nil {
 			return denyResult(ef.EF060, "")
 		}
-		mo, err := momentOption{tool: o.Tool, server: server, destination: dest, args: canon,
-			argsDigest: jcs.Digest(canon), actionDigest: digest}.withShown(d.MaskArguments)
+		mo, err := OptionX{Tool: o.Tool, Server: server, Destination: dest, Args: canon,
+			ArgsDigest: jcs.Digest(canon), ActionDigest: digest}.WithShown(d.MaskArguments)
 		if err != nil {
 			return momentRefused(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
 		}
 		switch d.Outcome {
 		case PolicyAllow, PolicyPermit:
 		case PolicyEscalate:
-			mo.needsHuman = true
+			mo.NeedsHuman = true
 			if req == nil {
 				dd := d
 				req = &dd
@@ -810,13 +810,13 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		return g.proposeRemote(ctx, session, agent, env, opts)
 	}
 	now := g.now()
-	m := &moment{
-		id: newMomentID(), env: env, session: session, agent: agent, options: opts,
-		principals: principals, min: minPrincipals(req.Evidence), sod: req.Evidence.SeparationOfDuties,
-		epoch: req.Epoch, authorityTTL: g.authorityTTLFor(*req), created: now, expires: now.Add(g.momentTTL),
-		policy: req.Policy, rule: req.Rule, votes: map[string]int{}, class: proposalClass(req, opts),
+	m := &MomentX{
+		ID: NewIDX(), Env: env, Session: session, Agent: agent, Options: opts,
+		Principals: principals, Min: minPrincipals(req.Evidence), SoD: req.Evidence.SeparationOfDuties,
+		Epoch: req.Epoch, AuthorityTTL: g.authorityTTLFor(*req), Created: now, Expires: now.Add(g.momentTTL),
+		Policy: req.Policy, Rule: req.Rule, Votes: map[string]int{}, Class: proposalClass(req, opts),
 	}
-	if err := g.moments.admit(agent, session, now); err != nil {
+	if err := g.moments.Admit(agent, session, now); err != nil {
 		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
 		return denyResult(ef.EFMomentLimit, momentLimitMessage)
 	}
@@ -829,8 +829,8 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		return momentRefused("The binding moment could not be registered.")
 	}
 	if err := g.addMoment(ctx, m, nil, now); err != nil {
-		if !errors.Is(err, errMomentLimit) {
-			g.log.Error(err, "binding moment not stored", "moment", m.id)
+		if !errors.Is(err, ErrLimitX) {
+			g.log.Error(err, "binding moment not stored", "moment", m.ID)
 			return denyResult(ef.EFStoreUnavailable, "The binding moment could not be stored; nothing was registered.")
 		}
 		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
@@ -840,15 +840,15 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 	// A new moment about these actions lifts an earlier decline or reopening of them.
 	digests := make([]string, len(opts))
 	for i, o := range opts {
-		digests[i] = o.actionDigest
+		digests[i] = o.ActionDigest
 	}
-	g.moments.reopen(session, digests)
-	g.log.Info("binding moment proposed", "moment", m.id, "envelope", env.Digest(), "options", len(opts),
-		"policy", m.policy, "rule", m.rule)
+	g.moments.Reopen(session, digests)
+	g.log.Info("binding moment proposed", "moment", m.ID, "envelope", env.Digest(), "options", len(opts),
+		"policy", m.Policy, "rule", m.Rule)
 	return Result{
 		Allowed: true,
 		Moment:  m.ref(),
-		Message: fmt.Sprintf("Binding moment %s awaits a decision by %d of the principals policy names.", m.id, m.min),
+		Message: fmt.Sprintf("Binding moment %s awaits a decision by %d of the principals policy names.", m.ID, m.Min),
 	}
 }
 
@@ -904,7 +904,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	if g == nil {
 		return ResolveResult{}, errNoGate
 	}
-	m, ok := g.moments.get(momentID)
+	m, ok := g.moments.Get(momentID)
 	if !ok {
 		return ResolveResult{}, fmt.Errorf("%w: %s", ErrMomentNotFound, clip(momentID, 64))
 	}
@@ -912,29 +912,29 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	if err != nil {
 		return ResolveResult{}, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	now := g.now()
-	out := ResolveResult{MomentID: m.id, Kind: string(r.Kind), Required: m.min}
+	out := ResolveResult{MomentID: m.ID, Kind: string(r.Kind), Required: m.Min}
 	switch {
-	case r.EnvelopeDigest != m.env.Digest():
+	case r.EnvelopeDigest != m.Env.Digest():
 		// §12.5: a resolution names its envelope; one naming another is not a decision.
 		return out, fmt.Errorf("%w: the resolution names another envelope", ErrResolutionInvalid)
-	case m.resolved:
-		return out, fmt.Errorf("%w: %s", ErrMomentResolved, m.id)
-	case !now.Before(m.expires):
-		return out, fmt.Errorf("%w: %s expired at %s", ErrMomentExpired, m.id, m.expires.UTC().Format(time.RFC3339))
+	case m.Resolved:
+		return out, fmt.Errorf("%w: %s", ErrMomentResolved, m.ID)
+	case !now.Before(m.Expires):
+		return out, fmt.Errorf("%w: %s expired at %s", ErrMomentExpired, m.ID, m.Expires.UTC().Format(time.RFC3339))
 	case principal == "":
 		return out, fmt.Errorf("%w: no principal", ErrNotPrincipal)
-	case principal == m.agent, m.sod && principal == g.sinkID:
+	case principal == m.Agent, m.SoD && principal == g.sinkID:
 		return out, fmt.Errorf("%w: %s", ErrSelfResolution, clip(principal, 64))
-	case !slices.Contains(m.principals, principal):
+	case !slices.Contains(m.Principals, principal):
 		return out, fmt.Errorf("%w: %s", ErrNotPrincipal, clip(principal, 64))
 	}
-	if _, voted := m.votes[principal]; voted {
-		return out, fmt.Errorf("%w: %s already resolved %s", ErrMomentResolved, clip(principal, 64), m.id)
+	if _, voted := m.Votes[principal]; voted {
+		return out, fmt.Errorf("%w: %s already resolved %s", ErrMomentResolved, clip(principal, 64), m.ID)
 	}
-	if err := envelope.Verify(m.env, r); err != nil {
+	if err := envelope.Verify(m.Env, r); err != nil {
 		return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 	}
 	if r.Kind != envelope.KindOption {
@@ -942,51 +942,51 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		if _, err := g.registry.Resolve(ctx, r, principal); err != nil {
 			return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 		}
-		m.resolved, m.kind, m.resolvedAt = true, r.Kind, now
+		m.Resolved, m.Kind, m.ResolvedAt = true, r.Kind, now
 		if err := g.persist(ctx, m, nil, ""); err != nil {
 			// The registry holds the resolution, so the moment cannot be resolved again in
 			// this process: it stays unresolved and refuses (fail closed).
-			m.resolved, m.kind, m.resolvedAt = false, "", time.Time{}
+			m.Resolved, m.Kind, m.ResolvedAt = false, "", time.Time{}
 			return out, err
 		}
-		m.settled.Store(true)
+		m.Settled.Store(true)
 		g.closeOut(m, r)
-		g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind)
+		g.log.Info("binding moment resolved", "moment", m.ID, "resolution", r.Kind)
 		g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 		return out, nil
 	}
-	opt := m.options[r.OptionIdx]
+	opt := m.Options[r.OptionIdx]
 	out.OptionID = fmt.Sprintf("%d", r.OptionIdx)
-	m.votes[principal] = r.OptionIdx
-	votes := m.votersFor(r.OptionIdx)
+	m.Votes[principal] = r.OptionIdx
+	votes := m.VotersFor(r.OptionIdx)
 	out.Votes = len(votes)
 	authorized, err := g.quorum(m, r.OptionIdx, votes, now)
 	if err != nil {
-		delete(m.votes, principal)
+		delete(m.Votes, principal)
 		return out, err
 	}
 	if !authorized {
 		if err := g.persist(ctx, m, nil, ""); err != nil {
-			delete(m.votes, principal)
+			delete(m.Votes, principal)
 			return out, err
 		}
 		out.Pending = true
-		g.log.Info("binding moment vote recorded", "moment", m.id, "option", r.OptionIdx, "votes", len(votes), "required", m.min)
+		g.log.Info("binding moment vote recorded", "moment", m.ID, "option", r.OptionIdx, "votes", len(votes), "required", m.Min)
 		return out, nil
 	}
-	d := Delivery{MomentID: m.id, EnvelopeDigest: m.env.Digest(), Kind: string(r.Kind), OptionIdx: intPtr(r.OptionIdx),
-		Tool: opt.tool, Server: opt.server, ActionDigest: opt.actionDigest}
-	var gr *grant
-	if opt.needsHuman {
+	d := Delivery{MomentID: m.ID, EnvelopeDigest: m.Env.Digest(), Kind: string(r.Kind), OptionIdx: intPtr(r.OptionIdx),
+		Tool: opt.Tool, Server: opt.Server, ActionDigest: opt.ActionDigest}
+	var gr *GrantX
+	if opt.NeedsHuman {
 		issued, err := g.grantOption(ctx, m, opt)
 		if err != nil {
-			delete(m.votes, principal)
+			delete(m.Votes, principal)
 			return out, err
 		}
 		gr = &issued
-		out.AuthorityID = gr.authorityID
+		out.AuthorityID = gr.AuthorityID
 		d.Authorized = true
-		d.Expires = gr.expires.UTC().Format(time.RFC3339)
+		d.Expires = gr.Expires.UTC().Format(time.RFC3339)
 	}
 	if gr != nil {
 		_ = failpoint.Inject(failpoint.MomentGranted)
@@ -994,41 +994,41 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	if _, err := g.registry.Resolve(ctx, r, principal); err != nil {
 		// The registry refused the final record: the authority stays unconsumed and
 		// unreachable (no grant names it) until it expires.
-		delete(m.votes, principal)
+		delete(m.Votes, principal)
 		return out, fmt.Errorf("%w: %w", ErrResolutionInvalid, err)
 	}
-	m.resolved, m.kind, m.resolvedAt = true, r.Kind, now
+	m.Resolved, m.Kind, m.ResolvedAt = true, r.Kind, now
 	// The resolution and its grant are stored (fsynced) before the grant is filed, so no call
 	// uses a grant a restart would not know of; the authority is already in its store.
-	if err := g.persist(ctx, m, gr, opt.actionDigest); err != nil {
+	if err := g.persist(ctx, m, gr, opt.ActionDigest); err != nil {
 		// Not filed: the authority stays unreachable. The registry holds the resolution, so
 		// the moment cannot be resolved again in this process (fail closed).
-		delete(m.votes, principal)
-		m.resolved, m.kind, m.resolvedAt = false, "", time.Time{}
+		delete(m.Votes, principal)
+		m.Resolved, m.Kind, m.ResolvedAt = false, "", time.Time{}
 		return out, err
 	}
 	if gr != nil {
-		g.moments.addGrant(m, opt.actionDigest, *gr)
+		g.moments.AddGrant(m, opt.ActionDigest, *gr)
 		_ = failpoint.Inject(failpoint.MomentStored)
 	}
-	m.settled.Store(true)
-	g.moments.reopen(m.session, []string{opt.actionDigest})
-	if !m.carried {
+	m.Settled.Store(true)
+	g.moments.Reopen(m.Session, []string{opt.ActionDigest})
+	if !m.Carried {
 		// A carried moment's session ended with a previous process: nobody would collect it.
-		g.moments.deliver(m.session, d)
+		g.moments.Deliver(m.Session, d)
 	}
 	g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
-	g.log.Info("binding moment resolved", "moment", m.id, "resolution", r.Kind, "option", r.OptionIdx,
-		"actionDigest", opt.actionDigest, "authority", out.AuthorityID)
+	g.log.Info("binding moment resolved", "moment", m.ID, "resolution", r.Kind, "option", r.OptionIdx,
+		"actionDigest", opt.ActionDigest, "authority", out.AuthorityID)
 	return out, nil
 }
 
 func intPtr(i int) *int { return &i }
 
 // votersFor lists the principals who chose option idx, sorted.
-func (m *moment) votersFor(idx int) []string {
+func (m *MomentX) VotersFor(idx int) []string {
 	var out []string
-	for p, i := range m.votes {
+	for p, i := range m.Votes {
 		if i == idx {
 			out = append(out, p)
 		}
@@ -1041,19 +1041,19 @@ func (m *moment) votersFor(idx int) []string {
 // declined refuses the moment's actions until a new moment (§7.3: the question does not
 // reopen, the agent stops); question refuses a gate-authored re-escalation of them (§7.2: a
 // question-space veto is a reopening, never the same question again).
-func (g *gate) closeOut(m *moment, r *envelope.Resolution) {
-	digests := make([]string, len(m.options))
-	for i, o := range m.options {
-		digests[i] = o.actionDigest
+func (g *gate) closeOut(m *MomentX, r *envelope.Resolution) {
+	digests := make([]string, len(m.Options))
+	for i, o := range m.Options {
+		digests[i] = o.ActionDigest
 	}
 	switch r.Kind {
 	case envelope.KindDeclined:
-		g.moments.close(m.session, digests, ef.EFMomentDeclined)
+		g.moments.Close(m.Session, digests, ef.EFMomentDeclined)
 	case envelope.KindQuestion:
-		g.moments.close(m.session, digests, ef.EFEscalationRequired)
+		g.moments.Close(m.Session, digests, ef.EFEscalationRequired)
 	}
-	if !m.carried {
-		g.moments.deliver(m.session, Delivery{MomentID: m.id, EnvelopeDigest: m.env.Digest(), Kind: string(r.Kind), Answer: r.Answer})
+	if !m.Carried {
+		g.moments.Deliver(m.Session, Delivery{MomentID: m.ID, EnvelopeDigest: m.Env.Digest(), Kind: string(r.Kind), Answer: r.Answer})
 	}
 }
 
@@ -1062,23 +1062,23 @@ func (g *gate) closeOut(m *moment, r *envelope.Resolution) {
 // the initiating agent (and, with separation of duties, never the sink), each a verified
 // resolution of this envelope for exactly this action (action-evidence-boundary "Evaluate AEC
 // Evidence Satisfaction", "Make the Local Authorization Decision").
-func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool, error) {
-	opt := m.options[idx]
-	caid, err := aeb.CAIDFromDigest(aeb.ActionTypeToolCall, opt.actionDigest)
+func (g *gate) quorum(m *MomentX, idx int, voters []string, now time.Time) (bool, error) {
+	opt := m.Options[idx]
+	caid, err := aeb.CAIDFromDigest(aeb.ActionTypeToolCall, opt.ActionDigest)
 	if err != nil {
 		return false, fmt.Errorf("sink: quorum: %w", err)
 	}
 	norm := normalizedAction(opt, g.sinkID)
 	op := aeb.Operation{
-		OperationID:            aebID("moment", m.id),
-		ProviderID:             aebID("dest", opt.destination),
-		InitiatorID:            aebID("p", m.agent),
+		OperationID:            aebID("moment", m.ID),
+		ProviderID:             aebID("dest", opt.Destination),
+		InitiatorID:            aebID("p", m.Agent),
 		ExecutorID:             aebID("p", g.sinkID),
 		CAID:                   caid,
 		NormalizedActionDigest: norm,
 		Requirements: []aeb.Requirement{{
-			Role: aeb.RoleHumanAuthorization, PrincipalKind: aeb.PrincipalHuman, Minimum: m.min,
-			DistinctPrincipals: true, ExcludeInitiator: true, ExcludeExecutor: m.sod,
+			Role: aeb.RoleHumanAuthorization, PrincipalKind: aeb.PrincipalHuman, Minimum: m.Min,
+			DistinctPrincipals: true, ExcludeInitiator: true, ExcludeExecutor: m.SoD,
 		}},
 	}
 	if len(voters) > aeb.MaxEvidence {
@@ -1086,7 +1086,7 @@ func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool,
 	}
 	evidence := make([]aeb.Evidence, 0, len(voters))
 	for _, p := range voters {
-		unit := EvidenceDigest([]byte(m.env.Digest() + "\x00" + p + "\x00" + opt.actionDigest))
+		unit := EvidenceDigest([]byte(m.Env.Digest() + "\x00" + p + "\x00" + opt.ActionDigest))
 		evidence = append(evidence, aeb.Evidence{
 			WrapperDigest:      unit,
 			NativeReplayUnit:   unit,
@@ -1097,7 +1097,7 @@ func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool,
 			PrincipalKind:      aeb.PrincipalHuman,
 			PrincipalID:        aebID("p", p),
 			Status: aeb.Status{Verdict: aeb.StatusCurrent, AuthorityPinned: true,
-				CheckedAt: now, ValidUntil: m.expires},
+				CheckedAt: now, ValidUntil: m.Expires},
 		})
 	}
 	a, err := aeb.Assess(op, evidence, aeb.PolicyPermit, now)
@@ -1109,8 +1109,8 @@ func (g *gate) quorum(m *moment, idx int, voters []string, now time.Time) (bool,
 
 // normalizedAction is the digest of the bound projection an authority names: tool, arguments
 // digest, destination and sink (internal/aeb doc: "NormalizedActionDigest").
-func normalizedAction(o momentOption, sinkID string) string {
-	b, _ := json.Marshal([]string{"actgate.normalized-action.1", o.tool, o.argsDigest, o.destination, sinkID})
+func normalizedAction(o OptionX, sinkID string) string {
+	b, _ := json.Marshal([]string{"actgate.normalized-action.1", o.Tool, o.ArgsDigest, o.Destination, sinkID})
 	return EvidenceDigest(b)
 }
 
@@ -1141,42 +1141,42 @@ func isAEBIdent(s string) bool {
 // id (or an id minted now for the moment's session), the option's digests, tool and
 // destination, this sink and the moment's policy epoch. The caller files the grant once the
 // resolution is stored.
-func (g *gate) grantOption(ctx context.Context, m *moment, opt momentOption) (grant, error) {
-	actID := m.actID
+func (g *gate) grantOption(ctx context.Context, m *MomentX, opt OptionX) (GrantX, error) {
+	actID := m.ActID
 	if actID == "" {
-		id, err := g.ids.New(m.session)
+		id, err := g.ids.New(m.Session)
 		if err != nil {
-			return grant{}, fmt.Errorf("sink: minting an act id: %w", err)
+			return GrantX{}, fmt.Errorf("sink: minting an act id: %w", err)
 		}
 		actID = id
 	}
-	b := g.bindingForOption(actID, opt, m.epoch)
-	a, err := g.issue(ctx, b, m.authorityTTL)
-	if errors.Is(err, authority.ErrAlreadyIssued) && m.carried {
+	b := g.bindingForOption(actID, opt, m.Epoch)
+	a, err := g.issue(ctx, b, m.AuthorityTTL)
+	if errors.Is(err, authority.ErrAlreadyIssued) && m.Carried {
 		// An authority id derives from its binding, so a restored moment resolved again after
 		// a crash between the issue and the stored resolution meets the authority issued
 		// then. No grant ever named that one, so nothing can consume it: the option is
 		// granted under an act id minted now for the moment's session instead.
-		id, idErr := g.ids.New(m.session)
+		id, idErr := g.ids.New(m.Session)
 		if idErr != nil {
-			return grant{}, fmt.Errorf("sink: minting an act id: %w", idErr)
+			return GrantX{}, fmt.Errorf("sink: minting an act id: %w", idErr)
 		}
 		actID = id
-		a, err = g.issue(ctx, g.bindingForOption(actID, opt, m.epoch), m.authorityTTL)
+		a, err = g.issue(ctx, g.bindingForOption(actID, opt, m.Epoch), m.AuthorityTTL)
 	}
 	if err != nil {
-		return grant{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.id, err)
+		return GrantX{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.ID, err)
 	}
-	return grant{actID: actID, authorityID: a.ID, destination: opt.destination, momentID: m.id, expires: a.ExpiresAt, session: m.session}, nil
+	return GrantX{ActID: actID, AuthorityID: a.ID, Destination: opt.Destination, MomentID: m.ID, Expires: a.ExpiresAt, Session: m.Session}, nil
 }
 
-func (g *gate) bindingForOption(actID string, o momentOption, epoch int64) authority.Binding {
+func (g *gate) bindingForOption(actID string, o OptionX, epoch int64) authority.Binding {
 	return authority.Binding{
 		ActID:           actID,
-		ArgumentsDigest: o.argsDigest,
-		ActionDigest:    o.actionDigest,
-		Tool:            o.tool,
-		Destination:     o.destination,
+		ArgumentsDigest: o.ArgsDigest,
+		ActionDigest:    o.ActionDigest,
+		Tool:            o.Tool,
+		Destination:     o.Destination,
 		SinkID:          g.sinkID,
 		PolicyEpoch:     bindingEpoch(epoch),
 		Namespace:       g.namespace,
@@ -1191,25 +1191,25 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 	now := g.now()
 	g.sweepExpired(now)
 	var out []Moment
-	for _, m := range g.moments.list() {
-		m.mu.Lock()
-		resolved, kind := m.resolved, m.kind
-		m.mu.Unlock()
-		if f.Session != "" && m.session != f.Session {
+	for _, m := range g.moments.List() {
+		m.Mu.Lock()
+		resolved, kind := m.Resolved, m.Kind
+		m.Mu.Unlock()
+		if f.Session != "" && m.Session != f.Session {
 			continue
 		}
-		if f.Pending && (resolved || !now.Before(m.expires)) {
+		if f.Pending && (resolved || !now.Before(m.Expires)) {
 			continue
 		}
 		mm := Moment{
-			ID: m.id, Session: m.session, Agent: m.agent, ActID: m.actID, Envelope: m.env,
-			Digest: m.env.Digest(), Principals: slices.Clone(m.principals), Created: m.created,
-			Expires: m.expires, Resolved: resolved, Resolution: string(kind), Class: string(m.class),
-			GateAuthored: m.gateAuthored, Calls: m.calls(),
+			ID: m.ID, Session: m.Session, Agent: m.Agent, ActID: m.ActID, Envelope: m.Env,
+			Digest: m.Env.Digest(), Principals: slices.Clone(m.Principals), Created: m.Created,
+			Expires: m.Expires, Resolved: resolved, Resolution: string(kind), Class: string(m.Class),
+			GateAuthored: m.GateAuthored, Calls: m.Calls(),
 		}
-		for _, o := range m.options {
-			if o.needsHuman {
-				mm.Server, mm.Tool, mm.ActionDigest = o.server, o.tool, o.actionDigest
+		for _, o := range m.Options {
+			if o.NeedsHuman {
+				mm.Server, mm.Tool, mm.ActionDigest = o.Server, o.Tool, o.ActionDigest
 				break
 			}
 		}

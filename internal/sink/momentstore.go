@@ -78,7 +78,7 @@ type momentRecord struct {
 	Resolved     bool               `json:"resolved,omitempty"`
 	ResolvedAt   time.Time          `json:"resolvedAt,omitzero"`
 	Kind         string             `json:"kind,omitempty"`
-	Grants       []grantRecord      `json:"grants,omitempty"`
+	Grants       []GrantRecordX      `json:"grants,omitempty"`
 }
 
 type optionRecord struct {
@@ -91,7 +91,7 @@ type optionRecord struct {
 	Shown        envelope.Call   `json:"shown"`
 }
 
-type grantRecord struct {
+type GrantRecordX struct {
 	ActID       string    `json:"actId"`
 	AuthorityID string    `json:"authorityId"`
 	Destination string    `json:"destination"`
@@ -100,30 +100,30 @@ type grantRecord struct {
 }
 
 // stored encodes m with its grants; m.mu is held.
-func (m *moment) stored(grants []grantRecord) (StoredMoment, error) {
+func (m *MomentX) Stored(grants []GrantRecordX) (StoredMoment, error) {
 	r := momentRecord{
-		V: momentRecordVersion, ID: m.id, Session: m.session, Agent: m.agent, ActID: m.actID,
-		GateAuthored: m.gateAuthored, Envelope: m.env, Principals: m.principals, Min: m.min, SoD: m.sod,
-		Epoch: m.epoch, AuthorityTTL: m.authorityTTL, Created: m.created.UTC(), Expires: m.expires.UTC(),
-		Policy: m.policy, Rule: m.rule, Class: string(m.class), Votes: m.votes, Resolved: m.resolved,
-		ResolvedAt: m.resolvedAt.UTC(), Kind: string(m.kind), Grants: grants,
+		V: momentRecordVersion, ID: m.ID, Session: m.Session, Agent: m.Agent, ActID: m.ActID,
+		GateAuthored: m.GateAuthored, Envelope: m.Env, Principals: m.Principals, Min: m.Min, SoD: m.SoD,
+		Epoch: m.Epoch, AuthorityTTL: m.AuthorityTTL, Created: m.Created.UTC(), Expires: m.Expires.UTC(),
+		Policy: m.Policy, Rule: m.Rule, Class: string(m.Class), Votes: m.Votes, Resolved: m.Resolved,
+		ResolvedAt: m.ResolvedAt.UTC(), Kind: string(m.Kind), Grants: grants,
 	}
-	for _, o := range m.options {
-		r.Options = append(r.Options, optionRecord{Tool: o.tool, Server: o.server, Destination: o.destination,
-			Args: o.args, ActionDigest: o.actionDigest, NeedsHuman: o.needsHuman, Shown: o.shown})
+	for _, o := range m.Options {
+		r.Options = append(r.Options, optionRecord{Tool: o.Tool, Server: o.Server, Destination: o.Destination,
+			Args: o.Args, ActionDigest: o.ActionDigest, NeedsHuman: o.NeedsHuman, Shown: o.Shown})
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return StoredMoment{}, fmt.Errorf("sink: encoding moment %s: %w", m.id, err)
+		return StoredMoment{}, fmt.Errorf("sink: encoding moment %s: %w", m.ID, err)
 	}
-	settled := m.expires
-	if m.resolved {
-		settled = m.resolvedAt
+	settled := m.Expires
+	if m.Resolved {
+		settled = m.ResolvedAt
 		for _, g := range grants {
 			settled = later(settled, g.Expires)
 		}
 	}
-	return StoredMoment{ID: m.id, Settled: settled.UTC(), Data: b}, nil
+	return StoredMoment{ID: m.ID, Settled: settled.UTC(), Data: b}, nil
 }
 
 func later(a, b time.Time) time.Time {
@@ -137,11 +137,11 @@ func later(a, b time.Time) time.Time {
 // reads and refuses what it refuses (ErrMomentRecord), so a record a store returns is checked
 // before the gate trusts any of it.
 func DecodeMoment(data []byte) (string, error) {
-	m, _, err := decodeMoment(data)
+	m, _, err := DecodeX(data)
 	if err != nil {
 		return "", err
 	}
-	return m.id, nil
+	return m.ID, nil
 }
 
 func badRecord(format string, args ...any) error {
@@ -151,7 +151,7 @@ func badRecord(format string, args ...any) error {
 // decodeMoment rebuilds a moment and its grants from a stored record. Every digest is
 // recomputed from the record's own arguments: a record whose options do not match the
 // envelope it carries is refused, so a damaged record cannot authorise another call.
-func decodeMoment(data []byte) (*moment, []grantRecord, error) {
+func DecodeX(data []byte) (*MomentX, []GrantRecordX, error) {
 	if len(data) > maxMomentRecordBytes {
 		return nil, nil, badRecord("%d bytes, at most %d", len(data), maxMomentRecordBytes)
 	}
@@ -190,12 +190,12 @@ func decodeMoment(data []byte) (*moment, []grantRecord, error) {
 	case len(r.Votes) > len(r.Principals):
 		return nil, nil, badRecord("%s: %d votes for %d principals", r.ID, len(r.Votes), len(r.Principals))
 	}
-	m := &moment{
-		id: r.ID, env: r.Envelope, session: r.Session, agent: r.Agent, actID: r.ActID,
-		gateAuthored: r.GateAuthored, principals: r.Principals, min: r.Min, sod: r.SoD, epoch: r.Epoch,
-		authorityTTL: r.AuthorityTTL, created: r.Created, expires: r.Expires, policy: r.Policy,
-		rule: r.Rule, class: act.ConsequenceClass(r.Class), votes: map[string]int{},
-		resolved: r.Resolved, resolvedAt: r.ResolvedAt, kind: envelope.Kind(r.Kind), carried: true,
+	m := &MomentX{
+		ID: r.ID, Env: r.Envelope, Session: r.Session, Agent: r.Agent, ActID: r.ActID,
+		GateAuthored: r.GateAuthored, Principals: r.Principals, Min: r.Min, SoD: r.SoD, Epoch: r.Epoch,
+		AuthorityTTL: r.AuthorityTTL, Created: r.Created, Expires: r.Expires, Policy: r.Policy,
+		Rule: r.Rule, Class: act.ConsequenceClass(r.Class), Votes: map[string]int{},
+		Resolved: r.Resolved, ResolvedAt: r.ResolvedAt, Kind: envelope.Kind(r.Kind), Carried: true,
 	}
 	for i, o := range r.Options {
 		mo, err := optionFromRecord(o)
@@ -203,16 +203,16 @@ func decodeMoment(data []byte) (*moment, []grantRecord, error) {
 			return nil, nil, badRecord("%s: option %d: %v", r.ID, i, err)
 		}
 		eo, _ := r.Envelope.Option(i)
-		if eo.ActionDigest != mo.actionDigest {
+		if eo.ActionDigest != mo.ActionDigest {
 			return nil, nil, badRecord("%s: option %d's digest is not the envelope's", r.ID, i)
 		}
-		m.options = append(m.options, mo)
+		m.Options = append(m.Options, mo)
 	}
 	for p, idx := range r.Votes {
-		if !slices.Contains(r.Principals, p) || idx < 0 || idx >= len(m.options) {
+		if !slices.Contains(r.Principals, p) || idx < 0 || idx >= len(m.Options) {
 			return nil, nil, badRecord("%s: vote of %q for option %d", r.ID, clip(p, 64), idx)
 		}
-		m.votes[p] = idx
+		m.Votes[p] = idx
 	}
 	switch envelope.Kind(r.Kind) {
 	case "":
@@ -230,37 +230,37 @@ func decodeMoment(data []byte) (*moment, []grantRecord, error) {
 		return nil, nil, badRecord("%s: grants without an option resolution", r.ID)
 	}
 	for _, g := range r.Grants {
-		ok := slices.ContainsFunc(m.options, func(o momentOption) bool {
-			return o.needsHuman && o.actionDigest == g.Digest && o.destination == g.Destination
+		ok := slices.ContainsFunc(m.Options, func(o OptionX) bool {
+			return o.NeedsHuman && o.ActionDigest == g.Digest && o.Destination == g.Destination
 		})
 		if !ok || g.ActID == "" || g.AuthorityID == "" || g.Expires.IsZero() {
 			return nil, nil, badRecord("%s: a grant for no option of the moment", r.ID)
 		}
 	}
-	m.settled.Store(m.resolved)
+	m.Settled.Store(m.Resolved)
 	return m, r.Grants, nil
 }
 
-func optionFromRecord(o optionRecord) (momentOption, error) {
+func optionFromRecord(o optionRecord) (OptionX, error) {
 	if act.CheckToolName("tool", o.Tool) != nil || o.Server == "" || o.Destination == "" {
-		return momentOption{}, errors.New("no tool, server or destination")
+		return OptionX{}, errors.New("no tool, server or destination")
 	}
 	canon, err := jcs.Canonicalize(o.Args, jcs.Strict)
 	if err != nil || len(canon) == 0 || canon[0] != '{' {
-		return momentOption{}, errors.New("arguments are not a strict-profile object")
+		return OptionX{}, errors.New("arguments are not a strict-profile object")
 	}
 	d, err := action.Digest(o.Tool, canon, jcs.Strict)
 	if err != nil {
-		return momentOption{}, err
+		return OptionX{}, err
 	}
 	if d != o.ActionDigest {
-		return momentOption{}, errors.New("action digest does not match the arguments")
+		return OptionX{}, errors.New("action digest does not match the arguments")
 	}
 	if o.Shown.Tool != o.Tool || o.Shown.Server != o.Server || o.Shown.Destination != o.Destination {
-		return momentOption{}, errors.New("the shown call is another call")
+		return OptionX{}, errors.New("the shown call is another call")
 	}
-	return momentOption{tool: o.Tool, server: o.Server, destination: o.Destination, args: canon,
-		argsDigest: jcs.Digest(canon), actionDigest: d, needsHuman: o.NeedsHuman, shown: o.Shown}, nil
+	return OptionX{Tool: o.Tool, Server: o.Server, Destination: o.Destination, Args: canon,
+		ArgsDigest: jcs.Digest(canon), ActionDigest: d, NeedsHuman: o.NeedsHuman, Shown: o.Shown}, nil
 }
 
 func validMomentID(id string) bool {
@@ -278,16 +278,16 @@ func validMomentID(id string) bool {
 // persist writes m's record with its filed grants and, when not nil, gr (a grant for the
 // action digest, about to be filed); m.mu is held. Without a MomentStore it does nothing
 // (moments live in memory).
-func (g *gate) persist(ctx context.Context, m *moment, gr *grant, digest string) error {
+func (g *gate) persist(ctx context.Context, m *MomentX, gr *GrantX, digest string) error {
 	if g.momentStore == nil {
 		return nil
 	}
-	grants := g.moments.grantsOf(m)
+	grants := g.moments.GrantsOf(m)
 	if gr != nil {
-		grants = append(grants, grantRecord{ActID: gr.actID, AuthorityID: gr.authorityID,
-			Destination: gr.destination, Digest: digest, Expires: gr.expires.UTC()})
+		grants = append(grants, GrantRecordX{ActID: gr.ActID, AuthorityID: gr.AuthorityID,
+			Destination: gr.Destination, Digest: digest, Expires: gr.Expires.UTC()})
 	}
-	sm, err := m.stored(grants)
+	sm, err := m.Stored(grants)
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func (g *gate) persist(ctx context.Context, m *moment, gr *grant, digest string)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.recordTimeout)
 	defer cancel()
 	if err := g.momentStore.PutMoment(ctx, sm); err != nil {
-		return fmt.Errorf("sink: storing binding moment %s: %w", m.id, err)
+		return fmt.Errorf("sink: storing binding moment %s: %w", m.ID, err)
 	}
 	return nil
 }
@@ -316,32 +316,32 @@ func (g *gate) loadMoments(ctx context.Context) error {
 	}
 	var pending, grants int
 	for _, sm := range recs {
-		m, gs, err := decodeMoment(sm.Data)
+		m, gs, err := DecodeX(sm.Data)
 		if err != nil {
 			return fmt.Errorf("sink: loading binding moment %q: %w", clip(sm.ID, 64), err)
 		}
-		if m.id != sm.ID {
-			return fmt.Errorf("sink: loading binding moment %q: %w: the record is moment %s", clip(sm.ID, 64), ErrMomentRecord, m.id)
+		if m.ID != sm.ID {
+			return fmt.Errorf("sink: loading binding moment %q: %w: the record is moment %s", clip(sm.ID, 64), ErrMomentRecord, m.ID)
 		}
 		var b bytes.Buffer
-		if err := (envelope.TextRenderer{}).Render(&b, m.env); err == nil {
-			m.text = b.String()
+		if err := (envelope.TextRenderer{}).Render(&b, m.Env); err == nil {
+			m.Text = b.String()
 		}
-		opts := envelope.EmitOptions{TTL: max(m.expires.Sub(now), time.Nanosecond)}
-		if len(m.principals) == 1 {
-			opts.Principal = m.principals[0]
+		opts := envelope.EmitOptions{TTL: max(m.Expires.Sub(now), time.Nanosecond)}
+		if len(m.Principals) == 1 {
+			opts.Principal = m.Principals[0]
 		}
-		if _, err := g.registry.Emit(ctx, m.env, opts); err != nil && !errors.Is(err, envelope.ErrAlreadyEmitted) {
-			return fmt.Errorf("sink: re-emitting binding moment %s: %w", m.id, err)
+		if _, err := g.registry.Emit(ctx, m.Env, opts); err != nil && !errors.Is(err, envelope.ErrAlreadyEmitted) {
+			return fmt.Errorf("sink: re-emitting binding moment %s: %w", m.ID, err)
 		}
-		g.moments.restore(m, now)
-		if !m.resolved && now.Before(m.expires) {
+		g.moments.Restore(m, now)
+		if !m.Resolved && now.Before(m.Expires) {
 			pending++
 		}
 		for _, gr := range gs {
 			if now.Before(gr.Expires) {
-				g.moments.addGrant(m, gr.Digest, grant{actID: gr.ActID, authorityID: gr.AuthorityID,
-					destination: gr.Destination, momentID: m.id, expires: gr.Expires, session: m.session})
+				g.moments.AddGrant(m, gr.Digest, GrantX{ActID: gr.ActID, AuthorityID: gr.AuthorityID,
+					Destination: gr.Destination, MomentID: m.ID, Expires: gr.Expires, Session: m.Session})
 				grants++
 			}
 		}
