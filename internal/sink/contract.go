@@ -9,6 +9,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // RequestBindingMomentTool is the name of the virtual tool through which an agent asks the gate
@@ -144,19 +145,9 @@ type Result struct {
 	Accepted json.RawMessage
 }
 
-// Delivery is one binding-moment resolution returned to the agent of the moment's session.
-type Delivery struct {
-	MomentID       string `json:"moment_id"`
-	EnvelopeDigest string `json:"envelope_digest"`
-	Kind           string `json:"resolution"`                  // option | answer | question | declined
-	OptionIdx      *int   `json:"option_idx,omitempty"`        // option only
-	Answer         string `json:"answer,omitempty"`            // answer only
-	Tool           string `json:"tool,omitempty"`              // option only: the call authorised
-	Server         string `json:"server,omitempty"`            // option only
-	ActionDigest   string `json:"action_digest,omitempty"`     // option only
-	Authorized     bool   `json:"authorized"`                  // option only: authority was issued for it
-	Expires        string `json:"authority_expires,omitempty"` // option only: RFC 3339
-}
+// Delivery is one binding-moment resolution returned to the agent of the moment's session
+// (moment.Delivery).
+type Delivery = moment.Delivery
 
 // MomentRef points at a binding moment the gate registered: its id and the gate-authored
 // envelope (the transport adds it as the additive `binding_moment` member, plus a plain-text
@@ -182,33 +173,6 @@ type Decision struct {
 	OperationID string
 	// State is the journal state of that record (DISPATCH_PENDING on Allow).
 	State journal.State
-}
-
-// Option is one proposed option of a binding moment: a concrete tool call.
-type Option struct {
-	Label     string          `json:"label"`
-	Tool      string          `json:"tool"`
-	Server    string          `json:"server,omitempty"`
-	Args      json.RawMessage `json:"args"`
-	Reasoning string          `json:"reasoning,omitempty"`
-}
-
-// Proposal is the input of the virtual request_binding_moment tool. The gate computes every
-// action digest itself; the agent never supplies one.
-type Proposal struct {
-	Synopsis        string   `json:"synopsis"`
-	Findings        []string `json:"findings,omitempty"`
-	Recommendations []string `json:"recommendations,omitempty"`
-	Offer           string   `json:"offer,omitempty"`
-	Stem            string   `json:"stem"`
-	Options         []Option `json:"options"`
-	Recommended     int      `json:"recommended"`
-	Hatches         []string `json:"hatches,omitempty"`
-	// DecisionClass and CalibrationNote are the envelope's optional meta slot (envelope-04
-	// §5.9), authored by the agent; empty means absent.
-	DecisionClass   string          `json:"decision_class,omitempty"`
-	CalibrationNote string          `json:"calibration_note,omitempty"`
-	Raw             json.RawMessage `json:"-"`
 }
 
 // ResolveResult is what Resolve returns to the resolving principal.

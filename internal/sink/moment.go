@@ -3,28 +3,22 @@ package sink
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/action"
 	"github.com/actgate/actgate/internal/aeb"
-	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // Sentinel errors of Resolve. Every refusal wraps exactly one; nothing is recorded then.
@@ -45,408 +39,8 @@ var (
 	ErrResolutionInvalid = errors.New("sink: invalid resolution")
 )
 
-// momentOption is one option of a registered moment: the concrete call it authorises.
-type OptionX struct {
-	Tool, Server, Destination string
-	Args                      json.RawMessage // canonical, strict profile
-	ArgsDigest, ActionDigest  string
-	NeedsHuman                bool // policy escalates this call: a resolution issues authority for it
-	// shown is the call as principal surfaces show it: these arguments with the governing
-	// rule's masks applied (envelope.Call, "what you see is what you authorise").
-	Shown envelope.Call
-}
-
-// withShown fills o.shown from o's own canonical arguments, the ones its action digest was
-// computed from, masking the values at the rule's pointers. An error (arguments that cannot be
-// masked) leaves the option unshowable, and the moment is not offered.
-func (o OptionX) WithShown(masks []string) (OptionX, error) {
-	args, masked, err := argmask.Apply(o.Args, masks)
-	if err != nil {
-		return o, err
-	}
-	o.Shown = envelope.Call{Server: o.Server, Destination: o.Destination, Tool: o.Tool, Args: args, Masked: masked}
-	return o, nil
-}
-
-// calls returns the shown calls of a moment's options, in order.
-func (m *MomentX) Calls() []envelope.Call {
-	out := make([]envelope.Call, len(m.Options))
-	for i, o := range m.Options {
-		c := o.Shown
-		c.Args = slices.Clone(c.Args)
-		c.Masked = slices.Clone(c.Masked)
-		out[i] = c
-	}
-	return out
-}
-
-// moment is one registered binding moment.
-type MomentX struct {
-	ID           string
-	Env          *envelope.Envelope
-	Text         string
-	Session      string
-	Agent        string
-	ActID        string // the escalated act (gate-authored moments); "" for proposals
-	GateAuthored bool
-	Options      []OptionX
-	Principals   []string
-	Min          int
-	SoD          bool
-	Epoch        int64
-	AuthorityTTL time.Duration
-	Created      time.Time
-	Expires      time.Time
-	Policy, Rule string
-	Class        act.ConsequenceClass // for observers: the escalated call's, or the first human option's
-
-	Mu             sync.Mutex // serialises resolutions of this moment
-	Votes          map[string]int
-	Resolved       bool
-	Settled        atomic.Bool // resolved, readable without mu (momentTable.admit)
-	Kind           envelope.Kind
-	ResolvedAt     time.Time
-	ExpiryReported bool // the Observer was told this moment expired
-	// carried: the moment was restored from the MomentStore, so its session belonged to a
-	// previous process; its agent continues it from any of its sessions.
-	Carried bool
-}
-
-func (m *MomentX) ref() *MomentRef {
+func momentRef(m *moment.Moment) *MomentRef {
 	return &MomentRef{ID: m.ID, Envelope: m.Env, Digest: m.Env.Digest(), Text: m.Text, Expires: m.Expires}
-}
-
-type sessionAction struct{ session, actionDigest string }
-
-type PendingKeyX struct{ Session, ActionDigest, Destination string }
-
-// grant is authority issued by a resolved moment, waiting for the agent's call of its action.
-type GrantX struct {
-	ActID, AuthorityID, Destination, MomentID string
-	Expires                                   time.Time
-	Session                                   string // the session the act id was minted for
-}
-
-// momentTable holds moments, grants, declines and the resolutions waiting for delivery.
-type TableX struct {
-	mu      sync.Mutex
-	byID    map[string]*MomentX
-	pending map[PendingKeyX]*MomentX // gate-authored, unresolved: one per escalated action
-	grants  map[sessionAction][]GrantX
-	// agentGrants and agentPending hold the grants and gate-authored pending moments of
-	// carried moments, keyed by the moment's agent instead of its session (sessionAction and
-	// pendingKey with the agent in the session field): the session they were made in ended
-	// with the process that made them.
-	agentGrants  map[sessionAction][]GrantX
-	agentPending map[PendingKeyX]*MomentX
-	closed       map[sessionAction]ef.EFCode // declined (EFMomentDeclined) or reopened by question
-	deliveries   map[string][]Delivery
-	sweepAt      int
-	nClosed      atomic.Int64
-	nDeliver     atomic.Int64
-
-	// open holds the moments registered and not yet seen resolved or expired, for the
-	// pending-moment limits (admit); perAgent and perSession are those limits.
-	open                 map[*MomentX]struct{}
-	PerAgent, PerSession int
-}
-
-func NewTableX() *TableX {
-	return &TableX{
-		byID:         map[string]*MomentX{},
-		pending:      map[PendingKeyX]*MomentX{},
-		grants:       map[sessionAction][]GrantX{},
-		agentGrants:  map[sessionAction][]GrantX{},
-		agentPending: map[PendingKeyX]*MomentX{},
-		closed:       map[sessionAction]ef.EFCode{},
-		deliveries:   map[string][]Delivery{},
-		open:         map[*MomentX]struct{}{},
-		sweepAt:      minSweep,
-	}
-}
-
-// takeDeliveries returns and forgets the resolutions waiting for a session.
-func (t *TableX) TakeDeliveries(session string) []Delivery {
-	if t.nDeliver.Load() == 0 {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d := t.deliveries[session]
-	if len(d) > 0 {
-		delete(t.deliveries, session)
-		t.nDeliver.Add(-int64(len(d)))
-	}
-	return d
-}
-
-func (t *TableX) Deliver(session string, d Delivery) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.deliveries[session] = append(t.deliveries[session], d)
-	t.nDeliver.Add(1)
-}
-
-// closedCode reports whether calls of an action in a session are refused after a decline or a
-// question-space veto, and with which code.
-func (t *TableX) ClosedCode(session, digest string) (ef.EFCode, bool) {
-	if t.nClosed.Load() == 0 {
-		return "", false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, ok := t.closed[sessionAction{session, digest}]
-	return c, ok
-}
-
-func (t *TableX) Declined(session, digest string) bool {
-	c, ok := t.ClosedCode(session, digest)
-	return ok && c == ef.EFMomentDeclined
-}
-
-func (t *TableX) Close(session string, digests []string, code ef.EFCode) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, d := range digests {
-		k := sessionAction{session, d}
-		if _, ok := t.closed[k]; !ok {
-			t.nClosed.Add(1)
-		}
-		t.closed[k] = code
-	}
-}
-
-func (t *TableX) Reopen(session string, digests []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, d := range digests {
-		k := sessionAction{session, d}
-		if _, ok := t.closed[k]; ok {
-			delete(t.closed, k)
-			t.nClosed.Add(-1)
-		}
-	}
-}
-
-// grantFor returns the grant for an action in a session, or of a carried moment of the agent:
-// the one for this destination if there is one, else another (whose consume then fails on
-// destination, T-D), ok=false if none.
-func (t *TableX) GrantFor(session, agent, digest, destination string, now time.Time) (GrantX, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if g, ok := pickGrant(t.grants, sessionAction{session, digest}, destination, now); ok {
-		return g, true
-	}
-	return pickGrant(t.agentGrants, sessionAction{agent, digest}, destination, now)
-}
-
-func pickGrant(grants map[sessionAction][]GrantX, k sessionAction, destination string, now time.Time) (GrantX, bool) {
-	list := grants[k][:0]
-	for _, g := range grants[k] {
-		if now.Before(g.Expires) {
-			list = append(list, g)
-		}
-	}
-	if len(list) == 0 {
-		delete(grants, k)
-		return GrantX{}, false
-	}
-	grants[k] = list
-	for _, g := range list {
-		if g.Destination == destination {
-			return g, true
-		}
-	}
-	return list[0], true
-}
-
-// grantKey is where m's grants for an action are held.
-func (t *TableX) grantKey(m *MomentX, digest string) (map[sessionAction][]GrantX, sessionAction) {
-	if m.Carried {
-		return t.agentGrants, sessionAction{m.Agent, digest}
-	}
-	return t.grants, sessionAction{m.Session, digest}
-}
-
-func (t *TableX) AddGrant(m *MomentX, digest string, g GrantX) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	grants, k := t.grantKey(m, digest)
-	grants[k] = append(grants[k], g)
-}
-
-// dropGrant forgets a grant (consumed, refused or withdrawn), wherever it is held.
-func (t *TableX) DropGrant(session, agent, digest, authorityID string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	dropFrom(t.grants, sessionAction{session, digest}, authorityID)
-	dropFrom(t.agentGrants, sessionAction{agent, digest}, authorityID)
-}
-
-func dropFrom(grants map[sessionAction][]GrantX, k sessionAction, authorityID string) {
-	list := grants[k]
-	for i, g := range list {
-		if g.AuthorityID == authorityID {
-			grants[k] = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(grants[k]) == 0 {
-		delete(grants, k)
-	}
-}
-
-// grantsOf lists the grants m issued that are still held, for its stored record.
-func (t *TableX) GrantsOf(m *MomentX) []GrantRecordX {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []GrantRecordX
-	for _, o := range m.Options {
-		grants, k := t.grantKey(m, o.ActionDigest)
-		for _, g := range grants[k] {
-			if g.MomentID == m.ID && !slices.ContainsFunc(out, func(r GrantRecordX) bool { return r.AuthorityID == g.AuthorityID }) {
-				out = append(out, GrantRecordX{ActID: g.ActID, AuthorityID: g.AuthorityID, Destination: g.Destination,
-					Digest: o.ActionDigest, Expires: g.Expires.UTC()})
-			}
-		}
-	}
-	return out
-}
-
-func (t *TableX) Get(id string) (*MomentX, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m, ok := t.byID[id]
-	return m, ok
-}
-
-// pendingFor returns the open gate-authored moment of an escalated action in a session, or of
-// a carried moment of the agent.
-func (t *TableX) PendingFor(k PendingKeyX, agent string, now time.Time) (*MomentX, bool) {
-	if m, ok := t.openPending(t.pending, k, now); ok {
-		return m, true
-	}
-	return t.openPending(t.agentPending, PendingKeyX{agent, k.ActionDigest, k.Destination}, now)
-}
-
-func (t *TableX) openPending(pending map[PendingKeyX]*MomentX, k PendingKeyX, now time.Time) (*MomentX, bool) {
-	// Lock order is moment.mu before momentTable.mu (Resolve holds a moment while it records
-	// grants and deliveries), so the moment is examined after the table is released.
-	t.mu.Lock()
-	m, ok := pending[k]
-	t.mu.Unlock()
-	if !ok {
-		return nil, false
-	}
-	m.Mu.Lock()
-	open := !m.Resolved && now.Before(m.Expires)
-	m.Mu.Unlock()
-	if !open {
-		t.mu.Lock()
-		if pending[k] == m {
-			delete(pending, k)
-		}
-		t.mu.Unlock()
-		return nil, false
-	}
-	return m, true
-}
-
-// restore registers a moment loaded from the MomentStore: pending ones count against the
-// pending-moment limits again.
-func (t *TableX) Restore(m *MomentX, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.byID[m.ID] = m
-	if m.Resolved || !now.Before(m.Expires) {
-		return
-	}
-	t.open[m] = struct{}{}
-	if m.GateAuthored {
-		// A gate-authored moment's first option is the escalated call.
-		o := m.Options[0]
-		t.agentPending[PendingKeyX{m.Agent, o.ActionDigest, o.Destination}] = m
-	}
-}
-
-// remove forgets a moment add registered (its record could not be stored).
-func (t *TableX) Remove(m *MomentX, pk *PendingKeyX) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.open, m)
-	if t.byID[m.ID] == m {
-		delete(t.byID, m.ID)
-	}
-	if pk != nil && t.pending[*pk] == m {
-		delete(t.pending, *pk)
-	}
-}
-
-// errMomentLimit: the agent or the session has as many pending moments as allowed.
-var ErrLimitX = errors.New("sink: pending binding-moment limit reached")
-
-// admit reports whether a new moment of agent in session stays within the pending-moment
-// limits, forgetting the open moments that are resolved or expired by now.
-func (t *TableX) Admit(agent, session string, now time.Time) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.admitLocked(agent, session, now)
-}
-
-func (t *TableX) admitLocked(agent, session string, now time.Time) error {
-	var byAgent, bySession int
-	for m := range t.open {
-		if m.Settled.Load() || !now.Before(m.Expires) {
-			delete(t.open, m)
-			continue
-		}
-		if m.Agent == agent {
-			byAgent++
-		}
-		if m.Session == session {
-			bySession++
-		}
-	}
-	switch {
-	case t.PerAgent > 0 && byAgent >= t.PerAgent:
-		return fmt.Errorf("%w: agent has %d pending", ErrLimitX, byAgent)
-	case t.PerSession > 0 && bySession >= t.PerSession:
-		return fmt.Errorf("%w: session has %d pending", ErrLimitX, bySession)
-	}
-	return nil
-}
-
-// add registers m unless it would exceed the pending-moment limits (errMomentLimit).
-func (t *TableX) Add(m *MomentX, pk *PendingKeyX, now time.Time) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.admitLocked(m.Agent, m.Session, now); err != nil {
-		return err
-	}
-	t.open[m] = struct{}{}
-	if len(t.byID) >= t.sweepAt {
-		for id, old := range t.byID {
-			if now.Sub(old.Expires) > time.Hour {
-				delete(t.byID, id)
-			}
-		}
-		t.sweepAt = max(minSweep, 2*len(t.byID))
-	}
-	t.byID[m.ID] = m
-	if pk != nil {
-		t.pending[*pk] = m
-	}
-	return nil
-}
-
-func (t *TableX) List() []*MomentX {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*MomentX, 0, len(t.byID))
-	for _, m := range t.byID {
-		out = append(out, m)
-	}
-	return out
 }
 
 // momentLimitMessage is what the agent is told when a pending-moment limit refuses a moment.
@@ -454,16 +48,9 @@ const momentLimitMessage = "Too many binding moments are pending for this agent 
 	"wait until the principals resolve them (or they expire). Nothing was registered or invoked."
 
 // momentLimit refuses an escalated call whose moment a pending-moment limit refused.
-func (g *gate) momentLimit(cl *callState, m *MomentX, err error) Result {
+func (g *gate) momentLimit(cl *callState, m *moment.Moment, err error) Result {
 	g.log.Info("escalation refused: too many pending binding moments", "act", m.ActID, "code", ef.EFMomentLimit, "reason", err.Error())
 	return g.refuse(cl, ef.EFMomentLimit, momentLimitMessage)
-}
-
-// newMomentID returns "bm-" + 32 random hex digits.
-func NewIDX() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
-	return "bm-" + hex.EncodeToString(b[:])
 }
 
 // DefaultOffer is slot 4 when a proposal leaves it empty (envelope-04 §5.4).
@@ -518,17 +105,17 @@ func (g *gate) escalate(ctx context.Context, cl *callState, inv Invoker) (Result
 func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	now := g.now()
 	digest := cl.cand.ActionDigest()
-	pk := PendingKeyX{cl.c.Session, digest, cl.c.Destination}
+	pk := moment.PendingKey{Session: cl.c.Session, ActionDigest: digest, Destination: cl.c.Destination}
 	if m, ok := g.moments.PendingFor(pk, cl.c.Agent, now); ok {
 		res := g.refuse(cl, ef.EFEscalationRequired, "")
-		res.Moment = m.ref()
+		res.Moment = momentRef(m)
 		return res
 	}
 	ev := cl.dec.Evidence
 	if len(ev.Principals) == 0 {
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision and policy names no principal to make it.")
 	}
-	requested, err := OptionX{
+	requested, err := moment.Option{
 		Tool: cl.c.Tool, Server: cl.c.Server, Destination: cl.c.Destination,
 		Args: cl.cand.Arguments, ArgsDigest: cl.cand.ArgumentsDigest(), ActionDigest: digest, NeedsHuman: true,
 	}.WithShown(cl.dec.MaskArguments)
@@ -536,7 +123,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		g.log.Error(err, "escalated call cannot be shown to a principal; no binding moment", "act", cl.cand.Act.CandidateActID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; it cannot be shown to a principal.")
 	}
-	opts := []OptionX{requested}
+	opts := []moment.Option{requested}
 	draft := []envelope.DraftOption{{
 		Label:     envelope.SlotText("Run "+cl.c.Tool+" as requested", envelope.MaxLabelRunes),
 		Reasoning: "Authorises exactly the call the agent made, once.",
@@ -594,8 +181,8 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		g.log.Error(err, "gate-authored envelope refused", "act", cl.cand.Act.CandidateActID)
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; no binding moment could be built.")
 	}
-	m := &MomentX{
-		ID: NewIDX(), Env: env, Session: cl.c.Session, Agent: cl.c.Agent,
+	m := &moment.Moment{
+		ID: moment.NewID(), Env: env, Session: cl.c.Session, Agent: cl.c.Agent,
 		ActID: cl.cand.Act.CandidateActID, GateAuthored: true, Options: opts,
 		Principals: slices.Clone(ev.Principals), Min: minPrincipals(ev), SoD: ev.SeparationOfDuties,
 		Epoch: cl.dec.Epoch, AuthorityTTL: g.authorityTTLFor(cl.dec), Created: now,
@@ -610,42 +197,42 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 		return g.refuse(cl, ef.EFEscalationRequired, "This call needs a human decision; the binding moment could not be registered.")
 	}
 	if err := g.addMoment(ctx, m, &pk, now); err != nil {
-		if errors.Is(err, ErrLimitX) {
+		if errors.Is(err, moment.ErrLimit) {
 			return g.momentLimit(cl, m, err)
 		}
 		g.log.Error(err, "binding moment not stored", "act", m.ActID, "moment", m.ID)
 		return g.refuse(cl, ef.EFStoreUnavailable, "This call needs a human decision; the binding moment could not be stored.")
 	}
-	g.observer.MomentEmitted(m.event())
+	g.observer.MomentEmitted(momentEvent(m))
 	g.log.Info("escalated to a binding moment", "act", m.ActID, "actionDigest", digest, "moment", m.ID,
 		"envelope", env.Digest(), "policy", cl.dec.Policy, "rule", cl.dec.Rule)
 	res := g.refuse(cl, ef.EFEscalationRequired, "")
-	res.Moment = m.ref()
+	res.Moment = momentRef(m)
 	return res
 }
 
 // alternative builds the option of a declared alternative: the merge patch applied to the
 // requested arguments, canonicalized in the strict profile. An alternative that fails, or
 // repeats an option already offered, is left out.
-func (g *gate) alternative(cl *callState, alt Alternative, have []OptionX) (OptionX, bool) {
+func (g *gate) alternative(cl *callState, alt Alternative, have []moment.Option) (moment.Option, bool) {
 	patched, err := MergePatch(cl.cand.Arguments, alt.Args)
 	if err != nil {
-		return OptionX{}, false
+		return moment.Option{}, false
 	}
 	canon, err := jcs.Canonicalize(patched, jcs.Strict)
 	if err != nil {
-		return OptionX{}, false
+		return moment.Option{}, false
 	}
 	d, err := action.Digest(cl.c.Tool, canon, jcs.Strict)
 	if err != nil {
-		return OptionX{}, false
+		return moment.Option{}, false
 	}
 	for _, o := range have {
 		if o.ActionDigest == d {
-			return OptionX{}, false
+			return moment.Option{}, false
 		}
 	}
-	o, err := OptionX{
+	o, err := moment.Option{
 		Tool: cl.c.Tool, Server: cl.c.Server, Destination: cl.c.Destination,
 		Args: canon, ArgsDigest: jcs.Digest(canon), ActionDigest: d, NeedsHuman: true,
 	}.WithShown(cl.dec.MaskArguments)
@@ -665,7 +252,7 @@ func minPrincipals(ev Evidence) int {
 
 // addMoment registers m in the table and stores its record before anyone can see it: a moment
 // the store did not take is forgotten, and the caller refuses.
-func (g *gate) addMoment(ctx context.Context, m *MomentX, pk *PendingKeyX, now time.Time) error {
+func (g *gate) addMoment(ctx context.Context, m *moment.Moment, pk *moment.PendingKey, now time.Time) error {
 	m.Mu.Lock()
 	defer m.Mu.Unlock()
 	if err := g.moments.Add(m, pk, now); err != nil {
@@ -680,7 +267,7 @@ func (g *gate) addMoment(ctx context.Context, m *MomentX, pk *PendingKeyX, now t
 
 // register renders the moment and records its envelope in the registry, which refuses an
 // envelope identical to one already emitted (envelope-04 §12.5).
-func (g *gate) register(ctx context.Context, m *MomentX) error {
+func (g *gate) register(ctx context.Context, m *moment.Moment) error {
 	var b bytes.Buffer
 	if err := (envelope.TextRenderer{}).Render(&b, m.Env); err == nil {
 		m.Text = b.String()
@@ -727,12 +314,12 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 	if len(p.Options) < envelope.MinOptions || len(p.Options) > envelope.MaxOptions {
 		return momentRefused("A binding moment offers 2 to 4 options (envelope-04 §5.6).")
 	}
-	if err := checkHatches(p.Hatches); err != nil {
+	if err := moment.CheckHatches(p.Hatches); err != nil {
 		return momentRefused(clip(err.Error(), 180))
 	}
 	servers := g.policy.Servers()
 	var (
-		opts       []OptionX
+		opts       []moment.Option
 		draft      []envelope.DraftOption
 		req        *PolicyDecision
 		principals []string
@@ -760,7 +347,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		if ctx.Err() != nil {
 			return denyResult(ef.EF060, "")
 		}
-		mo, err := OptionX{Tool: o.Tool, Server: server, Destination: dest, Args: canon,
+		mo, err := moment.Option{Tool: o.Tool, Server: server, Destination: dest, Args: canon,
 			ArgsDigest: jcs.Digest(canon), ActionDigest: digest}.WithShown(d.MaskArguments)
 		if err != nil {
 			return momentRefused(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
@@ -801,7 +388,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		Stem: p.Stem, Options: draft, RecommendedIdx: p.Recommended,
 		CloseFreeText: p.Hatches != nil && !slices.Contains(p.Hatches, HatchFreeText),
 		CloseDialogue: p.Hatches != nil && !slices.Contains(p.Hatches, HatchDialogue),
-		Meta:          proposalMeta(p),
+		Meta:          moment.ProposalMeta(p),
 	})
 	if err != nil {
 		return momentRefused(problemSummary(err))
@@ -810,8 +397,8 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		return g.proposeRemote(ctx, session, agent, env, opts)
 	}
 	now := g.now()
-	m := &MomentX{
-		ID: NewIDX(), Env: env, Session: session, Agent: agent, Options: opts,
+	m := &moment.Moment{
+		ID: moment.NewID(), Env: env, Session: session, Agent: agent, Options: opts,
 		Principals: principals, Min: minPrincipals(req.Evidence), SoD: req.Evidence.SeparationOfDuties,
 		Epoch: req.Epoch, AuthorityTTL: g.authorityTTLFor(*req), Created: now, Expires: now.Add(g.momentTTL),
 		Policy: req.Policy, Rule: req.Rule, Votes: map[string]int{}, Class: proposalClass(req, opts),
@@ -829,14 +416,14 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		return momentRefused("The binding moment could not be registered.")
 	}
 	if err := g.addMoment(ctx, m, nil, now); err != nil {
-		if !errors.Is(err, ErrLimitX) {
+		if !errors.Is(err, moment.ErrLimit) {
 			g.log.Error(err, "binding moment not stored", "moment", m.ID)
 			return denyResult(ef.EFStoreUnavailable, "The binding moment could not be stored; nothing was registered.")
 		}
 		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
 		return denyResult(ef.EFMomentLimit, momentLimitMessage)
 	}
-	g.observer.MomentEmitted(m.event())
+	g.observer.MomentEmitted(momentEvent(m))
 	// A new moment about these actions lifts an earlier decline or reopening of them.
 	digests := make([]string, len(opts))
 	for i, o := range opts {
@@ -847,7 +434,7 @@ func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Propo
 		"policy", m.Policy, "rule", m.Rule)
 	return Result{
 		Allowed: true,
-		Moment:  m.ref(),
+		Moment:  momentRef(m),
 		Message: fmt.Sprintf("Binding moment %s awaits a decision by %d of the principals policy names.", m.ID, m.Min),
 	}
 }
@@ -952,7 +539,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		m.Settled.Store(true)
 		g.closeOut(m, r)
 		g.log.Info("binding moment resolved", "moment", m.ID, "resolution", r.Kind)
-		g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
+		g.observer.MomentResolved(momentEvent(m), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 		return out, nil
 	}
 	opt := m.Options[r.OptionIdx]
@@ -960,7 +547,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	m.Votes[principal] = r.OptionIdx
 	votes := m.VotersFor(r.OptionIdx)
 	out.Votes = len(votes)
-	authorized, err := g.quorum(m, r.OptionIdx, votes, now)
+	authorized, err := moment.Quorum(m, r.OptionIdx, votes, g.sinkID, now)
 	if err != nil {
 		delete(m.Votes, principal)
 		return out, err
@@ -976,7 +563,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 	}
 	d := Delivery{MomentID: m.ID, EnvelopeDigest: m.Env.Digest(), Kind: string(r.Kind), OptionIdx: intPtr(r.OptionIdx),
 		Tool: opt.Tool, Server: opt.Server, ActionDigest: opt.ActionDigest}
-	var gr *GrantX
+	var gr *moment.Grant
 	if opt.NeedsHuman {
 		issued, err := g.grantOption(ctx, m, opt)
 		if err != nil {
@@ -1017,7 +604,7 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 		// A carried moment's session ended with a previous process: nobody would collect it.
 		g.moments.Deliver(m.Session, d)
 	}
-	g.observer.MomentResolved(m.event(), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
+	g.observer.MomentResolved(momentEvent(m), ResolutionEvent{Kind: string(r.Kind), Principal: principal, At: now})
 	g.log.Info("binding moment resolved", "moment", m.ID, "resolution", r.Kind, "option", r.OptionIdx,
 		"actionDigest", opt.ActionDigest, "authority", out.AuthorityID)
 	return out, nil
@@ -1025,23 +612,11 @@ func (g *gate) resolve(ctx context.Context, momentID, principal string, raw []by
 
 func intPtr(i int) *int { return &i }
 
-// votersFor lists the principals who chose option idx, sorted.
-func (m *MomentX) VotersFor(idx int) []string {
-	var out []string
-	for p, i := range m.Votes {
-		if i == idx {
-			out = append(out, p)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // closeOut delivers a non-option resolution and applies its consequence to the session:
 // declined refuses the moment's actions until a new moment (§7.3: the question does not
 // reopen, the agent stops); question refuses a gate-authored re-escalation of them (§7.2: a
 // question-space veto is a reopening, never the same question again).
-func (g *gate) closeOut(m *MomentX, r *envelope.Resolution) {
+func (g *gate) closeOut(m *moment.Moment, r *envelope.Resolution) {
 	digests := make([]string, len(m.Options))
 	for i, o := range m.Options {
 		digests[i] = o.ActionDigest
@@ -1057,96 +632,16 @@ func (g *gate) closeOut(m *MomentX, r *envelope.Resolution) {
 	}
 }
 
-// quorum decides, with the AEB evidence chain, whether the principals who chose option idx
-// fill the rule's human-authorization requirement: minPrincipals distinct principals, never
-// the initiating agent (and, with separation of duties, never the sink), each a verified
-// resolution of this envelope for exactly this action (action-evidence-boundary "Evaluate AEC
-// Evidence Satisfaction", "Make the Local Authorization Decision").
-func (g *gate) quorum(m *MomentX, idx int, voters []string, now time.Time) (bool, error) {
-	opt := m.Options[idx]
-	caid, err := aeb.CAIDFromDigest(aeb.ActionTypeToolCall, opt.ActionDigest)
-	if err != nil {
-		return false, fmt.Errorf("sink: quorum: %w", err)
-	}
-	norm := normalizedAction(opt, g.sinkID)
-	op := aeb.Operation{
-		OperationID:            aebID("moment", m.ID),
-		ProviderID:             aebID("dest", opt.Destination),
-		InitiatorID:            aebID("p", m.Agent),
-		ExecutorID:             aebID("p", g.sinkID),
-		CAID:                   caid,
-		NormalizedActionDigest: norm,
-		Requirements: []aeb.Requirement{{
-			Role: aeb.RoleHumanAuthorization, PrincipalKind: aeb.PrincipalHuman, Minimum: m.Min,
-			DistinctPrincipals: true, ExcludeInitiator: true, ExcludeExecutor: m.SoD,
-		}},
-	}
-	if len(voters) > aeb.MaxEvidence {
-		voters = voters[:aeb.MaxEvidence]
-	}
-	evidence := make([]aeb.Evidence, 0, len(voters))
-	for _, p := range voters {
-		unit := EvidenceDigest([]byte(m.Env.Digest() + "\x00" + p + "\x00" + opt.ActionDigest))
-		evidence = append(evidence, aeb.Evidence{
-			WrapperDigest:      unit,
-			NativeReplayUnit:   unit,
-			NativeVerification: aeb.VerificationVerified,
-			MappedCAID:         caid,
-			MappedActionDigest: norm,
-			Role:               aeb.RoleHumanAuthorization,
-			PrincipalKind:      aeb.PrincipalHuman,
-			PrincipalID:        aebID("p", p),
-			Status: aeb.Status{Verdict: aeb.StatusCurrent, AuthorityPinned: true,
-				CheckedAt: now, ValidUntil: m.Expires},
-		})
-	}
-	a, err := aeb.Assess(op, evidence, aeb.PolicyPermit, now)
-	if err != nil {
-		return false, fmt.Errorf("sink: quorum: %w", err)
-	}
-	return a.Authorization == aeb.AuthorizationAuthorized, nil
-}
-
-// normalizedAction is the digest of the bound projection an authority names: tool, arguments
-// digest, destination and sink (internal/aeb doc: "NormalizedActionDigest").
-func normalizedAction(o OptionX, sinkID string) string {
-	b, _ := json.Marshal([]string{"actgate.normalized-action.1", o.Tool, o.ArgsDigest, o.Destination, sinkID})
-	return EvidenceDigest(b)
-}
-
-// aebID spells an identity in the AEB identifier syntax: as is when it fits, else a digest of
-// it under a prefix (so one identity always maps to one identifier and two never collide).
-func aebID(prefix, s string) string {
-	if s != "" && len(s) <= 200 && isAEBIdent(s) {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	return prefix + "-" + hex.EncodeToString(sum[:20])
-}
-
-func isAEBIdent(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == ':' || c == '_' || c == '.' || c == '@' || c == '/' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // grantOption issues the authority a resolved option stands for: bound to the escalated act's
 // id (or an id minted now for the moment's session), the option's digests, tool and
 // destination, this sink and the moment's policy epoch. The caller files the grant once the
 // resolution is stored.
-func (g *gate) grantOption(ctx context.Context, m *MomentX, opt OptionX) (GrantX, error) {
+func (g *gate) grantOption(ctx context.Context, m *moment.Moment, opt moment.Option) (moment.Grant, error) {
 	actID := m.ActID
 	if actID == "" {
 		id, err := g.ids.New(m.Session)
 		if err != nil {
-			return GrantX{}, fmt.Errorf("sink: minting an act id: %w", err)
+			return moment.Grant{}, fmt.Errorf("sink: minting an act id: %w", err)
 		}
 		actID = id
 	}
@@ -1159,18 +654,18 @@ func (g *gate) grantOption(ctx context.Context, m *MomentX, opt OptionX) (GrantX
 		// granted under an act id minted now for the moment's session instead.
 		id, idErr := g.ids.New(m.Session)
 		if idErr != nil {
-			return GrantX{}, fmt.Errorf("sink: minting an act id: %w", idErr)
+			return moment.Grant{}, fmt.Errorf("sink: minting an act id: %w", idErr)
 		}
 		actID = id
 		a, err = g.issue(ctx, g.bindingForOption(actID, opt, m.Epoch), m.AuthorityTTL)
 	}
 	if err != nil {
-		return GrantX{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.ID, err)
+		return moment.Grant{}, fmt.Errorf("sink: issuing authority for moment %s: %w", m.ID, err)
 	}
-	return GrantX{ActID: actID, AuthorityID: a.ID, Destination: opt.Destination, MomentID: m.ID, Expires: a.ExpiresAt, Session: m.Session}, nil
+	return moment.Grant{ActID: actID, AuthorityID: a.ID, Destination: opt.Destination, MomentID: m.ID, Expires: a.ExpiresAt, Session: m.Session}, nil
 }
 
-func (g *gate) bindingForOption(actID string, o OptionX, epoch int64) authority.Binding {
+func (g *gate) bindingForOption(actID string, o moment.Option, epoch int64) authority.Binding {
 	return authority.Binding{
 		ActID:           actID,
 		ArgumentsDigest: o.ArgsDigest,
@@ -1222,4 +717,12 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 		return out[i].ID < out[j].ID
 	})
 	return out, nil
+}
+
+// clip bounds a string an error message or a log line quotes.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

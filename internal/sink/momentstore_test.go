@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // boltMoments is the embedded store as the gate's MomentStore (what internal/standalone wires),
@@ -405,7 +406,7 @@ func FuzzDecodeMoment(f *testing.F) {
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, grants, err := DecodeX(b)
+		m, grants, err := moment.Decode(b)
 		if err != nil {
 			if !errors.Is(err, ErrMomentRecord) {
 				t.Fatalf("error outside ErrMomentRecord: %v", err)

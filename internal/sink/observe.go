@@ -7,6 +7,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // Observer is told what the gate decided, for metrics, Kubernetes Events and notifications.
@@ -146,7 +147,7 @@ type ResolutionEvent struct {
 }
 
 // event describes m for an Observer. The caller holds m.mu or m is not yet shared.
-func (m *MomentX) event() MomentEvent {
+func momentEvent(m *moment.Moment) MomentEvent {
 	c := m.Env.Content()
 	e := MomentEvent{
 		ID: m.ID, EnvelopeDigest: m.Env.Digest(), Session: m.Session, Agent: m.Agent,
@@ -174,7 +175,7 @@ func (m *MomentX) event() MomentEvent {
 
 // proposalClass is the class of an agent-proposed moment: policy's class for the option that
 // needs a human, else that tool's default class (tool-use-binding §20).
-func proposalClass(req *PolicyDecision, opts []OptionX) act.ConsequenceClass {
+func proposalClass(req *PolicyDecision, opts []moment.Option) act.ConsequenceClass {
 	if req != nil && req.Class != "" && req.Class.Valid() {
 		return req.Class
 	}
@@ -193,7 +194,7 @@ func (g *gate) sweepExpired(now time.Time) int {
 		m.Mu.Lock()
 		if !m.Resolved && !m.ExpiryReported && !now.Before(m.Expires) {
 			m.ExpiryReported = true
-			expired = append(expired, m.event())
+			expired = append(expired, momentEvent(m))
 		}
 		m.Mu.Unlock()
 	}
