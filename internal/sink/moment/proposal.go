@@ -154,6 +154,8 @@ type wireOpt struct {
 	Args      json.RawMessage `json:"args"`
 }
 
+// CheckHatches refuses a hatch other than HatchFreeText and HatchDialogue, or one listed twice
+// (ErrProposal).
 func CheckHatches(h []string) error {
 	seen := map[string]bool{}
 	for _, s := range h {

@@ -51,6 +51,7 @@ type Table struct {
 	PerAgent, PerSession int
 }
 
+// NewTable returns an empty table; the gate sets PerAgent and PerSession (0: no limit).
 func NewTable() *Table {
 	return &Table{
 		byID:         map[string]*Moment{},
@@ -80,6 +81,7 @@ func (t *Table) TakeDeliveries(session string) []Delivery {
 	return d
 }
 
+// Deliver files a resolution for the next result of session.
 func (t *Table) Deliver(session string, d Delivery) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -99,11 +101,13 @@ func (t *Table) ClosedCode(session, digest string) (ef.EFCode, bool) {
 	return c, ok
 }
 
+// Declined reports whether a principal declined the action in session.
 func (t *Table) Declined(session, digest string) bool {
 	c, ok := t.ClosedCode(session, digest)
 	return ok && c == ef.EFMomentDeclined
 }
 
+// Close refuses the actions in session with code until Reopen (a decline or a question).
 func (t *Table) Close(session string, digests []string, code ef.EFCode) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -116,6 +120,7 @@ func (t *Table) Close(session string, digests []string, code ef.EFCode) {
 	}
 }
 
+// Reopen lifts a Close of the actions in session (a new moment offers them).
 func (t *Table) Reopen(session string, digests []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -168,6 +173,7 @@ func (t *Table) grantKey(m *Moment, digest string) (map[sessionAction][]Grant, s
 	return t.grants, sessionAction{m.Session, digest}
 }
 
+// AddGrant files g, issued by m for the action digest, where the agent's next call finds it.
 func (t *Table) AddGrant(m *Moment, digest string, g Grant) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -213,6 +219,7 @@ func (t *Table) GrantsOf(m *Moment) []GrantRecord {
 	return out
 }
 
+// Get returns the moment with id.
 func (t *Table) Get(id string) (*Moment, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -339,6 +346,7 @@ func (t *Table) Add(m *Moment, pk *PendingKey, now time.Time) error {
 	return nil
 }
 
+// List returns every moment the table holds, in no order.
 func (t *Table) List() []*Moment {
 	t.mu.Lock()
 	defer t.mu.Unlock()
