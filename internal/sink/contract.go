@@ -192,35 +192,8 @@ type MomentFilter struct {
 	Session string // only this session ("" = all)
 }
 
-// Moment is a registered binding moment as an operator sees it.
-type Moment struct {
-	ID         string
-	Session    string
-	Agent      string
-	Server     string
-	Tool       string
-	ActID      string
-	Envelope   *envelope.Envelope
-	Digest     string
-	Principals []string
-	Created    time.Time
-	Expires    time.Time
-	Resolved   bool
-	Resolution string // kind of the final resolution, if resolved
-	// Class is the consequence class of the call the moment decides (the escalated call's, or
-	// the first option that needs a human); ActionDigest is that call's action digest. Both
-	// are "" when no option needs a human. The web console shows them beside the envelope.
-	Class        string
-	ActionDigest string
-	// GateAuthored: the gate wrote the envelope from policy; false: the agent proposed it and
-	// every slot is the agent's words.
-	GateAuthored bool
-	// Calls are the calls the envelope's options authorise, one per option in order, as the
-	// gate computed their action digests from them, with the rule's masks applied. Principal
-	// surfaces show them beside the agent's labels (envelope.TextRenderer.Calls); they carry
-	// raw arguments, so they go to principals only, never to logs or receipts.
-	Calls []envelope.Call
-}
+// Moment is a registered binding moment as an operator sees it (moment.View).
+type Moment = moment.View
 
 // Gate is the finality sink: policy, authority store, journal, receipt log, moments, clock and
 // sink id. Build it with New.

@@ -245,19 +245,7 @@ func (g *gate) momentsList(_ context.Context, f MomentFilter) ([]Moment, error) 
 		if f.Pending && (resolved || !now.Before(m.Expires)) {
 			continue
 		}
-		mm := Moment{
-			ID: m.ID, Session: m.Session, Agent: m.Agent, ActID: m.ActID, Envelope: m.Env,
-			Digest: m.Env.Digest(), Principals: slices.Clone(m.Principals), Created: m.Created,
-			Expires: m.Expires, Resolved: resolved, Resolution: string(kind), Class: string(m.Class),
-			GateAuthored: m.GateAuthored, Calls: m.Calls(),
-		}
-		for _, o := range m.Options {
-			if o.NeedsHuman {
-				mm.Server, mm.Tool, mm.ActionDigest = o.Server, o.Tool, o.ActionDigest
-				break
-			}
-		}
-		out = append(out, mm)
+		out = append(out, m.View(resolved, kind))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Created.Equal(out[j].Created) {
