@@ -17,12 +17,13 @@ import (
 const DefaultOffer = moment.DefaultOffer
 
 // gateEnvelope builds the gate-authored binding moment of an escalated call (docs/architecture.md
-// "Human decisions"), as internal/sink's escalateMoment builds it, so a principal sees the same
-// envelope from the embedded gate and from the cluster: a factual briefing (tool, server,
-// destination, class, digests, act, agent, provenance — never argument values), the requested call
-// as option 0 and the rule's declared alternatives (RFC 7396 merge patch over the requested
-// arguments) as the others, the first alternative recommended. Alternatives that do not apply, or
-// repeat an option, are left out; fewer than two options is an error.
+// "Human decisions") with internal/sink/moment's GateDraft, as the embedded gate builds it, so
+// a principal sees the same envelope from the embedded gate and from the cluster: a factual
+// briefing (tool, server, destination, class, digests, act, agent, provenance — never argument
+// values), the requested call as option 0 and the rule's declared alternatives (RFC 7396 merge
+// patch over the requested arguments) as the others, the first alternative recommended.
+// Alternatives that do not apply, or repeat an option, are left out; fewer than two options is
+// an error.
 func gateEnvelope(x *call) (*envelope.Envelope, error) {
 	d, err := gateDraft(x)
 	if err != nil {
