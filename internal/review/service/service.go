@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/review/service/kubecache"
 	"github.com/actgate/actgate/internal/review/service/tokenreview"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -95,12 +96,12 @@ type Service struct {
 	tokens    *tokenreview.Cache
 	changes   *changes
 	envelopes *envelopeCache
-	recent    recentMoments
+	recent    kubecache.RecentMoments
 	// recentActs are the Acts a Permit or a consumed grant just wrote, as the write returned
 	// them: the outcome Report that follows patches that version (a compare-and-swap on its
 	// resourceVersion) without reading it first, and reads it when it is not remembered or
 	// has changed.
-	recentActs *recent[*v1alpha1.Act]
+	recentActs *kubecache.Recent[*v1alpha1.Act]
 }
 
 // New returns a Service.
@@ -129,8 +130,8 @@ func New(opts Options) (*Service, error) {
 		s.now = time.Now
 	}
 	// A watch event's lag is wall-clock time, whatever clock reviews are decided by.
-	s.recent = newRecentMoments(time.Now)
-	s.recentActs = newRecent[*v1alpha1.Act](time.Now, recentActsMax, recentActsTTL)
+	s.recent = kubecache.NewRecentMoments(time.Now)
+	s.recentActs = kubecache.NewRecent[*v1alpha1.Act](time.Now, kubecache.RecentActsMax, kubecache.RecentActsTTL)
 	if s.timeout == 0 {
 		s.timeout = DefaultReviewTimeout
 	}

@@ -1,7 +1,8 @@
 // Package kubecache holds the informers the authority service (internal/review/service) reads
 // to find a caller, its policy and its session's binding moments: ToolPolicies cluster-wide,
 // Pods and BindingMoments per governed namespace. It never refuses: a miss is read from the API
-// server by the service.
+// server by the service. Recent and RecentMoments remember the service's own writes for the
+// few seconds a read may not show them yet.
 package kubecache
 
 import (
