@@ -9,6 +9,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // RequestBindingMomentTool is the name of the virtual tool through which an agent asks the gate
@@ -144,19 +145,9 @@ type Result struct {
 	Accepted json.RawMessage
 }
 
-// Delivery is one binding-moment resolution returned to the agent of the moment's session.
-type Delivery struct {
-	MomentID       string `json:"moment_id"`
-	EnvelopeDigest string `json:"envelope_digest"`
-	Kind           string `json:"resolution"`                  // option | answer | question | declined
-	OptionIdx      *int   `json:"option_idx,omitempty"`        // option only
-	Answer         string `json:"answer,omitempty"`            // answer only
-	Tool           string `json:"tool,omitempty"`              // option only: the call authorised
-	Server         string `json:"server,omitempty"`            // option only
-	ActionDigest   string `json:"action_digest,omitempty"`     // option only
-	Authorized     bool   `json:"authorized"`                  // option only: authority was issued for it
-	Expires        string `json:"authority_expires,omitempty"` // option only: RFC 3339
-}
+// Delivery is one binding-moment resolution returned to the agent of the moment's session
+// (moment.Delivery).
+type Delivery = moment.Delivery
 
 // MomentRef points at a binding moment the gate registered: its id and the gate-authored
 // envelope (the transport adds it as the additive `binding_moment` member, plus a plain-text
@@ -184,33 +175,6 @@ type Decision struct {
 	State journal.State
 }
 
-// Option is one proposed option of a binding moment: a concrete tool call.
-type Option struct {
-	Label     string          `json:"label"`
-	Tool      string          `json:"tool"`
-	Server    string          `json:"server,omitempty"`
-	Args      json.RawMessage `json:"args"`
-	Reasoning string          `json:"reasoning,omitempty"`
-}
-
-// Proposal is the input of the virtual request_binding_moment tool. The gate computes every
-// action digest itself; the agent never supplies one.
-type Proposal struct {
-	Synopsis        string   `json:"synopsis"`
-	Findings        []string `json:"findings,omitempty"`
-	Recommendations []string `json:"recommendations,omitempty"`
-	Offer           string   `json:"offer,omitempty"`
-	Stem            string   `json:"stem"`
-	Options         []Option `json:"options"`
-	Recommended     int      `json:"recommended"`
-	Hatches         []string `json:"hatches,omitempty"`
-	// DecisionClass and CalibrationNote are the envelope's optional meta slot (envelope-04
-	// §5.9), authored by the agent; empty means absent.
-	DecisionClass   string          `json:"decision_class,omitempty"`
-	CalibrationNote string          `json:"calibration_note,omitempty"`
-	Raw             json.RawMessage `json:"-"`
-}
-
 // ResolveResult is what Resolve returns to the resolving principal.
 type ResolveResult struct {
 	MomentID    string
@@ -228,35 +192,8 @@ type MomentFilter struct {
 	Session string // only this session ("" = all)
 }
 
-// Moment is a registered binding moment as an operator sees it.
-type Moment struct {
-	ID         string
-	Session    string
-	Agent      string
-	Server     string
-	Tool       string
-	ActID      string
-	Envelope   *envelope.Envelope
-	Digest     string
-	Principals []string
-	Created    time.Time
-	Expires    time.Time
-	Resolved   bool
-	Resolution string // kind of the final resolution, if resolved
-	// Class is the consequence class of the call the moment decides (the escalated call's, or
-	// the first option that needs a human); ActionDigest is that call's action digest. Both
-	// are "" when no option needs a human. The web console shows them beside the envelope.
-	Class        string
-	ActionDigest string
-	// GateAuthored: the gate wrote the envelope from policy; false: the agent proposed it and
-	// every slot is the agent's words.
-	GateAuthored bool
-	// Calls are the calls the envelope's options authorise, one per option in order, as the
-	// gate computed their action digests from them, with the rule's masks applied. Principal
-	// surfaces show them beside the agent's labels (envelope.TextRenderer.Calls); they carry
-	// raw arguments, so they go to principals only, never to logs or receipts.
-	Calls []envelope.Call
-}
+// Moment is a registered binding moment as an operator sees it (moment.View).
+type Moment = moment.View
 
 // Gate is the finality sink: policy, authority store, journal, receipt log, moments, clock and
 // sink id. Build it with New.

@@ -1,7 +1,9 @@
 // Package sink is actgate's finality sink: the gate between a tool call and its upstream. It
 // owns the flow of one call (docs/architecture.md "Handle, step by step"), enforce()
 // (tool-use-binding §16), the dispatch journal around each invocation, retries and binding
-// moments (docs/architecture.md "Binding moments").
+// moments (docs/architecture.md "Binding moments"). What a binding moment is (its record, table,
+// stored form, quorum, briefing and the proposal parser) is in internal/sink/moment; the gate
+// holds the flow around it (moment.go, proposal.go, resolve.go).
 //
 // The main types: Gate (New, Options), which serves Call values with an Invoker through
 // Gate.Handle, enforces a host loop's act with Gate.Enforce and Gate.Complete, and takes

@@ -15,6 +15,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink/moment"
 	"github.com/actgate/actgate/internal/tracing"
 )
 
@@ -141,7 +142,7 @@ type gate struct {
 	issuedSweepAt int
 
 	dispatches *dispatchIndex
-	moments    *momentTable
+	moments    *moment.Table
 }
 
 type issuedAuthority struct {
@@ -233,9 +234,9 @@ func New(opts Options) (*Gate, error) {
 	}
 	g.tracer = tracing.TracerOf(opts.TracerProvider)
 	g.dispatches = newDispatchIndex(opts.IDs)
-	g.moments = newMomentTable()
-	g.moments.perAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)
-	g.moments.perSession = cmp.Or(opts.MaxPendingMomentsPerSession, DefaultMaxPendingMomentsPerSession)
+	g.moments = moment.NewTable()
+	g.moments.PerAgent = cmp.Or(opts.MaxPendingMomentsPerAgent, DefaultMaxPendingMomentsPerAgent)
+	g.moments.PerSession = cmp.Or(opts.MaxPendingMomentsPerSession, DefaultMaxPendingMomentsPerSession)
 
 	ctx, cancel := context.WithTimeout(context.Background(), orDefault(opts.StartTimeout, DefaultStartTimeout))
 	defer cancel()

@@ -47,7 +47,7 @@ func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) 
 	ctx, span := tracing.Start(ctx, g.tracer, "actgate.sink.handle", trace.SpanKindInternal)
 	cl := &callState{c: c, received: g.now()}
 	res, err := g.handleCall(ctx, cl, inv)
-	res.Resolutions = append(res.Resolutions, g.moments.takeDeliveries(c.Session)...)
+	res.Resolutions = append(res.Resolutions, g.moments.TakeDeliveries(c.Session)...)
 	if !res.Allowed && res.Code != "" {
 		res.Deny = g.vendorDeny(c, res)
 	}
@@ -202,12 +202,12 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		}
 		return res, nil
 	case PolicyAllow:
-		if g.moments.declined(c.Session, cand.ActionDigest()) {
+		if g.moments.Declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
 		}
 		return g.hotPath(ctx, cl, inv, receipt.DecisionAllow, "")
 	case PolicyPermit:
-		if g.moments.declined(c.Session, cand.ActionDigest()) {
+		if g.moments.Declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
 		}
 		if g.remote != nil {

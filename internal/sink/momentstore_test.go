@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // boltMoments is the embedded store as the gate's MomentStore (what internal/standalone wires),
@@ -405,7 +406,7 @@ func FuzzDecodeMoment(f *testing.F) {
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, grants, err := decodeMoment(b)
+		m, grants, err := moment.Decode(b)
 		if err != nil {
 			if !errors.Is(err, ErrMomentRecord) {
 				t.Fatalf("error outside ErrMomentRecord: %v", err)
@@ -413,16 +414,16 @@ func FuzzDecodeMoment(f *testing.F) {
 			return
 		}
 		// What decodes is a consistent moment: its options are its envelope's.
-		if len(m.options) != m.env.NumOptions() {
-			t.Fatalf("%d options for %d", len(m.options), m.env.NumOptions())
+		if len(m.Options) != m.Env.NumOptions() {
+			t.Fatalf("%d options for %d", len(m.Options), m.Env.NumOptions())
 		}
-		for i, o := range m.options {
-			eo, _ := m.env.Option(i)
-			if eo.ActionDigest != o.actionDigest {
+		for i, o := range m.Options {
+			eo, _ := m.Env.Option(i)
+			if eo.ActionDigest != o.ActionDigest {
 				t.Fatalf("option %d digest", i)
 			}
 		}
-		if len(grants) > 0 && !m.resolved {
+		if len(grants) > 0 && !m.Resolved {
 			t.Fatal("grants of an unresolved moment")
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // Observer is told what the gate decided, for metrics, Kubernetes Events and notifications.
@@ -146,41 +147,41 @@ type ResolutionEvent struct {
 }
 
 // event describes m for an Observer. The caller holds m.mu or m is not yet shared.
-func (m *moment) event() MomentEvent {
-	c := m.env.Content()
+func momentEvent(m *moment.Moment) MomentEvent {
+	c := m.Env.Content()
 	e := MomentEvent{
-		ID: m.id, EnvelopeDigest: m.env.Digest(), Session: m.session, Agent: m.agent,
-		Principals: append([]string(nil), m.principals...), Policy: m.policy, Rule: m.rule,
-		Class: m.class, GateAuthored: m.gateAuthored, Synopsis: c.Synopsis,
-		FreeTextHatch: m.env.Hatches().FreeText, DialogueHatch: m.env.Hatches().Dialogue,
-		Created: m.created, Expires: m.expires, Calls: m.calls(),
+		ID: m.ID, EnvelopeDigest: m.Env.Digest(), Session: m.Session, Agent: m.Agent,
+		Principals: append([]string(nil), m.Principals...), Policy: m.Policy, Rule: m.Rule,
+		Class: m.Class, GateAuthored: m.GateAuthored, Synopsis: c.Synopsis,
+		FreeTextHatch: m.Env.Hatches().FreeText, DialogueHatch: m.Env.Hatches().Dialogue,
+		Created: m.Created, Expires: m.Expires, Calls: m.Calls(),
 	}
 	if c.Meta != nil {
 		e.DecisionClass = c.Meta.DecisionClass
 		e.CalibrationNote = c.Meta.CalibrationNote != ""
 	}
-	if len(m.options) > 0 {
-		o := m.options[0]
-		for _, x := range m.options {
-			if x.needsHuman {
+	if len(m.Options) > 0 {
+		o := m.Options[0]
+		for _, x := range m.Options {
+			if x.NeedsHuman {
 				o = x
 				break
 			}
 		}
-		e.Server, e.Tool = o.server, o.tool
+		e.Server, e.Tool = o.Server, o.Tool
 	}
 	return e
 }
 
 // proposalClass is the class of an agent-proposed moment: policy's class for the option that
 // needs a human, else that tool's default class (tool-use-binding §20).
-func proposalClass(req *PolicyDecision, opts []momentOption) act.ConsequenceClass {
+func proposalClass(req *PolicyDecision, opts []moment.Option) act.ConsequenceClass {
 	if req != nil && req.Class != "" && req.Class.Valid() {
 		return req.Class
 	}
 	for _, o := range opts {
-		if o.needsHuman {
-			return act.DefaultClass(o.tool)
+		if o.NeedsHuman {
+			return act.DefaultClass(o.Tool)
 		}
 	}
 	return ""
@@ -189,13 +190,13 @@ func proposalClass(req *PolicyDecision, opts []momentOption) act.ConsequenceClas
 // sweepExpired reports every moment that expired unresolved and was not yet reported.
 func (g *gate) sweepExpired(now time.Time) int {
 	var expired []MomentEvent
-	for _, m := range g.moments.list() {
-		m.mu.Lock()
-		if !m.resolved && !m.expiryReported && !now.Before(m.expires) {
-			m.expiryReported = true
-			expired = append(expired, m.event())
+	for _, m := range g.moments.List() {
+		m.Mu.Lock()
+		if !m.Resolved && !m.ExpiryReported && !now.Before(m.Expires) {
+			m.ExpiryReported = true
+			expired = append(expired, momentEvent(m))
 		}
-		m.mu.Unlock()
+		m.Mu.Unlock()
 	}
 	for _, e := range expired {
 		g.observer.MomentExpired(e)

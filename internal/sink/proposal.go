@@ -1,201 +1,260 @@
 package sink
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 
+	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/action"
+	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
+// The request_binding_moment tool's input and its parsing live in internal/sink/moment; these
+// names keep the gate's API in one place.
+
 // MaxProposalBytes bounds the arguments of one request_binding_moment call.
-const MaxProposalBytes = 256 << 10
+const MaxProposalBytes = moment.MaxProposalBytes
 
 // Hatch names an escape hatch in Proposal.Hatches (envelope-04 §5.8).
 const (
-	HatchFreeText = "free_text"
-	HatchDialogue = "dialogue"
+	HatchFreeText = moment.HatchFreeText
+	HatchDialogue = moment.HatchDialogue
 )
 
 // ErrProposal is wrapped by every refusal of ParseProposal.
-var ErrProposal = errors.New("sink: invalid binding-moment proposal")
+var ErrProposal = moment.ErrProposal
 
-// ParseProposal reads the arguments of a request_binding_moment call from untrusted bytes. The
-// bytes pass the strict JCS profile first (envelope-04 §6.3: duplicate member names, unpaired
-// surrogates, non-integer numbers and deep nesting are refused on the raw bytes, so the gate
-// and the tool agree on what was proposed); then exactly the members of ProposalSchema are
-// accepted. It does not decide whether the proposal is a good envelope: RequestMoment does.
-func ParseProposal(raw []byte) (Proposal, error) {
-	if len(raw) > MaxProposalBytes {
-		return Proposal{}, fmt.Errorf("%w: %d bytes exceeds %d", ErrProposal, len(raw), MaxProposalBytes)
-	}
-	canon, err := jcs.Canonicalize(raw, jcs.Strict)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("%w: %v", ErrProposal, err)
-	}
-	if canon[0] != '{' {
-		return Proposal{}, fmt.Errorf("%w: not a JSON object", ErrProposal)
-	}
-	var w struct {
-		Synopsis        *string   `json:"synopsis"`
-		Findings        []string  `json:"findings"`
-		Recommendations []string  `json:"recommendations"`
-		Offer           *string   `json:"offer"`
-		Stem            *string   `json:"stem"`
-		Options         []wireOpt `json:"options"`
-		Recommended     *int64    `json:"recommended"`
-		Hatches         []string  `json:"hatches"`
-		Meta            *struct {
-			DecisionClass   *string `json:"decision_class"`
-			CalibrationNote *string `json:"calibration_note"`
-		} `json:"meta"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(canon))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return Proposal{}, fmt.Errorf("%w: %v", ErrProposal, err)
-	}
-	switch {
-	case w.Synopsis == nil:
-		return Proposal{}, fmt.Errorf("%w: synopsis is required", ErrProposal)
-	case w.Stem == nil:
-		return Proposal{}, fmt.Errorf("%w: stem is required", ErrProposal)
-	case w.Options == nil:
-		return Proposal{}, fmt.Errorf("%w: options are required", ErrProposal)
-	case w.Recommended == nil:
-		return Proposal{}, fmt.Errorf("%w: recommended is required (envelope-04 §5.7)", ErrProposal)
-	case *w.Recommended < 0 || *w.Recommended >= int64(len(w.Options)):
-		return Proposal{}, fmt.Errorf("%w: recommended must index an option (envelope-04 §5.7)", ErrProposal)
-	}
-	p := Proposal{
-		Synopsis:        *w.Synopsis,
-		Findings:        w.Findings,
-		Recommendations: w.Recommendations,
-		Stem:            *w.Stem,
-		Recommended:     int(*w.Recommended),
-		Hatches:         w.Hatches,
-		Raw:             json.RawMessage(canon),
-	}
-	if w.Offer != nil {
-		p.Offer = *w.Offer
-	}
-	if w.Meta != nil {
-		// An empty member is refused by the envelope (a present but empty member and an absent
-		// one must not be confused, envelope.Meta); an empty meta object means no meta.
-		if w.Meta.DecisionClass != nil {
-			if *w.Meta.DecisionClass == "" {
-				return Proposal{}, fmt.Errorf("%w: meta.decision_class is empty; omit it instead", ErrProposal)
-			}
-			p.DecisionClass = *w.Meta.DecisionClass
-		}
-		if w.Meta.CalibrationNote != nil {
-			if *w.Meta.CalibrationNote == "" {
-				return Proposal{}, fmt.Errorf("%w: meta.calibration_note is empty; omit it instead", ErrProposal)
-			}
-			p.CalibrationNote = *w.Meta.CalibrationNote
-		}
-	}
-	for i, o := range w.Options {
-		if o.Tool == nil || o.Args == nil || o.Label == nil {
-			return Proposal{}, fmt.Errorf("%w: options[%d] needs label, tool and args", ErrProposal, i)
-		}
-		if len(o.Args) == 0 || o.Args[0] != '{' {
-			return Proposal{}, fmt.Errorf("%w: options[%d].args must be an object", ErrProposal, i)
-		}
-		opt := Option{Label: *o.Label, Tool: *o.Tool, Args: o.Args}
-		if o.Server != nil {
-			opt.Server = *o.Server
-		}
-		if o.Reasoning != nil {
-			opt.Reasoning = *o.Reasoning
-		}
-		p.Options = append(p.Options, opt)
-	}
-	if err := checkHatches(p.Hatches); err != nil {
-		return Proposal{}, err
-	}
-	return p, nil
-}
+// Option is one proposed option of a binding moment: a concrete tool call.
+type Option = moment.ProposalOption
 
-type wireOpt struct {
-	Label     *string         `json:"label"`
-	Reasoning *string         `json:"reasoning"`
-	Tool      *string         `json:"tool"`
-	Server    *string         `json:"server"`
-	Args      json.RawMessage `json:"args"`
-}
+// Proposal is the input of the virtual request_binding_moment tool. The gate computes every
+// action digest itself; the agent never supplies one.
+type Proposal = moment.Proposal
 
-func checkHatches(h []string) error {
-	seen := map[string]bool{}
-	for _, s := range h {
-		if s != HatchFreeText && s != HatchDialogue {
-			return fmt.Errorf("%w: unknown hatch %q (free_text, dialogue)", ErrProposal, clip(s, 32))
-		}
-		if seen[s] {
-			return fmt.Errorf("%w: hatch %s listed twice", ErrProposal, s)
-		}
-		seen[s] = true
-	}
-	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+// ParseProposal reads the arguments of a request_binding_moment call from untrusted bytes
+// (moment.ParseProposal).
+func ParseProposal(raw []byte) (Proposal, error) { return moment.ParseProposal(raw) }
 
 // ProposalSchema is the inputSchema of the virtual request_binding_moment tool.
-func ProposalSchema() json.RawMessage {
-	return json.RawMessage(proposalSchema)
+func ProposalSchema() json.RawMessage { return moment.ProposalSchema() }
+
+// requestMoment is the virtual request_binding_moment tool (docs/architecture.md "Human
+// decisions"): the agent proposes the briefing and 2–4 options, each a concrete tool call; the gate
+// computes every action digest itself, checks each call against policy, and registers the envelope
+// for the principals policy names for those calls.
+func (g *gate) requestMoment(ctx context.Context, session, agent string, p Proposal) (Result, error) {
+	if g == nil {
+		return Result{}, errNoGate
+	}
+	res := g.proposeMoment(ctx, session, agent, p)
+	res.Resolutions = append(res.Resolutions, g.moments.TakeDeliveries(session)...)
+	return res, nil
 }
 
-const proposalSchema = `{
-  "type": "object",
-  "description": "Ask a human principal to decide between 2 to 4 concrete tool calls (a binding moment, envelope-04). The gate computes each option's action digest itself; the chosen option's call, made afterwards in this session with exactly these arguments, runs once.",
-  "additionalProperties": false,
-  "required": ["synopsis", "findings", "recommendations", "stem", "options", "recommended"],
-  "properties": {
-    "synopsis": {"type": "string", "description": "One sentence stating your position, answer first (envelope-04 §5.1)."},
-    "findings": {"type": "array", "maxItems": 16, "items": {"type": "string"}, "description": "Terse observations the synopsis rests on (§5.2)."},
-    "recommendations": {"type": "array", "maxItems": 16, "items": {"type": "string"}, "description": "Concrete moves (§5.3)."},
-    "offer": {"type": "string", "description": "Offer of elaboration on demand (§5.4); default \"Ask for detail on any item.\""},
-    "stem": {"type": "string", "description": "One neutral sentence posing the decision; no recommendation in it (§5.5)."},
-    "options": {
-      "type": "array", "minItems": 2, "maxItems": 4,
-      "items": {
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["label", "reasoning", "tool", "args"],
-        "properties": {
-          "label": {"type": "string", "description": "Short, action-shaped statement of the option (§5.6)."},
-          "reasoning": {"type": "string", "description": "One line on why the principal might choose it."},
-          "tool": {"type": "string", "description": "The tool this option calls."},
-          "server": {"type": "string", "description": "The protected server of the tool; required when more than one server is protected."},
-          "args": {"type": "object", "description": "The exact arguments of the call; integers only, no fractions."}
-        }
-      }
-    },
-    "recommended": {"type": "integer", "minimum": 0, "maximum": 3, "description": "Zero-based index of the option you recommend (§5.7)."},
-    "hatches": {"type": "array", "items": {"enum": ["free_text", "dialogue"]}, "uniqueItems": true, "description": "Escape hatches left open; omit to leave both open (§5.8)."},
-    "meta": {
-      "type": "object", "additionalProperties": false,
-      "description": "Optional (§5.9).",
-      "properties": {
-        "decision_class": {"type": "string", "minLength": 1, "description": "The category of the decision (e.g. consent, permission-delta, recompute)."},
-        "calibration_note": {"type": "string", "minLength": 1, "description": "A short correcting preface, ONLY when your earlier framing in this session now reads as materially understating what you have since concluded. Not ritual: its rate is monitored (§5.9)."}
-      }
-    }
-  }
-}`
+func momentRefused(msg string) Result {
+	return denyResult(ef.EFMomentInvalid, msg)
+}
 
-// proposalMeta is the envelope's meta slot from a proposal, or nil when it has none.
-func proposalMeta(p Proposal) *envelope.Meta {
-	if p.DecisionClass == "" && p.CalibrationNote == "" {
-		return nil
+func (g *gate) proposeMoment(ctx context.Context, session, agent string, p Proposal) Result {
+	if ctx.Err() != nil {
+		return denyResult(ef.EF060, "")
 	}
-	return &envelope.Meta{DecisionClass: p.DecisionClass, CalibrationNote: p.CalibrationNote}
+	if session == "" || agent == "" {
+		return momentRefused("The binding moment needs a session and an agent.")
+	}
+	if len(p.Raw) > 0 {
+		parsed, err := ParseProposal(p.Raw)
+		if err != nil {
+			return momentRefused(clip(err.Error(), 180))
+		}
+		p = parsed
+	}
+	if len(p.Options) < envelope.MinOptions || len(p.Options) > envelope.MaxOptions {
+		return momentRefused("A binding moment offers 2 to 4 options (envelope-04 §5.6).")
+	}
+	if err := moment.CheckHatches(p.Hatches); err != nil {
+		return momentRefused(clip(err.Error(), 180))
+	}
+	servers := g.policy.Servers()
+	var (
+		opts       []moment.Option
+		draft      []envelope.DraftOption
+		req        *PolicyDecision
+		principals []string
+	)
+	for i, o := range p.Options {
+		server, dest, ok := resolveServer(servers, o.Server)
+		if !ok {
+			return momentRefused(fmt.Sprintf("Option %d names no protected server; set its server.", i))
+		}
+		if act.CheckToolName("tool", o.Tool) != nil {
+			return momentRefused(fmt.Sprintf("Option %d has an invalid tool name.", i))
+		}
+		canon, err := jcs.Canonicalize(o.Args, jcs.Strict)
+		if err != nil || len(canon) == 0 || canon[0] != '{' {
+			return denyResult(ef.EFArgumentsOutOfProfile, fmt.Sprintf("Option %d: arguments are not an object inside the strict profile (integers only).", i))
+		}
+		digest, err := action.Digest(o.Tool, canon, jcs.Strict)
+		if err != nil {
+			return denyResult(ef.EFArgumentsOutOfProfile, fmt.Sprintf("Option %d: arguments cannot be bound to a human decision.", i))
+		}
+		d := g.policy.Evaluate(ctx, PolicyRequest{
+			Server: server, Destination: dest, Tool: o.Tool, Args: canon,
+			Class: act.DefaultClass(o.Tool), Agent: agent, StrictArgs: true,
+		})
+		if ctx.Err() != nil {
+			return denyResult(ef.EF060, "")
+		}
+		mo, err := moment.Option{Tool: o.Tool, Server: server, Destination: dest, Args: canon,
+			ArgsDigest: jcs.Digest(canon), ActionDigest: digest}.WithShown(d.MaskArguments)
+		if err != nil {
+			return momentRefused(fmt.Sprintf("Option %d: the call cannot be shown to a principal.", i))
+		}
+		switch d.Outcome {
+		case PolicyAllow, PolicyPermit:
+		case PolicyEscalate:
+			mo.NeedsHuman = true
+			if req == nil {
+				dd := d
+				req = &dd
+				principals = sortedUnique(d.Evidence.Principals)
+			} else if !slices.Equal(principals, sortedUnique(d.Evidence.Principals)) || minPrincipals(d.Evidence) != minPrincipals(req.Evidence) {
+				return momentRefused("The options need decisions by different principals; propose them in separate binding moments.")
+			}
+		default:
+			code := d.Code
+			if !code.Known() {
+				code = ef.EFPolicyDenied
+			}
+			return denyResult(code, fmt.Sprintf("Option %d: policy refuses this call; a principal cannot authorise it.", i))
+		}
+		opts = append(opts, mo)
+		draft = append(draft, envelope.DraftOption{Label: o.Label, Reasoning: o.Reasoning, Tool: o.Tool, Args: canon})
+	}
+	if req == nil {
+		return momentRefused("No option needs a human decision under policy; call the tool directly.")
+	}
+	if len(principals) == 0 {
+		return momentRefused("Policy names no principal who could resolve this binding moment.")
+	}
+	offer := p.Offer
+	if offer == "" {
+		offer = DefaultOffer
+	}
+	env, err := envelope.Build(envelope.Draft{
+		Synopsis: p.Synopsis, Findings: p.Findings, Recommendations: p.Recommendations, Offer: offer,
+		Stem: p.Stem, Options: draft, RecommendedIdx: p.Recommended,
+		CloseFreeText: p.Hatches != nil && !slices.Contains(p.Hatches, HatchFreeText),
+		CloseDialogue: p.Hatches != nil && !slices.Contains(p.Hatches, HatchDialogue),
+		Meta:          moment.ProposalMeta(p),
+	})
+	if err != nil {
+		return momentRefused(problemSummary(err))
+	}
+	if g.remote != nil {
+		return g.proposeRemote(ctx, session, agent, env, opts)
+	}
+	now := g.now()
+	m := &moment.Moment{
+		ID: moment.NewID(), Env: env, Session: session, Agent: agent, Options: opts,
+		Principals: principals, Min: minPrincipals(req.Evidence), SoD: req.Evidence.SeparationOfDuties,
+		Epoch: req.Epoch, AuthorityTTL: g.authorityTTLFor(*req), Created: now, Expires: now.Add(g.momentTTL),
+		Policy: req.Policy, Rule: req.Rule, Votes: map[string]int{}, Class: proposalClass(req, opts),
+	}
+	if err := g.moments.Admit(agent, session, now); err != nil {
+		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
+		return denyResult(ef.EFMomentLimit, momentLimitMessage)
+	}
+	if err := g.register(ctx, m); err != nil {
+		if errors.Is(err, envelope.ErrAlreadyEmitted) {
+			// §7.2: a question-space veto is a reopening, never the same question again;
+			// §12.5: identical envelopes share a digest and their resolutions.
+			return momentRefused("This envelope is identical to one already emitted; change it to incorporate the principal's response (envelope-04 §7.2, §12.5).")
+		}
+		return momentRefused("The binding moment could not be registered.")
+	}
+	if err := g.addMoment(ctx, m, nil, now); err != nil {
+		if !errors.Is(err, moment.ErrLimit) {
+			g.log.Error(err, "binding moment not stored", "moment", m.ID)
+			return denyResult(ef.EFStoreUnavailable, "The binding moment could not be stored; nothing was registered.")
+		}
+		g.log.Info("binding moment refused: too many pending", "code", ef.EFMomentLimit, "reason", err.Error())
+		return denyResult(ef.EFMomentLimit, momentLimitMessage)
+	}
+	g.observer.MomentEmitted(momentEvent(m))
+	// A new moment about these actions lifts an earlier decline or reopening of them.
+	digests := make([]string, len(opts))
+	for i, o := range opts {
+		digests[i] = o.ActionDigest
+	}
+	g.moments.Reopen(session, digests)
+	g.log.Info("binding moment proposed", "moment", m.ID, "envelope", env.Digest(), "options", len(opts),
+		"policy", m.Policy, "rule", m.Rule)
+	return Result{
+		Allowed: true,
+		Moment:  momentRef(m),
+		Message: fmt.Sprintf("Binding moment %s awaits a decision by %d of the principals policy names.", m.ID, m.Min),
+	}
+}
+
+// resolveServer finds the protected server an option names; with one protected server the
+// name may be omitted.
+func resolveServer(servers []ServerInfo, name string) (string, string, bool) {
+	if name == "" {
+		if len(servers) == 1 {
+			return servers[0].Name, servers[0].URL, servers[0].URL != ""
+		}
+		return "", "", false
+	}
+	for _, s := range servers {
+		if s.Name == name {
+			return s.Name, s.URL, s.URL != ""
+		}
+	}
+	return "", "", false
+}
+
+func sortedUnique(ss []string) []string {
+	out := slices.Clone(ss)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// problemSummary lists an envelope validation error's codes and paths (no slot text).
+func problemSummary(err error) string {
+	ps := envelope.ProblemsOf(err)
+	if len(ps) == 0 {
+		return "The proposal is not a well-formed binding moment."
+	}
+	var b strings.Builder
+	var ve *envelope.ValidationError
+	if errors.As(err, &ve) && ve.ProfileOnly() {
+		// Well formed under envelope-04; the gate does not send what breaks its profile.
+		b.WriteString("Outside the gate's binding-moment profile:")
+	} else {
+		b.WriteString("Not a well-formed binding moment:")
+	}
+	for i, p := range ps {
+		if i == 4 {
+			b.WriteString(" …")
+			break
+		}
+		fmt.Fprintf(&b, " %s at %s;", p.Code, clip(p.Path, 48))
+	}
+	return b.String()
+}
+
+// MergePatch applies an RFC 7396 JSON merge patch to a JSON object (moment.MergePatch: the
+// declared alternatives of a gate-authored moment). The authority service builds its
+// gate-authored envelopes with it too.
+func MergePatch(target, patch json.RawMessage) (json.RawMessage, error) {
+	return moment.MergePatch(target, patch)
 }

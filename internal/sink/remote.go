@@ -12,6 +12,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/failpoint"
+	"github.com/actgate/actgate/internal/sink/moment"
 )
 
 // AuthorityService issues and consumes the authority of protected acts when the gate does not
@@ -216,10 +217,10 @@ func cmpErr(err error) error {
 // proposeRemote registers an agent-authored moment with the authority service, which checks
 // every option's call again, on the option's own server, and keeps the moment for the
 // policy's principals.
-func (g *gate) proposeRemote(ctx context.Context, session, agent string, env *envelope.Envelope, opts []momentOption) Result {
+func (g *gate) proposeRemote(ctx context.Context, session, agent string, env *envelope.Envelope, opts []moment.Option) Result {
 	p := MomentProposal{Session: session, Agent: agent, Envelope: env}
 	for _, o := range opts {
-		p.Calls = append(p.Calls, ProposedCall{Server: o.server, Tool: o.tool, Args: o.args})
+		p.Calls = append(p.Calls, ProposedCall{Server: o.Server, Tool: o.Tool, Args: o.Args})
 	}
 	ref, err := g.remote.Propose(ctx, p)
 	if err != nil {

@@ -55,7 +55,7 @@ func bearerToken(r *http.Request) (string, bool) {
 func (s *Service) authenticate(ctx context.Context, token string) (*caller, *outcome) {
 	tr := &authenticationv1.TokenReview{}
 	var err error
-	tr.Status, _, err = s.tokens.review(ctx, token, func(ctx context.Context) (authenticationv1.TokenReviewStatus, error) {
+	tr.Status, _, err = s.tokens.Review(ctx, token, func(ctx context.Context) (authenticationv1.TokenReviewStatus, error) {
 		created := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: s.audiences}}
 		err := s.c.Create(ctx, created)
 		return created.Status, err
@@ -154,7 +154,7 @@ func (s *Service) cachedPod(ctx context.Context, ns, name, uid string) (*corev1.
 	if s.cache == nil {
 		return nil, false
 	}
-	p, ok := s.cache.pod(ctx, ns, name)
+	p, ok := s.cache.Pod(ctx, ns, name)
 	if !ok || string(p.UID) != uid {
 		return nil, false
 	}
@@ -164,8 +164,8 @@ func (s *Service) cachedPod(ctx context.Context, ns, name, uid string) (*corev1.
 // listPolicies lists the ToolPolicies of ns: from the Cache once it has synced, else from the
 // API server's watch cache.
 func (s *Service) listPolicies(ctx context.Context, ns string) ([]v1alpha1.ToolPolicy, error) {
-	if s.cache != nil && s.cache.synced() {
-		return s.cache.listPolicies(ctx, ns)
+	if s.cache != nil && s.cache.Synced() {
+		return s.cache.ListPolicies(ctx, ns)
 	}
 	var list v1alpha1.ToolPolicyList
 	if err := s.c.List(ctx, &list, client.InNamespace(ns), fromWatchCache()); err != nil {

@@ -15,10 +15,10 @@
 //     (spec.podSelector); none is NotGoverned, several is AmbiguousPolicy, both HTTP 403. The
 //     policy is served only when its Accepted condition is True for its current generation and
 //     it has a policy epoch; otherwise every call is denied (PolicyNotReady). Policies and pods
-//     are read from informers when the service has a Cache (NewCache; the API server until it
-//     has synced, and for a pod it does not hold yet), else from the API server on every
-//     review; policies are compiled once per generation. TokenReview answers are reused by
-//     token hash for Options.TokenReviewTTL.
+//     are read from informers when the service has a Cache (NewCache, package kubecache; the
+//     API server until it has synced, and for a pod it does not hold yet), else from the API
+//     server on every review; policies are compiled once per generation. TokenReview answers
+//     are reused by token hash for Options.TokenReviewTTL (package tokenreview).
 //  3. Review: the act (internal/act) is parsed strictly and its arguments digest recomputed
 //     from the arguments the sidecar will send (a difference is EF_SCOPE_MISMATCH); the
 //     destination is the server's URL from the policy and the sink is the policy's sink.id (or

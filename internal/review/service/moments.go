@@ -140,7 +140,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 	var items []v1alpha1.BindingMoment
 	cached := false
 	if s.cache != nil && !x.momentsFromAPI {
-		items, cached = s.cache.moments(ctx, x.c.namespace, key, value)
+		items, cached = s.cache.Moments(ctx, x.c.namespace, key, value)
 	}
 	if cached {
 		x.momentsCached = true
@@ -153,7 +153,7 @@ func (s *Service) listGroups(ctx context.Context, x *call, key, value string, ke
 		}
 		items = list.Items
 	}
-	items = s.recent.merge(x.c.namespace, key, value, items)
+	items = s.recent.Merge(x.c.namespace, key, value, items)
 	byDigest := map[string]*group{}
 	for i := range items {
 		m := &items[i]
@@ -485,7 +485,7 @@ func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escala
 	case err != nil:
 		return apiFailure(ctx, "record the consumption", err)
 	default:
-		s.recentActs.add(x.obj)
+		s.recentActs.Add(x.obj)
 	}
 	s.log.V(1).Info("granted authority issued consumed", "act", x.binding.ActID, "actionDigest", x.actionDigest(),
 		"authority", a.ID, "operation", x.consumeOp, "expires", a.ExpiresAt)
@@ -599,7 +599,7 @@ func (s *Service) newMoments(ctx context.Context, x *call) outcome {
 		}
 		switch err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); {
 		case err == nil:
-			s.recent.add(m)
+			s.recent.Add(m)
 		case !apierrors.IsAlreadyExists(err):
 			return apiFailure(ctx, "create the binding moment", err)
 		}

@@ -71,7 +71,7 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 	}
 	err = s.c.Create(ctx, x.obj, client.FieldOwner(s.manager))
 	if err == nil {
-		s.recentActs.add(x.obj)
+		s.recentActs.Add(x.obj)
 	}
 	if apierrors.IsAlreadyExists(err) {
 		var o *outcome

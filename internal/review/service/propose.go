@@ -128,7 +128,7 @@ func (s *Service) propose(ctx context.Context, c *caller, req *review.Request) o
 		}
 		switch err := s.c.Create(ctx, m, client.FieldOwner(s.manager)); {
 		case err == nil:
-			s.recent.add(m)
+			s.recent.Add(m)
 		case !apierrors.IsAlreadyExists(err):
 			return apiFailure(ctx, "create the binding moment", err)
 		}

@@ -127,7 +127,7 @@ func (s *Service) reportedAct(ctx context.Context, c *caller, rr *review.ReportR
 	obj.Namespace = c.namespace
 	if rr.ActID != "" {
 		obj.Name = actName(rr.ActID)
-		if a, ok := s.recentActs.take(obj.Namespace, obj.Name); ok {
+		if a, ok := s.recentActs.Take(obj.Namespace, obj.Name); ok {
 			obj = a
 		} else if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if apierrors.IsNotFound(err) {

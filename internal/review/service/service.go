@@ -17,6 +17,8 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/review/service/kubecache"
+	"github.com/actgate/actgate/internal/review/service/tokenreview"
 	"github.com/actgate/actgate/internal/tracing"
 )
 
@@ -31,6 +33,9 @@ const (
 	DefaultMomentTTL = 15 * time.Minute
 	// DefaultFieldManager names the service's writes.
 	DefaultFieldManager = "actgate-authority"
+	// DefaultTokenReviewTTL is how long an authenticated TokenReview is reused
+	// (tokenreview.DefaultTTL: kube-apiserver's own cache holds a success for 10 s).
+	DefaultTokenReviewTTL = tokenreview.DefaultTTL
 )
 
 // Options wire a Service.
@@ -88,15 +93,15 @@ type Service struct {
 	policies  *policyCache
 	tracer    trace.Tracer // nil: tracing off
 	cache     *Cache       // nil: no informers
-	tokens    *tokenCache
+	tokens    *tokenreview.Cache
 	changes   *changes
 	envelopes *envelopeCache
-	recent    recentMoments
+	recent    kubecache.RecentMoments
 	// recentActs are the Acts a Permit or a consumed grant just wrote, as the write returned
 	// them: the outcome Report that follows patches that version (a compare-and-swap on its
 	// resourceVersion) without reading it first, and reads it when it is not remembered or
 	// has changed.
-	recentActs *recent[*v1alpha1.Act]
+	recentActs *kubecache.Recent[*v1alpha1.Act]
 }
 
 // New returns a Service.
@@ -125,8 +130,8 @@ func New(opts Options) (*Service, error) {
 		s.now = time.Now
 	}
 	// A watch event's lag is wall-clock time, whatever clock reviews are decided by.
-	s.recent = newRecentMoments(time.Now)
-	s.recentActs = newRecent[*v1alpha1.Act](time.Now, recentActsMax, recentActsTTL)
+	s.recent = kubecache.NewRecentMoments(time.Now)
+	s.recentActs = kubecache.NewRecent[*v1alpha1.Act](time.Now, kubecache.RecentActsMax, kubecache.RecentActsTTL)
 	if s.timeout == 0 {
 		s.timeout = DefaultReviewTimeout
 	}
@@ -145,9 +150,9 @@ func New(opts Options) (*Service, error) {
 	}
 	// Token answers age by the wall clock, as the API server's own cache of them does, not by
 	// Options.Now, the clock authorities are issued and expire by.
-	s.tokens = newTokenCache(ttl, time.Now)
+	s.tokens = tokenreview.New(ttl, time.Now)
 	if s.cache != nil {
-		s.cache.setChanged(s.changes.notify)
+		s.cache.SetChanged(s.changes.notify)
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package service
+package kubecache
 
 import (
 	"sync"
@@ -9,18 +9,18 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 )
 
-// Bounds of the objects a Service remembers having written (recent).
+// Bounds of the objects the authority service remembers having written (Recent).
 const (
 	recentMomentsMax = 4096
 	recentMomentsTTL = 10 * time.Second
-	recentActsMax    = 4096
-	recentActsTTL    = 60 * time.Second
+	RecentActsMax    = 4096
+	RecentActsTTL    = 60 * time.Second
 )
 
-// recent remembers objects as this Service's own writes returned them, by namespace/name, for
+// Recent remembers objects as the authority service's own writes returned them, by namespace/name, for
 // at most ttl and at most max at once; one that does not fit is not remembered. What reads
 // them is correct without them: they save a read, never decide one.
-type recent[T client.Object] struct {
+type Recent[T client.Object] struct {
 	now func() time.Time
 	max int
 	ttl time.Duration
@@ -33,12 +33,13 @@ type recentEntry[T client.Object] struct {
 	added time.Time
 }
 
-func newRecent[T client.Object](now func() time.Time, maxN int, ttl time.Duration) *recent[T] {
-	return &recent[T]{now: now, max: maxN, ttl: ttl, m: map[string]recentEntry[T]{}}
+// NewRecent returns a Recent that keeps at most maxN objects, each for ttl, aged by now.
+func NewRecent[T client.Object](now func() time.Time, maxN int, ttl time.Duration) *Recent[T] {
+	return &Recent[T]{now: now, max: maxN, ttl: ttl, m: map[string]recentEntry[T]{}}
 }
 
-// add remembers a copy of obj, which a write just returned.
-func (r *recent[T]) add(obj T) {
+// Add remembers a copy of obj, which a write just returned.
+func (r *Recent[T]) Add(obj T) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -54,8 +55,8 @@ func (r *recent[T]) add(obj T) {
 	r.m[c.GetNamespace()+"/"+c.GetName()] = recentEntry[T]{obj: c, added: now}
 }
 
-// take returns and forgets the object remembered as namespace/name, if it is within its TTL.
-func (r *recent[T]) take(namespace, name string) (T, bool) {
+// Take returns and forgets the object remembered as namespace/name, if it is within its TTL.
+func (r *Recent[T]) Take(namespace, name string) (T, bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -69,7 +70,7 @@ func (r *recent[T]) take(namespace, name string) (T, bool) {
 	return e.obj, true
 }
 
-func (r *recent[T]) sweepLocked(now time.Time) {
+func (r *Recent[T]) sweepLocked(now time.Time) {
 	for k, e := range r.m {
 		if now.Sub(e.added) >= r.ttl {
 			delete(r.m, k)
@@ -77,24 +78,25 @@ func (r *recent[T]) sweepLocked(now time.Time) {
 	}
 }
 
-// recentMoments are the BindingMoments this Service created in the last recentMomentsTTL, as
-// its creates returned them: listGroups adds those its read (the informer, or the API server's
+// RecentMoments are the BindingMoments the authority service created in the last recentMomentsTTL, as
+// its creates returned them: its listing of a session's moments adds those its read (the informer, or the API server's
 // watch cache) does not show yet, so the escalation that follows its own moment by less than a
 // watch event's lag joins it instead of raising another. A moment is forgotten once a read
 // shows it or after the TTL; at most recentMomentsMax are kept (a moment not remembered may
 // make a later review raise another moment for the principals, never an allow: the grant is
 // read by quorum).
-type recentMoments struct {
-	*recent[*v1alpha1.BindingMoment]
+type RecentMoments struct {
+	*Recent[*v1alpha1.BindingMoment]
 }
 
-func newRecentMoments(now func() time.Time) recentMoments {
-	return recentMoments{newRecent[*v1alpha1.BindingMoment](now, recentMomentsMax, recentMomentsTTL)}
+// NewRecentMoments returns an empty RecentMoments aged by now.
+func NewRecentMoments(now func() time.Time) RecentMoments {
+	return RecentMoments{NewRecent[*v1alpha1.BindingMoment](now, recentMomentsMax, recentMomentsTTL)}
 }
 
-// merge returns items and the remembered moments of namespace whose label key has value that
+// Merge returns items and the remembered moments of namespace whose label key has value that
 // items lacks; the remembered moments items shows are forgotten.
-func (r recentMoments) merge(namespace, key, value string, items []v1alpha1.BindingMoment) []v1alpha1.BindingMoment {
+func (r RecentMoments) Merge(namespace, key, value string, items []v1alpha1.BindingMoment) []v1alpha1.BindingMoment {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,4 +1,4 @@
-package sink
+package moment
 
 import (
 	"bytes"

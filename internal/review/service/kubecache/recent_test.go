@@ -1,4 +1,4 @@
-package service
+package kubecache
 
 import (
 	"fmt"
@@ -10,8 +10,11 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 )
 
+// labelSession is a label the moments are listed by (the service's LabelSession).
+const labelSession = "actgate.io/session"
+
 func newMoment(ns, name, session string) *v1alpha1.BindingMoment {
-	return &v1alpha1.BindingMoment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{LabelSession: session}}}
+	return &v1alpha1.BindingMoment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{labelSession: session}}}
 }
 
 func recentNames(items []v1alpha1.BindingMoment) []string {
@@ -27,41 +30,41 @@ func recentNames(items []v1alpha1.BindingMoment) []string {
 // recentMomentsMax are remembered.
 func TestRecentMoments(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	r := newRecentMoments(func() time.Time { return now })
-	r.add(newMoment("a", "bm-1", "s1"))
-	r.add(newMoment("a", "bm-2", "s2"))
-	r.add(newMoment("b", "bm-3", "s1"))
+	r := NewRecentMoments(func() time.Time { return now })
+	r.Add(newMoment("a", "bm-1", "s1"))
+	r.Add(newMoment("a", "bm-2", "s2"))
+	r.Add(newMoment("b", "bm-3", "s1"))
 
-	if got := recentNames(r.merge("a", LabelSession, "s1", nil)); len(got) != 1 || got[0] != "a/bm-1" {
+	if got := recentNames(r.Merge("a", labelSession, "s1", nil)); len(got) != 1 || got[0] != "a/bm-1" {
 		t.Fatalf("a read of a/s1 that shows nothing: %v, want a/bm-1", got)
 	}
-	if got := recentNames(r.merge("a", LabelSession, "s3", nil)); len(got) != 0 {
+	if got := recentNames(r.Merge("a", labelSession, "s3", nil)); len(got) != 0 {
 		t.Fatalf("another session: %v", got)
 	}
 	// A read that shows the moment gets it once, and the moment is forgotten.
 	read := []v1alpha1.BindingMoment{*newMoment("a", "bm-1", "s1")}
-	if got := recentNames(r.merge("a", LabelSession, "s1", read)); len(got) != 1 {
+	if got := recentNames(r.Merge("a", labelSession, "s1", read)); len(got) != 1 {
 		t.Fatalf("a read that shows the moment: %v", got)
 	}
-	if got := recentNames(r.merge("a", LabelSession, "s1", nil)); len(got) != 0 {
+	if got := recentNames(r.Merge("a", labelSession, "s1", nil)); len(got) != 0 {
 		t.Fatalf("a moment a read showed is still added: %v", got)
 	}
 	// After the TTL nothing is added.
 	now = now.Add(recentMomentsTTL)
-	if got := recentNames(r.merge("b", LabelSession, "s1", nil)); len(got) != 0 {
+	if got := recentNames(r.Merge("b", labelSession, "s1", nil)); len(got) != 0 {
 		t.Fatalf("after the TTL: %v", got)
 	}
 
 	// Bounded: a moment that does not fit is not remembered; expired ones make room.
 	for i := range recentMomentsMax + 10 {
-		r.add(newMoment("c", fmt.Sprintf("bm-%d", i), "s"))
+		r.Add(newMoment("c", fmt.Sprintf("bm-%d", i), "s"))
 	}
-	if n := len(r.merge("c", LabelSession, "s", nil)); n != recentMomentsMax {
+	if n := len(r.Merge("c", labelSession, "s", nil)); n != recentMomentsMax {
 		t.Fatalf("%d remembered, want the bound %d", n, recentMomentsMax)
 	}
 	now = now.Add(recentMomentsTTL)
-	r.add(newMoment("d", "bm-late", "s"))
-	if got := recentNames(r.merge("d", LabelSession, "s", nil)); len(got) != 1 {
+	r.Add(newMoment("d", "bm-late", "s"))
+	if got := recentNames(r.Merge("d", labelSession, "s", nil)); len(got) != 1 {
 		t.Fatalf("after the full set expired: %v", got)
 	}
 }
@@ -70,33 +73,33 @@ func TestRecentMoments(t *testing.T) {
 // in its own namespace only, and not after the TTL; at most recentActsMax are remembered.
 func TestRecentActs(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	r := newRecent[*v1alpha1.Act](func() time.Time { return now }, recentActsMax, recentActsTTL)
+	r := NewRecent[*v1alpha1.Act](func() time.Time { return now }, RecentActsMax, RecentActsTTL)
 	a := &v1alpha1.Act{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "act-1", ResourceVersion: "7",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "actgate-authority"}}}}
-	r.add(a)
+	r.Add(a)
 	a.ResourceVersion = "8"
-	if _, ok := r.take("b", "act-1"); ok {
+	if _, ok := r.Take("b", "act-1"); ok {
 		t.Fatal("taken from another namespace")
 	}
-	got, ok := r.take("a", "act-1")
+	got, ok := r.Take("a", "act-1")
 	if !ok || got.ResourceVersion != "7" || got.ManagedFields != nil {
 		t.Fatalf("take: %v %+v", ok, got)
 	}
-	if _, ok := r.take("a", "act-1"); ok {
+	if _, ok := r.Take("a", "act-1"); ok {
 		t.Fatal("taken twice")
 	}
-	r.add(a)
-	now = now.Add(recentActsTTL)
-	if _, ok := r.take("a", "act-1"); ok {
+	r.Add(a)
+	now = now.Add(RecentActsTTL)
+	if _, ok := r.Take("a", "act-1"); ok {
 		t.Fatal("taken after the TTL")
 	}
-	for i := range recentActsMax + 10 {
-		r.add(&v1alpha1.Act{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: fmt.Sprintf("act-%d", i)}})
+	for i := range RecentActsMax + 10 {
+		r.Add(&v1alpha1.Act{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: fmt.Sprintf("act-%d", i)}})
 	}
-	if n := len(r.m); n != recentActsMax {
-		t.Fatalf("%d remembered, want the bound %d", n, recentActsMax)
+	if n := len(r.m); n != RecentActsMax {
+		t.Fatalf("%d remembered, want the bound %d", n, RecentActsMax)
 	}
-	if _, ok := r.take("c", fmt.Sprintf("act-%d", recentActsMax+5)); ok {
+	if _, ok := r.Take("c", fmt.Sprintf("act-%d", RecentActsMax+5)); ok {
 		t.Fatal("an Act past the bound was remembered")
 	}
 }

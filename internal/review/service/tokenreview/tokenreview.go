@@ -1,4 +1,7 @@
-package service
+// Package tokenreview caches the API server's TokenReview answers for the authority service
+// (internal/review/service): by the SHA-256 of the token, never the token, bounded in total,
+// with concurrent reviews of one token sharing one TokenReview.
+package tokenreview
 
 import (
 	"context"
@@ -14,9 +17,9 @@ import (
 
 // Bounds of the TokenReview cache.
 const (
-	// DefaultTokenReviewTTL is how long an authenticated TokenReview is reused: kube-apiserver's
+	// DefaultTTL is how long an authenticated TokenReview is reused: kube-apiserver's
 	// own cache of token authentications holds a success for 10 s.
-	DefaultTokenReviewTTL = 10 * time.Second
+	DefaultTTL = 10 * time.Second
 	// negativeTokenReviewTTL is how long a token the API server did not authenticate is
 	// answered from the cache: short, so a token that becomes valid (a clock skew at issue) is
 	// soon accepted, long enough that a flood of one bad token costs one TokenReview a second.
@@ -26,11 +29,11 @@ const (
 	maxCachedTokens = 4096
 )
 
-// tokenCache holds TokenReview results by the SHA-256 of the token, never the token itself.
+// Cache holds TokenReview results by the SHA-256 of the token, never the token itself.
 // Only answers of the API server are cached; a failed TokenReview (an error, a timeout) is not.
 // Concurrent reviews of one token wait for the first one's TokenReview instead of sending their
 // own.
-type tokenCache struct {
+type Cache struct {
 	ttl time.Duration // <= 0: the cache is off
 	now func() time.Time
 
@@ -50,13 +53,15 @@ type tokenFlight struct {
 	err    error
 }
 
-func newTokenCache(ttl time.Duration, now func() time.Time) *tokenCache {
-	return &tokenCache{ttl: ttl, now: now, entries: map[[sha256.Size]byte]tokenEntry{}, inflight: map[[sha256.Size]byte]*tokenFlight{}}
+// New returns a Cache that reuses an authenticated answer for ttl (<= 0: no caching), aged by
+// now.
+func New(ttl time.Duration, now func() time.Time) *Cache {
+	return &Cache{ttl: ttl, now: now, entries: map[[sha256.Size]byte]tokenEntry{}, inflight: map[[sha256.Size]byte]*tokenFlight{}}
 }
 
-// review returns the TokenReview status of token, from the cache or by calling create once
+// Review returns the TokenReview status of token, from the cache or by calling create once
 // for all concurrent callers. cached reports whether no TokenReview was sent for this call.
-func (tc *tokenCache) review(ctx context.Context, token string,
+func (tc *Cache) Review(ctx context.Context, token string,
 	create func(context.Context) (authenticationv1.TokenReviewStatus, error),
 ) (st authenticationv1.TokenReviewStatus, cached bool, err error) {
 	if tc.ttl <= 0 {
@@ -116,7 +121,7 @@ func (tc *tokenCache) review(ctx context.Context, token string,
 	return f.status, false, f.err
 }
 
-func (tc *tokenCache) putLocked(key [sha256.Size]byte, e tokenEntry, now time.Time) {
+func (tc *Cache) putLocked(key [sha256.Size]byte, e tokenEntry, now time.Time) {
 	if !now.Before(e.expires) {
 		return
 	}

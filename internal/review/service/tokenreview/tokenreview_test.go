@@ -1,4 +1,4 @@
-package service
+package tokenreview
 
 import (
 	"context"
@@ -55,10 +55,10 @@ func TestTokenCache(t *testing.T) {
 	ok := authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "system:serviceaccount:a:b"}}
 
 	t.Run("an answer is reused for the TTL", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{status: ok}
 		for range 5 {
-			st, _, err := tc.review(ctx, "tok-a", r.create)
+			st, _, err := tc.Review(ctx, "tok-a", r.create)
 			if err != nil || !st.Authenticated {
 				t.Fatal(st, err)
 			}
@@ -67,29 +67,29 @@ func TestTokenCache(t *testing.T) {
 			t.Fatalf("%d TokenReviews", r.calls.Load())
 		}
 		clock.Advance(10 * time.Second)
-		if _, cached, _ := tc.review(ctx, "tok-a", r.create); cached || r.calls.Load() != 2 {
+		if _, cached, _ := tc.Review(ctx, "tok-a", r.create); cached || r.calls.Load() != 2 {
 			t.Fatalf("after the TTL: cached %v, %d TokenReviews", cached, r.calls.Load())
 		}
-		if _, _, _ = tc.review(ctx, "tok-b", r.create); r.calls.Load() != 3 {
+		if _, _, _ = tc.Review(ctx, "tok-b", r.create); r.calls.Load() != 3 {
 			t.Fatalf("another token: %d TokenReviews", r.calls.Load())
 		}
 	})
 	t.Run("a refusal is reused for a second only", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{status: authenticationv1.TokenReviewStatus{Authenticated: false, Error: "invalid"}}
-		_, _, _ = tc.review(ctx, "bad", r.create)
-		_, _, _ = tc.review(ctx, "bad", r.create)
+		_, _, _ = tc.Review(ctx, "bad", r.create)
+		_, _, _ = tc.Review(ctx, "bad", r.create)
 		clock.Advance(time.Second)
-		_, _, _ = tc.review(ctx, "bad", r.create)
+		_, _, _ = tc.Review(ctx, "bad", r.create)
 		if r.calls.Load() != 2 {
 			t.Fatalf("%d TokenReviews, want 2", r.calls.Load())
 		}
 	})
 	t.Run("an error is not cached", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{err: errors.New("api server down")}
 		for range 3 {
-			if _, _, err := tc.review(ctx, "tok", r.create); err == nil {
+			if _, _, err := tc.Review(ctx, "tok", r.create); err == nil {
 				t.Fatal("no error")
 			}
 		}
@@ -98,23 +98,23 @@ func TestTokenCache(t *testing.T) {
 		}
 	})
 	t.Run("never past the token's exp", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{status: ok}
 		tok := jwtWithExp(clock.Now().Add(3 * time.Second))
-		_, _, _ = tc.review(ctx, tok, r.create)
+		_, _, _ = tc.Review(ctx, tok, r.create)
 		clock.Advance(3 * time.Second)
-		_, _, _ = tc.review(ctx, tok, r.create)
+		_, _, _ = tc.Review(ctx, tok, r.create)
 		if r.calls.Load() != 2 {
 			t.Fatalf("%d TokenReviews, want 2 (the first answer expires with the token)", r.calls.Load())
 		}
 	})
 	t.Run("concurrent reviews of one token send one TokenReview", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{status: ok, delay: 50 * time.Millisecond}
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				if st, _, err := tc.review(ctx, "tok-c", r.create); err != nil || !st.Authenticated {
+				if st, _, err := tc.Review(ctx, "tok-c", r.create); err != nil || !st.Authenticated {
 					t.Error(st, err)
 				}
 			})
@@ -125,20 +125,20 @@ func TestTokenCache(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
-		tc := newTokenCache(10*time.Second, clock.Now)
+		tc := New(10*time.Second, clock.Now)
 		r := &reviewer{status: ok}
 		for i := range maxCachedTokens + 100 {
-			_, _, _ = tc.review(ctx, fmt.Sprint("tok-", i), r.create)
+			_, _, _ = tc.Review(ctx, fmt.Sprint("tok-", i), r.create)
 		}
 		if n := len(tc.entries); n > maxCachedTokens {
 			t.Fatalf("%d entries, bound %d", n, maxCachedTokens)
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		tc := newTokenCache(-1, clock.Now)
+		tc := New(-1, clock.Now)
 		r := &reviewer{status: ok}
-		_, _, _ = tc.review(ctx, "tok", r.create)
-		_, _, _ = tc.review(ctx, "tok", r.create)
+		_, _, _ = tc.Review(ctx, "tok", r.create)
+		_, _, _ = tc.Review(ctx, "tok", r.create)
 		if r.calls.Load() != 2 || len(tc.entries) != 0 {
 			t.Fatalf("%d TokenReviews, %d entries", r.calls.Load(), len(tc.entries))
 		}
@@ -169,7 +169,7 @@ func TestJWTExpiry(t *testing.T) {
 // TestTokenCacheWaiterOutlivesAFailedFlight: a caller that waited on another's TokenReview
 // does not inherit that one's failure (its deadline, an outage since over): it asks itself.
 func TestTokenCacheWaiterOutlivesAFailedFlight(t *testing.T) {
-	tc := newTokenCache(10*time.Second, time.Now)
+	tc := New(10*time.Second, time.Now)
 	release := make(chan struct{})
 	first := func(context.Context) (authenticationv1.TokenReviewStatus, error) {
 		<-release
@@ -177,7 +177,7 @@ func TestTokenCacheWaiterOutlivesAFailedFlight(t *testing.T) {
 	}
 	firstDone := make(chan error, 1)
 	go func() {
-		_, _, err := tc.review(context.Background(), "tok", first)
+		_, _, err := tc.Review(context.Background(), "tok", first)
 		firstDone <- err
 	}()
 	for {
@@ -192,7 +192,7 @@ func TestTokenCacheWaiterOutlivesAFailedFlight(t *testing.T) {
 	r := &reviewer{status: authenticationv1.TokenReviewStatus{Authenticated: true}}
 	second := make(chan error, 1)
 	go func() {
-		st, _, err := tc.review(context.Background(), "tok", r.create)
+		st, _, err := tc.Review(context.Background(), "tok", r.create)
 		if err == nil && !st.Authenticated {
 			err = errors.New("not authenticated")
 		}
