@@ -46,8 +46,3 @@
 //   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy
 
-// The media types of MCP's streamable HTTP transport: a JSON answer and an event stream.
-const (
-	mediaJSON = "application/json"
-	mediaSSE  = "text/event-stream"
-)

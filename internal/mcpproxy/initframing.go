@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -18,7 +19,7 @@ type initFraming struct {
 	mu     sync.Mutex
 	stream bool
 	ids    bool
-	// answer is the upstream's answer to that initialize as read, at most maxEventSize bytes:
+	// answer is the upstream's answer to that initialize as read, at most wire.MaxEventSize bytes:
 	// where the gate's answer to the agent takes the upstream's capabilities from, as written
 	// (upstreamCapabilities).
 	answer bytes.Buffer
@@ -30,7 +31,7 @@ type initFramingKey struct{}
 // Mcp-Session-Id yet) of a context carrying an initFraming, it records the answer's framing.
 func observeInit(r *http.Request, resp *http.Response) {
 	f, ok := r.Context().Value(initFramingKey{}).(*initFraming)
-	if !ok || r.Method != http.MethodPost || r.Header.Get(headerSessionID) != "" || resp == nil {
+	if !ok || r.Method != http.MethodPost || r.Header.Get(wire.HeaderSessionID) != "" || resp == nil {
 		return
 	}
 	f.mu.Lock()
@@ -38,7 +39,7 @@ func observeInit(r *http.Request, resp *http.Response) {
 	f.mu.Unlock()
 	resp.Body = &answerCopy{ReadCloser: resp.Body, f: f}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != mediaSSE {
+	if mt != wire.MediaSSE {
 		return
 	}
 	f.mu.Lock()
@@ -56,7 +57,7 @@ type answerCopy struct {
 func (c *answerCopy) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	c.f.mu.Lock()
-	if room := maxEventSize - c.f.answer.Len(); room > 0 {
+	if room := wire.MaxEventSize - c.f.answer.Len(); room > 0 {
 		c.f.answer.Write(p[:min(n, room)])
 	}
 	c.f.mu.Unlock()
@@ -96,7 +97,7 @@ func (f *initFraming) upstreamCapabilities() json.RawMessage {
 			var r struct {
 				Capabilities json.RawMessage `json:"capabilities"`
 			}
-			if json.Unmarshal(resp.Result, &r) == nil && isObject(r.Capabilities) {
+			if json.Unmarshal(resp.Result, &r) == nil && wire.IsObject(r.Capabilities) {
 				return r.Capabilities
 			}
 		}
@@ -120,10 +121,10 @@ func withCapabilities(body []byte, caps json.RawMessage) []byte {
 	if _, ok := c["tools"]; !ok {
 		c["tools"] = json.RawMessage("{}")
 	}
-	if result["capabilities"], err = marshalNoEscape(c); err != nil {
+	if result["capabilities"], err = wire.MarshalNoEscape(c); err != nil {
 		return body
 	}
-	if resp.Result, err = marshalNoEscape(result); err != nil {
+	if resp.Result, err = wire.MarshalNoEscape(result); err != nil {
 		return body
 	}
 	out, err := jsonrpc.EncodeMessage(resp)
@@ -192,8 +193,8 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 	}
 	mt, _, _ := mime.ParseMediaType(buf.h.Get("Content-Type"))
 	var b *bridge
-	if status == http.StatusOK && mt == mediaJSON {
-		b = p.bridgeByID(buf.h.Get(headerSessionID))
+	if status == http.StatusOK && mt == wire.MediaJSON {
+		b = p.bridgeByID(buf.h.Get(wire.HeaderSessionID))
 	}
 	var stream, ids bool
 	body := buf.body.Bytes()
@@ -205,7 +206,7 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 			body = withCapabilities(body, caps)
 		}
 	}
-	_, streamOK := accepts(r.Header.Values("Accept"))
+	_, streamOK := wire.Accepts(r.Header.Values("Accept"))
 	if _, err := jsonrpc.DecodeMessage(body); !stream || !streamOK || err != nil {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(status)
@@ -232,7 +233,7 @@ func isInitialize(body []byte) bool {
 		return false
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	return ok && req.Method == methodInitialize
+	return ok && req.Method == wire.MethodInitialize
 }
 
 // initializeToFollow reports whether r is an agent's initialize (for serveInitialize), leaving

@@ -18,6 +18,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -124,8 +125,8 @@ func invokeOutcomes(t *testing.T, sdk bool) {
 		{"executed", "ticket_create", "", journal.StateExecuted, 1, false, "", 0, ""},
 		{"upstream isError result", "ticket_refused", "", journal.StateFailed, 1, true, "", 0, ""},
 		{"HTTP 401 before execution", "ticket_create", "401", journal.StateFailed, 0, true, "", 0, ""},
-		{"unknown tool at the upstream (invalid params)", "ticket_ghost", "", journal.StateFailed, 0, true, "", codeInvalidParams, ""},
-		{"URL elicitation required (-32042) before execution", "ticket_browser", "", journal.StateFailed, 1, true, "", codeURLElicitationRequired,
+		{"unknown tool at the upstream (invalid params)", "ticket_ghost", "", journal.StateFailed, 0, true, "", wire.CodeInvalidParams, ""},
+		{"URL elicitation required (-32042) before execution", "ticket_browser", "", journal.StateFailed, 1, true, "", wire.CodeURLElicitationRequired,
 			`{"elicitations":[{"mode":"url","url":"https://example.com/auth","message":"Open it","elicitationId":"e-1"}]}`},
 		{"JSON-RPC server error from the handler", "ticket_crash", "", journal.StateIndeterminate, 1, true, ef.EFIndeterminate, 0, ""},
 		{"HTTP 503", "ticket_create", "503", journal.StateIndeterminate, 0, true, ef.EFIndeterminate, 0, ""},
@@ -231,11 +232,11 @@ func TestClassify(t *testing.T) {
 	}{
 		{"result", ok, nil, sent(200), sink.OutcomeExecuted},
 		{"isError result", bad, nil, sent(200), sink.OutcomeFailed},
-		{"parse error", nil, &jsonrpc.Error{Code: codeParseError}, sent(200), sink.OutcomeFailed},
-		{"invalid request", nil, &jsonrpc.Error{Code: codeInvalidRequest}, sent(200), sink.OutcomeFailed},
-		{"method not found", nil, &jsonrpc.Error{Code: codeMethodNotFound}, sent(200), sink.OutcomeFailed},
-		{"invalid params", nil, fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: codeInvalidParams}), sent(200), sink.OutcomeFailed},
-		{"internal error", nil, &jsonrpc.Error{Code: codeInternalError}, sent(200), sink.OutcomeIndeterminate},
+		{"parse error", nil, &jsonrpc.Error{Code: wire.CodeParseError}, sent(200), sink.OutcomeFailed},
+		{"invalid request", nil, &jsonrpc.Error{Code: wire.CodeInvalidRequest}, sent(200), sink.OutcomeFailed},
+		{"method not found", nil, &jsonrpc.Error{Code: wire.CodeMethodNotFound}, sent(200), sink.OutcomeFailed},
+		{"invalid params", nil, fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: wire.CodeInvalidParams}), sent(200), sink.OutcomeFailed},
+		{"internal error", nil, &jsonrpc.Error{Code: wire.CodeInternalError}, sent(200), sink.OutcomeIndeterminate},
 		{"server error", nil, &jsonrpc.Error{Code: -32000}, sent(200), sink.OutcomeIndeterminate},
 		{"400", nil, other, sent(400), sink.OutcomeFailed},
 		{"401", nil, other, sent(401), sink.OutcomeFailed},
@@ -250,7 +251,7 @@ func TestClassify(t *testing.T) {
 		{"dial refused", nil, other, notWritten, sink.OutcomeNotSent},
 		{"SDK rejection before sending", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}, other), notWritten, sink.OutcomeNotSent},
 		{"SDK rejection after sending", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}, other), sent(200), sink.OutcomeIndeterminate},
-		{"upstream error behind an SDK rejection", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005}, &jsonrpc.Error{Code: codeInvalidParams}), sent(200), sink.OutcomeFailed},
+		{"upstream error behind an SDK rejection", nil, fmt.Errorf("x: %w: %w", &jsonrpc.Error{Code: -32005}, &jsonrpc.Error{Code: wire.CodeInvalidParams}), sent(200), sink.OutcomeFailed},
 		{"client closing after sending", nil, &jsonrpc.Error{Code: -32003}, sent(0), sink.OutcomeIndeterminate},
 		{"timeout before sending", nil, context.DeadlineExceeded, notWritten, sink.OutcomeNotSent},
 	} {

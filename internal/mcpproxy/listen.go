@@ -19,6 +19,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // subscriptions/listen in front of a stateful upstream (docs/architecture.md "Listening toward
@@ -36,9 +37,6 @@ import (
 // change notification of the session (from the GET stream, or from the answer stream of any of
 // the session's requests) to the listens whose filter takes it.
 const (
-	methodListen       = "subscriptions/listen"
-	notifyListenAck    = "notifications/subscriptions/acknowledged"
-	metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
 	// maxListensPerAgent bounds the listens one agent holds open on one proxy (each is an open
 	// agent stream and, relayed, an upstream request; served, a share of an upstream GET stream).
@@ -73,13 +71,13 @@ func (f listenFilter) empty() bool {
 // resources/updated notification's params.uri).
 func (f listenFilter) accepts(method, uri string) bool {
 	switch method {
-	case notifyToolsChanged:
+	case wire.NotifyToolsChanged:
 		return f.tools
-	case notifyPromptsChanged:
+	case wire.NotifyPromptsChanged:
 		return f.prompts
-	case notifyResourcesChanged:
+	case wire.NotifyResourcesChanged:
 		return f.resources
-	case notifyResourceUpdated:
+	case wire.NotifyResourceUpdated:
 		for _, u := range f.uris {
 			if u == uri {
 				return true
@@ -104,14 +102,14 @@ func (f listenFilter) MarshalJSON() ([]byte, error) {
 	if len(f.uris) > 0 {
 		m["resourceSubscriptions"] = f.uris
 	}
-	return marshalNoEscape(m)
+	return wire.MarshalNoEscape(m)
 }
 
 // isChangeNotification reports whether method is one of the notifications 2026-07-28 delivers
 // only on a listen stream.
 func isChangeNotification(method string) bool {
 	switch method {
-	case notifyToolsChanged, notifyPromptsChanged, notifyResourcesChanged, notifyResourceUpdated:
+	case wire.NotifyToolsChanged, wire.NotifyPromptsChanged, wire.NotifyResourcesChanged, wire.NotifyResourceUpdated:
 		return true
 	}
 	return false
@@ -126,7 +124,7 @@ func listenRefusal(code int64, efc ef.EFCode, msg string) *jsonrpc.Error {
 // listenLimitErr refuses a listen beyond maxListensPerAgent (-32603, as the TypeScript SDK's
 // server answers its own subscription limit).
 func listenLimitErr() *jsonrpc.Error {
-	return listenRefusal(codeInternalError, ef.EFListenLimit,
+	return listenRefusal(wire.CodeInternalError, ef.EFListenLimit,
 		fmt.Sprintf("subscription limit reached: %d listens of this agent are open", maxListensPerAgent))
 }
 
@@ -140,7 +138,7 @@ func listenLimitErr() *jsonrpc.Error {
 func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Error) {
 	var f listenFilter
 	invalid := func(msg string) (listenFilter, *jsonrpc.Error) {
-		return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenInvalid, "subscriptions/listen: "+msg)
+		return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenInvalid, "subscriptions/listen: "+msg)
 	}
 	raw, ok := params["notifications"]
 	if !ok || !isJSONObject(raw) {
@@ -176,7 +174,7 @@ func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Erro
 		return invalid("params.notifications.resourceSubscriptions must be an array of strings")
 	}
 	if len(items) > maxListenURIs {
-		return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenLimit,
+		return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenLimit,
 			fmt.Sprintf("subscriptions/listen: at most %d resources per listen", maxListenURIs))
 	}
 	seen := map[string]bool{}
@@ -187,7 +185,7 @@ func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Erro
 			return invalid("params.notifications.resourceSubscriptions must hold non-empty strings")
 		}
 		if len(uri) > maxListenURI {
-			return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenLimit,
+			return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenLimit,
 				fmt.Sprintf("subscriptions/listen: a resource URI is longer than %d bytes", maxListenURI))
 		}
 		if !seen[uri] {
@@ -246,13 +244,13 @@ func stampSubscription(params json.RawMessage, id json.RawMessage) (json.RawMess
 			return nil, false
 		}
 	}
-	meta[metaSubscriptionID] = id
-	mraw, err := marshalNoEscape(meta)
+	meta[wire.MetaSubscriptionID] = id
+	mraw, err := wire.MarshalNoEscape(meta)
 	if err != nil {
 		return nil, false
 	}
 	m["_meta"] = bytes.TrimSpace(mraw)
-	out, err := marshalNoEscape(m)
+	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return nil, false
 	}
@@ -299,7 +297,7 @@ func (h *listenHub) publish(m *jsonrpc.Request) {
 		return
 	}
 	var uri string
-	if m.Method == notifyResourceUpdated {
+	if m.Method == wire.NotifyResourceUpdated {
 		var p struct {
 			URI string `json:"uri"`
 		}
@@ -382,18 +380,18 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	want, perr := parseListen(sr.params)
 	if perr != nil {
 		p.log.Info("MCP 2026-07-28 listen refused", "code", perr.Code, "reason", perr.Message)
-		writeRPCError(w, http.StatusOK, id, perr)
+		wire.WriteRPCError(w, http.StatusOK, id, perr)
 		return
 	}
 	if !p.sl.takeListen(agent) {
 		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-		writeRPCError(w, http.StatusOK, id, listenLimitErr())
+		wire.WriteRPCError(w, http.StatusOK, id, listenLimitErr())
 		return
 	}
 	defer p.sl.releaseListen(agent)
 	idRaw, err := json.Marshal(id.Raw())
 	if err != nil {
-		writeRPCError(w, http.StatusOK, id, &jsonrpc.Error{Code: codeInvalidRequest, Message: "actgate: subscriptions/listen needs a request id"})
+		wire.WriteRPCError(w, http.StatusOK, id, &jsonrpc.Error{Code: wire.CodeInvalidRequest, Message: "actgate: subscriptions/listen needs a request id"})
 		return
 	}
 	var s *upstreamSession
@@ -402,7 +400,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	for try := 0; ; try++ {
 		if s, err = p.upstreamSession(ctx, agent, sessionCaps(sr)); err != nil {
 			p.log.Info("Upstream session not opened for a listen", "error", err.Error())
-			writeRPCError(w, http.StatusOK, id, p.unavailableErr())
+			wire.WriteRPCError(w, http.StatusOK, id, p.unavailableErr())
 			return
 		}
 		honored = honoredFilter(want, s.init)
@@ -416,7 +414,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 		}
 		if err != nil {
 			p.log.Info("Listen not opened upstream", "upstreamSession", s.id, "error", err.Error())
-			writeRPCError(w, http.StatusOK, id, p.unavailableErr())
+			wire.WriteRPCError(w, http.StatusOK, id, p.unavailableErr())
 			return
 		}
 		break
@@ -428,7 +426,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
-	h.Set("Content-Type", mediaSSE)
+	h.Set("Content-Type", wire.MediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
 	write := func(b []byte) bool {
@@ -441,7 +439,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	if !ok {
 		return
 	}
-	ack, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: notifyListenAck, Params: ackParams})
+	ack, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: wire.NotifyListenAck, Params: ackParams})
 	if err != nil || !write(listenEvent(ack)) {
 		return
 	}
@@ -475,14 +473,14 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 // endListen writes a listen's result: its graceful end, with its id and the upstream's
 // serverInfo in _meta.
 func (p *Proxy) endListen(write func([]byte) bool, s *upstreamSession, id jsonrpc.ID, idRaw json.RawMessage) {
-	meta := map[string]json.RawMessage{metaSubscriptionID: idRaw}
+	meta := map[string]json.RawMessage{wire.MetaSubscriptionID: idRaw}
 	var init struct {
 		ServerInfo json.RawMessage `json:"serverInfo"`
 	}
 	if json.Unmarshal(s.init, &init) == nil && isJSONObject(init.ServerInfo) {
-		meta[metaServerInfo] = init.ServerInfo
+		meta[wire.MetaServerInfo] = init.ServerInfo
 	}
-	res, err := marshalNoEscape(map[string]any{"resultType": resultTypeComplete, "_meta": meta})
+	res, err := wire.MarshalNoEscape(map[string]any{"resultType": wire.ResultTypeComplete, "_meta": meta})
 	if err != nil {
 		return
 	}
@@ -515,7 +513,7 @@ func listenEvent(data []byte) []byte {
 }
 
 func jsonOrEmpty(v any) json.RawMessage {
-	raw, err := marshalNoEscape(v)
+	raw, err := wire.MarshalNoEscape(v)
 	if err != nil {
 		return json.RawMessage("{}")
 	}
@@ -542,7 +540,7 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 		n := h.uris[uri]
 		h.mu.Unlock()
 		if n == 0 {
-			if err := p.sessionRequest(ctx, s, methodSubscribe, uri); err != nil {
+			if err := p.sessionRequest(ctx, s, wire.MethodSubscribe, uri); err != nil {
 				if errors.Is(err, errSessionGone) {
 					p.releaseURIs(s, uris)
 					return nil, err
@@ -614,7 +612,7 @@ func (p *Proxy) releaseURIs(s *upstreamSession, uris []string) {
 		h.mu.Unlock()
 		if last && !ended {
 			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
-			if err := p.sessionRequest(ctx, s, methodUnsubscribe, uri); err != nil {
+			if err := p.sessionRequest(ctx, s, wire.MethodUnsubscribe, uri); err != nil {
 				p.log.Info("Upstream resource subscription not ended", "upstreamSession", s.id, "error", err.Error())
 			}
 			cancel()
@@ -626,9 +624,9 @@ func (p *Proxy) releaseURIs(s *upstreamSession, uris []string) {
 func sessionHeaders(s *upstreamSession) http.Header {
 	h := http.Header{}
 	if s.id != "" {
-		h.Set(headerSessionID, s.id)
+		h.Set(wire.HeaderSessionID, s.id)
 	}
-	h.Set(headerProtocolVersion, s.version)
+	h.Set(wire.HeaderProtocolVersion, s.version)
 	return h
 }
 
@@ -638,7 +636,7 @@ func (p *Proxy) sessionRequest(ctx context.Context, s *upstreamSession, method, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
 	defer cancel()
 	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params, err := marshalNoEscape(map[string]string{"uri": uri})
+	params, err := wire.MarshalNoEscape(map[string]string{"uri": uri})
 	if err != nil {
 		return err
 	}
@@ -684,7 +682,7 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 	for k, vs := range sessionHeaders(s) {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Accept", mediaSSE)
+	req.Header.Set("Accept", wire.MediaSSE)
 	h := s.hub
 	h.mu.Lock()
 	h.getGen++
@@ -698,10 +696,10 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 		resp, err := p.direct.Do(req)
 		if err == nil {
 			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-			if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+			if resp.StatusCode != http.StatusOK || mt != wire.MediaSSE {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 				_ = resp.Body.Close()
-				err = fmt.Errorf("mcpproxy: upstream answered the session's GET with HTTP %d (%s)", resp.StatusCode, clip(mt, 64))
+				err = fmt.Errorf("mcpproxy: upstream answered the session's GET with HTTP %d (%s)", resp.StatusCode, wire.Clip(mt, 64))
 				if resp.StatusCode == http.StatusNotFound {
 					err = errSessionGone
 				}
@@ -746,21 +744,21 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 	defer resp.Body.Close()
 	r := bufio.NewReaderSize(resp.Body, 4096)
-	var ev eventLines
+	var ev wire.EventLines
 	for {
-		line, err := readLine(r)
+		line, err := wire.ReadLine(r)
 		if err != nil {
 			return
 		}
 		if len(line) > 0 {
-			if ev.field(line); len(ev.data) > maxEventSize {
-				p.log.Info("Upstream GET stream event too large; stream ended", "upstreamSession", s.id, "limit", maxEventSize)
+			if ev.Field(line); len(ev.Data) > wire.MaxEventSize {
+				p.log.Info("Upstream GET stream event too large; stream ended", "upstreamSession", s.id, "limit", wire.MaxEventSize)
 				return
 			}
 			continue
 		}
-		if ev.hasData && len(ev.data) > 0 && (ev.name == "" || ev.name == "message") {
-			if msg, err := jsonrpc.DecodeMessage(ev.data); err == nil {
+		if ev.HasData && len(ev.Data) > 0 && (ev.Name == "" || ev.Name == "message") {
+			if msg, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
 				if m, ok := msg.(*jsonrpc.Request); ok {
 					if m.IsCall() {
 						go p.refuseSessionRequest(s, m)
@@ -770,7 +768,7 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 				}
 			}
 		}
-		ev.reset()
+		ev.Reset()
 	}
 }
 
@@ -841,7 +839,7 @@ func (p *Proxy) failListens(s *upstreamSession, err error) {
 func (p *Proxy) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: codeMethodNotFound,
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: wire.CodeMethodNotFound,
 		Message: "actgate: the client speaks MCP 2026-07-28 and takes no request outside one of its own"}})
 	if err != nil {
 		return
@@ -853,7 +851,7 @@ func (p *Proxy) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
 	for k, vs := range sessionHeaders(s) {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // assigneeSchema declares the ticket's assignee as an Mcp-Param header (SEP-2243 x-mcp-header).
@@ -53,7 +54,7 @@ func TestParamHeadersFreshGate(t *testing.T) {
 	} {
 		for _, tc := range cases {
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
-				var wr wire
+				var wr wireTap
 				opts := up.opts
 				opts.Intercept = func(w http.ResponseWriter, r *http.Request) bool {
 					wr.intercept(w, r)
@@ -88,7 +89,7 @@ func TestParamHeadersFreshGate(t *testing.T) {
 						}
 					}
 					_ = json.Unmarshal([]byte(out), &m)
-					if status != http.StatusBadRequest || m.Error.Code != codeHeaderMismatch || m.Error.Data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
+					if status != http.StatusBadRequest || m.Error.Code != wire.CodeHeaderMismatch || m.Error.Data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
 						t.Errorf("HTTP %d %s, want 400, -32020, EF_MCP_HEADER_MISMATCH", status, out)
 					}
 					if len(calls) != 0 || f.up.Count("") != 0 {
@@ -194,16 +195,16 @@ func FuzzToolHeaders(f *testing.F) {
 			return
 		}
 		h := http.Header{}
-		h.Set(headerParamPrefix+header, value)
+		h.Set(wire.HeaderParamPrefix+header, value)
 		sr := &statelessRequest{name: "t", params: map[string]json.RawMessage{"arguments": json.RawMessage(args)}}
 		if perr := p.checkDeclaredParams(h, sr); perr != nil {
-			if perr.err.Code != codeHeaderMismatch || perr.status != http.StatusBadRequest {
+			if perr.err.Code != wire.CodeHeaderMismatch || perr.status != http.StatusBadRequest {
 				t.Fatalf("refusal %d/%d", perr.status, perr.err.Code)
 			}
 			return
 		}
 		m, known := p.sl.paramHeaders["t"]
-		k := http.CanonicalHeaderKey(headerParamPrefix + header)
+		k := http.CanonicalHeaderKey(wire.HeaderParamPrefix + header)
 		path, declared := m[k]
 		if !known || !declared {
 			t.Fatalf("accepted %s for a tool that does not declare it (%v)", k, m)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -285,7 +286,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
 		return
 	}
-	if r.Method == http.MethodGet && r.Header.Get(headerLastEventID) != "" && p.serveResume(w, r) {
+	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderLastEventID) != "" && p.serveResume(w, r) {
 		return // resume.go
 	}
 	if r.Method == http.MethodGet && p.serveGET(w, r) {

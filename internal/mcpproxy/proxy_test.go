@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -303,11 +304,11 @@ func TestEscalation(t *testing.T) {
 	var resp struct {
 		ID     json.RawMessage `json:"id"`
 		Result struct {
-			IsError           bool            `json:"isError"`
-			BindingMoment     json.RawMessage `json:"binding_moment"`
-			Meta              map[string]any  `json:"_meta"`
-			StructuredContent map[string]any  `json:"structuredContent"`
-			Content           []textBlock     `json:"content"`
+			IsError           bool             `json:"isError"`
+			BindingMoment     json.RawMessage  `json:"binding_moment"`
+			Meta              map[string]any   `json:"_meta"`
+			StructuredContent map[string]any   `json:"structuredContent"`
+			Content           []wire.TextBlock `json:"content"`
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(msg, &resp); err != nil {

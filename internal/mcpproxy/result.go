@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -52,21 +53,15 @@ func (r *rawResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// textBlock is an MCP text content block.
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 // refusal is the CallToolResult of a call the gate did not let run: the §17 error object as
 // text and as structuredContent, the EF code in _meta, and for an escalation the additive
 // top-level binding_moment member (envelope-04 §8.1).
 type refusal struct {
-	Content           []textBlock     `json:"content"`
-	StructuredContent *refusalContent `json:"structuredContent,omitempty"`
-	IsError           bool            `json:"isError"`
-	Meta              map[string]any  `json:"_meta"`
-	BindingMoment     json.RawMessage `json:"binding_moment,omitempty"`
+	Content           []wire.TextBlock `json:"content"`
+	StructuredContent *refusalContent  `json:"structuredContent,omitempty"`
+	IsError           bool             `json:"isError"`
+	Meta              map[string]any   `json:"_meta"`
+	BindingMoment     json.RawMessage  `json:"binding_moment,omitempty"`
 }
 
 // refusalContent is the structuredContent of a refusal: the tool-use-binding §17 host error
@@ -84,11 +79,11 @@ type refusalContent struct {
 // momentResult is the CallToolResult of the virtual request_binding_moment tool when the gate
 // registered the proposed moment: a successful result carrying the envelope.
 type momentResult struct {
-	Content           []textBlock     `json:"content"`
-	StructuredContent momentContent   `json:"structuredContent"`
-	IsError           bool            `json:"isError"`
-	Meta              map[string]any  `json:"_meta"`
-	BindingMoment     json.RawMessage `json:"binding_moment"`
+	Content           []wire.TextBlock `json:"content"`
+	StructuredContent momentContent    `json:"structuredContent"`
+	IsError           bool             `json:"isError"`
+	Meta              map[string]any   `json:"_meta"`
+	BindingMoment     json.RawMessage  `json:"binding_moment"`
 }
 
 type momentContent struct {
@@ -151,9 +146,9 @@ func refusalFor(res sink.Result, structured bool) (*rawResult, error) {
 		}
 		payload += "\n\n" + rendered
 	}
-	out.Content = []textBlock{{Type: "text", Text: payload}}
+	out.Content = []wire.TextBlock{{Type: "text", Text: payload}}
 	if len(res.Resolutions) > 0 {
-		out.Content = append(out.Content, textBlock{Type: "text", Text: deliveriesText(res.Resolutions)})
+		out.Content = append(out.Content, wire.TextBlock{Type: "text", Text: deliveriesText(res.Resolutions)})
 	}
 	if !structured {
 		out.StructuredContent = nil
@@ -185,7 +180,7 @@ func registeredMoment(m *sink.MomentRef, deliveries []sink.Delivery) (*rawResult
 		return nil, err
 	}
 	out := momentResult{
-		Content:           []textBlock{{Type: "text", Text: rendered}},
+		Content:           []wire.TextBlock{{Type: "text", Text: rendered}},
 		StructuredContent: momentContent{MomentID: m.ID, EnvelopeDigest: m.Envelope.Digest()},
 		Meta:              map[string]any{MetaMomentID: m.ID, MetaEnvelopeDigest: m.Envelope.Digest()},
 		BindingMoment:     m.Envelope.Canonical(),
@@ -196,7 +191,7 @@ func registeredMoment(m *sink.MomentRef, deliveries []sink.Delivery) (*rawResult
 	if len(deliveries) > 0 {
 		out.StructuredContent.Resolutions = deliveries
 		out.Meta[MetaResolutions] = deliveries
-		out.Content = append(out.Content, textBlock{Type: "text", Text: deliveriesText(deliveries)})
+		out.Content = append(out.Content, wire.TextBlock{Type: "text", Text: deliveriesText(deliveries)})
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -260,7 +255,7 @@ func withDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bo
 				return nil, err
 			}
 		}
-		block, err := json.Marshal(textBlock{Type: "text", Text: deliveriesText(deliveries)})
+		block, err := json.Marshal(wire.TextBlock{Type: "text", Text: deliveriesText(deliveries)})
 		if err != nil {
 			return nil, err
 		}

@@ -16,36 +16,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/ef"
-)
-
-// MCP 2026-07-28 (SEP-2575, SEP-2243) request headers and per-request _meta members the
-// stateless path reads (docs/architecture.md "MCP 2026-07-28 (stateless)").
-const (
-	headerMethod      = "Mcp-Method"
-	headerName        = "Mcp-Name"
-	headerParamPrefix = "Mcp-Param-"
-
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaLogLevel           = "io.modelcontextprotocol/logLevel"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
-
-	// codeHeaderMismatch is MCP's error for standard headers that disagree with the body.
-	codeHeaderMismatch = -32020
-	// codeUnsupportedProtocolVersion is MCP's error for a per-request version the server does
-	// not speak; its data lists the supported ones.
-	codeUnsupportedProtocolVersion = -32022
-	// codeMissingClientCapability is MCP's error for a request the server cannot process without
-	// a client capability the request did not declare: the server did not run it.
-	codeMissingClientCapability = -32021
-
-	// resultTypeComplete and resultTypeInputRequired are the 2026-07-28 resultType values.
-	resultTypeComplete      = "complete"
-	resultTypeInputRequired = "input_required"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // statelessVersions are the sessionless protocol versions the gate speaks toward the agent.
-var statelessVersions = []string{versionStandardHeaders}
+var statelessVersions = []string{wire.VersionStandardHeaders}
 
 // statelessRequest is one agent request of MCP 2026-07-28 whose headers agree with its body.
 type statelessRequest struct {
@@ -68,7 +43,7 @@ type statelessError struct {
 func headerMismatch(format string, args ...any) *statelessError {
 	data, _ := json.Marshal(map[string]string{MetaEFCode: string(ef.EFMCPHeaderMismatch)})
 	return &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{
-		Code: codeHeaderMismatch, Message: "actgate: " + fmt.Sprintf(format, args...), Data: data}}
+		Code: wire.CodeHeaderMismatch, Message: "actgate: " + fmt.Sprintf(format, args...), Data: data}}
 }
 
 func invalidStateless(code int64, msg string) *statelessError {
@@ -84,11 +59,11 @@ const maxHeaderValue = 4096
 // _meta["io.modelcontextprotocol/protocolVersion"] is 2026-07-28 or later. Such a request is
 // the stateless path's to answer or refuse (parseStateless); any other is the session path's.
 func isStatelessRequest(h http.Header, body []byte) bool {
-	if len(h.Values(headerSessionID)) > 0 {
+	if len(h.Values(wire.HeaderSessionID)) > 0 {
 		return false
 	}
-	if v := h.Get(headerProtocolVersion); v != "" {
-		return v >= versionStandardHeaders
+	if v := h.Get(wire.HeaderProtocolVersion); v != "" {
+		return v >= wire.VersionStandardHeaders
 	}
 	var probe struct {
 		Params struct {
@@ -99,10 +74,10 @@ func isStatelessRequest(h http.Header, body []byte) bool {
 		return false
 	}
 	var v string
-	if raw, ok := probe.Params.Meta[metaProtocolVersion]; !ok || json.Unmarshal(raw, &v) != nil {
+	if raw, ok := probe.Params.Meta[wire.MetaProtocolVersion]; !ok || json.Unmarshal(raw, &v) != nil {
 		return false
 	}
-	return v >= versionStandardHeaders
+	return v >= wire.VersionStandardHeaders
 }
 
 // parseStateless reads one 2026-07-28 request: a single JSON-RPC request or notification with
@@ -110,64 +85,64 @@ func isStatelessRequest(h http.Header, body []byte) bool {
 // names (one the gate speaks), whose Mcp-Method is its method and, for tools/call, prompts/get
 // and resources/read, whose Mcp-Name is its params.name (params.uri; a task request's
 // params.taskId). Each header must appear
-// once. A missing or disagreeing header is refused with codeHeaderMismatch and
+// once. A missing or disagreeing header is refused with wire.CodeHeaderMismatch and
 // EF_MCP_HEADER_MISMATCH: the gate decides on the body, and a server that routes on the headers
 // would otherwise run something else (a confused deputy).
 func parseStateless(h http.Header, body []byte) (*statelessRequest, *statelessError) {
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
-		return nil, invalidStateless(codeParseError, "the body is not a JSON-RPC message")
+		return nil, invalidStateless(wire.CodeParseError, "the body is not a JSON-RPC message")
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
 		// 2026-07-28 has no server-to-client requests, so there is nothing for a response to
 		// answer.
-		return nil, invalidStateless(codeInvalidRequest, "a JSON-RPC response has no request to answer on MCP 2026-07-28")
+		return nil, invalidStateless(wire.CodeInvalidRequest, "a JSON-RPC response has no request to answer on MCP 2026-07-28")
 	}
 	out := &statelessRequest{req: req}
 	if p := bytes.TrimSpace(req.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if p[0] != '{' || json.Unmarshal(p, &out.params) != nil {
-			return nil, invalidStateless(codeInvalidParams, "params must be an object")
+			return nil, invalidStateless(wire.CodeInvalidParams, "params must be an object")
 		}
 	}
 	var meta map[string]json.RawMessage
 	if raw, ok := out.params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return nil, invalidStateless(codeInvalidParams, "params._meta must be an object")
+		return nil, invalidStateless(wire.CodeInvalidParams, "params._meta must be an object")
 	}
-	versions := h.Values(headerProtocolVersion)
+	versions := h.Values(wire.HeaderProtocolVersion)
 	if len(versions) != 1 {
-		return nil, headerMismatch("exactly one %s header is required on MCP 2026-07-28", headerProtocolVersion)
+		return nil, headerMismatch("exactly one %s header is required on MCP 2026-07-28", wire.HeaderProtocolVersion)
 	}
 	var metaVersion string
-	if raw, ok := meta[metaProtocolVersion]; ok && json.Unmarshal(raw, &metaVersion) != nil {
-		return nil, invalidStateless(codeInvalidParams, "params._meta protocolVersion must be a string")
+	if raw, ok := meta[wire.MetaProtocolVersion]; ok && json.Unmarshal(raw, &metaVersion) != nil {
+		return nil, invalidStateless(wire.CodeInvalidParams, "params._meta protocolVersion must be a string")
 	}
 	if req.IsCall() && metaVersion == "" {
-		return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("params._meta[%q] is required", metaProtocolVersion))
+		return nil, invalidStateless(wire.CodeInvalidParams, fmt.Sprintf("params._meta[%q] is required", wire.MetaProtocolVersion))
 	}
 	if metaVersion != "" && metaVersion != versions[0] {
-		return nil, headerMismatch("%s does not match params._meta's protocol version", headerProtocolVersion)
+		return nil, headerMismatch("%s does not match params._meta's protocol version", wire.HeaderProtocolVersion)
 	}
 	out.version = versions[0]
 	if !speaksStateless(out.version) {
-		data, _ := json.Marshal(map[string]any{"supported": statelessVersions, "requested": clip(out.version, 64)})
-		return nil, &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: codeUnsupportedProtocolVersion,
+		data, _ := json.Marshal(map[string]any{"supported": statelessVersions, "requested": wire.Clip(out.version, 64)})
+		return nil, &statelessError{status: http.StatusBadRequest, err: &jsonrpc.Error{Code: wire.CodeUnsupportedProtocolVersion,
 			Message: "actgate: unsupported protocol version", Data: data}}
 	}
 	// A request's client capabilities are part of its envelope (SEP-2575): without them the
 	// request is malformed, whichever server answers it.
-	if raw, ok := meta[metaClientCapabilities]; req.IsCall() && (!ok || !isJSONObject(raw)) {
-		return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("params._meta[%q] must be an object", metaClientCapabilities))
+	if raw, ok := meta[wire.MetaClientCapabilities]; req.IsCall() && (!ok || !isJSONObject(raw)) {
+		return nil, invalidStateless(wire.CodeInvalidParams, fmt.Sprintf("params._meta[%q] must be an object", wire.MetaClientCapabilities))
 	}
-	if err := checkSingle(h, headerMethod, req.Method); err != nil {
+	if err := checkSingle(h, wire.HeaderMethod, req.Method); err != nil {
 		return nil, err
 	}
 	if member := nameMember(req.Method); member != "" {
 		var name string
 		if raw, ok := out.params[member]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
-			return nil, invalidStateless(codeInvalidParams, fmt.Sprintf("%s: params.%s must be a non-empty string", req.Method, member))
+			return nil, invalidStateless(wire.CodeInvalidParams, fmt.Sprintf("%s: params.%s must be a non-empty string", req.Method, member))
 		}
-		if err := checkSingle(h, headerName, name); err != nil {
+		if err := checkSingle(h, wire.HeaderName, name); err != nil {
 			return nil, err
 		}
 		out.name = name
@@ -196,11 +171,11 @@ func speaksStateless(v string) bool {
 // tasks/get, tasks/update and tasks/cancel their task (SEP-2663, Streamable HTTP binding).
 func nameMember(method string) string {
 	switch method {
-	case methodCallTool, methodGetPrompt:
+	case wire.MethodCallTool, wire.MethodGetPrompt:
 		return "name"
-	case methodReadResource:
+	case wire.MethodReadResource:
 		return "uri"
-	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
+	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
 		return "taskId"
 	}
 	return ""
@@ -234,7 +209,7 @@ func checkSingle(h http.Header, header, want string) *statelessError {
 func checkParamHeaders(h http.Header, sr *statelessRequest) *statelessError {
 	var values map[string]bool
 	for k, vs := range h {
-		if !strings.HasPrefix(k, headerParamPrefix) {
+		if !strings.HasPrefix(k, wire.HeaderParamPrefix) {
 			continue
 		}
 		if values == nil {
@@ -242,14 +217,14 @@ func checkParamHeaders(h http.Header, sr *statelessRequest) *statelessError {
 		}
 		for _, v := range vs {
 			if len(v) > maxHeaderValue {
-				return headerMismatch("the %s header is too long", clip(k, 64))
+				return headerMismatch("the %s header is too long", wire.Clip(k, 64))
 			}
 			dec, ok := decodeHeader(strings.TrimSpace(v))
 			if !ok {
-				return headerMismatch("the %s header is not valid base64", clip(k, 64))
+				return headerMismatch("the %s header is not valid base64", wire.Clip(k, 64))
 			}
 			if !values[dec] {
-				return headerMismatch("the %s header names no value of the call's arguments", clip(k, 64))
+				return headerMismatch("the %s header names no value of the call's arguments", wire.Clip(k, 64))
 			}
 		}
 	}
@@ -345,8 +320,8 @@ func withResultType(raw json.RawMessage) json.RawMessage {
 	if _, ok := m["resultType"]; ok {
 		return raw
 	}
-	m["resultType"] = json.RawMessage(`"` + resultTypeComplete + `"`)
-	out, err := marshalNoEscape(m)
+	m["resultType"] = json.RawMessage(`"` + wire.ResultTypeComplete + `"`)
+	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return raw
 	}
@@ -358,13 +333,13 @@ func withResultType(raw json.RawMessage) json.RawMessage {
 // answers them on the session the gate holds for the agent, so the gate refuses them itself,
 // as a 2026-07-28 server does (HTTP 404, -32601), instead of relaying them.
 var removedStateless = map[string]bool{
-	methodInitialize: true, methodPing: true, methodSetLevel: true, methodSubscribe: true, methodUnsubscribe: true,
+	wire.MethodInitialize: true, wire.MethodPing: true, wire.MethodSetLevel: true, wire.MethodSubscribe: true, wire.MethodUnsubscribe: true,
 }
 
 // methodNotFound is the 2026-07-28 answer to a request of a method the server does not have.
 func methodNotFound(method string) *statelessError {
-	return &statelessError{status: http.StatusNotFound, err: &jsonrpc.Error{Code: codeMethodNotFound,
-		Message: "actgate: method not found on MCP 2026-07-28: " + clip(method, 100)}}
+	return &statelessError{status: http.StatusNotFound, err: &jsonrpc.Error{Code: wire.CodeMethodNotFound,
+		Message: "actgate: method not found on MCP 2026-07-28: " + wire.Clip(method, 100)}}
 }
 
 // statelessErrorStatus is the HTTP status a 2026-07-28 server answers a JSON-RPC error with,
@@ -372,9 +347,9 @@ func methodNotFound(method string) *statelessError {
 // missing client capability (-32021); other errors keep the upstream's status.
 func statelessErrorStatus(code int64, status int) int {
 	switch code {
-	case codeMethodNotFound:
+	case wire.CodeMethodNotFound:
 		return http.StatusNotFound
-	case codeMissingClientCapability:
+	case wire.CodeMissingClientCapability:
 		return http.StatusBadRequest
 	}
 	return status
@@ -399,7 +374,7 @@ func withLogLevel(ctx context.Context, sr *statelessRequest) context.Context {
 	var meta map[string]json.RawMessage
 	var level string
 	if json.Unmarshal(sr.params["_meta"], &meta) == nil {
-		_ = json.Unmarshal(meta[metaLogLevel], &level)
+		_ = json.Unmarshal(meta[wire.MetaLogLevel], &level)
 	}
 	return context.WithValue(ctx, logLevelKey{}, level)
 }
@@ -430,8 +405,8 @@ func logAllowed(ctx context.Context, params json.RawMessage) bool {
 // cacheable are the requests whose 2026-07-28 results carry caching hints (SEP-2549: ttlMs and
 // cacheScope are required members of their results, server/discover's included).
 var cacheable = map[string]bool{
-	methodListTools: true, methodListPrompts: true, methodListResources: true, methodListResourceTemplates: true, methodReadResource: true,
-	methodDiscover: true,
+	wire.MethodListTools: true, wire.MethodListPrompts: true, wire.MethodListResources: true, wire.MethodListResourceTemplates: true, wire.MethodReadResource: true,
+	wire.MethodDiscover: true,
 }
 
 // withCacheHints returns a stateful upstream's result of a cacheable request with the caching
@@ -519,7 +494,7 @@ func toolHeaders(props schemaProps) (map[string][]string, bool) {
 				if json.Unmarshal(raw, &h) != nil || !validHeaderName(h) {
 					return false
 				}
-				k := http.CanonicalHeaderKey(headerParamPrefix + h)
+				k := http.CanonicalHeaderKey(wire.HeaderParamPrefix + h)
 				if _, dup := out[k]; dup || len(out) >= maxToolHeaders {
 					return false
 				}
@@ -594,7 +569,7 @@ func (p *Proxy) learnParamHeaders(result json.RawMessage) {
 func paramHeaderNames(h http.Header) []string {
 	var out []string
 	for k := range h {
-		if ck := http.CanonicalHeaderKey(k); strings.HasPrefix(ck, headerParamPrefix) {
+		if ck := http.CanonicalHeaderKey(k); strings.HasPrefix(ck, wire.HeaderParamPrefix) {
 			out = append(out, ck)
 		}
 	}
@@ -620,11 +595,11 @@ func (p *Proxy) declaredParams(tool string, names []string) (map[string][]string
 	m, known := p.sl.paramHeaders[tool]
 	p.sl.mu.Unlock()
 	if !known && len(names) > 0 {
-		return nil, headerMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", clip(tool, 64))
+		return nil, headerMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", wire.Clip(tool, 64))
 	}
 	for _, k := range names {
 		if _, ok := m[k]; !ok {
-			return m, headerMismatch("the %s header is not one the tool declares (x-mcp-header)", clip(k, 64))
+			return m, headerMismatch("the %s header is not one the tool declares (x-mcp-header)", wire.Clip(k, 64))
 		}
 	}
 	return m, nil
@@ -646,7 +621,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 	var meta map[string]json.RawMessage
 	_ = json.Unmarshal(sr.params[memberMeta], &meta)
 	own := map[string]json.RawMessage{}
-	for _, k := range []string{metaProtocolVersion, metaClientCapabilities} {
+	for _, k := range []string{wire.MetaProtocolVersion, wire.MetaClientCapabilities} {
 		if v, ok := meta[k]; ok {
 			own[k] = v
 		}
@@ -661,11 +636,11 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *statelessRequest
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		raw, err := marshalNoEscape(params)
+		raw, err := wire.MarshalNoEscape(params)
 		if err != nil {
 			return
 		}
-		lr := &statelessRequest{req: &jsonrpc.Request{Method: methodListTools, Params: raw}, version: sr.version,
+		lr := &statelessRequest{req: &jsonrpc.Request{Method: wire.MethodListTools, Params: raw}, version: sr.version,
 			params: map[string]json.RawMessage{memberMeta: jsonOrEmpty(own)}}
 		resp, _, err := p.statelessSend(lctx, mode, agent, statelessHeaders(http.Header{}, lr, false), lr, raw, true)
 		if err != nil || resp == nil || resp.Error != nil {
@@ -706,13 +681,13 @@ func (p *Proxy) checkDeclaredParams(h http.Header, sr *statelessRequest) *statel
 		case !ok && len(vs) == 0:
 			continue
 		case !ok:
-			return headerMismatch("the %s header copies no argument of the call", clip(header, 64))
+			return headerMismatch("the %s header copies no argument of the call", wire.Clip(header, 64))
 		case len(vs) != 1:
-			return headerMismatch("the %s header must appear once with the call's %q argument", clip(header, 64), clip(arg, 64))
+			return headerMismatch("the %s header must appear once with the call's %q argument", wire.Clip(header, 64), wire.Clip(arg, 64))
 		}
 		got, valid := decodeHeader(strings.TrimSpace(vs[0]))
 		if !valid || !want[got] {
-			return headerMismatch("the %s header does not match the call's %q argument", clip(header, 64), clip(arg, 64))
+			return headerMismatch("the %s header does not match the call's %q argument", wire.Clip(header, 64), wire.Clip(arg, 64))
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 func hdr2026(kv ...string) http.Header {
@@ -28,30 +30,30 @@ func TestParseStatelessBadInput(t *testing.T) {
 		body string
 		code int64
 	}{
-		{"not JSON-RPC", ok, `[1,2]`, codeParseError},
-		{"a response", ok, `{"jsonrpc":"2.0","id":1,"result":{}}`, codeInvalidRequest},
-		{"params an array", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, codeInvalidParams},
-		{"_meta not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":3}}`, codeInvalidParams},
-		{"no meta version", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`, codeInvalidParams},
-		{"meta version not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`, codeInvalidParams},
-		{"no version header", hdr2026("Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"two version headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"version header differs from meta", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"unknown version", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, codeUnsupportedProtocolVersion},
-		{"no method header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"method header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"two method headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"no name header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"name header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "u"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"name header case differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "T"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"name header bad base64", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?!!?="), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"name header too long", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", strings.Repeat("t", maxHeaderValue+1)), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, codeHeaderMismatch},
-		{"no name in body", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta2026 + `}}`, codeInvalidParams},
-		{"name not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1,` + meta2026 + `}}`, codeInvalidParams},
-		{"no client capabilities", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, codeInvalidParams},
-		{"client capabilities not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}}`, codeInvalidParams},
-		{"client capabilities null", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":null}}}`, codeInvalidParams},
-		{"resources/read uri differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b",` + meta2026 + `}}`, codeHeaderMismatch},
+		{"not JSON-RPC", ok, `[1,2]`, wire.CodeParseError},
+		{"a response", ok, `{"jsonrpc":"2.0","id":1,"result":{}}`, wire.CodeInvalidRequest},
+		{"params an array", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, wire.CodeInvalidParams},
+		{"_meta not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":3}}`, wire.CodeInvalidParams},
+		{"no meta version", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`, wire.CodeInvalidParams},
+		{"meta version not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`, wire.CodeInvalidParams},
+		{"no version header", hdr2026("Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"two version headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"version header differs from meta", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"unknown version", hdr2026("Mcp-Protocol-Version", "2027-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, wire.CodeUnsupportedProtocolVersion},
+		{"no method header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"method header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"two method headers", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Method", "tools/call", "Mcp-Name", "t"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"no name header", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"name header differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "u"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"name header case differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "T"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"name header bad base64", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "=?base64?!!?="), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"name header too long", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", strings.Repeat("t", maxHeaderValue+1)), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
+		{"no name in body", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + meta2026 + `}}`, wire.CodeInvalidParams},
+		{"name not a string", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1,` + meta2026 + `}}`, wire.CodeInvalidParams},
+		{"no client capabilities", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, wire.CodeInvalidParams},
+		{"client capabilities not an object", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}}`, wire.CodeInvalidParams},
+		{"client capabilities null", ok, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":null}}}`, wire.CodeInvalidParams},
+		{"resources/read uri differs", hdr2026("Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///b",` + meta2026 + `}}`, wire.CodeHeaderMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sr, err := parseStateless(tc.h, []byte(tc.body))
@@ -61,7 +63,7 @@ func TestParseStatelessBadInput(t *testing.T) {
 			if err.err.Code != tc.code || err.status != http.StatusBadRequest {
 				t.Fatalf("code %d HTTP %d (%s), want %d", err.err.Code, err.status, err.err.Message, tc.code)
 			}
-			if err.err.Code == codeHeaderMismatch {
+			if err.err.Code == wire.CodeHeaderMismatch {
 				var data map[string]string
 				if json.Unmarshal(err.err.Data, &data) != nil || data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
 					t.Fatalf("header refusal without its EF code: %s", err.err.Data)
@@ -170,8 +172,8 @@ func TestCheckParamHeaders(t *testing.T) {
 			t.Errorf("%s: %+v, want ok=%v", tc.name, err, tc.ok)
 			continue
 		}
-		if err != nil && (err.status != http.StatusBadRequest || err.err.Code != codeHeaderMismatch) {
-			t.Errorf("%s: HTTP %d code %d, want 400 and %d", tc.name, err.status, err.err.Code, codeHeaderMismatch)
+		if err != nil && (err.status != http.StatusBadRequest || err.err.Code != wire.CodeHeaderMismatch) {
+			t.Errorf("%s: HTTP %d code %d, want 400 and %d", tc.name, err.status, err.err.Code, wire.CodeHeaderMismatch)
 		}
 	}
 	// Arguments that are not JSON carry no value a header could copy.
@@ -212,7 +214,7 @@ func FuzzParseStateless(f *testing.F) {
 			if dec, ok := decodeHeader(strings.TrimSpace(name)); !ok || !argumentValues(sr.params["arguments"])[dec] {
 				t.Fatalf("accepted Mcp-Param-X %q for arguments %s", name, sr.params["arguments"])
 			}
-		} else if perr.err.Code != codeHeaderMismatch {
+		} else if perr.err.Code != wire.CodeHeaderMismatch {
 			t.Fatalf("Mcp-Param refusal with code %d", perr.err.Code)
 		}
 		// The continuation members and the learnt x-mcp-header mapping of tool "t" (its
@@ -225,7 +227,7 @@ func FuzzParseStateless(f *testing.F) {
 		}
 		lp := &Proxy{}
 		lp.sl.paramHeaders = map[string]map[string][]string{"t": {"Mcp-Param-X": {"r"}}}
-		if perr := lp.checkDeclaredParams(ph, sr); perr != nil && perr.err.Code != codeHeaderMismatch {
+		if perr := lp.checkDeclaredParams(ph, sr); perr != nil && perr.err.Code != wire.CodeHeaderMismatch {
 			t.Fatalf("declared Mcp-Param refusal with code %d", perr.err.Code)
 		}
 		if nameMember(sr.req.Method) != "" {

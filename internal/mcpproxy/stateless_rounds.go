@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // Input-required rounds in front of a stateful upstream (docs/architecture.md "Input-required
@@ -127,7 +128,7 @@ func requestBinding(sr *statelessRequest) ([32]byte, bool) {
 		}
 		m[k] = v
 	}
-	raw, err := marshalNoEscape(m)
+	raw, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return [32]byte{}, false
 	}
@@ -323,7 +324,7 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 	}
 	for k, v := range m {
 		if !isJSONObject(v) {
-			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", clip(k, 64)))
+			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", wire.Clip(k, 64)))
 		}
 	}
 	return m, nil
@@ -333,7 +334,7 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 // delivered upstream, nothing is decided or dispatched.
 func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Response, int) {
 	data, _ := json.Marshal(map[string]string{MetaEFCode: string(code)})
-	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
 }
 
 // startHeld runs compute (one request's exchange with the stateful upstream) under a held call
@@ -350,7 +351,7 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 	// A tools/call is refused before it is decided or dispatched when the agent could not be
 	// asked for its input: it would run without it. Another request goes on; should it need
 	// input, its upstream's request is refused at the round (inputRound).
-	if sr.req.Method == methodCallTool && p.sl.held.full(agent) {
+	if sr.req.Method == wire.MethodCallTool && p.sl.held.full(agent) {
 		return continuationRefused(sr.req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
 	}
 	var idb [16]byte
@@ -444,7 +445,7 @@ drain:
 	}
 	if !p.sl.held.register(hc) {
 		for _, r := range reqs {
-			p.answerUpstream(hc, r.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: too many requests of this agent await its input"})
+			p.answerUpstream(hc, r.ID, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: too many requests of this agent await its input"})
 		}
 		p.log.Info("Upstream request for input refused: the agent has too many waiting", "code", ef.EFInputLimit)
 		hc.mu.Lock()
@@ -464,7 +465,7 @@ drain:
 		if len(params) == 0 {
 			params = json.RawMessage("{}")
 		}
-		one, _ := marshalNoEscape(map[string]json.RawMessage{"method": jsonOf(r.Method), "params": params})
+		one, _ := wire.MarshalNoEscape(map[string]json.RawMessage{"method": jsonOf(r.Method), "params": params})
 		hc.requests[key] = one
 	}
 	round, op := hc.round, hc.operation
@@ -477,12 +478,12 @@ drain:
 // roundResult is the input_required result of one round.
 func (p *Proxy) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
 	state := p.mintState(stateClaims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
-	ir, _ := marshalNoEscape(requests)
-	out, err := marshalNoEscape(map[string]json.RawMessage{
-		"resultType": jsonOf(resultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
+	ir, _ := wire.MarshalNoEscape(requests)
+	out, err := wire.MarshalNoEscape(map[string]json.RawMessage{
+		"resultType": jsonOf(wire.ResultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
 	})
 	if err != nil {
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 	}
 	p.log.Info("Upstream asks the agent for input", "method", logfield.Bound(hc.method), "round", round, "requests", len(requests), "operation", op)
 	return &jsonrpc.Response{ID: id, Result: out}
@@ -588,7 +589,7 @@ func (p *Proxy) abandonWaiting(hc *heldCall) {
 	hc.round++
 	hc.mu.Unlock()
 	for _, up := range waiting {
-		p.answerUpstream(hc, up, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent did not answer this request in time"})
+		p.answerUpstream(hc, up, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent did not answer this request in time"})
 	}
 }
 
@@ -614,12 +615,12 @@ func (p *Proxy) answerUpstream(hc *heldCall, up jsonrpc.ID, result json.RawMessa
 	if err != nil {
 		return
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if s.id != "" {
-		req.Header.Set(headerSessionID, s.id)
+		req.Header.Set(wire.HeaderSessionID, s.id)
 	}
-	req.Header.Set(headerProtocolVersion, s.version)
+	req.Header.Set(wire.HeaderProtocolVersion, s.version)
 	r, err := p.direct.Do(req)
 	if err != nil {
 		p.log.Info("Input response not delivered upstream", "method", logfield.Bound(hc.method), "error", err.Error())

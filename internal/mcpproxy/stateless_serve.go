@@ -22,6 +22,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -100,7 +101,7 @@ func sessionCaps(sr *statelessRequest) string {
 	if sr == nil || json.Unmarshal(sr.params["_meta"], &meta) != nil {
 		return "{}"
 	}
-	raw := meta[metaClientCapabilities]
+	raw := meta[wire.MetaClientCapabilities]
 	if !isJSONObject(raw) {
 		return "{}"
 	}
@@ -124,10 +125,10 @@ const statelessUpstreamVersion = "2025-11-25"
 // (stateless)"); it returns false, having read nothing it does not give back, for a request of
 // a stateful revision.
 func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
-	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(headerSessionID)) > 0 {
+	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(wire.HeaderSessionID)) > 0 {
 		return false // a session's request: the hot path reads nothing here
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && v < versionStandardHeaders {
+	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && v < wire.VersionStandardHeaders {
 		return false
 	}
 	body, err := io.ReadAll(r.Body)
@@ -135,12 +136,12 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil || !isStatelessRequest(r.Header, body) {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaJSON {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
 		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
 		return true
 	}
 	if !json.Valid(body) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: codeParseError, Message: "actgate: the body is not one well-formed JSON value"})
+		wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: wire.CodeParseError, Message: "actgate: the body is not one well-formed JSON value"})
 		return true
 	}
 	sr, serr := parseStateless(r.Header, body)
@@ -154,7 +155,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 			}
 		}
 		p.log.Info("MCP 2026-07-28 request refused", "code", serr.err.Code, "reason", serr.err.Message)
-		writeRPCError(w, serr.status, id, serr.err)
+		wire.WriteRPCError(w, serr.status, id, serr.err)
 		return true
 	}
 	ctx := r.Context()
@@ -172,10 +173,10 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	mode, err := p.upstreamMode(ctx)
 	if err != nil {
 		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		writeRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
+		wire.WriteRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
 		return true
 	}
-	if sr.req.Method == methodListen {
+	if sr.req.Method == wire.MethodListen {
 		if mode == modeStateful {
 			p.serveListen(ctx, w, agent, sr) // listen.go
 			return true
@@ -184,7 +185,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		// the upstream ends it.
 		if !p.sl.takeListen(agent) {
 			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-			writeRPCError(w, http.StatusOK, sr.req.ID, listenLimitErr())
+			wire.WriteRPCError(w, http.StatusOK, sr.req.ID, listenLimitErr())
 			return true
 		}
 		defer p.sl.releaseListen(agent)
@@ -197,7 +198,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
-		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: response could not be encoded"}})
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
 	if status != http.StatusOK && !stream.isStarted() {
 		writeRaw(w, status, out)
@@ -214,7 +215,7 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *statelessError
-	if sr.req.Method == methodCallTool {
+	if sr.req.Method == wire.MethodCallTool {
 		perr = checkParamHeaders(hdr, sr)
 		if perr == nil && p.paramsUnmapped(hdr, sr) {
 			p.learnTools(mode, agent, sr) // the headers' declarations before anything is forwarded
@@ -224,7 +225,7 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 		}
 	}
 	call := func(ctx context.Context) (*jsonrpc.Response, int) {
-		if sr.req.Method == methodCallTool {
+		if sr.req.Method == wire.MethodCallTool {
 			var refused slRefusal
 			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
 			if resp.Error != nil && refused.get() != nil {
@@ -239,7 +240,7 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 	case perr != nil:
 		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
 		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
-	case sr.req.Method == methodDiscover && mode == modeStateful:
+	case sr.req.Method == wire.MethodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
 	case mode == modeStateful && removedStateless[sr.req.Method]:
 		e := methodNotFound(sr.req.Method)
@@ -258,13 +259,13 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 }
 
 func writeRaw(w http.ResponseWriter, status int, out []byte) {
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", wire.MediaJSON)
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }
 
 func (p *Proxy) unavailableErr() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
+	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 }
 
 // upstreamMode returns the upstream's mode, probing it the first time (and after a probe that
@@ -302,14 +303,14 @@ func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	id, _ := jsonrpc.MakeID("actgate-discover-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params := fmt.Sprintf(`{"_meta":{%q:%q,%q:{}}}`, metaProtocolVersion, versionStandardHeaders, metaClientCapabilities)
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodDiscover, Params: json.RawMessage(params)})
+	params := fmt.Sprintf(`{"_meta":{%q:%q,%q:{}}}`, wire.MetaProtocolVersion, wire.VersionStandardHeaders, wire.MetaClientCapabilities)
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: wire.MethodDiscover, Params: json.RawMessage(params)})
 	if err != nil {
 		return modeUnknown, err
 	}
 	h := http.Header{}
-	h.Set(headerProtocolVersion, versionStandardHeaders)
-	h.Set(headerMethod, methodDiscover)
+	h.Set(wire.HeaderProtocolVersion, wire.VersionStandardHeaders)
+	h.Set(wire.HeaderMethod, wire.MethodDiscover)
 	resp, _, err := p.slExchange(ctx, h, body, id)
 	if err != nil {
 		var se *statusError
@@ -352,7 +353,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -361,8 +362,8 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case mt == mediaJSON:
-		answer, err := readJSONAnswer(resp.Body, id)
+	case mt == wire.MediaJSON:
+		answer, err := wire.ReadJSONAnswer(resp.Body, id)
 		if err != nil {
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
 				return nil, resp.StatusCode, &statusError{resp.StatusCode}
@@ -372,7 +373,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		return answer, resp.StatusCode, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, &statusError{resp.StatusCode}
-	case mt == mediaSSE:
+	case mt == wire.MediaSSE:
 		// A stateful upstream's change notifications are its session's listens' (listen.go):
 		// 2026-07-28 delivers them on listen streams only.
 		us := upstreamSessionOf(ctx)
@@ -391,9 +392,9 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 				if toListens(m) {
 					return
 				}
-				if (m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
+				if (m.IsCall() || m.Method != wire.NotifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
 					// No agent request can answer it any more: a 2025 server waits for an answer.
-					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
+					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent's request for this call has ended"})
 				}
 			})
 			if answer != nil || ctx.Err() != nil {
@@ -406,19 +407,19 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !toListens(m) && !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
+			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || logAllowed(ctx, m.Params)) {
 				stream.message(relabel(ctx, m))
 			}
 		})
 		return answer, resp.StatusCode, err
 	}
-	return nil, resp.StatusCode, fmt.Errorf("mcpproxy: upstream answered with content type %q", clip(mt, 64))
+	return nil, resp.StatusCode, fmt.Errorf("mcpproxy: upstream answered with content type %q", wire.Clip(mt, 64))
 }
 
 // readEvents reads an event stream until the response to id, giving every request or
 // notification before it to onRequest.
 func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request)) (*jsonrpc.Response, error) {
-	return scanEvents(bufio.NewReaderSize(body, 4096), id, eventHooks{request: onRequest})
+	return wire.ScanEvents(bufio.NewReaderSize(body, 4096), id, wire.EventHooks{Request: onRequest})
 }
 
 // statelessHeaders are the agent's headers a stateless upstream is given with its message:
@@ -426,14 +427,14 @@ func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request))
 // checkParamHeaders has tied each to a decided argument).
 func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http.Header {
 	h := http.Header{}
-	h.Set(headerProtocolVersion, sr.version)
-	h.Set(headerMethod, sr.req.Method)
+	h.Set(wire.HeaderProtocolVersion, sr.version)
+	h.Set(wire.HeaderMethod, sr.req.Method)
 	if sr.name != "" {
-		h.Set(headerName, agent.Get(headerName))
+		h.Set(wire.HeaderName, agent.Get(wire.HeaderName))
 	}
 	if params {
 		for k, vs := range agent {
-			if strings.HasPrefix(k, headerParamPrefix) {
+			if strings.HasPrefix(k, wire.HeaderParamPrefix) {
 				h[k] = vs
 			}
 		}
@@ -474,7 +475,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		}
 		upID := newUpID()
 		sent := params
-		if sr.req.Method != methodTasksUpdate { // a task's inputResponses are its request's own
+		if sr.req.Method != wire.MethodTasksUpdate { // a task's inputResponses are its request's own
 			sent = withoutRoundMembers(params)
 		}
 		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(sent)})
@@ -483,9 +484,9 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		}
 		sh := http.Header{}
 		if s.id != "" {
-			sh.Set(headerSessionID, s.id)
+			sh.Set(wire.HeaderSessionID, s.id)
 		}
-		sh.Set(headerProtocolVersion, s.version)
+		sh.Set(wire.HeaderProtocolVersion, s.version)
 		untrack := p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, session: s})
 		resp, status, err := p.slExchange(withUpstreamSession(withLogLevel(ctx, sr), s), sh, body, upID)
 		untrack()
@@ -520,13 +521,13 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 	}
 	p.observeTask2026(agent, sr, resp)
 	p.ownTasksOnly(agent, sr.req.Method, resp)
-	if sr.req.Method == methodListTools && resp.Error == nil {
+	if sr.req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
 		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
-			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: msg}}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: msg}}, http.StatusOK
 		}
 		resp.Result = raw
 	}
@@ -545,7 +546,7 @@ func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statele
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -574,7 +575,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 		ServerInfo   json.RawMessage `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(s.init, &init)
-	out := map[string]any{"supportedVersions": statelessVersions, "resultType": resultTypeComplete}
+	out := map[string]any{"supportedVersions": statelessVersions, "resultType": wire.ResultTypeComplete}
 	if len(init.Capabilities) > 0 {
 		out["capabilities"] = init.Capabilities
 	} else {
@@ -584,13 +585,13 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 		out["instructions"] = init.Instructions
 	}
 	if len(init.ServerInfo) > 0 {
-		out["_meta"] = map[string]json.RawMessage{metaServerInfo: init.ServerInfo}
+		out["_meta"] = map[string]json.RawMessage{wire.MetaServerInfo: init.ServerInfo}
 	}
-	raw, err := marshalNoEscape(out)
+	raw, err := wire.MarshalNoEscape(out)
 	if err != nil {
-		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: discover result could not be encoded"}}
+		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: discover result could not be encoded"}}
 	}
-	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(methodDiscover, raw)}
+	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(wire.MethodDiscover, raw)}
 }
 
 // upstreamSession returns the agent's upstream session of a stateful upstream for the client
@@ -617,7 +618,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	defer cancel()
 	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(callSeq.Add(1), 10))
 	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion, caps)
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodInitialize, Params: json.RawMessage(params)})
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: wire.MethodInitialize, Params: json.RawMessage(params)})
 	if err != nil {
 		return nil, err
 	}
@@ -625,7 +626,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -637,12 +638,12 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, fmt.Errorf("%w: initialize answered HTTP %d", errNoUpstream, resp.StatusCode)
-	case mt == mediaJSON:
-		answer, err = readJSONAnswer(resp.Body, id)
-	case mt == mediaSSE:
+	case mt == wire.MediaJSON:
+		answer, err = wire.ReadJSONAnswer(resp.Body, id)
+	case mt == wire.MediaSSE:
 		answer, err = readEvents(resp.Body, id, func(*jsonrpc.Request) {})
 	default:
-		err = fmt.Errorf("initialize answered with content type %q", clip(mt, 64))
+		err = fmt.Errorf("initialize answered with content type %q", wire.Clip(mt, 64))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
@@ -656,19 +657,19 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	if json.Unmarshal(answer.Result, &init) != nil || !statefulVersions[init.ProtocolVersion] {
 		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
 	}
-	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result,
+	s = &upstreamSession{id: resp.Header.Get(wire.HeaderSessionID), version: init.ProtocolVersion, init: answer.Result,
 		agent: agent, key: key, opened: callSeq.Add(1), hub: &listenHub{}}
 	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
 	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
 	if err != nil {
 		return nil, err
 	}
-	nreq.Header.Set("Content-Type", mediaJSON)
+	nreq.Header.Set("Content-Type", wire.MediaJSON)
 	nreq.Header.Set("Accept", "application/json, text/event-stream")
 	if s.id != "" {
-		nreq.Header.Set(headerSessionID, s.id)
+		nreq.Header.Set(wire.HeaderSessionID, s.id)
 	}
-	nreq.Header.Set(headerProtocolVersion, s.version)
+	nreq.Header.Set(wire.HeaderProtocolVersion, s.version)
 	nresp, err := p.direct.Do(nreq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
@@ -752,8 +753,8 @@ func (p *Proxy) deleteUpstreamSessions(ss []*upstreamSession) {
 			if err != nil {
 				return
 			}
-			req.Header.Set(headerSessionID, s.id)
-			req.Header.Set(headerProtocolVersion, s.version)
+			req.Header.Set(wire.HeaderSessionID, s.id)
+			req.Header.Set(wire.HeaderProtocolVersion, s.version)
 			if resp, err := p.direct.Do(req); err == nil {
 				_ = resp.Body.Close()
 			}
@@ -780,7 +781,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
 		if err != nil {
 			p.log.Error(err, "Result could not be rendered")
-			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 		}
 		return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
 	}
@@ -830,7 +831,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 		Tool: sr.name, Args: args, Vendor: act.VendorMCP,
 	}
 	if s, ok := id.Raw().(string); ok {
-		call.VendorID = clip(s, 128)
+		call.VendorID = wire.Clip(s, 128)
 	} else if n, ok := id.Raw().(int64); ok {
 		call.VendorID = strconv.FormatInt(n, 10)
 	}
@@ -921,7 +922,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			return notSent("actgate: the call could not be encoded; it was not sent"), nil
 		}
 		params["_meta"] = m
-		body, err := marshalNoEscape(params)
+		body, err := wire.MarshalNoEscape(params)
 		if err != nil {
 			return notSent("actgate: the call could not be encoded; it was not sent"), nil
 		}
@@ -951,11 +952,11 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 				return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered an error")
 			}
 			switch werr.Code {
-			case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired, codeHeaderMismatch, codeUnsupportedProtocolVersion,
-				codeMissingClientCapability:
+			case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams, wire.CodeURLElicitationRequired, wire.CodeHeaderMismatch, wire.CodeUnsupportedProtocolVersion,
+				wire.CodeMissingClientCapability:
 				refused.set(werr)
 				refused.status.Store(int32(min(max(status, 200), 599)))
-				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, clip(werr.Message, 200))), nil
+				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, wire.Clip(werr.Message, 200))), nil
 			}
 			// Any other error answer may come from a handler that had already acted.
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered JSON-RPC error %d", werr.Code)
@@ -964,7 +965,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			IsError bool `json:"isError"`
 		}
 		_ = json.Unmarshal(resp.Result, &r)
-		if r.IsError || resultTypeOf(resp.Result) == resultTypeInputRequired {
+		if r.IsError || resultTypeOf(resp.Result) == wire.ResultTypeInputRequired {
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
 		// A CreateTaskResult: the upstream accepted the call to run it as a task.
@@ -997,7 +998,7 @@ func withoutRoundMembers(params json.RawMessage) json.RawMessage {
 	}
 	delete(m, "requestState")
 	delete(m, "inputResponses")
-	out, err := marshalNoEscape(m)
+	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return params
 	}
@@ -1029,12 +1030,12 @@ func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
 	}
 	if len(meta) == 0 {
 		delete(m, "_meta")
-	} else if raw, err := marshalNoEscape(meta); err == nil {
+	} else if raw, err := wire.MarshalNoEscape(meta); err == nil {
 		m["_meta"] = raw
 	} else {
 		return params
 	}
-	out, err := marshalNoEscape(m)
+	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return params
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -37,8 +38,6 @@ import (
 // (no such task) without reaching the upstream, so it neither reads nor settles nor steers the
 // act. Tasks the gate does not follow (calls it did not journal, settled tasks) stay bound to
 // the agent that created them (taskowners.go); the creator's requests pass through as written.
-
-const resultTypeTask = "task"
 
 // slTaskKey names a followed task: the agent that created it and the upstream's task id.
 type slTaskKey struct{ agent, id string }
@@ -117,15 +116,15 @@ func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok boo
 		TaskID     json.RawMessage `json:"taskId"`
 		TTLMs      json.RawMessage `json:"ttlMs"`
 	}
-	if unmarshal(raw, &c) != nil || c.ResultType != resultTypeTask {
+	if wire.Unmarshal(raw, &c) != nil || c.ResultType != wire.ResultTypeTask {
 		return "", 0, false
 	}
-	if unmarshal(c.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
+	if wire.Unmarshal(c.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
 		return "", 0, true
 	}
 	ttl = maxTaskTTL
 	var ms float64
-	if unmarshal(c.TTLMs, &ms) == nil {
+	if wire.Unmarshal(c.TTLMs, &ms) == nil {
 		ttl = taskTTL(ms)
 	}
 	return id, ttl, true
@@ -140,7 +139,7 @@ func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 		raw, err = r.MarshalJSON()
 	}
 	if err != nil {
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 	}
 	return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
 }
@@ -227,8 +226,8 @@ func (p *Proxy) abandonTasks2026() {
 func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Response {
 	id := sr.name
 	switch sr.req.Method {
-	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
-	case methodTasksResult:
+	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
+	case wire.MethodTasksResult:
 		id = taskIDParam(sr.req.Params)
 	default:
 		return nil
@@ -243,12 +242,12 @@ func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Respons
 // observeTask2026 learns what it can of agent's followed task from the upstream's answer to
 // the agent's tasks/get.
 func (p *Proxy) observeTask2026(agent string, sr *statelessRequest, answer *jsonrpc.Response) {
-	if sr.req.Method != methodTasksGet || p.sl.tasks.owner(sr.name) != agent {
+	if sr.req.Method != wire.MethodTasksGet || p.sl.tasks.owner(sr.name) != agent {
 		return
 	}
 	id := sr.name
 	if answer.Error != nil {
-		if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == codeInvalidParams {
+		if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == wire.CodeInvalidParams {
 			p.abandonTask2026(agent, id, nil, "the upstream has no such task")
 		}
 		return
@@ -257,7 +256,7 @@ func (p *Proxy) observeTask2026(agent string, sr *statelessRequest, answer *json
 		Status string          `json:"status"`
 		Result json.RawMessage `json:"result"`
 	}
-	if unmarshal(answer.Result, &st) != nil {
+	if wire.Unmarshal(answer.Result, &st) != nil {
 		return
 	}
 	switch st.Status {

@@ -14,6 +14,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -223,7 +224,7 @@ func TestStatelessTaskSettles(t *testing.T) {
 				}
 				m := f.post(tokenB, 2, method, "task-1", params)
 				e, _ := m["error"].(map[string]any)
-				if e["code"] != float64(codeInvalidParams) {
+				if e["code"] != float64(wire.CodeInvalidParams) {
 					t.Fatalf("agent b's %s of agent a's task: %v, want -32602", method, m)
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // countingServer is an HTTP server that counts the connections it accepted and the requests it
@@ -326,7 +327,7 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
-		if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != methodCallTool {
+		if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != wire.MethodCallTool {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -156,7 +157,7 @@ func createdTaskOf(raw json.RawMessage, rev2026 bool) (string, time.Duration) {
 			TTL    any `json:"ttl"`
 		} `json:"task"`
 	}
-	if len(raw) == 0 || unmarshal(raw, &c) != nil {
+	if len(raw) == 0 || wire.Unmarshal(raw, &c) != nil {
 		return "", 0
 	}
 	idv, ttlv := c.TaskID, c.TTLMs
@@ -165,7 +166,7 @@ func createdTaskOf(raw json.RawMessage, rev2026 bool) (string, time.Duration) {
 			return "", 0
 		}
 		idv, ttlv = c.Task.TaskID, c.Task.TTL
-	} else if c.ResultType != resultTypeTask {
+	} else if c.ResultType != wire.ResultTypeTask {
 		return "", 0
 	}
 	id, _ := idv.(string)
@@ -212,7 +213,7 @@ func (b *bridge) handleTask(ctx context.Context, call sink.Call, inv sink.Invoke
 // request.
 func (b *bridge) foreignTaskRequest(req *jsonrpc.Request) *jsonrpc.Response {
 	switch req.Method {
-	case methodTasksGet, methodTasksResult, methodTasksCancel, methodTasksUpdate:
+	case wire.MethodTasksGet, wire.MethodTasksResult, wire.MethodTasksCancel, wire.MethodTasksUpdate:
 	default:
 		return nil
 	}
@@ -226,22 +227,22 @@ func (b *bridge) foreignTaskRequest(req *jsonrpc.Request) *jsonrpc.Response {
 // noSuchTask answers a request naming a task of another agent's as one naming no task (-32602),
 // on either revision.
 func noSuchTask(id jsonrpc.ID) *jsonrpc.Response {
-	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: no such task"}}
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "actgate: no such task"}}
 }
 
 // ownTasksOnly removes from a tasks/list answer the tasks another agent created; the rest of
 // the answer is kept as written (its members in the upstream's order are re-encoded only when
 // an entry is removed).
 func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
-	if method != methodTasksList || answer == nil || answer.Error != nil {
+	if method != wire.MethodTasksList || answer == nil || answer.Error != nil {
 		return
 	}
 	var l map[string]json.RawMessage
-	if unmarshal(answer.Result, &l) != nil {
+	if wire.Unmarshal(answer.Result, &l) != nil {
 		return
 	}
 	var tasks []json.RawMessage
-	if unmarshal(l["tasks"], &tasks) != nil {
+	if wire.Unmarshal(l["tasks"], &tasks) != nil {
 		return
 	}
 	kept := tasks[:0:0]
@@ -249,7 +250,7 @@ func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
 		var t struct {
 			TaskID any `json:"taskId"`
 		}
-		_ = unmarshal(raw, &t)
+		_ = wire.Unmarshal(raw, &t)
 		if id, ok := t.TaskID.(string); ok && p.owners.foreign(agent, id) {
 			continue
 		}
@@ -258,8 +259,8 @@ func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
 	if len(kept) == len(tasks) {
 		return
 	}
-	l["tasks"], _ = marshalNoEscape(kept)
-	if raw, err := marshalNoEscape(l); err == nil {
+	l["tasks"], _ = wire.MarshalNoEscape(kept)
+	if raw, err := wire.MarshalNoEscape(l); err == nil {
 		answer.Result = raw
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // tokenSession is a raw 2025-11-25 session of the agent whose bearer token is tok.
@@ -80,7 +81,7 @@ func (s *tokenSession) request(id int, method, params string) map[string]any {
 // noSuchTask reports whether m is the gate's -32602 "no such task".
 func isNoSuchTask(m map[string]any) bool {
 	e, _ := m["error"].(map[string]any)
-	return e["code"] == float64(codeInvalidParams) && e["message"] == "actgate: no such task"
+	return e["code"] == float64(wire.CodeInvalidParams) && e["message"] == "actgate: no such task"
 }
 
 // TestTaskOwners2025: on MCP 2025-11-25, two agents' sessions in front of an upstream whose

@@ -14,6 +14,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -41,14 +42,8 @@ import (
 //     own requests carry what the gate learns, so the upstream sees no traffic the agent did not
 //     cause, and nothing of an input_required exchange (delivered on the agent's tasks/result
 //     stream) is taken from the agent.
-const (
-	methodTasksGet    = "tasks/get"
-	methodTasksResult = "tasks/result"
-	methodTasksCancel = "tasks/cancel"
-	methodTasksList   = "tasks/list"
-	methodTasksUpdate = "tasks/update" // 2026-07-28's tasks extension: a task's inputResponses
-	notifyTaskStatus  = "notifications/tasks/status"
-)
+//
+// The methods are the wire package's MethodTasks* and NotifyTaskStatus.
 
 // maxTasks bounds the running tasks of dispatched calls one session follows (the agent starts
 // them): a task-augmented call beyond it is refused with EF_TASK_LIMIT before anything is
@@ -92,7 +87,7 @@ func taskParam(params json.RawMessage) json.RawMessage {
 	var p struct {
 		Task json.RawMessage `json:"task"`
 	}
-	if unmarshal(params, &p) != nil || len(p.Task) == 0 || bytes.Equal(p.Task, []byte("null")) {
+	if wire.Unmarshal(params, &p) != nil || len(p.Task) == 0 || bytes.Equal(p.Task, []byte("null")) {
 		return nil
 	}
 	return p.Task
@@ -126,7 +121,7 @@ type createdTask struct {
 // the gate cannot follow.
 func parseCreated(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
 	var c createdTask
-	if unmarshal(raw, &c) != nil || c.Task == nil {
+	if wire.Unmarshal(raw, &c) != nil || c.Task == nil {
 		return "", 0, false
 	}
 	if c.Task.TaskID == nil || *c.Task.TaskID == "" || len(*c.Task.TaskID) > maxTaskID {
@@ -322,7 +317,7 @@ func taskIDParam(params json.RawMessage) string {
 	var p struct {
 		TaskID string `json:"taskId"`
 	}
-	if unmarshal(params, &p) != nil {
+	if wire.Unmarshal(params, &p) != nil {
 		return ""
 	}
 	return p.TaskID
@@ -344,19 +339,19 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 		return
 	}
 	switch req.Method {
-	case methodTasksResult:
+	case wire.MethodTasksResult:
 		id := taskIDParam(req.Params)
 		if id == "" {
 			return
 		}
 		b.settleTask(id, taskResultOutcome(answer), "the agent's tasks/result")
-	case methodTasksGet, methodTasksCancel:
+	case wire.MethodTasksGet, wire.MethodTasksCancel:
 		id := taskIDParam(req.Params)
 		if id == "" {
 			return
 		}
 		if answer.Error != nil {
-			if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == codeInvalidParams && req.Method == methodTasksGet {
+			if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == wire.CodeInvalidParams && req.Method == wire.MethodTasksGet {
 				b.settleTask(id, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the upstream has no such task")
 			}
 			return
@@ -364,10 +359,10 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 		var st struct {
 			Status string `json:"status"`
 		}
-		if unmarshal(answer.Result, &st) == nil {
+		if wire.Unmarshal(answer.Result, &st) == nil {
 			b.taskStatus(id, st.Status)
 		}
-	case methodTasksList:
+	case wire.MethodTasksList:
 		if answer.Error != nil {
 			return
 		}
@@ -377,7 +372,7 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 				Status string `json:"status"`
 			} `json:"tasks"`
 		}
-		if unmarshal(answer.Result, &l) == nil {
+		if wire.Unmarshal(answer.Result, &l) == nil {
 			for _, t := range l.Tasks {
 				b.taskStatus(t.TaskID, t.Status)
 			}
@@ -395,7 +390,7 @@ func (b *bridge) taskStatusNotified(params json.RawMessage) {
 		TaskID string `json:"taskId"`
 		Status string `json:"status"`
 	}
-	if unmarshal(params, &st) == nil {
+	if wire.Unmarshal(params, &st) == nil {
 		b.taskStatus(st.TaskID, st.Status)
 	}
 }
@@ -442,7 +437,7 @@ func (b *bridge) fetchTaskResult(id string) {
 			TaskID string `json:"taskId"`
 		}{id})
 		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-		answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: methodTasksResult, Params: params})
+		answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: wire.MethodTasksResult, Params: params})
 		if err != nil {
 			b.p.log.Info("Task result not received", "task", logfield.Bound(id), "error", err.Error())
 			b.abandonTask(id, rt, "the gate's tasks/result failed")
@@ -466,7 +461,7 @@ func taskResultOutcome(answer *jsonrpc.Response) sink.InvokeResult {
 		IsError bool            `json:"isError"`
 		Content json.RawMessage `json:"content"`
 	}
-	if unmarshal(answer.Result, &r) != nil || len(r.Content) == 0 {
+	if wire.Unmarshal(answer.Result, &r) != nil || len(r.Content) == 0 {
 		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate, Result: answer.Result}
 	}
 	if r.IsError {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -83,7 +84,7 @@ func TestTaskResultOutcome(t *testing.T) {
 	}{
 		{"result", &jsonrpc.Response{Result: json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`)}, sink.OutcomeExecuted},
 		{"tool error", &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"isError":true}`)}, sink.OutcomeFailed},
-		{"JSON-RPC error", &jsonrpc.Response{Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "Task not found"}}, sink.OutcomeIndeterminate},
+		{"JSON-RPC error", &jsonrpc.Response{Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "Task not found"}}, sink.OutcomeIndeterminate},
 		{"no content", &jsonrpc.Response{Result: json.RawMessage(`{"isError":false}`)}, sink.OutcomeIndeterminate},
 		{"isError not a bool", &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"isError":"yes"}`)}, sink.OutcomeIndeterminate},
 		{"not an object", &jsonrpc.Response{Result: json.RawMessage(`[1]`)}, sink.OutcomeIndeterminate},

@@ -20,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -32,7 +33,7 @@ var errNotCanonical = errors.New("mcpproxy: arguments are not RFC 8785 canonical
 func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
 	params := req.Params
 	if params == nil || params.Name == "" {
-		return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: "tools/call: params.name is required"}
+		return nil, &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "tools/call: params.name is required"}
 	}
 	if params.Name == sink.RequestBindingMomentTool {
 		return b.requestMoment(ctx, params)
@@ -178,7 +179,7 @@ func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (contex
 func (b *bridge) render(r *rawResult, err error) (mcp.Result, error) {
 	if err != nil {
 		b.p.log.Error(err, "Result could not be rendered")
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}
+		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}
 	}
 	return r, nil
 }
@@ -326,7 +327,7 @@ func upstreamsAnswer(res sink.Result, refusedUpstream bool) bool {
 func settledResult(state journal.State) json.RawMessage {
 	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. "+
 		"The upstream's result was not received, so none is returned; the call is not run again.", state)
-	return textResult(text, state != journal.StateExecuted)
+	return wire.TextResult(text, state != journal.StateExecuted)
 }
 
 // allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.

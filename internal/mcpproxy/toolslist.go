@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -100,10 +101,10 @@ func augmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) b
 		out = append(out, v)
 	}
 	var err error
-	if doc["tools"], err = marshalNoEscape(out); err != nil {
+	if doc["tools"], err = wire.MarshalNoEscape(out); err != nil {
 		return nil, err
 	}
-	return marshalNoEscape(doc)
+	return wire.MarshalNoEscape(doc)
 }
 
 // annotate sets emits_binding_moment: true in a tool's "annotations" and "_meta" objects,

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -127,10 +127,10 @@ func classify(res *mcp.CallToolResult, err error, a *attempt) (sink.InvokeResult
 	}
 	if we := upstreamRPCError(err); we != nil {
 		switch we.Code {
-		case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired:
+		case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams, wire.CodeURLElicitationRequired:
 			// A protocol error answered before execution (MCP: unknown tool, invalid
 			// arguments; a URL elicitation the request requires before it can proceed).
-			return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", we.Code, clip(we.Message, 200))), false
+			return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", we.Code, wire.Clip(we.Message, 200))), false
 		}
 		// Any other error answer may come from a handler that had already acted.
 		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, false
@@ -180,44 +180,22 @@ func redirected(status int) sink.InvokeResult {
 	text := fmt.Sprintf("%s: the upstream answered the call with HTTP %d, a redirect; "+
 		"actgate contacts only the authorised destination, so the call ran nowhere", ef.EFUpstreamRedirect, status)
 	raw, _ := json.Marshal(struct {
-		Content []textBlock       `json:"content"`
+		Content []wire.TextBlock  `json:"content"`
 		IsError bool              `json:"isError"`
 		Meta    map[string]string `json:"_meta"`
-	}{[]textBlock{{Type: "text", Text: text}}, true, map[string]string{MetaEFCode: string(ef.EFUpstreamRedirect)}})
+	}{[]wire.TextBlock{{Type: "text", Text: text}}, true, map[string]string{MetaEFCode: string(ef.EFUpstreamRedirect)}})
 	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeFailed}
 }
 
 // failed is an authoritative failure with a synthesized isError result.
 func failed(text string) sink.InvokeResult {
-	return sink.InvokeResult{Result: errorResult(text), Outcome: sink.OutcomeFailed}
+	return sink.InvokeResult{Result: wire.ErrorResult(text), Outcome: sink.OutcomeFailed}
 }
 
 // notSent is a call that never left, with a synthesized isError result saying so (the sink
 // records it FAILED: nothing can have happened).
 func notSent(text string) sink.InvokeResult {
-	return sink.InvokeResult{Result: errorResult(text), Outcome: sink.OutcomeNotSent}
-}
-
-func errorResult(text string) json.RawMessage { return textResult(text, true) }
-
-// textResult is a CallToolResult of one text block.
-func textResult(text string, isError bool) json.RawMessage {
-	raw, _ := json.Marshal(struct {
-		Content []textBlock `json:"content"`
-		IsError bool        `json:"isError"`
-	}{[]textBlock{{Type: "text", Text: text}}, isError})
-	return raw
-}
-
-// clip cuts s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return sink.InvokeResult{Result: wire.ErrorResult(text), Outcome: sink.OutcomeNotSent}
 }
 
 // safeCause describes an upstream failure for the log without anything the upstream wrote: an
