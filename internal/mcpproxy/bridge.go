@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,7 +64,7 @@ type bridge struct {
 	// logBytes counts the bytes of logs, at most maxSessionLogBytes (resume.go).
 	logBytes logBudget
 	// init is how the upstream answered its initialize (initframing.go).
-	init initFraming
+	init upstream.InitFraming
 	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
 	// initialize, or any answer stream of the session): its tools/calls then run detachable,
 	// so that an upstream's close of a call's stream is mirrored to the agent (serveToolsCall).
@@ -187,7 +188,7 @@ func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error
 	if b.cs != nil {
 		return b.cs, nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, initFramingKey{}, &b.init), b.p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(b.init.Bind(ctx), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	// The upstream session speaks the agent's revision when it is a stateful one: asked for
 	// explicitly, the SDK client sends no server/discover probe first.
@@ -206,11 +207,9 @@ func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
 	}
 	b.cs = cs
-	b.init.mu.Lock()
-	if b.init.ids {
+	if _, ids := b.init.Framing(); ids {
 		b.resumable.Store(true)
 	}
-	b.init.mu.Unlock()
 	go func() {
 		_ = cs.Wait()
 		b.drop(cs)

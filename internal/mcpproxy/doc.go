@@ -45,4 +45,3 @@
 //     body is read within Config.ReadTimeout (docs/architecture.md "The MCP proxy").
 //   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy
-

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
@@ -46,7 +46,7 @@ const (
 	MetaProvenance = "actgate.io/instruction-provenance"
 	// MetaEFCode carries the EF code of a refused call in the result's _meta (tool-use-binding
 	// §23: copied into the vendor payload as a machine-readable string).
-	MetaEFCode = "actgate.io/ef-code"
+	MetaEFCode = wire.MetaEFCode
 	// MetaActID carries the act id the gate assigned, when known.
 	MetaActID = "actgate.io/act-id"
 	// MetaState carries the dispatch lifecycle state of the act, when known.
@@ -146,19 +146,6 @@ type Config struct {
 
 var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// origin is scheme://host[:port] of u, lowercased, without the scheme's default port.
-func origin(u *url.URL) string {
-	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	port := u.Port()
-	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		return scheme + "://" + host
-	}
-	return scheme + "://" + host + ":" + port
-}
-
 // Path returns the mount path of a server's proxy: /mcp/{server}.
 func Path(server string) string { return "/mcp/" + server }
 
@@ -178,7 +165,7 @@ type Proxy struct {
 	handler *mcp.StreamableHTTPHandler
 	sdk     http.Handler // handler, given the authenticated agent (sdkAuth)
 	http    *http.Client // the SDK client's upstream requests
-	direct  *http.Client // the direct tools/call path's (bridge.post): syncTransport where it applies
+	direct  *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
 	// send is the agent-side server's own sending handler, captured at construction, through
 	// which upstream notifications are forwarded to an agent session verbatim.
 	send mcp.MethodHandler
@@ -223,28 +210,28 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
 	}
-	credOrigin := origin(u)
+	credOrigin := upstream.Origin(u)
 	if cfg.CredentialOrigin != "" {
 		cu, err := url.Parse(cfg.CredentialOrigin)
 		if err != nil || cu.Host == "" {
 			return nil, fmt.Errorf("%w: CredentialOrigin must be scheme://host[:port]", ErrConfig)
 		}
-		credOrigin = origin(cu)
+		credOrigin = upstream.Origin(cu)
 	}
 	base := cfg.Transport
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	directBase := base
-	if t, ok := base.(*http.Transport); ok && syncSupported {
-		directBase = newSyncTransport(t)
+	if t, ok := base.(*http.Transport); ok && upstream.SyncSupported {
+		directBase = upstream.NewSyncTransport(t)
 	}
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
 		tracer:  tracing.TracerOf(cfg.TracerProvider),
-		http:    upstreamClient(&upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
-		direct:  upstreamClient(&upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
+		http:    upstream.Client(&upstream.Transport{Base: base, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
+		direct:  upstream.Client(&upstream.Transport{Base: directBase, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -539,8 +540,8 @@ func TestOrigin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := origin(u); got != want {
-			t.Errorf("origin(%q) = %q, want %q", in, got, want)
+		if got := upstream.Origin(u); got != want {
+			t.Errorf("upstream.Origin(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if _, err := New(Config{Server: "s", URL: "http://h", Gate: fakeGate{}, Agent: "a", CredentialOrigin: "not a url"}); !errors.Is(err, ErrConfig) {

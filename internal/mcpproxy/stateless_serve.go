@@ -22,6 +22,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -903,7 +904,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *slRefusal) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
-			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
+			return upstream.NotSent("the arguments could not be canonicalized; the call was not sent"), nil
 		}
 		if hc := heldOf(ctx); hc != nil {
 			hc.setOperation(operationID)
@@ -919,31 +920,31 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		meta[MetaOperationID] = op
 		m, err := json.Marshal(meta)
 		if err != nil {
-			return notSent("actgate: the call could not be encoded; it was not sent"), nil
+			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
 		}
 		params["_meta"] = m
 		body, err := wire.MarshalNoEscape(params)
 		if err != nil {
-			return notSent("actgate: the call could not be encoded; it was not sent"), nil
+			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
 		defer cancel()
-		var a attempt
+		var a upstream.Attempt
 		// The agent's Mcp-Param-* headers each copy a value of the arguments the gate decided on
 		// (checkParamHeaders).
-		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, true), sr, body, false)
+		resp, status, err := p.statelessSend(a.Bind(ctx), mode, agent, statelessHeaders(hdr, sr, true), sr, body, false)
 		if err != nil {
 			switch {
 			case errors.Is(err, errNoUpstream):
-				return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", p.cfg.Server)), nil
-			case !a.wrote.Load():
-				return notSent("the upstream could not be reached; the call was not sent"), nil
-			case redirectStatus(status):
-				return redirected(status), nil
-			case refusedStatus(status):
-				return failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
+				return upstream.NotSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", p.cfg.Server)), nil
+			case !a.Wrote():
+				return upstream.NotSent("the upstream could not be reached; the call was not sent"), nil
+			case upstream.RedirectStatus(status):
+				return upstream.Redirected(status), nil
+			case upstream.RefusedStatus(status):
+				return upstream.Failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
 			}
-			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.name), "operation", operationID, "cause", safeCause(err, &a))
+			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.name), "operation", operationID, "cause", upstream.SafeCause(err, &a))
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, err
 		}
 		if resp.Error != nil {
@@ -956,7 +957,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 				wire.CodeMissingClientCapability:
 				refused.set(werr)
 				refused.status.Store(int32(min(max(status, 200), 599)))
-				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, wire.Clip(werr.Message, 200))), nil
+				return upstream.Failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, wire.Clip(werr.Message, 200))), nil
 			}
 			// Any other error answer may come from a handler that had already acted.
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered JSON-RPC error %d", werr.Code)

@@ -20,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/tracing"
@@ -141,7 +142,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 }
 
 // upstreamRefusal holds the JSON-RPC error an upstream answered a tools/call with, when the
-// proxy classified it as a refusal before execution (classify): set by the invoker, read after
+// proxy classified it as a refusal before execution (upstream.Classify): set by the invoker, read after
 // the gate finished.
 type upstreamRefusal struct {
 	mu  sync.Mutex
@@ -200,12 +201,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			b.p.log.Error(errNotCanonical, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
-			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
+			return upstream.NotSent("the arguments could not be canonicalized; the call was not sent"), nil
 		}
 		cs, err := b.upstream(ctx)
 		if err != nil {
 			b.p.log.Error(err, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
-			return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
+			return upstream.NotSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.cfg.CallTimeout)
 		release := cancel // the direct path takes it over (callDirect)
@@ -214,7 +215,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 				release()
 			}
 		}()
-		var a attempt
+		var a upstream.Attempt
 		meta := mcp.Meta{MetaOperationID: operationID}
 		if progressToken != nil {
 			meta["progressToken"] = progressToken
@@ -222,14 +223,14 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		// The sink calls the invoker only after the authority was consumed and, for a journaled
 		// dispatch, DISPATCH_PENDING committed: the instant tool-use-binding §22 T-G kills.
 		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
-			return notSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
+			return upstream.NotSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
 		}
 		ctx, span := tracing.Start(ctx, b.p.tracer, "actgate.upstream.tools_call", trace.SpanKindClient)
 		defer span.End()
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrServer.String(b.p.cfg.Server), tracing.AttrTool.String(logfield.Bound(tool)), tracing.AttrOperationID.String(operationID))
 		}
-		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstreamTransport
+		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstream.Transport
 		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
 		var res *mcp.CallToolResult
 		var raw json.RawMessage
@@ -239,19 +240,19 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 			if upstreamSession != nil {
 				*upstreamSession = cs.ID()
 			}
-			res, raw, err = b.callDirect(a.bind(ctx), cs, version, callParams(params, task), rel)
+			res, raw, err = b.callDirect(a.Bind(ctx), cs, version, callParams(params, task), rel)
 		} else if task != nil {
 			// The SDK's session has no params.task: sent that way, the call would not be the
 			// one the agent made.
-			return notSent("actgate: a task-augmented call cannot be carried on this upstream session; the call was not sent"), nil
+			return upstream.NotSent("actgate: a task-augmented call cannot be carried on this upstream session; the call was not sent"), nil
 		} else {
-			res, err = cs.CallTool(a.bind(ctx), params)
+			res, err = cs.CallTool(a.Bind(ctx), params)
 		}
 		// The upstream has answered and nothing is recorded yet.
 		if ferr := failpoint.Inject(failpoint.AfterInvoke); ferr != nil && err == nil {
 			res, err = nil, ferr // the upstream answered and the answer was lost on the way back
 		}
-		out, drop := classify(res, err, &a)
+		out, drop := upstream.Classify(res, err, &a)
 		if task != nil && err == nil {
 			out = classifyTask(raw, out, parseCreated)
 		}
@@ -268,13 +269,13 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 			return out, nil
 		}
 		b.p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(tool), "operation", operationID, "outcome", out.Outcome.String(),
-			"cause", safeCause(err, &a))
+			"cause", upstream.SafeCause(err, &a))
 		if out.Outcome == sink.OutcomeIndeterminate {
 			return out, err
 		}
 		// Failed and NotSent are the proxy's authoritative classification of the error; the
 		// sink records an Invoker error as INDETERMINATE, so it is not passed on.
-		if we := upstreamRPCError(err); we != nil && out.Outcome == sink.OutcomeFailed && refused != nil {
+		if we := upstream.RPCError(err); we != nil && out.Outcome == sink.OutcomeFailed && refused != nil {
 			refused.set(we)
 		}
 		return out, nil

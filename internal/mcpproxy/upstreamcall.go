@@ -50,7 +50,7 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // ping: answered as the SDK client would, by asking the agent, and POSTed back on the session).
 // A stream the upstream ends after an event with an id, before the response, is resumed
 // (readStream); one that breaks otherwise, or whose resumption fails, leaves the call's outcome
-// unknown (classify: INDETERMINATE), never retried.
+// unknown (upstream.Classify: INDETERMINATE), never retried.
 //
 // release is called once the answer's body is finished with, which for an event stream can be
 // after callDirect returns: the stream's end is read in the background, so that the connection
@@ -65,7 +65,7 @@ func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version 
 	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
 	abandoned := err != nil && ctx.Err() != nil
 	if f, ok := rest.(interface{ finished() bool }); ok && f.finished() {
-		// The stream's end came with the response (syncTransport read it already, as for
+		// The stream's end came with the response (upstream.SyncTransport read it already, as for
 		// about three calls in four in BenchmarkToolsCallRoundTripServe): nothing is left to
 		// wait for, and no goroutine is started for it.
 		_ = rest.Close()

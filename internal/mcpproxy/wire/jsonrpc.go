@@ -196,3 +196,7 @@ func Unmarshal(data []byte, v any) error {
 	_, err := sjson.Parse(data, v, sjson.DontMatchCaseInsensitiveStructFields)
 	return err
 }
+
+// MetaEFCode carries the EF code of a refused call in a result's _meta (tool-use-binding §23:
+// copied into the vendor payload as a machine-readable string); mcpproxy.MetaEFCode.
+const MetaEFCode = "actgate.io/ef-code"
