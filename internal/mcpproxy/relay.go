@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -39,7 +40,7 @@ var hopByHop = map[string]bool{
 // the JSON-RPC id is the proxy's own on the upstream leg) and answers with the upstream's
 // result or error as the upstream wrote them: resources/*, prompts/*, completion/complete,
 // tasks/*, methods the proxy does not know, and tools/list (whose result gets the gate's
-// additions, augmentToolsRaw). It takes the same plain requests as serveToolsCall (an
+// additions, toolcall.AugmentToolsRaw). It takes the same plain requests as serveToolsCall (an
 // initialized session below 2026-07-28 with its own Mcp-Protocol-Version) on a stateful
 // upstream session; it returns false, having written nothing, for everything else, which the
 // SDK's handler answers.
@@ -132,7 +133,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 		b.p.ownTasksOnly(b.agent, req.Method, answer)
 	}
 	if req.Method == wire.MethodListTools && answer.Error == nil {
-		raw, err := augmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+		raw, err := toolcall.AugmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
 		if err != nil {
 			b.p.log.Error(err, "Upstream tools/list result not understood")
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}

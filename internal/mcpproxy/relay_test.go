@@ -229,51 +229,6 @@ func TestRelayIsFaithful(t *testing.T) {
 	}
 }
 
-// TestAugmentToolsRawBadInput: a tools/list result that is not an object with an array of tool
-// objects is refused with errToolsList, never passed on unannotated.
-func TestAugmentToolsRawBadInput(t *testing.T) {
-	never := func(string) bool { return false }
-	for _, in := range []string{``, `null`, `[]`, `"tools"`, `{"tools":{}}`, `{"tools":[1]}`, `{"tools":[null]}`,
-		`{"tools":[{"name":5}]}`, `{"tools":[{"name":"a","annotations":"x"}]}`, `{"tools":[{"name":"a"}`, `{"tools":"a"}`} {
-		if out, err := augmentToolsRaw(json.RawMessage(in), true, func(string) bool { return true }, nil); err == nil {
-			t.Errorf("augmentToolsRaw(%s) = %s, want an error", in, out)
-		}
-	}
-	// No tools at all is a list: the virtual tool alone.
-	out, err := augmentToolsRaw(json.RawMessage(`{}`), true, never, nil)
-	if err != nil || !bytes.Contains(out, []byte(sink.RequestBindingMomentTool)) {
-		t.Errorf("augmentToolsRaw({}) = %s, %v", out, err)
-	}
-}
-
-// FuzzAugmentToolsRaw: any upstream tools/list result either is refused or gives an object
-// whose tools end with the virtual tool and name it nowhere else.
-func FuzzAugmentToolsRaw(f *testing.F) {
-	for _, s := range []string{`{"tools":[]}`, `{"tools":[{"name":"a","execution":{"taskSupport":"required"}}],"nextCursor":"c"}`,
-		`{"tools":[{"name":"request_binding_moment"},{"name":"b","annotations":{"x":1},"_meta":null}]}`, `{"tools":null}`, `[]`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := augmentToolsRaw(in, true, func(n string) bool { return len(n)%2 == 0 }, func(string, bool) {})
-		if err != nil {
-			return
-		}
-		var doc struct {
-			Tools []struct {
-				Name string `json:"name"`
-			} `json:"tools"`
-		}
-		if err := json.Unmarshal(out, &doc); err != nil {
-			t.Fatalf("output is not a tools/list result: %v: %s", err, out)
-		}
-		for i, tl := range doc.Tools {
-			if (tl.Name == sink.RequestBindingMomentTool) != (i == len(doc.Tools)-1) {
-				t.Fatalf("virtual tool misplaced in %s", out)
-			}
-		}
-	})
-}
-
 // TestSessionlessRequestRefused: a request of a stateful revision without Mcp-Session-Id that
 // is not initialize is refused with HTTP 400 and a JSON-RPC invalid-request error (not HTTP 200
 // with error code 0); a notification gets HTTP 400 too. Nothing reaches the upstream.

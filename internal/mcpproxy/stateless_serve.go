@@ -22,6 +22,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
@@ -229,7 +230,7 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 		if sr.req.Method == wire.MethodCallTool {
 			var refused slRefusal
 			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
-			if resp.Error != nil && refused.get() != nil {
+			if resp.Error != nil && refused.Get() != nil {
 				return resp, int(refused.status.Load()) // the upstream's refusal, as it answered it
 			}
 			return resp, http.StatusOK
@@ -524,7 +525,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 	p.ownTasksOnly(agent, sr.req.Method, resp)
 	if sr.req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
@@ -767,7 +768,7 @@ func (p *Proxy) deleteUpstreamSessions(ss []*upstreamSession) {
 // HTTP status it came with (2026-07-28 answers some refusals with HTTP 400; the agent gets the
 // upstream's answer as it was given).
 type slRefusal struct {
-	upstreamRefusal
+	toolcall.Refusal
 	status atomic.Int32
 }
 
@@ -786,7 +787,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 		}
 		return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
 	}
-	render := func(r *rawResult, err error) *jsonrpc.Response {
+	render := func(r *toolcall.RawResult, err error) *jsonrpc.Response {
 		if err != nil {
 			return reply(nil, err)
 		}
@@ -799,32 +800,10 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 		raw = json.RawMessage("{}")
 	}
 	if sr.name == sink.RequestBindingMomentTool {
-		prop, err := sink.ParseProposal(raw)
-		if err != nil {
-			return render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
-		}
-		res, err := p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), scope, agent, prop)
-		if err != nil {
-			p.log.Error(err, "Gate failed to register a binding moment")
-			if res.Code == "" {
-				res.Code = ef.EFStoreUnavailable
-			}
-			res.Moment = nil
-		}
-		if res.Moment != nil && res.Moment.Envelope != nil {
-			p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
-			return render(registeredMoment(res.Moment, res.Resolutions))
-		}
-		if res.Code == "" {
-			res.Code = ef.EFMomentInvalid
-		}
-		return render(refusalResult(res))
+		r, _, err := toolcall.Moment(ctx, p.cfg.Gate, p.log, scope, agent, raw)
+		return render(r, err)
 	}
-	canonical, cerr := jcs.Canonicalize(raw, jcs.Full)
-	args := json.RawMessage(canonical)
-	if cerr != nil {
-		args = raw
-	}
+	args, fwd, canonical := toolcall.Arguments(raw) // the hand-off (toolcall), as a session's call
 	var meta map[string]json.RawMessage
 	_ = json.Unmarshal(sr.params["_meta"], &meta)
 	call := sink.Call{
@@ -842,10 +821,6 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 			call.Provenance = prov
 		}
 	}
-	var fwd json.RawMessage
-	if cerr == nil {
-		fwd = args
-	}
 	if !p.sl.tasks.reserve(agent) {
 		return p.taskLimited2026(id)
 	}
@@ -862,40 +837,17 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if res.Allowed && len(res.Accepted) > 0 {
 		res.Upstream = res.Accepted // the task's handle, to the call and to a retry
 	}
-	l := p.log.WithValues("tool", logfield.Bound(sr.name), "session", scope)
-	if cerr == nil {
-		l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
+	h := toolcall.Handoff{Log: p.log, Tool: sr.name, Session: scope, Canonical: canonical}
+	res, verdict := h.Decide(h.Settle(res, err), refused.Get(), true)
+	switch verdict {
+	case toolcall.UpstreamRefused:
+		return &jsonrpc.Response{ID: id, Error: refused.Get()}
+	case toolcall.Allowed:
+		return render(toolcall.AllowedResult(res))
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, sink.ErrUpstream):
-		l.Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
-	default:
-		l.Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
-		if res.Code == "" {
-			res.Code = ef.EFStoreUnavailable
-		}
-	}
-	if res.Allowed && res.Replayed && len(res.Upstream) == 0 && res.State.Terminal() {
-		res.Upstream = settledResult(res.State)
-	}
-	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed {
-		l.Info("Call refused by the upstream", "act", res.ActID, "code", rerr.Code)
-		return &jsonrpc.Response{ID: id, Error: rerr}
-	}
-	if res.Allowed && len(res.Upstream) > 0 {
-		return render(allowedResult(res))
-	}
-	if res.Code == "" || res.Allowed {
-		if res.Code == "" {
-			res.Code = ef.EFIndeterminate
-		}
-		res.Allowed = false
-	}
-	l.Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
 	// No session remembers which tools declare an outputSchema: a refusal never carries
 	// structuredContent on 2026-07-28 (its text, _meta code and binding_moment do).
-	return render(refusalFor(res, false))
+	return render(toolcall.RefusalFor(res, false))
 }
 
 // statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
@@ -955,7 +907,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			switch werr.Code {
 			case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams, wire.CodeURLElicitationRequired, wire.CodeHeaderMismatch, wire.CodeUnsupportedProtocolVersion,
 				wire.CodeMissingClientCapability:
-				refused.set(werr)
+				refused.Set(werr)
 				refused.status.Store(int32(min(max(status, 200), 599)))
 				return upstream.Failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, wire.Clip(werr.Message, 200))), nil
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -133,7 +134,7 @@ func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok boo
 // taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.
 func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", maxTasks)
-	r, err := refusalFor(sink.Result{Code: ef.EFTaskLimit}, false)
+	r, err := toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, false)
 	var raw json.RawMessage
 	if err == nil {
 		raw, err = r.MarshalJSON()

@@ -14,6 +14,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -198,7 +199,7 @@ func (b *bridge) unreserveTask() {
 // sent.
 func (b *bridge) taskLimited(tool string) (mcp.Result, error) {
 	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", maxTasks)
-	return b.render(refusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
+	return b.render(toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
 }
 
 // taskAnswer is what the gate's answer to a task-augmented call (task not nil) holds: when the

@@ -5,21 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 
-	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
-	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
-	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
@@ -45,14 +41,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}") // absent arguments are {} (tool-use-binding §8 mapping)
 	}
-	// The sink digests the canonical form and the upstream receives exactly those bytes, so
-	// what runs is what was authorised. Arguments that cannot be canonicalized go to the sink
-	// as received, to be refused there with its code; they are never forwarded.
-	canonical, cerr := jcs.Canonicalize(raw, jcs.Full)
-	args := json.RawMessage(canonical)
-	if cerr != nil {
-		args = raw
-	}
+	args, fwd, canonical := toolcall.Arguments(raw) // the hand-off (toolcall): what the sink digests is what is forwarded
 	call := sink.Call{
 		Session:     b.ss.ID(),
 		Agent:       b.agent,
@@ -63,102 +52,39 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 		Provenance:  b.provenance(params.Meta),
 		Vendor:      act.VendorMCP,
 	}
-	var fwd json.RawMessage
-	if cerr == nil {
-		fwd = args
-	}
 	task := taskOf(ctx) // a task-augmented call (tasks.go; its place is reserved by serveToolsCall)
 	// Once the gate has started, the agent cancelling its request must not abandon a dispatch
 	// half way: the invocation has its own bound (Config.CallTimeout).
-	var refused upstreamRefusal
+	var refused toolcall.Refusal
 	var upstreamSession string
 	res, err := b.handleTask(ctx, call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession), task)
 	res = b.taskAnswer(task, res, upstreamSession)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
 			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))
-		if cerr == nil {
+		if canonical != nil {
 			span.SetAttributes(tracing.AttrArgsDigest.String(jcs.Digest(canonical)))
 		}
 	}
-	// The log line names the arguments by digest only (docs/architecture.md "Privacy"); it is built
-	// only when something will be logged, to keep the hot path free of it.
-	logger := func() logr.Logger {
-		l := b.p.log.WithValues("tool", logfield.Bound(params.Name), "session", call.Session)
-		if cerr == nil {
-			l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
-		}
-		return l
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, sink.ErrUpstream):
-		// Dispatched, outcome unknown: the journal holds the act INDETERMINATE.
-		logger().Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
-	default:
-		// The gate could not finish: refuse unless the upstream already answered (the journal
-		// has the truth; a refusal cannot undo an effect that happened).
-		logger().Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
-		if res.Code == "" {
-			res.Code = ef.EFStoreUnavailable
-		}
-	}
-	if res.Allowed && res.Replayed && len(res.Upstream) == 0 && res.State.Terminal() {
-		// A retry of an act whose outcome was settled after the fact, by authenticated
-		// reconciliation: the upstream's result was never received, so there is none to give.
-		res.Upstream = settledResult(res.State)
-	}
+	h := toolcall.Handoff{Log: b.p.log, Tool: params.Name, Session: call.Session, Canonical: canonical}
+	res = h.Settle(res, err)
+	rerr := refused.Get()
 	// An answer that is not the upstream's gets an id of the gate's own on a resumable stream.
-	agentStreamOf(ctx).answerFrom(upstreamsAnswer(res, refused.get() != nil))
-	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed && (res.State == "" || res.State == journal.StateFailed) {
-		// The upstream refused this call with a JSON-RPC error before executing it (a
-		// journaled act is FAILED; a hot-path call has no journal state): the agent gets that
-		// error as the upstream wrote it, code, message and data (a -32042 URL elicitation
-		// among them), as it would without the gate.
-		logger().Info("Call refused by the upstream", "act", res.ActID, "code", rerr.Code)
+	agentStreamOf(ctx).answerFrom(toolcall.UpstreamsAnswer(res, rerr != nil))
+	res, verdict := h.Decide(res, rerr, false)
+	switch verdict {
+	case toolcall.UpstreamRefused:
 		return nil, rerr
+	case toolcall.Allowed:
+		return b.render(toolcall.AllowedResult(res))
 	}
-	if res.Allowed && len(res.Upstream) > 0 {
-		if b.p.log.V(1).Enabled() {
-			logger().V(1).Info("Call allowed", "act", res.ActID, "invoked", res.Invoked, "replayed", res.Replayed, "state", res.State)
-		}
-		return b.render(allowedResult(res))
-	}
-	if res.Code == "" || res.Allowed {
-		// Allowed but without a result to return: the outcome is not known to this call.
-		if res.Code == "" {
-			res.Code = ef.EFIndeterminate
-		}
-		res.Allowed = false
-	}
-	logger().Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
 	structured := !b.hasOutputSchema(params.Name)
 	if res.Moment != nil { // also offered as an elicitation where policy allows (elicit.go)
 		out := b.elicit(ctx, res.Moment)
-		r, err := b.render(refusalFor(res, structured))
+		r, err := b.render(toolcall.RefusalFor(res, structured))
 		return withElicitation(r, out), err
 	}
-	return b.render(refusalFor(res, structured))
-}
-
-// upstreamRefusal holds the JSON-RPC error an upstream answered a tools/call with, when the
-// proxy classified it as a refusal before execution (upstream.Classify): set by the invoker, read after
-// the gate finished.
-type upstreamRefusal struct {
-	mu  sync.Mutex
-	err *jsonrpc.Error
-}
-
-func (u *upstreamRefusal) set(err *jsonrpc.Error) {
-	u.mu.Lock()
-	u.err = err
-	u.mu.Unlock()
-}
-
-func (u *upstreamRefusal) get() *jsonrpc.Error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.err
+	return b.render(toolcall.RefusalFor(res, structured))
 }
 
 // startCall starts the tools/call span as the root of the gate's own trace, linked to the
@@ -177,7 +103,7 @@ func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (contex
 
 // render turns a rendering failure into an internal error the agent sees (nothing ran that a
 // rendering failure could hide: refusals are rendered only for calls not invoked by them).
-func (b *bridge) render(r *rawResult, err error) (mcp.Result, error) {
+func (b *bridge) render(r *toolcall.RawResult, err error) (mcp.Result, error) {
 	if err != nil {
 		b.p.log.Error(err, "Result could not be rendered")
 		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}
@@ -197,7 +123,7 @@ func (b *bridge) provenance(meta mcp.Meta) string {
 // invoker calls the upstream once with the sink's operation id and classifies the attempt. A
 // task-augmented call (task not nil) carries the agent's params.task, and the upstream session
 // it was sent on is reported in upstreamSession.
-func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, refused *upstreamRefusal, task json.RawMessage, upstreamSession *string) sink.Invoker {
+func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, refused *toolcall.Refusal, task json.RawMessage, upstreamSession *string) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			b.p.log.Error(errNotCanonical, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
@@ -276,7 +202,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		// Failed and NotSent are the proxy's authoritative classification of the error; the
 		// sink records an Invoker error as INDETERMINATE, so it is not passed on.
 		if we := upstream.RPCError(err); we != nil && out.Outcome == sink.OutcomeFailed && refused != nil {
-			refused.set(we)
+			refused.Set(we)
 		}
 		return out, nil
 	}
@@ -289,53 +215,11 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	p, err := sink.ParseProposal(raw)
-	if err != nil {
-		// The refusal names the defect (never more than the agent's own field names).
-		return b.render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
+	r, m, err := toolcall.Moment(ctx, b.p.cfg.Gate, b.p.log, b.ss.ID(), b.agent, raw)
+	if m != nil {
+		out := b.elicit(ctx, m) // where policy allows (elicit.go)
+		rr, err := b.render(r, err)
+		return withElicitation(rr, out), err
 	}
-	res, err := b.p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), b.ss.ID(), b.agent, p)
-	if err != nil {
-		b.p.log.Error(err, "Gate failed to register a binding moment")
-		if res.Code == "" {
-			res.Code = ef.EFStoreUnavailable
-		}
-		res.Moment = nil
-	}
-	if res.Moment != nil && res.Moment.Envelope != nil {
-		b.p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
-		out := b.elicit(ctx, res.Moment) // where policy allows (elicit.go)
-		r, err := b.render(registeredMoment(res.Moment, res.Resolutions))
-		return withElicitation(r, out), err
-	}
-	if res.Code == "" {
-		res.Code = ef.EFMomentInvalid
-	}
-	b.p.log.Info("Binding moment refused", "code", res.Code)
-	return b.render(refusalResult(res))
-}
-
-// upstreamsAnswer reports whether the agent's answer to a call is the upstream's response as
-// written: its result unchanged (no resolutions delivered, not a retry answered from the
-// journal), or its JSON-RPC refusal (refusedUpstream).
-func upstreamsAnswer(res sink.Result, refusedUpstream bool) bool {
-	return res.Allowed && !res.Replayed && len(res.Resolutions) == 0 && (len(res.Upstream) > 0 || refusedUpstream)
-}
-
-// settledResult is the result given to a retry of an act that ran once and whose outcome was
-// settled by authenticated reconciliation without the upstream's result: what happened, never
-// a second invocation. FAILED is an error result; EXECUTED is not.
-func settledResult(state journal.State) json.RawMessage {
-	text := fmt.Sprintf("actgate: this call was dispatched once; authenticated reconciliation settled its outcome as %s. "+
-		"The upstream's result was not received, so none is returned; the call is not run again.", state)
-	return wire.TextResult(text, state != journal.StateExecuted)
-}
-
-// allowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.
-func allowedResult(res sink.Result) (*rawResult, error) {
-	raw, err := withDeliveries(res.Upstream, res.Resolutions, res.Replayed)
-	if err != nil {
-		return nil, err
-	}
-	return &rawResult{raw: raw}, nil
+	return b.render(r, err)
 }
