@@ -19,6 +19,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -129,7 +130,7 @@ func listenLimitErr() *jsonrpc.Error {
 }
 
 // parseListen reads a subscriptions/listen's params (the members of a well-formed 2026-07-28
-// request, parseStateless): notifications is required and an object; its toolsListChanged,
+// request, stateless.Parse): notifications is required and an object; its toolsListChanged,
 // promptsListChanged and resourcesListChanged are booleans where present; its
 // resourceSubscriptions an array of at most maxListenURIs non-empty strings of at most
 // maxListenURI bytes (a repeated one counted once). Other members are ignored, as the
@@ -141,7 +142,7 @@ func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Erro
 		return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenInvalid, "subscriptions/listen: "+msg)
 	}
 	raw, ok := params["notifications"]
-	if !ok || !isJSONObject(raw) {
+	if !ok || !stateless.IsJSONObject(raw) {
 		return invalid("params.notifications is required and must be an object")
 	}
 	var members map[string]json.RawMessage
@@ -240,7 +241,7 @@ func stampSubscription(params json.RawMessage, id json.RawMessage) (json.RawMess
 	}
 	meta := map[string]json.RawMessage{}
 	if raw, ok := m["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		if !isJSONObject(raw) || json.Unmarshal(raw, &meta) != nil {
+		if !stateless.IsJSONObject(raw) || json.Unmarshal(raw, &meta) != nil {
 			return nil, false
 		}
 	}
@@ -375,9 +376,9 @@ func (st *statelessState) releaseListen(agent string) {
 // result is written, the revision's graceful end), or the listen falls behind or its upstream
 // stream fails (the stream is closed without a result, as a disconnect). A filter the upstream
 // can honour none of is acknowledged empty and ended at once with its result.
-func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *statelessRequest) {
-	id := sr.req.ID
-	want, perr := parseListen(sr.params)
+func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *stateless.Request) {
+	id := sr.Req.ID
+	want, perr := parseListen(sr.Params)
 	if perr != nil {
 		p.log.Info("MCP 2026-07-28 listen refused", "code", perr.Code, "reason", perr.Message)
 		wire.WriteRPCError(w, http.StatusOK, id, perr)
@@ -477,7 +478,7 @@ func (p *Proxy) endListen(write func([]byte) bool, s *upstreamSession, id jsonrp
 	var init struct {
 		ServerInfo json.RawMessage `json:"serverInfo"`
 	}
-	if json.Unmarshal(s.init, &init) == nil && isJSONObject(init.ServerInfo) {
+	if json.Unmarshal(s.init, &init) == nil && stateless.IsJSONObject(init.ServerInfo) {
 		meta[wire.MetaServerInfo] = init.ServerInfo
 	}
 	res, err := wire.MarshalNoEscape(map[string]any{"resultType": wire.ResultTypeComplete, "_meta": meta})

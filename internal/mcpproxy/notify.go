@@ -12,6 +12,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -131,8 +132,8 @@ func (p *Proxy) legsOf(agent string, id jsonrpc.ID) []*upLeg {
 // without the revision's _meta members, on the session the request went on). A cancellation
 // naming no request of the agent's in flight (another agent's, one answered, one never sent, a
 // malformed one) is not relayed: the revision lets a receiver ignore it.
-func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *statelessRequest) {
-	id, _, ok := wire.ParseCancelled(sr.req.Params)
+func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless.Request) {
+	id, _, ok := wire.ParseCancelled(sr.Req.Params)
 	if !ok {
 		p.log.Info("Agent cancellation not relayed: it names no request id")
 		return
@@ -144,7 +145,7 @@ func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, l := range legs {
-		params, ok := withRequestID(sr.req.Params, l.up)
+		params, ok := withRequestID(sr.Req.Params, l.up)
 		if !ok {
 			return
 		}

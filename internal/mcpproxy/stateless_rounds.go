@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -119,9 +120,9 @@ func (hc *heldCall) setOperation(op string) {
 // requestBinding is the digest a continuation must repeat: the request's method and params
 // without _meta, requestState and inputResponses (for a tools/call, its name and arguments), in
 // canonical form, so that one approval never continues with other arguments.
-func requestBinding(sr *statelessRequest) ([32]byte, bool) {
-	m := make(map[string]json.RawMessage, len(sr.params))
-	for k, v := range sr.params {
+func requestBinding(sr *stateless.Request) ([32]byte, bool) {
+	m := make(map[string]json.RawMessage, len(sr.Params))
+	for k, v := range sr.Params {
 		switch k {
 		case "_meta", "requestState", "inputResponses":
 			continue
@@ -137,7 +138,7 @@ func requestBinding(sr *statelessRequest) ([32]byte, bool) {
 		return [32]byte{}, false
 	}
 	h := sha256.New()
-	h.Write([]byte(sr.req.Method))
+	h.Write([]byte(sr.Req.Method))
 	h.Write([]byte{0})
 	h.Write(canon)
 	var out [32]byte
@@ -312,7 +313,7 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	if !isJSONObject(raw) {
+	if !stateless.IsJSONObject(raw) {
 		return nil, errState("inputResponses must be an object")
 	}
 	var m map[string]json.RawMessage
@@ -323,7 +324,7 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 		return nil, errState("inputResponses has more than " + strconv.Itoa(maxInputRequests) + " members")
 	}
 	for k, v := range m {
-		if !isJSONObject(v) {
+		if !stateless.IsJSONObject(v) {
 			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", wire.Clip(k, 64)))
 		}
 	}
@@ -339,7 +340,7 @@ func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Re
 
 // startHeld runs compute (one request's exchange with the stateful upstream) under a held call
 // and answers the agent's request with its first round or its final answer.
-func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream,
+func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream,
 	compute func(context.Context) (*jsonrpc.Response, int),
 ) (*jsonrpc.Response, int) {
 	binding, ok := requestBinding(sr)
@@ -351,14 +352,14 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 	// A tools/call is refused before it is decided or dispatched when the agent could not be
 	// asked for its input: it would run without it. Another request goes on; should it need
 	// input, its upstream's request is refused at the round (inputRound).
-	if sr.req.Method == wire.MethodCallTool && p.sl.held.full(agent) {
-		return continuationRefused(sr.req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
+	if sr.Req.Method == wire.MethodCallTool && p.sl.held.full(agent) {
+		return continuationRefused(sr.Req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
 	}
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout+p.cfg.ConnectTimeout)
 	hc := &heldCall{
-		id: hex.EncodeToString(idb[:]), agent: agent, method: sr.req.Method, binding: binding,
+		id: hex.EncodeToString(idb[:]), agent: agent, method: sr.Req.Method, binding: binding,
 		events: make(chan heldEvent, heldEvents), ctx: hctx, cancel: cancel, busy: true,
 	}
 	go func() {
@@ -376,14 +377,14 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 
 // awaitHeld waits for hc's next round or final answer, relaying the upstream's notifications
 // on the agent's stream meanwhile.
-func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
 	for {
 		var ev heldEvent
 		select {
 		case ev = <-hc.events:
 		case <-hc.ctx.Done():
 			p.sl.held.drop(hc)
-			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 		case <-ctx.Done():
 			// The agent went away. A held call stays for its continuation; one never held ends
 			// with the agent's request (a dispatched tools/call still runs to its own bound).
@@ -394,13 +395,13 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessReques
 			if !held {
 				hc.cancel()
 			}
-			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 		}
 		switch {
 		case ev.final != nil:
 			hc.cancel()
 			p.sl.held.drop(hc)
-			ev.final.ID = sr.req.ID
+			ev.final.ID = sr.Req.ID
 			if ev.status == 0 {
 				ev.status = http.StatusOK
 			}
@@ -417,7 +418,7 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessReques
 
 // inputRound answers the agent's request with an input_required result for the upstream's
 // request first (and any others already waiting), registering hc for the continuation.
-func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
+func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
 	reqs := []*jsonrpc.Request{first}
 drain:
 	for len(reqs) < maxInputRequests {
@@ -472,7 +473,7 @@ drain:
 	waiting, requests := hc.waiting, hc.requests
 	hc.busy = false
 	hc.mu.Unlock()
-	return p.roundResult(hc, sr.req.ID, round, waiting, requests, op), http.StatusOK
+	return p.roundResult(hc, sr.Req.ID, round, waiting, requests, op), http.StatusOK
 }
 
 // roundResult is the input_required result of one round.
@@ -508,14 +509,14 @@ func jsonOf(v any) json.RawMessage {
 // pending requests and the agent's request waits, as the first did, for the next round or the
 // final answer. A missing response is asked for again in a new round. Nothing here decides or
 // dispatches: a tools/call was dispatched once, by the request that began it.
-func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
-	id := sr.req.ID
-	claims, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+	id := sr.Req.ID
+	claims, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
 	if err != nil {
-		p.log.Info("Continuation refused", "method", logfield.Bound(sr.req.Method), "reason", err.Error())
+		p.log.Info("Continuation refused", "method", logfield.Bound(sr.Req.Method), "reason", err.Error())
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
-	responses, err := parseInputResponses(sr.params["inputResponses"])
+	responses, err := parseInputResponses(sr.Params["inputResponses"])
 	if err != nil {
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
@@ -530,9 +531,9 @@ func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessReq
 	case hc.agent != agent:
 		hc.mu.Unlock()
 		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
-	case !ok || binding != hc.binding || sr.req.Method != hc.method:
+	case !ok || binding != hc.binding || sr.Req.Method != hc.method:
 		hc.mu.Unlock()
-		p.log.Info("Continuation refused: its request differs from the one it continues", "method", logfield.Bound(sr.req.Method))
+		p.log.Info("Continuation refused: its request differs from the one it continues", "method", logfield.Bound(sr.Req.Method))
 		return continuationRefused(id, ef.EFContinuationInvalid, "a continuation must repeat the request it continues: the method, name and arguments differ")
 	case claims.Round != hc.round || claims.Bound != p.stateBound(hc, hc.round, hc.waiting, hc.operation):
 		hc.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -98,13 +99,13 @@ func upstreamSessionOf(ctx context.Context) *upstreamSession {
 // sessionCaps are the client capabilities a 2026-07-28 request declares
 // (_meta["io.modelcontextprotocol/clientCapabilities"]) in canonical form, "{}" when absent or
 // not canonicalizable: the capabilities its upstream session declares at initialize.
-func sessionCaps(sr *statelessRequest) string {
+func sessionCaps(sr *stateless.Request) string {
 	var meta map[string]json.RawMessage
-	if sr == nil || json.Unmarshal(sr.params["_meta"], &meta) != nil {
+	if sr == nil || json.Unmarshal(sr.Params["_meta"], &meta) != nil {
 		return "{}"
 	}
 	raw := meta[wire.MetaClientCapabilities]
-	if !isJSONObject(raw) {
+	if !stateless.IsJSONObject(raw) {
 		return "{}"
 	}
 	canon, err := jcs.Canonicalize(raw, jcs.Full)
@@ -135,7 +136,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || !isStatelessRequest(r.Header, body) {
+	if err != nil || !stateless.IsRequest(r.Header, body) {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
@@ -146,26 +147,26 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: wire.CodeParseError, Message: "actgate: the body is not one well-formed JSON value"})
 		return true
 	}
-	sr, serr := parseStateless(r.Header, body)
+	sr, serr := stateless.Parse(r.Header, body)
 	if serr != nil {
 		var id jsonrpc.ID
 		if sr != nil {
-			id = sr.req.ID
+			id = sr.Req.ID
 		} else if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			if req, ok := msg.(*jsonrpc.Request); ok {
 				id = req.ID
 			}
 		}
-		p.log.Info("MCP 2026-07-28 request refused", "code", serr.err.Code, "reason", serr.err.Message)
-		wire.WriteRPCError(w, serr.status, id, serr.err)
+		p.log.Info("MCP 2026-07-28 request refused", "code", serr.Err.Code, "reason", serr.Err.Message)
+		wire.WriteRPCError(w, serr.Status, id, serr.Err)
 		return true
 	}
 	ctx := r.Context()
 	agent := p.requestAgent(ctx)
-	if !sr.req.IsCall() {
+	if !sr.Req.IsCall() {
 		// notify.go: the revision's one client notification, for the agent's own requests.
-		if !statelessClientNotifications[sr.req.Method] {
-			p.refuseNotification(w, sr.req.Method, sr.version)
+		if !statelessClientNotifications[sr.Req.Method] {
+			p.refuseNotification(w, sr.Req.Method, sr.Version)
 			return true
 		}
 		p.statelessCancel(ctx, agent, sr)
@@ -174,11 +175,11 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	mode, err := p.upstreamMode(ctx)
 	if err != nil {
-		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		wire.WriteRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
+		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
+		wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, p.unavailableErr())
 		return true
 	}
-	if sr.req.Method == wire.MethodListen {
+	if sr.Req.Method == wire.MethodListen {
 		if mode == modeStateful {
 			p.serveListen(ctx, w, agent, sr) // listen.go
 			return true
@@ -187,7 +188,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		// the upstream ends it.
 		if !p.sl.takeListen(agent) {
 			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-			wire.WriteRPCError(w, http.StatusOK, sr.req.ID, listenLimitErr())
+			wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, listenLimitErr())
 			return true
 		}
 		defer p.sl.releaseListen(agent)
@@ -199,8 +200,8 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
-		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
-		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
+		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.Req.Method))
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
 	if status != http.StatusOK && !stream.isStarted() {
 		writeRaw(w, status, out)
@@ -213,12 +214,12 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
-	var perr *statelessError
-	if sr.req.Method == wire.MethodCallTool {
-		perr = checkParamHeaders(hdr, sr)
+	var perr *stateless.Error
+	if sr.Req.Method == wire.MethodCallTool {
+		perr = stateless.CheckParamHeaders(hdr, sr)
 		if perr == nil && p.paramsUnmapped(hdr, sr) {
 			p.learnTools(mode, agent, sr) // the headers' declarations before anything is forwarded
 		}
@@ -227,7 +228,7 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 		}
 	}
 	call := func(ctx context.Context) (*jsonrpc.Response, int) {
-		if sr.req.Method == wire.MethodCallTool {
+		if sr.Req.Method == wire.MethodCallTool {
 			var refused slRefusal
 			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
 			if resp.Error != nil && refused.Get() != nil {
@@ -237,16 +238,16 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 		}
 		return p.statelessRelay(ctx, mode, agent, hdr, sr)
 	}
-	_, continues := sr.params["requestState"]
+	_, continues := sr.Params["requestState"]
 	switch {
 	case perr != nil:
-		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
-	case sr.req.Method == wire.MethodDiscover && mode == modeStateful:
+		p.log.Info("MCP 2026-07-28 request refused", "code", perr.Err.Code, "reason", perr.Err.Message)
+		resp, status = &jsonrpc.Response{ID: sr.Req.ID, Error: perr.Err}, perr.Status
+	case sr.Req.Method == wire.MethodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
-	case mode == modeStateful && removedStateless[sr.req.Method]:
-		e := methodNotFound(sr.req.Method)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
+	case mode == modeStateful && stateless.Removed[sr.Req.Method]:
+		e := stateless.MethodNotFound(sr.Req.Method)
+		resp, status = &jsonrpc.Response{ID: sr.Req.ID, Error: e.Err}, e.Status
 	case continues && (mode == modeStateful || p.gateState(sr)):
 		// A stateful upstream returns no requestState: this one continues a round of the gate's.
 		// A state under the gate's key is the gate's whatever the upstream's mode is now (the
@@ -326,7 +327,7 @@ func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
 	}
 	if resp.Error == nil && json.Unmarshal(resp.Result, &res) == nil {
 		for _, v := range res.SupportedVersions {
-			if speaksStateless(v) {
+			if stateless.Speaks(v) {
 				return modeStateless, nil
 			}
 		}
@@ -394,7 +395,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 				if toListens(m) {
 					return
 				}
-				if (m.IsCall() || m.Method != wire.NotifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
+				if (m.IsCall() || m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
 					// No agent request can answer it any more: a 2025 server waits for an answer.
 					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent's request for this call has ended"})
 				}
@@ -409,7 +410,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || logAllowed(ctx, m.Params)) {
+			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) {
 				stream.message(relabel(ctx, m))
 			}
 		})
@@ -426,12 +427,12 @@ func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request))
 
 // statelessHeaders are the agent's headers a stateless upstream is given with its message:
 // the revision's own (Mcp-Param-* where params is set: on a tools/call only once
-// checkParamHeaders has tied each to a decided argument).
-func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http.Header {
+// stateless.CheckParamHeaders has tied each to a decided argument).
+func statelessHeaders(agent http.Header, sr *stateless.Request, params bool) http.Header {
 	h := http.Header{}
-	h.Set(wire.HeaderProtocolVersion, sr.version)
-	h.Set(wire.HeaderMethod, sr.req.Method)
-	if sr.name != "" {
+	h.Set(wire.HeaderProtocolVersion, sr.Version)
+	h.Set(wire.HeaderMethod, sr.Req.Method)
+	if sr.Name != "" {
 		h.Set(wire.HeaderName, agent.Get(wire.HeaderName))
 	}
 	if params {
@@ -449,20 +450,20 @@ func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http
 // stateless upstream, or on the agent's upstream session of a stateful one (reopened once if
 // the upstream forgot it, when retry allows). It returns the response under the agent's id.
 // While it is in flight the agent's notifications/cancelled of its id reaches it (trackLeg).
-func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest,
+func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
 	params json.RawMessage, retry bool,
 ) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
 		upID := newUpID()
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: params})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: params})
 		if err != nil {
 			return nil, 0, err
 		}
-		defer p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, version: sr.version})()
-		ctx = withLegIDs(ctx, upID, sr.req.ID)
+		defer p.trackLeg(agent, sr.Req.ID, &upLeg{up: upID, version: sr.Version})()
+		ctx = withLegIDs(ctx, upID, sr.Req.ID)
 		resp, status, err := p.slExchange(ctx, h, body, upID)
 		if resp != nil {
-			resp.ID = sr.req.ID
+			resp.ID = sr.Req.ID
 			resp.Result = relabelResult(ctx, resp.Result)
 		}
 		return resp, status, err
@@ -477,10 +478,10 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		}
 		upID := newUpID()
 		sent := params
-		if sr.req.Method != wire.MethodTasksUpdate { // a task's inputResponses are its request's own
+		if sr.Req.Method != wire.MethodTasksUpdate { // a task's inputResponses are its request's own
 			sent = withoutRoundMembers(params)
 		}
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(sent)})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: withoutRevisionMeta(sent)})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -489,8 +490,8 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			sh.Set(wire.HeaderSessionID, s.id)
 		}
 		sh.Set(wire.HeaderProtocolVersion, s.version)
-		untrack := p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, session: s})
-		resp, status, err := p.slExchange(withUpstreamSession(withLogLevel(ctx, sr), s), sh, body, upID)
+		untrack := p.trackLeg(agent, sr.Req.ID, &upLeg{up: upID, session: s})
+		resp, status, err := p.slExchange(withUpstreamSession(stateless.WithLogLevel(ctx, sr), s), sh, body, upID)
 		untrack()
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(s)
@@ -499,11 +500,11 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			}
 		}
 		if resp != nil {
-			resp.ID = sr.req.ID
+			resp.ID = sr.Req.ID
 			if resp.Error == nil {
-				resp.Result = withCacheHints(sr.req.Method, withResultType(resp.Result))
+				resp.Result = stateless.WithCacheHints(sr.Req.Method, stateless.WithResultType(resp.Result))
 			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && status >= 200 && status <= 299 {
-				status = statelessErrorStatus(werr.Code, status)
+				status = stateless.ErrorStatus(werr.Code, status)
 			}
 		}
 		return resp, status, err
@@ -512,24 +513,24 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
-func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) (*jsonrpc.Response, int) {
+func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
 	if resp := p.foreignTask(agent, sr); resp != nil {
 		return resp, http.StatusOK
 	}
-	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true)
+	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.Req.Params, true)
 	if err != nil {
-		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	p.observeTask2026(agent, sr, resp)
-	p.ownTasksOnly(agent, sr.req.Method, resp)
-	if sr.req.Method == wire.MethodListTools && resp.Error == nil {
+	p.ownTasksOnly(agent, sr.Req.Method, resp)
+	if sr.Req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
-			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: msg}}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: msg}}, http.StatusOK
 		}
 		resp.Result = raw
 	}
@@ -540,7 +541,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 }
 
 // postNotification POSTs one notification upstream with the headers h.
-func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statelessRequest, body []byte) {
+func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -552,24 +553,24 @@ func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statele
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
-		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "error", err.Error())
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "status", resp.StatusCode)
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.Req.Method), "status", resp.StatusCode)
 	}
 }
 
 // statelessDiscover answers server/discover for a stateful upstream from its initialize
 // result: its capabilities, instructions and serverInfo, and the sessionless versions the
 // gate speaks.
-func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statelessRequest) *jsonrpc.Response {
+func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
 	s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 	if err != nil {
 		p.log.Info("Upstream session not opened", "error", err.Error())
-		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}
 	}
 	var init struct {
 		Capabilities json.RawMessage `json:"capabilities"`
@@ -577,7 +578,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 		ServerInfo   json.RawMessage `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(s.init, &init)
-	out := map[string]any{"supportedVersions": statelessVersions, "resultType": wire.ResultTypeComplete}
+	out := map[string]any{"supportedVersions": stateless.Versions, "resultType": wire.ResultTypeComplete}
 	if len(init.Capabilities) > 0 {
 		out["capabilities"] = init.Capabilities
 	} else {
@@ -591,9 +592,9 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 	}
 	raw, err := wire.MarshalNoEscape(out)
 	if err != nil {
-		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: discover result could not be encoded"}}
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: discover result could not be encoded"}}
 	}
-	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(wire.MethodDiscover, raw)}
+	return &jsonrpc.Response{ID: sr.Req.ID, Result: stateless.WithCacheHints(wire.MethodDiscover, raw)}
 }
 
 // upstreamSession returns the agent's upstream session of a stateful upstream for the client
@@ -773,19 +774,19 @@ type slRefusal struct {
 }
 
 // statelessCall is a 2026-07-28 tools/call: one act through the gate, in the agent's scope
-// (statelessScope; an input-required continuation in a narrower one, continuationScope), with
+// (stateless.Scope; an input-required continuation in a narrower one, stateless.ContinuationScope), with
 // the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results. An
 // upstream refusal before execution is recorded in refused.
 //
 //nolint:gocyclo // the order of a 2026-07-28 tools/call's checks (headers, agent, replay, sink, continuation) reads as one sequence
-func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, refused *slRefusal) *jsonrpc.Response {
-	id := sr.req.ID
+func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, refused *slRefusal) *jsonrpc.Response {
+	id := sr.Req.ID
 	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
 		if err != nil {
 			p.log.Error(err, "Result could not be rendered")
 			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 		}
-		return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
+		return &jsonrpc.Response{ID: id, Result: stateless.WithResultType(raw)}
 	}
 	render := func(r *toolcall.RawResult, err error) *jsonrpc.Response {
 		if err != nil {
@@ -794,21 +795,21 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 		raw, err := r.MarshalJSON()
 		return reply(raw, err)
 	}
-	scope := continuationScope(statelessScope(p.cfg.Server, agent), sr.params["requestState"], sr.params["inputResponses"])
-	raw := sr.params["arguments"]
+	scope := stateless.ContinuationScope(stateless.Scope(p.cfg.Server, agent), sr.Params["requestState"], sr.Params["inputResponses"])
+	raw := sr.Params["arguments"]
 	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = json.RawMessage("{}")
 	}
-	if sr.name == sink.RequestBindingMomentTool {
+	if sr.Name == sink.RequestBindingMomentTool {
 		r, _, err := toolcall.Moment(ctx, p.cfg.Gate, p.log, scope, agent, raw)
 		return render(r, err)
 	}
 	args, fwd, canonical := toolcall.Arguments(raw) // the hand-off (toolcall), as a session's call
 	var meta map[string]json.RawMessage
-	_ = json.Unmarshal(sr.params["_meta"], &meta)
+	_ = json.Unmarshal(sr.Params["_meta"], &meta)
 	call := sink.Call{
 		Session: scope, Agent: agent, Server: p.cfg.Server, Destination: p.cfg.URL,
-		Tool: sr.name, Args: args, Vendor: act.VendorMCP,
+		Tool: sr.Name, Args: args, Vendor: act.VendorMCP,
 	}
 	if s, ok := id.Raw().(string); ok {
 		call.VendorID = wire.Clip(s, 128)
@@ -837,7 +838,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if res.Allowed && len(res.Accepted) > 0 {
 		res.Upstream = res.Accepted // the task's handle, to the call and to a retry
 	}
-	h := toolcall.Handoff{Log: p.log, Tool: sr.name, Session: scope, Canonical: canonical}
+	h := toolcall.Handoff{Log: p.log, Tool: sr.Name, Session: scope, Canonical: canonical}
 	res, verdict := h.Decide(h.Settle(res, err), refused.Get(), true)
 	switch verdict {
 	case toolcall.UpstreamRefused:
@@ -853,7 +854,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 // statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
 // canonical arguments and the sink's operation id in _meta, nothing else changed. An
 // input-required result is recorded FAILED: the server did not run the call.
-func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *slRefusal) sink.Invoker {
+func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, args json.RawMessage, refused *slRefusal) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			return upstream.NotSent("the arguments could not be canonicalized; the call was not sent"), nil
@@ -861,13 +862,13 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		if hc := heldOf(ctx); hc != nil {
 			hc.setOperation(operationID)
 		}
-		params := make(map[string]json.RawMessage, len(sr.params)+1)
-		for k, v := range sr.params {
+		params := make(map[string]json.RawMessage, len(sr.Params)+1)
+		for k, v := range sr.Params {
 			params[k] = v
 		}
 		params["arguments"] = args
 		meta := map[string]json.RawMessage{}
-		_ = json.Unmarshal(sr.params["_meta"], &meta)
+		_ = json.Unmarshal(sr.Params["_meta"], &meta)
 		op, _ := json.Marshal(operationID)
 		meta[MetaOperationID] = op
 		m, err := json.Marshal(meta)
@@ -883,7 +884,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		defer cancel()
 		var a upstream.Attempt
 		// The agent's Mcp-Param-* headers each copy a value of the arguments the gate decided on
-		// (checkParamHeaders).
+		// (stateless.CheckParamHeaders).
 		resp, status, err := p.statelessSend(a.Bind(ctx), mode, agent, statelessHeaders(hdr, sr, true), sr, body, false)
 		if err != nil {
 			switch {
@@ -896,7 +897,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			case upstream.RefusedStatus(status):
 				return upstream.Failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
 			}
-			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.name), "operation", operationID, "cause", upstream.SafeCause(err, &a))
+			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.Name), "operation", operationID, "cause", upstream.SafeCause(err, &a))
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, err
 		}
 		if resp.Error != nil {
@@ -918,7 +919,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			IsError bool `json:"isError"`
 		}
 		_ = json.Unmarshal(resp.Result, &r)
-		if r.IsError || resultTypeOf(resp.Result) == wire.ResultTypeInputRequired {
+		if r.IsError || stateless.ResultTypeOf(resp.Result) == wire.ResultTypeInputRequired {
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
 		// A CreateTaskResult: the upstream accepted the call to run it as a task.
@@ -997,7 +998,7 @@ func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
 
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
-func (p *Proxy) gateState(sr *statelessRequest) bool {
-	_, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+func (p *Proxy) gateState(sr *stateless.Request) bool {
+	_, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
@@ -142,7 +143,7 @@ func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 	if err != nil {
 		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 	}
-	return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
+	return &jsonrpc.Response{ID: id, Result: stateless.WithResultType(raw)}
 }
 
 // followTask2026 starts following the task a journaled dispatch of agent's created (res: its
@@ -224,29 +225,29 @@ func (p *Proxy) abandonTasks2026() {
 // foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent (or a
 // tasks/result, which a 2025 upstream answers) names a task another agent follows or created
 // (taskowners.go): such a request is answered as one for a task that does not exist.
-func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Response {
-	id := sr.name
-	switch sr.req.Method {
+func (p *Proxy) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Response {
+	id := sr.Name
+	switch sr.Req.Method {
 	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
 	case wire.MethodTasksResult:
-		id = taskIDParam(sr.req.Params)
+		id = taskIDParam(sr.Req.Params)
 	default:
 		return nil
 	}
 	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.foreign(agent, id) {
 		return nil
 	}
-	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.req.Method)
-	return noSuchTask(sr.req.ID)
+	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.Req.Method)
+	return noSuchTask(sr.Req.ID)
 }
 
 // observeTask2026 learns what it can of agent's followed task from the upstream's answer to
 // the agent's tasks/get.
-func (p *Proxy) observeTask2026(agent string, sr *statelessRequest, answer *jsonrpc.Response) {
-	if sr.req.Method != wire.MethodTasksGet || p.sl.tasks.owner(sr.name) != agent {
+func (p *Proxy) observeTask2026(agent string, sr *stateless.Request, answer *jsonrpc.Response) {
+	if sr.Req.Method != wire.MethodTasksGet || p.sl.tasks.owner(sr.Name) != agent {
 		return
 	}
-	id := sr.name
+	id := sr.Name
 	if answer.Error != nil {
 		if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == wire.CodeInvalidParams {
 			p.abandonTask2026(agent, id, nil, "the upstream has no such task")

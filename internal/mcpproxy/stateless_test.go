@@ -14,6 +14,7 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -210,7 +211,7 @@ func TestStatelessReplayBoundToAgent(t *testing.T) {
 	if n := f.up.Count("ticket_create"); n != 2 {
 		t.Fatalf("upstream ran ticket_create %d times for two agents' calls, want 2", n)
 	}
-	if statelessScope("bank", "agent-a") == statelessScope("bank", "agent-b") {
+	if stateless.Scope("bank", "agent-a") == stateless.Scope("bank", "agent-b") {
 		t.Fatal("two agents share a scope")
 	}
 }
