@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -202,7 +203,7 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
 		// A task-augmented call takes a place among the session's tasks (tasks.go).
-		if task := taskParam(req.Params); task != nil {
+		if task := tasks.Param(req.Params); task != nil {
 			if !b.reserveTask() {
 				return b.taskLimited(params.Name)
 			}

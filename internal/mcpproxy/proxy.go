@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -167,7 +168,7 @@ type Proxy struct {
 	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
 	sl statelessState
 	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
-	owners taskOwners
+	owners tasks.Owners
 
 	mu      sync.Mutex
 	bridges map[*mcp.ServerSession]*bridge
@@ -225,6 +226,7 @@ func New(cfg Config) (*Proxy, error) {
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}
+	p.owners.Max, p.owners.MaxPerAgent = maxTaskOwners, maxTaskOwnersPerAgent
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: p.rootsListChanged,
 	})

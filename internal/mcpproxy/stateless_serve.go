@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -825,7 +826,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	if !p.sl.tasks.reserve(agent) {
 		return p.taskLimited2026(id)
 	}
-	if !p.owners.reserve(agent) { // any tools/call may create a task: its creator is remembered (taskowners.go)
+	if !p.owners.Reserve(agent) { // any tools/call may create a task: its creator is remembered (taskowners.go)
 		p.sl.tasks.release(agent)
 		return p.taskLimited2026(id)
 	}
@@ -923,7 +924,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
 		// A CreateTaskResult: the upstream accepted the call to run it as a task.
-		return classifyTask(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, parseCreated2026), nil
+		return tasks.Classify(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, tasks.ParseCreated2026), nil
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
@@ -30,7 +31,7 @@ import (
 // answer tells its outcome, which it records with sink.Gate.Settle as the 2025 path does
 // (recordTaskOutcome):
 //   - status completed: the inlined result, a CallToolResult, is EXECUTED, or FAILED when
-//     isError (taskResultOutcome);
+//     isError (tasks.ResultOutcome);
 //   - status failed (a protocol error after the task was accepted), cancelled, a tasks/get the
 //     upstream answers with -32602 (no such task), the task's ttlMs passing, the proxy closing:
 //     INDETERMINATE.
@@ -109,29 +110,6 @@ func (t *slTaskTable) take(agent, id string, rt *runningTask) *runningTask {
 	return have
 }
 
-// parseCreated2026 reads a 2026-07-28 tools/call result: ok is false for a result that is not
-// a CreateTaskResult (resultType "task"); id is "" for one whose task the gate cannot follow (no
-// task id, one that is not a string, too long).
-func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
-	var c struct {
-		ResultType string          `json:"resultType"`
-		TaskID     json.RawMessage `json:"taskId"`
-		TTLMs      json.RawMessage `json:"ttlMs"`
-	}
-	if wire.Unmarshal(raw, &c) != nil || c.ResultType != wire.ResultTypeTask {
-		return "", 0, false
-	}
-	if wire.Unmarshal(c.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
-		return "", 0, true
-	}
-	ttl = maxTaskTTL
-	var ms float64
-	if wire.Unmarshal(c.TTLMs, &ms) == nil {
-		ttl = taskTTL(ms)
-	}
-	return id, ttl, true
-}
-
 // taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.
 func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", maxTasks)
@@ -149,11 +127,11 @@ func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 // followTask2026 starts following the task a journaled dispatch of agent's created (res: its
 // acceptance, first answer only) and reports whether it took the call's reservation.
 func (p *Proxy) followTask2026(agent string, res sink.Result) bool {
-	settler, ok := p.cfg.Gate.(taskSettler)
+	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok || res.Replayed || res.State != journal.StateInvoked || len(res.Accepted) == 0 {
 		return false
 	}
-	id, ttl, _ := parseCreated2026(res.Accepted)
+	id, ttl, _ := tasks.ParseCreated2026(res.Accepted)
 	if id == "" {
 		return false
 	}
@@ -197,7 +175,7 @@ func (p *Proxy) abandonTask2026(agent, id string, rt *runningTask, why string) {
 }
 
 func (p *Proxy) settleTask2026(agent, id string, rt *runningTask, out sink.InvokeResult, why string) {
-	settler, ok := p.cfg.Gate.(taskSettler)
+	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
 	}
@@ -230,11 +208,11 @@ func (p *Proxy) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Respon
 	switch sr.Req.Method {
 	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
 	case wire.MethodTasksResult:
-		id = taskIDParam(sr.Req.Params)
+		id = tasks.IDParam(sr.Req.Params)
 	default:
 		return nil
 	}
-	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.foreign(agent, id) {
+	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.Foreign(agent, id) {
 		return nil
 	}
 	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.Req.Method)
@@ -263,7 +241,7 @@ func (p *Proxy) observeTask2026(agent string, sr *stateless.Request, answer *jso
 	}
 	switch st.Status {
 	case "completed":
-		p.settleTask2026(agent, id, nil, taskResultOutcome(&jsonrpc.Response{Result: st.Result}), "the agent's tasks/get")
+		p.settleTask2026(agent, id, nil, tasks.ResultOutcome(&jsonrpc.Response{Result: st.Result}), "the agent's tasks/get")
 	case "failed":
 		p.abandonTask2026(agent, id, nil, "the task failed")
 	case "cancelled":

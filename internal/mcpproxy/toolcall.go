@@ -15,6 +15,7 @@ import (
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -166,7 +167,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 			if upstreamSession != nil {
 				*upstreamSession = cs.ID()
 			}
-			res, raw, err = b.callDirect(a.Bind(ctx), cs, version, callParams(params, task), rel)
+			res, raw, err = b.callDirect(a.Bind(ctx), cs, version, tasks.CallParams(params, task), rel)
 		} else if task != nil {
 			// The SDK's session has no params.task: sent that way, the call would not be the
 			// one the agent made.
@@ -180,7 +181,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		}
 		out, drop := upstream.Classify(res, err, &a)
 		if task != nil && err == nil {
-			out = classifyTask(raw, out, parseCreated)
+			out = tasks.Classify(raw, out, tasks.ParseCreated)
 		}
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOutcome.String(out.Outcome.String()))
