@@ -39,12 +39,6 @@ import (
 // the session's requests) to the listens whose filter takes it.
 const (
 
-	// maxListensPerAgent bounds the listens one agent holds open on one proxy (each is an open
-	// agent stream and, relayed, an upstream request; served, a share of an upstream GET stream).
-	maxListensPerAgent = 16
-	// maxListenURIs bounds the resources one listen names; maxListenURI one URI's length.
-	maxListenURIs = 64
-	maxListenURI  = 2048
 	// listenBuffer is the notifications queued for one listen; a listen that falls further
 	// behind is ended (its agent reopens it and lists again).
 	listenBuffer = 64
@@ -57,213 +51,12 @@ const (
 	listenGETMinLife = time.Second
 )
 
-// listenFilter is a subscriptions/listen notification filter: the list changes and the
-// resources it asks for.
-type listenFilter struct {
-	tools, prompts, resources bool
-	uris                      []string
-}
-
-func (f listenFilter) empty() bool {
-	return !f.tools && !f.prompts && !f.resources && len(f.uris) == 0
-}
-
-// accepts reports whether the filter takes a change notification of method (uri: the
-// resources/updated notification's params.uri).
-func (f listenFilter) accepts(method, uri string) bool {
-	switch method {
-	case wire.NotifyToolsChanged:
-		return f.tools
-	case wire.NotifyPromptsChanged:
-		return f.prompts
-	case wire.NotifyResourcesChanged:
-		return f.resources
-	case wire.NotifyResourceUpdated:
-		for _, u := range f.uris {
-			if u == uri {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// MarshalJSON writes the filter as the revision does: only the members it asks for.
-func (f listenFilter) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
-	if f.tools {
-		m["toolsListChanged"] = true
-	}
-	if f.prompts {
-		m["promptsListChanged"] = true
-	}
-	if f.resources {
-		m["resourcesListChanged"] = true
-	}
-	if len(f.uris) > 0 {
-		m["resourceSubscriptions"] = f.uris
-	}
-	return wire.MarshalNoEscape(m)
-}
-
-// isChangeNotification reports whether method is one of the notifications 2026-07-28 delivers
-// only on a listen stream.
-func isChangeNotification(method string) bool {
-	switch method {
-	case wire.NotifyToolsChanged, wire.NotifyPromptsChanged, wire.NotifyResourcesChanged, wire.NotifyResourceUpdated:
-		return true
-	}
-	return false
-}
-
-// listenRefusal is a JSON-RPC error of a listen that is not opened, with its EF code in data.
-func listenRefusal(code int64, efc ef.EFCode, msg string) *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]string{MetaEFCode: string(efc)})
-	return &jsonrpc.Error{Code: code, Message: "actgate: " + msg, Data: data}
-}
-
-// listenLimitErr refuses a listen beyond maxListensPerAgent (-32603, as the TypeScript SDK's
-// server answers its own subscription limit).
-func listenLimitErr() *jsonrpc.Error {
-	return listenRefusal(wire.CodeInternalError, ef.EFListenLimit,
-		fmt.Sprintf("subscription limit reached: %d listens of this agent are open", maxListensPerAgent))
-}
-
-// parseListen reads a subscriptions/listen's params (the members of a well-formed 2026-07-28
-// request, stateless.Parse): notifications is required and an object; its toolsListChanged,
-// promptsListChanged and resourcesListChanged are booleans where present; its
-// resourceSubscriptions an array of at most maxListenURIs non-empty strings of at most
-// maxListenURI bytes (a repeated one counted once). Other members are ignored, as the
-// revision's schema ignores them. A malformed filter is refused with -32602 and
-// EF_LISTEN_INVALID, one beyond the bounds with -32602 and EF_LISTEN_LIMIT.
-func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Error) {
-	var f listenFilter
-	invalid := func(msg string) (listenFilter, *jsonrpc.Error) {
-		return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenInvalid, "subscriptions/listen: "+msg)
-	}
-	raw, ok := params["notifications"]
-	if !ok || !stateless.IsJSONObject(raw) {
-		return invalid("params.notifications is required and must be an object")
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
-		return invalid("params.notifications must be an object")
-	}
-	for name, dst := range map[string]*bool{"toolsListChanged": &f.tools, "promptsListChanged": &f.prompts, "resourcesListChanged": &f.resources} {
-		v, ok := members[name]
-		if !ok {
-			continue
-		}
-		switch string(bytes.TrimSpace(v)) {
-		case "true":
-			*dst = true
-		case "false":
-		default:
-			return invalid("params.notifications." + name + " must be a boolean")
-		}
-	}
-	v, ok := members["resourceSubscriptions"]
-	if !ok {
-		return f, nil
-	}
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || v[0] != '[' {
-		return invalid("params.notifications.resourceSubscriptions must be an array of strings")
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(v, &items); err != nil {
-		return invalid("params.notifications.resourceSubscriptions must be an array of strings")
-	}
-	if len(items) > maxListenURIs {
-		return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenLimit,
-			fmt.Sprintf("subscriptions/listen: at most %d resources per listen", maxListenURIs))
-	}
-	seen := map[string]bool{}
-	for _, it := range items {
-		it = bytes.TrimSpace(it)
-		var uri string
-		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &uri) != nil || uri == "" {
-			return invalid("params.notifications.resourceSubscriptions must hold non-empty strings")
-		}
-		if len(uri) > maxListenURI {
-			return listenFilter{}, listenRefusal(wire.CodeInvalidParams, ef.EFListenLimit,
-				fmt.Sprintf("subscriptions/listen: a resource URI is longer than %d bytes", maxListenURI))
-		}
-		if !seen[uri] {
-			seen[uri] = true
-			f.uris = append(f.uris, uri)
-		}
-	}
-	return f, nil
-}
-
-// honoredFilter is the part of want the upstream can deliver, by the capabilities of its
-// initialize result: a list change where it declares listChanged, resources where it declares
-// resources.subscribe.
-func honoredFilter(want listenFilter, init json.RawMessage) listenFilter {
-	var r struct {
-		Capabilities struct {
-			Tools *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"tools"`
-			Prompts *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"prompts"`
-			Resources *struct {
-				ListChanged bool `json:"listChanged"`
-				Subscribe   bool `json:"subscribe"`
-			} `json:"resources"`
-		} `json:"capabilities"`
-	}
-	_ = json.Unmarshal(init, &r)
-	c := r.Capabilities
-	out := listenFilter{
-		tools:     want.tools && c.Tools != nil && c.Tools.ListChanged,
-		prompts:   want.prompts && c.Prompts != nil && c.Prompts.ListChanged,
-		resources: want.resources && c.Resources != nil && c.Resources.ListChanged,
-	}
-	if c.Resources != nil && c.Resources.Subscribe {
-		out.uris = append([]string(nil), want.uris...)
-	}
-	return out
-}
-
-// stampSubscription returns a notification's params with the listen's id in
-// _meta["io.modelcontextprotocol/subscriptionId"], every other member as written (absent
-// params become an object holding only _meta); false for params or a _meta that are not
-// objects.
-func stampSubscription(params json.RawMessage, id json.RawMessage) (json.RawMessage, bool) {
-	m := map[string]json.RawMessage{}
-	if p := bytes.TrimSpace(params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		if p[0] != '{' || json.Unmarshal(p, &m) != nil {
-			return nil, false
-		}
-	}
-	meta := map[string]json.RawMessage{}
-	if raw, ok := m["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		if !stateless.IsJSONObject(raw) || json.Unmarshal(raw, &meta) != nil {
-			return nil, false
-		}
-	}
-	meta[wire.MetaSubscriptionID] = id
-	mraw, err := wire.MarshalNoEscape(meta)
-	if err != nil {
-		return nil, false
-	}
-	m["_meta"] = bytes.TrimSpace(mraw)
-	out, err := wire.MarshalNoEscape(m)
-	if err != nil {
-		return nil, false
-	}
-	return bytes.TrimSpace(out), true
-}
-
 // listener is one open listen on an upstream session.
 type listener struct {
-	id     json.RawMessage // the listen request's id, as JSON
-	filter listenFilter    // what it was acknowledged
-	ch     chan []byte     // encoded, tagged notifications
-	stop   chan struct{}   // closed when the listen is to end
+	id     json.RawMessage        // the listen request's id, as JSON
+	filter stateless.ListenFilter // what it was acknowledged
+	ch     chan []byte            // encoded, tagged notifications
+	stop   chan struct{}          // closed when the listen is to end
 	once   sync.Once
 	final  bool // the listen ends gracefully (its result is written); set before stop closes
 }
@@ -294,7 +87,7 @@ type listenHub struct {
 // publish hands a change notification of the session to each listen whose filter takes it,
 // tagged with that listen's id. A listen whose queue is full is ended.
 func (h *listenHub) publish(m *jsonrpc.Request) {
-	if h == nil || !isChangeNotification(m.Method) {
+	if h == nil || !stateless.IsChangeNotification(m.Method) {
 		return
 	}
 	var uri string
@@ -310,10 +103,10 @@ func (h *listenHub) publish(m *jsonrpc.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.subs {
-		if !l.filter.accepts(m.Method, uri) {
+		if !l.filter.Accepts(m.Method, uri) {
 			continue
 		}
-		params, ok := stampSubscription(m.Params, l.id)
+		params, ok := stateless.StampSubscription(m.Params, l.id)
 		if !ok {
 			return // the same params for every listen
 		}
@@ -346,11 +139,11 @@ func (h *listenHub) end() {
 	h.mu.Unlock()
 }
 
-// takeListen counts one more open listen of agent; false at maxListensPerAgent.
+// takeListen counts one more open listen of agent; false at stateless.MaxListensPerAgent.
 func (st *statelessState) takeListen(agent string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.listens[agent] >= maxListensPerAgent {
+	if st.listens[agent] >= stateless.MaxListensPerAgent {
 		return false
 	}
 	if st.listens == nil {
@@ -378,15 +171,15 @@ func (st *statelessState) releaseListen(agent string) {
 // can honour none of is acknowledged empty and ended at once with its result.
 func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *stateless.Request) {
 	id := sr.Req.ID
-	want, perr := parseListen(sr.Params)
+	want, perr := stateless.ParseListen(sr.Params)
 	if perr != nil {
 		p.log.Info("MCP 2026-07-28 listen refused", "code", perr.Code, "reason", perr.Message)
 		wire.WriteRPCError(w, http.StatusOK, id, perr)
 		return
 	}
 	if !p.sl.takeListen(agent) {
-		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-		wire.WriteRPCError(w, http.StatusOK, id, listenLimitErr())
+		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", stateless.MaxListensPerAgent)
+		wire.WriteRPCError(w, http.StatusOK, id, stateless.ListenLimitErr())
 		return
 	}
 	defer p.sl.releaseListen(agent)
@@ -397,15 +190,15 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	}
 	var s *upstreamSession
 	var l *listener
-	var honored listenFilter
+	var honored stateless.ListenFilter
 	for try := 0; ; try++ {
 		if s, err = p.upstreamSession(ctx, agent, sessionCaps(sr)); err != nil {
 			p.log.Info("Upstream session not opened for a listen", "error", err.Error())
 			wire.WriteRPCError(w, http.StatusOK, id, p.unavailableErr())
 			return
 		}
-		honored = honoredFilter(want, s.init)
-		if honored.empty() {
+		honored = stateless.HonoredFilter(want, s.init)
+		if honored.Empty() {
 			break
 		}
 		l, err = p.joinListen(ctx, s, idRaw, &honored)
@@ -436,7 +229,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 		}
 		return rc.Flush() == nil
 	}
-	ackParams, ok := stampSubscription(jsonOrEmpty(map[string]any{"notifications": honored}), idRaw)
+	ackParams, ok := stateless.StampSubscription(wire.JSONOrEmpty(map[string]any{"notifications": honored}), idRaw)
 	if !ok {
 		return
 	}
@@ -513,19 +306,11 @@ func listenEvent(data []byte) []byte {
 	return append(out, "\n\n"...)
 }
 
-func jsonOrEmpty(v any) json.RawMessage {
-	raw, err := wire.MarshalNoEscape(v)
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	return bytes.TrimSpace(raw)
-}
-
 // joinListen adds a listen with the filter f to s's hub: the session is subscribed to f's
 // resources not subscribed yet (a resource the upstream refuses is taken out of f: the
 // acknowledgement names what is honoured), and the session's GET stream is opened if it is not.
 // It returns nil without an error when nothing of f is left to listen for.
-func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *listenFilter) (*listener, error) {
+func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *stateless.ListenFilter) (*listener, error) {
 	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
@@ -536,7 +321,7 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 		return nil, errSessionGone
 	}
 	var uris []string
-	for _, uri := range f.uris {
+	for _, uri := range f.URIs {
 		h.mu.Lock()
 		n := h.uris[uri]
 		h.mu.Unlock()
@@ -558,8 +343,8 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 		h.mu.Unlock()
 		uris = append(uris, uri)
 	}
-	f.uris = uris
-	if f.empty() {
+	f.URIs = uris
+	if f.Empty() {
 		return nil, nil
 	}
 	h.mu.Lock()
@@ -595,7 +380,7 @@ func (p *Proxy) leaveListen(s *upstreamSession, l *listener) {
 	h.mu.Lock()
 	delete(h.subs, l)
 	h.mu.Unlock()
-	p.releaseURIs(s, l.filter.uris)
+	p.releaseURIs(s, l.filter.URIs)
 }
 
 // releaseURIs drops one listen's count of each of uris, unsubscribing the session from those no

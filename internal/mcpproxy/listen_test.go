@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -263,14 +263,14 @@ func TestListenNothingHonoured(t *testing.T) {
 	}
 }
 
-// TestListenBound: an agent holds at most maxListensPerAgent listens open; the next is refused
+// TestListenBound: an agent holds at most stateless.MaxListensPerAgent listens open; the next is refused
 // with EF_LISTEN_LIMIT, and one more fits once a listen closes. A malformed filter is refused
 // with EF_LISTEN_INVALID and opens nothing.
 func TestListenBound(t *testing.T) {
 	u := newListenUpstream(t)
 	endpoint := newListenGate(t, u)
 	var open []*listenStream
-	for i := range maxListensPerAgent {
+	for i := range stateless.MaxListensPerAgent {
 		l := openListen(t, endpoint, 100+i, `{"toolsListChanged":true}`)
 		if m := l.next(t, 5*time.Second); m["method"] != wire.NotifyListenAck {
 			t.Fatalf("listen %d: %v", i, m)
@@ -307,118 +307,6 @@ func TestListenBound(t *testing.T) {
 	if code, efc := refused(201, `{"toolsListChanged":"yes"}`); code != wire.CodeInvalidParams || efc != string(ef.EFListenInvalid) {
 		t.Fatalf("malformed filter: %d %q, want -32602 EF_LISTEN_INVALID", code, efc)
 	}
-}
-
-func TestParseListen(t *testing.T) {
-	long := `"` + strings.Repeat("x", maxListenURI+1) + `"`
-	many := make([]string, maxListenURIs+1)
-	for i := range many {
-		many[i] = fmt.Sprintf(`"u%d"`, i)
-	}
-	for _, tc := range []struct {
-		params string
-		code   ef.EFCode
-	}{
-		{`{}`, ef.EFListenInvalid},
-		{`{"notifications":null}`, ef.EFListenInvalid},
-		{`{"notifications":[]}`, ef.EFListenInvalid},
-		{`{"notifications":"x"}`, ef.EFListenInvalid},
-		{`{"notifications":{"toolsListChanged":1}}`, ef.EFListenInvalid},
-		{`{"notifications":{"promptsListChanged":null}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourcesListChanged":"true"}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":null}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":"res://a"}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[1]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[""]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[null]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[` + long + `]}}`, ef.EFListenLimit},
-		{`{"notifications":{"resourceSubscriptions":[` + strings.Join(many, ",") + `]}}`, ef.EFListenLimit},
-	} {
-		var params map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(tc.params), &params); err != nil {
-			t.Fatal(err)
-		}
-		_, err := parseListen(params)
-		if err == nil {
-			t.Errorf("%s accepted", wire.Clip(tc.params, 80))
-			continue
-		}
-		var data map[string]string
-		_ = json.Unmarshal(err.Data, &data)
-		if err.Code != wire.CodeInvalidParams || data[MetaEFCode] != string(tc.code) {
-			t.Errorf("%s: %d %v, want -32602 %s", wire.Clip(tc.params, 80), err.Code, data, tc.code)
-		}
-	}
-	var params map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":false,"other":5,"resourceSubscriptions":["a","b","a"]}}`), &params)
-	f, err := parseListen(params)
-	if err != nil || !f.tools || f.prompts || f.resources || !slices.Equal(f.uris, []string{"a", "b"}) {
-		t.Fatalf("good filter: %+v %v", f, err)
-	}
-	honoured := honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{},"resources":{"listChanged":true}}}`))
-	if !honoured.empty() {
-		t.Fatalf("honoured %+v by an upstream without listChanged or subscribe", honoured)
-	}
-	honoured = honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}}}`))
-	if !honoured.tools || !slices.Equal(honoured.uris, []string{"a", "b"}) {
-		t.Fatalf("honoured %+v", honoured)
-	}
-}
-
-func TestStampSubscription(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{``, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
-		{`null`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
-		{`{"uri":"a"}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"a"}`},
-		{`{"uri":"a","_meta":{"k":1,"io.modelcontextprotocol/subscriptionId":"spoofed"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7,"k":1},"uri":"a"}`},
-	} {
-		got, ok := stampSubscription(json.RawMessage(tc.in), json.RawMessage(`7`))
-		if !ok || string(got) != tc.want {
-			t.Errorf("stamp %s: %s %v, want %s", tc.in, got, ok, tc.want)
-		}
-	}
-	for _, bad := range []string{`[]`, `5`, `{"_meta":[]}`, `{"_meta":"x"}`} {
-		if _, ok := stampSubscription(json.RawMessage(bad), json.RawMessage(`7`)); ok {
-			t.Errorf("stamped %s", bad)
-		}
-	}
-}
-
-// FuzzParseListen: no params panic the filter parser, and an accepted filter is within the
-// bounds, without repeats, and survives its own acknowledgement's encoding.
-func FuzzParseListen(f *testing.F) {
-	f.Add(`{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["res://a"]}}`)
-	f.Add(`{"notifications":{"resourceSubscriptions":[1,"a"]}}`)
-	f.Add(`{"notifications":null}`)
-	f.Fuzz(func(t *testing.T, raw string) {
-		var params map[string]json.RawMessage
-		if json.Unmarshal([]byte(raw), &params) != nil {
-			return
-		}
-		flt, err := parseListen(params)
-		if err != nil {
-			if err.Code != wire.CodeInvalidParams {
-				t.Fatalf("code %d", err.Code)
-			}
-			return
-		}
-		if len(flt.uris) > maxListenURIs {
-			t.Fatalf("%d URIs", len(flt.uris))
-		}
-		seen := map[string]bool{}
-		for _, u := range flt.uris {
-			if u == "" || len(u) > maxListenURI || seen[u] {
-				t.Fatalf("URI %q accepted", wire.Clip(u, 40))
-			}
-			seen[u] = true
-		}
-		if _, ok := stampSubscription(jsonOrEmpty(map[string]any{"notifications": flt}), json.RawMessage(`1`)); !ok {
-			t.Fatalf("acknowledgement of %+v not encodable", flt)
-		}
-		if _, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: wire.NotifyListenAck, Params: jsonOrEmpty(map[string]any{"notifications": flt})}); err != nil {
-			t.Fatal(err)
-		}
-	})
 }
 
 // TestListenSDKClient: the Go SDK's 2026-07-28 client through the gate in front of a 2025
@@ -509,7 +397,7 @@ func TestListenSDKClient(t *testing.T) {
 // count toward the agent's bound: the next is refused with EF_LISTEN_LIMIT, not relayed.
 func TestListenRelayedBound(t *testing.T) {
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}})
-	for i := range maxListensPerAgent {
+	for i := range stateless.MaxListensPerAgent {
 		l := openListen(t, f.endpoint(), 100+i, `{"toolsListChanged":true}`)
 		if m := l.next(t, 5*time.Second); m["method"] != wire.NotifyListenAck || subscriptionOf(m) != float64(100+i) {
 			t.Fatalf("relayed listen %d: %v", i, m)

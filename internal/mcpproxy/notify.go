@@ -220,7 +220,7 @@ func relabel(ctx context.Context, m *jsonrpc.Request) *jsonrpc.Request {
 	}
 	out := *m
 	if bytes.Equal(bytes.TrimSpace(p.Meta[wire.MetaSubscriptionID]), ids.upRaw) {
-		if params, ok := stampSubscription(out.Params, ids.agentRaw); ok {
+		if params, ok := stateless.StampSubscription(out.Params, ids.agentRaw); ok {
 			out.Params = params
 		}
 	}
@@ -245,7 +245,7 @@ func relabelResult(ctx context.Context, raw json.RawMessage) json.RawMessage {
 	if json.Unmarshal(raw, &r) != nil || !bytes.Equal(bytes.TrimSpace(r.Meta[wire.MetaSubscriptionID]), ids.upRaw) {
 		return raw
 	}
-	if out, ok := stampSubscription(raw, ids.agentRaw); ok {
+	if out, ok := stateless.StampSubscription(raw, ids.agentRaw); ok {
 		return out
 	}
 	return raw

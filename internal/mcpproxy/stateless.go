@@ -129,7 +129,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *stateless.Reques
 			return
 		}
 		lr := &stateless.Request{Req: &jsonrpc.Request{Method: wire.MethodListTools, Params: raw}, Version: sr.Version,
-			Params: map[string]json.RawMessage{memberMeta: jsonOrEmpty(own)}}
+			Params: map[string]json.RawMessage{memberMeta: wire.JSONOrEmpty(own)}}
 		resp, _, err := p.statelessSend(lctx, mode, agent, statelessHeaders(http.Header{}, lr, false), lr, raw, true)
 		if err != nil || resp == nil || resp.Error != nil {
 			p.log.Info("Upstream tools/list for the tools' Mcp-Param headers failed; the call's headers are refused")

@@ -63,7 +63,7 @@ type statelessState struct {
 	learn     sync.Mutex
 	learnedAt time.Time
 	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
-	// (listen.go), at most maxListensPerAgent.
+	// (listen.go), at most stateless.MaxListensPerAgent.
 	listens map[string]int
 	// tasks are the running tasks of dispatched calls, by agent (stateless_tasks.go).
 	tasks slTaskTable
@@ -188,8 +188,8 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		// A relayed listen counts toward the agent's bound too, and lives until the agent or
 		// the upstream ends it.
 		if !p.sl.takeListen(agent) {
-			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-			wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, listenLimitErr())
+			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", stateless.MaxListensPerAgent)
+			wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, stateless.ListenLimitErr())
 			return true
 		}
 		defer p.sl.releaseListen(agent)
@@ -382,7 +382,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		// 2026-07-28 delivers them on listen streams only.
 		us := upstreamSessionOf(ctx)
 		toListens := func(m *jsonrpc.Request) bool {
-			if us == nil || m.IsCall() || !isChangeNotification(m.Method) {
+			if us == nil || m.IsCall() || !stateless.IsChangeNotification(m.Method) {
 				return false
 			}
 			us.hub.publish(m)

@@ -200,3 +200,11 @@ func Unmarshal(data []byte, v any) error {
 // MetaEFCode carries the EF code of a refused call in a result's _meta (tool-use-binding §23:
 // copied into the vendor payload as a machine-readable string); mcpproxy.MetaEFCode.
 const MetaEFCode = "actgate.io/ef-code"
+
+func JSONOrEmpty(v any) json.RawMessage {
+	raw, err := MarshalNoEscape(v)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return bytes.TrimSpace(raw)
+}
