@@ -83,7 +83,8 @@ func (p *Proxy) declaredParams(tool string, names []string) (map[string][]string
 	m, known := p.sl.paramHeaders[tool]
 	p.sl.mu.Unlock()
 	if !known && len(names) > 0 {
-		return nil, stateless.HeaderMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)", wire.Clip(tool, 64))
+		return nil, stateless.HeaderMismatch("the gate does not know which arguments the Mcp-Param headers of tool %q copy (its tools/list does not declare it)",
+			wire.Clip(tool, 64))
 	}
 	for _, k := range names {
 		if _, ok := m[k]; !ok {

@@ -907,7 +907,8 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 				return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered an error")
 			}
 			switch werr.Code {
-			case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams, wire.CodeURLElicitationRequired, wire.CodeHeaderMismatch, wire.CodeUnsupportedProtocolVersion,
+			case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams, wire.CodeURLElicitationRequired,
+				wire.CodeHeaderMismatch, wire.CodeUnsupportedProtocolVersion,
 				wire.CodeMissingClientCapability:
 				refused.Set(werr)
 				refused.status.Store(int32(min(max(status, 200), 599)))

@@ -92,12 +92,12 @@ func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
 	if wire.Unmarshal(answer.Result, &l) != nil {
 		return
 	}
-	var tasks []json.RawMessage
-	if wire.Unmarshal(l["tasks"], &tasks) != nil {
+	var listed []json.RawMessage
+	if wire.Unmarshal(l["tasks"], &listed) != nil {
 		return
 	}
-	kept := tasks[:0:0]
-	for _, raw := range tasks {
+	kept := listed[:0:0]
+	for _, raw := range listed {
 		var t struct {
 			TaskID any `json:"taskId"`
 		}
@@ -107,7 +107,7 @@ func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
 		}
 		kept = append(kept, raw)
 	}
-	if len(kept) == len(tasks) {
+	if len(kept) == len(listed) {
 		return
 	}
 	l["tasks"], _ = wire.MarshalNoEscape(kept)

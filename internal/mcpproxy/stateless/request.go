@@ -37,12 +37,15 @@ type Error struct {
 	Err    *jsonrpc.Error
 }
 
+// HeaderMismatch is the refusal of a request whose standard headers disagree with its body
+// (HTTP 400, -32020, EF_MCP_HEADER_MISMATCH).
 func HeaderMismatch(format string, args ...any) *Error {
 	data, _ := json.Marshal(map[string]string{wire.MetaEFCode: string(ef.EFMCPHeaderMismatch)})
 	return &Error{Status: http.StatusBadRequest, Err: &jsonrpc.Error{
 		Code: wire.CodeHeaderMismatch, Message: "actgate: " + fmt.Sprintf(format, args...), Data: data}}
 }
 
+// Invalid is the refusal of a malformed request: HTTP 400 with the JSON-RPC code given.
 func Invalid(code int64, msg string) *Error {
 	return &Error{Status: http.StatusBadRequest, Err: &jsonrpc.Error{Code: code, Message: "actgate: " + msg}}
 }

@@ -49,6 +49,7 @@ const (
 	syncIdleTimeout    = 90 * time.Second
 )
 
+// NewSyncTransport returns a SyncTransport that leaves to fallback what it does not serve.
 func NewSyncTransport(fallback *http.Transport) *SyncTransport {
 	dial := fallback.DialContext
 	if dial == nil {
@@ -65,6 +66,7 @@ type syncConn struct {
 	idleFrom time.Time
 }
 
+// RoundTrip serves req on the calling goroutine, or through the fallback.
 func (t *SyncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.URL.Host == "" || t.proxied(req) {
 		return t.fallback.RoundTrip(req)

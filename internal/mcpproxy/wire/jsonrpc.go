@@ -201,6 +201,7 @@ func Unmarshal(data []byte, v any) error {
 // copied into the vendor payload as a machine-readable string); mcpproxy.MetaEFCode.
 const MetaEFCode = "actgate.io/ef-code"
 
+// JSONOrEmpty is v encoded as the SDK encodes results, or {} when it cannot be.
 func JSONOrEmpty(v any) json.RawMessage {
 	raw, err := MarshalNoEscape(v)
 	if err != nil {
