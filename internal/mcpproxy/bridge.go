@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/actgate/actgate/internal/mcpproxy/upstream"
-	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // errNoUpstream is returned when the upstream session cannot be opened.

@@ -6,9 +6,10 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // bufferedWriter holds a handler's answer for serveInitialize to rewrite.

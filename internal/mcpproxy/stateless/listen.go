@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // MaxListensPerAgent bounds the listens one agent holds open on one proxy (each is an open

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestParseListen(t *testing.T) {

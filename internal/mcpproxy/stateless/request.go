@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Versions are the sessionless protocol versions the gate speaks toward the agent.

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // TestParseCreated2026: what the gate reads of a 2026-07-28 tools/call result, bad input

@@ -8,14 +8,15 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // RawResult is a result written to the agent exactly as held: an upstream CallToolResult, a

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/test/testutil"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestAugmentToolsRawBadInput: a tools/list result that is not an object with an array of tool

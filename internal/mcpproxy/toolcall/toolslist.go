@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // listTools is tools/list: the upstream's list plus the virtual tool and the advisory

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/actgate/actgate/internal/mcpproxy/wire"
-	"github.com/actgate/actgate/internal/sink"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 // TestClassify is the pure classification table behind the invoker.

@@ -9,8 +9,9 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // InitFraming records how the upstream answered the initialize of a bridge's upstream session:

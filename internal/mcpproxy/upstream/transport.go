@@ -7,8 +7,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/actgate/actgate/internal/tracing"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Origin is scheme://host[:port] of u, lowercased, without the scheme's default port.

@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	sjson "github.com/segmentio/encoding/json"
 )
 
