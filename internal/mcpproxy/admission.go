@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // refuseRebinding refuses, before anything reads the request, one that reached a loopback
@@ -21,7 +22,7 @@ func refuseRebinding(w http.ResponseWriter, r *http.Request) bool {
 	if what == "" {
 		return false
 	}
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", wire.MediaJSON)
 	w.WriteHeader(http.StatusForbidden)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFHostRefused),
 		"message": "Forbidden: the " + what + " header does not name the gate's loopback address (DNS rebinding protection)"})

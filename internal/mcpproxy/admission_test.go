@@ -25,14 +25,14 @@ type wireMsg struct {
 }
 
 // wire records every HTTP request the upstream receives (before the SDK's server answers it).
-type wire struct {
+type wireTap struct {
 	mu   sync.Mutex
 	msgs []wireMsg
 }
 
 func (m wireMsg) String() string { return m.HTTP + " " + m.Method + " " + string(m.ID) }
 
-func (wr *wire) intercept(_ http.ResponseWriter, r *http.Request) bool {
+func (wr *wireTap) intercept(_ http.ResponseWriter, r *http.Request) bool {
 	m := wireMsg{HTTP: r.Method, Header: r.Header.Clone()}
 	if r.Body != nil {
 		body, _ := io.ReadAll(r.Body)
@@ -45,13 +45,13 @@ func (wr *wire) intercept(_ http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func (wr *wire) all() []wireMsg {
+func (wr *wireTap) all() []wireMsg {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
 	return append([]wireMsg(nil), wr.msgs...)
 }
 
-func (wr *wire) len() int {
+func (wr *wireTap) len() int {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
 	return len(wr.msgs)
@@ -107,7 +107,7 @@ func TestDNSRebindingEveryRequest(t *testing.T) {
 		{"stateless upstream", mcptest.Options{Stateless: true, JSONResponse: true}},
 	} {
 		t.Run(up.name, func(t *testing.T) {
-			var wr wire
+			var wr wireTap
 			up.opts.Intercept = wr.intercept
 			f := newFixture(t, fixtureOpts{upstream: up.opts})
 			rs := newRawSession(t, f.endpoint()) // a session opened as it should be

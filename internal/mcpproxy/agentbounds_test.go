@@ -19,6 +19,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // twoAgents is the authenticator of agent-a (tokenA) and agent-b (tokenB).
@@ -143,9 +144,9 @@ func TestUpstreamSessionPerAgent(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch method {
-		case methodInitialize:
+		case wire.MethodInitialize:
 			inits++
-		case methodCallTool:
+		case wire.MethodCallTool:
 			if sessionsOf[m.Params.Arguments.Account] == nil {
 				sessionsOf[m.Params.Arguments.Account] = map[string]bool{}
 			}

@@ -16,20 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/tracing"
 )
-
-// MCP streamable-HTTP headers the direct paths read and write.
-const (
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerLastEventID     = "Last-Event-ID"
-)
-
-// versionStandardHeaders is the first MCP protocol version (SEP-2575) whose requests carry
-// per-request versions and standard Mcp-Method/Mcp-Name headers. Sessions at or after it are
-// served by the SDK alone, both toward the agent and toward the upstream.
-const versionStandardHeaders = "2026-07-28"
 
 // servePOST reads an agent's JSON POST, refuses a body that is not exactly one JSON value, and
 // answers a plain tools/call through the direct path (serveToolsCall). It returns false, with
@@ -41,13 +31,13 @@ const versionStandardHeaders = "2026-07-28"
 // well-formed is never repaired into an action (envelope-04 §12.7): such a body is refused here,
 // on both paths, with 400 as the SDK refuses JSON it cannot parse.
 func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get(headerLastEventID) != "" || rebinding(r) {
+	if r.Header.Get(wire.HeaderLastEventID) != "" || rebinding(r) {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaJSON {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
 		return false
 	}
-	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+	if jsonOK, streamOK := wire.Accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
 		return false
 	}
 	var buf bytes.Buffer
@@ -99,7 +89,7 @@ var statefulVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "
 // sessionless revision (2026-07-28: the version in Mcp-Protocol-Version or in params._meta,
 // or server/discover) are left to the SDK.
 func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Header.Get(headerSessionID) != "" || r.Header.Get(headerProtocolVersion) >= versionStandardHeaders {
+	if r.Header.Get(wire.HeaderSessionID) != "" || r.Header.Get(wire.HeaderProtocolVersion) >= wire.VersionStandardHeaders {
 		return false
 	}
 	msg, err := jsonrpc.DecodeMessage(body)
@@ -107,7 +97,7 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 		return false
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || req.Method == methodInitialize || req.Method == methodDiscover {
+	if !ok || req.Method == wire.MethodInitialize || req.Method == wire.MethodDiscover {
 		return false
 	}
 	var params struct {
@@ -123,7 +113,7 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 		http.Error(w, msgText, http.StatusBadRequest)
 		return true
 	}
-	writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: codeInvalidRequest, Message: msgText})
+	wire.WriteRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: wire.CodeInvalidRequest, Message: msgText})
 	return true
 }
 
@@ -135,11 +125,11 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 // wrote the refusal (another agent's request on the session, refused as the SDK's handler
 // refuses it).
 func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, exact, handled bool) {
-	b = p.bridgeByID(r.Header.Get(headerSessionID))
-	if b == nil || b.version == "" || b.version >= versionStandardHeaders {
+	b = p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
+	if b == nil || b.version == "" || b.version >= wire.VersionStandardHeaders {
 		return nil, false, false
 	}
-	v := r.Header.Get(headerProtocolVersion)
+	v := r.Header.Get(wire.HeaderProtocolVersion)
 	if v != "" && !statefulVersions[v] {
 		return nil, false, false
 	}
@@ -166,11 +156,11 @@ func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge,
 // requests.
 func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() || req.Method != methodCallTool || !isObject(req.Params) {
+	if !ok || !req.IsCall() || req.Method != wire.MethodCallTool || !wire.IsObject(req.Params) {
 		return false // absent or null params included: the SDK has its own answers
 	}
 	var params mcp.CallToolParamsRaw
-	if unmarshal(req.Params, &params) != nil {
+	if wire.Unmarshal(req.Params, &params) != nil {
 		return false
 	}
 	if _, ok := params.Meta["protocolVersion"]; ok {
@@ -178,7 +168,7 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 	}
 	if !b.begin(req.ID) {
 		// As the SDK answers a call whose id is in flight on the session.
-		writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		wire.WriteRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
@@ -213,7 +203,7 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		ctx = context.WithValue(ctx, agentRequestKey{}, req.ID) // for the agent's cancellation (callDirect)
 		// A task-augmented call takes a place among the session's tasks (tasks.go).
-		if task := taskParam(req.Params); task != nil {
+		if task := tasks.Param(req.Params); task != nil {
 			if !b.reserveTask() {
 				return b.taskLimited(params.Name)
 			}
@@ -224,7 +214,7 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}()
 	var result json.RawMessage
 	if err == nil {
-		result, err = marshalNoEscape(res)
+		result, err = wire.MarshalNoEscape(res)
 	}
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
@@ -239,33 +229,6 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.
 type agentRequestKey struct{}
-
-// isObject reports whether raw is a JSON object (as far as its first byte says; the decoder
-// checks the rest).
-func isObject(raw json.RawMessage) bool {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	return len(raw) > 0 && raw[0] == '{'
-}
-
-// writeRPCError writes a JSON-RPC error response with an HTTP status, as the SDK does.
-func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
-	w.Header().Set("Content-Type", mediaJSON)
-	w.WriteHeader(status)
-	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr}); err == nil {
-		_, _ = w.Write(data)
-	}
-}
-
-// marshalNoEscape encodes v as the SDK encodes results: encoding/json without HTML escaping.
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
 
 // rebinding reports whether r reached a loopback listener under a Host name that is not
 // loopback. Proxy.ServeHTTP refuses such requests before any path sees them
@@ -292,23 +255,4 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// accepts is the SDK's reading of the Accept header (streamableAccepts): whether it admits
-// application/json and text/event-stream.
-func accepts(values []string) (jsonOK, streamOK bool) {
-	for _, value := range values {
-		for raw := range strings.SplitSeq(value, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case mediaJSON, "application/*":
-				jsonOK = true
-			case mediaSSE, "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK, streamOK
 }

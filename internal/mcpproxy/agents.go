@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // AgentAuthenticator names the agent behind an HTTP request from the credential it carries,
@@ -141,7 +142,7 @@ func (l *SessionLimiter) Open() int {
 // sessionLimitError is the JSON-RPC error answering an initialize the limiter refused.
 func sessionLimitError(err error) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{"code": string(ef.EFSessionLimit)})
-	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("%s: %v; no session was opened", ef.EFSessionLimit, err), Data: data}
+	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("%s: %v; no session was opened", ef.EFSessionLimit, err), Data: data}
 }
 
 // agentKey carries the authenticated agent in a request's context.
@@ -159,7 +160,7 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Requ
 	agent, ok := p.cfg.Agents.Authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="actgate"`)
-		w.Header().Set("Content-Type", mediaJSON)
+		w.Header().Set("Content-Type", wire.MediaJSON)
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFAgentUnauthenticated),
 			"message": "this endpoint needs the agent's token in Authorization: Bearer (see the gate's agent.tokenFile)"})

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // agentStream is the answer to one agent POST the direct paths carry (serveToolsCall,
@@ -86,7 +87,7 @@ func (s *agentStream) beginLocked() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", mediaSSE)
+	h.Set("Content-Type", wire.MediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 }
 
@@ -192,7 +193,7 @@ func (s *agentStream) answer(out []byte) {
 	}
 	h := s.w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", mediaJSON)
+	h.Set("Content-Type", wire.MediaJSON)
 	_, _ = s.w.Write(out)
 }
 
@@ -214,7 +215,7 @@ var streamSeq atomic.Uint64
 
 // errAgentSilent is the answer given upstream when the agent does not answer a request put to
 // it on the answer stream in time.
-var errAgentSilent = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent did not answer"}
+var errAgentSilent = &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent did not answer"}
 
 // askOnStream puts an upstream's request (sampling, elicitation, roots/list) to the agent on
 // the agent's answer stream of the request that caused it, as the upstream wrote it, and
@@ -230,11 +231,11 @@ func (b *bridge) askOnStream(ctx context.Context, req *jsonrpc.Request) (resp *j
 	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
 	ch := make(chan *jsonrpc.Response, 1)
 	if !b.await(id, ch) {
-		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeTooManyRequests,
 			Message: fmt.Sprintf("actgate: more than %d requests to the agent in flight on this session", maxRelayed)}}, true
 	}
 	defer b.unawait(id)
-	if req.Method == methodElicit {
+	if req.Method == wire.MethodElicit {
 		d := b.p.cfg.ElicitationTimeout
 		if d == 0 {
 			d = DefaultElicitationTimeout
@@ -260,9 +261,9 @@ func (b *bridge) agentCan(method string) bool {
 	switch method {
 	case "sampling/createMessage":
 		return b.caps.Sampling != nil
-	case methodElicit:
+	case wire.MethodElicit:
 		return b.caps.Elicitation != nil
-	case methodListRoots:
+	case wire.MethodListRoots:
 		return b.caps.RootsV2 != nil
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // newRawSession1125 is newRawSession at 2025-11-25, the first revision whose servers prime
@@ -166,7 +167,7 @@ func TestAnswerStreamCarriesUpstreamIDs(t *testing.T) {
 // tools/call's stream after its priming event and refuses the resumption, so the answer is the
 // gate's (EF_INDETERMINATE, the call's outcome unknown), which the upstream never had.
 func TestAnswerStreamOwnIDsFromLog(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool, failResume: true}
+	up := &pollingUpstream{method: wire.MethodCallTool, failResume: true}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
@@ -241,8 +242,8 @@ func TestLastEventIDBadInput(t *testing.T) {
 		name, id string
 		status   int
 	}{
-		{"too long", strings.Repeat("x", maxEventID+1), http.StatusBadRequest},
-		{"the gate's form, too long", "actgate:g1-" + strings.Repeat("1", maxEventID), http.StatusBadRequest},
+		{"too long", strings.Repeat("x", wire.MaxEventID+1), http.StatusBadRequest},
+		{"the gate's form, too long", "actgate:g1-" + strings.Repeat("1", wire.MaxEventID), http.StatusBadRequest},
 		{"the gate's own of no stream", "actgate:g4-0", http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,23 +260,23 @@ func TestLastEventIDBadInput(t *testing.T) {
 		t.Errorf("the upstream got resuming GETs %q, want none", got)
 	}
 	// At the bound: relayed (the upstream, which has no such stream, answers it).
-	agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": strings.Repeat("x", maxEventID)})
+	agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": strings.Repeat("x", wire.MaxEventID)})
 	if got := gets.get(); len(got) != 1 {
-		t.Errorf("an id of %d bytes: the upstream got %d resuming GETs, want 1", maxEventID, len(got))
+		t.Errorf("an id of %d bytes: the upstream got %d resuming GETs, want 1", wire.MaxEventID, len(got))
 	}
 }
 
 // FuzzCheckEventID: no Last-Event-ID panics the check; an accepted one is within the bound
 // and can be written as an id field.
 func FuzzCheckEventID(f *testing.F) {
-	for _, s := range []string{"", "up-1", "x_0", "actgate:g1-0", "actgate:u:actgate:1:x", "a\x00", "a\nb", strings.Repeat("y", maxEventID+1)} {
+	for _, s := range []string{"", "up-1", "x_0", "actgate:g1-0", "actgate:u:actgate:1:x", "a\x00", "a\nb", strings.Repeat("y", wire.MaxEventID+1)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
 		if checkEventID(id) != nil {
 			return
 		}
-		if len(id) > maxEventID || strings.ContainsAny(id, "\x00\r\n") {
+		if len(id) > wire.MaxEventID || strings.ContainsAny(id, "\x00\r\n") {
 			t.Fatalf("checkEventID(%q) accepted it", id)
 		}
 		b := &bridge{}
@@ -296,7 +297,7 @@ func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
 			return true
 		}
 		_, method, id := rpcBody(r)
-		if method != methodListTools {
+		if method != wire.MethodListTools {
 			return false
 		}
 		w.Header().Set("Content-Type", "text/event-stream")

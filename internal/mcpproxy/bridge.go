@@ -12,35 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
 
-// MCP method names the proxy routes on.
-const (
-	methodInitialize            = "initialize"
-	methodPing                  = "ping"
-	methodListTools             = "tools/list"
-	methodCallTool              = "tools/call"
-	methodListResources         = "resources/list"
-	methodListResourceTemplates = "resources/templates/list"
-	methodReadResource          = "resources/read"
-	methodSubscribe             = "resources/subscribe"
-	methodUnsubscribe           = "resources/unsubscribe"
-	methodListPrompts           = "prompts/list"
-	methodGetPrompt             = "prompts/get"
-	methodComplete              = "completion/complete"
-	methodSetLevel              = "logging/setLevel"
-	methodListRoots             = "roots/list"
-	methodElicit                = "elicitation/create"
-	methodDiscover              = "server/discover"
-
-	notifyProgress            = "notifications/progress"
-	notifyMessage             = "notifications/message"
-	notifyToolsChanged        = "notifications/tools/list_changed"
-	notifyPromptsChanged      = "notifications/prompts/list_changed"
-	notifyResourcesChanged    = "notifications/resources/list_changed"
-	notifyResourceUpdated     = "notifications/resources/updated"
-	notifyElicitationComplete = "notifications/elicitation/complete"
-	notifyRootsChanged        = "notifications/roots/list_changed"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // errNoUpstream is returned when the upstream session cannot be opened.
@@ -91,7 +65,7 @@ type bridge struct {
 	// logBytes counts the bytes of logs, at most maxSessionLogBytes (resume.go).
 	logBytes logBudget
 	// init is how the upstream answered its initialize (initframing.go).
-	init initFraming
+	init upstream.InitFraming
 	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
 	// initialize, or any answer stream of the session): its tools/calls then run detachable,
 	// so that an upstream's close of a call's stream is mirrored to the agent (serveToolsCall).
@@ -215,12 +189,12 @@ func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error
 	if b.cs != nil {
 		return b.cs, nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, initFramingKey{}, &b.init), b.p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(b.init.Bind(ctx), b.p.cfg.ConnectTimeout)
 	defer cancel()
 	// The upstream session speaks the agent's revision when it is a stateful one: asked for
 	// explicitly, the SDK client sends no server/discover probe first.
 	var opts *mcp.ClientSessionOptions
-	if b.requested != "" && b.requested < versionStandardHeaders {
+	if b.requested != "" && b.requested < wire.VersionStandardHeaders {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: b.requested}
 	}
 	cs, err := b.client().Connect(cctx, &mcp.StreamableClientTransport{
@@ -234,11 +208,9 @@ func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error
 		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
 	}
 	b.cs = cs
-	b.init.mu.Lock()
-	if b.init.ids {
+	if _, ids := b.init.Framing(); ids {
 		b.resumable.Store(true)
 	}
-	b.init.mu.Unlock()
 	go func() {
 		_ = cs.Wait()
 		b.drop(cs)
@@ -297,24 +269,26 @@ func (b *bridge) close() {
 // disabled so that one tools/call is one request upstream.
 func (b *bridge) client() *mcp.Client {
 	opts := &mcp.ClientOptions{
-		Capabilities:           b.caps,
-		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
-		ToolListChangedHandler: func(ctx context.Context, r *mcp.ToolListChangedRequest) { b.notify(ctx, notifyToolsChanged, r.Params) },
+		Capabilities:   b.caps,
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ToolListChangedHandler: func(ctx context.Context, r *mcp.ToolListChangedRequest) {
+			b.notify(ctx, wire.NotifyToolsChanged, r.Params)
+		},
 		PromptListChangedHandler: func(ctx context.Context, r *mcp.PromptListChangedRequest) {
-			b.notify(ctx, notifyPromptsChanged, r.Params)
+			b.notify(ctx, wire.NotifyPromptsChanged, r.Params)
 		},
 		ResourceListChangedHandler: func(ctx context.Context, r *mcp.ResourceListChangedRequest) {
-			b.notify(ctx, notifyResourcesChanged, r.Params)
+			b.notify(ctx, wire.NotifyResourcesChanged, r.Params)
 		},
 		ResourceUpdatedHandler: func(ctx context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
-			b.notify(ctx, notifyResourceUpdated, r.Params)
+			b.notify(ctx, wire.NotifyResourceUpdated, r.Params)
 		},
-		LoggingMessageHandler: func(ctx context.Context, r *mcp.LoggingMessageRequest) { b.notify(ctx, notifyMessage, r.Params) },
+		LoggingMessageHandler: func(ctx context.Context, r *mcp.LoggingMessageRequest) { b.notify(ctx, wire.NotifyMessage, r.Params) },
 		ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
-			b.notify(ctx, notifyProgress, r.Params)
+			b.notify(ctx, wire.NotifyProgress, r.Params)
 		},
 		ElicitationCompleteHandler: func(ctx context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
-			b.notify(ctx, notifyElicitationComplete, r.Params)
+			b.notify(ctx, wire.NotifyElicitationComplete, r.Params)
 		},
 	}
 	if b.caps.Sampling != nil {
@@ -336,7 +310,7 @@ func (b *bridge) client() *mcp.Client {
 	// root set.
 	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == methodElicit && b.caps.Elicitation != nil {
+			if method == wire.MethodElicit && b.caps.Elicitation != nil {
 				// The agent's answer goes upstream as given: the SDK client's own handling
 				// would validate it and fill in the schema's defaults.
 				var params *mcp.ElicitParams
@@ -345,7 +319,7 @@ func (b *bridge) client() *mcp.Client {
 				}
 				return b.elicitAgent(ctx, params)
 			}
-			if method == methodListRoots && b.caps.RootsV2 != nil {
+			if method == wire.MethodListRoots && b.caps.RootsV2 != nil {
 				var params *mcp.ListRootsParams
 				if r, ok := req.(*mcp.ListRootsRequest); ok {
 					params = r.Params
@@ -386,7 +360,7 @@ func (b *bridge) elicitAgent(ctx context.Context, params *mcp.ElicitParams) (*mc
 		params = &p
 	}
 	req := &mcp.ServerRequest[*mcp.ElicitParams]{Session: b.ss, Params: params}
-	res, err := b.p.send(ctx, methodElicit, req)
+	res, err := b.p.send(ctx, wire.MethodElicit, req)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +388,7 @@ func (p *Proxy) rootsListChanged(ctx context.Context, r *mcp.RootsListChangedReq
 		params = r.Params // absent params stay absent (see notify)
 	}
 	req := &mcp.ClientRequest[mcp.Params]{Session: cs, Params: params}
-	if _, err := send(ctx, notifyRootsChanged, req); err != nil {
-		p.log.Info("Notification not delivered upstream", "method", notifyRootsChanged, "error", err.Error())
+	if _, err := send(ctx, wire.NotifyRootsChanged, req); err != nil {
+		p.log.Info("Notification not delivered upstream", "method", wire.NotifyRootsChanged, "error", err.Error())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // modes are the two ways a tools/call crosses the proxy: the direct paths (agentcall.go,
@@ -488,7 +489,7 @@ func TestDirectUpstreamStreamParsing(t *testing.T) {
 	if _, err := b.readStream(context.Background(), "s", "2025-06-18", strings.NewReader("data: {not json\n\n"), id); err == nil {
 		t.Fatal("a malformed event was accepted")
 	}
-	long := "data: " + strings.Repeat("x", maxEventSize+1) + "\n\n"
+	long := "data: " + strings.Repeat("x", wire.MaxEventSize+1) + "\n\n"
 	if _, err := b.readStream(context.Background(), "s", "2025-06-18", bytes.NewReader([]byte(long)), id); err == nil {
 		t.Fatal("an oversized event was accepted")
 	}
@@ -522,7 +523,7 @@ func TestCancelledOnlyWhenAbandoned(t *testing.T) {
 				if json.Unmarshal(b, &msg) == nil {
 					mu.Lock()
 					switch msg.Method {
-					case methodCallTool:
+					case wire.MethodCallTool:
 						callIDs[msg.Params.Name] = string(msg.ID)
 					case "notifications/cancelled":
 						cancelled = append(cancelled, string(msg.Params.RequestID))

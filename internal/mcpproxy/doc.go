@@ -9,6 +9,13 @@
 // sink it hands every tools/call to (internal/sink, or the sidecar's remote gate); and, when
 // elicitation is configured, ElicitationPolicy and MomentResolver.
 //
+// This package holds admission, the choice of revision and the agent side of each; its parts are
+// packages under it with one job each, none of which imports this one: wire (JSON-RPC framing,
+// headers, event streams), upstream (the client toward the protected server), toolcall (the one
+// tools/call → sink hand-off both revisions reach), tasks and stateless (the 2026-07-28
+// request). docs/architecture.md "How a request travels, and the packages" walks a request
+// through them.
+//
 // Invariants:
 //
 //   - A tools/call reaches the upstream only through Gate.Handle, with an Invoker that sends it
@@ -45,9 +52,3 @@
 //     body is read within Config.ReadTimeout (docs/architecture.md "The MCP proxy").
 //   - Failpoints (internal/failpoint) exist only in binaries built with -tags failpoints.
 package mcpproxy
-
-// The media types of MCP's streamable HTTP transport: a JSON answer and an event stream.
-const (
-	mediaJSON = "application/json"
-	mediaSSE  = "text/event-stream"
-)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/envelope"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -241,7 +242,7 @@ func withElicitation(res mcp.Result, out *elicitOutcome) mcp.Result {
 	if out == nil {
 		return res
 	}
-	if rr, ok := res.(*rawResult); ok {
+	if rr, ok := res.(*toolcall.RawResult); ok {
 		if rr.Meta == nil {
 			rr.Meta = mcp.Meta{}
 		}

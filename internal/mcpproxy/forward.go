@@ -10,18 +10,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
-)
-
-// JSON-RPC error codes (JSON-RPC 2.0 §5.1) the proxy uses or classifies on.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternalError  = -32603
-	// codeURLElicitationRequired is MCP's URLElicitationRequiredError (2025-11-25): the
-	// request cannot proceed until the user completes the URL elicitations in its data.
-	codeURLElicitationRequired = -32042
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // receive is the agent-side server's receiving middleware: every request and notification of
@@ -29,7 +18,7 @@ const (
 func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if method == methodInitialize {
+		if method == wire.MethodInitialize {
 			return p.initialize(ctx, next, ss, req)
 		}
 		b, ok := p.bridgeFor(ss)
@@ -77,7 +66,7 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 				return cs.Complete(ctx, r.Params)
 			})
 		}
-		if method == methodSetLevel {
+		if method == wire.MethodSetLevel {
 			params, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
 			if _, err := forward(ctx, b, func(cs *mcp.ClientSession) (*emptyResult, error) {
 				return &emptyResult{}, cs.SetLoggingLevel(ctx, params)
@@ -98,14 +87,14 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.ServerSession, req mcp.Request) (mcp.Result, error) {
 	params, _ := req.GetParams().(*mcp.InitializeParams)
 	if ss == nil || params == nil {
-		return next(ctx, methodInitialize, req)
+		return next(ctx, wire.MethodInitialize, req)
 	}
 	if _, ok := p.bridgeFor(ss); ok {
-		return next(ctx, methodInitialize, req) // the SDK refuses a duplicate initialize
+		return next(ctx, wire.MethodInitialize, req) // the SDK refuses a duplicate initialize
 	}
 	agent, ok := p.sessionAgent(req)
 	if !ok {
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: string(ef.EFAgentUnauthenticated) + ": the session has no authenticated agent"}
+		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: string(ef.EFAgentUnauthenticated) + ": the session has no authenticated agent"}
 	}
 	if err := p.cfg.Sessions.acquire(agent); err != nil {
 		p.log.Info("Agent session refused", "agent", logfield.Bound(agent), "code", ef.EFSessionLimit, "reason", err.Error())
@@ -117,9 +106,9 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 	if err != nil {
 		b.close()
 		p.log.Error(err, "Upstream session could not be opened")
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
+		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 	}
-	res, err := next(ctx, methodInitialize, req)
+	res, err := next(ctx, wire.MethodInitialize, req)
 	if err != nil {
 		b.close()
 		return nil, err
@@ -127,12 +116,12 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 	ir, ok := res.(*mcp.InitializeResult)
 	if !ok {
 		b.close()
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: unexpected initialize result"}
+		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: unexpected initialize result"}
 	}
 	b.version = ir.ProtocolVersion
 	if err := p.addBridge(b); err != nil {
 		b.close()
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: shutting down"}
+		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: shutting down"}
 	}
 	b.startIdle()
 	b.startEarlyGET(cs)
@@ -189,7 +178,7 @@ func forward[R mcp.Result](ctx context.Context, b *bridge, call func(*mcp.Client
 // unavailable is the error an agent sees when the upstream cannot be reached: it names the
 // server, never its URL or credentials.
 func (b *bridge) unavailable() error {
-	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", b.p.cfg.Server)}
+	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", b.p.cfg.Server)}
 }
 
 // emptyResult is the {} result of methods whose answer carries nothing.

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // The agent's standalone GET stream (MCP streamable HTTP, "Listening for messages from the
@@ -56,14 +57,14 @@ const gateEventPrefix = "actgate:"
 // unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
 // without a GET stream.
 func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
-	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
+	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
 		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !statefulVersions[v] {
+	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !statefulVersions[v] {
 		return false // the SDK's handler judges the version
 	}
-	b := p.bridgeByID(r.Header.Get(headerSessionID))
-	if b == nil || b.version == "" || b.version >= versionStandardHeaders {
+	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
+	if b == nil || b.version == "" || b.version >= wire.VersionStandardHeaders {
 		return false
 	}
 	if b.agent != p.requestAgent(r.Context()) {
@@ -78,7 +79,7 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	own, upID := b.resumePoint(r.Header.Get(headerLastEventID))
+	own, upID := b.resumePoint(r.Header.Get(wire.HeaderLastEventID))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	resp := b.claimEarlyGET(ctx, cs, upID)
@@ -95,7 +96,7 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	if resp.StatusCode == http.StatusMethodNotAllowed {
 		return false // the upstream offers no GET stream: the gate's own alone
 	}
-	if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+	if resp.StatusCode != http.StatusOK || mt != wire.MediaSSE {
 		if resp.StatusCode == http.StatusNotFound {
 			b.drop(cs)
 		}
@@ -113,7 +114,7 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	}
 	g := &getRelay{w: w, rc: http.NewResponseController(w), b: b, lastUp: upID}
 	wh := w.Header()
-	wh.Set("Content-Type", mediaSSE)
+	wh.Set("Content-Type", wire.MediaSSE)
 	wh.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
 	_ = g.rc.Flush()
@@ -125,9 +126,9 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 		defer close(ownDone)
 		sub := r.Clone(ctx)
 		if own >= 0 {
-			sub.Header.Set(headerLastEventID, "_"+strconv.Itoa(own))
+			sub.Header.Set(wire.HeaderLastEventID, "_"+strconv.Itoa(own))
 		} else {
-			sub.Header.Del(headerLastEventID)
+			sub.Header.Del(wire.HeaderLastEventID)
 		}
 		ow := &ownWriter{g: g, h: http.Header{}}
 		p.sdk.ServeHTTP(ow, sub)
@@ -148,11 +149,11 @@ func (b *bridge) openGET(ctx context.Context, sid, version, upID string) (*http.
 		return nil, err
 	}
 	h := req.Header
-	h.Set("Accept", mediaSSE)
-	h.Set(headerSessionID, sid)
-	h.Set(headerProtocolVersion, version)
+	h.Set("Accept", wire.MediaSSE)
+	h.Set(wire.HeaderSessionID, sid)
+	h.Set(wire.HeaderProtocolVersion, version)
 	if upID != "" {
-		h.Set(headerLastEventID, upID)
+		h.Set(wire.HeaderLastEventID, upID)
 	}
 	return b.p.direct.Do(req)
 }
@@ -192,7 +193,7 @@ func (b *bridge) startEarlyGET(cs *mcp.ClientSession) {
 		resp, err := b.openGET(b.lifetime(), e.sid, version, "")
 		if err == nil {
 			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-			if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+			if resp.StatusCode != http.StatusOK || mt != wire.MediaSSE {
 				_ = resp.Body.Close()
 				resp = nil
 			}
@@ -336,11 +337,11 @@ func (g *getRelay) writeLocked(ev []byte) bool {
 func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reader) {
 	r := bufio.NewReaderSize(body, 4096)
 	var ev []byte // the event's lines as written, each with "\n"
-	var parsed eventLines
+	var parsed wire.EventLines
 	var id string
 	hasID := false
 	for {
-		line, err := readLine(r)
+		line, err := wire.ReadLine(r)
 		if err != nil {
 			if err != io.EOF && ctx.Err() == nil {
 				g.b.p.log.Info("Upstream GET stream ended", "session", g.b.ss.ID(), "error", err.Error())
@@ -348,7 +349,7 @@ func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reade
 			return
 		}
 		if len(line) > 0 {
-			if field, value := parsed.field(line); string(field) == "id" {
+			if field, value := parsed.Field(line); string(field) == "id" {
 				if bytes.HasPrefix(value, []byte(gateEventPrefix)) {
 					line = []byte("id: " + gateEventPrefix + "u:" + string(value))
 				}
@@ -356,17 +357,17 @@ func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reade
 					id, hasID = string(value), true
 				}
 			}
-			if len(ev)+len(line) > maxEventSize {
-				g.b.p.log.Info("Upstream GET stream event too large; stream ended", "session", g.b.ss.ID(), "limit", maxEventSize)
+			if len(ev)+len(line) > wire.MaxEventSize {
+				g.b.p.log.Info("Upstream GET stream event too large; stream ended", "session", g.b.ss.ID(), "limit", wire.MaxEventSize)
 				return
 			}
 			ev = append(append(ev, line...), '\n')
 			continue
 		}
-		if len(ev) > 0 && !g.event(ctx, sid, version, ev, parsed.data, parsed.hasData, id, hasID) {
+		if len(ev) > 0 && !g.event(ctx, sid, version, ev, parsed.Data, parsed.HasData, id, hasID) {
 			return
 		}
-		parsed.reset()
+		parsed.Reset()
 		ev, id, hasID = ev[:0], "", false
 	}
 }
@@ -399,7 +400,7 @@ func (g *getRelay) event(ctx context.Context, sid, version string, ev, data []by
 					return true // answered by the gate, not the agent's to see
 				}
 				out = replaceData(ev, rewritten)
-			} else if m.Method == notifyTaskStatus {
+			} else if m.Method == wire.NotifyTaskStatus {
 				g.b.taskStatusNotified(m.Params)
 			}
 		}
@@ -453,7 +454,7 @@ func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc
 	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
 	ch := make(chan *jsonrpc.Response, 1)
 	if !b.await(id, ch) {
-		resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+		resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeTooManyRequests,
 			Message: fmt.Sprintf("actgate: more than %d requests to the agent in flight on this session", maxRelayed)}}
 		if err := b.postMessage(ctx, sid, version, resp); err != nil {
 			b.p.log.Info("Answer not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
@@ -472,7 +473,7 @@ func (b *bridge) askOnGET(ctx context.Context, sid, version string, req *jsonrpc
 	b.getAsks[key] = id // at most maxRelayed, as awaiting
 	b.mu.Unlock()
 	d := b.p.cfg.CallTimeout
-	if req.Method == methodElicit {
+	if req.Method == wire.MethodElicit {
 		if d = b.p.cfg.ElicitationTimeout; d == 0 {
 			d = DefaultElicitationTimeout
 		}
@@ -551,7 +552,7 @@ func (o *ownWriter) Write(p []byte) (int, error) {
 		o.g.b.p.log.Info("The gate's own GET stream not opened", "session", o.g.b.ss.ID(), "status", o.status)
 		return 0, io.ErrClosedPipe
 	}
-	if len(o.buf)+len(p) > maxEventSize {
+	if len(o.buf)+len(p) > wire.MaxEventSize {
 		return 0, io.ErrShortWrite
 	}
 	o.buf = append(o.buf, p...)
@@ -570,16 +571,16 @@ func (o *ownWriter) Write(p []byte) (int, error) {
 
 // event writes one event of the gate's own stream (the SDK's "id: _N" and data lines).
 func (o *ownWriter) event(ev []byte) bool {
-	var parsed eventLines
+	var parsed wire.EventLines
 	n := -1
 	for line := range bytes.SplitSeq(ev, []byte("\n")) {
-		if field, value := parsed.field(line); string(field) == "id" {
+		if field, value := parsed.Field(line); string(field) == "id" {
 			if idx, err := strconv.Atoi(strings.TrimPrefix(string(value), "_")); err == nil {
 				n = idx
 			}
 		}
 	}
-	data := parsed.data
+	data := parsed.Data
 	if len(data) == 0 {
 		return true // the SDK's ": ok" comment
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // sseEvent is one event of a stream as read off the wire: its lines, as written.
@@ -114,9 +115,9 @@ func TestGETStreamRelaysUpstream(t *testing.T) {
 	// A message of the gate's own session, merged with an id of the gate's own that names the
 	// upstream event before it.
 	b := f.proxy.bridgeByID(rs.session)
-	b.notify(context.Background(), notifyPromptsChanged, nil)
+	b.notify(context.Background(), wire.NotifyPromptsChanged, nil)
 	own := nextEvent(t, events)
-	if own.id != "actgate:0:_0" || !strings.Contains(own.data, notifyPromptsChanged) {
+	if own.id != "actgate:0:_0" || !strings.Contains(own.data, wire.NotifyPromptsChanged) {
 		t.Fatalf("the gate's own event: id %q data %s; want id actgate:0:_0", own.id, own.data)
 	}
 
@@ -137,7 +138,7 @@ func TestGETStreamRelaysUpstream(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 
 	// Resuming from the gate's own id: the upstream after _0 again, the gate's own after 0.
-	b.notify(context.Background(), notifyResourcesChanged, nil)
+	b.notify(context.Background(), wire.NotifyResourcesChanged, nil)
 	events, _, closeGET = rs.getStream("actgate:0:_0")
 	defer closeGET()
 	got := map[string]string{}
@@ -148,8 +149,8 @@ func TestGETStreamRelaysUpstream(t *testing.T) {
 	if got["_1"] != changed {
 		t.Errorf("resumed from the gate's id: upstream event _1 missing: %v", got)
 	}
-	if d, ok := got["actgate:1:_0"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
-		if d, ok = got["actgate:1:_1"]; !ok || !strings.Contains(d, notifyResourcesChanged) {
+	if d, ok := got["actgate:1:_0"]; !ok || !strings.Contains(d, wire.NotifyResourcesChanged) {
+		if d, ok = got["actgate:1:_1"]; !ok || !strings.Contains(d, wire.NotifyResourcesChanged) {
 			t.Errorf("resumed from the gate's id: the gate's own event 1 missing: %v", got)
 		}
 	}
@@ -232,7 +233,7 @@ func TestGETStreamUpstreamRequests(t *testing.T) {
 		ID     any    `json:"id"`
 		Method string `json:"method"`
 	}
-	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != methodListRoots {
+	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != wire.MethodListRoots {
 		t.Fatalf("the agent's GET stream: %s; want the upstream's roots/list (the ping is the gate's to answer)", ev.data)
 	}
 	id, ok := req.ID.(string)
@@ -477,7 +478,7 @@ func TestGETStreamRequestDuringFirstCall(t *testing.T) {
 		ID     string `json:"id"`
 		Method string `json:"method"`
 	}
-	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != methodListRoots || !strings.HasPrefix(req.ID, "actgate-s-") {
+	if err := json.Unmarshal([]byte(ev.data), &req); err != nil || req.Method != wire.MethodListRoots || !strings.HasPrefix(req.ID, "actgate-s-") {
 		t.Fatalf("the agent's GET stream: %s; want the upstream's roots/list under an id of the gate's", ev.data)
 	}
 	rs.postStatus(t, `{"jsonrpc":"2.0","id":"`+req.ID+`","result":{"roots":[{"uri":"file:///first","name":"first"}]}}`, http.StatusAccepted)

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // serveDELETE relays the agent's DELETE of its session (MCP streamable HTTP, session
@@ -14,7 +16,7 @@ import (
 // session to relay to, or the upstream cannot be reached: the SDK's handler then ends the
 // gate's session on its own.
 func (p *Proxy) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
-	b := p.bridgeByID(r.Header.Get(headerSessionID))
+	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
 	if b == nil || b.agent != p.requestAgent(r.Context()) {
 		return false // the SDK's handler answers (sdkAuth refuses another agent)
 	}
@@ -32,8 +34,8 @@ func (p *Proxy) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	req.Header.Set(headerSessionID, cs.ID())
-	req.Header.Set(headerProtocolVersion, version)
+	req.Header.Set(wire.HeaderSessionID, cs.ID())
+	req.Header.Set(wire.HeaderProtocolVersion, version)
 	resp, err := p.direct.Do(req)
 	if err != nil {
 		p.log.Info("Session DELETE not delivered upstream; the gate's session ends", "session", b.ss.ID(), "error", err.Error())

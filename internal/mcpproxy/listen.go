@@ -19,6 +19,8 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // subscriptions/listen in front of a stateful upstream (docs/architecture.md "Listening toward
@@ -36,16 +38,7 @@ import (
 // change notification of the session (from the GET stream, or from the answer stream of any of
 // the session's requests) to the listens whose filter takes it.
 const (
-	methodListen       = "subscriptions/listen"
-	notifyListenAck    = "notifications/subscriptions/acknowledged"
-	metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
-	// maxListensPerAgent bounds the listens one agent holds open on one proxy (each is an open
-	// agent stream and, relayed, an upstream request; served, a share of an upstream GET stream).
-	maxListensPerAgent = 16
-	// maxListenURIs bounds the resources one listen names; maxListenURI one URI's length.
-	maxListenURIs = 64
-	maxListenURI  = 2048
 	// listenBuffer is the notifications queued for one listen; a listen that falls further
 	// behind is ended (its agent reopens it and lists again).
 	listenBuffer = 64
@@ -58,213 +51,12 @@ const (
 	listenGETMinLife = time.Second
 )
 
-// listenFilter is a subscriptions/listen notification filter: the list changes and the
-// resources it asks for.
-type listenFilter struct {
-	tools, prompts, resources bool
-	uris                      []string
-}
-
-func (f listenFilter) empty() bool {
-	return !f.tools && !f.prompts && !f.resources && len(f.uris) == 0
-}
-
-// accepts reports whether the filter takes a change notification of method (uri: the
-// resources/updated notification's params.uri).
-func (f listenFilter) accepts(method, uri string) bool {
-	switch method {
-	case notifyToolsChanged:
-		return f.tools
-	case notifyPromptsChanged:
-		return f.prompts
-	case notifyResourcesChanged:
-		return f.resources
-	case notifyResourceUpdated:
-		for _, u := range f.uris {
-			if u == uri {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// MarshalJSON writes the filter as the revision does: only the members it asks for.
-func (f listenFilter) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
-	if f.tools {
-		m["toolsListChanged"] = true
-	}
-	if f.prompts {
-		m["promptsListChanged"] = true
-	}
-	if f.resources {
-		m["resourcesListChanged"] = true
-	}
-	if len(f.uris) > 0 {
-		m["resourceSubscriptions"] = f.uris
-	}
-	return marshalNoEscape(m)
-}
-
-// isChangeNotification reports whether method is one of the notifications 2026-07-28 delivers
-// only on a listen stream.
-func isChangeNotification(method string) bool {
-	switch method {
-	case notifyToolsChanged, notifyPromptsChanged, notifyResourcesChanged, notifyResourceUpdated:
-		return true
-	}
-	return false
-}
-
-// listenRefusal is a JSON-RPC error of a listen that is not opened, with its EF code in data.
-func listenRefusal(code int64, efc ef.EFCode, msg string) *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]string{MetaEFCode: string(efc)})
-	return &jsonrpc.Error{Code: code, Message: "actgate: " + msg, Data: data}
-}
-
-// listenLimitErr refuses a listen beyond maxListensPerAgent (-32603, as the TypeScript SDK's
-// server answers its own subscription limit).
-func listenLimitErr() *jsonrpc.Error {
-	return listenRefusal(codeInternalError, ef.EFListenLimit,
-		fmt.Sprintf("subscription limit reached: %d listens of this agent are open", maxListensPerAgent))
-}
-
-// parseListen reads a subscriptions/listen's params (the members of a well-formed 2026-07-28
-// request, parseStateless): notifications is required and an object; its toolsListChanged,
-// promptsListChanged and resourcesListChanged are booleans where present; its
-// resourceSubscriptions an array of at most maxListenURIs non-empty strings of at most
-// maxListenURI bytes (a repeated one counted once). Other members are ignored, as the
-// revision's schema ignores them. A malformed filter is refused with -32602 and
-// EF_LISTEN_INVALID, one beyond the bounds with -32602 and EF_LISTEN_LIMIT.
-func parseListen(params map[string]json.RawMessage) (listenFilter, *jsonrpc.Error) {
-	var f listenFilter
-	invalid := func(msg string) (listenFilter, *jsonrpc.Error) {
-		return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenInvalid, "subscriptions/listen: "+msg)
-	}
-	raw, ok := params["notifications"]
-	if !ok || !isJSONObject(raw) {
-		return invalid("params.notifications is required and must be an object")
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
-		return invalid("params.notifications must be an object")
-	}
-	for name, dst := range map[string]*bool{"toolsListChanged": &f.tools, "promptsListChanged": &f.prompts, "resourcesListChanged": &f.resources} {
-		v, ok := members[name]
-		if !ok {
-			continue
-		}
-		switch string(bytes.TrimSpace(v)) {
-		case "true":
-			*dst = true
-		case "false":
-		default:
-			return invalid("params.notifications." + name + " must be a boolean")
-		}
-	}
-	v, ok := members["resourceSubscriptions"]
-	if !ok {
-		return f, nil
-	}
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || v[0] != '[' {
-		return invalid("params.notifications.resourceSubscriptions must be an array of strings")
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(v, &items); err != nil {
-		return invalid("params.notifications.resourceSubscriptions must be an array of strings")
-	}
-	if len(items) > maxListenURIs {
-		return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenLimit,
-			fmt.Sprintf("subscriptions/listen: at most %d resources per listen", maxListenURIs))
-	}
-	seen := map[string]bool{}
-	for _, it := range items {
-		it = bytes.TrimSpace(it)
-		var uri string
-		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &uri) != nil || uri == "" {
-			return invalid("params.notifications.resourceSubscriptions must hold non-empty strings")
-		}
-		if len(uri) > maxListenURI {
-			return listenFilter{}, listenRefusal(codeInvalidParams, ef.EFListenLimit,
-				fmt.Sprintf("subscriptions/listen: a resource URI is longer than %d bytes", maxListenURI))
-		}
-		if !seen[uri] {
-			seen[uri] = true
-			f.uris = append(f.uris, uri)
-		}
-	}
-	return f, nil
-}
-
-// honoredFilter is the part of want the upstream can deliver, by the capabilities of its
-// initialize result: a list change where it declares listChanged, resources where it declares
-// resources.subscribe.
-func honoredFilter(want listenFilter, init json.RawMessage) listenFilter {
-	var r struct {
-		Capabilities struct {
-			Tools *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"tools"`
-			Prompts *struct {
-				ListChanged bool `json:"listChanged"`
-			} `json:"prompts"`
-			Resources *struct {
-				ListChanged bool `json:"listChanged"`
-				Subscribe   bool `json:"subscribe"`
-			} `json:"resources"`
-		} `json:"capabilities"`
-	}
-	_ = json.Unmarshal(init, &r)
-	c := r.Capabilities
-	out := listenFilter{
-		tools:     want.tools && c.Tools != nil && c.Tools.ListChanged,
-		prompts:   want.prompts && c.Prompts != nil && c.Prompts.ListChanged,
-		resources: want.resources && c.Resources != nil && c.Resources.ListChanged,
-	}
-	if c.Resources != nil && c.Resources.Subscribe {
-		out.uris = append([]string(nil), want.uris...)
-	}
-	return out
-}
-
-// stampSubscription returns a notification's params with the listen's id in
-// _meta["io.modelcontextprotocol/subscriptionId"], every other member as written (absent
-// params become an object holding only _meta); false for params or a _meta that are not
-// objects.
-func stampSubscription(params json.RawMessage, id json.RawMessage) (json.RawMessage, bool) {
-	m := map[string]json.RawMessage{}
-	if p := bytes.TrimSpace(params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		if p[0] != '{' || json.Unmarshal(p, &m) != nil {
-			return nil, false
-		}
-	}
-	meta := map[string]json.RawMessage{}
-	if raw, ok := m["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		if !isJSONObject(raw) || json.Unmarshal(raw, &meta) != nil {
-			return nil, false
-		}
-	}
-	meta[metaSubscriptionID] = id
-	mraw, err := marshalNoEscape(meta)
-	if err != nil {
-		return nil, false
-	}
-	m["_meta"] = bytes.TrimSpace(mraw)
-	out, err := marshalNoEscape(m)
-	if err != nil {
-		return nil, false
-	}
-	return bytes.TrimSpace(out), true
-}
-
 // listener is one open listen on an upstream session.
 type listener struct {
-	id     json.RawMessage // the listen request's id, as JSON
-	filter listenFilter    // what it was acknowledged
-	ch     chan []byte     // encoded, tagged notifications
-	stop   chan struct{}   // closed when the listen is to end
+	id     json.RawMessage        // the listen request's id, as JSON
+	filter stateless.ListenFilter // what it was acknowledged
+	ch     chan []byte            // encoded, tagged notifications
+	stop   chan struct{}          // closed when the listen is to end
 	once   sync.Once
 	final  bool // the listen ends gracefully (its result is written); set before stop closes
 }
@@ -295,11 +87,11 @@ type listenHub struct {
 // publish hands a change notification of the session to each listen whose filter takes it,
 // tagged with that listen's id. A listen whose queue is full is ended.
 func (h *listenHub) publish(m *jsonrpc.Request) {
-	if h == nil || !isChangeNotification(m.Method) {
+	if h == nil || !stateless.IsChangeNotification(m.Method) {
 		return
 	}
 	var uri string
-	if m.Method == notifyResourceUpdated {
+	if m.Method == wire.NotifyResourceUpdated {
 		var p struct {
 			URI string `json:"uri"`
 		}
@@ -311,10 +103,10 @@ func (h *listenHub) publish(m *jsonrpc.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.subs {
-		if !l.filter.accepts(m.Method, uri) {
+		if !l.filter.Accepts(m.Method, uri) {
 			continue
 		}
-		params, ok := stampSubscription(m.Params, l.id)
+		params, ok := stateless.StampSubscription(m.Params, l.id)
 		if !ok {
 			return // the same params for every listen
 		}
@@ -347,11 +139,11 @@ func (h *listenHub) end() {
 	h.mu.Unlock()
 }
 
-// takeListen counts one more open listen of agent; false at maxListensPerAgent.
+// takeListen counts one more open listen of agent; false at stateless.MaxListensPerAgent.
 func (st *statelessState) takeListen(agent string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.listens[agent] >= maxListensPerAgent {
+	if st.listens[agent] >= stateless.MaxListensPerAgent {
 		return false
 	}
 	if st.listens == nil {
@@ -377,36 +169,36 @@ func (st *statelessState) releaseListen(agent string) {
 // result is written, the revision's graceful end), or the listen falls behind or its upstream
 // stream fails (the stream is closed without a result, as a disconnect). A filter the upstream
 // can honour none of is acknowledged empty and ended at once with its result.
-func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *statelessRequest) {
-	id := sr.req.ID
-	want, perr := parseListen(sr.params)
+func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *stateless.Request) {
+	id := sr.Req.ID
+	want, perr := stateless.ParseListen(sr.Params)
 	if perr != nil {
 		p.log.Info("MCP 2026-07-28 listen refused", "code", perr.Code, "reason", perr.Message)
-		writeRPCError(w, http.StatusOK, id, perr)
+		wire.WriteRPCError(w, http.StatusOK, id, perr)
 		return
 	}
 	if !p.sl.takeListen(agent) {
-		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-		writeRPCError(w, http.StatusOK, id, listenLimitErr())
+		p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", stateless.MaxListensPerAgent)
+		wire.WriteRPCError(w, http.StatusOK, id, stateless.ListenLimitErr())
 		return
 	}
 	defer p.sl.releaseListen(agent)
 	idRaw, err := json.Marshal(id.Raw())
 	if err != nil {
-		writeRPCError(w, http.StatusOK, id, &jsonrpc.Error{Code: codeInvalidRequest, Message: "actgate: subscriptions/listen needs a request id"})
+		wire.WriteRPCError(w, http.StatusOK, id, &jsonrpc.Error{Code: wire.CodeInvalidRequest, Message: "actgate: subscriptions/listen needs a request id"})
 		return
 	}
 	var s *upstreamSession
 	var l *listener
-	var honored listenFilter
+	var honored stateless.ListenFilter
 	for try := 0; ; try++ {
 		if s, err = p.upstreamSession(ctx, agent, sessionCaps(sr)); err != nil {
 			p.log.Info("Upstream session not opened for a listen", "error", err.Error())
-			writeRPCError(w, http.StatusOK, id, p.unavailableErr())
+			wire.WriteRPCError(w, http.StatusOK, id, p.unavailableErr())
 			return
 		}
-		honored = honoredFilter(want, s.init)
-		if honored.empty() {
+		honored = stateless.HonoredFilter(want, s.init)
+		if honored.Empty() {
 			break
 		}
 		l, err = p.joinListen(ctx, s, idRaw, &honored)
@@ -416,7 +208,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 		}
 		if err != nil {
 			p.log.Info("Listen not opened upstream", "upstreamSession", s.id, "error", err.Error())
-			writeRPCError(w, http.StatusOK, id, p.unavailableErr())
+			wire.WriteRPCError(w, http.StatusOK, id, p.unavailableErr())
 			return
 		}
 		break
@@ -428,7 +220,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
-	h.Set("Content-Type", mediaSSE)
+	h.Set("Content-Type", wire.MediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
 	write := func(b []byte) bool {
@@ -437,11 +229,11 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 		}
 		return rc.Flush() == nil
 	}
-	ackParams, ok := stampSubscription(jsonOrEmpty(map[string]any{"notifications": honored}), idRaw)
+	ackParams, ok := stateless.StampSubscription(wire.JSONOrEmpty(map[string]any{"notifications": honored}), idRaw)
 	if !ok {
 		return
 	}
-	ack, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: notifyListenAck, Params: ackParams})
+	ack, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: wire.NotifyListenAck, Params: ackParams})
 	if err != nil || !write(listenEvent(ack)) {
 		return
 	}
@@ -475,14 +267,14 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 // endListen writes a listen's result: its graceful end, with its id and the upstream's
 // serverInfo in _meta.
 func (p *Proxy) endListen(write func([]byte) bool, s *upstreamSession, id jsonrpc.ID, idRaw json.RawMessage) {
-	meta := map[string]json.RawMessage{metaSubscriptionID: idRaw}
+	meta := map[string]json.RawMessage{wire.MetaSubscriptionID: idRaw}
 	var init struct {
 		ServerInfo json.RawMessage `json:"serverInfo"`
 	}
-	if json.Unmarshal(s.init, &init) == nil && isJSONObject(init.ServerInfo) {
-		meta[metaServerInfo] = init.ServerInfo
+	if json.Unmarshal(s.init, &init) == nil && stateless.IsJSONObject(init.ServerInfo) {
+		meta[wire.MetaServerInfo] = init.ServerInfo
 	}
-	res, err := marshalNoEscape(map[string]any{"resultType": resultTypeComplete, "_meta": meta})
+	res, err := wire.MarshalNoEscape(map[string]any{"resultType": wire.ResultTypeComplete, "_meta": meta})
 	if err != nil {
 		return
 	}
@@ -514,19 +306,11 @@ func listenEvent(data []byte) []byte {
 	return append(out, "\n\n"...)
 }
 
-func jsonOrEmpty(v any) json.RawMessage {
-	raw, err := marshalNoEscape(v)
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	return bytes.TrimSpace(raw)
-}
-
 // joinListen adds a listen with the filter f to s's hub: the session is subscribed to f's
 // resources not subscribed yet (a resource the upstream refuses is taken out of f: the
 // acknowledgement names what is honoured), and the session's GET stream is opened if it is not.
 // It returns nil without an error when nothing of f is left to listen for.
-func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *listenFilter) (*listener, error) {
+func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *stateless.ListenFilter) (*listener, error) {
 	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
@@ -537,12 +321,12 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 		return nil, errSessionGone
 	}
 	var uris []string
-	for _, uri := range f.uris {
+	for _, uri := range f.URIs {
 		h.mu.Lock()
 		n := h.uris[uri]
 		h.mu.Unlock()
 		if n == 0 {
-			if err := p.sessionRequest(ctx, s, methodSubscribe, uri); err != nil {
+			if err := p.sessionRequest(ctx, s, wire.MethodSubscribe, uri); err != nil {
 				if errors.Is(err, errSessionGone) {
 					p.releaseURIs(s, uris)
 					return nil, err
@@ -559,8 +343,8 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 		h.mu.Unlock()
 		uris = append(uris, uri)
 	}
-	f.uris = uris
-	if f.empty() {
+	f.URIs = uris
+	if f.Empty() {
 		return nil, nil
 	}
 	h.mu.Lock()
@@ -596,7 +380,7 @@ func (p *Proxy) leaveListen(s *upstreamSession, l *listener) {
 	h.mu.Lock()
 	delete(h.subs, l)
 	h.mu.Unlock()
-	p.releaseURIs(s, l.filter.uris)
+	p.releaseURIs(s, l.filter.URIs)
 }
 
 // releaseURIs drops one listen's count of each of uris, unsubscribing the session from those no
@@ -614,7 +398,7 @@ func (p *Proxy) releaseURIs(s *upstreamSession, uris []string) {
 		h.mu.Unlock()
 		if last && !ended {
 			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
-			if err := p.sessionRequest(ctx, s, methodUnsubscribe, uri); err != nil {
+			if err := p.sessionRequest(ctx, s, wire.MethodUnsubscribe, uri); err != nil {
 				p.log.Info("Upstream resource subscription not ended", "upstreamSession", s.id, "error", err.Error())
 			}
 			cancel()
@@ -626,9 +410,9 @@ func (p *Proxy) releaseURIs(s *upstreamSession, uris []string) {
 func sessionHeaders(s *upstreamSession) http.Header {
 	h := http.Header{}
 	if s.id != "" {
-		h.Set(headerSessionID, s.id)
+		h.Set(wire.HeaderSessionID, s.id)
 	}
-	h.Set(headerProtocolVersion, s.version)
+	h.Set(wire.HeaderProtocolVersion, s.version)
 	return h
 }
 
@@ -638,7 +422,7 @@ func (p *Proxy) sessionRequest(ctx context.Context, s *upstreamSession, method, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
 	defer cancel()
 	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params, err := marshalNoEscape(map[string]string{"uri": uri})
+	params, err := wire.MarshalNoEscape(map[string]string{"uri": uri})
 	if err != nil {
 		return err
 	}
@@ -684,7 +468,7 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 	for k, vs := range sessionHeaders(s) {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Accept", mediaSSE)
+	req.Header.Set("Accept", wire.MediaSSE)
 	h := s.hub
 	h.mu.Lock()
 	h.getGen++
@@ -698,10 +482,10 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 		resp, err := p.direct.Do(req)
 		if err == nil {
 			mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-			if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+			if resp.StatusCode != http.StatusOK || mt != wire.MediaSSE {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 				_ = resp.Body.Close()
-				err = fmt.Errorf("mcpproxy: upstream answered the session's GET with HTTP %d (%s)", resp.StatusCode, clip(mt, 64))
+				err = fmt.Errorf("mcpproxy: upstream answered the session's GET with HTTP %d (%s)", resp.StatusCode, wire.Clip(mt, 64))
 				if resp.StatusCode == http.StatusNotFound {
 					err = errSessionGone
 				}
@@ -746,21 +530,21 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 	defer resp.Body.Close()
 	r := bufio.NewReaderSize(resp.Body, 4096)
-	var ev eventLines
+	var ev wire.EventLines
 	for {
-		line, err := readLine(r)
+		line, err := wire.ReadLine(r)
 		if err != nil {
 			return
 		}
 		if len(line) > 0 {
-			if ev.field(line); len(ev.data) > maxEventSize {
-				p.log.Info("Upstream GET stream event too large; stream ended", "upstreamSession", s.id, "limit", maxEventSize)
+			if ev.Field(line); len(ev.Data) > wire.MaxEventSize {
+				p.log.Info("Upstream GET stream event too large; stream ended", "upstreamSession", s.id, "limit", wire.MaxEventSize)
 				return
 			}
 			continue
 		}
-		if ev.hasData && len(ev.data) > 0 && (ev.name == "" || ev.name == "message") {
-			if msg, err := jsonrpc.DecodeMessage(ev.data); err == nil {
+		if ev.HasData && len(ev.Data) > 0 && (ev.Name == "" || ev.Name == "message") {
+			if msg, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
 				if m, ok := msg.(*jsonrpc.Request); ok {
 					if m.IsCall() {
 						go p.refuseSessionRequest(s, m)
@@ -770,7 +554,7 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 				}
 			}
 		}
-		ev.reset()
+		ev.Reset()
 	}
 }
 
@@ -841,7 +625,7 @@ func (p *Proxy) failListens(s *upstreamSession, err error) {
 func (p *Proxy) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: codeMethodNotFound,
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: wire.CodeMethodNotFound,
 		Message: "actgate: the client speaks MCP 2026-07-28 and takes no request outside one of its own"}})
 	if err != nil {
 		return
@@ -853,7 +637,7 @@ func (p *Proxy) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
 	for k, vs := range sessionHeaders(s) {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {

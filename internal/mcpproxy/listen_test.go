@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // listenUpstream is a stateful 2025 upstream (the Go SDK's server with sessions) with tools,
@@ -150,7 +151,7 @@ func subscriptionOf(m map[string]any) any {
 		p, _ = m["result"].(map[string]any)
 	}
 	meta, _ := p["_meta"].(map[string]any)
-	return meta[metaSubscriptionID]
+	return meta[wire.MetaSubscriptionID]
 }
 
 // TestListenStatefulUpstream: a 2026-07-28 agent's subscriptions/listen in front of a 2025
@@ -169,7 +170,7 @@ func TestListenStatefulUpstream(t *testing.T) {
 		t.Fatalf("listen answered HTTP %d %s", a.status, a.ctype)
 	}
 	ack := a.next(t, 5*time.Second)
-	if ack["method"] != notifyListenAck || subscriptionOf(ack) != float64(41) {
+	if ack["method"] != wire.NotifyListenAck || subscriptionOf(ack) != float64(41) {
 		t.Fatalf("first message %v, want the acknowledgement tagged 41", ack)
 	}
 	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); string(got) != `{"resourceSubscriptions":["res://a"],"toolsListChanged":true}` {
@@ -179,7 +180,7 @@ func TestListenStatefulUpstream(t *testing.T) {
 		t.Fatalf("upstream subscriptions %v, want [res://a]", sub)
 	}
 	b := openListen(t, endpoint, "b", `{"promptsListChanged":true,"resourcesListChanged":true}`)
-	if ack := b.next(t, 5*time.Second); ack["method"] != notifyListenAck || subscriptionOf(ack) != "b" {
+	if ack := b.next(t, 5*time.Second); ack["method"] != wire.NotifyListenAck || subscriptionOf(ack) != "b" {
 		t.Fatalf("second listen's first message %v", ack)
 	}
 
@@ -197,21 +198,21 @@ func TestListenStatefulUpstream(t *testing.T) {
 		}
 		got[m["method"]] = true
 	}
-	if !got[notifyPromptsChanged] || !got[notifyResourcesChanged] {
+	if !got[wire.NotifyPromptsChanged] || !got[wire.NotifyResourcesChanged] {
 		t.Fatalf("second listen got %v, want the prompt and resource list changes", got)
 	}
 	u.srv.AddTool(&mcp.Tool{Name: "added", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		})
-	if m := a.next(t, 5*time.Second); m["method"] != notifyToolsChanged || subscriptionOf(m) != float64(41) {
+	if m := a.next(t, 5*time.Second); m["method"] != wire.NotifyToolsChanged || subscriptionOf(m) != float64(41) {
 		t.Fatalf("after a tool list change (and prompt and resource list changes before it) the listen got %v, want tools/list_changed tagged 41", m)
 	}
 	if err := u.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "res://a"}); err != nil {
 		t.Fatal(err)
 	}
 	m := a.next(t, 5*time.Second)
-	if p, _ := m["params"].(map[string]any); m["method"] != notifyResourceUpdated || p["uri"] != "res://a" || subscriptionOf(m) != float64(41) {
+	if p, _ := m["params"].(map[string]any); m["method"] != wire.NotifyResourceUpdated || p["uri"] != "res://a" || subscriptionOf(m) != float64(41) {
 		t.Fatalf("after res://a was updated the listen got %v", m)
 	}
 
@@ -235,7 +236,7 @@ func TestListenStatefulUpstream(t *testing.T) {
 	if end["id"] != "b" || subscriptionOf(end) != "b" {
 		t.Fatalf("after the upstream session ended the listen got %v, want its result", end)
 	}
-	if res, _ := end["result"].(map[string]any); res["resultType"] != resultTypeComplete {
+	if res, _ := end["result"].(map[string]any); res["resultType"] != wire.ResultTypeComplete {
 		t.Fatalf("listen result %v", end)
 	}
 	if m, ok := <-b.msgs; ok {
@@ -251,7 +252,7 @@ func TestListenNothingHonoured(t *testing.T) {
 	endpoint := newListenGate(t, u)
 	l := openListen(t, endpoint, 5, `{"toolsListChanged":false}`)
 	ack := l.next(t, 5*time.Second)
-	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); ack["method"] != notifyListenAck || string(got) != `{}` {
+	if got, _ := json.Marshal(ack["params"].(map[string]any)["notifications"]); ack["method"] != wire.NotifyListenAck || string(got) != `{}` {
 		t.Fatalf("first message %v", ack)
 	}
 	if end := l.next(t, 5*time.Second); end["id"] != float64(5) || subscriptionOf(end) != float64(5) {
@@ -262,16 +263,16 @@ func TestListenNothingHonoured(t *testing.T) {
 	}
 }
 
-// TestListenBound: an agent holds at most maxListensPerAgent listens open; the next is refused
+// TestListenBound: an agent holds at most stateless.MaxListensPerAgent listens open; the next is refused
 // with EF_LISTEN_LIMIT, and one more fits once a listen closes. A malformed filter is refused
 // with EF_LISTEN_INVALID and opens nothing.
 func TestListenBound(t *testing.T) {
 	u := newListenUpstream(t)
 	endpoint := newListenGate(t, u)
 	var open []*listenStream
-	for i := range maxListensPerAgent {
+	for i := range stateless.MaxListensPerAgent {
 		l := openListen(t, endpoint, 100+i, `{"toolsListChanged":true}`)
-		if m := l.next(t, 5*time.Second); m["method"] != notifyListenAck {
+		if m := l.next(t, 5*time.Second); m["method"] != wire.NotifyListenAck {
 			t.Fatalf("listen %d: %v", i, m)
 		}
 		open = append(open, l)
@@ -288,14 +289,14 @@ func TestListenBound(t *testing.T) {
 		}
 		return int64(code), s
 	}
-	if code, efc := refused(200, `{"toolsListChanged":true}`); code != codeInternalError || efc != string(ef.EFListenLimit) {
+	if code, efc := refused(200, `{"toolsListChanged":true}`); code != wire.CodeInternalError || efc != string(ef.EFListenLimit) {
 		t.Fatalf("listen beyond the bound: %d %q, want -32603 EF_LISTEN_LIMIT", code, efc)
 	}
 	open[0].cancel()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		l := openListen(t, endpoint, 300, `{"toolsListChanged":true}`)
-		if m := l.next(t, 5*time.Second); m["method"] == notifyListenAck {
+		if m := l.next(t, 5*time.Second); m["method"] == wire.NotifyListenAck {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -303,121 +304,9 @@ func TestListenBound(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, efc := refused(201, `{"toolsListChanged":"yes"}`); code != codeInvalidParams || efc != string(ef.EFListenInvalid) {
+	if code, efc := refused(201, `{"toolsListChanged":"yes"}`); code != wire.CodeInvalidParams || efc != string(ef.EFListenInvalid) {
 		t.Fatalf("malformed filter: %d %q, want -32602 EF_LISTEN_INVALID", code, efc)
 	}
-}
-
-func TestParseListen(t *testing.T) {
-	long := `"` + strings.Repeat("x", maxListenURI+1) + `"`
-	many := make([]string, maxListenURIs+1)
-	for i := range many {
-		many[i] = fmt.Sprintf(`"u%d"`, i)
-	}
-	for _, tc := range []struct {
-		params string
-		code   ef.EFCode
-	}{
-		{`{}`, ef.EFListenInvalid},
-		{`{"notifications":null}`, ef.EFListenInvalid},
-		{`{"notifications":[]}`, ef.EFListenInvalid},
-		{`{"notifications":"x"}`, ef.EFListenInvalid},
-		{`{"notifications":{"toolsListChanged":1}}`, ef.EFListenInvalid},
-		{`{"notifications":{"promptsListChanged":null}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourcesListChanged":"true"}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":null}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":"res://a"}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[1]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[""]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[null]}}`, ef.EFListenInvalid},
-		{`{"notifications":{"resourceSubscriptions":[` + long + `]}}`, ef.EFListenLimit},
-		{`{"notifications":{"resourceSubscriptions":[` + strings.Join(many, ",") + `]}}`, ef.EFListenLimit},
-	} {
-		var params map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(tc.params), &params); err != nil {
-			t.Fatal(err)
-		}
-		_, err := parseListen(params)
-		if err == nil {
-			t.Errorf("%s accepted", clip(tc.params, 80))
-			continue
-		}
-		var data map[string]string
-		_ = json.Unmarshal(err.Data, &data)
-		if err.Code != codeInvalidParams || data[MetaEFCode] != string(tc.code) {
-			t.Errorf("%s: %d %v, want -32602 %s", clip(tc.params, 80), err.Code, data, tc.code)
-		}
-	}
-	var params map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(`{"notifications":{"toolsListChanged":true,"promptsListChanged":false,"other":5,"resourceSubscriptions":["a","b","a"]}}`), &params)
-	f, err := parseListen(params)
-	if err != nil || !f.tools || f.prompts || f.resources || !slices.Equal(f.uris, []string{"a", "b"}) {
-		t.Fatalf("good filter: %+v %v", f, err)
-	}
-	honoured := honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{},"resources":{"listChanged":true}}}`))
-	if !honoured.empty() {
-		t.Fatalf("honoured %+v by an upstream without listChanged or subscribe", honoured)
-	}
-	honoured = honoredFilter(f, json.RawMessage(`{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}}}`))
-	if !honoured.tools || !slices.Equal(honoured.uris, []string{"a", "b"}) {
-		t.Fatalf("honoured %+v", honoured)
-	}
-}
-
-func TestStampSubscription(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{``, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
-		{`null`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
-		{`{"uri":"a"}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"a"}`},
-		{`{"uri":"a","_meta":{"k":1,"io.modelcontextprotocol/subscriptionId":"spoofed"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7,"k":1},"uri":"a"}`},
-	} {
-		got, ok := stampSubscription(json.RawMessage(tc.in), json.RawMessage(`7`))
-		if !ok || string(got) != tc.want {
-			t.Errorf("stamp %s: %s %v, want %s", tc.in, got, ok, tc.want)
-		}
-	}
-	for _, bad := range []string{`[]`, `5`, `{"_meta":[]}`, `{"_meta":"x"}`} {
-		if _, ok := stampSubscription(json.RawMessage(bad), json.RawMessage(`7`)); ok {
-			t.Errorf("stamped %s", bad)
-		}
-	}
-}
-
-// FuzzParseListen: no params panic the filter parser, and an accepted filter is within the
-// bounds, without repeats, and survives its own acknowledgement's encoding.
-func FuzzParseListen(f *testing.F) {
-	f.Add(`{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["res://a"]}}`)
-	f.Add(`{"notifications":{"resourceSubscriptions":[1,"a"]}}`)
-	f.Add(`{"notifications":null}`)
-	f.Fuzz(func(t *testing.T, raw string) {
-		var params map[string]json.RawMessage
-		if json.Unmarshal([]byte(raw), &params) != nil {
-			return
-		}
-		flt, err := parseListen(params)
-		if err != nil {
-			if err.Code != codeInvalidParams {
-				t.Fatalf("code %d", err.Code)
-			}
-			return
-		}
-		if len(flt.uris) > maxListenURIs {
-			t.Fatalf("%d URIs", len(flt.uris))
-		}
-		seen := map[string]bool{}
-		for _, u := range flt.uris {
-			if u == "" || len(u) > maxListenURI || seen[u] {
-				t.Fatalf("URI %q accepted", clip(u, 40))
-			}
-			seen[u] = true
-		}
-		if _, ok := stampSubscription(jsonOrEmpty(map[string]any{"notifications": flt}), json.RawMessage(`1`)); !ok {
-			t.Fatalf("acknowledgement of %+v not encodable", flt)
-		}
-		if _, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: notifyListenAck, Params: jsonOrEmpty(map[string]any{"notifications": flt})}); err != nil {
-			t.Fatal(err)
-		}
-	})
 }
 
 // TestListenSDKClient: the Go SDK's 2026-07-28 client through the gate in front of a 2025
@@ -471,7 +360,7 @@ func TestListenSDKClient(t *testing.T) {
 			}
 		}
 	}
-	if _, own := upd.Meta[metaSubscriptionID].(float64); upd.URI != "res://a" || !own {
+	if _, own := upd.Meta[wire.MetaSubscriptionID].(float64); upd.URI != "res://a" || !own {
 		t.Fatalf("resource update %+v", upd)
 	}
 	var meta mcp.Meta
@@ -488,7 +377,7 @@ func TestListenSDKClient(t *testing.T) {
 			}
 		}
 	}
-	if _, own := meta[metaSubscriptionID].(float64); !own {
+	if _, own := meta[wire.MetaSubscriptionID].(float64); !own {
 		t.Fatalf("tools/list_changed not tagged with the client's listen id (a number): %v", meta)
 	}
 	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "res://a"}); err != nil {
@@ -508,9 +397,9 @@ func TestListenSDKClient(t *testing.T) {
 // count toward the agent's bound: the next is refused with EF_LISTEN_LIMIT, not relayed.
 func TestListenRelayedBound(t *testing.T) {
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Stateless: true}})
-	for i := range maxListensPerAgent {
+	for i := range stateless.MaxListensPerAgent {
 		l := openListen(t, f.endpoint(), 100+i, `{"toolsListChanged":true}`)
-		if m := l.next(t, 5*time.Second); m["method"] != notifyListenAck || subscriptionOf(m) != float64(100+i) {
+		if m := l.next(t, 5*time.Second); m["method"] != wire.NotifyListenAck || subscriptionOf(m) != float64(100+i) {
 			t.Fatalf("relayed listen %d: %v", i, m)
 		}
 	}
@@ -518,7 +407,7 @@ func TestListenRelayedBound(t *testing.T) {
 	m := l.next(t, 5*time.Second)
 	e, _ := m["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)
-	if m["id"] != float64(200) || e["code"] != float64(codeInternalError) || data[MetaEFCode] != string(ef.EFListenLimit) {
+	if m["id"] != float64(200) || e["code"] != float64(wire.CodeInternalError) || data[MetaEFCode] != string(ef.EFListenLimit) {
 		t.Fatalf("listen beyond the bound: %v, want -32603 EF_LISTEN_LIMIT", m)
 	}
 }

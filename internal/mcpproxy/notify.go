@@ -12,8 +12,13 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
+// statefulClientNotifications are the client notifications of the 2025 revisions (MCP
+// 2025-11-25 schema, ClientNotification): cancellation, the handshake's end, progress of a
+// request the server sent, a changed roots list and a task's status (the tasks utility).
 // Client notifications: what an agent may send without an id. A JSON-RPC notification gets no
 // answer, so one whose method is a request's (a tools/call without an id) would reach an
 // upstream undecided — no act, no journal, no receipt — and an upstream that dispatches on the
@@ -21,32 +26,27 @@ import (
 // client and refuses any other before anything is relayed: HTTP 400 (as the streamable HTTP
 // transport answers input the server does not accept), a JSON-RPC error without an id, -32600,
 // EF_NOTIFICATION_INVALID (docs/architecture.md "What passes through").
-const notifyInitialized = "notifications/initialized"
-
-// statefulClientNotifications are the client notifications of the 2025 revisions (MCP
-// 2025-11-25 schema, ClientNotification): cancellation, the handshake's end, progress of a
-// request the server sent, a changed roots list and a task's status (the tasks utility).
 var statefulClientNotifications = map[string]bool{
-	notifyCancelled: true, notifyInitialized: true, notifyProgress: true, notifyRootsChanged: true, notifyTaskStatus: true,
+	wire.NotifyCancelled: true, wire.NotifyInitialized: true, wire.NotifyProgress: true, wire.NotifyRootsChanged: true, wire.NotifyTaskStatus: true,
 }
 
 // statelessClientNotifications are those of MCP 2026-07-28: only notifications/cancelled (the
 // revision removed the handshake, and a server asks for input with input_required results, not
 // with requests whose progress or roots a client would report).
-var statelessClientNotifications = map[string]bool{notifyCancelled: true}
+var statelessClientNotifications = map[string]bool{wire.NotifyCancelled: true}
 
 // notificationRefusal is the error a notification the revision does not define for a client is
 // answered with.
 func notificationRefusal(method, revision string) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{MetaEFCode: string(ef.EFNotificationInvalid)})
-	return &jsonrpc.Error{Code: codeInvalidRequest, Data: data,
-		Message: fmt.Sprintf("actgate: %q is not a notification a client sends on MCP %s; a request needs an id", clip(method, 100), revision)}
+	return &jsonrpc.Error{Code: wire.CodeInvalidRequest, Data: data,
+		Message: fmt.Sprintf("actgate: %q is not a notification a client sends on MCP %s; a request needs an id", wire.Clip(method, 100), revision)}
 }
 
 // refuseNotification writes the refusal of a notification of method on revision.
 func (p *Proxy) refuseNotification(w http.ResponseWriter, method, revision string) {
 	p.log.Info("Agent notification refused", "method", logfield.Bound(method), "code", ef.EFNotificationInvalid, "revision", revision)
-	writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, notificationRefusal(method, revision))
+	wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, notificationRefusal(method, revision))
 }
 
 // upLeg is one 2026-07-28 request of an agent in flight upstream: the id the gate sent it
@@ -132,8 +132,8 @@ func (p *Proxy) legsOf(agent string, id jsonrpc.ID) []*upLeg {
 // without the revision's _meta members, on the session the request went on). A cancellation
 // naming no request of the agent's in flight (another agent's, one answered, one never sent, a
 // malformed one) is not relayed: the revision lets a receiver ignore it.
-func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *statelessRequest) {
-	id, _, ok := parseCancelled(sr.req.Params)
+func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless.Request) {
+	id, _, ok := wire.ParseCancelled(sr.Req.Params)
 	if !ok {
 		p.log.Info("Agent cancellation not relayed: it names no request id")
 		return
@@ -145,7 +145,7 @@ func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, l := range legs {
-		params, ok := withRequestID(sr.req.Params, l.up)
+		params, ok := withRequestID(sr.Req.Params, l.up)
 		if !ok {
 			return
 		}
@@ -154,10 +154,10 @@ func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless
 			params = withoutRevisionMeta(params)
 			h = sessionHeaders(l.session)
 		} else {
-			h.Set(headerProtocolVersion, l.version)
-			h.Set(headerMethod, notifyCancelled)
+			h.Set(wire.HeaderProtocolVersion, l.version)
+			h.Set(wire.HeaderMethod, wire.NotifyCancelled)
 		}
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: notifyCancelled, Params: params})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: wire.NotifyCancelled, Params: params})
 		if err != nil {
 			return
 		}
@@ -177,7 +177,7 @@ func withRequestID(params json.RawMessage, id jsonrpc.ID) (json.RawMessage, bool
 		return nil, false
 	}
 	m["requestId"] = raw
-	out, err := marshalNoEscape(m)
+	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return nil, false
 	}
@@ -219,12 +219,12 @@ func relabel(ctx context.Context, m *jsonrpc.Request) *jsonrpc.Request {
 		return m
 	}
 	out := *m
-	if bytes.Equal(bytes.TrimSpace(p.Meta[metaSubscriptionID]), ids.upRaw) {
-		if params, ok := stampSubscription(out.Params, ids.agentRaw); ok {
+	if bytes.Equal(bytes.TrimSpace(p.Meta[wire.MetaSubscriptionID]), ids.upRaw) {
+		if params, ok := stateless.StampSubscription(out.Params, ids.agentRaw); ok {
 			out.Params = params
 		}
 	}
-	if m.Method == notifyCancelled && bytes.Equal(bytes.TrimSpace(p.RequestID), ids.upRaw) {
+	if m.Method == wire.NotifyCancelled && bytes.Equal(bytes.TrimSpace(p.RequestID), ids.upRaw) {
 		if params, ok := withRequestID(out.Params, ids.agent); ok {
 			out.Params = params
 		}
@@ -242,10 +242,10 @@ func relabelResult(ctx context.Context, raw json.RawMessage) json.RawMessage {
 	var r struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
-	if json.Unmarshal(raw, &r) != nil || !bytes.Equal(bytes.TrimSpace(r.Meta[metaSubscriptionID]), ids.upRaw) {
+	if json.Unmarshal(raw, &r) != nil || !bytes.Equal(bytes.TrimSpace(r.Meta[wire.MetaSubscriptionID]), ids.upRaw) {
 		return raw
 	}
-	if out, ok := stampSubscription(raw, ids.agentRaw); ok {
+	if out, ok := stateless.StampSubscription(raw, ids.agentRaw); ok {
 		return out
 	}
 	return raw

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // hdr2026Of are a 2026-07-28 message's standard headers, with the agent's token when set.
@@ -27,7 +28,7 @@ func hdr2026Of(method, name, tok string) map[string]string {
 }
 
 // notificationsOf are the notifications of method the upstream received.
-func (wr *wire) notificationsOf(method string) []wireMsg {
+func (wr *wireTap) notificationsOf(method string) []wireMsg {
 	var out []wireMsg
 	for _, m := range wr.all() {
 		if m.Method == method && len(m.ID) == 0 {
@@ -62,7 +63,7 @@ func TestNotificationsRefused(t *testing.T) {
 		}
 		return "{" + members + meta + "}"
 	}
-	check := func(t *testing.T, wr *wire, before int, f *fixture, method string, status int, body string) {
+	check := func(t *testing.T, wr *wireTap, before int, f *fixture, method string, status int, body string) {
 		t.Helper()
 		var m struct {
 			ID    any `json:"id"`
@@ -72,7 +73,7 @@ func TestNotificationsRefused(t *testing.T) {
 			}
 		}
 		_ = json.Unmarshal([]byte(body), &m)
-		if status != http.StatusBadRequest || m.Error.Code != codeInvalidRequest || m.Error.Data[MetaEFCode] != "EF_NOTIFICATION_INVALID" || m.ID != nil {
+		if status != http.StatusBadRequest || m.Error.Code != wire.CodeInvalidRequest || m.Error.Data[MetaEFCode] != "EF_NOTIFICATION_INVALID" || m.ID != nil {
 			t.Errorf("%s without an id: HTTP %d %s, want 400, -32600, EF_NOTIFICATION_INVALID", method, status, body)
 		}
 		if got := wr.all()[before:]; len(got) != 0 {
@@ -86,7 +87,7 @@ func TestNotificationsRefused(t *testing.T) {
 		}
 	}
 	t.Run("2025 session", func(t *testing.T) {
-		var wr wire
+		var wr wireTap
 		f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Samples: true, Intercept: wr.intercept}})
 		rs := newRawSession(t, f.endpoint())
 		for _, tc := range cases {
@@ -120,7 +121,7 @@ func TestNotificationsRefused(t *testing.T) {
 		{"2026 stateful upstream", mcptest.Options{Samples: true}},
 	} {
 		t.Run(up.name, func(t *testing.T) {
-			var wr wire
+			var wr wireTap
 			up.opts.Intercept = wr.intercept
 			f := newFixture(t, fixtureOpts{upstream: up.opts})
 			// The agent has an upstream session (stateful) and the gate knows the upstream's mode.
@@ -153,7 +154,7 @@ func TestCancellationOwnRequestOnly(t *testing.T) {
 		{"stateful upstream", mcptest.Options{}},
 	} {
 		t.Run(up.name, func(t *testing.T) {
-			var wr wire
+			var wr wireTap
 			up.opts.Intercept = wr.intercept
 			release := make(chan struct{})
 			started := make(chan struct{}, 1)
@@ -204,7 +205,7 @@ func TestCancellationOwnRequestOnly(t *testing.T) {
 			cancel := func(tok string, id string) {
 				t.Helper()
 				body := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"stop",` + meta2026 + `}}`
-				if status, out := rawRequest(t, http.MethodPost, f.endpoint(), "", body, hdr2026Of(notifyCancelled, "", tok)); status != http.StatusAccepted {
+				if status, out := rawRequest(t, http.MethodPost, f.endpoint(), "", body, hdr2026Of(wire.NotifyCancelled, "", tok)); status != http.StatusAccepted {
 					t.Fatalf("cancellation: HTTP %d %s, want 202", status, out)
 				}
 			}
@@ -212,15 +213,15 @@ func TestCancellationOwnRequestOnly(t *testing.T) {
 			cancel(tokA, "8")          // nothing in flight under this id
 			cancel(tokA, string(upID)) // the gate's own id, not the agent's
 			cancel(tokA, "null")       // malformed
-			if got := wr.notificationsOf(notifyCancelled); len(got) != 0 {
+			if got := wr.notificationsOf(wire.NotifyCancelled); len(got) != 0 {
 				t.Fatalf("cancellations of no request of the sender's reached the upstream: %+v", got)
 			}
 			cancel(tokA, "7")
 			deadline := time.Now().Add(5 * time.Second)
-			for len(wr.notificationsOf(notifyCancelled)) == 0 && time.Now().Before(deadline) {
+			for len(wr.notificationsOf(wire.NotifyCancelled)) == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			got := wr.notificationsOf(notifyCancelled)
+			got := wr.notificationsOf(wire.NotifyCancelled)
 			if len(got) != 1 {
 				t.Fatalf("the agent's cancellation of its own request reached the upstream %d times, want once", len(got))
 			}
@@ -263,14 +264,14 @@ func TestRelabel(t *testing.T) {
 	agent, _ := jsonrpc.MakeID(float64(7)) // as the decoder makes a number id
 	ctx := withLegIDs(context.Background(), up, agent)
 	for _, tc := range []struct{ method, in, want string }{
-		{notifyToolsChanged, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-5"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
-		{notifyToolsChanged, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-6"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-6"}}`},
-		{notifyCancelled, `{"requestId":"actgate-5","reason":"r"}`, `{"reason":"r","requestId":7}`},
-		{notifyCancelled, `{"requestId":5}`, `{"requestId":5}`},
-		{notifyProgress, `{"requestId":"actgate-5"}`, `{"requestId":"actgate-5"}`},
-		{notifyToolsChanged, `[1]`, `[1]`},
-		{notifyToolsChanged, `{"_meta":7}`, `{"_meta":7}`},
-		{notifyToolsChanged, ``, ``},
+		{wire.NotifyToolsChanged, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-5"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}`},
+		{wire.NotifyToolsChanged, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-6"}}`, `{"_meta":{"io.modelcontextprotocol/subscriptionId":"actgate-6"}}`},
+		{wire.NotifyCancelled, `{"requestId":"actgate-5","reason":"r"}`, `{"reason":"r","requestId":7}`},
+		{wire.NotifyCancelled, `{"requestId":5}`, `{"requestId":5}`},
+		{wire.NotifyProgress, `{"requestId":"actgate-5"}`, `{"requestId":"actgate-5"}`},
+		{wire.NotifyToolsChanged, `[1]`, `[1]`},
+		{wire.NotifyToolsChanged, `{"_meta":7}`, `{"_meta":7}`},
+		{wire.NotifyToolsChanged, ``, ``},
 	} {
 		got := relabel(ctx, &jsonrpc.Request{Method: tc.method, Params: json.RawMessage(tc.in)})
 		if string(got.Params) != tc.want {
@@ -285,7 +286,7 @@ func TestRelabel(t *testing.T) {
 			t.Errorf("relabelResult(%s) = %s, want it unchanged", raw, got)
 		}
 	}
-	m := &jsonrpc.Request{Method: notifyCancelled, Params: json.RawMessage(`{"requestId":"actgate-5"}`)}
+	m := &jsonrpc.Request{Method: wire.NotifyCancelled, Params: json.RawMessage(`{"requestId":"actgate-5"}`)}
 	if relabel(context.Background(), m) != m {
 		t.Error("relabel without a leg changed the message")
 	}
@@ -308,7 +309,7 @@ func FuzzNotifyParsers(f *testing.F) {
 				t.Fatalf("withRequestID(%s) = %s", params, out)
 			}
 		}
-		for _, method := range []string{notifyCancelled, notifyToolsChanged} {
+		for _, method := range []string{wire.NotifyCancelled, wire.NotifyToolsChanged} {
 			got := relabel(ctx, &jsonrpc.Request{Method: method, Params: json.RawMessage(params)})
 			if string(got.Params) != params && !json.Valid(got.Params) {
 				t.Fatalf("relabel(%s) = %s", params, got.Params)
@@ -317,6 +318,6 @@ func FuzzNotifyParsers(f *testing.F) {
 		if got := relabelResult(ctx, json.RawMessage(result)); string(got) != result && !json.Valid(got) {
 			t.Fatalf("relabelResult(%s) = %s", result, got)
 		}
-		_, _, _ = parseCancelled(json.RawMessage(params))
+		_, _, _ = wire.ParseCancelled(json.RawMessage(params))
 	})
 }

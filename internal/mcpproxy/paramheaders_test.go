@@ -9,6 +9,8 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // assigneeSchema declares the ticket's assignee as an Mcp-Param header (SEP-2243 x-mcp-header).
@@ -53,7 +55,7 @@ func TestParamHeadersFreshGate(t *testing.T) {
 	} {
 		for _, tc := range cases {
 			t.Run(up.name+"/"+tc.name, func(t *testing.T) {
-				var wr wire
+				var wr wireTap
 				opts := up.opts
 				opts.Intercept = func(w http.ResponseWriter, r *http.Request) bool {
 					wr.intercept(w, r)
@@ -88,7 +90,7 @@ func TestParamHeadersFreshGate(t *testing.T) {
 						}
 					}
 					_ = json.Unmarshal([]byte(out), &m)
-					if status != http.StatusBadRequest || m.Error.Code != codeHeaderMismatch || m.Error.Data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
+					if status != http.StatusBadRequest || m.Error.Code != wire.CodeHeaderMismatch || m.Error.Data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
 						t.Errorf("HTTP %d %s, want 400, -32020, EF_MCP_HEADER_MISMATCH", status, out)
 					}
 					if len(calls) != 0 || f.up.Count("") != 0 {
@@ -117,65 +119,6 @@ func TestParamHeadersFreshGate(t *testing.T) {
 	}
 }
 
-// TestToolHeaders: the x-mcp-header declarations of an inputSchema's properties, at any depth
-// up to maxHeaderDepth; a declaration the gate cannot hold (not a string, not a header name,
-// the same header twice) leaves the tool unknown.
-func TestToolHeaders(t *testing.T) {
-	deep := `{"type":"string","x-mcp-header":"Deep"}`
-	for i := 0; i < maxHeaderDepth; i++ {
-		deep = `{"type":"object","properties":{"p":` + deep + `}}`
-	}
-	for _, tc := range []struct {
-		name, props string
-		want        map[string]string // canonical header → dotted path; nil: not ok
-	}{
-		{"none", `{"a":{"type":"string"}}`, map[string]string{}},
-		{"top level", `{"a":{"x-mcp-header":"To"}}`, map[string]string{"Mcp-Param-To": "a"}},
-		{"nested", `{"r":{"properties":{"q":{"x-mcp-header":"queue"}}}}`, map[string]string{"Mcp-Param-Queue": "r.q"}},
-		{"null declaration", `{"a":{"x-mcp-header":null}}`, map[string]string{}},
-		{"too deep is not read", `{"d":` + deep + `}`, map[string]string{}},
-		{"not a string", `{"a":{"x-mcp-header":7}}`, nil},
-		{"empty", `{"a":{"x-mcp-header":""}}`, nil},
-		{"not a header name", `{"a":{"x-mcp-header":"To: x"}}`, nil},
-		{"control byte", `{"a":{"x-mcp-header":"T\u0000o"}}`, nil},
-		{"twice", `{"a":{"x-mcp-header":"To"},"b":{"x-mcp-header":"to"}}`, nil},
-		{"twice nested", `{"a":{"x-mcp-header":"To"},"b":{"properties":{"c":{"x-mcp-header":"TO"}}}}`, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var props schemaProps
-			if err := json.Unmarshal([]byte(tc.props), &props); err != nil {
-				t.Fatal(err)
-			}
-			got, ok := toolHeaders(props)
-			if ok != (tc.want != nil) {
-				t.Fatalf("toolHeaders(%s) ok = %v, want %v (%v)", tc.props, ok, tc.want != nil, got)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("toolHeaders(%s) = %v, want %v", tc.props, got, tc.want)
-			}
-			for k, path := range got {
-				if tc.want[k] != strings.Join(path, ".") {
-					t.Fatalf("toolHeaders(%s) = %v, want %v", tc.props, got, tc.want)
-				}
-			}
-		})
-	}
-	// A tools/list result the gate cannot read teaches nothing; one with a bad declaration
-	// forgets the tool.
-	p := &Proxy{}
-	for _, bad := range []string{``, `[]`, `{"tools":7}`, `{"tools":[{"name":"t","inputSchema":{"properties":[]}}]}`, `{"tools":[{"name":"","inputSchema":{}}]}`} {
-		p.learnParamHeaders(json.RawMessage(bad))
-	}
-	if len(p.sl.paramHeaders) != 0 {
-		t.Fatalf("learnt %v from results that list no readable tool", p.sl.paramHeaders)
-	}
-	p.learnParamHeaders(json.RawMessage(`{"tools":[{"name":"t","inputSchema":{"properties":{"a":{"x-mcp-header":"To"}}}}]}`))
-	p.learnParamHeaders(json.RawMessage(`{"tools":[{"name":"t","inputSchema":{"properties":{"a":{"x-mcp-header":7}}}}]}`))
-	if _, known := p.sl.paramHeaders["t"]; known {
-		t.Fatal("a tool listed again with a declaration the gate cannot hold is still known")
-	}
-}
-
 // FuzzToolHeaders: any tools/list result and any Mcp-Param headers: learning never panics, and
 // a call is accepted only when each of its Mcp-Param headers is declared and copies its
 // argument.
@@ -190,28 +133,28 @@ func FuzzToolHeaders(f *testing.F) {
 		if len(p.sl.paramHeaders) > maxLearntTools {
 			t.Fatalf("learnt %d tools", len(p.sl.paramHeaders))
 		}
-		if !validHeaderName(header) {
+		if !stateless.ValidHeaderName(header) {
 			return
 		}
 		h := http.Header{}
-		h.Set(headerParamPrefix+header, value)
-		sr := &statelessRequest{name: "t", params: map[string]json.RawMessage{"arguments": json.RawMessage(args)}}
+		h.Set(wire.HeaderParamPrefix+header, value)
+		sr := &stateless.Request{Name: "t", Params: map[string]json.RawMessage{"arguments": json.RawMessage(args)}}
 		if perr := p.checkDeclaredParams(h, sr); perr != nil {
-			if perr.err.Code != codeHeaderMismatch || perr.status != http.StatusBadRequest {
-				t.Fatalf("refusal %d/%d", perr.status, perr.err.Code)
+			if perr.Err.Code != wire.CodeHeaderMismatch || perr.Status != http.StatusBadRequest {
+				t.Fatalf("refusal %d/%d", perr.Status, perr.Err.Code)
 			}
 			return
 		}
 		m, known := p.sl.paramHeaders["t"]
-		k := http.CanonicalHeaderKey(headerParamPrefix + header)
+		k := http.CanonicalHeaderKey(wire.HeaderParamPrefix + header)
 		path, declared := m[k]
 		if !known || !declared {
 			t.Fatalf("accepted %s for a tool that does not declare it (%v)", k, m)
 		}
 		var a map[string]json.RawMessage
 		_ = json.Unmarshal([]byte(args), &a)
-		want, ok := headerForm(lookupPath(a, path))
-		dec, valid := decodeHeader(strings.TrimSpace(value))
+		want, ok := stateless.HeaderForm(stateless.LookupPath(a, path))
+		dec, valid := stateless.DecodeHeader(strings.TrimSpace(value))
 		if !ok || !valid || !want[dec] {
 			t.Fatalf("accepted %s: %q for arguments %s", k, value, args)
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,51 +17,44 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Gate is what the proxy needs of the finality sink; *sink.Gate implements it.
-type Gate interface {
-	// Handle is the whole flow of one tools/call; it never calls inv on deny.
-	Handle(ctx context.Context, c sink.Call, inv sink.Invoker) (sink.Result, error)
-	// RequestMoment is the virtual request_binding_moment tool.
-	RequestMoment(ctx context.Context, session, agent string, p sink.Proposal) (sink.Result, error)
-	// CanEscalate reports whether a call of tool on server may escalate (the tools/list
-	// emits_binding_moment annotation).
-	CanEscalate(server, tool string) bool
-}
+type Gate = toolcall.Gate
 
-var _ Gate = (*sink.Gate)(nil)
-
-// _meta keys and annotation names the proxy reads or writes.
+// _meta keys and annotation names the proxy reads or writes (toolcall's).
 const (
 	// MetaOperationID carries the sink's operation id to the upstream in tools/call
 	// params._meta: the upstream's idempotency key (sink.Invoker).
-	MetaOperationID = "actgate.io/operation-id"
+	MetaOperationID = toolcall.MetaOperationID
 	// MetaProvenance is where an MCP client may declare the instruction provenance of a
 	// tools/call (params._meta), honoured only with Config.TrustDeclaredProvenance.
-	MetaProvenance = "actgate.io/instruction-provenance"
+	MetaProvenance = toolcall.MetaProvenance
 	// MetaEFCode carries the EF code of a refused call in the result's _meta (tool-use-binding
 	// §23: copied into the vendor payload as a machine-readable string).
-	MetaEFCode = "actgate.io/ef-code"
+	MetaEFCode = toolcall.MetaEFCode
 	// MetaActID carries the act id the gate assigned, when known.
-	MetaActID = "actgate.io/act-id"
+	MetaActID = toolcall.MetaActID
 	// MetaState carries the dispatch lifecycle state of the act, when known.
-	MetaState = "actgate.io/state"
+	MetaState = toolcall.MetaState
 	// MetaMomentID carries the id of the binding moment an escalation registered.
-	MetaMomentID = "actgate.io/moment-id"
+	MetaMomentID = toolcall.MetaMomentID
 	// MetaEnvelopeDigest carries that moment's envelope digest.
-	MetaEnvelopeDigest = "actgate.io/envelope-digest"
+	MetaEnvelopeDigest = toolcall.MetaEnvelopeDigest
 	// MetaResolutions carries the binding-moment resolutions delivered to the session with
 	// this result (sink.Result.Resolutions).
-	MetaResolutions = "actgate.io/resolutions"
+	MetaResolutions = toolcall.MetaResolutions
 	// MetaReplayed marks the recorded result returned to a retry of a call that already ran
 	// (tool-use-binding §9: a fetch of the original tool_result, never a second invoke).
-	MetaReplayed = "actgate.io/replayed"
+	MetaReplayed = toolcall.MetaReplayed
 	// AnnotationEmitsBindingMoment is the advisory tools/list annotation of envelope-04 §8.2
 	// (its RECOMMENDED name), carried in a tool's "annotations" and "_meta".
-	AnnotationEmitsBindingMoment = "emits_binding_moment"
+	AnnotationEmitsBindingMoment = toolcall.AnnotationEmitsBindingMoment
 )
 
 // Defaults of Config.
@@ -145,19 +137,6 @@ type Config struct {
 
 var serverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// origin is scheme://host[:port] of u, lowercased, without the scheme's default port.
-func origin(u *url.URL) string {
-	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	port := u.Port()
-	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		return scheme + "://" + host
-	}
-	return scheme + "://" + host + ":" + port
-}
-
 // Path returns the mount path of a server's proxy: /mcp/{server}.
 func Path(server string) string { return "/mcp/" + server }
 
@@ -177,7 +156,7 @@ type Proxy struct {
 	handler *mcp.StreamableHTTPHandler
 	sdk     http.Handler // handler, given the authenticated agent (sdkAuth)
 	http    *http.Client // the SDK client's upstream requests
-	direct  *http.Client // the direct tools/call path's (bridge.post): syncTransport where it applies
+	direct  *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
 	// send is the agent-side server's own sending handler, captured at construction, through
 	// which upstream notifications are forwarded to an agent session verbatim.
 	send mcp.MethodHandler
@@ -189,7 +168,7 @@ type Proxy struct {
 	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
 	sl statelessState
 	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
-	owners taskOwners
+	owners tasks.Owners
 
 	mu      sync.Mutex
 	bridges map[*mcp.ServerSession]*bridge
@@ -222,31 +201,32 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
 	}
-	credOrigin := origin(u)
+	credOrigin := upstream.Origin(u)
 	if cfg.CredentialOrigin != "" {
 		cu, err := url.Parse(cfg.CredentialOrigin)
 		if err != nil || cu.Host == "" {
 			return nil, fmt.Errorf("%w: CredentialOrigin must be scheme://host[:port]", ErrConfig)
 		}
-		credOrigin = origin(cu)
+		credOrigin = upstream.Origin(cu)
 	}
 	base := cfg.Transport
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	directBase := base
-	if t, ok := base.(*http.Transport); ok && syncSupported {
-		directBase = newSyncTransport(t)
+	if t, ok := base.(*http.Transport); ok && upstream.SyncSupported {
+		directBase = upstream.NewSyncTransport(t)
 	}
 	p := &Proxy{
 		cfg:     cfg,
 		log:     cfg.Logger.WithValues("server", cfg.Server),
 		tracer:  tracing.TracerOf(cfg.TracerProvider),
-		http:    upstreamClient(&upstreamTransport{base: base, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
-		direct:  upstreamClient(&upstreamTransport{base: directBase, credential: cfg.Credential, origin: credOrigin, trace: cfg.TracerProvider != nil}),
+		http:    upstream.Client(&upstream.Transport{Base: base, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
+		direct:  upstream.Client(&upstream.Transport{Base: directBase, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}
+	p.owners.Max, p.owners.MaxPerAgent = maxTaskOwners, maxTaskOwnersPerAgent
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: p.rootsListChanged,
 	})
@@ -285,7 +265,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
 		return
 	}
-	if r.Method == http.MethodGet && r.Header.Get(headerLastEventID) != "" && p.serveResume(w, r) {
+	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderLastEventID) != "" && p.serveResume(w, r) {
 		return // resume.go
 	}
 	if r.Method == http.MethodGet && p.serveGET(w, r) {

@@ -17,6 +17,8 @@ import (
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/upstream"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -303,11 +305,11 @@ func TestEscalation(t *testing.T) {
 	var resp struct {
 		ID     json.RawMessage `json:"id"`
 		Result struct {
-			IsError           bool            `json:"isError"`
-			BindingMoment     json.RawMessage `json:"binding_moment"`
-			Meta              map[string]any  `json:"_meta"`
-			StructuredContent map[string]any  `json:"structuredContent"`
-			Content           []textBlock     `json:"content"`
+			IsError           bool             `json:"isError"`
+			BindingMoment     json.RawMessage  `json:"binding_moment"`
+			Meta              map[string]any   `json:"_meta"`
+			StructuredContent map[string]any   `json:"structuredContent"`
+			Content           []wire.TextBlock `json:"content"`
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(msg, &resp); err != nil {
@@ -538,8 +540,8 @@ func TestOrigin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := origin(u); got != want {
-			t.Errorf("origin(%q) = %q, want %q", in, got, want)
+		if got := upstream.Origin(u); got != want {
+			t.Errorf("upstream.Origin(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if _, err := New(Config{Server: "s", URL: "http://h", Gate: fakeGate{}, Agent: "a", CredentialOrigin: "not a url"}); !errors.Is(err, ErrConfig) {

@@ -15,19 +15,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
-
-// notifyCancelled is the JSON-RPC cancellation notification (MCP basic/utilities/cancellation).
-const notifyCancelled = "notifications/cancelled"
 
 // maxRelayed bounds the agent requests one session has relayed and not yet answered: the map
 // that lets the agent's cancellation reach the upstream (bridge.relayed). A request beyond it
-// is refused with codeTooManyRequests, never dropped silently.
+// is refused with wire.CodeTooManyRequests, never dropped silently.
 const maxRelayed = 1024
-
-// codeTooManyRequests is the JSON-RPC error of a request beyond maxRelayed (an implementation
-// defined server error, JSON-RPC 2.0 §5.1).
-const codeTooManyRequests = -32000
 
 // hopByHop are the agent requests and notifications the agent-side SDK server answers itself:
 // the session's own lifecycle (initialize, notifications/initialized). tools/call has its own
@@ -35,9 +30,9 @@ const codeTooManyRequests = -32000
 // the log messages it then sends are forwarded as they come (the gate's session filters only
 // the messages it logs itself, and it logs none).
 var hopByHop = map[string]bool{
-	methodInitialize:            true,
+	wire.MethodInitialize:       true,
 	"notifications/initialized": true,
-	methodCallTool:              true,
+	wire.MethodCallTool:         true,
 }
 
 // serveRelay relays an agent's request or notification that the gate does not decide to the
@@ -45,7 +40,7 @@ var hopByHop = map[string]bool{
 // the JSON-RPC id is the proxy's own on the upstream leg) and answers with the upstream's
 // result or error as the upstream wrote them: resources/*, prompts/*, completion/complete,
 // tasks/*, methods the proxy does not know, and tools/list (whose result gets the gate's
-// additions, augmentToolsRaw). It takes the same plain requests as serveToolsCall (an
+// additions, toolcall.AugmentToolsRaw). It takes the same plain requests as serveToolsCall (an
 // initialized session below 2026-07-28 with its own Mcp-Protocol-Version) on a stateful
 // upstream session; it returns false, having written nothing, for everything else, which the
 // SDK's handler answers.
@@ -75,10 +70,10 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 		return false
 	}
 	if !req.IsCall() {
-		if req.Method == notifyCancelled && !b.cancelUpstream(r.Context(), cs, version, req.Params) {
+		if req.Method == wire.NotifyCancelled && !b.cancelUpstream(r.Context(), cs, version, req.Params) {
 			return false // not a request the relay carried: the SDK's own to cancel
 		}
-		if req.Method != notifyCancelled {
+		if req.Method != wire.NotifyCancelled {
 			fwd := &jsonrpc.Request{Method: req.Method, Params: req.Params}
 			if err := b.postMessage(r.Context(), cs.ID(), version, fwd); err != nil {
 				b.p.log.Info("Notification not delivered upstream", "method", logfield.Bound(req.Method), "error", err.Error())
@@ -88,7 +83,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 		return true
 	}
 	if !b.begin(req.ID) {
-		writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		wire.WriteRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
@@ -117,7 +112,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version string, req *jsonrpc.Request) *jsonrpc.Response {
 	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
 	if !b.track(req.ID, upID) {
-		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeTooManyRequests,
+		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeTooManyRequests,
 			Message: fmt.Sprintf("actgate: more than %d requests in flight on this session", maxRelayed)}}
 	}
 	defer b.untrack(req.ID)
@@ -137,11 +132,11 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 		b.observeTaskAnswer(req, answer) // tasks.go
 		b.p.ownTasksOnly(b.agent, req.Method, answer)
 	}
-	if req.Method == methodListTools && answer.Error == nil {
-		raw, err := augmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+	if req.Method == wire.MethodListTools && answer.Error == nil {
+		raw, err := toolcall.AugmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
 		if err != nil {
 			b.p.log.Error(err, "Upstream tools/list result not understood")
-			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
+			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
 		}
 		answer.Result = raw
 		agentStreamOf(ctx).gateAnswer() // the gate's additions: not the upstream's bytes
@@ -170,9 +165,9 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 	case resp.StatusCode == http.StatusNotFound:
 		_ = resp.Body.Close()
 		return nil, errSessionGone
-	case mt == mediaJSON:
+	case mt == wire.MediaJSON:
 		defer resp.Body.Close()
-		answer, err := readJSONAnswer(resp.Body, req.ID)
+		answer, err := wire.ReadJSONAnswer(resp.Body, req.ID)
 		if err != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 			return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
 		}
@@ -180,7 +175,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
-	case mt == mediaSSE:
+	case mt == wire.MediaSSE:
 		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
 		if err != nil {
@@ -301,7 +296,7 @@ func (b *bridge) wasCancelled(upID jsonrpc.ID) bool {
 // carries, with the upstream leg's id and the agent's reason; false when params name no such
 // request.
 func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, version string, params json.RawMessage) bool {
-	agentID, reason, ok := parseCancelled(params)
+	agentID, reason, ok := wire.ParseCancelled(params)
 	if !ok {
 		return false
 	}
@@ -321,39 +316,8 @@ func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, vers
 	if err != nil {
 		return false
 	}
-	if err := b.postMessage(context.WithoutCancel(ctx), cs.ID(), version, &jsonrpc.Request{Method: notifyCancelled, Params: out}); err != nil {
+	if err := b.postMessage(context.WithoutCancel(ctx), cs.ID(), version, &jsonrpc.Request{Method: wire.NotifyCancelled, Params: out}); err != nil {
 		b.p.log.Info("Cancellation not delivered upstream", "error", err.Error())
 	}
 	return true
-}
-
-// maxCancelReason bounds the reason of a cancellation relayed upstream.
-const maxCancelReason = 1024
-
-// parseCancelled reads the params of an agent's notifications/cancelled: the id of the
-// request it cancels (a string or an integer, as JSON-RPC ids are) and its optional reason,
-// clipped to maxCancelReason bytes. ok is false for params that are not an object with such an
-// id (the SDK's handler then sees the notification, and ignores it).
-func parseCancelled(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-		Reason    string          `json:"reason"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil || len(p.RequestID) == 0 {
-		return jsonrpc.ID{}, "", false
-	}
-	var raw any // as the SDK decodes an id: a string, or a number (float64)
-	if json.Unmarshal(p.RequestID, &raw) != nil {
-		return jsonrpc.ID{}, "", false
-	}
-	switch raw.(type) {
-	case string, float64:
-	default:
-		return jsonrpc.ID{}, "", false
-	}
-	id, err := jsonrpc.MakeID(raw)
-	if err != nil || !id.IsValid() {
-		return jsonrpc.ID{}, "", false
-	}
-	return id, clip(p.Reason, maxCancelReason), true
 }

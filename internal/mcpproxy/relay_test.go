@@ -15,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -100,7 +101,7 @@ func TestRelayIsFaithful(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, "id: up-1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p9\",\"progress\":1,\"extra\":false}}\n\n")
 			fmt.Fprintf(w, "id: up-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"done\":true}}\n\n", id)
-		case notifyRootsChanged, notifyCancelled:
+		case wire.NotifyRootsChanged, wire.NotifyCancelled:
 			w.WriteHeader(http.StatusAccepted)
 		default:
 			return false
@@ -130,7 +131,7 @@ func TestRelayIsFaithful(t *testing.T) {
 
 	// A parameterless notification stays parameterless (no "params": null).
 	s.post(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
-	if bodies := log.get(notifyRootsChanged); len(bodies) != 1 || strings.Contains(bodies[0], "params") {
+	if bodies := log.get(wire.NotifyRootsChanged); len(bodies) != 1 || strings.Contains(bodies[0], "params") {
 		t.Errorf("upstream received roots/list_changed %q, want one without params", bodies)
 	}
 
@@ -222,86 +223,10 @@ func TestRelayIsFaithful(t *testing.T) {
 	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11,"reason":"user pressed stop"}}`)
 	close(release)
 	<-done
-	cancels := log.get(notifyCancelled)
+	cancels := log.get(wire.NotifyCancelled)
 	if len(cancels) != 1 || !strings.Contains(cancels[0], `"requestId":`+string(upID)) || !strings.Contains(cancels[0], "user pressed stop") {
 		t.Errorf("upstream cancellations %q, want one for %s with the agent's reason", cancels, upID)
 	}
-}
-
-// TestAugmentToolsRawBadInput: a tools/list result that is not an object with an array of tool
-// objects is refused with errToolsList, never passed on unannotated.
-func TestAugmentToolsRawBadInput(t *testing.T) {
-	never := func(string) bool { return false }
-	for _, in := range []string{``, `null`, `[]`, `"tools"`, `{"tools":{}}`, `{"tools":[1]}`, `{"tools":[null]}`,
-		`{"tools":[{"name":5}]}`, `{"tools":[{"name":"a","annotations":"x"}]}`, `{"tools":[{"name":"a"}`, `{"tools":"a"}`} {
-		if out, err := augmentToolsRaw(json.RawMessage(in), true, func(string) bool { return true }, nil); err == nil {
-			t.Errorf("augmentToolsRaw(%s) = %s, want an error", in, out)
-		}
-	}
-	// No tools at all is a list: the virtual tool alone.
-	out, err := augmentToolsRaw(json.RawMessage(`{}`), true, never, nil)
-	if err != nil || !bytes.Contains(out, []byte(sink.RequestBindingMomentTool)) {
-		t.Errorf("augmentToolsRaw({}) = %s, %v", out, err)
-	}
-}
-
-// TestParseCancelledBadInput: only an object with a string or number requestId names a
-// request; the reason is bounded.
-func TestParseCancelledBadInput(t *testing.T) {
-	for _, in := range []string{``, `null`, `[]`, `{}`, `{"requestId":null}`, `{"requestId":true}`, `{"requestId":{}}`,
-		`{"requestId":[1]}`, `{"requestId":"a","reason":5}`, `{"requestId":1`} {
-		if id, _, ok := parseCancelled(json.RawMessage(in)); ok {
-			t.Errorf("parseCancelled(%s) = %v, want not ok", in, id.Raw())
-		}
-	}
-	id, reason, ok := parseCancelled(json.RawMessage(`{"requestId":"x","reason":"` + strings.Repeat("r", 5000) + `"}`))
-	if !ok || id.Raw() != "x" || len(reason) != maxCancelReason {
-		t.Errorf("long reason: %v %d %v", id.Raw(), len(reason), ok)
-	}
-	if id, _, ok := parseCancelled(json.RawMessage(`{"requestId":11}`)); !ok || id.Raw() != int64(11) {
-		t.Errorf("numeric id: %v %v", id.Raw(), ok)
-	}
-}
-
-// FuzzAugmentToolsRaw: any upstream tools/list result either is refused or gives an object
-// whose tools end with the virtual tool and name it nowhere else.
-func FuzzAugmentToolsRaw(f *testing.F) {
-	for _, s := range []string{`{"tools":[]}`, `{"tools":[{"name":"a","execution":{"taskSupport":"required"}}],"nextCursor":"c"}`,
-		`{"tools":[{"name":"request_binding_moment"},{"name":"b","annotations":{"x":1},"_meta":null}]}`, `{"tools":null}`, `[]`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := augmentToolsRaw(in, true, func(n string) bool { return len(n)%2 == 0 }, func(string, bool) {})
-		if err != nil {
-			return
-		}
-		var doc struct {
-			Tools []struct {
-				Name string `json:"name"`
-			} `json:"tools"`
-		}
-		if err := json.Unmarshal(out, &doc); err != nil {
-			t.Fatalf("output is not a tools/list result: %v: %s", err, out)
-		}
-		for i, tl := range doc.Tools {
-			if (tl.Name == sink.RequestBindingMomentTool) != (i == len(doc.Tools)-1) {
-				t.Fatalf("virtual tool misplaced in %s", out)
-			}
-		}
-	})
-}
-
-// FuzzParseCancelled: no input panics; an accepted one names a valid id and a bounded reason.
-func FuzzParseCancelled(f *testing.F) {
-	for _, s := range []string{`{"requestId":1}`, `{"requestId":"a","reason":"r"}`, `{"requestId":1e400}`, `{}`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		id, reason, ok := parseCancelled(in)
-		if ok && (!id.IsValid() || len(reason) > maxCancelReason) {
-			t.Fatalf("parseCancelled(%q) = %v %q", in, id.Raw(), reason)
-		}
-	})
 }
 
 // TestSessionlessRequestRefused: a request of a stateful revision without Mcp-Session-Id that
@@ -458,7 +383,7 @@ func TestUpstreamRequestOnAnswerStream(t *testing.T) {
 func TestToolsCallProgressOnAnswerStream(t *testing.T) {
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
 		raw, method, id := rpcBody(r)
-		if method != methodCallTool {
+		if method != wire.MethodCallTool {
 			return false
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -520,7 +445,7 @@ func FuzzRefuseSessionless(f *testing.F) {
 		var m struct {
 			Method string `json:"method"`
 		}
-		if json.Unmarshal(body, &m) != nil || m.Method == methodInitialize || m.Method == methodDiscover {
+		if json.Unmarshal(body, &m) != nil || m.Method == wire.MethodInitialize || m.Method == wire.MethodDiscover {
 			t.Fatalf("refused %q", body)
 		}
 	})
@@ -535,7 +460,7 @@ func TestToolsCallCancellationForwarded(t *testing.T) {
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
 		raw, method, id := rpcBody(r)
 		switch method {
-		case methodCallTool:
+		case wire.MethodCallTool:
 			log.add(method, string(raw))
 			select {
 			case <-release:
@@ -543,7 +468,7 @@ func TestToolsCallCancellationForwarded(t *testing.T) {
 			}
 			answerJSON(w, id, "result", `{"content":[{"type":"text","text":"done"}]}`)
 			return true
-		case notifyCancelled:
+		case wire.NotifyCancelled:
 			log.add(method, string(raw))
 			close(release)
 			w.WriteHeader(http.StatusAccepted)
@@ -571,7 +496,7 @@ func TestToolsCallCancellationForwarded(t *testing.T) {
 	}
 	s.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":31,"reason":"stop"}}`)
 	got := <-done
-	cancels := log.get(notifyCancelled)
+	cancels := log.get(wire.NotifyCancelled)
 	if len(cancels) != 1 || !strings.Contains(cancels[0], `"requestId":`+string(upID)) || !strings.Contains(cancels[0], `"reason":"stop"`) {
 		t.Errorf("upstream cancellations %q, want one for %s", cancels, upID)
 	}

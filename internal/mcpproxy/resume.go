@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // Resumption of the gate's answer streams (MCP streamable HTTP, resumability and redelivery:
@@ -524,16 +525,16 @@ func (p *Proxy) runDetachable(r *http.Request, stream *agentStream, work func(ct
 // or an upstream id of a stream the gate is still reading. It returns false, having written
 // nothing, for any other id (serveGET relays it to the upstream, which answers it) and for a
 // request the SDK's handler answers. An id that is not one an event stream can carry, or longer
-// than maxEventID, is refused (HTTP 400, EF_EVENT_ID_INVALID).
+// than wire.MaxEventID, is refused (HTTP 400, EF_EVENT_ID_INVALID).
 func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	if rebinding(r) {
 		return false // refused by the SDK's handler (DNS rebinding: 403)
 	}
-	b := p.bridgeByID(r.Header.Get(headerSessionID))
+	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
 	if b == nil {
 		return false // the SDK's handler answers an unknown session
 	}
-	last := r.Header.Get(headerLastEventID)
+	last := r.Header.Get(wire.HeaderLastEventID)
 	if err := checkEventID(last); err != nil {
 		http.Error(w, string(ef.EFEventIDInvalid)+": "+err.Error(), http.StatusBadRequest)
 		return true
@@ -560,7 +561,7 @@ func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	default:
 	}
 	h := w.Header()
-	h.Set("Content-Type", mediaSSE)
+	h.Set("Content-Type", wire.MediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -617,12 +618,12 @@ func (b *bridge) logFor(last string) (*eventLog, int) {
 	return nil, 0
 }
 
-// checkEventID checks a Last-Event-ID the agent sent: at most maxEventID bytes, and no byte an
+// checkEventID checks a Last-Event-ID the agent sent: at most wire.MaxEventID bytes, and no byte an
 // event stream's id field cannot carry (NUL, CR, LF). Its content is otherwise the upstream's
 // to judge.
 func checkEventID(id string) error {
-	if len(id) > maxEventID {
-		return fmt.Errorf("the Last-Event-ID is longer than %d bytes", maxEventID)
+	if len(id) > wire.MaxEventID {
+		return fmt.Errorf("the Last-Event-ID is longer than %d bytes", wire.MaxEventID)
 	}
 	if strings.ContainsAny(id, "\x00\r\n") {
 		return errors.New("the Last-Event-ID holds NUL, CR or LF")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // pollingUpstream is an upstream that answers method on an event stream it closes after a
@@ -102,7 +103,7 @@ var eventID = regexp.MustCompile(`(?m)^id: (\S+)$`)
 // the response last. A resumption after the response is the upstream's to answer: relayed to
 // it, its replayed response reaches the agent under the agent's id and settles nothing.
 func TestServerClosedStreamResumed(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool}
+	up := &pollingUpstream{method: wire.MethodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 
@@ -261,7 +262,7 @@ func TestCancelledStreamNotResumed(t *testing.T) {
 			case <-time.After(5 * time.Second):
 			}
 			return true // ends the stream without a response
-		case notifyCancelled:
+		case wire.NotifyCancelled:
 			close(cancelled)
 			w.WriteHeader(http.StatusAccepted)
 			return true
@@ -299,7 +300,7 @@ func TestCancelledStreamNotResumed(t *testing.T) {
 // resumed stream and records the outcome (EXECUTED, once); the same call again is answered
 // from the journal, not sent a second time.
 func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool}
+	up := &pollingUpstream{method: wire.MethodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"once"}}}`
@@ -336,7 +337,7 @@ func TestServerClosedStreamAgentNeverResumes(t *testing.T) {
 // detachable because the first showed ids, and the next close is mirrored too. Each call is
 // EXECUTED once.
 func TestServerClosedStreamFirstSeen(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool}
+	up := &pollingUpstream{method: wire.MethodCallTool}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept}})
 	s := newRawSession(t, f.endpoint())
 	for n := 1; n <= 2; n++ {
@@ -362,7 +363,7 @@ func TestServerClosedStreamFirstSeen(t *testing.T) {
 // closes a call's stream gets the agent's stream kept open, the rest (the response last) on
 // it, and the call is EXECUTED once.
 func TestHotPathAfterAnswerWithoutIDs(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool}
+	up := &pollingUpstream{method: wire.MethodCallTool}
 	var mu sync.Mutex
 	polling := false
 	intercept := func(w http.ResponseWriter, r *http.Request) bool {
@@ -393,7 +394,7 @@ func TestHotPathAfterAnswerWithoutIDs(t *testing.T) {
 // resumes the upstream's then, not 10 s later (the conformance reference server asks for 5 s,
 // and its suite's client waits 5 s for the response on its resuming GET).
 func TestServerClosedStreamResumedWithAgent(t *testing.T) {
-	up := &pollingUpstream{method: methodCallTool, retry: 10000}
+	up := &pollingUpstream{method: wire.MethodCallTool, retry: 10000}
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{Intercept: up.intercept, EventStore: true}})
 	s := newRawSession(t, f.endpoint())
 	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)

@@ -23,6 +23,8 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // Input-required rounds in front of a stateful upstream (docs/architecture.md "Input-required
@@ -118,16 +120,16 @@ func (hc *heldCall) setOperation(op string) {
 // requestBinding is the digest a continuation must repeat: the request's method and params
 // without _meta, requestState and inputResponses (for a tools/call, its name and arguments), in
 // canonical form, so that one approval never continues with other arguments.
-func requestBinding(sr *statelessRequest) ([32]byte, bool) {
-	m := make(map[string]json.RawMessage, len(sr.params))
-	for k, v := range sr.params {
+func requestBinding(sr *stateless.Request) ([32]byte, bool) {
+	m := make(map[string]json.RawMessage, len(sr.Params))
+	for k, v := range sr.Params {
 		switch k {
 		case "_meta", "requestState", "inputResponses":
 			continue
 		}
 		m[k] = v
 	}
-	raw, err := marshalNoEscape(m)
+	raw, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return [32]byte{}, false
 	}
@@ -136,7 +138,7 @@ func requestBinding(sr *statelessRequest) ([32]byte, bool) {
 		return [32]byte{}, false
 	}
 	h := sha256.New()
-	h.Write([]byte(sr.req.Method))
+	h.Write([]byte(sr.Req.Method))
 	h.Write([]byte{0})
 	h.Write(canon)
 	var out [32]byte
@@ -311,7 +313,7 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	if !isJSONObject(raw) {
+	if !stateless.IsJSONObject(raw) {
 		return nil, errState("inputResponses must be an object")
 	}
 	var m map[string]json.RawMessage
@@ -322,8 +324,8 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 		return nil, errState("inputResponses has more than " + strconv.Itoa(maxInputRequests) + " members")
 	}
 	for k, v := range m {
-		if !isJSONObject(v) {
-			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", clip(k, 64)))
+		if !stateless.IsJSONObject(v) {
+			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", wire.Clip(k, 64)))
 		}
 	}
 	return m, nil
@@ -333,12 +335,12 @@ func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error
 // delivered upstream, nothing is decided or dispatched.
 func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Response, int) {
 	data, _ := json.Marshal(map[string]string{MetaEFCode: string(code)})
-	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
 }
 
 // startHeld runs compute (one request's exchange with the stateful upstream) under a held call
 // and answers the agent's request with its first round or its final answer.
-func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream,
+func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream,
 	compute func(context.Context) (*jsonrpc.Response, int),
 ) (*jsonrpc.Response, int) {
 	binding, ok := requestBinding(sr)
@@ -350,14 +352,14 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 	// A tools/call is refused before it is decided or dispatched when the agent could not be
 	// asked for its input: it would run without it. Another request goes on; should it need
 	// input, its upstream's request is refused at the round (inputRound).
-	if sr.req.Method == methodCallTool && p.sl.held.full(agent) {
-		return continuationRefused(sr.req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
+	if sr.Req.Method == wire.MethodCallTool && p.sl.held.full(agent) {
+		return continuationRefused(sr.Req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
 	}
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout+p.cfg.ConnectTimeout)
 	hc := &heldCall{
-		id: hex.EncodeToString(idb[:]), agent: agent, method: sr.req.Method, binding: binding,
+		id: hex.EncodeToString(idb[:]), agent: agent, method: sr.Req.Method, binding: binding,
 		events: make(chan heldEvent, heldEvents), ctx: hctx, cancel: cancel, busy: true,
 	}
 	go func() {
@@ -375,14 +377,14 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *statelessReques
 
 // awaitHeld waits for hc's next round or final answer, relaying the upstream's notifications
 // on the agent's stream meanwhile.
-func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
 	for {
 		var ev heldEvent
 		select {
 		case ev = <-hc.events:
 		case <-hc.ctx.Done():
 			p.sl.held.drop(hc)
-			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 		case <-ctx.Done():
 			// The agent went away. A held call stays for its continuation; one never held ends
 			// with the agent's request (a dispatched tools/call still runs to its own bound).
@@ -393,13 +395,13 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessReques
 			if !held {
 				hc.cancel()
 			}
-			return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 		}
 		switch {
 		case ev.final != nil:
 			hc.cancel()
 			p.sl.held.drop(hc)
-			ev.final.ID = sr.req.ID
+			ev.final.ID = sr.Req.ID
 			if ev.status == 0 {
 				ev.status = http.StatusOK
 			}
@@ -416,7 +418,7 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *statelessReques
 
 // inputRound answers the agent's request with an input_required result for the upstream's
 // request first (and any others already waiting), registering hc for the continuation.
-func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *statelessRequest, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
+func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
 	reqs := []*jsonrpc.Request{first}
 drain:
 	for len(reqs) < maxInputRequests {
@@ -444,7 +446,7 @@ drain:
 	}
 	if !p.sl.held.register(hc) {
 		for _, r := range reqs {
-			p.answerUpstream(hc, r.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: too many requests of this agent await its input"})
+			p.answerUpstream(hc, r.ID, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: too many requests of this agent await its input"})
 		}
 		p.log.Info("Upstream request for input refused: the agent has too many waiting", "code", ef.EFInputLimit)
 		hc.mu.Lock()
@@ -464,25 +466,25 @@ drain:
 		if len(params) == 0 {
 			params = json.RawMessage("{}")
 		}
-		one, _ := marshalNoEscape(map[string]json.RawMessage{"method": jsonOf(r.Method), "params": params})
+		one, _ := wire.MarshalNoEscape(map[string]json.RawMessage{"method": jsonOf(r.Method), "params": params})
 		hc.requests[key] = one
 	}
 	round, op := hc.round, hc.operation
 	waiting, requests := hc.waiting, hc.requests
 	hc.busy = false
 	hc.mu.Unlock()
-	return p.roundResult(hc, sr.req.ID, round, waiting, requests, op), http.StatusOK
+	return p.roundResult(hc, sr.Req.ID, round, waiting, requests, op), http.StatusOK
 }
 
 // roundResult is the input_required result of one round.
 func (p *Proxy) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
 	state := p.mintState(stateClaims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
-	ir, _ := marshalNoEscape(requests)
-	out, err := marshalNoEscape(map[string]json.RawMessage{
-		"resultType": jsonOf(resultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
+	ir, _ := wire.MarshalNoEscape(requests)
+	out, err := wire.MarshalNoEscape(map[string]json.RawMessage{
+		"resultType": jsonOf(wire.ResultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
 	})
 	if err != nil {
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 	}
 	p.log.Info("Upstream asks the agent for input", "method", logfield.Bound(hc.method), "round", round, "requests", len(requests), "operation", op)
 	return &jsonrpc.Response{ID: id, Result: out}
@@ -507,14 +509,14 @@ func jsonOf(v any) json.RawMessage {
 // pending requests and the agent's request waits, as the first did, for the next round or the
 // final answer. A missing response is asked for again in a new round. Nothing here decides or
 // dispatches: a tools/call was dispatched once, by the request that began it.
-func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
-	id := sr.req.ID
-	claims, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+	id := sr.Req.ID
+	claims, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
 	if err != nil {
-		p.log.Info("Continuation refused", "method", logfield.Bound(sr.req.Method), "reason", err.Error())
+		p.log.Info("Continuation refused", "method", logfield.Bound(sr.Req.Method), "reason", err.Error())
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
-	responses, err := parseInputResponses(sr.params["inputResponses"])
+	responses, err := parseInputResponses(sr.Params["inputResponses"])
 	if err != nil {
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
@@ -529,9 +531,9 @@ func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *statelessReq
 	case hc.agent != agent:
 		hc.mu.Unlock()
 		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
-	case !ok || binding != hc.binding || sr.req.Method != hc.method:
+	case !ok || binding != hc.binding || sr.Req.Method != hc.method:
 		hc.mu.Unlock()
-		p.log.Info("Continuation refused: its request differs from the one it continues", "method", logfield.Bound(sr.req.Method))
+		p.log.Info("Continuation refused: its request differs from the one it continues", "method", logfield.Bound(sr.Req.Method))
 		return continuationRefused(id, ef.EFContinuationInvalid, "a continuation must repeat the request it continues: the method, name and arguments differ")
 	case claims.Round != hc.round || claims.Bound != p.stateBound(hc, hc.round, hc.waiting, hc.operation):
 		hc.mu.Unlock()
@@ -588,7 +590,7 @@ func (p *Proxy) abandonWaiting(hc *heldCall) {
 	hc.round++
 	hc.mu.Unlock()
 	for _, up := range waiting {
-		p.answerUpstream(hc, up, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent did not answer this request in time"})
+		p.answerUpstream(hc, up, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent did not answer this request in time"})
 	}
 }
 
@@ -614,12 +616,12 @@ func (p *Proxy) answerUpstream(hc *heldCall, up jsonrpc.ID, result json.RawMessa
 	if err != nil {
 		return
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if s.id != "" {
-		req.Header.Set(headerSessionID, s.id)
+		req.Header.Set(wire.HeaderSessionID, s.id)
 	}
-	req.Header.Set(headerProtocolVersion, s.version)
+	req.Header.Set(wire.HeaderProtocolVersion, s.version)
 	r, err := p.direct.Do(req)
 	if err != nil {
 		p.log.Info("Input response not delivered upstream", "method", logfield.Bound(hc.method), "error", err.Error())

@@ -10,19 +10,17 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
-	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
-	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // upstreamMode is what the proxy learned of the upstream's revisions (probeUpstream).
@@ -58,62 +56,12 @@ type statelessState struct {
 	learn     sync.Mutex
 	learnedAt time.Time
 	// listens counts each agent's open subscriptions/listen streams of a stateful upstream
-	// (listen.go), at most maxListensPerAgent.
+	// (listen.go), at most stateless.MaxListensPerAgent.
 	listens map[string]int
 	// tasks are the running tasks of dispatched calls, by agent (stateless_tasks.go).
 	tasks slTaskTable
 	// legs are the agents' requests in flight upstream, for their cancellations (notify.go).
 	legs legTable
-}
-
-// maxSessionsPerAgent bounds the upstream sessions one agent's distinct client capabilities
-// open; beyond it the least recently opened one is closed.
-const maxSessionsPerAgent = 4
-
-// upstreamSession is a stateful upstream's session held for one agent's 2026-07-28 requests.
-type upstreamSession struct {
-	id, version string
-	init        json.RawMessage // the upstream's initialize result
-	agent, key  string
-	opened      uint64     // order of opening, for the per-agent bound
-	hub         *listenHub // the session's listens (listen.go)
-}
-
-type upstreamSessionKey struct{}
-
-// withUpstreamSession returns ctx carrying s, for the exchanges on it: their change
-// notifications go to s's listens (listen.go).
-func withUpstreamSession(ctx context.Context, s *upstreamSession) context.Context {
-	return context.WithValue(ctx, upstreamSessionKey{}, s)
-}
-
-func upstreamSessionOf(ctx context.Context) *upstreamSession {
-	s, _ := ctx.Value(upstreamSessionKey{}).(*upstreamSession)
-	return s
-}
-
-// sessionCaps are the client capabilities a 2026-07-28 request declares
-// (_meta["io.modelcontextprotocol/clientCapabilities"]) in canonical form, "{}" when absent or
-// not canonicalizable: the capabilities its upstream session declares at initialize.
-func sessionCaps(sr *statelessRequest) string {
-	var meta map[string]json.RawMessage
-	if sr == nil || json.Unmarshal(sr.params["_meta"], &meta) != nil {
-		return "{}"
-	}
-	raw := meta[metaClientCapabilities]
-	if !isJSONObject(raw) {
-		return "{}"
-	}
-	canon, err := jcs.Canonicalize(raw, jcs.Full)
-	if err != nil {
-		return "{}"
-	}
-	return string(canon)
-}
-
-// sessionKey names an agent's upstream session for the capabilities caps.
-func sessionKey(agent, caps string) string {
-	return agent + "\x00" + caps
 }
 
 // statelessUpstreamVersion is the stateful version the proxy opens upstream sessions with for
@@ -124,45 +72,45 @@ const statelessUpstreamVersion = "2025-11-25"
 // (stateless)"); it returns false, having read nothing it does not give back, for a request of
 // a stateful revision.
 func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
-	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(headerSessionID)) > 0 {
+	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(wire.HeaderSessionID)) > 0 {
 		return false // a session's request: the hot path reads nothing here
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && v < versionStandardHeaders {
+	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && v < wire.VersionStandardHeaders {
 		return false
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || !isStatelessRequest(r.Header, body) {
+	if err != nil || !stateless.IsRequest(r.Header, body) {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaJSON {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
 		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
 		return true
 	}
 	if !json.Valid(body) {
-		writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: codeParseError, Message: "actgate: the body is not one well-formed JSON value"})
+		wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: wire.CodeParseError, Message: "actgate: the body is not one well-formed JSON value"})
 		return true
 	}
-	sr, serr := parseStateless(r.Header, body)
+	sr, serr := stateless.Parse(r.Header, body)
 	if serr != nil {
 		var id jsonrpc.ID
 		if sr != nil {
-			id = sr.req.ID
+			id = sr.Req.ID
 		} else if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			if req, ok := msg.(*jsonrpc.Request); ok {
 				id = req.ID
 			}
 		}
-		p.log.Info("MCP 2026-07-28 request refused", "code", serr.err.Code, "reason", serr.err.Message)
-		writeRPCError(w, serr.status, id, serr.err)
+		p.log.Info("MCP 2026-07-28 request refused", "code", serr.Err.Code, "reason", serr.Err.Message)
+		wire.WriteRPCError(w, serr.Status, id, serr.Err)
 		return true
 	}
 	ctx := r.Context()
 	agent := p.requestAgent(ctx)
-	if !sr.req.IsCall() {
+	if !sr.Req.IsCall() {
 		// notify.go: the revision's one client notification, for the agent's own requests.
-		if !statelessClientNotifications[sr.req.Method] {
-			p.refuseNotification(w, sr.req.Method, sr.version)
+		if !statelessClientNotifications[sr.Req.Method] {
+			p.refuseNotification(w, sr.Req.Method, sr.Version)
 			return true
 		}
 		p.statelessCancel(ctx, agent, sr)
@@ -171,11 +119,11 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	mode, err := p.upstreamMode(ctx)
 	if err != nil {
-		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		writeRPCError(w, http.StatusOK, sr.req.ID, p.unavailableErr())
+		p.log.Info("Upstream unreachable for an MCP 2026-07-28 request", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
+		wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, p.unavailableErr())
 		return true
 	}
-	if sr.req.Method == methodListen {
+	if sr.Req.Method == wire.MethodListen {
 		if mode == modeStateful {
 			p.serveListen(ctx, w, agent, sr) // listen.go
 			return true
@@ -183,8 +131,8 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		// A relayed listen counts toward the agent's bound too, and lives until the agent or
 		// the upstream ends it.
 		if !p.sl.takeListen(agent) {
-			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", maxListensPerAgent)
-			writeRPCError(w, http.StatusOK, sr.req.ID, listenLimitErr())
+			p.log.Info("MCP 2026-07-28 listen refused: the agent has too many open", "code", ef.EFListenLimit, "limit", stateless.MaxListensPerAgent)
+			wire.WriteRPCError(w, http.StatusOK, sr.Req.ID, stateless.ListenLimitErr())
 			return true
 		}
 		defer p.sl.releaseListen(agent)
@@ -196,8 +144,8 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
-		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.req.Method))
-		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: response could not be encoded"}})
+		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.Req.Method))
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
 	if status != http.StatusOK && !stream.isStarted() {
 		writeRaw(w, status, out)
@@ -210,12 +158,12 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
-	var perr *statelessError
-	if sr.req.Method == methodCallTool {
-		perr = checkParamHeaders(hdr, sr)
+	var perr *stateless.Error
+	if sr.Req.Method == wire.MethodCallTool {
+		perr = stateless.CheckParamHeaders(hdr, sr)
 		if perr == nil && p.paramsUnmapped(hdr, sr) {
 			p.learnTools(mode, agent, sr) // the headers' declarations before anything is forwarded
 		}
@@ -224,26 +172,26 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 		}
 	}
 	call := func(ctx context.Context) (*jsonrpc.Response, int) {
-		if sr.req.Method == methodCallTool {
+		if sr.Req.Method == wire.MethodCallTool {
 			var refused slRefusal
 			resp := p.statelessCall(ctx, mode, agent, hdr, sr, &refused)
-			if resp.Error != nil && refused.get() != nil {
+			if resp.Error != nil && refused.Get() != nil {
 				return resp, int(refused.status.Load()) // the upstream's refusal, as it answered it
 			}
 			return resp, http.StatusOK
 		}
 		return p.statelessRelay(ctx, mode, agent, hdr, sr)
 	}
-	_, continues := sr.params["requestState"]
+	_, continues := sr.Params["requestState"]
 	switch {
 	case perr != nil:
-		p.log.Info("MCP 2026-07-28 request refused", "code", perr.err.Code, "reason", perr.err.Message)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: perr.err}, perr.status
-	case sr.req.Method == methodDiscover && mode == modeStateful:
+		p.log.Info("MCP 2026-07-28 request refused", "code", perr.Err.Code, "reason", perr.Err.Message)
+		resp, status = &jsonrpc.Response{ID: sr.Req.ID, Error: perr.Err}, perr.Status
+	case sr.Req.Method == wire.MethodDiscover && mode == modeStateful:
 		resp = p.statelessDiscover(ctx, agent, sr)
-	case mode == modeStateful && removedStateless[sr.req.Method]:
-		e := methodNotFound(sr.req.Method)
-		resp, status = &jsonrpc.Response{ID: sr.req.ID, Error: e.err}, e.status
+	case mode == modeStateful && stateless.Removed[sr.Req.Method]:
+		e := stateless.MethodNotFound(sr.Req.Method)
+		resp, status = &jsonrpc.Response{ID: sr.Req.ID, Error: e.Err}, e.Status
 	case continues && (mode == modeStateful || p.gateState(sr)):
 		// A stateful upstream returns no requestState: this one continues a round of the gate's.
 		// A state under the gate's key is the gate's whatever the upstream's mode is now (the
@@ -258,77 +206,13 @@ func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent st
 }
 
 func writeRaw(w http.ResponseWriter, status int, out []byte) {
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", wire.MediaJSON)
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }
 
 func (p *Proxy) unavailableErr() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: codeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
-}
-
-// upstreamMode returns the upstream's mode, probing it the first time (and after a probe that
-// could not reach it).
-func (p *Proxy) upstreamMode(ctx context.Context) (upstreamMode, error) {
-	p.sl.mu.Lock()
-	m := p.sl.mode
-	p.sl.mu.Unlock()
-	if m != modeUnknown {
-		return m, nil
-	}
-	p.sl.probe.Lock()
-	defer p.sl.probe.Unlock()
-	p.sl.mu.Lock()
-	m = p.sl.mode
-	p.sl.mu.Unlock()
-	if m != modeUnknown {
-		return m, nil
-	}
-	m, err := p.probeUpstream(ctx)
-	if err != nil {
-		return modeUnknown, err
-	}
-	p.sl.mu.Lock()
-	p.sl.mode = m
-	p.sl.mu.Unlock()
-	p.log.Info("Upstream revision learned for MCP 2026-07-28 agents", "stateless", m == modeStateless)
-	return m, nil
-}
-
-// probeUpstream asks the upstream server/discover at 2026-07-28: an answer listing that
-// version makes it stateless; any other answer (an error, an HTTP refusal) makes it stateful.
-// Only a failure to reach it is an error.
-func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-	defer cancel()
-	id, _ := jsonrpc.MakeID("actgate-discover-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params := fmt.Sprintf(`{"_meta":{%q:%q,%q:{}}}`, metaProtocolVersion, versionStandardHeaders, metaClientCapabilities)
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodDiscover, Params: json.RawMessage(params)})
-	if err != nil {
-		return modeUnknown, err
-	}
-	h := http.Header{}
-	h.Set(headerProtocolVersion, versionStandardHeaders)
-	h.Set(headerMethod, methodDiscover)
-	resp, _, err := p.slExchange(ctx, h, body, id)
-	if err != nil {
-		var se *statusError
-		if errors.As(err, &se) {
-			return modeStateful, nil
-		}
-		return modeUnknown, err
-	}
-	var res struct {
-		SupportedVersions []string `json:"supportedVersions"`
-	}
-	if resp.Error == nil && json.Unmarshal(resp.Result, &res) == nil {
-		for _, v := range res.SupportedVersions {
-			if speaksStateless(v) {
-				return modeStateless, nil
-			}
-		}
-	}
-	return modeStateful, nil
+	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 }
 
 // statusError is an upstream HTTP answer without a JSON-RPC response in it.
@@ -352,7 +236,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
@@ -361,8 +245,8 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case mt == mediaJSON:
-		answer, err := readJSONAnswer(resp.Body, id)
+	case mt == wire.MediaJSON:
+		answer, err := wire.ReadJSONAnswer(resp.Body, id)
 		if err != nil {
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
 				return nil, resp.StatusCode, &statusError{resp.StatusCode}
@@ -372,12 +256,12 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		return answer, resp.StatusCode, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, &statusError{resp.StatusCode}
-	case mt == mediaSSE:
+	case mt == wire.MediaSSE:
 		// A stateful upstream's change notifications are its session's listens' (listen.go):
 		// 2026-07-28 delivers them on listen streams only.
 		us := upstreamSessionOf(ctx)
 		toListens := func(m *jsonrpc.Request) bool {
-			if us == nil || m.IsCall() || !isChangeNotification(m.Method) {
+			if us == nil || m.IsCall() || !stateless.IsChangeNotification(m.Method) {
 				return false
 			}
 			us.hub.publish(m)
@@ -391,9 +275,9 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 				if toListens(m) {
 					return
 				}
-				if (m.IsCall() || m.Method != notifyMessage || logAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
+				if (m.IsCall() || m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) && !hc.send(heldEvent{msg: m}) && m.IsCall() {
 					// No agent request can answer it any more: a 2025 server waits for an answer.
-					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: codeInternalError, Message: "actgate: the agent's request for this call has ended"})
+					p.answerUpstream(hc, m.ID, nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent's request for this call has ended"})
 				}
 			})
 			if answer != nil || ctx.Err() != nil {
@@ -406,34 +290,34 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 		stream := agentStreamOf(ctx)
 		stream.start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
-			if !toListens(m) && !m.IsCall() && (m.Method != notifyMessage || logAllowed(ctx, m.Params)) {
+			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) {
 				stream.message(relabel(ctx, m))
 			}
 		})
 		return answer, resp.StatusCode, err
 	}
-	return nil, resp.StatusCode, fmt.Errorf("mcpproxy: upstream answered with content type %q", clip(mt, 64))
+	return nil, resp.StatusCode, fmt.Errorf("mcpproxy: upstream answered with content type %q", wire.Clip(mt, 64))
 }
 
 // readEvents reads an event stream until the response to id, giving every request or
 // notification before it to onRequest.
 func readEvents(body io.Reader, id jsonrpc.ID, onRequest func(*jsonrpc.Request)) (*jsonrpc.Response, error) {
-	return scanEvents(bufio.NewReaderSize(body, 4096), id, eventHooks{request: onRequest})
+	return wire.ScanEvents(bufio.NewReaderSize(body, 4096), id, wire.EventHooks{Request: onRequest})
 }
 
 // statelessHeaders are the agent's headers a stateless upstream is given with its message:
 // the revision's own (Mcp-Param-* where params is set: on a tools/call only once
-// checkParamHeaders has tied each to a decided argument).
-func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http.Header {
+// stateless.CheckParamHeaders has tied each to a decided argument).
+func statelessHeaders(agent http.Header, sr *stateless.Request, params bool) http.Header {
 	h := http.Header{}
-	h.Set(headerProtocolVersion, sr.version)
-	h.Set(headerMethod, sr.req.Method)
-	if sr.name != "" {
-		h.Set(headerName, agent.Get(headerName))
+	h.Set(wire.HeaderProtocolVersion, sr.Version)
+	h.Set(wire.HeaderMethod, sr.Req.Method)
+	if sr.Name != "" {
+		h.Set(wire.HeaderName, agent.Get(wire.HeaderName))
 	}
 	if params {
 		for k, vs := range agent {
-			if strings.HasPrefix(k, headerParamPrefix) {
+			if strings.HasPrefix(k, wire.HeaderParamPrefix) {
 				h[k] = vs
 			}
 		}
@@ -446,20 +330,20 @@ func statelessHeaders(agent http.Header, sr *statelessRequest, params bool) http
 // stateless upstream, or on the agent's upstream session of a stateful one (reopened once if
 // the upstream forgot it, when retry allows). It returns the response under the agent's id.
 // While it is in flight the agent's notifications/cancelled of its id reaches it (trackLeg).
-func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *statelessRequest,
+func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
 	params json.RawMessage, retry bool,
 ) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
 		upID := newUpID()
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: params})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: params})
 		if err != nil {
 			return nil, 0, err
 		}
-		defer p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, version: sr.version})()
-		ctx = withLegIDs(ctx, upID, sr.req.ID)
+		defer p.trackLeg(agent, sr.Req.ID, &upLeg{up: upID, version: sr.Version})()
+		ctx = withLegIDs(ctx, upID, sr.Req.ID)
 		resp, status, err := p.slExchange(ctx, h, body, upID)
 		if resp != nil {
-			resp.ID = sr.req.ID
+			resp.ID = sr.Req.ID
 			resp.Result = relabelResult(ctx, resp.Result)
 		}
 		return resp, status, err
@@ -474,20 +358,20 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 		}
 		upID := newUpID()
 		sent := params
-		if sr.req.Method != methodTasksUpdate { // a task's inputResponses are its request's own
+		if sr.Req.Method != wire.MethodTasksUpdate { // a task's inputResponses are its request's own
 			sent = withoutRoundMembers(params)
 		}
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.req.Method, Params: withoutRevisionMeta(sent)})
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: withoutRevisionMeta(sent)})
 		if err != nil {
 			return nil, 0, err
 		}
 		sh := http.Header{}
 		if s.id != "" {
-			sh.Set(headerSessionID, s.id)
+			sh.Set(wire.HeaderSessionID, s.id)
 		}
-		sh.Set(headerProtocolVersion, s.version)
-		untrack := p.trackLeg(agent, sr.req.ID, &upLeg{up: upID, session: s})
-		resp, status, err := p.slExchange(withUpstreamSession(withLogLevel(ctx, sr), s), sh, body, upID)
+		sh.Set(wire.HeaderProtocolVersion, s.version)
+		untrack := p.trackLeg(agent, sr.Req.ID, &upLeg{up: upID, session: s})
+		resp, status, err := p.slExchange(withUpstreamSession(stateless.WithLogLevel(ctx, sr), s), sh, body, upID)
 		untrack()
 		if status == http.StatusNotFound {
 			p.dropUpstreamSession(s)
@@ -496,11 +380,11 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 			}
 		}
 		if resp != nil {
-			resp.ID = sr.req.ID
+			resp.ID = sr.Req.ID
 			if resp.Error == nil {
-				resp.Result = withCacheHints(sr.req.Method, withResultType(resp.Result))
+				resp.Result = stateless.WithCacheHints(sr.Req.Method, stateless.WithResultType(resp.Result))
 			} else if werr := (*jsonrpc.Error)(nil); errors.As(resp.Error, &werr) && status >= 200 && status <= 299 {
-				status = statelessErrorStatus(werr.Code, status)
+				status = stateless.ErrorStatus(werr.Code, status)
 			}
 		}
 		return resp, status, err
@@ -509,24 +393,24 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
-func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest) (*jsonrpc.Response, int) {
+func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
 	if resp := p.foreignTask(agent, sr); resp != nil {
 		return resp, http.StatusOK
 	}
-	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.req.Params, true)
+	resp, status, err := p.statelessSend(ctx, mode, agent, statelessHeaders(hdr, sr, true), sr, sr.Req.Params, true)
 	if err != nil {
-		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.req.Method), "error", err.Error())
-		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}, http.StatusOK
+		p.log.Info("Upstream request failed", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	p.observeTask2026(agent, sr, resp)
-	p.ownTasksOnly(agent, sr.req.Method, resp)
-	if sr.req.Method == methodListTools && resp.Error == nil {
+	p.ownTasksOnly(agent, sr.Req.Method, resp)
+	if sr.Req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := augmentToolsRaw(resp.Result, firstPage(sr.req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
-			return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: msg}}, http.StatusOK
+			return &jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: msg}}, http.StatusOK
 		}
 		resp.Result = raw
 	}
@@ -537,7 +421,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 }
 
 // postNotification POSTs one notification upstream with the headers h.
-func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statelessRequest, body []byte) {
+func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -545,28 +429,28 @@ func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statele
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", mediaJSON)
+	req.Header.Set("Content-Type", wire.MediaJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := p.direct.Do(req)
 	if err != nil {
-		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "error", err.Error())
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.Req.Method), "error", err.Error())
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.req.Method), "status", resp.StatusCode)
+		p.log.Info("Notification not delivered upstream", "method", logfield.Bound(sr.Req.Method), "status", resp.StatusCode)
 	}
 }
 
 // statelessDiscover answers server/discover for a stateful upstream from its initialize
 // result: its capabilities, instructions and serverInfo, and the sessionless versions the
 // gate speaks.
-func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statelessRequest) *jsonrpc.Response {
+func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
 	s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 	if err != nil {
 		p.log.Info("Upstream session not opened", "error", err.Error())
-		return &jsonrpc.Response{ID: sr.req.ID, Error: p.unavailableErr()}
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}
 	}
 	var init struct {
 		Capabilities json.RawMessage `json:"capabilities"`
@@ -574,7 +458,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 		ServerInfo   json.RawMessage `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(s.init, &init)
-	out := map[string]any{"supportedVersions": statelessVersions, "resultType": resultTypeComplete}
+	out := map[string]any{"supportedVersions": stateless.Versions, "resultType": wire.ResultTypeComplete}
 	if len(init.Capabilities) > 0 {
 		out["capabilities"] = init.Capabilities
 	} else {
@@ -584,466 +468,18 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 		out["instructions"] = init.Instructions
 	}
 	if len(init.ServerInfo) > 0 {
-		out["_meta"] = map[string]json.RawMessage{metaServerInfo: init.ServerInfo}
+		out["_meta"] = map[string]json.RawMessage{wire.MetaServerInfo: init.ServerInfo}
 	}
-	raw, err := marshalNoEscape(out)
+	raw, err := wire.MarshalNoEscape(out)
 	if err != nil {
-		return &jsonrpc.Response{ID: sr.req.ID, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: discover result could not be encoded"}}
+		return &jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: discover result could not be encoded"}}
 	}
-	return &jsonrpc.Response{ID: sr.req.ID, Result: withCacheHints(methodDiscover, raw)}
-}
-
-// upstreamSession returns the agent's upstream session of a stateful upstream for the client
-// capabilities caps (canonical JSON), opening it (initialize at statelessUpstreamVersion
-// declaring caps, then notifications/initialized) if there is none. Opening one beyond
-// maxSessionsPerAgent closes the agent's oldest.
-func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstreamSession, error) {
-	key := sessionKey(agent, caps)
-	p.sl.mu.Lock()
-	s := p.sl.sessions[key]
-	p.sl.mu.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	p.sl.open.Lock()
-	defer p.sl.open.Unlock()
-	p.sl.mu.Lock()
-	s = p.sl.sessions[key]
-	p.sl.mu.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
-	defer cancel()
-	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(callSeq.Add(1), 10))
-	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion, caps)
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodInitialize, Params: json.RawMessage(params)})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", mediaJSON)
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := p.direct.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
-	}
-	defer resp.Body.Close()
-	var answer *jsonrpc.Response
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch {
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, fmt.Errorf("%w: initialize answered HTTP %d", errNoUpstream, resp.StatusCode)
-	case mt == mediaJSON:
-		answer, err = readJSONAnswer(resp.Body, id)
-	case mt == mediaSSE:
-		answer, err = readEvents(resp.Body, id, func(*jsonrpc.Request) {})
-	default:
-		err = fmt.Errorf("initialize answered with content type %q", clip(mt, 64))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
-	}
-	if answer.Error != nil {
-		return nil, fmt.Errorf("%w: initialize refused: %s", errNoUpstream, safeRPC(answer.Error))
-	}
-	var init struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if json.Unmarshal(answer.Result, &init) != nil || !statefulVersions[init.ProtocolVersion] {
-		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
-	}
-	s = &upstreamSession{id: resp.Header.Get(headerSessionID), version: init.ProtocolVersion, init: answer.Result,
-		agent: agent, key: key, opened: callSeq.Add(1), hub: &listenHub{}}
-	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
-	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
-	if err != nil {
-		return nil, err
-	}
-	nreq.Header.Set("Content-Type", mediaJSON)
-	nreq.Header.Set("Accept", "application/json, text/event-stream")
-	if s.id != "" {
-		nreq.Header.Set(headerSessionID, s.id)
-	}
-	nreq.Header.Set(headerProtocolVersion, s.version)
-	nresp, err := p.direct.Do(nreq)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNoUpstream, err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(nresp.Body, 64<<10))
-	_ = nresp.Body.Close()
-	p.sl.mu.Lock()
-	if p.sl.sessions == nil {
-		p.sl.sessions = make(map[string]*upstreamSession)
-	}
-	p.sl.sessions[key] = s
-	var oldest *upstreamSession
-	n := 0
-	for _, o := range p.sl.sessions {
-		if o.agent == agent {
-			n++
-			if oldest == nil || o.opened < oldest.opened {
-				oldest = o
-			}
-		}
-	}
-	if n <= maxSessionsPerAgent {
-		oldest = nil
-	} else {
-		delete(p.sl.sessions, oldest.key)
-	}
-	p.sl.mu.Unlock()
-	if oldest != nil {
-		p.log.Info("Upstream session of a 2026-07-28 agent closed: the agent's requests declare more sets of client capabilities than the gate holds sessions for",
-			"upstreamSession", oldest.id, "limit", maxSessionsPerAgent)
-		oldest.hub.end()
-		p.deleteUpstreamSessions([]*upstreamSession{oldest})
-	}
-	return s, nil
-}
-
-// dropUpstreamSession forgets s if it is still the agent's session (the upstream answered 404:
-// it is gone) and ends its listens; the next request opens a new one.
-func (p *Proxy) dropUpstreamSession(s *upstreamSession) {
-	s.hub.end()
-	p.sl.mu.Lock()
-	current := p.sl.sessions[s.key] == s
-	if current {
-		delete(p.sl.sessions, s.key)
-	}
-	p.sl.mu.Unlock()
-	if current {
-		p.log.Info("Upstream session of a 2026-07-28 agent ended; the next request opens a new one", "upstreamSession", s.id)
-	}
-}
-
-// closeStateless ends the upstream sessions held for 2026-07-28 agents (a DELETE each, in the
-// background: no one waits for the upstream's answer).
-func (p *Proxy) closeStateless() {
-	p.sl.mu.Lock()
-	ss := p.sl.sessions
-	p.sl.sessions = nil
-	p.sl.mu.Unlock()
-	for _, hc := range p.sl.held.closeAll() {
-		p.abandonWaiting(hc)
-	}
-	p.abandonTasks2026()
-	list := make([]*upstreamSession, 0, len(ss))
-	for _, s := range ss {
-		s.hub.end()
-		list = append(list, s)
-	}
-	p.deleteUpstreamSessions(list)
-}
-
-// deleteUpstreamSessions DELETEs each session upstream in the background.
-func (p *Proxy) deleteUpstreamSessions(ss []*upstreamSession) {
-	for _, s := range ss {
-		if s.id == "" {
-			continue
-		}
-		go func(s *upstreamSession) {
-			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
-			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, p.cfg.URL, nil)
-			if err != nil {
-				return
-			}
-			req.Header.Set(headerSessionID, s.id)
-			req.Header.Set(headerProtocolVersion, s.version)
-			if resp, err := p.direct.Do(req); err == nil {
-				_ = resp.Body.Close()
-			}
-		}(s)
-	}
-}
-
-// slRefusal is an upstream's authoritative refusal of a tools/call before execution, with the
-// HTTP status it came with (2026-07-28 answers some refusals with HTTP 400; the agent gets the
-// upstream's answer as it was given).
-type slRefusal struct {
-	upstreamRefusal
-	status atomic.Int32
-}
-
-// statelessCall is a 2026-07-28 tools/call: one act through the gate, in the agent's scope
-// (statelessScope; an input-required continuation in a narrower one, continuationScope), with
-// the same outcomes as a session's (bridge.callTool) rendered as 2026-07-28 results. An
-// upstream refusal before execution is recorded in refused.
-//
-//nolint:gocyclo // the order of a 2026-07-28 tools/call's checks (headers, agent, replay, sink, continuation) reads as one sequence
-func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, refused *slRefusal) *jsonrpc.Response {
-	id := sr.req.ID
-	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
-		if err != nil {
-			p.log.Error(err, "Result could not be rendered")
-			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
-		}
-		return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
-	}
-	render := func(r *rawResult, err error) *jsonrpc.Response {
-		if err != nil {
-			return reply(nil, err)
-		}
-		raw, err := r.MarshalJSON()
-		return reply(raw, err)
-	}
-	scope := continuationScope(statelessScope(p.cfg.Server, agent), sr.params["requestState"], sr.params["inputResponses"])
-	raw := sr.params["arguments"]
-	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		raw = json.RawMessage("{}")
-	}
-	if sr.name == sink.RequestBindingMomentTool {
-		prop, err := sink.ParseProposal(raw)
-		if err != nil {
-			return render(refusalResult(sink.Result{Code: ef.EFMomentInvalid, Message: strings.TrimPrefix(err.Error(), sink.ErrProposal.Error()+": ")}))
-		}
-		res, err := p.cfg.Gate.RequestMoment(context.WithoutCancel(ctx), scope, agent, prop)
-		if err != nil {
-			p.log.Error(err, "Gate failed to register a binding moment")
-			if res.Code == "" {
-				res.Code = ef.EFStoreUnavailable
-			}
-			res.Moment = nil
-		}
-		if res.Moment != nil && res.Moment.Envelope != nil {
-			p.log.Info("Binding moment registered", "moment", res.Moment.ID, "envelope", res.Moment.Envelope.Digest())
-			return render(registeredMoment(res.Moment, res.Resolutions))
-		}
-		if res.Code == "" {
-			res.Code = ef.EFMomentInvalid
-		}
-		return render(refusalResult(res))
-	}
-	canonical, cerr := jcs.Canonicalize(raw, jcs.Full)
-	args := json.RawMessage(canonical)
-	if cerr != nil {
-		args = raw
-	}
-	var meta map[string]json.RawMessage
-	_ = json.Unmarshal(sr.params["_meta"], &meta)
-	call := sink.Call{
-		Session: scope, Agent: agent, Server: p.cfg.Server, Destination: p.cfg.URL,
-		Tool: sr.name, Args: args, Vendor: act.VendorMCP,
-	}
-	if s, ok := id.Raw().(string); ok {
-		call.VendorID = clip(s, 128)
-	} else if n, ok := id.Raw().(int64); ok {
-		call.VendorID = strconv.FormatInt(n, 10)
-	}
-	if p.cfg.TrustDeclaredProvenance {
-		var prov string
-		if json.Unmarshal(meta[MetaProvenance], &prov) == nil {
-			call.Provenance = prov
-		}
-	}
-	var fwd json.RawMessage
-	if cerr == nil {
-		fwd = args
-	}
-	if !p.sl.tasks.reserve(agent) {
-		return p.taskLimited2026(id)
-	}
-	if !p.owners.reserve(agent) { // any tools/call may create a task: its creator is remembered (taskowners.go)
-		p.sl.tasks.release(agent)
-		return p.taskLimited2026(id)
-	}
-	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, refused)
-	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
-	p.learnCreated(agent, res, true)
-	if !p.followTask2026(agent, res) {
-		p.sl.tasks.release(agent)
-	}
-	if res.Allowed && len(res.Accepted) > 0 {
-		res.Upstream = res.Accepted // the task's handle, to the call and to a retry
-	}
-	l := p.log.WithValues("tool", logfield.Bound(sr.name), "session", scope)
-	if cerr == nil {
-		l = l.WithValues("argumentsDigest", jcs.Digest(canonical))
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, sink.ErrUpstream):
-		l.Info("Upstream outcome unknown", "act", res.ActID, "state", res.State, "operation", res.OperationID)
-	default:
-		l.Error(err, "Gate failed", "act", res.ActID, "invoked", res.Invoked, "state", res.State)
-		if res.Code == "" {
-			res.Code = ef.EFStoreUnavailable
-		}
-	}
-	if res.Allowed && res.Replayed && len(res.Upstream) == 0 && res.State.Terminal() {
-		res.Upstream = settledResult(res.State)
-	}
-	if rerr := refused.get(); rerr != nil && res.Allowed && res.Invoked && !res.Replayed {
-		l.Info("Call refused by the upstream", "act", res.ActID, "code", rerr.Code)
-		return &jsonrpc.Response{ID: id, Error: rerr}
-	}
-	if res.Allowed && len(res.Upstream) > 0 {
-		return render(allowedResult(res))
-	}
-	if res.Code == "" || res.Allowed {
-		if res.Code == "" {
-			res.Code = ef.EFIndeterminate
-		}
-		res.Allowed = false
-	}
-	l.Info("Call refused", "act", res.ActID, "code", res.Code, "state", res.State, "invoked", res.Invoked, "escalated", res.Moment != nil)
-	// No session remembers which tools declare an outputSchema: a refusal never carries
-	// structuredContent on 2026-07-28 (its text, _meta code and binding_moment do).
-	return render(refusalFor(res, false))
-}
-
-// statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
-// canonical arguments and the sink's operation id in _meta, nothing else changed. An
-// input-required result is recorded FAILED: the server did not run the call.
-func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *statelessRequest, args json.RawMessage, refused *slRefusal) sink.Invoker {
-	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
-		if args == nil {
-			return notSent("the arguments could not be canonicalized; the call was not sent"), nil
-		}
-		if hc := heldOf(ctx); hc != nil {
-			hc.setOperation(operationID)
-		}
-		params := make(map[string]json.RawMessage, len(sr.params)+1)
-		for k, v := range sr.params {
-			params[k] = v
-		}
-		params["arguments"] = args
-		meta := map[string]json.RawMessage{}
-		_ = json.Unmarshal(sr.params["_meta"], &meta)
-		op, _ := json.Marshal(operationID)
-		meta[MetaOperationID] = op
-		m, err := json.Marshal(meta)
-		if err != nil {
-			return notSent("actgate: the call could not be encoded; it was not sent"), nil
-		}
-		params["_meta"] = m
-		body, err := marshalNoEscape(params)
-		if err != nil {
-			return notSent("actgate: the call could not be encoded; it was not sent"), nil
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
-		defer cancel()
-		var a attempt
-		// The agent's Mcp-Param-* headers each copy a value of the arguments the gate decided on
-		// (checkParamHeaders).
-		resp, status, err := p.statelessSend(a.bind(ctx), mode, agent, statelessHeaders(hdr, sr, true), sr, body, false)
-		if err != nil {
-			switch {
-			case errors.Is(err, errNoUpstream):
-				return notSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", p.cfg.Server)), nil
-			case !a.wrote.Load():
-				return notSent("the upstream could not be reached; the call was not sent"), nil
-			case redirectStatus(status):
-				return redirected(status), nil
-			case refusedStatus(status):
-				return failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
-			}
-			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.name), "operation", operationID, "cause", safeCause(err, &a))
-			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, err
-		}
-		if resp.Error != nil {
-			var werr *jsonrpc.Error
-			if !errors.As(resp.Error, &werr) {
-				return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered an error")
-			}
-			switch werr.Code {
-			case codeParseError, codeInvalidRequest, codeMethodNotFound, codeInvalidParams, codeURLElicitationRequired, codeHeaderMismatch, codeUnsupportedProtocolVersion,
-				codeMissingClientCapability:
-				refused.set(werr)
-				refused.status.Store(int32(min(max(status, 200), 599)))
-				return failed(fmt.Sprintf("the upstream refused the call: JSON-RPC error %d: %s", werr.Code, clip(werr.Message, 200))), nil
-			}
-			// Any other error answer may come from a handler that had already acted.
-			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered JSON-RPC error %d", werr.Code)
-		}
-		var r struct {
-			IsError bool `json:"isError"`
-		}
-		_ = json.Unmarshal(resp.Result, &r)
-		if r.IsError || resultTypeOf(resp.Result) == resultTypeInputRequired {
-			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
-		}
-		// A CreateTaskResult: the upstream accepted the call to run it as a task.
-		return classifyTask(resp.Result, sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeExecuted}, parseCreated2026), nil
-	}
-}
-
-// safeRPC names a JSON-RPC error by its code only (its message may quote the request).
-func safeRPC(err error) string {
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
-		return "JSON-RPC error " + strconv.FormatInt(werr.Code, 10)
-	}
-	return "an error"
-}
-
-// withoutRoundMembers returns params without requestState and inputResponses, the
-// 2026-07-28 members a stateful upstream does not know: its requests for input are answered on
-// its session (stateless_rounds.go). A tasks/update keeps them: its inputResponses are the
-// request itself.
-func withoutRoundMembers(params json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil || m == nil {
-		return params
-	}
-	_, rs := m["requestState"]
-	_, ir := m["inputResponses"]
-	if !rs && !ir {
-		return params
-	}
-	delete(m, "requestState")
-	delete(m, "inputResponses")
-	out, err := marshalNoEscape(m)
-	if err != nil {
-		return params
-	}
-	return out
-}
-
-// withoutRevisionMeta returns params without the 2026-07-28 per-request _meta members
-// (io.modelcontextprotocol/…), for a stateful upstream session: its version and the client's
-// capabilities are the session's, and a stateful server refuses a request that carries them.
-// Every other member is kept as written; params that are not an object are returned unchanged.
-func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil || m == nil {
-		return params
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
-		return params
-	}
-	changed := false
-	for k := range meta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			delete(meta, k)
-			changed = true
-		}
-	}
-	if !changed {
-		return params
-	}
-	if len(meta) == 0 {
-		delete(m, "_meta")
-	} else if raw, err := marshalNoEscape(meta); err == nil {
-		m["_meta"] = raw
-	} else {
-		return params
-	}
-	out, err := marshalNoEscape(m)
-	if err != nil {
-		return params
-	}
-	return out
+	return &jsonrpc.Response{ID: sr.Req.ID, Result: stateless.WithCacheHints(wire.MethodDiscover, raw)}
 }
 
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
-func (p *Proxy) gateState(sr *statelessRequest) bool {
-	_, err := parseState(p.sl.held.macKey(), sr.params["requestState"])
+func (p *Proxy) gateState(sr *stateless.Request) bool {
+	_, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }

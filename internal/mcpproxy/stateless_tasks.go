@@ -10,6 +10,10 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -27,7 +31,7 @@ import (
 // answer tells its outcome, which it records with sink.Gate.Settle as the 2025 path does
 // (recordTaskOutcome):
 //   - status completed: the inlined result, a CallToolResult, is EXECUTED, or FAILED when
-//     isError (taskResultOutcome);
+//     isError (tasks.ResultOutcome);
 //   - status failed (a protocol error after the task was accepted), cancelled, a tasks/get the
 //     upstream answers with -32602 (no such task), the task's ttlMs passing, the proxy closing:
 //     INDETERMINATE.
@@ -37,8 +41,6 @@ import (
 // (no such task) without reaching the upstream, so it neither reads nor settles nor steers the
 // act. Tasks the gate does not follow (calls it did not journal, settled tasks) stay bound to
 // the agent that created them (taskowners.go); the creator's requests pass through as written.
-
-const resultTypeTask = "task"
 
 // slTaskKey names a followed task: the agent that created it and the upstream's task id.
 type slTaskKey struct{ agent, id string }
@@ -108,51 +110,28 @@ func (t *slTaskTable) take(agent, id string, rt *runningTask) *runningTask {
 	return have
 }
 
-// parseCreated2026 reads a 2026-07-28 tools/call result: ok is false for a result that is not
-// a CreateTaskResult (resultType "task"); id is "" for one whose task the gate cannot follow (no
-// task id, one that is not a string, too long).
-func parseCreated2026(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
-	var c struct {
-		ResultType string          `json:"resultType"`
-		TaskID     json.RawMessage `json:"taskId"`
-		TTLMs      json.RawMessage `json:"ttlMs"`
-	}
-	if unmarshal(raw, &c) != nil || c.ResultType != resultTypeTask {
-		return "", 0, false
-	}
-	if unmarshal(c.TaskID, &id) != nil || id == "" || len(id) > maxTaskID {
-		return "", 0, true
-	}
-	ttl = maxTaskTTL
-	var ms float64
-	if unmarshal(c.TTLMs, &ms) == nil {
-		ttl = taskTTL(ms)
-	}
-	return id, ttl, true
-}
-
 // taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.
 func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", maxTasks)
-	r, err := refusalFor(sink.Result{Code: ef.EFTaskLimit}, false)
+	r, err := toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, false)
 	var raw json.RawMessage
 	if err == nil {
 		raw, err = r.MarshalJSON()
 	}
 	if err != nil {
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: codeInternalError, Message: "actgate: result could not be rendered"}}
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: result could not be rendered"}}
 	}
-	return &jsonrpc.Response{ID: id, Result: withResultType(raw)}
+	return &jsonrpc.Response{ID: id, Result: stateless.WithResultType(raw)}
 }
 
 // followTask2026 starts following the task a journaled dispatch of agent's created (res: its
 // acceptance, first answer only) and reports whether it took the call's reservation.
 func (p *Proxy) followTask2026(agent string, res sink.Result) bool {
-	settler, ok := p.cfg.Gate.(taskSettler)
+	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok || res.Replayed || res.State != journal.StateInvoked || len(res.Accepted) == 0 {
 		return false
 	}
-	id, ttl, _ := parseCreated2026(res.Accepted)
+	id, ttl, _ := tasks.ParseCreated2026(res.Accepted)
 	if id == "" {
 		return false
 	}
@@ -196,7 +175,7 @@ func (p *Proxy) abandonTask2026(agent, id string, rt *runningTask, why string) {
 }
 
 func (p *Proxy) settleTask2026(agent, id string, rt *runningTask, out sink.InvokeResult, why string) {
-	settler, ok := p.cfg.Gate.(taskSettler)
+	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
 	}
@@ -224,31 +203,31 @@ func (p *Proxy) abandonTasks2026() {
 // foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent (or a
 // tasks/result, which a 2025 upstream answers) names a task another agent follows or created
 // (taskowners.go): such a request is answered as one for a task that does not exist.
-func (p *Proxy) foreignTask(agent string, sr *statelessRequest) *jsonrpc.Response {
-	id := sr.name
-	switch sr.req.Method {
-	case methodTasksGet, methodTasksUpdate, methodTasksCancel:
-	case methodTasksResult:
-		id = taskIDParam(sr.req.Params)
+func (p *Proxy) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Response {
+	id := sr.Name
+	switch sr.Req.Method {
+	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
+	case wire.MethodTasksResult:
+		id = tasks.IDParam(sr.Req.Params)
 	default:
 		return nil
 	}
-	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.foreign(agent, id) {
+	if owner := p.sl.tasks.owner(id); (owner == "" || owner == agent) && !p.owners.Foreign(agent, id) {
 		return nil
 	}
-	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.req.Method)
-	return noSuchTask(sr.req.ID)
+	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.Req.Method)
+	return noSuchTask(sr.Req.ID)
 }
 
 // observeTask2026 learns what it can of agent's followed task from the upstream's answer to
 // the agent's tasks/get.
-func (p *Proxy) observeTask2026(agent string, sr *statelessRequest, answer *jsonrpc.Response) {
-	if sr.req.Method != methodTasksGet || p.sl.tasks.owner(sr.name) != agent {
+func (p *Proxy) observeTask2026(agent string, sr *stateless.Request, answer *jsonrpc.Response) {
+	if sr.Req.Method != wire.MethodTasksGet || p.sl.tasks.owner(sr.Name) != agent {
 		return
 	}
-	id := sr.name
+	id := sr.Name
 	if answer.Error != nil {
-		if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == codeInvalidParams {
+		if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == wire.CodeInvalidParams {
 			p.abandonTask2026(agent, id, nil, "the upstream has no such task")
 		}
 		return
@@ -257,12 +236,12 @@ func (p *Proxy) observeTask2026(agent string, sr *statelessRequest, answer *json
 		Status string          `json:"status"`
 		Result json.RawMessage `json:"result"`
 	}
-	if unmarshal(answer.Result, &st) != nil {
+	if wire.Unmarshal(answer.Result, &st) != nil {
 		return
 	}
 	switch st.Status {
 	case "completed":
-		p.settleTask2026(agent, id, nil, taskResultOutcome(&jsonrpc.Response{Result: st.Result}), "the agent's tasks/get")
+		p.settleTask2026(agent, id, nil, tasks.ResultOutcome(&jsonrpc.Response{Result: st.Result}), "the agent's tasks/get")
 	case "failed":
 		p.abandonTask2026(agent, id, nil, "the task failed")
 	case "cancelled":

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
-	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // tasks2026Server is a 2026-07-28 server with the tasks extension, written to its wire
@@ -223,7 +222,7 @@ func TestStatelessTaskSettles(t *testing.T) {
 				}
 				m := f.post(tokenB, 2, method, "task-1", params)
 				e, _ := m["error"].(map[string]any)
-				if e["code"] != float64(codeInvalidParams) {
+				if e["code"] != float64(wire.CodeInvalidParams) {
 					t.Fatalf("agent b's %s of agent a's task: %v, want -32602", method, m)
 				}
 			}
@@ -293,53 +292,4 @@ func TestStatelessTaskLimit(t *testing.T) {
 	if got := resultOf(t, f.post(tokenA, 11, "tools/call", "ticket_task", `"name":"ticket_task","arguments":{"n":11}`)); got["resultType"] != "task" {
 		t.Fatalf("after a task settled: %v", got)
 	}
-}
-
-// TestParseCreated2026: what the gate reads of a 2026-07-28 tools/call result, bad input
-// included: only a CreateTaskResult (resultType "task") with a usable task id is accepted; one
-// without is INDETERMINATE; anything else is classified as a plain call's result.
-func TestParseCreated2026(t *testing.T) {
-	plain := sink.InvokeResult{Result: json.RawMessage(`{"content":[]}`), Outcome: sink.OutcomeExecuted}
-	long := strings.Repeat("x", maxTaskID+1)
-	for _, tc := range []struct {
-		name string
-		raw  string
-		want sink.InvokeOutcome
-	}{
-		{"created", `{"resultType":"task","taskId":"t-1","status":"working","ttlMs":60000}`, sink.OutcomeAccepted},
-		{"created, null ttlMs", `{"resultType":"task","taskId":"t-1","ttlMs":null}`, sink.OutcomeAccepted},
-		{"created, huge ttlMs", `{"resultType":"task","taskId":"t-1","ttlMs":1e300}`, sink.OutcomeAccepted},
-		{"created, negative ttlMs", `{"resultType":"task","taskId":"t-1","ttlMs":-5}`, sink.OutcomeAccepted},
-		{"no task id", `{"resultType":"task","status":"working"}`, sink.OutcomeIndeterminate},
-		{"empty task id", `{"resultType":"task","taskId":""}`, sink.OutcomeIndeterminate},
-		{"task id too long", `{"resultType":"task","taskId":"` + long + `"}`, sink.OutcomeIndeterminate},
-		{"task id not a string", `{"resultType":"task","taskId":7}`, sink.OutcomeIndeterminate},
-		{"ttlMs not a number", `{"resultType":"task","taskId":"t-1","ttlMs":"soon"}`, sink.OutcomeAccepted},
-		{"task id an object", `{"resultType":"task","taskId":{"a":1}}`, sink.OutcomeIndeterminate},
-		{"resultType not a string", `{"resultType":7,"taskId":"t-1"}`, plain.Outcome},
-		{"a 2025 CreateTaskResult", `{"task":{"taskId":"t-1"}}`, plain.Outcome},
-		{"task id without resultType", `{"taskId":"t-1","content":[]}`, plain.Outcome},
-		{"complete", `{"resultType":"complete","content":[{"type":"text","text":"ran"}]}`, plain.Outcome},
-		{"not JSON", `{"resultType":`, plain.Outcome},
-		{"empty", ``, plain.Outcome},
-		{"an array", `[{"resultType":"task","taskId":"t-1"}]`, plain.Outcome},
-	} {
-		t.Run(tc.name, func(t *testing.T) { checkClassify(t, tc.raw, tc.want, plain, parseCreated2026) })
-	}
-}
-
-// FuzzCreated2026 feeds arbitrary bytes to the 2026-07-28 task readers: none panics, and an
-// acceptance always has a task id the gate can follow and a ttl within its bound.
-func FuzzCreated2026(f *testing.F) {
-	f.Add([]byte(`{"resultType":"task","taskId":"t-1","status":"working","ttlMs":60000}`))
-	f.Add([]byte(`{"resultType":"complete","taskId":"t","status":"completed","result":{"content":[]}}`))
-	f.Add([]byte(`{"resultType":"task","taskId":null,"ttlMs":-1}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		raw := json.RawMessage(b)
-		out := classifyTask(raw, sink.InvokeResult{Outcome: sink.OutcomeExecuted}, parseCreated2026)
-		id, ttl, ok := parseCreated2026(raw)
-		if out.Outcome == sink.OutcomeAccepted && (!ok || id == "" || len(id) > maxTaskID || ttl < 0 || ttl > maxTaskTTL) {
-			t.Fatalf("accepted %q without a task to follow (id %q, ttl %s)", b, id, ttl)
-		}
-	})
 }

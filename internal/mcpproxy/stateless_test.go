@@ -14,6 +14,8 @@ import (
 
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // connect2026 connects the SDK's client pinned to MCP 2026-07-28, with the agent's bearer
@@ -167,7 +169,7 @@ func TestStatelessHeaderMismatch(t *testing.T) {
 			status, m := post2026(t, f.endpoint(), call2026, tc.hdr)
 			e, _ := m["error"].(map[string]any)
 			data, _ := e["data"].(map[string]any)
-			if status != http.StatusBadRequest || e["code"] != float64(codeHeaderMismatch) || data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
+			if status != http.StatusBadRequest || e["code"] != float64(wire.CodeHeaderMismatch) || data[MetaEFCode] != "EF_MCP_HEADER_MISMATCH" {
 				t.Fatalf("HTTP %d %v", status, m)
 			}
 			if n := f.up.Count("ticket_create"); n != 0 {
@@ -209,7 +211,7 @@ func TestStatelessReplayBoundToAgent(t *testing.T) {
 	if n := f.up.Count("ticket_create"); n != 2 {
 		t.Fatalf("upstream ran ticket_create %d times for two agents' calls, want 2", n)
 	}
-	if statelessScope("bank", "agent-a") == statelessScope("bank", "agent-b") {
+	if stateless.Scope("bank", "agent-a") == stateless.Scope("bank", "agent-b") {
 		t.Fatal("two agents share a scope")
 	}
 }
@@ -256,7 +258,7 @@ func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
 		}
 		status, m := post(method, params)
 		e, _ := m["error"].(map[string]any)
-		if status != http.StatusNotFound || e["code"] != float64(codeMethodNotFound) || m["id"] != float64(3) {
+		if status != http.StatusNotFound || e["code"] != float64(wire.CodeMethodNotFound) || m["id"] != float64(3) {
 			t.Errorf("%s: HTTP %d %v, want 404 and -32601", method, status, m)
 		}
 	}
@@ -271,7 +273,7 @@ func TestStatelessStatefulUpstreamAnswers(t *testing.T) {
 		t.Errorf("server/discover answered by the gate: %v, want cacheScope private", m)
 	}
 	status, m := post("tools/list", `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`)
-	if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(codeInvalidParams) {
+	if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(wire.CodeInvalidParams) {
 		t.Errorf("no client capabilities: HTTP %d %v, want 400 and -32602", status, m)
 	}
 	// ping is still a request of the stateful revisions on the session path.
@@ -312,7 +314,7 @@ func TestStatelessParamHeaders(t *testing.T) {
 	}
 	status, m = post2026(t, f.endpoint(), strings.Replace(call2026, `"id":7`, `"id":8`, 1), hdr("other"))
 	e, _ := m["error"].(map[string]any)
-	if status != http.StatusBadRequest || e["code"] != float64(codeHeaderMismatch) || f.up.Count("ticket_create") != 1 {
+	if status != http.StatusBadRequest || e["code"] != float64(wire.CodeHeaderMismatch) || f.up.Count("ticket_create") != 1 {
 		t.Fatalf("a header naming another value: HTTP %d %v; upstream ran it %d times", status, m, f.up.Count("ticket_create"))
 	}
 }
@@ -340,7 +342,7 @@ func TestStatelessMissingCapabilityRefusal(t *testing.T) {
 	status, m := post2026(t, f.endpoint(), call2026, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "ticket_create"})
 	e, _ := m["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)
-	if status != http.StatusBadRequest || e["code"] != float64(codeMissingClientCapability) || data["requiredCapabilities"] == nil {
+	if status != http.StatusBadRequest || e["code"] != float64(wire.CodeMissingClientCapability) || data["requiredCapabilities"] == nil {
 		t.Fatalf("HTTP %d %v, want the upstream's -32021 with HTTP 400", status, m)
 	}
 	if st := statesIn(t, f); st[journal.StateFailed] != 1 || st[journal.StateIndeterminate] != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // tokenSession is a raw 2025-11-25 session of the agent whose bearer token is tok.
@@ -80,7 +81,7 @@ func (s *tokenSession) request(id int, method, params string) map[string]any {
 // noSuchTask reports whether m is the gate's -32602 "no such task".
 func isNoSuchTask(m map[string]any) bool {
 	e, _ := m["error"].(map[string]any)
-	return e["code"] == float64(codeInvalidParams) && e["message"] == "actgate: no such task"
+	return e["code"] == float64(wire.CodeInvalidParams) && e["message"] == "actgate: no such task"
 }
 
 // TestTaskOwners2025: on MCP 2025-11-25, two agents' sessions in front of an upstream whose
@@ -229,70 +230,4 @@ func TestTaskOwnersBound(t *testing.T) {
 		t.Fatalf("upstream ran %d calls, want 2", calls)
 	}
 
-	// Unit: expired entries free their places (a sweep at the bound), and an expired owner is
-	// no owner.
-	var o taskOwners
-	for range 2 {
-		if !o.reserve("x") {
-			t.Fatal("reserve under the bound")
-		}
-	}
-	o.settle("x", "t-1", time.Millisecond)
-	o.settle("x", "", 0)
-	if o.owner("t-1") != "x" || !o.foreign("y", "t-1") || o.foreign("x", "t-1") {
-		t.Fatal("owner of a live task")
-	}
-	time.Sleep(5 * time.Millisecond)
-	if o.owner("t-1") != "" || o.total != 0 {
-		t.Fatalf("an expired task: owner %q, %d places held", o.owner("t-1"), o.total)
-	}
-}
-
-// TestCreatedTaskOf: what the owners table reads of a tools/call answer, bad input included:
-// a task id of any length, of the revision's shape only; anything else is no task.
-func TestCreatedTaskOf(t *testing.T) {
-	long := strings.Repeat("i", 4096)
-	for _, tc := range []struct {
-		raw  string
-		rev  bool
-		id   string
-		ttl  time.Duration
-		name string
-	}{
-		{`{"task":{"taskId":"t","ttl":1000}}`, false, "t", time.Second, "2025"},
-		{`{"task":{"taskId":"` + long + `"}}`, false, long, maxTaskTTL, "2025 long id, no ttl"},
-		{`{"resultType":"task","taskId":"t","ttlMs":5}`, true, "t", 5 * time.Millisecond, "2026"},
-		{`{"resultType":"task","taskId":"t","ttlMs":-1}`, true, "t", maxTaskTTL, "2026 negative ttl"},
-		{`{"resultType":"task","taskId":"t"}`, false, "", 0, "2026 shape on 2025"},
-		{`{"task":{"taskId":"t"}}`, true, "", 0, "2025 shape on 2026"},
-		{`{"resultType":"complete","taskId":"t"}`, true, "", 0, "not a task"},
-		{`{"task":{"taskId":7}}`, false, "", 0, "number id"},
-		{`{"task":{"taskId":""}}`, false, "", 0, "empty id"},
-		{`{"task":null}`, false, "", 0, "null task"},
-		{`[1,2]`, false, "", 0, "array"},
-		{`{"task":`, false, "", 0, "truncated"},
-		{``, true, "", 0, "empty"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			id, ttl := createdTaskOf(json.RawMessage(tc.raw), tc.rev)
-			if id != tc.id || ttl != tc.ttl {
-				t.Fatalf("createdTaskOf(%.80s) = %.20q, %v; want %.20q, %v", tc.raw, id, ttl, tc.id, tc.ttl)
-			}
-		})
-	}
-}
-
-// FuzzCreatedTaskOf: no answer makes the reader panic, and an id it reads is the string the
-// answer holds.
-func FuzzCreatedTaskOf(f *testing.F) {
-	for _, s := range []string{`{"task":{"taskId":"t","ttl":1}}`, `{"resultType":"task","taskId":"t","ttlMs":1e300}`, `{"task":{"taskId":"\u0000"}}`, `null`} {
-		f.Add([]byte(s), false)
-		f.Add([]byte(s), true)
-	}
-	f.Fuzz(func(t *testing.T, raw []byte, rev bool) {
-		id, ttl := createdTaskOf(raw, rev)
-		if id == "" && ttl != 0 || ttl < 0 || ttl > maxTaskTTL {
-			t.Fatalf("createdTaskOf(%q) = %q, %v", raw, id, ttl)
-		}
-	})
 }

@@ -1,7 +1,6 @@
 package mcpproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -14,6 +13,9 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -41,33 +43,13 @@ import (
 //     own requests carry what the gate learns, so the upstream sees no traffic the agent did not
 //     cause, and nothing of an input_required exchange (delivered on the agent's tasks/result
 //     stream) is taken from the agent.
-const (
-	methodTasksGet    = "tasks/get"
-	methodTasksResult = "tasks/result"
-	methodTasksCancel = "tasks/cancel"
-	methodTasksList   = "tasks/list"
-	methodTasksUpdate = "tasks/update" // 2026-07-28's tasks extension: a task's inputResponses
-	notifyTaskStatus  = "notifications/tasks/status"
-)
+//
+// The methods are the wire package's MethodTasks* and NotifyTaskStatus.
 
 // maxTasks bounds the running tasks of dispatched calls one session follows (the agent starts
 // them): a task-augmented call beyond it is refused with EF_TASK_LIMIT before anything is
 // decided or sent. A variable for tests.
 var maxTasks = 256
-
-// maxTaskID bounds the upstream's task id the gate follows; maxTaskTTL bounds how long it
-// follows a task whose ttl is longer (or null: until the session ends).
-const (
-	maxTaskID  = 256
-	maxTaskTTL = 24 * time.Hour
-)
-
-// taskSettler is the part of the gate that records the outcome of an accepted dispatch
-// (*sink.Gate implements it). A Gate without it has its tasks' acts left INVOKED, which the
-// sink's recovery makes INDETERMINATE.
-type taskSettler interface {
-	Settle(ctx context.Context, operationID string, out sink.InvokeResult, err error) (journal.State, error)
-}
 
 // taskKey is the context key of the agent's params.task of a task-augmented tools/call.
 type taskKey struct{}
@@ -81,86 +63,6 @@ func withTask(ctx context.Context, task json.RawMessage) context.Context {
 func taskOf(ctx context.Context) json.RawMessage {
 	t, _ := ctx.Value(taskKey{}).(json.RawMessage)
 	return t
-}
-
-// taskParam returns the params.task member of tools/call params, when there is one that is not
-// null: the call is task-augmented. A substring test keeps it off a plain call's path.
-func taskParam(params json.RawMessage) json.RawMessage {
-	if !bytes.Contains(params, []byte(`"task"`)) {
-		return nil
-	}
-	var p struct {
-		Task json.RawMessage `json:"task"`
-	}
-	if unmarshal(params, &p) != nil || len(p.Task) == 0 || bytes.Equal(p.Task, []byte("null")) {
-		return nil
-	}
-	return p.Task
-}
-
-// taskCallParams are tools/call params with the agent's params.task, as forwarded.
-type taskCallParams struct {
-	*mcp.CallToolParams
-	Task json.RawMessage `json:"task,omitempty"`
-}
-
-// callParams returns what the invoker forwards: params, with task when the call is
-// task-augmented.
-func callParams(params *mcp.CallToolParams, task json.RawMessage) any {
-	if task == nil {
-		return params
-	}
-	return &taskCallParams{CallToolParams: params, Task: task}
-}
-
-// createdTask is what the gate reads of a CreateTaskResult.
-type createdTask struct {
-	Task *struct {
-		TaskID *string  `json:"taskId"`
-		TTL    *float64 `json:"ttl"`
-	} `json:"task"`
-}
-
-// parseCreated reads a task-augmented call's result: ok is false for a result that is not a
-// CreateTaskResult (the upstream ran the call as a plain one); id is "" for one whose task id
-// the gate cannot follow.
-func parseCreated(raw json.RawMessage) (id string, ttl time.Duration, ok bool) {
-	var c createdTask
-	if unmarshal(raw, &c) != nil || c.Task == nil {
-		return "", 0, false
-	}
-	if c.Task.TaskID == nil || *c.Task.TaskID == "" || len(*c.Task.TaskID) > maxTaskID {
-		return "", 0, true
-	}
-	ttl = maxTaskTTL
-	if c.Task.TTL != nil {
-		ttl = taskTTL(*c.Task.TTL)
-	}
-	return *c.Task.TaskID, ttl, true
-}
-
-// taskTTL is a task's lifetime from the ttl in milliseconds its upstream gave: at most
-// maxTaskTTL, and maxTaskTTL for a negative one.
-func taskTTL(ms float64) time.Duration {
-	if ms >= 0 && ms < float64(maxTaskTTL/time.Millisecond) {
-		return time.Duration(ms) * time.Millisecond
-	}
-	return maxTaskTTL
-}
-
-// classifyTask is the outcome of a call's one attempt whose answer parse reads as a
-// CreateTaskResult of its revision (parseCreated, parseCreated2026): one whose task the gate can
-// follow is accepted (INVOKED; its result is the agent's answer), one whose task it cannot
-// follow is INDETERMINATE; any other answer is classified as a plain call's (out).
-func classifyTask(raw json.RawMessage, out sink.InvokeResult, parse func(json.RawMessage) (string, time.Duration, bool)) sink.InvokeResult {
-	id, _, ok := parse(raw)
-	switch {
-	case !ok:
-		return out
-	case id == "":
-		return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeIndeterminate}
-	}
-	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeAccepted}
 }
 
 // taskTable is the running tasks of dispatched calls a session follows, by the upstream's task
@@ -203,7 +105,7 @@ func (b *bridge) unreserveTask() {
 // sent.
 func (b *bridge) taskLimited(tool string) (mcp.Result, error) {
 	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", maxTasks)
-	return b.render(refusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
+	return b.render(toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
 }
 
 // taskAnswer is what the gate's answer to a task-augmented call (task not nil) holds: when the
@@ -220,13 +122,13 @@ func (b *bridge) taskAnswer(task json.RawMessage, res sink.Result, upstreamSessi
 
 // followTask starts following the task a journaled dispatch created (res: its acceptance).
 func (b *bridge) followTask(res sink.Result, upstreamSession string) {
-	settler, ok := b.p.cfg.Gate.(taskSettler)
+	settler, ok := b.p.cfg.Gate.(tasks.Settler)
 	if !ok || res.Replayed || res.State != journal.StateInvoked || len(res.Accepted) == 0 {
 		return
 	}
-	id, ttl, _ := parseCreated(res.Accepted)
+	id, ttl, _ := tasks.ParseCreated(res.Accepted)
 	if id == "" {
-		return // classifyTask made such a call INDETERMINATE
+		return // tasks.Classify made such a call INDETERMINATE
 	}
 	rt := &runningTask{operationID: res.OperationID, upstream: upstreamSession}
 	t := &b.tasks
@@ -263,7 +165,7 @@ func (b *bridge) takeTask(id string, rt *runningTask) *runningTask {
 
 // settleTask records the outcome of a followed task.
 func (b *bridge) settleTask(id string, out sink.InvokeResult, why string) {
-	settler, ok := b.p.cfg.Gate.(taskSettler)
+	settler, ok := b.p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
 	}
@@ -274,7 +176,7 @@ func (b *bridge) settleTask(id string, out sink.InvokeResult, why string) {
 
 // abandonTask settles a task INDETERMINATE when its outcome can no longer be learnt.
 func (b *bridge) abandonTask(id string, rt *runningTask, why string) {
-	settler, ok := b.p.cfg.Gate.(taskSettler)
+	settler, ok := b.p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
 	}
@@ -298,13 +200,13 @@ func (b *bridge) abandonTasks(why string) {
 	}
 }
 
-func (b *bridge) recordTask(settler taskSettler, id string, rt *runningTask, out sink.InvokeResult, why string) {
+func (b *bridge) recordTask(settler tasks.Settler, id string, rt *runningTask, out sink.InvokeResult, why string) {
 	recordTaskOutcome(b.p, settler, id, rt, out, why, "session", b.ss.ID())
 }
 
 // recordTaskOutcome records the outcome of a followed task (a session's, or on 2026-07-28 an
 // agent's) and logs it with kv.
-func recordTaskOutcome(p *Proxy, settler taskSettler, id string, rt *runningTask, out sink.InvokeResult, why string, kv ...any) {
+func recordTaskOutcome(p *Proxy, settler tasks.Settler, id string, rt *runningTask, out sink.InvokeResult, why string, kv ...any) {
 	state, err := settler.Settle(context.Background(), rt.operationID, out, nil)
 	l := p.log.WithValues(kv...).WithValues("task", logfield.Bound(id), "operation", rt.operationID, "state", state, "why", why)
 	switch {
@@ -315,17 +217,6 @@ func recordTaskOutcome(p *Proxy, settler taskSettler, id string, rt *runningTask
 	default:
 		l.V(1).Info("Task outcome recorded")
 	}
-}
-
-// taskIDParam reads params.taskId of tasks/get, tasks/result and tasks/cancel.
-func taskIDParam(params json.RawMessage) string {
-	var p struct {
-		TaskID string `json:"taskId"`
-	}
-	if unmarshal(params, &p) != nil {
-		return ""
-	}
-	return p.TaskID
 }
 
 // followsTasks reports whether the session follows any task (the observation of tasks/*
@@ -344,19 +235,19 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 		return
 	}
 	switch req.Method {
-	case methodTasksResult:
-		id := taskIDParam(req.Params)
+	case wire.MethodTasksResult:
+		id := tasks.IDParam(req.Params)
 		if id == "" {
 			return
 		}
-		b.settleTask(id, taskResultOutcome(answer), "the agent's tasks/result")
-	case methodTasksGet, methodTasksCancel:
-		id := taskIDParam(req.Params)
+		b.settleTask(id, tasks.ResultOutcome(answer), "the agent's tasks/result")
+	case wire.MethodTasksGet, wire.MethodTasksCancel:
+		id := tasks.IDParam(req.Params)
 		if id == "" {
 			return
 		}
 		if answer.Error != nil {
-			if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == codeInvalidParams && req.Method == methodTasksGet {
+			if we, ok := answer.Error.(*jsonrpc.Error); ok && we.Code == wire.CodeInvalidParams && req.Method == wire.MethodTasksGet {
 				b.settleTask(id, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the upstream has no such task")
 			}
 			return
@@ -364,10 +255,10 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 		var st struct {
 			Status string `json:"status"`
 		}
-		if unmarshal(answer.Result, &st) == nil {
+		if wire.Unmarshal(answer.Result, &st) == nil {
 			b.taskStatus(id, st.Status)
 		}
-	case methodTasksList:
+	case wire.MethodTasksList:
 		if answer.Error != nil {
 			return
 		}
@@ -377,7 +268,7 @@ func (b *bridge) observeTaskAnswer(req *jsonrpc.Request, answer *jsonrpc.Respons
 				Status string `json:"status"`
 			} `json:"tasks"`
 		}
-		if unmarshal(answer.Result, &l) == nil {
+		if wire.Unmarshal(answer.Result, &l) == nil {
 			for _, t := range l.Tasks {
 				b.taskStatus(t.TaskID, t.Status)
 			}
@@ -395,7 +286,7 @@ func (b *bridge) taskStatusNotified(params json.RawMessage) {
 		TaskID string `json:"taskId"`
 		Status string `json:"status"`
 	}
-	if unmarshal(params, &st) == nil {
+	if wire.Unmarshal(params, &st) == nil {
 		b.taskStatus(st.TaskID, st.Status)
 	}
 }
@@ -442,35 +333,16 @@ func (b *bridge) fetchTaskResult(id string) {
 			TaskID string `json:"taskId"`
 		}{id})
 		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
-		answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: methodTasksResult, Params: params})
+		answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: wire.MethodTasksResult, Params: params})
 		if err != nil {
 			b.p.log.Info("Task result not received", "task", logfield.Bound(id), "error", err.Error())
 			b.abandonTask(id, rt, "the gate's tasks/result failed")
 			return
 		}
 		if b.takeTask(id, rt) != nil {
-			if settler, ok := b.p.cfg.Gate.(taskSettler); ok {
-				b.recordTask(settler, id, rt, taskResultOutcome(answer), "the gate's tasks/result")
+			if settler, ok := b.p.cfg.Gate.(tasks.Settler); ok {
+				b.recordTask(settler, id, rt, tasks.ResultOutcome(answer), "the gate's tasks/result")
 			}
 		}
 	}()
-}
-
-// taskResultOutcome classifies a tasks/result answer of a task-augmented tools/call: the
-// call's CallToolResult is EXECUTED, or FAILED when isError; anything else INDETERMINATE.
-func taskResultOutcome(answer *jsonrpc.Response) sink.InvokeResult {
-	if answer == nil || answer.Error != nil {
-		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}
-	}
-	var r struct {
-		IsError bool            `json:"isError"`
-		Content json.RawMessage `json:"content"`
-	}
-	if unmarshal(answer.Result, &r) != nil || len(r.Content) == 0 {
-		return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate, Result: answer.Result}
-	}
-	if r.IsError {
-		return sink.InvokeResult{Result: answer.Result, Outcome: sink.OutcomeFailed}
-	}
-	return sink.InvokeResult{Result: answer.Result, Outcome: sink.OutcomeExecuted}
 }

@@ -11,38 +11,19 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
-
-// maxEventSize bounds one upstream message, in an event stream or a JSON body (the SDK
-// client's default).
-const maxEventSize = mcp.DefaultMaxEventSize
 
 // callSeq numbers the direct path's tools/call requests. Their JSON-RPC ids are strings
 // ("actgate-N"); the SDK client on the same session numbers its own, so the two never collide.
 var callSeq atomic.Uint64
-
-// errNoAnswer: the upstream's answer ended without a response to the call.
-var errNoAnswer = errors.New("mcpproxy: the upstream's answer ended without a response to the call")
-
-// errUndecodable: the upstream's answer holds bytes that are not a JSON-RPC message. The
-// decoder's own error (a JSON-RPC error value such as -32600) is kept out of the chain, so the
-// outcome is not mistaken for the upstream refusing the call with that code: the call was sent
-// and its outcome is unknown.
-var errUndecodable = errors.New("mcpproxy: the upstream's answer is not a JSON-RPC message")
-
-// codeUnsupportedMethod is the SDK client's answer to a request it has no handler for
-// (sampling without a sampling handler).
-const codeUnsupportedMethod = -31001
 
 // directVersion returns the protocol version of cs's session when a tools/call can be sent on
 // it by callDirect: a session initialized at a version below 2026-07-28. A session the
@@ -51,7 +32,7 @@ const codeUnsupportedMethod = -31001
 // stream goes on the agent's answer stream of that call.
 func directVersion(cs *mcp.ClientSession) (string, bool) {
 	ir := cs.InitializeResult()
-	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= versionStandardHeaders {
+	if ir == nil || ir.ProtocolVersion == "" || ir.ProtocolVersion >= wire.VersionStandardHeaders {
 		return "", false
 	}
 	return ir.ProtocolVersion, true
@@ -69,7 +50,7 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // ping: answered as the SDK client would, by asking the agent, and POSTed back on the session).
 // A stream the upstream ends after an event with an id, before the response, is resumed
 // (readStream); one that breaks otherwise, or whose resumption fails, leaves the call's outcome
-// unknown (classify: INDETERMINATE), never retried.
+// unknown (upstream.Classify: INDETERMINATE), never retried.
 //
 // release is called once the answer's body is finished with, which for an event stream can be
 // after callDirect returns: the stream's end is read in the background, so that the connection
@@ -84,7 +65,7 @@ func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version 
 	// Judged before release cancels ctx: only a call its deadline ended was abandoned.
 	abandoned := err != nil && ctx.Err() != nil
 	if f, ok := rest.(interface{ finished() bool }); ok && f.finished() {
-		// The stream's end came with the response (syncTransport read it already, as for
+		// The stream's end came with the response (upstream.SyncTransport read it already, as for
 		// about three calls in four in BenchmarkToolsCallRoundTripServe): nothing is left to
 		// wait for, and no goroutine is started for it.
 		_ = rest.Close()
@@ -113,11 +94,11 @@ func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version 
 // caller to drain and close.
 func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version string, id jsonrpc.ID,
 	params any) (res *mcp.CallToolResult, raw json.RawMessage, rest io.ReadCloser, err error) {
-	praw, err := marshalNoEscape(params)
+	praw, err := wire.MarshalNoEscape(params)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: methodCallTool, Params: praw})
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: wire.MethodCallTool, Params: praw})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -131,10 +112,10 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 	}
 	var answer *jsonrpc.Response
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
-	case mediaJSON:
-		answer, err = readJSONAnswer(resp.Body, id)
+	case wire.MediaJSON:
+		answer, err = wire.ReadJSONAnswer(resp.Body, id)
 		_ = resp.Body.Close()
-	case mediaSSE:
+	case wire.MediaSSE:
 		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
@@ -160,20 +141,11 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		return nil, nil, rest, answer.Error
 	}
 	res = &mcp.CallToolResult{}
-	if err := unmarshal(answer.Result, res); err != nil {
+	if err := wire.Unmarshal(answer.Result, res); err != nil {
 		agentStreamOf(ctx).gateAnswer() // the agent's answer is the gate's, not this response
 		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
 	return res, answer.Result, rest, nil
-}
-
-// unmarshal decodes as the SDK does (its internal/json: case-sensitive member names).
-func unmarshal(data []byte, v any) error {
-	if len(data) == 0 {
-		return errors.New("empty JSON")
-	}
-	_, err := sjson.Parse(data, v, sjson.DontMatchCaseInsensitiveStructFields)
-	return err
 }
 
 // post sends one JSON-RPC message on upstream session sid.
@@ -183,12 +155,12 @@ func (b *bridge) post(ctx context.Context, sid, version string, body []byte) (*h
 		return nil, err
 	}
 	h := req.Header
-	h.Set("Content-Type", mediaJSON)
+	h.Set("Content-Type", wire.MediaJSON)
 	h.Set("Accept", "application/json, text/event-stream")
 	if sid != "" { // a sessionless upstream (directVersion)
-		h.Set(headerSessionID, sid)
+		h.Set(wire.HeaderSessionID, sid)
 	}
-	h.Set(headerProtocolVersion, version)
+	h.Set(wire.HeaderProtocolVersion, version)
 	return b.p.direct.Do(req)
 }
 
@@ -223,25 +195,6 @@ func (b *bridge) notifyCancelled(sid, version string, id jsonrpc.ID) {
 	}
 }
 
-// readJSONAnswer reads a JSON body holding the response to id.
-func readJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
-	raw, err := io.ReadAll(io.LimitReader(body, maxEventSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxEventSize {
-		return nil, fmt.Errorf("mcpproxy: upstream answer exceeds %d bytes", maxEventSize)
-	}
-	msg, err := jsonrpc.DecodeMessage(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
-	}
-	if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id {
-		return r, nil
-	}
-	return nil, errNoAnswer
-}
-
 // maxResumesWithoutProgress bounds the resumptions of an upstream answer stream that bring no
 // new event (MCP streamable HTTP, resumability): an upstream that keeps closing the stream
 // without progress ends the wait as the SDK client's reconnection does; one that makes
@@ -274,9 +227,9 @@ type streamState struct {
 func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	var st streamState
 	answer, err := b.readEvents(ctx, sid, version, body, id, &st)
-	for stalled := 0; errors.Is(err, errNoAnswer) && st.lastID != "" && !b.wasCancelled(id); {
+	for stalled := 0; errors.Is(err, wire.ErrNoAnswer) && st.lastID != "" && !b.wasCancelled(id); {
 		if stalled >= maxResumesWithoutProgress {
-			return nil, fmt.Errorf("mcpproxy: the upstream's stream ended %d times without a new event: %w", stalled, errNoAnswer)
+			return nil, fmt.Errorf("mcpproxy: the upstream's stream ended %d times without a new event: %w", stalled, wire.ErrNoAnswer)
 		}
 		delay := st.retry
 		if delay == 0 {
@@ -318,18 +271,18 @@ func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http
 		return nil, err
 	}
 	h := req.Header
-	h.Set("Accept", mediaSSE)
+	h.Set("Accept", wire.MediaSSE)
 	if sid != "" {
-		h.Set(headerSessionID, sid)
+		h.Set(wire.HeaderSessionID, sid)
 	}
-	h.Set(headerProtocolVersion, version)
-	h.Set(headerLastEventID, lastID)
+	h.Set(wire.HeaderProtocolVersion, version)
+	h.Set(wire.HeaderLastEventID, lastID)
 	resp, err := b.p.direct.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: %w", err)
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || mt != mediaSSE {
+	if resp.StatusCode != http.StatusOK || mt != wire.MediaSSE {
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: resuming the upstream's stream: HTTP %d, content type %q", resp.StatusCode, mt)
 	}
@@ -339,23 +292,23 @@ func (b *bridge) resume(ctx context.Context, sid, version, lastID string) (*http
 // readEvents reads one upstream event stream (readStream), recording its event ids and retry
 // field in st.
 func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Reader, id jsonrpc.ID, st *streamState) (*jsonrpc.Response, error) {
-	r := streamReaders.Get().(*bufio.Reader)
+	r := wire.StreamReaders.Get().(*bufio.Reader)
 	r.Reset(body)
 	defer func() { // nothing read keeps a reference to r's buffer: events are copied into data
 		r.Reset(nil)
-		streamReaders.Put(r)
+		wire.StreamReaders.Put(r)
 	}()
 	as := agentStreamOf(ctx)
 	// carried: the event last ended had an id (upstreamEvent holds it for its carrier); on a
 	// resumed stream, the first event is told too, so that no id of the last stream is left.
 	carried := st.lastID != ""
-	answer, err := scanEvents(r, id, eventHooks{
-		field: func(field, value []byte) bool {
+	answer, err := wire.ScanEvents(r, id, wire.EventHooks{
+		Field: func(field, value []byte) bool {
 			switch string(field) {
 			case "id":
 				// An id with NUL is ignored (WHATWG server-sent events); one beyond
-				// maxEventID is not one the proxy resumes with.
-				if len(value) <= maxEventID && bytes.IndexByte(value, 0) < 0 {
+				// wire.MaxEventID is not one the proxy resumes with.
+				if len(value) <= wire.MaxEventID && bytes.IndexByte(value, 0) < 0 {
 					st.lastID = string(value)
 					return true
 				}
@@ -367,7 +320,7 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			}
 			return false
 		},
-		end: func(hasID bool, data []byte) {
+		End: func(hasID bool, data []byte) {
 			// A stream without ids costs nothing here: only an event with one, or the one
 			// after it (whose carrier must not take the earlier id), is told.
 			if hasID || carried {
@@ -375,7 +328,7 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 				carried = hasID
 			}
 		},
-		request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
+		Request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
 	})
 	if err == nil && carried {
 		as.upstreamResponse() // the agent's answer carries the response event's id
@@ -383,132 +336,11 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 	return answer, err
 }
 
-// eventHooks are what a reader of an upstream event stream does beyond finding the response.
-// Each is optional.
-type eventHooks struct {
-	// field is given every field but data and event; it reports whether the field set the
-	// event's id.
-	field func(field, value []byte) (isID bool)
-	// end is told each event's end (a blank line), before its message is handled.
-	end func(hasID bool, data []byte)
-	// request is given every request or notification before the response.
-	request func(*jsonrpc.Request)
-}
-
-// scanEvents reads an upstream event stream until the response to id. Events are bounded by
-// maxEventSize; only events named "message" (or unnamed) carry JSON-RPC messages.
-func scanEvents(r *bufio.Reader, id jsonrpc.ID, h eventHooks) (*jsonrpc.Response, error) {
-	var ev eventLines
-	hasID := false
-	for {
-		line, err := readLine(r)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errNoAnswer
-			}
-			return nil, err
-		}
-		if len(line) > 0 {
-			switch field, value := ev.field(line); string(field) {
-			case "data":
-				if len(ev.data) > maxEventSize {
-					return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
-				}
-			case "event":
-			default:
-				if h.field != nil && h.field(field, value) {
-					hasID = true
-				}
-			}
-			continue
-		}
-		// A blank line ends the event.
-		if h.end != nil {
-			h.end(hasID, ev.data)
-		}
-		if ev.hasData && len(ev.data) > 0 && (ev.name == "" || ev.name == "message") {
-			msg, err := jsonrpc.DecodeMessage(ev.data)
-			if err != nil {
-				return nil, fmt.Errorf("%w: upstream event: %v", errUndecodable, err)
-			}
-			switch m := msg.(type) {
-			case *jsonrpc.Response:
-				if m.ID == id {
-					return m, nil
-				}
-			case *jsonrpc.Request:
-				if h.request != nil {
-					h.request(m)
-				}
-			}
-		}
-		ev.reset()
-		hasID = false
-	}
-}
-
-// eventLines is one event of an event stream as its lines arrive: its data lines joined with
-// "\n" and its name (WHATWG Server-Sent Events, "Interpreting an event stream").
-type eventLines struct {
-	data    []byte
-	name    string
-	hasData bool
-}
-
-// field takes one non-blank line of the event: it adds a data line to the data and an event
-// line's value as the name, and returns the line's field and value (one leading space off the
-// value).
-func (e *eventLines) field(line []byte) (field, value []byte) {
-	field, value, _ = bytes.Cut(line, []byte(":"))
-	value = bytes.TrimPrefix(value, []byte(" "))
-	switch string(field) {
-	case "data":
-		if e.hasData {
-			e.data = append(e.data, '\n')
-		}
-		e.data = append(e.data, value...)
-		e.hasData = true
-	case "event":
-		e.name = string(value)
-	}
-	return field, value
-}
-
-// reset readies e for the next event, keeping its buffer.
-func (e *eventLines) reset() { e.data, e.name, e.hasData = e.data[:0], "", false }
-
-// maxEventID bounds an upstream event id the proxy keeps to resume with.
-const maxEventID = 1024
-
-// streamReaders recycles readStream's buffers: one per event-stream answer was 4 KiB of
-// garbage per call.
-var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-
-// readLine reads one line of an event stream without its end (LF or CRLF).
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, isPrefix, err := r.ReadLine()
-	if err != nil || !isPrefix {
-		return line, err
-	}
-	long := append([]byte(nil), line...)
-	for isPrefix {
-		line, isPrefix, err = r.ReadLine()
-		if err != nil {
-			return nil, err
-		}
-		long = append(long, line...)
-		if len(long) > maxEventSize {
-			return nil, fmt.Errorf("mcpproxy: upstream event exceeds %d bytes", maxEventSize)
-		}
-	}
-	return long, nil
-}
-
 // fromUpstream handles a message the upstream sent on a call's stream: a notification is
 // forwarded to the agent session; a request is answered as the SDK client would answer it
 // (bridge.client) and the answer POSTed upstream.
 func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jsonrpc.Request) {
-	if !req.IsCall() && req.Method == notifyTaskStatus {
+	if !req.IsCall() && req.Method == wire.NotifyTaskStatus {
 		// Not a method of the SDK's types: on the agent's answer stream as written, or not at
 		// all (tasks.go).
 		b.taskStatusNotified(req.Params)
@@ -524,7 +356,7 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 				b.notify(ctx, req.Method, nil) // absent params stay absent
 				return
 			}
-			if unmarshal(req.Params, params) != nil {
+			if wire.Unmarshal(req.Params, params) != nil {
 				b.p.log.Info("Upstream notification not decodable; not forwarded", "method", logfield.Bound(req.Method))
 				return
 			}
@@ -537,8 +369,8 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 		result, err := b.answer(ctx, req)
 		resp = &jsonrpc.Response{ID: req.ID, Error: err}
 		if err == nil {
-			if resp.Result, err = marshalNoEscape(result); err != nil {
-				resp.Error = &jsonrpc.Error{Code: codeInternalError, Message: "actgate: answer could not be encoded"}
+			if resp.Result, err = wire.MarshalNoEscape(result); err != nil {
+				resp.Error = &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: answer could not be encoded"}
 			}
 		}
 	}
@@ -551,19 +383,19 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 // (the SDK client's notification handlers in bridge.client), or false for one it drops.
 func notificationParams(method string) (mcp.Params, bool) {
 	switch method {
-	case notifyProgress:
+	case wire.NotifyProgress:
 		return &mcp.ProgressNotificationParams{}, true
-	case notifyMessage:
+	case wire.NotifyMessage:
 		return &mcp.LoggingMessageParams{}, true
-	case notifyToolsChanged:
+	case wire.NotifyToolsChanged:
 		return &mcp.ToolListChangedParams{}, true
-	case notifyPromptsChanged:
+	case wire.NotifyPromptsChanged:
 		return &mcp.PromptListChangedParams{}, true
-	case notifyResourcesChanged:
+	case wire.NotifyResourcesChanged:
 		return &mcp.ResourceListChangedParams{}, true
-	case notifyResourceUpdated:
+	case wire.NotifyResourceUpdated:
 		return &mcp.ResourceUpdatedNotificationParams{}, true
-	case notifyElicitationComplete:
+	case wire.NotifyElicitationComplete:
 		return &mcp.ElicitationCompleteParams{}, true
 	}
 	return nil, false
@@ -575,17 +407,17 @@ func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) 
 		if len(req.Params) == 0 {
 			return nil
 		}
-		if err := unmarshal(req.Params, v); err != nil {
-			return &jsonrpc.Error{Code: codeInvalidParams, Message: "invalid params: " + clip(err.Error(), 200)}
+		if err := wire.Unmarshal(req.Params, v); err != nil {
+			return &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "invalid params: " + wire.Clip(err.Error(), 200)}
 		}
 		return nil
 	}
 	switch req.Method {
-	case methodPing:
+	case wire.MethodPing:
 		return struct{}{}, nil
 	case "sampling/createMessage":
 		if b.caps.Sampling == nil {
-			return nil, &jsonrpc.Error{Code: codeUnsupportedMethod, Message: "client does not support CreateMessage"}
+			return nil, &jsonrpc.Error{Code: wire.CodeUnsupportedMethod, Message: "client does not support CreateMessage"}
 		}
 		var p mcp.CreateMessageWithToolsParams
 		if err := decode(&p); err != nil {
@@ -594,14 +426,14 @@ func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) 
 		return b.ss.CreateMessageWithTools(ctx, &p)
 	case "elicitation/create":
 		if b.caps.Elicitation == nil {
-			return nil, &jsonrpc.Error{Code: codeInvalidParams, Message: "client does not support elicitation"}
+			return nil, &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "client does not support elicitation"}
 		}
 		var p mcp.ElicitParams
 		if err := decode(&p); err != nil {
 			return nil, err
 		}
 		return b.elicitAgent(ctx, &p)
-	case methodListRoots:
+	case wire.MethodListRoots:
 		if b.caps.RootsV2 == nil {
 			return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil // the SDK client's own (empty) roots
 		}
@@ -611,5 +443,5 @@ func (b *bridge) answer(ctx context.Context, req *jsonrpc.Request) (any, error) 
 		}
 		return b.ss.ListRoots(ctx, &p)
 	}
-	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: "method not found: " + clip(req.Method, 100)}
+	return nil, &jsonrpc.Error{Code: wire.CodeMethodNotFound, Message: "method not found: " + wire.Clip(req.Method, 100)}
 }

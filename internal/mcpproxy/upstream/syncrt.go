@@ -1,4 +1,4 @@
-package mcpproxy
+package upstream
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// syncTransport is the RoundTripper of the direct tools/call path's POSTs (bridge.post) to a
+// SyncTransport is the RoundTripper of the direct tools/call path's POSTs (bridge.post) to a
 // plain-HTTP upstream: one HTTP/1.1 exchange on the calling goroutine, over a small pool of
 // keep-alive connections. net/http's Transport writes a request on one goroutine of the
 // connection, reads the response on another and hands it to the caller on a third, and each
@@ -21,7 +21,7 @@ import (
 // (docs/performance.md "The MCP proxy's direct paths"). Here the handler's goroutine writes the
 // request, reads the answer and writes the agent's response, on one thread.
 //
-// It is used where the idle check can be made (syncSupported: the BSDs, Linux and macOS), and
+// It is used where the idle check can be made (SyncSupported: the BSDs, Linux and macOS), and
 // serves only what it can serve as net/http would: an http:// URL, no proxy for it (the
 // fallback's Proxy function says none), and a fallback that is an *http.Transport, whose
 // DialContext it uses. Everything else — https (TLS, HTTP/2), a proxy, another RoundTripper
@@ -33,7 +33,7 @@ import (
 // GetConn before a connection is taken, GotConn, and then http.Request.Write's own WroteHeaders
 // (the headers are in the connection's buffer, which may spill to the wire before the flush: it
 // errs towards "sent") and WroteRequest (the body too, before the flush).
-type syncTransport struct {
+type SyncTransport struct {
 	fallback *http.Transport
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -49,12 +49,13 @@ const (
 	syncIdleTimeout    = 90 * time.Second
 )
 
-func newSyncTransport(fallback *http.Transport) *syncTransport {
+// NewSyncTransport returns a SyncTransport that leaves to fallback what it does not serve.
+func NewSyncTransport(fallback *http.Transport) *SyncTransport {
 	dial := fallback.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &syncTransport{fallback: fallback, dial: dial, idle: map[string][]*syncConn{}}
+	return &SyncTransport{fallback: fallback, dial: dial, idle: map[string][]*syncConn{}}
 }
 
 type syncConn struct {
@@ -65,7 +66,8 @@ type syncConn struct {
 	idleFrom time.Time
 }
 
-func (t *syncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+// RoundTrip serves req on the calling goroutine, or through the fallback.
+func (t *SyncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.URL.Host == "" || t.proxied(req) {
 		return t.fallback.RoundTrip(req)
 	}
@@ -126,7 +128,7 @@ func (t *syncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // proxied reports whether the fallback would send req through a proxy.
-func (t *syncTransport) proxied(req *http.Request) bool {
+func (t *SyncTransport) proxied(req *http.Request) bool {
 	if t.fallback.Proxy == nil {
 		return false
 	}
@@ -135,7 +137,7 @@ func (t *syncTransport) proxied(req *http.Request) bool {
 }
 
 // conn returns an idle connection to key that is still usable, or dials one.
-func (t *syncTransport) conn(ctx context.Context, key string) (*syncConn, bool, error) {
+func (t *SyncTransport) conn(ctx context.Context, key string) (*syncConn, bool, error) {
 	for {
 		t.mu.Lock()
 		list := t.idle[key]
@@ -160,7 +162,7 @@ func (t *syncTransport) conn(ctx context.Context, key string) (*syncConn, bool, 
 }
 
 // put returns c to the idle pool, or closes it if the pool is full.
-func (t *syncTransport) put(c *syncConn) {
+func (t *SyncTransport) put(c *syncConn) {
 	if c.br.Buffered() > 0 || c.SetDeadline(time.Time{}) != nil {
 		_ = c.Close() // bytes after the response: the stream is out of step
 		return
@@ -178,7 +180,7 @@ func (t *syncTransport) put(c *syncConn) {
 }
 
 // CloseIdleConnections closes the pool's idle connections and the fallback's.
-func (t *syncTransport) CloseIdleConnections() {
+func (t *SyncTransport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = map[string][]*syncConn{}
@@ -215,7 +217,7 @@ func (c *syncConn) reusable() bool {
 // syncBody is a response body on a pooled connection: read to its end and closed, the
 // connection goes back to the pool; closed early, it is closed.
 type syncBody struct {
-	t    *syncTransport
+	t    *SyncTransport
 	c    *syncConn
 	body io.ReadCloser
 	stop func() bool

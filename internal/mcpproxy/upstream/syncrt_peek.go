@@ -1,14 +1,14 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package mcpproxy
+package upstream
 
 import (
 	"errors"
 	"syscall"
 )
 
-// syncSupported: syncTransport's idle-connection check (peekWouldBlock) exists here.
-const syncSupported = true
+// SyncSupported: SyncTransport's idle-connection check (peekWouldBlock) exists here.
+const SyncSupported = true
 
 // peekWouldBlock reports whether a read of socket fd would block: the peer has neither closed
 // it nor sent anything. It peeks one byte without waiting and without consuming it.

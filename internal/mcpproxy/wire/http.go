@@ -1,0 +1,62 @@
+package wire
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// MCP streamable-HTTP headers the direct paths read and write.
+const (
+	HeaderSessionID       = "Mcp-Session-Id"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
+	HeaderLastEventID     = "Last-Event-ID"
+)
+
+// VersionStandardHeaders is the first MCP protocol version (SEP-2575) whose requests carry
+// per-request versions and standard Mcp-Method/Mcp-Name headers. Sessions at or after it are
+// served by the SDK alone, both toward the agent and toward the upstream.
+const VersionStandardHeaders = "2026-07-28"
+
+// WriteRPCError writes a JSON-RPC error response with an HTTP status, as the SDK does.
+func WriteRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *jsonrpc.Error) {
+	w.Header().Set("Content-Type", MediaJSON)
+	w.WriteHeader(status)
+	if data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: jerr}); err == nil {
+		_, _ = w.Write(data)
+	}
+}
+
+// Accepts is the SDK's reading of the Accept header (streamableAccepts): whether it admits
+// application/json and text/event-stream.
+func Accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for raw := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case MediaJSON, "application/*":
+				jsonOK = true
+			case MediaSSE, "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// The media types of MCP's streamable HTTP transport: a JSON answer and an event stream.
+const (
+	MediaJSON = "application/json"
+	MediaSSE  = "text/event-stream"
+)
+
+// MCP 2026-07-28 (SEP-2575, SEP-2243) standard request headers: the method, the name of the
+// tool, prompt or resource, and the prefix of a tool's parameter headers.
+const (
+	HeaderMethod      = "Mcp-Method"
+	HeaderName        = "Mcp-Name"
+	HeaderParamPrefix = "Mcp-Param-"
+)
