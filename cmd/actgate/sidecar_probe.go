@@ -94,22 +94,8 @@ func writeProbeProblems(w io.Writer, body []byte) []string {
 	}
 	var reasons []string
 	for _, p := range b.Problems {
-		line := fmt.Sprintf("%s (%s): %s", p.Reason, p.Subject, p.Message)
-		if p.Fix != "" {
-			line += ". Fix: " + p.Fix
-		}
-		fmt.Fprintln(w, safeLine(line))
-		reasons = append(reasons, safeLine(p.Reason))
+		fmt.Fprintln(w, diag.FormatProblem(p))
+		reasons = append(reasons, diag.Safe(p.Reason))
 	}
 	return reasons
-}
-
-// safeLine keeps printable characters only, so an answer cannot draw lines of its own.
-func safeLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
 }

@@ -81,3 +81,56 @@ func TestTLSFailure(t *testing.T) {
 		t.Fatal("a non-TLS error counted as a TLS failure")
 	}
 }
+
+// TestParseProbeOutput: the problems come back from a probe-failure Event's message, from the
+// problem lines or the readiness JSON; bad or hostile text yields nothing or clean problems.
+func TestParseProbeOutput(t *testing.T) {
+	line := FormatProblem(New(UpstreamTLSFailure, "payments", `upstream "payments": TLS with h:443: x509: unknown authority`))
+	for _, tc := range []struct {
+		name, in string
+		want     []string // reason/subject of each problem
+	}{
+		{"event with lines", "Readiness probe failed: " + line + "\n" + FormatProblem(New(NotYetReceived, "policy", "not yet")), []string{
+			"UpstreamTLSFailure/payments", "NotYetReceived/policy"}},
+		{"event with JSON", "Startup probe failed: x\n" + `{"ready":false,"problems":[{"reason":"AuthorityUnreachable","subject":"authority","message":"m"}]}`,
+			[]string{"AuthorityUnreachable/authority"}},
+		{"old sidecar: JSON only", `Readiness probe failed: {"ready":false,"upstreams":{"payments":"unreachable"}}`, nil},
+		{"empty", "", nil},
+		{"garbage", "\x00\x1b[2J{{{((( ): : Fix:", nil},
+		{"no subject", "UpstreamTLSFailure (): x", nil},
+		{"control characters", "AuthorityRefused (authority): a\x1b[31mb. Fix: c\x07", []string{"AuthorityRefused/authority"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ParseProbeOutput(tc.in)
+			var keys []string
+			for _, p := range got {
+				keys = append(keys, p.Reason+"/"+p.Subject)
+				if Safe(p.Message) != p.Message || Safe(p.Fix) != p.Fix {
+					t.Errorf("unsafe text kept: %+v", p)
+				}
+			}
+			if strings.Join(keys, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("problems %v, want %v", keys, tc.want)
+			}
+		})
+	}
+	if p := ParseProbeOutput(line); len(p) != 1 || p[0].Fix != Fix[UpstreamTLSFailure] || !strings.Contains(p[0].Message, "x509") {
+		t.Fatalf("round trip: %+v", p)
+	}
+	many := strings.Repeat(line+"\n", 1000)
+	if p := ParseProbeOutput(many); len(p) > maxProblems {
+		t.Fatalf("%d problems, bound %d", len(p), maxProblems)
+	}
+}
+
+func FuzzParseProbeOutput(f *testing.F) {
+	f.Add("Readiness probe failed: " + FormatProblem(New(UpstreamUnreachable, "p", "m")))
+	f.Add(`{"problems":[{"reason":"r","subject":"s"}]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range ParseProbeOutput(s) {
+			if p.Reason == "" || p.Subject == "" || Safe(p.Message) != p.Message {
+				t.Fatalf("bad problem %+v", p)
+			}
+		}
+	})
+}
