@@ -150,7 +150,7 @@ func TestDoctorOnTheAPIServer(t *testing.T) {
 		// chart), nothing in the control plane's namespace.
 		must(t, c.Create(ctx, &rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doctor-viewer"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "serviceaccounts", "events"}, Verbs: []string{"get", "list"}}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "serviceaccounts", "events"}, Verbs: []string{"get", "list"}}},
 		}))
 		must(t, c.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doctor-viewer"},
