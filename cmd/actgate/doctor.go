@@ -38,8 +38,8 @@ check OK or the problem in words with what to change:
   principals   a principal is configured for every name the policy's rules escalate to
 
 The reason codes (UpstreamUnreachable, UpstreamTLSFailure, UpstreamRefused, UpstreamBadURL)
-are those of docs/operations.md "Troubleshooting". Exit status: 0 every check passed (WARN and
-SKIP lines do not fail); 1 a check failed; 2 usage.`,
+are those of docs/operations.md "Troubleshooting a pod that does not start". Exit status:
+0 every check passed (WARN and SKIP lines do not fail); 1 a check failed; 2 usage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			checks := doctorStandalone(cmd.Context(), configFile, http.DefaultTransport.(*http.Transport).Clone())

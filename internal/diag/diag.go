@@ -1,7 +1,8 @@
 // Package diag names why an enforcing sidecar or a standalone gate is not ready, in stable
 // reason codes, each with a sentence and the fix: the sidecar's readiness answer and its log
 // lines, the kubelet's probe Events (the probe prints them), `kubectl actgate doctor` and
-// `actgate doctor` all speak these codes, and docs/operations.md "Troubleshooting" lists them.
+// `actgate doctor` all speak these codes, and docs/operations.md "Troubleshooting a pod that
+// does not start" lists them.
 package diag
 
 import (
@@ -54,11 +55,30 @@ var Fix = map[string]string{
 		"(kubectl get toolpolicies -n NAMESPACE, Ready reason Enforcing) and the pod's service account",
 	UpstreamUnreachable: "check the ToolPolicy's spec.servers[].url names your MCP server and that it listens " +
 		"(the sample's URL is a placeholder); a NetworkPolicy must let the pod reach it",
-	UpstreamTLSFailure: "the upstream's certificate is not trusted: give its CA bundle to the chart as sidecar.upstreamCA " +
-		"(helm upgrade --set-file sidecar.upstreamCA=ca.pem) and restart the pod, or fix the server's name or chain",
+	UpstreamTLSFailure: "the upstream's certificate is not trusted: put its CA bundle in a ConfigMap in the pod's namespace " +
+		"(kubectl create configmap upstream-ca -n NAMESPACE --from-file=ca.crt=ca.pem), name it in the chart " +
+		"(helm upgrade … --set sidecar.upstreamCA.configMap=upstream-ca) and restart the pod; or fix the server's name or chain",
 	UpstreamBadURL: "fix spec.servers[].url in the ToolPolicy: an http:// or https:// URL",
 	UpstreamRefused: "the upstream refused the credential: check the Secret named by spec.servers[].credentialsSecretRef " +
 		"(or the standalone config's credential) holds a token the server accepts",
+}
+
+// The reasons of a sidecar holding no policy that the authority service or the policy source
+// give (review.PodPolicy's none.reason, policysource.Status.Reason); they have fixes too.
+func init() {
+	for reason, fix := range map[string]string{
+		"NotGoverned": "no ToolPolicy selects this pod now: check spec.podSelector against the pod's labels " +
+			"(kubectl get toolpolicies -n NAMESPACE -o yaml; kubectl get pod POD --show-labels)",
+		"AmbiguousPolicy": "more than one ToolPolicy selects this pod and none is applied: narrow their podSelectors so exactly one does",
+		"PolicyNotReady": "the ToolPolicy is not accepted at its current generation: kubectl get toolpolicies -n NAMESPACE " +
+			"(ACCEPTED, READY and REASON) and kubectl describe toolpolicy NAME -n NAMESPACE",
+		"PodNotFound":  "the service cannot find the pod its token names: restart the pod (kubectl delete pod POD -n NAMESPACE)",
+		"Refused":      "the authority service refused the pod's token or request: see the authority reason on the same line",
+		"CompileError": "the policy does not compile in this sidecar (an older sidecar than the control plane?): restart the pod",
+		"SinkMismatch": "the policy names another spec.sink.id than the pod was injected for: restart the pod",
+	} {
+		Fix[reason] = fix
+	}
 }
 
 // Problem is one reason a component is not ready.

@@ -455,8 +455,9 @@ to start and enforce, and print per check OK or the problem with the command or 
                      upstreams itself)
 
 A read your RBAC does not permit is a SKIP line that says so. The reason codes are those of
-docs/operations.md "Troubleshooting". Exit status: 0 no check failed (WARN and SKIP do not
-fail); 1 a check failed or the API server could not be asked; 2 usage.`,
+docs/operations.md "Troubleshooting a pod that does not start". Exit status: 0 no check
+failed (WARN and SKIP do not fail); 1 a check failed or the API server could not be asked;
+2 usage.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := p.flags.ToRESTConfig()

@@ -12,7 +12,7 @@ import (
 // when it first appears and then at most once per readinessLogPeriod while it lasts; a reason
 // that goes away is logged as cleared, and becoming ready is logged once. The readiness answer
 // (ReadyPath) and so the kubelet's probe Events carry the same codes (docs/operations.md
-// "Troubleshooting").
+// "Troubleshooting a pod that does not start").
 var (
 	readinessCheckInterval = 5 * time.Second
 	readinessLogPeriod     = 30 * time.Second
