@@ -60,7 +60,7 @@ func doctorStandalone(ctx context.Context, configFile string, tr http.RoundTripp
 	if err != nil {
 		var es gateconfig.Errors
 		if errors.As(err, &es) {
-			var checks []diag.Check
+			checks := make([]diag.Check, 0, len(es))
 			for _, e := range es {
 				checks = append(checks, diag.Fail("config", "", e.Error(), "correct "+e.Field+" in "+configFile))
 			}

@@ -36,7 +36,7 @@ type Check struct {
 	Fix string
 }
 
-// OK, Fail, Warn and Skip build a Check.
+// OK is a passed check; Fail, Warn and Skip build the other outcomes.
 func OK(name, detail string) Check { return Check{Status: StatusOK, Name: name, Detail: detail} }
 
 // Fail is a failed check with its fix.

@@ -229,8 +229,8 @@ func (d *doctorClient) checkPod(ctx context.Context, pod *corev1.Pod, policies [
 	// The authority service the sidecar was given, and the control plane's version.
 	cpVersion, cpNS := "", ""
 	if u, err := url.Parse(env["ACTGATE_AUTHORITY_URL"]); err == nil {
-		if _, rest, ok := strings.Cut(u.Hostname(), "."); ok {
-			cpNS, _, _ = strings.Cut(rest, ".")
+		if _, after, ok := strings.Cut(u.Hostname(), "."); ok {
+			cpNS, _, _ = strings.Cut(after, ".")
 		}
 	}
 	if raw := env["ACTGATE_AUTHORITY_URL"]; raw != "" {
@@ -239,7 +239,7 @@ func (d *doctorClient) checkPod(ctx context.Context, pod *corev1.Pod, policies [
 		cpVersion = version
 	}
 	checks = append(checks, d.checkServiceAccount(ctx, pod))
-	checks = append(checks, checkVersion(pod, side.Image, cpVersion, restart))
+	checks = append(checks, checkVersion(side.Image, cpVersion, restart))
 	state := d.checkSidecarState(ctx, pod, st.Servers)
 	if cpNS != "" && cpNS != "actgate-system" {
 		for i := range state { // the fixes name the chart's usual namespace; this pod's is cpNS
@@ -324,7 +324,7 @@ func (d *doctorClient) checkServiceAccount(ctx context.Context, pod *corev1.Pod)
 }
 
 // checkVersion compares the sidecar image's tag with the control plane's version.
-func checkVersion(pod *corev1.Pod, image, cpVersion, restart string) diag.Check {
+func checkVersion(image, cpVersion, restart string) diag.Check {
 	const name = "sidecar version"
 	tag := imageTag(image)
 	switch {
