@@ -361,7 +361,12 @@ func (d *doctorClient) checkSidecarState(ctx context.Context, pod *corev1.Pod, s
 			cs = &pod.Status.InitContainerStatuses[i]
 		}
 	}
-	problems, evErr := d.probeProblems(ctx, pod)
+	// A ready sidecar passes its readiness probe now: an older probe-failure Event is history.
+	var problems []diag.Problem
+	var evErr error
+	if cs == nil || !cs.Ready {
+		problems, evErr = d.probeProblems(ctx, pod)
+	}
 	var checks []diag.Check
 	logs := "kubectl logs " + pod.Name + " -n " + pod.Namespace + " -c " + inject.SidecarName
 	switch {
