@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/diag"
@@ -60,6 +61,7 @@ func newDoctorClient(cfg *rest.Config) (*doctorClient, error) {
 	}
 	add(core, "Pod", "pods", meta.RESTScopeNamespace)
 	add(core, "Service", "services", meta.RESTScopeNamespace)
+	add(core, "ConfigMap", "configmaps", meta.RESTScopeNamespace)
 	add(core, "ServiceAccount", "serviceaccounts", meta.RESTScopeNamespace)
 	add(core, "Event", "events", meta.RESTScopeNamespace)
 	add(core, "Namespace", "namespaces", meta.RESTScopeRoot)
@@ -239,7 +241,11 @@ func (d *doctorClient) checkPod(ctx context.Context, pod *corev1.Pod, policies [
 		cpVersion = version
 	}
 	checks = append(checks, d.checkServiceAccount(ctx, pod))
-	checks = append(checks, checkVersion(side.Image, cpVersion, restart))
+	injectorImage := ""
+	if cpNS != "" {
+		injectorImage = d.injectorImage(ctx, cpNS)
+	}
+	checks = append(checks, checkVersion(side.Image, injectorImage, cpVersion, restart))
 	state := d.checkSidecarState(ctx, pod, st.Servers)
 	if cpNS != "" && cpNS != "actgate-system" {
 		for i := range state { // the fixes name the chart's usual namespace; this pod's is cpNS
@@ -323,13 +329,43 @@ func (d *doctorClient) checkServiceAccount(ctx context.Context, pod *corev1.Pod)
 	return diag.OK(name, "exists: the pod's projected token can be verified")
 }
 
-// checkVersion compares the sidecar image's tag with the control plane's version.
-func checkVersion(image, cpVersion, restart string) diag.Check {
+// webhookConfigMap is the chart's injector configuration (charts/actgate configmap-webhook.yaml):
+// its injection.image is the sidecar image the injector gives new pods.
+const webhookConfigMap = "actgate-webhook-config"
+
+// injectorImage is the sidecar image the injector in namespace ns gives new pods ("" when it
+// cannot be read).
+func (d *doctorClient) injectorImage(ctx context.Context, ns string) string {
+	cm := &corev1.ConfigMap{}
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhookConfigMap}, cm); err != nil {
+		return ""
+	}
+	var cfg struct {
+		Injection struct {
+			Image string `json:"image"`
+		} `json:"injection"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["webhook.yaml"]), &cfg); err != nil {
+		return ""
+	}
+	return cfg.Injection.Image
+}
+
+// checkVersion compares the pod's sidecar image with the one the injector gives new pods now
+// (injectorImage), or, when that cannot be read, the image's tag with the control plane's
+// version (the authority Service's app.kubernetes.io/version).
+func checkVersion(image, injectorImage, cpVersion, restart string) diag.Check {
 	const name = "sidecar version"
 	tag := imageTag(image)
 	switch {
+	case injectorImage != "" && injectorImage == image:
+		return diag.OK(name, "the sidecar runs the image the injector gives new pods ("+image+")")
+	case injectorImage != "":
+		return diag.Warn(name, fmt.Sprintf("the sidecar runs %s; the injector now gives new pods %s (an upgrade since the pod started)", image, injectorImage),
+			"restart the pod so it gets the control plane's sidecar: "+restart)
 	case cpVersion == "":
-		return diag.Skip(name, "cannot check: the authority Service carries no "+labelVersion+" label (or could not be read); sidecar image "+image)
+		return diag.Skip(name, "cannot check: neither the injector's configuration ("+webhookConfigMap+") nor the authority Service's "+
+			labelVersion+" label could be read; sidecar image "+image)
 	case tag == "":
 		return diag.Skip(name, "cannot check: the sidecar image "+image+" is pinned by digest, not by a version tag; control plane "+cpVersion)
 	case strings.TrimPrefix(tag, "v") != strings.TrimPrefix(cpVersion, "v"):

@@ -142,6 +142,18 @@ func TestDoctorOnTheAPIServer(t *testing.T) {
 		}
 	})
 
+	// The manager's injector configuration (the chart's ConfigMap) names the sidecar image it
+	// gives new pods: after an upgrade to 0.2.0 this pod still runs 0.0.9.
+	must(t, c.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cpNS, Name: "actgate-webhook-config"},
+		Data:       map[string]string{"webhook.yaml": "injection:\n  image: \"ghcr.io/actgate/actgate:0.2.0\"\n  port: 15080\n"},
+	}))
+	t.Run("the injector gives new pods another sidecar image", func(t *testing.T) {
+		_, out := doctor(t, env.Kubeconfig, pod.Name)
+		expect(t, out, "WARN  sidecar version", "the sidecar runs ghcr.io/actgate/actgate:0.0.9; the injector now gives new pods ghcr.io/actgate/actgate:0.2.0",
+			"restart the pod so it gets the control plane's sidecar: kubectl delete pod billing-agent-0 -n "+ns)
+	})
+
 	t.Run("a viewer of the namespace only", func(t *testing.T) {
 		u, err := env.AddUser("doctor-viewer")
 		must(t, err)
