@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -129,8 +130,12 @@ func checkUpstream(ctx context.Context, hc *http.Client, cfg *gateconfig.Config,
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	reason, detail := diag.ProbeMCP(ctx, hc, srv.URL, token)
+	shown := srv.URL
+	if u, err := url.Parse(srv.URL); err == nil {
+		shown = u.Redacted() // never a password in the URL's user info
+	}
 	if reason == "" {
-		return diag.OK(name, detail+" at "+srv.URL)
+		return diag.OK(name, detail+" at "+shown)
 	}
 	fix := diag.Fix[reason]
 	switch reason {
@@ -146,7 +151,7 @@ func checkUpstream(ctx context.Context, hc *http.Client, cfg *gateconfig.Config,
 	case diag.UpstreamUnreachable, diag.UpstreamBadURL:
 		fix = "start your MCP server, or correct policy.servers[" + srv.Name + "].url (its streamable HTTP endpoint)"
 	}
-	return diag.Fail(name, reason, detail+" ("+srv.URL+")", fix)
+	return diag.Fail(name, reason, detail+" ("+shown+")", fix)
 }
 
 // checkPrincipals: every principal a rule names is configured, so a moment addressed to them
