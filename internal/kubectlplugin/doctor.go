@@ -108,7 +108,7 @@ func (d *doctorClient) Doctor(ctx context.Context, ns, podName string) []diag.Ch
 	} else {
 		l := &corev1.PodList{}
 		if err := d.c.List(ctx, l, client.InNamespace(ns)); err != nil {
-			checks = append(checks, cannot("pods", "list pods in "+ns, err))
+			return append(checks, cannot("pods", "list pods in "+ns, err))
 		}
 		for _, p := range l.Items {
 			if _, ok := inject.StatusOf(&p); ok || len(selecting(&p, policies)) > 0 {
