@@ -346,7 +346,11 @@ type ActStatus struct {
 }
 
 // Act is the ledger entry of one candidate act that reached the authority service. `kubectl get
-// acts` reads as the ledger: tool, class, decision, state and EF code.
+// acts` reads as the ledger: tool, class, decision, outcome (the Settled condition's reason:
+// Denied, AwaitingPrincipal, InProgress, Executed, Failed, Expired, Indeterminate) and EF code;
+// `-o wide` adds the lifecycle state the act reached. A Denied or Escalated act keeps the last
+// state it reached, usually MATCH: its call matched a rule and no authority was issued
+// (docs/api.md "Reading kubectl get acts").
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -354,9 +358,10 @@ type ActStatus struct {
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.consequenceClass`
 // +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.status.decision`
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.conditions[?(@.type=="Settled")].reason`,description="Denied, AwaitingPrincipal, InProgress, Executed, Failed, Expired or Indeterminate (the Settled condition's reason)"
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reached",type=string,JSONPath=`.status.state`,priority=1,description="The last lifecycle state the act reached; a Denied or Escalated act stops at MATCH (matched a rule, no authority issued)"
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.server`,priority=1
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agent`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.actionDigest`,priority=1

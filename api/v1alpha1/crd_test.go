@@ -153,8 +153,8 @@ func TestCRDNamesAndColumns(t *testing.T) {
 		plural, shortName string
 		columns           []string
 	}{
-		{"toolpolicies", "tp", []string{"Mode", "Accepted", "Ready", "Epoch", "Age"}},
-		{"acts", "act", []string{"Tool", "Class", "Decision", "State", "Code", "Age", "Server", "Agent", "Action"}},
+		{"toolpolicies", "tp", []string{"Mode", "Accepted", "Ready", "Reason", "Epoch", "Age"}},
+		{"acts", "act", []string{"Tool", "Class", "Decision", "Outcome", "Code", "Age", "Reached", "Server", "Agent", "Action"}},
 		{"bindingmoments", "bm", []string{"Principal", "Synopsis", "State", "Age", "Resolution", "Act", "Expires"}},
 		{"receiptanchors", "ranchor", []string{"Pod", "Size", "Age", "Head", "Anchored"}},
 	} {

@@ -66,6 +66,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newSidecarCmd(s),
 		newPolicyCmd(s),
 		newVersionCmd(s),
+		newDoctorCmd(s),
 	)
 	return root
 }

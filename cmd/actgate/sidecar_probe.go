@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/actgate/actgate/internal/diag"
 	"github.com/actgate/actgate/internal/sidecar"
 )
 
@@ -56,9 +59,17 @@ Exit status: 0 ready; 1 not ready or not answering; 2 usage.`,
 				return fail(exitRejected, "SIDECAR_NOT_READY "+err.Error())
 			}
 			defer resp.Body.Close()
-			_, _ = io.Copy(s.out, io.LimitReader(resp.Body, 64<<10))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			// The problems first, one line each with its reason code and fix: the kubelet puts
+			// this output in the pod's probe-failure Event, where a person reads it.
+			reasons := writeProbeProblems(s.out, body)
+			_, _ = s.out.Write(body)
 			if resp.StatusCode != http.StatusOK {
-				return fail(exitRejected, fmt.Sprintf("SIDECAR_NOT_READY HTTP %d", resp.StatusCode))
+				msg := fmt.Sprintf("SIDECAR_NOT_READY HTTP %d", resp.StatusCode)
+				if len(reasons) > 0 {
+					msg += ": " + strings.Join(reasons, ", ")
+				}
+				return fail(exitRejected, msg)
 			}
 			return nil
 		},
@@ -70,4 +81,21 @@ Exit status: 0 ready; 1 not ready or not answering; 2 usage.`,
 	cmd.Flags().StringVar(&listen, "listen", def, "the sidecar's loopback address (env "+envListen+")")
 	cmd.Flags().StringVar(&check, "check", "ready", "startup or ready")
 	return cmd
+}
+
+// writeProbeProblems writes each problem of a readiness answer as one line, "REASON (subject):
+// message. Fix: …", and returns the reasons. An answer that does not decode writes nothing.
+func writeProbeProblems(w io.Writer, body []byte) []string {
+	var b struct {
+		Problems []diag.Problem `json:"problems"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return nil
+	}
+	var reasons []string
+	for _, p := range b.Problems {
+		fmt.Fprintln(w, diag.FormatProblem(p))
+		reasons = append(reasons, diag.Safe(p.Reason))
+	}
+	return reasons
 }

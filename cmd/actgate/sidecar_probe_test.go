@@ -54,3 +54,26 @@ func TestSidecarProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestSidecarProbePrintsReasons: a not-ready answer's problems are printed first, one line each
+// with its reason code and fix (the kubelet copies the probe's output into the pod's Event), and
+// the exit message names the codes; control characters in the answer are dropped.
+func TestSidecarProbePrintsReasons(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"ready":false,"reason":"NotYetReceived","authority":"AuthorityUnreachable","problems":[` +
+			`{"reason":"NotYetReceived","subject":"policy","message":"not yet","fix":"wait"},` +
+			`{"reason":"AuthorityUnreachable","subject":"authority","message":"dial tcp: refused\u001b[2J","fix":"check the service"}]}`))
+	}))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sidecar", "probe", "--check", "startup", "--listen", strings.TrimPrefix(srv.URL, "http://")}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitRejected || !strings.HasPrefix(stderr.String(), "SIDECAR_NOT_READY HTTP 503: NotYetReceived, AuthorityUnreachable") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	lines := strings.Split(stdout.String(), "\n")
+	if len(lines) < 3 || lines[0] != "NotYetReceived (policy): not yet. Fix: wait" ||
+		lines[1] != "AuthorityUnreachable (authority): dial tcp: refused[2J. Fix: check the service" || !strings.HasPrefix(lines[2], `{"ready":false`) {
+		t.Fatalf("stdout:\n%s", stdout.String())
+	}
+}

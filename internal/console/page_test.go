@@ -403,3 +403,25 @@ func TestPageMarksTheAgentsCallOnlyWhenItMadeOne(t *testing.T) {
 		}
 	}
 }
+
+// TestPageNamesWhoRecommends: a gate-authored moment's recommendation is the policy's, never
+// attributed to the agent; only an agent-authored moment says the agent recommends.
+func TestPageNamesWhoRecommends(t *testing.T) {
+	env := built(t, mislabelledDraft())
+	for _, tc := range []struct {
+		agentAuthored bool
+		want          string
+	}{{false, "Policy recommends option ["}, {true, "The agent recommends option ["}} {
+		m := wellMoment("bm-example", env)
+		m.AgentAuthored = tc.agentAuthored
+		_, doc := get(t, newTestConsole(t, &fakeBackend{moments: []Moment{m}}))
+		rec := all(doc, by("data-testid", "recommends"))
+		if len(rec) != 1 || !strings.Contains(text(rec[0]), tc.want) {
+			var got []string
+			for _, n := range rec {
+				got = append(got, text(n))
+			}
+			t.Errorf("agentAuthored=%v: recommendation %q, want it to say %q", tc.agentAuthored, got, tc.want)
+		}
+	}
+}

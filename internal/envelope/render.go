@@ -136,8 +136,23 @@ func (r TextRenderer) Render(w io.Writer, env *Envelope) error {
 	}
 	b.WriteString("  [d] Decline: answer no to the question as put\n")
 	keys += " or d"
-	fmt.Fprintf(b, "\nThe agent recommends [%d]. Reply with %s.\n", c.Question.RecommendedIdx+1, keys)
+	fmt.Fprintf(b, "\n%s [%d]. Reply with %s.\n", r.recommender(principal), c.Question.RecommendedIdx+1, keys)
 	return b.Flush()
+}
+
+// recommender names who recommends the distinguished option: on a principal's surface the
+// moment's author (the agent for request_binding_moment, else the policy the gate wrote it
+// from), so a gate-authored recommendation is never attributed to the agent; the zero value,
+// which does not know the author, names none.
+func (r TextRenderer) recommender(principal bool) string {
+	switch {
+	case !principal:
+		return "Recommended:"
+	case r.AgentAuthored:
+		return "The agent recommends"
+	default:
+		return "Policy recommends"
+	}
 }
 
 // writeList writes a briefing list under its heading, "(none)" when it is empty.

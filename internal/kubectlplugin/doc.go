@@ -17,6 +17,10 @@
 //	kubectl actgate pick [NAME]                            the picker
 //	kubectl actgate console [-n NS] [--address A] [--open]  the web console (internal/console), on
 //	                                                       loopback, resolving as the kubeconfig user
+//	kubectl actgate doctor [-n NS] [POD]                   what a governed pod needs, checked read-only:
+//	                                                       policy, authority service, service account,
+//	                                                       sidecar version and readiness, upstreams
+//	                                                       (docs/operations.md "Troubleshooting a pod that does not start")
 //
 // What is shown is what the digest names. An envelope is parsed from spec.envelope under the
 // strict profile (internal/envelope) and must reproduce spec.envelopeDigest and spec.synopsis;

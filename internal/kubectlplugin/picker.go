@@ -235,7 +235,9 @@ func (p *picker) View() string {
 
 	switch p.mode {
 	case modeChoose:
-		fmt.Fprintf(&b, "The agent recommends [%d].\n", c.Question.RecommendedIdx+1)
+		// Gate-authored: the authority service writes every BindingMoment from policy, so the
+		// recommendation is the policy's, never the agent's.
+		fmt.Fprintf(&b, "Policy recommends [%d].\n", c.Question.RecommendedIdx+1)
 		keys := fmt.Sprintf("↑/↓ or 1-%d move, Enter choose", len(c.Question.Options))
 		if h.FreeText {
 			keys += ", a answer"

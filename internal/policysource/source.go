@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/actgate/actgate/internal/diag"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/review"
@@ -67,6 +68,12 @@ type Status struct {
 	Message string
 	// Updated is when the Source last applied an answer.
 	Updated time.Time
+	// Authority is why the last request to the authority service got no policy answer
+	// (diag.AuthorityUnreachable, diag.AuthorityTLSFailure, diag.AuthorityRefused); empty when
+	// it answered. AuthorityDetail is that request's error, without the token.
+	Authority, AuthorityDetail string
+	// AuthoritySince is when the requests began failing (zero when Authority is empty).
+	AuthoritySince time.Time
 }
 
 // Source is a sink.PolicyEvaluator that follows the pod's governing policy. Build it with New
@@ -80,6 +87,10 @@ type Source struct {
 	eval    sink.PolicyEvaluator // nil: refuse every call
 	sinkID  string               // the held policy's spec.sink.id
 	readyCh chan struct{}        // closed while a policy is held
+	// The last request's failure (Status.Authority and AuthorityDetail), kept apart from the
+	// policy held: a failure does not replace the policy, an answer clears it.
+	authReason, authDetail string
+	authSince              time.Time
 }
 
 // New returns a Source holding no policy: it refuses every call until Run receives one.
@@ -117,6 +128,7 @@ func (s *Source) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		s.noteAuthority(err)
 		if err == nil {
 			backoff = s.opts.MinBackoff
 			watch = s.opts.Watch
@@ -173,6 +185,29 @@ func (s *Source) apply(p *review.PodPolicy) {
 	s.log.Info("ToolPolicy applied", "policy", name, "epoch", g.Epoch, "generation", g.Generation, "version", p.Version)
 }
 
+// noteAuthority records the outcome of one request to the service (nil: it answered).
+func (s *Source) noteAuthority(err error) {
+	reason, detail := "", ""
+	switch {
+	case err == nil:
+	case errors.Is(err, review.ErrPolicyRefused):
+		reason, detail = diag.AuthorityRefused, err.Error()
+	case diag.TLSFailure(err):
+		reason, detail = diag.AuthorityTLSFailure, err.Error()
+	default:
+		reason, detail = diag.AuthorityUnreachable, err.Error()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reason != "" && s.authReason == "" {
+		s.authSince = time.Now()
+	}
+	if reason == "" {
+		s.authSince = time.Time{}
+	}
+	s.authReason, s.authDetail = reason, detail
+}
+
 // refuse drops the policy held.
 func (s *Source) refuse(reason, msg string, err error) {
 	st := s.Status()
@@ -201,7 +236,9 @@ func (s *Source) set(st Status, eval sink.PolicyEvaluator, sinkID string) {
 func (s *Source) Status() Status {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.status
+	st := s.status
+	st.Authority, st.AuthorityDetail, st.AuthoritySince = s.authReason, s.authDetail, s.authSince
+	return st
 }
 
 // Ready reports whether a compiled policy is held.

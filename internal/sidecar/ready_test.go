@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/diag"
 	"github.com/actgate/actgate/internal/policysource"
 	"github.com/actgate/actgate/internal/review"
 )
@@ -70,7 +72,7 @@ func TestReadiness(t *testing.T) {
 		{"no policy yet", nil, []Upstream{{Name: "payments", URL: up.URL}}, false, false, map[string]string{"payments": "ok"}},
 		{"policy and upstream", policy, []Upstream{{Name: "payments", URL: up.URL}}, true, true, map[string]string{"payments": "ok"}},
 		{"upstream down", policy, []Upstream{{Name: "payments", URL: up.URL}, {Name: "mail", URL: downURL}}, false, true,
-			map[string]string{"payments": "ok", "mail": "unreachable"}},
+			map[string]string{"payments": "ok", "mail": diag.UpstreamUnreachable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := policysource.New(policysource.Options{Client: &onePolicy{p: tc.answer}})
@@ -85,7 +87,7 @@ func TestReadiness(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			h := newReadiness(src, tc.upstreams)
+			h := newReadiness(src, tc.upstreams, nil)
 			code, b := readyz(t, h, "")
 			if (code == http.StatusOK) != tc.ready || b.Ready != tc.ready {
 				t.Fatalf("readiness: HTTP %d %+v, want ready %v", code, b, tc.ready)
@@ -111,13 +113,13 @@ func TestReadinessCachesUpstreamChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newReadiness(src, []Upstream{{Name: "payments", URL: "https://payments.example/mcp"}})
+	h := newReadiness(src, []Upstream{{Name: "payments", URL: "https://payments.example/mcp"}}, nil)
 	dials := 0
 	now := time.Unix(1_800_000_000, 0)
 	h.now = func() time.Time { return now }
 	h.dial = func(context.Context, string, string) (net.Conn, error) {
 		dials++
-		return nil, &net.OpError{Op: "dial"}
+		return nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}
 	}
 	for range 3 {
 		readyz(t, h, "")

@@ -169,6 +169,7 @@ type Sidecar struct {
 	offered atomic.Uint64
 	handler http.Handler
 	log     logr.Logger
+	ready   *readiness
 }
 
 // New checks cfg, loads the keys, CA and credentials, opens the journal (recovering any
@@ -193,10 +194,11 @@ func New(cfg Config) (*Sidecar, error) {
 	if _, err := token(); err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	upstreamTransport, err := upstreamTransport(cfg.UpstreamCAFile)
+	upstreamTLS, err := upstreamTLSConfig(cfg.UpstreamCAFile)
 	if err != nil {
 		return nil, err
 	}
+	upstreamTransport := upstreamTransport(upstreamTLS)
 	creds := map[string]func(context.Context) (string, error){}
 	for _, u := range cfg.Upstreams {
 		if u.CredentialFile == "" {
@@ -308,7 +310,8 @@ func New(cfg Config) (*Sidecar, error) {
 	mux.Handle(hostloop.EnforcePath, host)
 	mux.Handle(hostloop.CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.Handle(ReadyPath, newReadiness(s.policy, cfg.Upstreams))
+	s.ready = newReadiness(s.policy, cfg.Upstreams, upstreamTLS)
+	mux.Handle(ReadyPath, s.ready)
 	s.handler = mux
 	return s, nil
 }
@@ -360,18 +363,30 @@ func authorityClient(roots *x509.CertPool) *http.Client {
 	}
 }
 
-// upstreamTransport is the base transport to the upstreams, trusting caFile beside the system
-// roots when set.
-func upstreamTransport(caFile string) (http.RoundTripper, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if caFile != "" {
-		pool, err := fileutil.ReadCertPool(caFile, true)
-		if err != nil {
-			return nil, fmt.Errorf("upstream CA file: %w", err)
-		}
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+// upstreamTLSConfig trusts caFile beside the system roots when set; nil (the transport's
+// default, the system roots) when not.
+func upstreamTLSConfig(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
 	}
-	return tr, nil
+	pool, err := fileutil.ReadCertPool(caFile, true)
+	if err != nil {
+		return nil, fmt.Errorf("upstream CA file: %w", err)
+	}
+	return upstreamTLSConfigFromPool(pool), nil
+}
+
+func upstreamTLSConfigFromPool(pool *x509.CertPool) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+}
+
+// upstreamTransport is the base transport to the upstreams, with tlsCfg when set.
+func upstreamTransport(tlsCfg *tls.Config) http.RoundTripper {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg
+	}
+	return tr
 }
 
 // Handler is the sidecar's HTTP surface: /mcp/{server}, /v1/enforce, /v1/complete, /healthz,
@@ -405,6 +420,7 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	go func() { errc <- srv.Serve(ln) }()
+	go s.reportReadiness(pctx)
 	s.log.Info("Serving", "address", ln.Addr().String(), "sink", s.cfg.SinkID, "namespace", s.cfg.Namespace,
 		"agent", s.cfg.Agent, "servers", len(s.proxies), "authority", s.cfg.AuthorityURL)
 	var serveErr error

@@ -270,6 +270,15 @@ spec:
 	if s.aliceConfig, err = n.UserKubeconfig(alice); err != nil {
 		t.Fatal(err)
 	}
+	// kubectl actgate doctor on the healthy pod, as the cluster admin: no check fails (the
+	// authority Service has ready endpoints, the policy is Enforcing, the sidecar is ready with
+	// its upstream).
+	if out, err := s.pluginCmd(s.plugin, n.Kubeconfig, "actgate", "doctor", "-n", agentNS, agentPod); err != nil ||
+		!containsAll(out, "OK    authority service", "OK    sidecar ", "OK    upstream payments", "OK    toolpolicy payments") || strings.Contains(out, "FAIL") {
+		t.Errorf("kubectl actgate doctor on the healthy pod: %v\n%s", err, out)
+	} else {
+		t.Logf("kubectl actgate doctor:\n%s", out)
+	}
 	momentName := s.escalateAndResolve("a", "send_payment", paymentArgs)
 
 	// The retry of exactly that call runs once.
