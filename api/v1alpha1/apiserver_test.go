@@ -571,7 +571,8 @@ func TestBindingMomentStatusIsFinalOnceSettled(t *testing.T) {
 	}
 }
 
-// `kubectl get acts` reads like a ledger: tool, class, decision, state and EF code per act.
+// `kubectl get acts` reads like a ledger: tool, class, decision, outcome (the Settled
+// condition's reason) and EF code per act; the lifecycle state the act reached is a wide column.
 func TestKubectlGetActsPrintsTheLedger(t *testing.T) {
 	e := apiServer(t)
 	ns := e.Namespace(t)
@@ -581,10 +582,12 @@ func TestKubectlGetActsPrintsTheLedger(t *testing.T) {
 		status v1alpha1.ActStatus
 		want   []string // columns after NAME, before AGE
 	}{
-		{"paid", v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionAllowed, State: v1alpha1.ActStateExecuted},
-			[]string{"send_payment", "FINANCIAL", "Allowed", "EXECUTED"}},
-		{"swapped-server", v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionDenied, State: v1alpha1.ActStateVerified, Code: "EF_SCOPE_MISMATCH"},
-			[]string{"send_payment", "FINANCIAL", "Denied", "VERIFIED", "EF_SCOPE_MISMATCH"}},
+		{"paid", v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionAllowed, State: v1alpha1.ActStateExecuted,
+			Conditions: settled(metav1.ConditionTrue, v1alpha1.ActExecutedReason)},
+			[]string{"send_payment", "FINANCIAL", "Allowed", "Executed"}},
+		{"swapped-server", v1alpha1.ActStatus{Decision: v1alpha1.ActDecisionDenied, State: v1alpha1.ActStateMatch, Code: "EF_SCOPE_MISMATCH",
+			Conditions: settled(metav1.ConditionTrue, v1alpha1.ActDeniedReason)},
+			[]string{"send_payment", "FINANCIAL", "Denied", "Denied", "EF_SCOPE_MISMATCH"}},
 	}
 	for _, r := range rows {
 		a := sampleAct(t)
@@ -601,7 +604,7 @@ func TestKubectlGetActsPrintsTheLedger(t *testing.T) {
 	out := e.Kubectl(t, "get", "acts", "-n", ns)
 	t.Logf("kubectl get acts:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if got, want := strings.Join(strings.Fields(lines[0]), " "), "NAME TOOL CLASS DECISION STATE CODE AGE"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[0]), " "), "NAME TOOL CLASS DECISION OUTCOME CODE AGE"; got != want {
 		t.Fatalf("header %q, want %q\n%s", got, want, out)
 	}
 	if len(lines) != 1+len(rows) {
@@ -618,12 +621,21 @@ func TestKubectlGetActsPrintsTheLedger(t *testing.T) {
 
 	// The short name and the wide columns.
 	wide := e.Kubectl(t, "get", "act", "-n", ns, "-o", "wide")
-	if h := strings.Join(strings.Fields(strings.SplitN(wide, "\n", 2)[0]), " "); h != "NAME TOOL CLASS DECISION STATE CODE AGE SERVER AGENT ACTION" {
+	if h := strings.Join(strings.Fields(strings.SplitN(wide, "\n", 2)[0]), " "); h != "NAME TOOL CLASS DECISION OUTCOME CODE AGE REACHED SERVER AGENT ACTION" {
 		t.Errorf("wide header %q", h)
+	}
+	if !strings.Contains(wide, "MATCH") {
+		t.Errorf("wide output lacks the state a denied act reached:\n%s", wide)
 	}
 	if !strings.Contains(wide, "system:serviceaccount:default:billing-agent") {
 		t.Errorf("wide output lacks the agent:\n%s", wide)
 	}
+}
+
+// settled is an act's Settled condition with reason.
+func settled(status metav1.ConditionStatus, reason string) []metav1.Condition {
+	return []metav1.Condition{{Type: v1alpha1.ActSettledCondition, Status: status, Reason: reason, Message: reason,
+		LastTransitionTime: metav1.Now()}}
 }
 
 func TestKubectlGetBindingMoments(t *testing.T) {
