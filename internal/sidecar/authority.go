@@ -177,7 +177,7 @@ func (s *serviceAuthority) momentRef(esc *review.Escalation) *sink.MomentRef {
 		s.log.Info("Escalation envelope not shown: it does not parse or match its digest", "bindingMoments", esc.BindingMoments)
 		return nil
 	}
-	ref := &sink.MomentRef{ID: esc.BindingMoments[0], Envelope: env, Digest: env.Digest()}
+	ref := &sink.MomentRef{ID: esc.BindingMoments[0], Envelope: env, Digest: env.Digest(), Namespace: s.namespace}
 	if esc.ExpiresAt != nil {
 		ref.Expires = esc.ExpiresAt.Time
 	}
@@ -335,7 +335,7 @@ func (s *serviceAuthority) Propose(ctx context.Context, p sink.MomentProposal) (
 	if esc.EnvelopeDigest != p.Envelope.Digest() {
 		return nil, &sink.Refusal{Code: ef.EFMomentInvalid, Message: "The authority service registered another envelope than the one proposed."}
 	}
-	ref := &sink.MomentRef{ID: esc.BindingMoments[0], Envelope: p.Envelope, Digest: p.Envelope.Digest()}
+	ref := &sink.MomentRef{ID: esc.BindingMoments[0], Envelope: p.Envelope, Digest: p.Envelope.Digest(), Namespace: s.namespace}
 	if esc.ExpiresAt != nil {
 		ref.Expires = esc.ExpiresAt.Time
 	}

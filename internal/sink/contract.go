@@ -158,6 +158,9 @@ type MomentRef struct {
 	Digest   string             // envelope digest
 	Text     string             // plain-text rendering for clients without binding-moment support
 	Expires  time.Time          // when the moment expires
+	// Namespace is the BindingMoment's namespace in a cluster, where its principal resolves it
+	// with kubectl; empty for the standalone gate's moments.
+	Namespace string
 }
 
 // Decision is the result of Enforce (tool-use-binding §16): allow only after the authority was

@@ -226,6 +226,10 @@ spec:
 	if up.Count("send_payment") != 0 {
 		t.Fatal("an escalated call reached the upstream")
 	}
+	// The text the agent relays to its principal names the command of this deployment.
+	if want := "kubectl actgate resolve " + momentName + " -n " + agentNS; !strings.Contains(text(res), want) || strings.Contains(text(res), "(actgate resolve") {
+		t.Fatalf("the escalation text does not tell the principal %q:\n%s", want, text(res))
+	}
 	bm := &v1alpha1.BindingMoment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
 		t.Fatalf("BindingMoment %s: %v", momentName, err)

@@ -215,10 +215,20 @@ func renderMoment(m *sink.MomentRef) (string, error) {
 	if !m.Expires.IsZero() {
 		fmt.Fprintf(&b, " until %s", m.Expires.UTC().Format("2006-01-02T15:04:05Z"))
 	}
-	b.WriteString(". The principal resolves it (actgate resolve ")
-	b.WriteString(m.ID)
-	b.WriteString(" --option N | --answer TEXT | --question | --decline); a chosen option's call then runs once when you make exactly that call.\n")
+	// The command is the one of the deployment the principal is in: kubectl in a cluster, the
+	// standalone gate's CLI otherwise.
+	fmt.Fprintf(&b, ". The principal resolves it (%s --option N | --answer TEXT | --question | --decline)", ResolveCommand(m))
+	b.WriteString("; a chosen option's call then runs once when you make exactly that call.\n")
 	return strings.TrimRight(b.String(), "\n") + "\n", nil
+}
+
+// ResolveCommand is the command a principal resolves moment m with: `kubectl actgate resolve NAME
+// -n NAMESPACE` for a cluster's BindingMoment, `actgate resolve ID` for the standalone gate's.
+func ResolveCommand(m *sink.MomentRef) string {
+	if m.Namespace != "" {
+		return "kubectl actgate resolve " + m.ID + " -n " + m.Namespace
+	}
+	return "actgate resolve " + m.ID
 }
 
 // WithDeliveries returns an upstream CallToolResult as the agent receives it: with

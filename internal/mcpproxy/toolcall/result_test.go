@@ -198,3 +198,13 @@ func FuzzAugmentTools(f *testing.F) {
 		}
 	})
 }
+
+// TestResolveCommand: the text of an escalation names the command of the principal's deployment.
+func TestResolveCommand(t *testing.T) {
+	if got := ResolveCommand(&sink.MomentRef{ID: "bm-1"}); got != "actgate resolve bm-1" {
+		t.Errorf("standalone: %q", got)
+	}
+	if got := ResolveCommand(&sink.MomentRef{ID: "bm-2", Namespace: "billing"}); got != "kubectl actgate resolve bm-2 -n billing" {
+		t.Errorf("in a cluster: %q", got)
+	}
+}
