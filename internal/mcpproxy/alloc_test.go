@@ -14,7 +14,7 @@ import (
 // wire.DecodeMessage instead (docs/performance.md "The MCP proxy's direct paths"). The agent
 // client and the upstream server in this process are the SDK's, so a direct call (client and
 // server) allocates about 350 KB; a call through the proxy adds the gate's own share, about
-// 60 KB (about 160 KB with the SDK's decoder on the gate's path). The bound fails the test if the
+// 27 KB (about 160 KB with the SDK's decoder on the gate's path). The bound fails the test if the
 // gate's path decodes with the SDK again.
 func TestToolsCallAllocations(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
@@ -36,6 +36,6 @@ func TestToolsCallAllocations(t *testing.T) {
 	d, g := perCall(direct), perCall(gated)
 	t.Logf("bytes allocated per tools/call, whole process: direct %d, through the proxy %d: the gate's own %d", d, g, int64(g)-int64(d))
 	if own := int64(g) - int64(d); own > 96<<10 {
-		t.Errorf("the gate allocates %d bytes per tools/call; more than 96 KiB means a message on its path is decoded by the SDK's decoder again", own)
+		t.Errorf("the gate allocates %d bytes per tools/call; more than 96 KiB means a message or result on its path is decoded by the SDK's decoder again", own)
 	}
 }
