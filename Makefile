@@ -125,7 +125,6 @@ test: image test-sdk-go test-sdk-py test-sdk-ts ## Run every test: unit, conform
 	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
 		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
-	cd third_party/go-sdk && $(GO) test -count=1 ./internal/json # the patch of third_party/go-sdk/PATCHES.md
 
 .PHONY: test-sdk-py
 test-sdk-py: ## The Python host-loop module's tests (sdk/python: standard library only, the machine's python3; builds actgate, runs actgate serve).

@@ -138,5 +138,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
-
-replace github.com/modelcontextprotocol/go-sdk v1.8.0 => ./third_party/go-sdk

@@ -67,7 +67,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if b == nil {
 		return handled
 	}
-	msg, err := jsonrpc.DecodeMessage(body) // the SDK's decoder, with its depth limit
+	msg, err := wire.DecodeMessage(body) // the SDK's decoder, with its depth limit
 	if err != nil {
 		return false
 	}
@@ -92,7 +92,7 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 	if r.Header.Get(wire.HeaderSessionID) != "" || r.Header.Get(wire.HeaderProtocolVersion) >= wire.VersionStandardHeaders {
 		return false
 	}
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := wire.DecodeMessage(body)
 	if err != nil {
 		return false
 	}

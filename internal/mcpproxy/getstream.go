@@ -378,7 +378,7 @@ func (g *getRelay) event(ctx context.Context, sid, version string, ev, data []by
 	out := append(ev, '\n')
 	if hasData && len(bytes.TrimSpace(data)) > 0 {
 		// Bytes that are not a JSON-RPC message are relayed as written: the agent's to judge.
-		msg, _ := jsonrpc.DecodeMessage(data)
+		msg, _ := wire.DecodeMessage(data)
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
 			// A response the upstream replays on a resumption of an answer stream goes to the

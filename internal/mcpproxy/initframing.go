@@ -54,7 +54,7 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_, streamOK := wire.Accepts(r.Header.Values("Accept"))
-	if _, err := jsonrpc.DecodeMessage(body); !stream || !streamOK || err != nil {
+	if _, err := wire.DecodeMessage(body); !stream || !streamOK || err != nil {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
@@ -75,7 +75,7 @@ func isInitialize(body []byte) bool {
 	if !bytes.Contains(body, []byte(`"initialize"`)) {
 		return false
 	}
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := wire.DecodeMessage(body)
 	if err != nil {
 		return false
 	}

@@ -544,7 +544,7 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 			continue
 		}
 		if ev.HasData && len(ev.Data) > 0 && (ev.Name == "" || ev.Name == "message") {
-			if msg, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
+			if msg, err := wire.DecodeMessage(ev.Data); err == nil {
 				if m, ok := msg.(*jsonrpc.Request); ok {
 					if m.IsCall() {
 						go p.refuseSessionRequest(s, m)

@@ -96,7 +96,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		var id jsonrpc.ID
 		if sr != nil {
 			id = sr.Req.ID
-		} else if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+		} else if msg, err := wire.DecodeMessage(body); err == nil {
 			if req, ok := msg.(*jsonrpc.Request); ok {
 				id = req.ID
 			}

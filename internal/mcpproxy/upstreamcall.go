@@ -140,8 +140,12 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		}
 		return nil, nil, rest, answer.Error
 	}
-	res = &mcp.CallToolResult{}
-	if err := wire.Unmarshal(answer.Result, res); err != nil {
+	if len(answer.Result) == 0 {
+		agentStreamOf(ctx).gateAnswer()
+		return nil, nil, rest, errors.New("mcpproxy: upstream tools/call result: empty JSON")
+	}
+	res, err = wire.DecodeCallToolResult(answer.Result)
+	if err != nil {
 		agentStreamOf(ctx).gateAnswer() // the agent's answer is the gate's, not this response
 		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}

@@ -17,9 +17,6 @@ import (
 // here. Everything else is the project's own: a server or fixture another project wrote is run
 // from its registry package (test/interop/package-lock.json, go.mod), never carried as a file.
 var notOurs = map[string]string{
-	// The MCP Go SDK release with two patches (third_party/go-sdk/PATCHES.md), replaced in go.mod;
-	// it goes when the released SDK serves actgate unpatched.
-	"third_party/go-sdk/": "a patched copy of a released module, documented in PATCHES.md",
 	// Conformance vectors, copied from the specifications' public conformance material with
 	// their attribution, expected values unedited.
 	"internal/aeb/testdata/": "conformance vectors with attribution",

@@ -90,7 +90,7 @@ func IsRequest(h http.Header, body []byte) bool {
 // EF_MCP_HEADER_MISMATCH: the gate decides on the body, and a server that routes on the headers
 // would otherwise run something else (a confused deputy).
 func Parse(h http.Header, body []byte) (*Request, *Error) {
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := wire.DecodeMessage(body)
 	if err != nil {
 		return nil, Invalid(wire.CodeParseError, "the body is not a JSON-RPC message")
 	}

@@ -105,7 +105,7 @@ func (f *InitFraming) UpstreamCapabilities() json.RawMessage {
 		}
 	}
 	for _, m := range msgs {
-		msg, err := jsonrpc.DecodeMessage(m)
+		msg, err := wire.DecodeMessage(m)
 		if err != nil {
 			continue
 		}
@@ -125,7 +125,7 @@ func (f *InitFraming) UpstreamCapabilities() json.RawMessage {
 // upstream's capabilities as written (members the SDK's types do not model, such as tasks,
 // included), plus tools, always (the virtual tool); body unchanged when it cannot.
 func WithCapabilities(body []byte, caps json.RawMessage) []byte {
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := wire.DecodeMessage(body)
 	resp, ok := msg.(*jsonrpc.Response)
 	if err != nil || !ok || resp.Error != nil {
 		return body

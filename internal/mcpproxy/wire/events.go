@@ -34,7 +34,7 @@ func ReadJSONAnswer(body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	if len(raw) > MaxEventSize {
 		return nil, fmt.Errorf("mcpproxy: upstream answer exceeds %d bytes", MaxEventSize)
 	}
-	msg, err := jsonrpc.DecodeMessage(raw)
+	msg, err := DecodeMessage(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUndecodable, err)
 	}
@@ -88,7 +88,7 @@ func ScanEvents(r *bufio.Reader, id jsonrpc.ID, h EventHooks) (*jsonrpc.Response
 			h.End(hasID, ev.Data)
 		}
 		if ev.HasData && len(ev.Data) > 0 && (ev.Name == "" || ev.Name == "message") {
-			msg, err := jsonrpc.DecodeMessage(ev.Data)
+			msg, err := DecodeMessage(ev.Data)
 			if err != nil {
 				return nil, fmt.Errorf("%w: upstream event: %v", ErrUndecodable, err)
 			}
