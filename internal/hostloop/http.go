@@ -22,23 +22,32 @@ func FixedAgent(agent string) Authenticator {
 	return func(*http.Request) (string, bool) { return agent, true }
 }
 
+// accept authenticates r, reads its body and parses it with parse; it answers a refusal itself
+// (401, 405, 413, 415 or 400) and then reports !ok.
+func accept[T any](w http.ResponseWriter, r *http.Request, auth Authenticator, parse func([]byte) (T, error)) (agent string, req T, ok bool) {
+	if agent, ok = authenticate(w, r, auth); !ok {
+		return "", req, false
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return "", req, false
+	}
+	req, err := parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err)
+		return "", req, false
+	}
+	return agent, req, true
+}
+
 // Handler serves POST /v1/enforce and POST /v1/complete, each call made as the agent auth
 // names; a request auth refuses is answered 401 HOSTLOOP_UNAUTHENTICATED before its body is
 // read, and nothing is enforced.
 func (h *Loop) Handler(auth Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(EnforcePath, func(w http.ResponseWriter, r *http.Request) {
-		agent, ok := authenticate(w, r, auth)
+		agent, req, ok := accept(w, r, auth, ParseEnforceRequest)
 		if !ok {
-			return
-		}
-		body, ok := readBody(w, r)
-		if !ok {
-			return
-		}
-		req, err := ParseEnforceRequest(body)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, err)
 			return
 		}
 		// The host waits for the answer; once the consume is under way it must finish (or
@@ -52,17 +61,8 @@ func (h *Loop) Handler(auth Authenticator) http.Handler {
 		writeJSON(w, http.StatusOK, d)
 	})
 	mux.HandleFunc(CompletePath, func(w http.ResponseWriter, r *http.Request) {
-		agent, ok := authenticate(w, r, auth)
+		agent, req, ok := accept(w, r, auth, ParseCompleteRequest)
 		if !ok {
-			return
-		}
-		body, ok := readBody(w, r)
-		if !ok {
-			return
-		}
-		req, err := ParseCompleteRequest(body)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, err)
 			return
 		}
 		rec, err := h.Complete(r.Context(), agent, req.OperationID, req.Outcome, req.Result)
