@@ -22,18 +22,6 @@ import (
 	"github.com/actgate/actgate/test/testutil"
 )
 
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // TestSidecarSaysWhyItIsNotReady runs the assembled sidecar against an authority service that
 // does not answer, or answers with a certificate its CA does not sign, and upstreams that are
 // down or present an untrusted certificate: its log names each reason with its stable code at
@@ -48,7 +36,7 @@ func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
 	untrusted := httptest.NewTLSServer(http.NotFoundHandler()) // an upstream whose CA the sidecar is not given
 	t.Cleanup(untrusted.Close)
 	otherCA := testutil.NewPKI(t, t.TempDir(), "localhost").CAFile // a CA that signed neither server
-	downUpstream := "http://" + closedAddr(t) + "/mcp"
+	downUpstream := "http://" + testutil.FreeAddr(t) + "/mcp"
 
 	for _, tc := range []struct {
 		name              string
@@ -57,7 +45,7 @@ func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
 		wantUpstreams     map[string]string
 		wantReasonsLogged []string
 	}{
-		{"authority unreachable", "https://" + closedAddr(t), files.ca, diag.AuthorityUnreachable,
+		{"authority unreachable", "https://" + testutil.FreeAddr(t), files.ca, diag.AuthorityUnreachable,
 			map[string]string{"payments": diag.UpstreamUnreachable, "mail": diag.UpstreamTLSFailure},
 			[]string{diag.NotYetReceived, diag.AuthorityUnreachable, diag.UpstreamUnreachable, diag.UpstreamTLSFailure}},
 		{"authority certificate from another CA", s.srv.URL, otherCA, diag.AuthorityTLSFailure,

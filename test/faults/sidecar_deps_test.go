@@ -4,26 +4,14 @@ package faults
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/test/testutil"
 )
-
-// closedPort is a loopback address nothing listens on (connection refused).
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestAuthorityServiceFaults: the sidecar's authority service is unreachable, slower than the
 // sidecar's review timeout, or answers garbage. A sidecar that never received its pod's policy
@@ -39,7 +27,7 @@ func TestAuthorityServiceFaults(t *testing.T) {
 	r := newK8sRig(t, rigOptions{reviewTimeout: 4 * time.Second, authDelay: 8 * time.Second})
 
 	// Never reached: no policy, every call refused.
-	endpoint, p := r.startSidecar(t, "https://"+closedPort(t))
+	endpoint, p := r.startSidecar(t, "https://"+testutil.FreeAddr(t))
 	for _, tool := range []string{protectedTool, hotTool} {
 		res := mustCall(t, agent(t, endpoint), tool, `{"title":"no policy"}`)
 		if !res.IsError || efCode(res) != string(ef.EFPolicyUnavailable) || r.up.Count("") != 0 {

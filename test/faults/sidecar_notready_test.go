@@ -25,7 +25,7 @@ func TestSidecarProcessSaysWhyItIsNotReady(t *testing.T) {
 	dir := t.TempDir()
 	p := newPKI(t, dir)
 	token := testutil.WriteFile(t, dir, "token", []byte("not-a-real-token\n"))
-	authority, upstream := "https://"+closedPort(t), "http://"+closedPort(t)+"/mcp"
+	authority, upstream := "https://"+testutil.FreeAddr(t), "http://"+testutil.FreeAddr(t)+"/mcp"
 	sc := startProc(t, nil, `serving on http://(127\.0\.0\.1:\d+)`, "sidecar",
 		"--listen", "127.0.0.1:0", "--authority-url", authority, "--authority-ca-file", p.CAFile,
 		"--token-file", token, "--authority-public-key-file", p.publicKey, "--namespace", "billing",
