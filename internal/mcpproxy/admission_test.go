@@ -249,3 +249,37 @@ func FuzzLoopbackOrigin(f *testing.F) {
 		}
 	})
 }
+
+// TestOlderHeaderOnA2026Body: a POST without a session whose body is a 2026-07-28 request
+// (params._meta names the revision) but whose Mcp-Protocol-Version names 2025-11-25 is refused
+// with the sessionless revision's error — HTTP 400, -32020, EF_MCP_HEADER_MISMATCH — not the
+// older revision's "session required"; nothing reaches the upstream or the journal.
+func TestOlderHeaderOnA2026Body(t *testing.T) {
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	f := newFixture(t, fixtureOpts{})
+	for _, rq := range []struct{ name, method, body string }{
+		{"tools/call", "tools/call", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ticket_create","arguments":{"title":"x"},` + meta + `}}`},
+		{"tools/list", "tools/list", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + meta + `}}`},
+	} {
+		t.Run(rq.name, func(t *testing.T) {
+			status, body := rawRequest(t, http.MethodPost, f.endpoint(), "", rq.body,
+				map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Method": rq.method})
+			var got struct {
+				Error struct {
+					Code int
+					Data map[string]string
+				}
+			}
+			_ = json.Unmarshal([]byte(body), &got)
+			if status != http.StatusBadRequest || got.Error.Code != -32020 || got.Error.Data["actgate.io/ef-code"] != "EF_MCP_HEADER_MISMATCH" {
+				t.Fatalf("HTTP %d %s, want 400 -32020 EF_MCP_HEADER_MISMATCH", status, body)
+			}
+		})
+	}
+	if n := f.up.Count(""); n != 0 {
+		t.Fatalf("the upstream ran %d calls", n)
+	}
+	if st := statesIn(t, f); len(st) != 0 {
+		t.Fatalf("the journal holds %v", st)
+	}
+}

@@ -75,9 +75,6 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(wire.HeaderSessionID)) > 0 {
 		return false // a session's request: the hot path reads nothing here
 	}
-	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && v < wire.VersionStandardHeaders {
-		return false
-	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil || !stateless.IsRequest(r.Header, body) {

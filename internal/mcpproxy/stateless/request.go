@@ -63,9 +63,12 @@ func IsRequest(h http.Header, body []byte) bool {
 	if len(h.Values(wire.HeaderSessionID)) > 0 {
 		return false
 	}
-	if v := h.Get(wire.HeaderProtocolVersion); v != "" {
-		return v >= wire.VersionStandardHeaders
+	if h.Get(wire.HeaderProtocolVersion) >= wire.VersionStandardHeaders {
+		return true
 	}
+	// Without the header, or with an older revision's: the body decides. A body of the
+	// sessionless revision under an older header is one of its requests whose header disagrees,
+	// which Parse refuses with the revision's error (-32020), not the older revision's.
 	var probe struct {
 		Params struct {
 			Meta map[string]json.RawMessage `json:"_meta"`

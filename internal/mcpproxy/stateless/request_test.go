@@ -135,7 +135,10 @@ func TestIsStatelessRequest(t *testing.T) {
 		want bool
 	}{
 		{hdr2026("Mcp-Protocol-Version", "2026-07-28"), nil, true},
-		{hdr2026("Mcp-Protocol-Version", "2025-11-25"), body, false},
+		// A 2026-07-28 body under an older revision's header: the sessionless revision's request
+		// with a disagreeing header, for Parse to refuse with -32020.
+		{hdr2026("Mcp-Protocol-Version", "2025-11-25"), body, true},
+		{hdr2026("Mcp-Protocol-Version", "2025-11-25"), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), false},
 		{hdr2026("Mcp-Session-Id", "s", "Mcp-Protocol-Version", "2026-07-28"), body, false},
 		{http.Header{}, body, true},
 		{http.Header{}, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), false},
