@@ -57,9 +57,9 @@ func FuzzCreatedTaskOf(f *testing.F) {
 }
 
 // TestOwnersExpire: expired entries free their places (a sweep at the bound), and an expired
-// Owner is no owner (formerly the end of mcpproxy.TestTaskOwnersBound).
+// Owner is no owner.
 func TestOwnersExpire(t *testing.T) {
-	o := Owners{Max: 3, MaxPerAgent: 2} // the bounds TestTaskOwnersBound sets
+	o := Owners{Max: 3, MaxPerAgent: 2} // small bounds, so that the test reaches them
 	for range 2 {
 		if !o.Reserve("x") {
 			t.Fatal("reserve under the bound")

@@ -67,9 +67,8 @@ func TestUpstreamCapabilities(t *testing.T) {
 	}
 }
 
-// FuzzInitAnswer feeds arbitrary bytes to the readers of the upstream's initialize answer
-// (moved from FuzzTaskWire with the code): none panics, and the gate's initialize answer is
-// left as it was or stays one JSON-RPC message.
+// FuzzInitAnswer feeds arbitrary bytes to the readers of the upstream's initialize answer:
+// none panics, and the gate's initialize answer is left as it was or stays one JSON-RPC message.
 func FuzzInitAnswer(f *testing.F) {
 	f.Add([]byte(`{"task":{"taskId":"t-1","status":"working","ttl":60000}}`))
 	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capabilities\":{\"tasks\":{}}}}\n\n"))
