@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,9 +48,14 @@ const (
 // (RBAC's escalation check lets it bind only the two roles it may bind, or rights it holds), and
 // deletes only RoleBindings of its two names: never anyone else's.
 //
+// Each RoleBinding is owned by the ClusterRole it binds (a cluster-scoped owner of a namespaced
+// dependent), so the garbage collector deletes the bindings in every namespace when the
+// ClusterRoles go (`helm uninstall`): the manager reads the two ClusterRoles by name for their
+// uids, and never lists them.
+//
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=list;watch;create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=delete,resourceNames=actgate-authority;actgate-manager
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=actgate-authority-namespace-role;actgate-manager-namespace-role
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind;get,resourceNames=actgate-authority-namespace-role;actgate-manager-namespace-role
 
 // ManagerNamespaceRules are the rules of ManagerNamespaceRole: what the manager needs in a
 // governed namespace only. Secrets are read uncached, one by name (ToolPolicy and Act
@@ -75,8 +83,21 @@ type NamespaceAccessReconciler struct {
 	// Client reads ToolPolicies, Acts and the labelled RoleBindings from the cache and writes
 	// RoleBindings.
 	Client client.Client
+	// Reader reads the bound ClusterRoles, uncached, by name (the manager may get only those
+	// two). Nil reads them with Client.
+	Reader client.Reader
 	// Bindings are the RoleBindings kept in every governed namespace.
 	Bindings []NamespaceBinding
+
+	mu    sync.Mutex
+	roles map[string]roleRead // ClusterRole name → its last read
+}
+
+// roleRead is a ClusterRole's uid as read at a time. A read is reused for roleTTL: every Act
+// event reconciles its namespace, and a ClusterRole's uid changes only when it is recreated.
+type roleRead struct {
+	uid types.UID
+	at  time.Time
 }
 
 // NamespaceBinding is one RoleBinding the reconciler keeps: Name binds ClusterRole to the
@@ -120,7 +141,11 @@ func (r *NamespaceAccessReconciler) Reconcile(ctx context.Context, req reconcile
 	want := map[string]*rbacv1.RoleBinding{}
 	if governed {
 		for _, b := range r.Bindings {
-			want[b.Name] = r.binding(ns, b)
+			owner, err := r.clusterRole(ctx, b.ClusterRole)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			want[b.Name] = r.binding(ns, b, owner)
 		}
 	}
 	ours := map[string]bool{}
@@ -134,11 +159,12 @@ func (r *NamespaceAccessReconciler) Reconcile(ctx context.Context, req reconcile
 		}
 		w, keep := want[rb.Name]
 		if keep && rb.RoleRef == w.RoleRef && len(rb.Subjects) == 1 && rb.Subjects[0] == w.Subjects[0] &&
-			rb.Labels[LabelNamespaceAccess] == w.Labels[LabelNamespaceAccess] {
+			rb.Labels[LabelNamespaceAccess] == w.Labels[LabelNamespaceAccess] && ownedBy(rb, w.OwnerReferences[0].UID) {
 			delete(want, rb.Name)
 			continue
 		}
-		// Not wanted, or not as wanted (a roleRef cannot change): delete, and recreate below.
+		// Not wanted, or not as wanted (a roleRef cannot change; a binding without the
+		// ClusterRole's owner reference would outlive it): delete, and recreate below.
 		if err := r.Client.Delete(ctx, rb); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete RoleBinding %s: %w", klog.KObj(rb), err)
 		}
@@ -173,12 +199,54 @@ func (r *NamespaceAccessReconciler) governed(ctx context.Context, ns string) (bo
 	return len(acts.Items) > 0, nil
 }
 
-func (r *NamespaceAccessReconciler) binding(ns string, b NamespaceBinding) *rbacv1.RoleBinding {
+// clusterRole reads the ClusterRole a binding binds. A missing one is an error: a binding to
+// it would grant nothing, and one created without its owner would outlive the uninstall that
+// removed the role.
+func (r *NamespaceAccessReconciler) clusterRole(ctx context.Context, name string) (types.UID, error) {
+	r.mu.Lock()
+	read, ok := r.roles[name]
+	r.mu.Unlock()
+	if ok && time.Since(read.at) < roleTTL {
+		return read.uid, nil
+	}
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	cr := &rbacv1.ClusterRole{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: name}, cr); err != nil {
+		return "", fmt.Errorf("read ClusterRole %s: %w", name, err)
+	}
+	r.mu.Lock()
+	if r.roles == nil {
+		r.roles = map[string]roleRead{}
+	}
+	r.roles[name] = roleRead{uid: cr.UID, at: time.Now()}
+	r.mu.Unlock()
+	return cr.UID, nil
+}
+
+// roleTTL is how long a ClusterRole's uid is reused before it is read again.
+const roleTTL = time.Minute
+
+// ownedBy reports whether rb names the ClusterRole of uid as its owner.
+func ownedBy(rb *rbacv1.RoleBinding, uid types.UID) bool {
+	for _, o := range rb.OwnerReferences {
+		if o.Kind == "ClusterRole" && o.APIVersion == rbacv1.SchemeGroupVersion.String() && o.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *NamespaceAccessReconciler) binding(ns string, b NamespaceBinding, owner types.UID) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: ns, Labels: map[string]string{
 			LabelNamespaceAccess:           b.ClusterRole,
 			"app.kubernetes.io/managed-by": "actgate-manager",
-		}},
+		}, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole", Name: b.ClusterRole, UID: owner,
+		}}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: b.ClusterRole},
 		Subjects: []rbacv1.Subject{b.Subject},
 	}

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,11 +29,24 @@ func TestNewNamespaceAccessReconcilerRefusesBadAccounts(t *testing.T) {
 }
 
 // TestNamespaceAccess: the RoleBindings of the two namespace roles exist exactly in the
-// namespaces holding a ToolPolicy or an Act; one edited to bind someone else is replaced, and
-// they go with the namespace's last policy and Act.
+// namespaces holding a ToolPolicy or an Act, each owned by the ClusterRole it binds (so the
+// garbage collector removes them with the roles: envtest runs no garbage collector, test/node
+// sees it happen at `helm uninstall`); one edited to bind someone else, or stripped of its
+// owner, is replaced, and they go with the namespace's last policy and Act.
 func TestNamespaceAccess(t *testing.T) {
 	env := apiServer(t)
 	ns, other := env.Namespace(t), env.Namespace(t)
+	roleUIDs := map[string]types.UID{}
+	for _, name := range []string{controllers.AuthorityNamespaceRole, controllers.ManagerNamespaceRole} {
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := env.Client.Create(ctxFor(t), cr); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := env.Client.Get(ctxFor(t), client.ObjectKey{Name: name}, cr); err != nil {
+			t.Fatal(err)
+		}
+		roleUIDs[name] = cr.UID
+	}
 	r, err := controllers.NewNamespaceAccessReconciler(nil, "actgate-system/actgate-authority", "actgate-system/actgate-manager")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +96,10 @@ func TestNamespaceAccess(t *testing.T) {
 					rb.Subjects[0].Namespace != "actgate-system" || rb.Subjects[0].Name != name || rb.Labels[controllers.LabelNamespaceAccess] != role {
 					return fmt.Errorf("RoleBinding %s/%s = %+v", ns, name, rb)
 				}
+				if len(rb.OwnerReferences) != 1 || rb.OwnerReferences[0].Kind != "ClusterRole" || rb.OwnerReferences[0].Name != role ||
+					rb.OwnerReferences[0].UID != roleUIDs[role] {
+					return fmt.Errorf("RoleBinding %s/%s is owned by %+v, want the ClusterRole %s (%s)", ns, name, rb.OwnerReferences, role, roleUIDs[role])
+				}
 			}
 			return nil
 		}
@@ -106,6 +126,15 @@ func TestNamespaceAccess(t *testing.T) {
 	got, _ := bindings(ns)
 	rb := got["actgate-authority"]
 	rb.Subjects[0].Name = "mallory"
+	if err := c.Update(ctxFor(t), &rb); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, granted(ns))
+
+	// A binding that would outlive its ClusterRole (no owner reference) is put back with it.
+	got, _ = bindings(ns)
+	rb = got["actgate-manager"]
+	rb.OwnerReferences = nil
 	if err := c.Update(ctxFor(t), &rb); err != nil {
 		t.Fatal(err)
 	}

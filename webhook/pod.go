@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,6 +122,7 @@ func (h *PodInjector) create(ctx context.Context, req admission.Request) admissi
 	if err != nil {
 		return h.deny(log, reasons, err.Error())
 	}
+	out.Annotations[inject.AnnotationAdmitted] = inject.AdmittedInjected
 	mutated, err := json.Marshal(out)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -202,9 +204,19 @@ func (h *PodInjector) skip(_ context.Context, req admission.Request, pod *corev1
 			h.Recorder.Eventf(regarding, nil, corev1.EventTypeNormal, EventReasonInjectionSkipped, EventActionInject, "%s", note)
 		}
 	}
-	resp := admission.Allowed(string(reasons[0]))
+	resp := admission.Patched(string(reasons[0]), admittedPatch(pod, "skipped: "+string(reasons[0])))
 	resp.AuditAnnotations = map[string]string{AuditAnnotationDecision: "skipped: " + joinReasons(reasons)}
 	return resp
+}
+
+// admittedPatch sets inject.AnnotationAdmitted to value, leaving the rest of the pod as its
+// author wrote it.
+func admittedPatch(pod *corev1.Pod, value string) jsonpatch.JsonPatchOperation {
+	if pod.Annotations == nil {
+		return jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{inject.AnnotationAdmitted: value})
+	}
+	// RFC 6901: "/" in a member name is written "~1".
+	return jsonpatch.NewOperation("add", "/metadata/annotations/"+strings.ReplaceAll(inject.AnnotationAdmitted, "/", "~1"), value)
 }
 
 // eventTarget is the object a skip Event is about: the pod's controlling owner, else the pod

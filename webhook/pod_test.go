@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,8 +141,14 @@ func TestPodInjector(t *testing.T) {
 			if !tc.allowed && (resp.Result.Code != tc.code || !strings.Contains(resp.Result.Message, tc.msg)) {
 				t.Fatalf("result %d %q, want %d containing %q", resp.Result.Code, resp.Result.Message, tc.code, tc.msg)
 			}
-			if (len(resp.Patches) > 0) != tc.patched {
-				t.Errorf("patches %v, want patched=%v", resp.Patches, tc.patched)
+			injected := slices.ContainsFunc(resp.Patches, func(op jsonpatch.JsonPatchOperation) bool { return strings.HasPrefix(op.Path, "/spec/initContainers") })
+			if injected != tc.patched {
+				t.Errorf("patches %v, want injected=%v", resp.Patches, tc.patched)
+			}
+			// Every admitted pod carries the injector's mark, which the policy kept after an
+			// uninstall looks for; a refused one gets none.
+			if got := admittedValue(resp.Patches); !admittedAsWanted(got, tc.allowed, tc.patched, tc.audit) {
+				t.Errorf("%s = %q for allowed=%v injected=%v audit %q (patches %v)", inject.AnnotationAdmitted, got, tc.allowed, tc.patched, tc.audit, resp.Patches)
 			}
 			if tc.audit != "" && !strings.HasPrefix(resp.AuditAnnotations[AuditAnnotationDecision], tc.audit) {
 				t.Errorf("audit %q, want prefix %q", resp.AuditAnnotations[AuditAnnotationDecision], tc.audit)
@@ -160,6 +168,42 @@ func TestPodInjector(t *testing.T) {
 			}
 		})
 	}
+}
+
+// admittedAsWanted reports whether got is the AnnotationAdmitted value a response should set:
+// none on a refusal, "injected", or "skipped: REASON" (the audit annotation's first reason,
+// when the case names it).
+func admittedAsWanted(got string, allowed, injected bool, audit string) bool {
+	switch {
+	case !allowed:
+		return got == ""
+	case injected:
+		return got == inject.AdmittedInjected
+	}
+	if reason, ok := strings.CutPrefix(audit, "skipped: "); ok {
+		return got == "skipped: "+strings.Split(reason, ", ")[0]
+	}
+	return strings.HasPrefix(got, "skipped: ") && len(got) > len("skipped: ")
+}
+
+// admittedValue is the AnnotationAdmitted value patches set ("" when none does).
+func admittedValue(patches []jsonpatch.JsonPatchOperation) string {
+	for _, op := range patches {
+		switch op.Path {
+		case "/metadata/annotations":
+			if m, ok := op.Value.(map[string]any); ok {
+				v, _ := m[inject.AnnotationAdmitted].(string)
+				return v
+			}
+			if m, ok := op.Value.(map[string]string); ok {
+				return m[inject.AnnotationAdmitted]
+			}
+		case "/metadata/annotations/" + strings.ReplaceAll(inject.AnnotationAdmitted, "/", "~1"):
+			v, _ := op.Value.(string)
+			return v
+		}
+	}
+	return ""
 }
 
 func TestPodInjectorEphemeral(t *testing.T) {

@@ -22,6 +22,14 @@ const (
 	// AnnotationStatus records what the injector did (Status, JSON) so a later injection can
 	// undo it first (idempotent re-injection) and operators can see it.
 	AnnotationStatus = "actgate.io/status"
+	// AnnotationAdmitted is set on every pod the injector admits at creation: "injected", or
+	// "skipped: REASON" for a pod it leaves without a sidecar. The ValidatingAdmissionPolicy
+	// the chart keeps after an uninstall refuses pods without it in governed namespaces, so a
+	// namespace labelled for injection fails closed when the injector is gone
+	// (docs/operations.md "Uninstalling"). The injector always overwrites it.
+	AnnotationAdmitted = "actgate.io/admitted"
+	// AdmittedInjected is AnnotationAdmitted's value on an injected pod.
+	AdmittedInjected = "injected"
 
 	// SidecarBinary is the actgate binary in the sidecar image (its entrypoint): the startup
 	// and readiness probes run `SidecarBinary sidecar probe` in the container.
