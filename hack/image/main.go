@@ -130,10 +130,14 @@ func run(ctx context.Context, root, out, tag, push, ver, ca string) error {
 		return err
 	}
 	if out != "" {
-		if err := WriteTarball(filepath.Join(root, out), tag, img); err != nil {
+		// A relative -out is the repository's (bin/image/actgate.tar); an absolute one is kept.
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(root, out)
+		}
+		if err := WriteTarball(out, tag, img); err != nil {
 			return err
 		}
-		st, err := os.Stat(filepath.Join(root, out))
+		st, err := os.Stat(out)
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/ef"
@@ -63,21 +66,74 @@ func startApprovalProvider(t *testing.T) *approval {
 	return a
 }
 
-// approvalObjects creates, in the release namespace, what the chart's approval values name:
-// the client secret, the provider's CA and the service's TLS certificate. It returns the helm
-// --set arguments that turn the service on, with oidcAlice as a principal of agentNS.
-func (s *suite) approvalObjects(a *approval) []string {
-	s.kubectl("create", "namespace", releaseNS)
-	s.kubectl("-n", releaseNS, "create", "secret", "generic", "approval-oidc", "--from-literal=client-secret="+approvalSecret)
+// approvalValues creates what the README's values file names that only this node has (the
+// provider's CA, the service's TLS certificate; the README made the client secret) and writes
+// the README's values file with this node's provider, address and principals filled in. It
+// returns the file's path.
+func (s *suite) approvalValues(a *approval, readme string) string {
+	t := s.t
+	t.Helper()
 	s.kubectl("-n", releaseNS, "create", "configmap", "approval-oidc-ca", "--from-file=ca.crt="+a.p.CAFile())
 	s.kubectl("-n", releaseNS, "create", "secret", "tls", "approval-tls", "--cert="+a.pki.CertFile, "--key="+a.pki.KeyFile)
-	return []string{
-		"--set", "approval.enabled=true", "--set", "approval.externalURL=" + approvalURL,
-		"--set", "approval.oidc.issuer=" + a.p.Issuer(), "--set", "approval.oidc.clientID=" + approvalClient,
-		"--set", "approval.oidc.existingSecret=approval-oidc", "--set", "approval.oidc.caConfigMap=approval-oidc-ca",
-		"--set", "approval.tls.existingSecret=approval-tls", "--set", "approval.namespaces={" + agentNS + "}",
-		"--set", "rbac.principals[1].user=" + oidcAlice, "--set", "rbac.principals[1].namespaces={" + agentNS + "}",
+	var v struct {
+		RBAC struct {
+			Principals []map[string]any `json:"principals"`
+		} `json:"rbac"`
+		Approval      map[string]any `json:"approval"`
+		Notifications map[string]any `json:"notifications"`
 	}
+	if err := yaml.UnmarshalStrict([]byte(readme), &v); err != nil {
+		t.Fatalf("the README's approval-values.yaml: %v", err)
+	}
+	oidc, _ := v.Approval["oidc"].(map[string]any)
+	if oidc == nil || oidc["clientID"] != approvalClient || oidc["existingSecret"] != "approval-oidc" ||
+		len(v.RBAC.Principals) == 0 || v.RBAC.Principals[0]["user"] != oidcAlice {
+		t.Fatalf("the README's approval-values.yaml no longer names client %s, Secret approval-oidc and principal %s: %+v", approvalClient, oidcAlice, v)
+	}
+	// This node's provider, and the service reached at its pod with a certificate of its own
+	// (no ingress controller runs here); no Slack, Teams or SMTP to notify (test/e2e and
+	// controllers test notifications against real receivers).
+	oidc["issuer"], oidc["caConfigMap"] = a.p.Issuer(), "approval-oidc-ca"
+	v.Approval["externalURL"] = approvalURL
+	v.Approval["tls"] = map[string]any{"existingSecret": "approval-tls"}
+	v.Approval["ingress"] = map[string]any{"enabled": false}
+	v.Notifications = map[string]any{"enabled": false}
+	// alice also resolves from a terminal, with a kubeconfig that names her alice@example.com.
+	v.RBAC.Principals = append(v.RBAC.Principals, map[string]any{"user": alice, "namespaces": []string{agentNS}})
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.WriteFile(t, s.work, "approval-values.yaml", out)
+}
+
+// editedSample is the sample ToolPolicy edited as the README asks ("edit first"): its server URL
+// is where this node's upstream listens, and its reconciliation endpoint, which this node's
+// upstream does not have, is removed. It returns the edited copy's path.
+func (s *suite) editedSample(upstreamURL string) string {
+	t := s.t
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(s.root, samplePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := yaml.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := p["spec"].(map[string]any)
+	servers, _ := spec["servers"].([]any)
+	if len(servers) != 1 {
+		t.Fatalf("the sample policy has %d servers, want 1", len(servers))
+	}
+	server, _ := servers[0].(map[string]any)
+	server["url"] = upstreamURL
+	delete(server, "reconciliation")
+	out, err := yaml.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.WriteFile(t, s.work, "toolpolicy.yaml", out)
 }
 
 // approvalClientFor returns a browser-like client (cookie jar, redirects followed) that trusts

@@ -154,6 +154,16 @@ func (q *quickstart) skip(prefix, why string) {
 	q.t.Logf("README (not run here: %s): %s", why, q.cmds[i])
 }
 
+// has reports whether an unused command begins with prefix.
+func (q *quickstart) has(prefix string) bool {
+	for i, c := range q.cmds {
+		if !q.used[i] && strings.HasPrefix(c, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func (q *quickstart) find(prefix string) int {
 	q.t.Helper()
 	var at []int
