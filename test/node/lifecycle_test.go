@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,9 +166,10 @@ func (s *suite) uninstall() {
 		&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
 			ObjectMeta: metav1.ObjectMeta{Name: "actgate-optin-pods"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "actgate-authority-signing-key"}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "actgate-manager.actgate.io"}},
 	} {
 		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			t.Errorf("%T %s did not stay: %v", obj, obj.GetName(), err)
+			t.Errorf("%T %s did not stay, as docs/operations.md says it does: %v", obj, obj.GetName(), err)
 		}
 	}
 	var after v1alpha1.ActList
@@ -200,8 +202,8 @@ func (s *suite) uninstall() {
 	}
 	read := s.call("x", "get_balance", `{"account":"ACME"}`)
 	t.Logf("after the uninstall: send_payment refused with %s; get_balance isError=%v code %q", res.code(), read.IsError, read.code())
-	if res.code() != string(ef.EF060) {
-		t.Errorf("the protected call after the uninstall was refused with %q, want %s (the authority service is gone): %s", res.code(), ef.EF060, res.Text)
+	if res.code() != string(ef.EFStoreUnavailable) {
+		t.Errorf("the protected call after the uninstall was refused with %q, want %s (the authority service is gone): %s", res.code(), ef.EFStoreUnavailable, res.Text)
 	}
 	if read.Err != "" || read.IsError {
 		t.Errorf("a hot-path read after the uninstall (decided in the pod, as the table says): %s code %q", read.Err, read.code())

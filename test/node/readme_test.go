@@ -16,6 +16,7 @@ import (
 // the suite breaks when the README drifts from what works.
 type quickstart struct {
 	t    *testing.T
+	doc  string // the document's path, for the log
 	cmds []string // one command per entry, continuation lines joined, comments dropped
 	used []bool
 	// values is the YAML block (approval-values.yaml).
@@ -43,7 +44,7 @@ func readSection(t *testing.T, root, doc, heading string) *quickstart {
 	if err != nil {
 		t.Fatalf("%s: %v", doc, err)
 	}
-	q.t = t
+	q.t, q.doc = t, doc
 	return q
 }
 
@@ -142,7 +143,7 @@ func (q *quickstart) take(prefix string, fill ...string) []string {
 		q.t.Fatalf("README command %q has fewer placeholders than the suite fills", q.cmds[i])
 	}
 	q.used[i] = true
-	q.t.Logf("README: %s", q.cmds[i])
+	q.t.Logf("%s: %s", q.doc, q.cmds[i])
 	return fields
 }
 
@@ -151,7 +152,7 @@ func (q *quickstart) skip(prefix, why string) {
 	q.t.Helper()
 	i := q.find(prefix)
 	q.used[i] = true
-	q.t.Logf("README (not run here: %s): %s", why, q.cmds[i])
+	q.t.Logf("%s (not run here: %s): %s", q.doc, why, q.cmds[i])
 }
 
 // has reports whether an unused command begins with prefix.
@@ -173,7 +174,7 @@ func (q *quickstart) find(prefix string) int {
 		}
 	}
 	if len(at) != 1 {
-		q.t.Fatalf("README.md's Kubernetes quickstart has %d unused commands beginning %q, want 1: %q", len(at), prefix, q.cmds)
+		q.t.Fatalf("%s has %d unused commands beginning %q, want 1: %q", q.doc, len(at), prefix, q.cmds)
 	}
 	return at[0]
 }
@@ -183,7 +184,7 @@ func (q *quickstart) done() {
 	q.t.Helper()
 	for i, c := range q.cmds {
 		if !q.used[i] {
-			q.t.Errorf("README.md's Kubernetes quickstart has a command the node suite does not follow: %q", c)
+			q.t.Errorf("%s has a command the node suite does not follow: %q", q.doc, c)
 		}
 	}
 }
