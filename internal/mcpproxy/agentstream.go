@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -45,7 +46,7 @@ type agentStream struct {
 	early, sent bool
 
 	b        *bridge       // the session, where a resumable stream's events are logged
-	log      *eventLog     // nil: not resumable (no event ids)
+	log      *eventlog.Log // nil: not resumable (no event ids)
 	upID     string        // the id of the upstream event being carried ("": none), as written to the agent
 	respID   string        // the upID of the upstream's response event, for the answer
 	retry    time.Duration // the upstream's retry field, repeated to the agent
@@ -189,14 +190,14 @@ func (s *agentStream) event(data []byte, flush bool) bool {
 	buf := make([]byte, 0, len(data)+48+len(s.upID))
 	var id string
 	if s.log != nil {
-		buf, id = s.log.appendID(buf, s.upID)
+		buf, id = s.log.AppendID(buf, s.upID)
 	}
 	s.upID = "" // an upstream id is given to one event
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if s.log != nil {
-		s.log.add(buf, id)
+		s.log.Add(buf, id)
 	}
 	if s.detached || s.broken {
 		return true // logged for the agent's resumption
@@ -244,7 +245,7 @@ func (s *agentStream) finish() {
 	s.mu.Lock()
 	s.done = true
 	if s.log != nil {
-		s.log.finish()
+		s.log.Finish()
 	}
 	s.mu.Unlock()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -48,7 +49,7 @@ import (
 // relayed the same way (resume.go). An upstream that offers no GET stream (HTTP
 // 405) leaves the agent the gate's own stream alone; another refusal of the upstream's is the
 // agent's answer.
-const gateEventPrefix = "actgate:"
+const gateEventPrefix = eventlog.Prefix
 
 // refuseSessionlessGET answers a GET without Mcp-Session-Id (after admission and
 // authentication): the gate offers a standalone stream only on an initialized 2025 session,
@@ -314,7 +315,7 @@ func (b *bridge) resumePoint(last string) (own int, upID string) {
 		return own, up
 	}
 	num, up, ok := strings.Cut(rest, ":")
-	if n, err := strconv.Atoi(num); ok && err == nil && n >= 0 && decimal(num) {
+	if n, err := strconv.Atoi(num); ok && err == nil && n >= 0 && eventlog.Decimal(num) {
 		return n, up
 	}
 	return own, last // not an id the gate wrote: the upstream's to judge
