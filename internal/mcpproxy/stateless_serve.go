@@ -18,6 +18,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -482,6 +483,6 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
 func (p *Proxy) gateState(sr *stateless.Request) bool {
-	_, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
+	_, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }
