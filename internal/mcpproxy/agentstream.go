@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -39,9 +40,13 @@ type agentStream struct {
 	started bool
 	broken  bool // a write failed: the agent is gone; later events are dropped
 	done    bool // answered (or abandoned): nothing more is written
+	// early: the agent's headers go out as soon as the upstream's arrive (a relayed
+	// subscriptions/listen, whose body may not come for as long as the listen lives), not
+	// with the first event or the response; sent: they are out, status 200.
+	early, sent bool
 
 	b        *bridge       // the session, where a resumable stream's events are logged
-	log      *eventLog     // nil: not resumable (no event ids)
+	log      *eventlog.Log // nil: not resumable (no event ids)
 	upID     string        // the id of the upstream event being carried ("": none), as written to the agent
 	respID   string        // the upID of the upstream's response event, for the answer
 	retry    time.Duration // the upstream's retry field, repeated to the agent
@@ -89,6 +94,43 @@ func (s *agentStream) beginLocked() {
 	h := s.w.Header()
 	h.Set("Content-Type", wire.MediaSSE)
 	h.Set("Cache-Control", "no-cache, no-transform")
+}
+
+// upstreamHeaders is told the media type of the upstream's 2xx answer as soon as its headers
+// arrive. An early stream writes the agent's headers now, in the upstream's framing (an event
+// stream, or application/json whose body is the response the gate relays when it comes), and
+// flushes them; any other stream waits for its first event or its response.
+func (s *agentStream) upstreamHeaders(mediaType string) {
+	if s == nil || !s.early || (mediaType != wire.MediaSSE && mediaType != wire.MediaJSON) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.sent {
+		return
+	}
+	if mediaType == wire.MediaSSE {
+		s.wanted = true
+		s.beginLocked()
+	} else {
+		h := s.w.Header()
+		h.Set("Content-Type", wire.MediaJSON)
+		h.Set("Cache-Control", "no-cache, no-transform")
+	}
+	s.w.WriteHeader(http.StatusOK)
+	s.sent = true
+	s.flushLocked()
+}
+
+// headersSent reports whether the agent's headers are out (status 200): the answer can only
+// be its body now.
+func (s *agentStream) headersSent() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent
 }
 
 // streams reports whether the upstream answers the request on an event stream (the agent's
@@ -148,14 +190,14 @@ func (s *agentStream) event(data []byte, flush bool) bool {
 	buf := make([]byte, 0, len(data)+48+len(s.upID))
 	var id string
 	if s.log != nil {
-		buf, id = s.log.appendID(buf, s.upID)
+		buf, id = s.log.AppendID(buf, s.upID)
 	}
 	s.upID = "" // an upstream id is given to one event
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if s.log != nil {
-		s.log.add(buf, id)
+		s.log.Add(buf, id)
 	}
 	if s.detached || s.broken {
 		return true // logged for the agent's resumption
@@ -203,7 +245,7 @@ func (s *agentStream) finish() {
 	s.mu.Lock()
 	s.done = true
 	if s.log != nil {
-		s.log.finish()
+		s.log.Finish()
 	}
 	s.mu.Unlock()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -58,12 +59,8 @@ type bridge struct {
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
 	// logs holds the events of the session's resumable answer streams, by stream key, for the
-	// agent's resumption (resume.go); at most maxStreamLogs, and maxSessionLogBytes.
-	logs map[string]*eventLog
-	// logOrder is the keys of logs, oldest first.
-	logOrder []string
-	// logBytes counts the bytes of logs, at most maxSessionLogBytes (resume.go).
-	logBytes logBudget
+	// agent's resumption (resume.go); at most eventlog.MaxLogs, and eventlog.MaxSessionBytes.
+	logs eventlog.Set
 	// init is how the upstream answered its initialize (initframing.go).
 	init upstream.InitFraming
 	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
@@ -257,7 +254,7 @@ func (b *bridge) close() {
 		b.p.cfg.Sessions.release(b.agent)
 	}
 	b.abandonTasks("the agent session ended")
-	b.releaseLogs()
+	b.logs.Release()
 	if cs != nil {
 		go func() { _ = cs.Close() }()
 	}

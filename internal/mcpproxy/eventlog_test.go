@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 )
 
@@ -72,60 +73,58 @@ func TestFinishedUpstreamLogsReleased(t *testing.T) {
 // or the gate's budget spent, a new answer stream is not resumable; a finished log, a dropped
 // one and a closed session give their bytes back.
 func TestEventLogBudgets(t *testing.T) {
-	defer func(n int64) { maxGateLogBytes = n }(maxGateLogBytes)
+	defer eventlog.SetGateLimit(eventlog.SetGateLimit(64 << 20))
 	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
 	s1, s2 := newRawSession1125(t, f.endpoint()), newRawSession1125(t, f.endpoint())
 	b1, b2 := f.proxy.bridgeByID(s1.session), f.proxy.bridgeByID(s2.session)
 	if b1 == nil || b2 == nil {
 		t.Fatal("no bridge for the sessions")
 	}
-	base := streamLogs.used.Load()
-	base1, base2 := b1.logBytes.used.Load(), b2.logBytes.used.Load() // the logs of initialize's answers
+	base := eventlog.GateUsed()
+	base1, base2 := b1.logs.Used(), b2.logs.Used() // the logs of initialize's answers
 	ev := []byte(strings.Repeat("e", 64<<10))
-	fill := func(b *bridge, n int) *eventLog {
-		l := b.newLog()
+	fill := func(b *bridge, n int) *eventlog.Log {
+		l := b.logs.New()
 		if l == nil {
 			t.Fatal("no log")
 		}
-		buf, id := l.appendID(nil, "") // an event of the gate's own first
-		l.add(buf, id)
+		buf, id := l.AppendID(nil, "") // an event of the gate's own first
+		l.Add(buf, id)
 		for range n {
-			buf, id := l.appendID(nil, "up")
-			l.add(append(buf, ev...), id)
+			buf, id := l.AppendID(nil, "up")
+			l.Add(append(buf, ev...), id)
 		}
-		l.finish() // kept: it has an event of the gate's own
+		l.Finish() // kept: it has an event of the gate's own
 		return l
 	}
-	resume := func(s *rawSession, l *eventLog) (int, string) {
-		l.mu.Lock()
-		first := gateEventPrefix + "g" + l.key + "-0"
-		l.mu.Unlock()
+	resume := func(s *rawSession, l *eventlog.Log) (int, string) {
+		first := gateEventPrefix + "g" + l.Key() + "-0"
 		status, _, body := agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": first, "Accept": "text/event-stream"})
 		return status, body
 	}
 
-	// Per log: beyond maxStreamLogLen the log is dropped and its bytes given back.
+	// Per log: beyond eventlog.MaxLogLen the log is dropped and its bytes given back.
 	l := fill(b1, 17)
-	if !l.dropped() || b1.logBytes.used.Load() != base1 {
-		t.Fatalf("a log of 17 x 64 KiB: dropped %v, session holds %d bytes", l.dropped(), b1.logBytes.used.Load())
+	if !l.Dropped() || b1.logs.Used() != base1 {
+		t.Fatalf("a log of 17 x 64 KiB: dropped %v, session holds %d bytes", l.Dropped(), b1.logs.Used())
 	}
 	if status, body := resume(s1, l); status != http.StatusNotFound || !strings.Contains(body, string(ef.EFStreamLogLimit)) {
 		t.Fatalf("resumption of a dropped log: HTTP %d %q, want 404 %s", status, body, ef.EFStreamLogLimit)
 	}
 
-	// Per session: 4 logs of 15 x 64 KiB fit in maxSessionLogBytes (4 MiB); the fifth passes
+	// Per session: 4 logs of 15 x 64 KiB fit in eventlog.MaxSessionBytes (4 MiB); the fifth passes
 	// it and is dropped.
-	var ls []*eventLog
+	var ls []*eventlog.Log
 	for range 5 {
 		ls = append(ls, fill(b1, 15))
 	}
 	for i, l := range ls {
-		if l.dropped() != (i == 4) {
-			t.Fatalf("log %d of the session: dropped %v", i, l.dropped())
+		if l.Dropped() != (i == 4) {
+			t.Fatalf("log %d of the session: dropped %v", i, l.Dropped())
 		}
 	}
-	if used := b1.logBytes.used.Load(); used > maxSessionLogBytes {
-		t.Fatalf("the session holds %d bytes of logs, above its %d", used, maxSessionLogBytes)
+	if used := b1.logs.Used(); used > eventlog.MaxSessionBytes {
+		t.Fatalf("the session holds %d bytes of logs, above its %d", used, eventlog.MaxSessionBytes)
 	}
 	status, body := resume(s1, ls[0])
 	if status != http.StatusOK || !strings.Contains(body, "id: up") {
@@ -137,34 +136,35 @@ func TestEventLogBudgets(t *testing.T) {
 
 	// The gate: with the gate's budget below what two sessions would hold, the second
 	// session's log is dropped at the gate's bound though its own budget has room.
-	maxGateLogBytes = streamLogs.used.Load() + 512<<10
+	gateLimit := eventlog.GateUsed() + 512<<10
+	eventlog.SetGateLimit(gateLimit)
 	l2 := fill(b2, 15)
-	if !l2.dropped() || b2.logBytes.used.Load() != base2 {
-		t.Fatalf("a log past the gate's budget: dropped %v, session holds %d bytes", l2.dropped(), b2.logBytes.used.Load())
+	if !l2.Dropped() || b2.logs.Used() != base2 {
+		t.Fatalf("a log past the gate's budget: dropped %v, session holds %d bytes", l2.Dropped(), b2.logs.Used())
 	}
 	if status, body := resume(s2, l2); status != http.StatusNotFound || !strings.Contains(body, string(ef.EFStreamLogLimit)) {
 		t.Fatalf("resumption of a log dropped at the gate's bound: HTTP %d %q", status, body)
 	}
-	if got := streamLogs.used.Load(); got > maxGateLogBytes {
-		t.Fatalf("the gate holds %d bytes of logs, above its %d", got, maxGateLogBytes)
+	if got := eventlog.GateUsed(); got > gateLimit {
+		t.Fatalf("the gate holds %d bytes of logs, above its %d", got, gateLimit)
 	}
-	// With less than minLogRoom left in the gate's budget, a new answer stream gets no log.
-	maxGateLogBytes = streamLogs.used.Load() + minLogRoom/2
-	if b2.newLog() != nil {
+	// With less than eventlog.MinRoom left in the gate's budget, a new answer stream gets no log.
+	eventlog.SetGateLimit(eventlog.GateUsed() + eventlog.MinRoom/2)
+	if b2.logs.New() != nil {
 		t.Fatal("a new log with the gate's budget spent")
 	}
 
 	// A finished log without an event of the gate's own is released at once.
-	maxGateLogBytes = 64 << 20
-	l3 := b2.newLog()
-	buf, id := l3.appendID(nil, "up-1")
-	l3.add(append(buf, ev...), id)
-	if b2.logBytes.used.Load() == base2 {
+	eventlog.SetGateLimit(64 << 20)
+	l3 := b2.logs.New()
+	buf, id := l3.AppendID(nil, "up-1")
+	l3.Add(append(buf, ev...), id)
+	if b2.logs.Used() == base2 {
 		t.Fatal("an unfinished log holds no bytes")
 	}
-	l3.finish()
-	if b2.logBytes.used.Load() != base2 || b2.logOf(l3.key) != nil {
-		t.Fatalf("a finished log of upstream ids only: session holds %d bytes, log kept %v", b2.logBytes.used.Load(), b2.logOf(l3.key) != nil)
+	l3.Finish()
+	if b2.logs.Used() != base2 || b2.logs.Of(l3.Key()) != nil {
+		t.Fatalf("a finished log of upstream ids only: session holds %d bytes, log kept %v", b2.logs.Used(), b2.logs.Of(l3.Key()) != nil)
 	}
 
 	// Closing the sessions gives every byte back.
@@ -175,9 +175,9 @@ func TestEventLogBudgets(t *testing.T) {
 	}
 	base -= base1 + base2
 	deadline := time.Now().Add(5 * time.Second)
-	for streamLogs.used.Load() != base {
+	for eventlog.GateUsed() != base {
 		if time.Now().After(deadline) {
-			t.Fatalf("the gate holds %d bytes of logs after the sessions closed, want %d", streamLogs.used.Load(), base)
+			t.Fatalf("the gate holds %d bytes of logs after the sessions closed, want %d", eventlog.GateUsed(), base)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

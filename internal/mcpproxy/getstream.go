@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -48,7 +49,19 @@ import (
 // relayed the same way (resume.go). An upstream that offers no GET stream (HTTP
 // 405) leaves the agent the gate's own stream alone; another refusal of the upstream's is the
 // agent's answer.
-const gateEventPrefix = "actgate:"
+const gateEventPrefix = eventlog.Prefix
+
+// refuseSessionlessGET answers a GET without Mcp-Session-Id (after admission and
+// authentication): the gate offers a standalone stream only on an initialized 2025 session,
+// and 2026-07-28 has none, so the endpoint has no stream for it. The transport asks a server
+// to answer such a GET with an event stream or HTTP 405 (MCP streamable HTTP, "Listening for
+// messages from the server"); clients take 405 as "no stream here" and go on with POST. Allow
+// names the methods the endpoint serves (RFC 9110 §15.5.6), the body is a JSON-RPC error.
+func refuseSessionlessGET(w http.ResponseWriter) {
+	w.Header().Set("Allow", "GET, POST, DELETE")
+	wire.WriteRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, &jsonrpc.Error{Code: wire.CodeInvalidRequest,
+		Message: "actgate: no stream without a session: a GET needs the Mcp-Session-Id of an initialized session (MCP 2025-11-25); MCP 2026-07-28 has no GET stream"})
+}
 
 // serveGET answers the agent's GET on an initialized session with the relayed stream. It
 // returns false, having written nothing, when the SDK's handler answers instead: no such
@@ -302,7 +315,7 @@ func (b *bridge) resumePoint(last string) (own int, upID string) {
 		return own, up
 	}
 	num, up, ok := strings.Cut(rest, ":")
-	if n, err := strconv.Atoi(num); ok && err == nil && n >= 0 && decimal(num) {
+	if n, err := strconv.Atoi(num); ok && err == nil && n >= 0 && eventlog.Decimal(num) {
 		return n, up
 	}
 	return own, last // not an id the gate wrote: the upstream's to judge

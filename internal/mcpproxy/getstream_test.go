@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -485,5 +486,70 @@ func TestGETStreamRequestDuringFirstCall(t *testing.T) {
 	a := <-done
 	if a.err != nil || !strings.Contains(a.body, "root file:///first") || strings.Contains(a.body, `"isError":true`) {
 		t.Fatalf("tools/call: %s, %v; want the upstream's result with the agent's root", a.body, a.err)
+	}
+}
+
+// TestGETWithoutSession: a GET without Mcp-Session-Id, in any revision the agent names (none,
+// 2025-11-25, 2026-07-28, which has no standalone stream at all), with or without
+// Last-Event-ID or an Accept naming event streams, is answered as the transport asks of a
+// server that offers no stream to it (MCP streamable HTTP, "Listening for messages from the
+// server"): HTTP 405 with Allow naming the methods the endpoint serves and a JSON-RPC error
+// body, no stream; a rebound Host is still refused first (403).
+func TestGETWithoutSession(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	for _, tc := range []struct {
+		name, version, accept, last, host string
+		want                              int
+	}{
+		{"no version", "", "text/event-stream", "", "", http.StatusMethodNotAllowed},
+		{"2025-11-25", "2025-11-25", "text/event-stream", "", "", http.StatusMethodNotAllowed},
+		{"2026-07-28", "2026-07-28", "text/event-stream", "", "", http.StatusMethodNotAllowed},
+		{"resuming", "2025-11-25", "text/event-stream", "actgate:0:", "", http.StatusMethodNotAllowed},
+		{"no event-stream accepted", "2025-11-25", "application/json", "", "", http.StatusMethodNotAllowed},
+		{"rebinding", "2025-11-25", "text/event-stream", "", "attacker.example", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, f.endpoint(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			req.Header.Set("Accept", tc.accept)
+			if tc.version != "" {
+				req.Header.Set("Mcp-Protocol-Version", tc.version)
+			}
+			if tc.last != "" {
+				req.Header.Set("Last-Event-ID", tc.last)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("GET: HTTP %d %s %s; want %d", resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.want)
+			}
+			if tc.want != http.StatusMethodNotAllowed {
+				return
+			}
+			allow := strings.Split(strings.ReplaceAll(resp.Header.Get("Allow"), " ", ""), ",")
+			slices.Sort(allow)
+			if !slices.Equal(allow, []string{"DELETE", "GET", "POST"}) {
+				t.Fatalf("Allow: %q, want GET, POST, DELETE", resp.Header.Get("Allow"))
+			}
+			var m struct {
+				JSONRPC string `json:"jsonrpc"`
+				Error   *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &m); err != nil || m.JSONRPC != "2.0" || m.Error == nil || !strings.Contains(m.Error.Message, "Mcp-Session-Id") {
+				t.Fatalf("405 body %s: want a JSON-RPC error naming the session header (%v)", body, err)
+			}
+		})
 	}
 }

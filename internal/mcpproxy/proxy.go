@@ -265,6 +265,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
 		return
 	}
+	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderSessionID) == "" {
+		refuseSessionlessGET(w) // getstream.go
+		return
+	}
 	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderLastEventID) != "" && p.serveResume(w, r) {
 		return // resume.go
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -252,7 +253,7 @@ func legSeq(id jsonrpc.ID) (uint64, bool) {
 		return 0, false
 	}
 	num, ok := strings.CutPrefix(s, "actgate-")
-	if !ok || !decimal(num) || num[0] == '0' { // as the gate writes N: no leading zero
+	if !ok || !eventlog.Decimal(num) || num[0] == '0' { // as the gate writes N: no leading zero
 		return 0, false
 	}
 	n, err := strconv.ParseUint(num, 10, 64)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -69,10 +70,10 @@ func FuzzParseStateless(f *testing.F) {
 		}
 		// The continuation members and the learnt x-mcp-header mapping of tool "t" (its
 		// "r" argument in Mcp-Param-X): refused or accepted, never a panic.
-		if c, err := parseState(fuzzKey, sr.Params["requestState"]); err == nil && c.Call == "" {
+		if c, err := rounds.Parse(fuzzKey, sr.Params["requestState"]); err == nil && c.Call == "" {
 			t.Fatalf("accepted a requestState naming no call")
 		}
-		if m, err := parseInputResponses(sr.Params["inputResponses"]); err == nil && len(m) > maxInputRequests {
+		if m, err := rounds.ParseInputResponses(sr.Params["inputResponses"]); err == nil && len(m) > rounds.MaxInputRequests {
 			t.Fatalf("accepted %d inputResponses", len(m))
 		}
 		lp := &Proxy{}

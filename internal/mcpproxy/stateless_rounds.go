@@ -3,26 +3,21 @@ package mcpproxy
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/actgate/actgate/internal/ef"
-	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -39,16 +34,9 @@ const (
 	// goroutine, an open upstream request and at most heldEvents buffered events; an agent that
 	// abandons rounds holds them for the call's bound.
 	maxHeldPerAgent = 32
-	// maxInputRequests bounds the upstream requests one round collects (and so the
-	// inputResponses a continuation may carry).
-	maxInputRequests = 16
-	// maxRequestState bounds the requestState a continuation may carry.
-	maxRequestState = 512
 	// heldEvents is the buffer between an upstream exchange and the agent's request waiting on
 	// it.
 	heldEvents = 64
-	// stateTag opens every requestState the gate mints.
-	stateTag = "ag1."
 )
 
 // heldEvent is one thing an upstream exchange gives the agent's waiting request: a message of
@@ -117,35 +105,6 @@ func (hc *heldCall) setOperation(op string) {
 	hc.mu.Unlock()
 }
 
-// requestBinding is the digest a continuation must repeat: the request's method and params
-// without _meta, requestState and inputResponses (for a tools/call, its name and arguments), in
-// canonical form, so that one approval never continues with other arguments.
-func requestBinding(sr *stateless.Request) ([32]byte, bool) {
-	m := make(map[string]json.RawMessage, len(sr.Params))
-	for k, v := range sr.Params {
-		switch k {
-		case "_meta", "requestState", "inputResponses":
-			continue
-		}
-		m[k] = v
-	}
-	raw, err := wire.MarshalNoEscape(m)
-	if err != nil {
-		return [32]byte{}, false
-	}
-	canon, err := jcs.Canonicalize(raw, jcs.Full)
-	if err != nil {
-		return [32]byte{}, false
-	}
-	h := sha256.New()
-	h.Write([]byte(sr.Req.Method))
-	h.Write([]byte{0})
-	h.Write(canon)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out, true
-}
-
 // heldTable holds the calls awaiting an agent's input, by id.
 type heldTable struct {
 	once  sync.Once
@@ -155,12 +114,7 @@ type heldTable struct {
 }
 
 func (t *heldTable) macKey() []byte {
-	t.once.Do(func() {
-		t.key = make([]byte, 32)
-		if _, err := rand.Read(t.key); err != nil {
-			panic("mcpproxy: no randomness for the requestState key: " + err.Error())
-		}
-	})
+	t.once.Do(func() { t.key = rounds.NewKey() })
 	return t.key
 }
 
@@ -226,109 +180,9 @@ func (t *heldTable) closeAll() []*heldCall {
 	return out
 }
 
-// stateClaims are what a requestState the gate mints says, under its MAC.
-type stateClaims struct {
-	Call    string `json:"c"`
-	Round   int    `json:"r"`
-	Expires int64  `json:"x"`
-	// Bound is a digest of the agent, the server, the request's binding, the operation id of a
-	// dispatched tools/call and the round's pending upstream request ids.
-	Bound string `json:"b"`
-}
-
+// stateBound is the digest the state of hc's round binds (rounds.Bound).
 func (p *Proxy) stateBound(hc *heldCall, round int, waiting map[string]jsonrpc.ID, operation string) string {
-	keys := make([]string, 0, len(waiting))
-	for k := range waiting {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	h := sha256.New()
-	for _, s := range []string{hc.agent, p.cfg.Server, hc.method, hex.EncodeToString(hc.binding[:]), operation, strconv.Itoa(round)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	for _, k := range keys {
-		id, _ := json.Marshal(waiting[k].Raw())
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-		h.Write(id)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// mintState is the requestState of hc's current round.
-func (p *Proxy) mintState(c stateClaims) string {
-	payload, _ := json.Marshal(c)
-	mac := hmac.New(sha256.New, p.sl.held.macKey())
-	mac.Write([]byte(stateTag))
-	mac.Write(payload)
-	return stateTag + base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
-}
-
-// errState is why a requestState is refused: it is not one the gate minted, or names no call
-// held now.
-type errState string
-
-func (e errState) Error() string { return string(e) }
-
-// parseState verifies a requestState's MAC and returns its claims; it checks nothing else.
-func parseState(key []byte, raw json.RawMessage) (stateClaims, error) {
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return stateClaims{}, errState("requestState must be a string")
-	}
-	if len(s) > maxRequestState {
-		return stateClaims{}, errState("requestState is longer than " + strconv.Itoa(maxRequestState) + " bytes")
-	}
-	body, ok := strings.CutPrefix(s, stateTag)
-	if !ok {
-		return stateClaims{}, errState("requestState was not issued by this gate")
-	}
-	enc, sig, ok := strings.Cut(body, ".")
-	if !ok {
-		return stateClaims{}, errState("requestState is malformed")
-	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(enc)
-	got, err2 := base64.RawURLEncoding.DecodeString(sig)
-	if err1 != nil || err2 != nil {
-		return stateClaims{}, errState("requestState is malformed")
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(stateTag))
-	mac.Write(payload)
-	if !hmac.Equal(got, mac.Sum(nil)[:16]) {
-		return stateClaims{}, errState("requestState fails verification")
-	}
-	var c stateClaims
-	if json.Unmarshal(payload, &c) != nil || c.Call == "" {
-		return stateClaims{}, errState("requestState is malformed")
-	}
-	return c, nil
-}
-
-// parseInputResponses reads a continuation's inputResponses: an object of at most
-// maxInputRequests members, each an object (the agent's result for one input request).
-func parseInputResponses(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	if !stateless.IsJSONObject(raw) {
-		return nil, errState("inputResponses must be an object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, errState("inputResponses must be an object")
-	}
-	if len(m) > maxInputRequests {
-		return nil, errState("inputResponses has more than " + strconv.Itoa(maxInputRequests) + " members")
-	}
-	for k, v := range m {
-		if !stateless.IsJSONObject(v) {
-			return nil, errState(fmt.Sprintf("inputResponses[%q] must be an object", wire.Clip(k, 64)))
-		}
-	}
-	return m, nil
+	return rounds.Bound(hc.agent, p.cfg.Server, hc.method, hc.binding, operation, round, waiting)
 }
 
 // continuationRefused is the answer to a continuation the gate does not continue: nothing is
@@ -343,7 +197,7 @@ func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Re
 func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream,
 	compute func(context.Context) (*jsonrpc.Response, int),
 ) (*jsonrpc.Response, int) {
-	binding, ok := requestBinding(sr)
+	binding, ok := rounds.RequestBinding(sr)
 	if !ok {
 		// Params that cannot be canonicalized cannot be bound to a continuation: the exchange
 		// runs without rounds.
@@ -421,7 +275,7 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Reque
 func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
 	reqs := []*jsonrpc.Request{first}
 drain:
-	for len(reqs) < maxInputRequests {
+	for len(reqs) < rounds.MaxInputRequests {
 		select {
 		case ev := <-hc.events:
 			if ev.msg != nil && ev.msg.IsCall() {
@@ -478,7 +332,7 @@ drain:
 
 // roundResult is the input_required result of one round.
 func (p *Proxy) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
-	state := p.mintState(stateClaims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
+	state := rounds.Mint(p.sl.held.macKey(), rounds.Claims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
 	ir, _ := wire.MarshalNoEscape(requests)
 	out, err := wire.MarshalNoEscape(map[string]json.RawMessage{
 		"resultType": jsonOf(wire.ResultTypeInputRequired), "inputRequests": ir, "requestState": jsonOf(state),
@@ -511,12 +365,12 @@ func jsonOf(v any) json.RawMessage {
 // dispatches: a tools/call was dispatched once, by the request that began it.
 func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
 	id := sr.Req.ID
-	claims, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
+	claims, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	if err != nil {
 		p.log.Info("Continuation refused", "method", logfield.Bound(sr.Req.Method), "reason", err.Error())
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
-	responses, err := parseInputResponses(sr.Params["inputResponses"])
+	responses, err := rounds.ParseInputResponses(sr.Params["inputResponses"])
 	if err != nil {
 		return continuationRefused(id, ef.EFContinuationInvalid, err.Error())
 	}
@@ -525,7 +379,7 @@ func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Re
 	if hc == nil || hc.ctx.Err() != nil || time.Now().Unix() > claims.Expires {
 		return continuationRefused(id, ef.EFContinuationInvalid, "requestState names no request awaiting input (answered, expired or never held)")
 	}
-	binding, ok := requestBinding(sr)
+	binding, ok := rounds.RequestBinding(sr)
 	hc.mu.Lock()
 	switch {
 	case hc.agent != agent:

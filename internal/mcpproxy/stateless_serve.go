@@ -18,6 +18,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -135,7 +136,9 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		defer p.sl.releaseListen(agent)
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
-	stream := &agentStream{w: w, lazy: true}
+	// A relayed listen's headers go out when the upstream's do: its body may not come for as
+	// long as the listen lives (docs/api.md "MCP 2026-07-28").
+	stream := &agentStream{w: w, lazy: true, early: sr.Req.Method == wire.MethodListen}
 	defer stream.finish()
 	ctx = withAgentStream(ctx, stream)
 	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
@@ -144,7 +147,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.Req.Method))
 		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
-	if status != http.StatusOK && !stream.isStarted() {
+	if status != http.StatusOK && !stream.isStarted() && !stream.headersSent() {
 		writeRaw(w, status, out)
 		return true
 	}
@@ -241,6 +244,9 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	}
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && heldOf(ctx) == nil {
+		agentStreamOf(ctx).upstreamHeaders(mt) // a relayed listen's headers, at once
+	}
 	switch {
 	case mt == wire.MediaJSON:
 		answer, err := wire.ReadJSONAnswer(resp.Body, id)
@@ -477,6 +483,6 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
 func (p *Proxy) gateState(sr *stateless.Request) bool {
-	_, err := parseState(p.sl.held.macKey(), sr.Params["requestState"])
+	_, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }
