@@ -64,13 +64,13 @@ const (
 var ErrBadLevel = errors.New("review: malformed protocol level")
 
 // ErrServiceTooOld wraps the error of a Client call whose answer names no level, or a level
-// below MinServiceLevel: the answer is not used. It wraps ErrUnavailable too, so a caller that
-// only knows ErrUnavailable fails closed the same way.
+// below MinServiceLevel, or refuses this sidecar as too new: the answer is not used. It wraps
+// ErrUnavailable too, so a caller that only knows ErrUnavailable fails closed the same way.
 var ErrServiceTooOld = fmt.Errorf("%w: the authority service is older than this sidecar accepts", ErrUnavailable)
 
 // ErrSidecarRefused wraps the error of a Client call the service refused because of this
-// sidecar's level (ReasonSidecarTooOld or ReasonSidecarTooNew). It wraps ErrUnavailable too:
-// no service of a level this sidecar speaks answered.
+// sidecar's level (ReasonSidecarTooOld; with ErrServiceTooOld, ReasonSidecarTooNew). It wraps
+// ErrUnavailable too: no service of a level this sidecar speaks answered.
 var ErrSidecarRefused = fmt.Errorf("%w: the authority service refuses this sidecar's protocol level", ErrUnavailable)
 
 // ParseLevel reads a LevelHeader from its values (http.Header.Values). No value is not
@@ -145,23 +145,30 @@ type LevelStatus struct {
 	At time.Time
 }
 
-// TooOld reports whether the last answer came from a service older than MinServiceLevel (or
-// one that states no level).
-func (s LevelStatus) TooOld() bool { return s.Seen && (!s.Stated || s.Level < MinServiceLevel) }
+// TooOld reports whether the last answer came from a service older than this sidecar accepts:
+// it states no level or one below MinServiceLevel, or it refuses this sidecar's level as too
+// new (a control plane rolled back under a newer sidecar).
+func (s LevelStatus) TooOld() bool {
+	return s.Seen && (!s.Stated || s.Level < MinServiceLevel || s.Refused == ReasonSidecarTooNew)
+}
 
 // Problem says in a sentence what is wrong with the levels, or "" when nothing is.
 func (s LevelStatus) Problem() string {
 	switch {
-	case s.TooOld() && !s.Stated:
+	case !s.Seen:
+		return ""
+	case !s.Stated:
 		return fmt.Sprintf("the authority service's answer states no review protocol level (a service older than level %d); "+
 			"this sidecar (level %d) needs level %d or newer and refuses protected calls until it answers", MinServiceLevel, Level, MinServiceLevel)
-	case s.TooOld():
+	case s.Level < MinServiceLevel:
 		return fmt.Sprintf("the authority service speaks review protocol level %d; this sidecar (level %d) needs level %d or newer "+
 			"and refuses protected calls until it answers", s.Level, Level, MinServiceLevel)
-	case s.Refused == ReasonSidecarTooOld:
-		return fmt.Sprintf("the authority service (level %d) refuses this sidecar's review protocol level %d as too old", s.Level, Level)
 	case s.Refused == ReasonSidecarTooNew:
-		return fmt.Sprintf("the authority service (level %d) refuses this sidecar's review protocol level %d as too new", s.Level, Level)
+		return fmt.Sprintf("the authority service (level %d) refuses this sidecar's review protocol level %d as too new; "+
+			"protected calls are refused until a service of level %d or newer answers", s.Level, Level, Level)
+	case s.Refused == ReasonSidecarTooOld:
+		return fmt.Sprintf("the authority service (level %d) refuses this sidecar's review protocol level %d as too old; "+
+			"protected calls are refused until the pod runs a newer sidecar", s.Level, Level)
 	}
 	return ""
 }
@@ -185,10 +192,12 @@ func (l *levels) observe(h http.Header, reason Reason) error {
 	l.last = st
 	l.mu.Unlock()
 	switch {
+	case st.Refused == ReasonSidecarTooNew:
+		return fmt.Errorf("%w: %w (%s)", ErrServiceTooOld, ErrSidecarRefused, st.Problem())
 	case st.TooOld():
 		return fmt.Errorf("%w (%s)", ErrServiceTooOld, st.Problem())
-	case st.Refused != "":
-		return fmt.Errorf("%w: %s", ErrSidecarRefused, st.Problem())
+	case st.Refused == ReasonSidecarTooOld:
+		return fmt.Errorf("%w (%s)", ErrSidecarRefused, st.Problem())
 	}
 	return nil
 }

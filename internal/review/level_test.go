@@ -219,7 +219,7 @@ func TestClientRefusesAnswersOfAnOlderService(t *testing.T) {
 
 // TestClientNamesARefusalOfItsLevel: a service of a good level that refuses this sidecar's
 // level (SidecarTooOld, SidecarTooNew) ends the call with ErrSidecarRefused on every endpoint,
-// and the status says which.
+// and the status says which; too new counts as a service too old for this sidecar.
 func TestClientNamesARefusalOfItsLevel(t *testing.T) {
 	sv, pemText := anchorKey(t, "log")
 	cp := anchor.ToAPI(signedCheckpoint(t, sv, 6, 3, jcs.Digest([]byte("head"))))
@@ -236,8 +236,13 @@ func TestClientNamesARefusalOfItsLevel(t *testing.T) {
 		if err := c.PostAnchor(ctx, pemText, cp); !errors.Is(err, ErrSidecarRefused) || errors.Is(err, anchor.ErrRefused) {
 			t.Fatalf("anchor refused %s: %v", reason, err)
 		}
-		if st := c.LevelStatus(); st.Refused != reason || st.TooOld() || !strings.Contains(st.Problem(), "refuses") {
+		st := c.LevelStatus()
+		if st.Refused != reason || st.TooOld() != (reason == ReasonSidecarTooNew) || !strings.Contains(st.Problem(), "refuses") {
 			t.Fatalf("status %+v", st)
+		}
+		// Refused as too new is a service older than this sidecar: ErrServiceTooOld as well.
+		if _, err := c.Do(ctx, Request{Operation: OperationReview}); errors.Is(err, ErrServiceTooOld) != (reason == ReasonSidecarTooNew) {
+			t.Fatalf("review refused %s: %v", reason, err)
 		}
 	}
 	// Another 403 of a good level is the service's ordinary refusal.
