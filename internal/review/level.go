@@ -1,12 +1,15 @@
 package review
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The review protocol level is the contract between a sidecar and the authority service across
@@ -112,6 +115,22 @@ func SidecarLevel(h http.Header) (int, error) {
 		return MissingSidecarLevel, nil
 	}
 	return n, nil
+}
+
+// RequestUID reads request.uid from a review body leniently (members it does not know are
+// ignored), for the refusal of a sidecar of another level, whose body DecodeRequest may refuse
+// for members added at that level: the refusal echoes the uid, so the sidecar reads it. ""
+// when there is none, or it is not a valid uid.
+func RequestUID(body []byte) types.UID {
+	var r struct {
+		Request *struct {
+			UID types.UID `json:"uid"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.Request == nil || checkUID("request.uid", r.Request.UID) != nil {
+		return ""
+	}
+	return r.Request.UID
 }
 
 // CheckSidecarLevel is the service's check of a request: "" when the service serves a sidecar

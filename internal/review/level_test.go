@@ -91,6 +91,35 @@ func TestSidecarLevelRange(t *testing.T) {
 	}
 }
 
+// TestRequestUID: the uid of a body of another level's shape is read leniently, but only a
+// valid one.
+func TestRequestUID(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"request":{"uid":"u-1","operation":"Review","newMember":{"x":1}}}`: "u-1",
+		`{"kind":"ActReview","request":{"uid":"u-2"},"future":true}`:         "u-2",
+		`{"request":{"uid":""}}`:                                  "",
+		`{"request":{"uid":"a\u0000b"}}`:                          "",
+		`{"request":{"uid":"` + strings.Repeat("u", 1000) + `"}}`: "",
+		`{"request":"u-3"}`:                                       "",
+		`not json`:                                                "",
+		``:                                                        "",
+	} {
+		if got := RequestUID([]byte(body)); string(got) != want {
+			t.Errorf("RequestUID(%.60s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func FuzzRequestUID(f *testing.F) {
+	f.Add([]byte(`{"request":{"uid":"u-1","x":1}}`))
+	f.Add([]byte(`{"request":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if uid := RequestUID(body); uid != "" && checkUID("request.uid", uid) != nil {
+			t.Fatalf("RequestUID returned an invalid uid %q", uid)
+		}
+	})
+}
+
 func FuzzParseLevel(f *testing.F) {
 	for _, s := range []string{"1", "0", "", "-1", "01", "99999999999999999999", "1,1", " 1", "\xff"} {
 		f.Add(s, false)

@@ -106,6 +106,9 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 	// this service does not know, and is told its level is the problem (the uid, when it could
 	// be read, is echoed so that the sidecar reads the refusal).
 	if refused := levelRefusal(r); refused != nil {
+		if uid == "" {
+			uid = review.RequestUID(body)
+		}
 		return "", uid, *refused
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,6 +136,39 @@ func TestLevelRefusals(t *testing.T) {
 					t.Fatalf("the API server was asked %d times for a request refused by its level", n)
 				}
 			})
+		}
+	}
+}
+
+// TestLevelRefusalOfAFutureShape: a sidecar of a future level may send members this service
+// does not know; it is told its level is the problem, in an answer for its uid (which it can
+// read), not that its review is malformed. The same body at this level is malformed (and, as
+// any body the strict decoder refuses before reading it, answered without a uid).
+func TestLevelRefusalOfAFutureShape(t *testing.T) {
+	body := strings.Replace(goodBody, `"operation":"Review"`, `"operation":"Review","futureMember":{"x":1}`, 1)
+	for _, tc := range []struct {
+		level  string
+		status int
+		reason review.Reason
+		uid    types.UID
+	}{
+		{strconv.Itoa(review.Level + 1), http.StatusForbidden, review.ReasonSidecarTooNew, "u-1"},
+		{strconv.Itoa(review.Level), http.StatusBadRequest, review.ReasonBadRequest, ""},
+	} {
+		var asked atomic.Int64
+		s, err := New(Options{Client: countingClient(&asked), Store: noStore{}, Signer: testSigner(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, review.Path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set(review.LevelHeader, tc.level)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		resp, err := review.DecodeResponse(w.Body.Bytes(), tc.uid)
+		if w.Code != tc.status || err != nil || resp.Allowed || resp.Reason != tc.reason || asked.Load() != 0 {
+			t.Fatalf("level %s: HTTP %d %+v %v (API requests %d), want %d %s for uid %q", tc.level, w.Code, resp, err, asked.Load(), tc.status, tc.reason, tc.uid)
 		}
 	}
 }
