@@ -63,6 +63,13 @@ const (
 	ReasonSidecarTooNew Reason = "SidecarTooNew"
 )
 
+// LevelLine is the second line of `actgate version` and `actgate-controlplane version`: the
+// level this release speaks and the ranges each side accepts.
+func LevelLine() string {
+	return fmt.Sprintf("review protocol level %d (the sidecar needs an authority service of level %d or newer; "+
+		"the authority service serves sidecars of levels %d to %d)", Level, MinServiceLevel, MinSidecarLevel, Level)
+}
+
 // ErrBadLevel is returned by ParseLevel for a header that is not one level.
 var ErrBadLevel = errors.New("review: malformed protocol level")
 

@@ -170,14 +170,14 @@ func (f *apiFaults) kubeconfig(t *testing.T, dir string) string {
 type authMode int32
 
 const (
-	authPass      authMode = iota
-	authSlow               // answers after the sidecar's review timeout
-	authNotJSON            // 200 with a body that is not JSON
-	authWrongKind          // 200 with JSON that is not an ActReview
-	authBadSig             // the real answer with the authority's signature corrupted
-	authDown               // every connection is closed unanswered
-	authNoLevel            // the real answer without the service's review protocol level (a service before levels)
-	authNoSidecarLevel     // the request reaches the service without the sidecar's level (a sidecar before levels)
+	authPass           authMode = iota
+	authSlow                    // answers after the sidecar's review timeout
+	authNotJSON                 // 200 with a body that is not JSON
+	authWrongKind               // 200 with JSON that is not an ActReview
+	authBadSig                  // the real answer with the authority's signature corrupted
+	authDown                    // every connection is closed unanswered
+	authNoLevel                 // the real answer without the service's review protocol level (a service before levels)
+	authNoSidecarLevel          // the request reaches the service without the sidecar's level (a sidecar before levels)
 )
 
 // authorityFaults is a TLS reverse proxy in front of the authority service that corrupts or
