@@ -94,7 +94,10 @@ func TestSidecarWaitsForTheAuthorityLevel(t *testing.T) {
 	defer func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
 		case <-time.After(15 * time.Second):
 			t.Error("Serve did not return")
 		}
