@@ -80,7 +80,7 @@ func (rd *readiness) check(ctx context.Context, policyOnly bool) readyBody {
 		body.Problems = append(body.Problems, policyProblem(st))
 	}
 	levelBad, levelOK := rd.levelProblem()
-	if st.Authority != "" && !isLevelReason(st.Authority) {
+	if st.Authority != "" && (rd.level == nil || !isLevelReason(st.Authority)) {
 		// The policy held (if any) is kept while the service is unreachable; say so either way.
 		msg := fmt.Sprintf("the last request to the authority service failed: %s", clipDetail(st.AuthorityDetail))
 		if !st.AuthoritySince.IsZero() {
