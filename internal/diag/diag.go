@@ -29,6 +29,16 @@ const (
 	// AuthorityRefused: the authority service refused the pod (4xx): its token was not
 	// accepted, or no policy is served to it.
 	AuthorityRefused = "AuthorityRefused"
+	// AuthorityTooOld: the authority service answered at a review protocol level older than
+	// the sidecar accepts (internal/review MinServiceLevel; no level at all from a service of a
+	// release before levels), or refused the sidecar's level as too new: the control plane is
+	// older than the sidecar (an upgrade rolling, or a rollback). Protected calls are refused
+	// until a service of a good level answers; the sidecar recovers by itself.
+	AuthorityTooOld = "AuthorityTooOld"
+	// SidecarTooOld: the authority service refused the sidecar's review protocol level as older
+	// than it serves (internal/review MinSidecarLevel): the pod runs a sidecar of a release the
+	// control plane no longer serves.
+	SidecarTooOld = "SidecarTooOld"
 	// UpstreamUnreachable: an upstream MCP server accepts no TCP connection.
 	UpstreamUnreachable = "UpstreamUnreachable"
 	// UpstreamTLSFailure: an https upstream's certificate did not verify (system roots plus
@@ -53,6 +63,12 @@ var Fix = map[string]string{
 		"restart the pod (kubectl rollout restart) so the injector gives it the current CA",
 	AuthorityRefused: "the service refused the pod's token or serves it no policy: check a ToolPolicy selects the pod " +
 		"(kubectl get toolpolicies -n NAMESPACE, Ready reason Enforcing) and the pod's service account",
+	AuthorityTooOld: "the control plane is older than this sidecar: upgrade it to the sidecar's release " +
+		"(kubectl apply --server-side -f charts/actgate/crds; helm upgrade actgate charts/actgate -n actgate-system --reuse-values) " +
+		"and wait for kubectl -n actgate-system rollout status deploy/actgate-authority; the sidecar waits, refusing protected calls, " +
+		"and is ready again by itself once the service answers at its level",
+	SidecarTooOld: "the control plane no longer serves this pod's sidecar: restart the pod " +
+		"(kubectl rollout restart deployment/NAME -n NAMESPACE) so the injector gives it the current sidecar",
 	UpstreamUnreachable: "check the ToolPolicy's spec.servers[].url names your MCP server and that it listens " +
 		"(the sample's URL is a placeholder); a NetworkPolicy must let the pod reach it",
 	UpstreamTLSFailure: "the upstream's certificate is not trusted: put its CA bundle in a ConfigMap in the pod's namespace " +

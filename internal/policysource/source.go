@@ -69,8 +69,9 @@ type Status struct {
 	// Updated is when the Source last applied an answer.
 	Updated time.Time
 	// Authority is why the last request to the authority service got no policy answer
-	// (diag.AuthorityUnreachable, diag.AuthorityTLSFailure, diag.AuthorityRefused); empty when
-	// it answered. AuthorityDetail is that request's error, without the token.
+	// (diag.AuthorityUnreachable, diag.AuthorityTLSFailure, diag.AuthorityRefused, and for an
+	// answer of another review protocol level diag.AuthorityTooOld, diag.SidecarTooOld); empty
+	// when it answered. AuthorityDetail is that request's error, without the token.
 	Authority, AuthorityDetail string
 	// AuthoritySince is when the requests began failing (zero when Authority is empty).
 	AuthoritySince time.Time
@@ -190,6 +191,10 @@ func (s *Source) noteAuthority(err error) {
 	reason, detail := "", ""
 	switch {
 	case err == nil:
+	case errors.Is(err, review.ErrServiceTooOld):
+		reason, detail = diag.AuthorityTooOld, err.Error()
+	case errors.Is(err, review.ErrSidecarRefused):
+		reason, detail = diag.SidecarTooOld, err.Error()
 	case errors.Is(err, review.ErrPolicyRefused):
 		reason, detail = diag.AuthorityRefused, err.Error()
 	case diag.TLSFailure(err):

@@ -20,7 +20,8 @@ import (
 //
 // nil means the anchor holds cp (ReasonAnchored or ReasonAnchorUnchanged). A refusal (HTTP 4xx
 // but 408 and 429) wraps anchor.ErrRefused and names the reason; anything else (no answer, 5xx,
-// an answer that does not decode) wraps ErrUnavailable and is worth retrying.
+// an answer that does not decode, an answer of another review protocol level) wraps
+// ErrUnavailable and is worth retrying.
 func (c *Client) PostAnchor(ctx context.Context, publicKeyPEM string, cp v1alpha1.AnchoredCheckpoint) error {
 	if c == nil || c.HTTP == nil || c.URL == "" || c.Token == nil {
 		return fmt.Errorf("%w: client not configured", ErrUnavailable)
@@ -43,6 +44,7 @@ func (c *Client) PostAnchor(ctx context.Context, publicKeyPEM string, cp v1alpha
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
+	SetLevel(hreq.Header, Level)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -57,6 +59,9 @@ func (c *Client) PostAnchor(ctx context.Context, publicKeyPEM string, cp v1alpha
 		return fmt.Errorf("%w: HTTP %d: the answer is not a Status", ErrUnavailable, resp.StatusCode)
 	}
 	reason := Reason(st.Reason)
+	if err := c.levels.observe(resp.Header, reason); err != nil {
+		return fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
+	}
 	switch {
 	case resp.StatusCode == http.StatusOK && (reason == ReasonAnchored || reason == ReasonAnchorUnchanged):
 		return nil

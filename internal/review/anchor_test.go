@@ -200,6 +200,7 @@ func TestPostAnchorClassifies(t *testing.T) {
 					return
 				}
 				_ = json.NewDecoder(r.Body).Decode(&got)
+				SetLevel(w.Header(), Level)
 				w.WriteHeader(tc.status)
 				_, _ = w.Write([]byte(tc.body))
 			}))

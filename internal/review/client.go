@@ -37,7 +37,14 @@ type Client struct {
 	// TracerProvider records a span per review and propagates its W3C trace context to the
 	// service (traceparent header). Optional: nil is tracing off.
 	TracerProvider trace.TracerProvider
+
+	// levels is the service's level as its last answer stated it (level.go).
+	levels levels
 }
+
+// LevelStatus is what the last answer of the service said of its review protocol level: a
+// sidecar reports LevelStatus.Problem as not ready (diag.AuthorityTooOld, diag.SidecarTooOld).
+func (c *Client) LevelStatus() LevelStatus { return c.levels.status() }
 
 // TokenFile returns a Token function reading a projected service-account token file.
 func TokenFile(path string) func() (string, error) {
@@ -54,7 +61,9 @@ func NewUID() types.UID {
 // Do sends req (a new uid is set when it has none) and returns the service's response. A
 // response is returned whatever the HTTP status, as long as it decodes and answers this uid; a
 // response that came with a status other than 200 is never allowed. Anything else is an error
-// wrapping ErrUnavailable.
+// wrapping ErrUnavailable; so is an answer of a service older than MinServiceLevel
+// (ErrServiceTooOld) or one refusing this sidecar's level (ErrSidecarRefused), which is not
+// returned.
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if c == nil || c.HTTP == nil || c.URL == "" || c.Token == nil {
 		return nil, fmt.Errorf("%w: client not configured", ErrUnavailable)
@@ -82,6 +91,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
+	SetLevel(hreq.Header, Level)
 	tracing.Inject(ctx, hreq.Header)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
@@ -95,6 +105,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	r, err := DecodeResponse(data, req.UID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: HTTP %d: %w", ErrUnavailable, resp.StatusCode, err)
+	}
+	if err := c.levels.observe(resp.Header, r.Reason); err != nil {
+		return nil, fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		r.Allowed = false

@@ -264,6 +264,7 @@ func TestClient(t *testing.T) {
 		if mangle {
 			uid = "someone-else"
 		}
+		SetLevel(w.Header(), Level)
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(ActReview{TypeMeta: in.TypeMeta, Response: &Response{UID: uid, Allowed: allowed}})
 	}))

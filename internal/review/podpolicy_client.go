@@ -23,8 +23,9 @@ var ErrPolicyRefused = errors.New("review: the authority service refused the pod
 // up to whole seconds, at most MaxPolicyWatchSeconds) with the unchanged answer. The context
 // should allow the watch plus the round trip.
 //
-// Errors wrap ErrUnavailable (the service could not be asked, answered 5xx, or its answer does
-// not decode) or ErrPolicyRefused (a 4xx refusal).
+// Errors wrap ErrUnavailable (the service could not be asked, answered 5xx, its answer does
+// not decode, or it is of another review protocol level: ErrServiceTooOld, ErrSidecarRefused)
+// or ErrPolicyRefused (a 4xx refusal).
 func (c *Client) PodPolicy(ctx context.Context, version string, watch time.Duration) (*PodPolicy, error) {
 	if c == nil || c.HTTP == nil || c.URL == "" || c.Token == nil {
 		return nil, fmt.Errorf("%w: client not configured", ErrUnavailable)
@@ -50,6 +51,7 @@ func (c *Client) PodPolicy(ctx context.Context, version string, watch time.Durat
 	}
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
+	SetLevel(hreq.Header, Level)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -61,10 +63,15 @@ func (c *Client) PodPolicy(ctx context.Context, version string, watch time.Durat
 	}
 	if resp.StatusCode != http.StatusOK {
 		var st struct {
+			Kind    string `json:"kind"`
 			Reason  string `json:"reason"`
 			Message string `json:"message"`
 		}
-		_ = json.Unmarshal(data, &st)
+		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
+			if err := c.levels.observe(resp.Header, Reason(st.Reason)); err != nil {
+				return nil, fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
+			}
+		}
 		detail := fmt.Sprintf("HTTP %d %s", resp.StatusCode, clip(st.Reason))
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests {
 			return nil, fmt.Errorf("%w: %s", ErrPolicyRefused, detail)
@@ -74,6 +81,9 @@ func (c *Client) PodPolicy(ctx context.Context, version string, watch time.Durat
 	p, err := DecodePodPolicy(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if err := c.levels.observe(resp.Header, ""); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

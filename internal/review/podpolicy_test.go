@@ -110,6 +110,7 @@ func TestClientPodPolicy(t *testing.T) {
 			return
 		}
 		gotQuery, gotAuth = r.URL.RawQuery, r.Header.Get("Authorization")
+		SetLevel(w.Header(), Level)
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	}))

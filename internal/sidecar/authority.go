@@ -47,8 +47,16 @@ func (s *serviceAuthority) ask(ctx context.Context, req review.Request) (*review
 		if ctx.Err() != nil {
 			code = ef.EF060
 		}
+		msg := "The authority service could not be asked; the tool was not invoked."
+		switch {
+		case errors.Is(err, review.ErrServiceTooOld):
+			// docs/architecture.md "Version skew between sidecars and the authority service".
+			msg = "The authority service is older than this sidecar accepts (a control-plane upgrade is not finished); the tool was not invoked."
+		case errors.Is(err, review.ErrSidecarRefused):
+			msg = "The authority service no longer serves this pod's sidecar (restart the pod); the tool was not invoked."
+		}
 		s.log.Error(err, "Authority service not answered; refusing", "operation", req.Operation, "code", code)
-		return nil, &sink.Refusal{Code: code, Message: "The authority service could not be asked; the tool was not invoked."}
+		return nil, &sink.Refusal{Code: code, Message: msg}
 	}
 	return resp, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,8 @@ type stub struct {
 	// option's call, consumed, as a service would that hands a moment's grant to whichever
 	// call of the moment comes next.
 	chosen *chosenOption
+	// level is the review protocol level the stub's answers state; negative states none.
+	level atomic.Int64
 }
 
 // chosenOption is a principal's resolution: the option's index and its call's arguments.
@@ -224,7 +227,14 @@ func newStub(t testing.TB, modes map[string]mode) *stub {
 	}
 	s := &stub{t: t, signer: signerFrom(t, "authority"), rogue: signerFrom(t, "rogue"), modes: modes, env: env,
 		delay: 3 * time.Second, spent: map[string]bool{}}
-	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer states the service's review protocol level, as the real service does.
+		if l := s.level.Load(); l >= 0 {
+			review.SetLevel(w.Header(), int(l))
+		}
+		s.serve(w, r)
+	}))
+	s.level.Store(review.Level)
 	t.Cleanup(s.srv.Close)
 	return s
 }

@@ -41,6 +41,9 @@ type readiness struct {
 	tls       *tls.Config // for https upstreams: system roots plus the upstream CA
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	now       func() time.Time
+	// level is what the authority service's last answer said of its review protocol level
+	// (review.Client.LevelStatus; level.go). Optional: nil checks no level.
+	level func() review.LevelStatus
 
 	mu      sync.Mutex
 	checked map[string]upstreamCheck // by upstream name
@@ -76,13 +79,19 @@ func (rd *readiness) check(ctx context.Context, policyOnly bool) readyBody {
 	if !st.Ready {
 		body.Problems = append(body.Problems, policyProblem(st))
 	}
-	if st.Authority != "" {
+	levelBad, levelOK := rd.levelProblem()
+	if st.Authority != "" && (rd.level == nil || !isLevelReason(st.Authority)) {
 		// The policy held (if any) is kept while the service is unreachable; say so either way.
 		msg := fmt.Sprintf("the last request to the authority service failed: %s", clipDetail(st.AuthorityDetail))
 		if !st.AuthoritySince.IsZero() {
 			msg += fmt.Sprintf(" (failing for %s)", rd.now().Sub(st.AuthoritySince).Round(time.Second))
 		}
 		body.Problems = append(body.Problems, diag.New(st.Authority, "authority", msg))
+	}
+	if !levelOK {
+		// Not ready, whatever policy is held: no protected call can get authority.
+		body.Ready, body.Authority = false, levelBad.Reason
+		body.Problems = append(body.Problems, levelBad)
 	}
 	if policyOnly {
 		return body

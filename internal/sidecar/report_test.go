@@ -23,7 +23,8 @@ import (
 )
 
 // TestSidecarSaysWhyItIsNotReady runs the assembled sidecar against an authority service that
-// does not answer, or answers with a certificate its CA does not sign, and upstreams that are
+// does not answer, answers with a certificate its CA does not sign, or answers without a review
+// protocol level (older than the sidecar), and upstreams that are
 // down or present an untrusted certificate: its log names each reason with its stable code at
 // start and then at a bounded rate, and its readiness answer lists the same codes with a fix.
 func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
@@ -37,6 +38,9 @@ func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
 	t.Cleanup(untrusted.Close)
 	otherCA := testutil.NewPKI(t, t.TempDir(), "localhost").CAFile // a CA that signed neither server
 	downUpstream := "http://" + testutil.FreeAddr(t) + "/mcp"
+	old := newStub(t, bankModes) // a service of a release before review protocol levels
+	old.level.Store(-1)
+	oldCA := writeSidecarFiles(t, old).ca
 
 	for _, tc := range []struct {
 		name              string
@@ -51,6 +55,9 @@ func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
 		{"authority certificate from another CA", s.srv.URL, otherCA, diag.AuthorityTLSFailure,
 			map[string]string{"payments": diag.UpstreamUnreachable, "mail": diag.UpstreamTLSFailure},
 			[]string{diag.NotYetReceived, diag.AuthorityTLSFailure, diag.UpstreamUnreachable, diag.UpstreamTLSFailure}},
+		{"authority older than the sidecar", old.srv.URL, oldCA, diag.AuthorityTooOld,
+			map[string]string{"payments": diag.UpstreamUnreachable, "mail": diag.UpstreamTLSFailure},
+			[]string{diag.NotYetReceived, diag.AuthorityTooOld, diag.UpstreamUnreachable, diag.UpstreamTLSFailure}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -205,6 +212,8 @@ func TestPolicySourceNamesTheAuthorityProblem(t *testing.T) {
 	}{
 		{"refused", review.ErrPolicyRefused, diag.AuthorityRefused},
 		{"unreachable", review.ErrUnavailable, diag.AuthorityUnreachable},
+		{"a service older than the sidecar", review.ErrServiceTooOld, diag.AuthorityTooOld},
+		{"the sidecar refused as too old", review.ErrSidecarRefused, diag.SidecarTooOld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := policysource.New(policysource.Options{Client: failingPolicy{tc.err}, MinBackoff: time.Hour})

@@ -311,6 +311,7 @@ func New(cfg Config) (*Sidecar, error) {
 	mux.Handle(hostloop.CompletePath, host)
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.ready = newReadiness(s.policy, cfg.Upstreams, upstreamTLS)
+	s.ready.level = authority.LevelStatus
 	mux.Handle(ReadyPath, s.ready)
 	s.handler = mux
 	return s, nil

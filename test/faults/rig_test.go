@@ -170,12 +170,14 @@ func (f *apiFaults) kubeconfig(t *testing.T, dir string) string {
 type authMode int32
 
 const (
-	authPass      authMode = iota
-	authSlow               // answers after the sidecar's review timeout
-	authNotJSON            // 200 with a body that is not JSON
-	authWrongKind          // 200 with JSON that is not an ActReview
-	authBadSig             // the real answer with the authority's signature corrupted
-	authDown               // every connection is closed unanswered
+	authPass           authMode = iota
+	authSlow                    // answers after the sidecar's review timeout
+	authNotJSON                 // 200 with a body that is not JSON
+	authWrongKind               // 200 with JSON that is not an ActReview
+	authBadSig                  // the real answer with the authority's signature corrupted
+	authDown                    // every connection is closed unanswered
+	authNoLevel                 // the real answer without the service's review protocol level (a service before levels)
+	authNoSidecarLevel          // the request reaches the service without the sidecar's level (a sidecar before levels)
 )
 
 // authorityFaults is a TLS reverse proxy in front of the authority service that corrupts or
@@ -225,6 +227,8 @@ func newAuthorityFaults(t *testing.T, backend string, p *pki, delay time.Duratio
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Status","status":"Success","allowed":true}`))
 			return
+		case authNoSidecarLevel:
+			r.Header.Del(review.LevelHeader)
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -234,8 +238,12 @@ func newAuthorityFaults(t *testing.T, backend string, p *pki, delay time.Duratio
 	return f
 }
 
-// modify records issued authorities and, in authBadSig, corrupts their signatures.
+// modify records issued authorities and, in authBadSig, corrupts their signatures; in
+// authNoLevel it removes the service's review protocol level from every answer.
 func (f *authorityFaults) modify(resp *http.Response) error {
+	if authMode(f.mode.Load()) == authNoLevel {
+		resp.Header.Del(review.LevelHeader)
+	}
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {

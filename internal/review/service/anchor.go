@@ -35,13 +35,15 @@ const anchorAttempts = 4
 // compare-and-swap on the object's resourceVersion: a lower seq is AnchorSizeDecreased, the
 // same seq with another checkpoint AnchorForked, the same checkpoint AnchorUnchanged (200).
 //
-// Every answer is a metav1.Status: 200 (Anchored, AnchorUnchanged), 400 (BadRequest,
-// AnchorBadSignature), 401 (not authenticated), 403 (pod not found, or not readable where
-// actgate does not govern), 409 (the refusals above), 413, 415, 503 (API server failed or
+// Every answer is a metav1.Status stating the service's review.LevelHeader: 200 (Anchored,
+// AnchorUnchanged), 400 (BadRequest, AnchorBadSignature, a malformed level header), 401 (not
+// authenticated), 403 (pod not found, or not readable where actgate does not govern; a
+// sidecar level not served), 409 (the refusals above), 413, 415, 503 (API server failed or
 // too slow; worth retrying).
 func (s *Service) AnchorHandler() http.Handler { return http.HandlerFunc(s.serveAnchor) }
 
 func (s *Service) serveAnchor(w http.ResponseWriter, r *http.Request) {
+	review.SetLevel(w.Header(), review.Level)
 	if r.Method != http.MethodPost {
 		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "Receipt anchors are POSTed.")
 		return
@@ -52,6 +54,10 @@ func (s *Service) serveAnchor(w http.ResponseWriter, r *http.Request) {
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeStatus(w, http.StatusUnsupportedMediaType, string(review.ReasonBadRequest), "An anchor request is application/json.")
+		return
+	}
+	if o := levelRefusal(r); o != nil {
+		writeStatus(w, o.status, string(o.resp.Reason), o.resp.Message)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, review.MaxAnchorBytes))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -23,7 +24,9 @@ import (
 // ActReview with the request's uid (when it could be read) and allowed false unless the review
 // allowed the call; the status is 200 for a decision, 400 for a malformed review, 401 when the
 // caller is not authenticated, 403 when its pod is not found or not governed by exactly one
-// ToolPolicy, 503 when the API server or the store failed or was too slow.
+// ToolPolicy or its sidecar's review protocol level is not served (review.ReasonSidecarTooOld,
+// review.ReasonSidecarTooNew), 503 when the API server or the store failed or was too slow.
+// Every answer states the service's level (review.LevelHeader).
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
@@ -47,11 +50,37 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(op, o.resp, time.Since(start))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	review.SetLevel(w.Header(), review.Level)
 	w.WriteHeader(o.status)
 	_ = json.NewEncoder(w).Encode(review.ActReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: review.APIVersion, Kind: review.Kind},
 		Response: &o.resp,
 	})
+}
+
+// levelRefusal is the refusal of a request whose sidecar's review protocol level this service
+// does not serve (docs/architecture.md "Version skew between sidecars and the authority
+// service"), or nil. A request without review.LevelHeader is level review.MissingSidecarLevel.
+func levelRefusal(r *http.Request) *outcome {
+	level, err := review.SidecarLevel(r.Header)
+	if err != nil {
+		o := deny(http.StatusBadRequest, ef.EFPolicyDenied, review.ReasonBadRequest,
+			"The "+review.LevelHeader+" header is malformed: one review protocol level, a number, is expected.")
+		return &o
+	}
+	switch review.CheckSidecarLevel(level) {
+	case review.ReasonSidecarTooOld:
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonSidecarTooOld, fmt.Sprintf(
+			"This sidecar speaks review protocol level %d; this authority service serves levels %d to %d: restart the pod to get the current sidecar.",
+			level, review.MinSidecarLevel, review.Level))
+		return &o
+	case review.ReasonSidecarTooNew:
+		o := deny(http.StatusForbidden, ef.EFPolicyDenied, review.ReasonSidecarTooNew, fmt.Sprintf(
+			"This sidecar speaks review protocol level %d; this authority service serves levels %d to %d: upgrade the control plane.",
+			level, review.MinSidecarLevel, review.Level))
+		return &o
+	}
+	return nil
 }
 
 func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation, types.UID, outcome) {
@@ -73,6 +102,15 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 		return "", "", deny(http.StatusBadRequest, ef.EFPolicyDenied, review.ReasonBadRequest, "The ActReview could not be read.")
 	}
 	rv, uid, err := review.DecodeRequest(body)
+	// The level is checked before the body's shape: a sidecar of another level may send members
+	// this service does not know, and is told its level is the problem (the uid, when it could
+	// be read, is echoed so that the sidecar reads the refusal).
+	if refused := levelRefusal(r); refused != nil {
+		if uid == "" {
+			uid = review.RequestUID(body)
+		}
+		return "", uid, *refused
+	}
 	if err != nil {
 		msg := "The ActReview is malformed."
 		var fe *review.FieldError

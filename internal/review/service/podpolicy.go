@@ -55,18 +55,25 @@ func (c *changes) notify(ns string) {
 // ?watch=true&version=V it waits until the answer's version is not V, or timeoutSeconds pass,
 // and answers then.
 //
-// The status is 200 with the PodPolicy (policy or none), 400 for a bad query, 401 when the
-// caller is not authenticated, 503 when the API server failed or was too slow; the body of a
-// non-200 answer is a Status, never a PodPolicy, so a sidecar never reads one as a policy.
+// The status is 200 with the PodPolicy (policy or none), 400 for a bad query or level header,
+// 401 when the caller is not authenticated, 403 when its sidecar's review protocol level is
+// not served, 503 when the API server failed or was too slow; the body of a non-200 answer is
+// a Status, never a PodPolicy, so a sidecar never reads one as a policy. Every answer states
+// the service's level (review.LevelHeader).
 func (s *Service) PolicyHandler() http.Handler { return http.HandlerFunc(s.servePolicy) }
 
 func (s *Service) servePolicy(w http.ResponseWriter, r *http.Request) {
+	review.SetLevel(w.Header(), review.Level)
 	if r.Method != http.MethodGet {
 		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "The pod policy is read with GET.")
 		return
 	}
 	if r.URL.Path != review.PolicyPath {
 		writeStatus(w, http.StatusNotFound, "NotFound", "The pod policy is at "+review.PolicyPath+".")
+		return
+	}
+	if o := levelRefusal(r); o != nil {
+		writeStatus(w, o.status, string(o.resp.Reason), o.resp.Message)
 		return
 	}
 	q := r.URL.Query()
