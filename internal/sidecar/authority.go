@@ -150,8 +150,10 @@ func (s *serviceAuthority) Escalate(ctx context.Context, r sink.AuthorityRequest
 	ref := refusalOf(resp, ef.EFPolicyDenied)
 	out.Code, out.Message = ref.Code, ref.Message
 	if esc := resp.Escalation; esc != nil && ref.Code == ef.EFEscalationRequired && esc.State == review.EscalationPending && len(esc.BindingMoments) > 0 {
-		out.Message = fmt.Sprintf("Awaiting BindingMoment %s in namespace %s; its principal resolves it with kubectl actgate resolve.",
-			esc.BindingMoments[0], s.namespace)
+		// The principal's command in a pod names the namespace (a host loop relays this text;
+		// an MCP agent gets toolcall's, which names the same command).
+		out.Message = fmt.Sprintf("Awaiting BindingMoment %s in namespace %s; its principal resolves it with: kubectl actgate resolve %s -n %s",
+			esc.BindingMoments[0], s.namespace, esc.BindingMoments[0], s.namespace)
 		out.Moment = s.momentRef(esc)
 	}
 	s.log.Info("Escalated call refused", "act", r.Act.CandidateActID, "actObject", resp.Act, "code", out.Code, "reason", resp.Reason)

@@ -120,6 +120,10 @@ func TestEnforceRefusals(t *testing.T) {
 	if len(d.BindingMoments) != 1 || d.BindingMoments[0] != moment || d.EnvelopeDigest != f.stub.env.Digest() || len(d.BindingMoment) == 0 {
 		t.Fatalf("escalation decision %+v", d)
 	}
+	// The text the host relays to the principal names the command for a pod.
+	if want := "kubectl actgate resolve " + moment + " -n " + testNS; !strings.Contains(d.Message, want) {
+		t.Fatalf("escalation message %q lacks %q", d.Message, want)
+	}
 }
 
 // TestEnforceHotPath: an allow without authority has nothing to consume or report.
