@@ -137,6 +137,44 @@ func (s *suite) upgrade() {
 		t.Errorf("a read through the new sidecar: %s code %q: %s", res.Err, res.code(), res.Text)
 	}
 	t.Logf("upgrade with live pods, a pending moment and %d INDETERMINATE Acts: %s", len(held), time.Since(began).Round(time.Millisecond))
+
+	// The reverse skew, as in a rollback or a rollout that reaches sidecars first: the newer
+	// sidecar against the installed release's control plane. An escalated call from it is
+	// held, resolved, and runs once.
+	s.helm("rollback", "actgate", "1", "-n", releaseNS, "--wait", "--timeout", "3m")
+	if img := s.kubectl("-n", releaseNS, "get", "deployment", "actgate-authority", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); img != s.installedRef {
+		t.Fatalf("after helm rollback the authority service runs %s, want %s", img, s.installedRef)
+	}
+	s.waitRolledOut("actgate-authority", "actgate-manager")
+	const rollbackArgs = `{"amount":66,"to":"ACME"}`
+	s.escalationAddressedTo("w", rollbackArgs, alice, bm)
+	before = s.counts().Counts["send_payment"]
+	option = optionFor(t, bm, "send_payment", rollbackArgs)
+	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", bm.Name, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
+		t.Fatalf("alice's kubectl actgate resolve after the rollback: %v\n%s", err, out)
+	}
+	testutil.Eventually(t, 60*time.Second, "the moment to be recorded Resolved by alice", func() error {
+		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
+			return err
+		}
+		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
+			return nil
+		}
+		return fmt.Errorf("%+v", bm.Status)
+	})
+	for range 2 {
+		s.call("w", "send_payment", rollbackArgs)
+	}
+	if c := s.counts().Counts["send_payment"]; c != before+1 {
+		t.Fatalf("the granted call through the newer sidecar against the older control plane ran %d times, want once", c-before)
+	}
+}
+
+// waitRolledOut waits until each Deployment of the release has rolled out.
+func (s *suite) waitRolledOut(names ...string) {
+	for _, d := range names {
+		s.kubectl("-n", releaseNS, "rollout", "status", "deployment/"+d, "--timeout=180s")
+	}
 }
 
 // uninstall follows docs/operations.md "Uninstalling": `helm uninstall` leaves the namespace

@@ -75,6 +75,8 @@ type suite struct {
 	q *quickstart
 	// Where the upstream and the authority service are, for agent pods' hostAliases.
 	upstreamURL, upstreamIP, authorityIP string
+	// installedRef is the image the README's install ran.
+	installedRef string
 }
 
 // escalateAndResolve makes the call in session, which must escalate without reaching the
@@ -160,6 +162,7 @@ func TestNode(t *testing.T) {
 		t.Fatalf("the README imports %s; make image writes bin/image/actgate.tar", imp[len(imp)-1])
 	}
 	ref := s.importImages()
+	s.installedRef = ref
 	repo, tag := ref, "latest"
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 		repo, tag = ref[:i], ref[i+1:]
