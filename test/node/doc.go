@@ -21,7 +21,13 @@
 //  4. what only a real pod shows: the sidecar's projected token is bound to its pod; a sidecar
 //     SIGKILLed mid-dispatch restarts, refuses the action EF_INDETERMINATE and its outbox
 //     reports the INDETERMINATE to the Act; a pod deleted mid-call stops the agent first, and
-//     its Act is held INDETERMINATE by the manager (DispatcherGone) once the pod is gone.
+//     its Act is held INDETERMINATE by the manager (DispatcherGone) once the pod is gone;
+//  5. the lifecycle: steps 1 and 2 are README.md's Kubernetes quickstart, command by command
+//     (readme_test.go); then docs/operations.md "Upgrading" with a live pod, a pending moment
+//     and INDETERMINATE Acts, a `helm rollback` behind a newer sidecar, and "Uninstalling":
+//     governed namespaces refuse new pods, the running sidecar refuses protected calls, the
+//     manager's RoleBindings are collected, and the documented objects stay
+//     (lifecycle_test.go).
 //
 // Names resolve through the agent pod's hostAliases (the node runs no cluster DNS). The
 // suite needs root; it never skips a step silently: when the node cannot come up the suite
