@@ -16,7 +16,7 @@ import (
 // the suite breaks when the README drifts from what works.
 type quickstart struct {
 	t    *testing.T
-	doc  string // the document's path, for the log
+	doc  string   // the document's path, for the log
 	cmds []string // one command per entry, continuation lines joined, comments dropped
 	used []bool
 	// values is the YAML block (approval-values.yaml).
