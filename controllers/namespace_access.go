@@ -84,7 +84,8 @@ type NamespaceAccessReconciler struct {
 	// RoleBindings.
 	Client client.Client
 	// Reader reads the bound ClusterRoles, uncached, by name (the manager may get only those
-	// two). Nil reads them with Client.
+	// two, and may not list or watch them). SetupWithManager sets the manager's API reader when
+	// it is nil.
 	Reader client.Reader
 	// Bindings are the RoleBindings kept in every governed namespace.
 	Bindings []NamespaceBinding
@@ -209,12 +210,8 @@ func (r *NamespaceAccessReconciler) clusterRole(ctx context.Context, name string
 	if ok && time.Since(read.at) < roleTTL {
 		return read.uid, nil
 	}
-	reader := r.Reader
-	if reader == nil {
-		reader = r.Client
-	}
 	cr := &rbacv1.ClusterRole{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: name}, cr); err != nil {
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: name}, cr); err != nil {
 		return "", fmt.Errorf("read ClusterRole %s: %w", name, err)
 	}
 	r.mu.Lock()
@@ -265,6 +262,9 @@ func namespaceAccessSelector() labels.Selector {
 // Act or one of its labelled RoleBindings changes. Its RoleBinding cache must be restricted
 // by CacheByObject.
 func (r *NamespaceAccessReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
+	}
 	toNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetNamespace()}}}
 	})

@@ -270,7 +270,6 @@ func runManager(ctx context.Context, o managerOptions, s streams) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	access.Reader = mgr.GetAPIReader()
 	if err := access.SetupWithManager(mgr); err != nil {
 		return managerFailed("namespace access controller: %v", err)
 	}
