@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
@@ -61,8 +62,18 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	res, err := b.handleTask(ctx, call, b.invoker(params.Name, fwd, params.GetProgressToken(), &refused, task, &upstreamSession), task)
 	res = b.taskAnswer(task, res, upstreamSession)
 	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(logfield.Bound(params.Name)),
+		tool := logfield.Bound(params.Name)
+		span.SetAttributes(tracing.AttrServer.String(call.Server), tracing.AttrTool.String(tool),
 			tracing.AttrActID.String(res.ActID), tracing.AttrAllowed.Bool(res.Allowed), tracing.AttrCode.String(string(res.Code)))
+		span.SetAttributes(tracing.ToolCallAttributes(tool, b.agentVersion(params.Meta))...)
+		if res.Code != ef.EFUnknownTool {
+			// A tool the policy knows names the span; an unknown one would let an agent grow
+			// the set of span names.
+			span.SetName(tracing.ToolCallSpanName(tool))
+		}
+		if res.Code != "" {
+			span.SetAttributes(tracing.ErrorType(string(res.Code)))
+		}
 		if canonical != nil {
 			span.SetAttributes(tracing.AttrArgsDigest.String(jcs.Digest(canonical)))
 		}
@@ -99,7 +110,17 @@ func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (contex
 		}
 		ctx = tracing.ExtractAgentMeta(ctx, req.Params.Meta)
 	}
-	return tracing.StartCall(ctx, p.tracer, "actgate.mcp.tools_call", trace.SpanKindServer)
+	return tracing.StartCall(ctx, p.tracer, tracing.MethodToolsCall, trace.SpanKindServer)
+}
+
+// agentVersion is the MCP revision the agent speaks on this call: its request's
+// _meta["io.modelcontextprotocol/protocolVersion"] (2026-07-28 and later), else the version its
+// initialize asked for; bounded, as the agent wrote it.
+func (b *bridge) agentVersion(meta mcp.Meta) string {
+	if v, ok := meta[wire.MetaProtocolVersion].(string); ok {
+		return logfield.Bound(v)
+	}
+	return logfield.Bound(b.requested)
 }
 
 // render turns a rendering failure into an internal error the agent sees (nothing ran that a
@@ -152,10 +173,16 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
 			return upstream.NotSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
 		}
-		ctx, span := tracing.Start(ctx, b.p.tracer, "actgate.upstream.tools_call", trace.SpanKindClient)
+		ctx, span := tracing.Start(ctx, b.p.tracer, tracing.ToolCallSpanName(logfield.Bound(tool)), trace.SpanKindClient)
 		defer span.End()
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrServer.String(b.p.cfg.Server), tracing.AttrTool.String(logfield.Bound(tool)), tracing.AttrOperationID.String(operationID))
+			var version string
+			if ir := cs.InitializeResult(); ir != nil {
+				version = ir.ProtocolVersion
+			}
+			span.SetAttributes(tracing.ToolCallAttributes(logfield.Bound(tool), logfield.Bound(version))...)
+			span.SetAttributes(tracing.ServerAttributes(b.p.cfg.URL)...)
 		}
 		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstream.Transport
 		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
@@ -185,8 +212,12 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		}
 		if span.IsRecording() {
 			span.SetAttributes(tracing.AttrOutcome.String(out.Outcome.String()))
-			if err != nil {
+			switch {
+			case err != nil:
 				span.SetStatus(codes.Error, out.Outcome.String())
+				span.SetAttributes(tracing.ErrorType(out.Outcome.String()))
+			case res != nil && res.IsError:
+				span.SetAttributes(tracing.ErrorType(tracing.ErrorTypeToolError))
 			}
 		}
 		if drop {

@@ -137,6 +137,27 @@ func tracedAgent(t *testing.T, endpoint, traceparent string) *mcp.ClientSession 
 	return cs
 }
 
+// callSpans are the gate's span of the agent's tools/call of tool (server) and of its upstream
+// call (client), which the MCP semantic conventions name alike: "tools/call TOOL".
+func callSpans(t *testing.T, spans []sdktrace.ReadOnlySpan, tool string) (agent, upstream sdktrace.ReadOnlySpan) {
+	t.Helper()
+	for _, s := range spans {
+		if s.Name() != tracing.ToolCallSpanName(tool) {
+			continue
+		}
+		switch s.SpanKind() {
+		case trace.SpanKindServer:
+			agent = s
+		case trace.SpanKindClient:
+			upstream = s
+		}
+	}
+	if agent == nil || upstream == nil {
+		t.Fatalf("no server and client span named %q: %s", tracing.ToolCallSpanName(tool), tracingtest.SpanTree(spans))
+	}
+	return agent, upstream
+}
+
 func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
 	var found sdktrace.ReadOnlySpan
@@ -179,10 +200,24 @@ func TestTraceLinksAgentContextToUpstream(t *testing.T) {
 				t.Fatalf("call not allowed: %s %s", text(res), efCode(res))
 			}
 			spans := rec.Ended()
-			proxy := spanNamed(t, spans, "actgate.mcp.tools_call")
+			proxy, upstream := callSpans(t, spans, "ticket_create")
 			handle := spanNamed(t, spans, "actgate.sink.handle")
-			upstream := spanNamed(t, spans, "actgate.upstream.tools_call")
 			gateTrace := proxy.SpanContext().TraceID().String()
+			// The MCP semantic conventions' attributes, on both sides of the gate.
+			for _, sp := range []sdktrace.ReadOnlySpan{proxy, upstream} {
+				for k, want := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "ticket_create",
+					"gen_ai.operation.name": "execute_tool", "network.transport": "tcp", "mcp.protocol.version": "2025-11-25"} {
+					if got := tracingtest.Attr(sp, k); got != want {
+						t.Errorf("%s span %s = %q, want %q", sp.SpanKind(), k, got, want)
+					}
+				}
+				if tracingtest.Attr(sp, "error.type") != "" {
+					t.Errorf("%s span of an executed call has error.type %q", sp.SpanKind(), tracingtest.Attr(sp, "error.type"))
+				}
+			}
+			if tracingtest.Attr(upstream, "server.address") == "" || tracingtest.Attr(upstream, "server.port") == "" {
+				t.Errorf("upstream span lacks server.address and server.port: %v", upstream.Attributes())
+			}
 			for _, s := range spans {
 				if got := s.SpanContext().TraceID().String(); got != gateTrace || got == agentTraceID {
 					t.Errorf("span %s has trace %s, want the gate's %s (not the agent's)", s.Name(), got, gateTrace)
@@ -200,10 +235,13 @@ func TestTraceLinksAgentContextToUpstream(t *testing.T) {
 			if handle.Parent().SpanID() != proxy.SpanContext().SpanID() {
 				t.Errorf("sink span is not a child of the proxy span")
 			}
-			for _, n := range []string{"actgate.policy.evaluate", "actgate.journal.commit", "actgate.journal.record", "actgate.upstream.tools_call"} {
+			for _, n := range []string{"actgate.policy.evaluate", "actgate.journal.commit", "actgate.journal.record"} {
 				if s := spanNamed(t, spans, n); s.Parent().SpanID() != handle.SpanContext().SpanID() {
 					t.Errorf("%s is not a child of the sink span", n)
 				}
+			}
+			if upstream.Parent().SpanID() != handle.SpanContext().SpanID() {
+				t.Errorf("the upstream call's span is not a child of the sink span")
 			}
 			actID := tracingtest.Attr(handle, "actgate.act.id")
 			if actID == "" || tracingtest.Attr(handle, "actgate.tool") != "ticket_create" || tracingtest.Attr(handle, "actgate.server") != "bank" ||
@@ -240,7 +278,7 @@ func TestTraceLinksMetaContext(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("call refused: %s", text(res))
 	}
-	proxy := spanNamed(t, rec.Ended(), "actgate.mcp.tools_call")
+	proxy, _ := callSpans(t, rec.Ended(), "get_balance")
 	if proxy.Parent().IsValid() {
 		t.Errorf("proxy span %v continued the _meta context", proxy.SpanContext())
 	}
@@ -297,9 +335,8 @@ func TestTraceAgentCannotSwitchOffOrChooseTheTrace(t *testing.T) {
 				t.Fatalf("call not allowed: %s %s", text(res), efCode(res))
 			}
 			spans := rec.Ended()
-			proxy := spanNamed(t, spans, "actgate.mcp.tools_call")
+			proxy, upstream := callSpans(t, spans, "ticket_create")
 			handle := spanNamed(t, spans, "actgate.sink.handle")
-			upstream := spanNamed(t, spans, "actgate.upstream.tools_call")
 			spanNamed(t, spans, "actgate.journal.commit")
 			gateTrace := proxy.SpanContext().TraceID().String()
 			if gateTrace == agentTraceID || !proxy.SpanContext().IsSampled() || proxy.Parent().IsValid() {
@@ -360,5 +397,34 @@ func TestTraceBoundsToolNames(t *testing.T) {
 	}
 	if len(f.calls()) != 0 {
 		t.Fatal("the upstream was called")
+	}
+}
+
+// TestTraceNamesOnlyKnownTools: a refused call's span carries error.type (its EF code), and a
+// tool the policy does not know does not name the span (an agent could otherwise grow the set
+// of span names without bound); no upstream span exists for either.
+func TestTraceNamesOnlyKnownTools(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	f := newTracedFixture(t, tp, false)
+	cs := tracedAgent(t, f.endpoint, "")
+	tool := "no_such_tool_" + strings.Repeat("x", 20)
+	if res := call(t, cs, tool, `{}`, nil); !res.IsError || efCode(res) != "EF_UNKNOWN_TOOL" {
+		t.Fatalf("unknown tool: %s %s", text(res), efCode(res))
+	}
+	var server []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if strings.Contains(s.Name(), tool) {
+			t.Errorf("span %q names the unknown tool", s.Name())
+		}
+		if s.SpanKind() == trace.SpanKindClient && strings.HasPrefix(s.Name(), "tools/call") {
+			t.Errorf("a refused call has an upstream span %q", s.Name())
+		}
+		if s.Name() == tracing.MethodToolsCall && s.SpanKind() == trace.SpanKindServer {
+			server = append(server, s)
+		}
+	}
+	if len(server) != 1 || tracingtest.Attr(server[0], "error.type") != "EF_UNKNOWN_TOOL" || tracingtest.Attr(server[0], "mcp.method.name") != "tools/call" {
+		t.Fatalf("want one server span %q with error.type EF_UNKNOWN_TOOL: %s", tracing.MethodToolsCall, tracingtest.SpanTree(rec.Ended()))
 	}
 }

@@ -16,21 +16,28 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/reconcile"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tracing"
 )
 
 // Metric names (the dashboard and the recording rules use exactly these).
 const (
-	NameEnforceDuration        = "actgate_enforce_duration_seconds"
-	NameDecisions              = "actgate_decisions_total"
-	NameSideEffectDenies       = "actgate_side_effect_denies_total"
-	NameIndeterminate          = "actgate_indeterminate_outstanding"
-	NameReconciliationResults  = "actgate_reconciliation_results_total"
-	NameMomentsEmitted         = "actgate_moments_emitted_total"
-	NameMomentsResolved        = "actgate_moments_resolved_total"
-	NameMomentsExpired         = "actgate_moments_expired_total"
-	NameMomentsHatchDisabled   = "actgate_moments_hatch_disabled_total"
-	NameMomentsCalibrationNote = "actgate_moments_calibration_note_total"
-	NameMomentResolution       = "actgate_moment_resolution_seconds"
+	NameEnforceDuration = "actgate_enforce_duration_seconds"
+	// NameMCPServerOperationDuration and NameMCPClientOperationDuration are the OpenTelemetry
+	// MCP semantic conventions' mcp.server.operation.duration and mcp.client.operation.duration
+	// (unit s) as Prometheus names them: an agent's tools/call through the gate, and the gate's
+	// call of the upstream.
+	NameMCPServerOperationDuration = "mcp_server_operation_duration_seconds"
+	NameMCPClientOperationDuration = "mcp_client_operation_duration_seconds"
+	NameDecisions                  = "actgate_decisions_total"
+	NameSideEffectDenies           = "actgate_side_effect_denies_total"
+	NameIndeterminate              = "actgate_indeterminate_outstanding"
+	NameReconciliationResults      = "actgate_reconciliation_results_total"
+	NameMomentsEmitted             = "actgate_moments_emitted_total"
+	NameMomentsResolved            = "actgate_moments_resolved_total"
+	NameMomentsExpired             = "actgate_moments_expired_total"
+	NameMomentsHatchDisabled       = "actgate_moments_hatch_disabled_total"
+	NameMomentsCalibrationNote     = "actgate_moments_calibration_note_total"
+	NameMomentResolution           = "actgate_moment_resolution_seconds"
 	// The manager's BindingMoment resolutions by surface (see Resolutions).
 	NameBindingMomentResolutions      = "actgate_bindingmoment_resolutions_total"
 	NameBindingMomentTimeToResolution = "actgate_bindingmoment_time_to_resolution_seconds"
@@ -400,6 +407,8 @@ type Gate struct {
 	duration      *prometheus.HistogramVec
 	decisions     *prometheus.CounterVec
 	sideEffect    *prometheus.CounterVec
+	mcpServer     *prometheus.HistogramVec
+	mcpClient     *prometheus.HistogramVec
 	moments       *Moments
 	indeterminate atomic.Int64
 	dropped       prometheus.Counter
@@ -433,6 +442,16 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 		sideEffect: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: NameSideEffectDenies, Help: "Tool calls refused (not invoked) whose consequence class is known and not INFORMATIONAL: denies that would have been side effects.",
 		}, []string{"code", "class"}),
+		mcpServer: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: NameMCPServerOperationDuration, Help: "MCP tools/call duration as the gate observes it from the agent's side, " +
+				"from receipt to answer (OpenTelemetry mcp.server.operation.duration); error_type is the EF code of a refusal.",
+			Buckets: MCPBuckets(),
+		}, mcpLabels),
+		mcpClient: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: NameMCPClientOperationDuration, Help: "MCP tools/call duration of the gate's call of the upstream " +
+				"(OpenTelemetry mcp.client.operation.duration); error_type is the outcome when it is not EXECUTED.",
+			Buckets: MCPBuckets(),
+		}, mcpLabels),
 		moments: newMoments(l),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: NameRefusalRecordsDropped,
@@ -447,7 +466,7 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 		},
 	}
 	m := g.moments
-	if err := register(reg, g.duration, g.decisions, g.sideEffect, g.dropped, ind,
+	if err := register(reg, g.duration, g.decisions, g.sideEffect, g.dropped, ind, g.mcpServer, g.mcpClient,
 		m.emitted, m.resolved, m.expired, m.hatchDisabled, m.calibration, m.resolution); err != nil {
 		return nil, err
 	}
@@ -508,6 +527,20 @@ func DecisionOf(e sink.CallEvent) Decision {
 	return DecisionDenied
 }
 
+// mcpLabels are the MCP duration histograms' labels, the conventions' attribute names as
+// Prometheus writes them. gen_ai.tool.name is left out: an agent names its tools, so a label of
+// it would be unbounded (traces carry it).
+var mcpLabels = []string{"mcp_method_name", "gen_ai_operation_name", "error_type"}
+
+// executeTool is gen_ai.operation.name of a tool call.
+const executeTool = "execute_tool"
+
+// MCPBuckets are the explicit bucket boundaries the MCP semantic conventions give its duration
+// histograms, in seconds.
+func MCPBuckets() []float64 {
+	return []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+}
+
 // SideEffectDeny reports whether an answered call is a deny that would have been a side
 // effect (see the package doc).
 func SideEffectDeny(e sink.CallEvent) bool {
@@ -521,6 +554,16 @@ func (g *Gate) CallDecided(e sink.CallEvent) {
 	g.decisions.WithLabelValues(string(DecisionOf(e)), code, cls).Inc()
 	if SideEffectDeny(e) {
 		g.sideEffect.WithLabelValues(code, cls).Inc()
+	}
+	if e.Vendor == act.VendorMCP {
+		g.mcpServer.WithLabelValues(tracing.MethodToolsCall, executeTool, code).Observe(e.Duration.Seconds())
+		if e.Invoked {
+			errType := ""
+			if e.State != "" && e.State != journal.StateExecuted {
+				errType = string(e.State)
+			}
+			g.mcpClient.WithLabelValues(tracing.MethodToolsCall, executeTool, errType).Observe(e.Invocation.Seconds())
+		}
 	}
 	// A new dispatch that ended INDETERMINATE; a refused retry of one carries the state too but
 	// was not invoked.

@@ -45,6 +45,10 @@ func dec(decision, code string, class act.ConsequenceClass, n float64) want {
 	return want{name: metrics.NameDecisions, labels: map[string]string{"decision": decision, "code": code, "class": string(class)}, value: n}
 }
 
+func mcpDuration(name, errType string, n uint64) want {
+	return want{name: name, labels: map[string]string{"mcp_method_name": "tools/call", "gen_ai_operation_name": "execute_tool", "error_type": errType}, count: n}
+}
+
 func sideEffect(code ef.EFCode, class act.ConsequenceClass, n float64) want {
 	return want{name: metrics.NameSideEffectDenies, labels: map[string]string{"code": string(code), "class": string(class)}, value: n}
 }
@@ -171,6 +175,15 @@ func TestGateMetricsAfterRealCalls(t *testing.T) {
 
 		{name: metrics.NameIndeterminate, labels: map[string]string{"source": metrics.SourceJournal}, value: 1},
 
+		// The MCP semantic conventions' durations: every tools/call from the agent's side (a
+		// refusal's error_type its EF code), and the upstream calls actually made (error_type
+		// the outcome when not EXECUTED).
+		mcpDuration(metrics.NameMCPServerOperationDuration, "", 4), // 2 searches, the email, its replay
+		mcpDuration(metrics.NameMCPServerOperationDuration, string(ef.EFUnknownTool), 1),
+		mcpDuration(metrics.NameMCPServerOperationDuration, string(ef.EFIndeterminate), 2),
+		mcpDuration(metrics.NameMCPClientOperationDuration, "", 3),
+		mcpDuration(metrics.NameMCPClientOperationDuration, string(journal.StateIndeterminate), 1),
+
 		moment(metrics.NameMomentsEmitted, act.ClassFinancial, "none", 3),
 		moment(metrics.NameMomentsEmitted, act.ClassFinancial, "consent", 1),
 		moment(metrics.NameMomentsResolved, act.ClassFinancial, "none", 1, "kind", "question"),
@@ -191,6 +204,7 @@ func TestGateMetricsAfterRealCalls(t *testing.T) {
 		metrics.NameDecisions: 12, metrics.NameSideEffectDenies: sideEffects,
 		metrics.NameEnforceDuration: 12, metrics.NameMomentsHatchDisabled: 1, metrics.NameMomentsCalibrationNote: 1,
 		metrics.NameMomentsResolved: 2, metrics.NameMomentsExpired: 1, metrics.NameMomentsEmitted: 4,
+		metrics.NameMCPServerOperationDuration: 12, metrics.NameMCPClientOperationDuration: 4,
 	}
 	for name, n := range totals {
 		if got := countOf(ss, name); got != n {

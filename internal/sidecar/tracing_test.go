@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/mcpproxy"
@@ -86,7 +87,7 @@ func TestSidecarTrace(t *testing.T) {
 	reports := 0
 	var gateTrace string
 	for _, s := range rec.Ended() {
-		if s.Name() == "actgate.mcp.tools_call" {
+		if s.Name() == "tools/call send_payment" && s.SpanKind() == trace.SpanKindServer {
 			gateTrace = s.SpanContext().TraceID().String()
 		}
 	}
@@ -98,7 +99,8 @@ func TestSidecarTrace(t *testing.T) {
 			reports++ // the outcome's report, sent after the call under its own deadline: a trace of its own
 			continue
 		}
-		byName[s.Name()] = append(byName[s.Name()], s)
+		// The conventions name the agent's call (server) and the upstream call (client) alike.
+		byName[s.Name()+" "+s.SpanKind().String()] = append(byName[s.Name()+" "+s.SpanKind().String()], s)
 		if s.SpanContext().TraceID().String() != gateTrace {
 			t.Errorf("span %s in another trace", s.Name())
 		}
@@ -114,8 +116,14 @@ func TestSidecarTrace(t *testing.T) {
 		}
 		return byName[name][0]
 	}
-	proxy, handle, upstream := one("actgate.mcp.tools_call"), one("actgate.sink.handle"), one("actgate.upstream.tools_call")
-	commit := one("actgate.journal.commit")
+	proxy, handle, upstream := one("tools/call send_payment server"), one("actgate.sink.handle internal"), one("tools/call send_payment client")
+	commit := one("actgate.journal.commit internal")
+	for _, sp := range []sdktrace.ReadOnlySpan{proxy, upstream} {
+		if tracingtest.Attr(sp, "mcp.method.name") != "tools/call" || tracingtest.Attr(sp, "gen_ai.tool.name") != "send_payment" ||
+			tracingtest.Attr(sp, "gen_ai.operation.name") != "execute_tool" || tracingtest.Attr(sp, "mcp.protocol.version") == "" {
+			t.Errorf("span %s (%s) lacks the MCP semantic conventions' attributes: %v", sp.Name(), sp.SpanKind(), sp.Attributes())
+		}
+	}
 	if proxy.Parent().IsValid() || handle.Parent().SpanID() != proxy.SpanContext().SpanID() ||
 		upstream.Parent().SpanID() != handle.SpanContext().SpanID() {
 		t.Errorf("spans are not nested proxy > sink > upstream under a root")
@@ -126,7 +134,7 @@ func TestSidecarTrace(t *testing.T) {
 	if reports != 1 {
 		t.Errorf("%d Report spans, want 1", reports)
 	}
-	reviews := byName["actgate.review.request"]
+	reviews := byName["actgate.review.request client"]
 	if len(reviews) != 1 {
 		t.Fatalf("%d review client spans, want 1 (the Permit)", len(reviews))
 	}

@@ -35,6 +35,16 @@ type callState struct {
 	class    act.ConsequenceClass
 	provSrc  act.SourceType
 	received time.Time
+	// invocation is how long the Invoker took (0 when it was not called).
+	invocation time.Duration
+}
+
+// invoke calls inv once and records how long it took.
+func (cl *callState) invoke(ctx context.Context, g *gate, inv Invoker, in Invocation) (InvokeResult, error) {
+	start := g.now()
+	out, err := inv(withInvocation(ctx, in), in.OperationID)
+	cl.invocation = g.now().Sub(start)
+	return out, err
 }
 
 func (g *gate) handle(ctx context.Context, c Call, inv Invoker) (Result, error) {
@@ -104,7 +114,7 @@ func (cl *callState) event(res Result, now time.Time) CallEvent {
 		ActID: res.ActID, Server: cl.c.Server, Tool: safeTool(cl.c.Tool), Class: cl.class,
 		Policy: cl.dec.Policy, Rule: cl.dec.Rule, Outcome: cl.dec.Outcome, Audit: cl.dec.Audit,
 		Allowed: res.Allowed, Invoked: res.Invoked, Replayed: res.Replayed, State: res.State,
-		Code: res.Code, Duration: now.Sub(cl.received),
+		Code: res.Code, Duration: now.Sub(cl.received), Vendor: cl.c.Vendor, Invocation: cl.invocation,
 	}
 	if e.Audit && e.Code == "" {
 		e.Code = res.AuditCode // in Audit mode Code says what enforcement would have done
@@ -360,7 +370,7 @@ func (g *gate) hotPath(ctx context.Context, cl *callState, inv Invoker, d string
 		g.log.Error(err, "receipt append failed; not invoking", "act", r.ActID)
 		return g.refuse(cl, ef.EFStoreUnavailable, ""), nil
 	}
-	out, err := inv(withInvocation(ctx, Invocation{OperationID: opID}), opID)
+	out, err := cl.invoke(ctx, g, inv, Invocation{OperationID: opID})
 	res := Result{
 		Allowed:     true,
 		Invoked:     out.Outcome != OutcomeNotSent,
@@ -614,7 +624,7 @@ func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k d
 		"operation", rec.OperationID, "server", cl.c.Server)
 
 	// Invoke exactly once, from the durable DISPATCH_PENDING.
-	out, ierr := inv(withInvocation(ctx, Invocation{OperationID: rec.OperationID, AuthorityID: dec.AuthorityID, Journaled: true}), rec.OperationID)
+	out, ierr := cl.invoke(ctx, g, inv, Invocation{OperationID: rec.OperationID, AuthorityID: dec.AuthorityID, Journaled: true})
 	_, rspan := tracing.Start(ctx, g.tracer, "actgate.journal.record", trace.SpanKindInternal)
 	state, result, cerr := g.complete(rec, out, ierr)
 	if rspan.IsRecording() {

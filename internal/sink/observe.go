@@ -107,6 +107,10 @@ type CallEvent struct {
 	ActionDigest string
 	// Duration is the time from receipt of the call to its answer, invocation included.
 	Duration time.Duration
+	// Vendor is the call's shape (act.VendorMCP for an MCP tools/call).
+	Vendor act.Vendor
+	// Invocation is how long the upstream call took, when the call was invoked.
+	Invocation time.Duration
 }
 
 // MomentEvent describes a binding moment.

@@ -148,7 +148,7 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 	byName := map[string]*tracepb.Span{}
 	var gateTrace []byte
 	for _, s := range recv.spans {
-		if s.Name == "actgate.mcp.tools_call" {
+		if s.Name == "tools/call get_balance" && s.Kind == tracepb.Span_SPAN_KIND_SERVER {
 			gateTrace = s.TraceId
 		}
 	}
@@ -161,14 +161,25 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 				t.Errorf("span %s attribute %s carries the argument value", s.Name, kv.Key)
 			}
 		}
-		byName[s.Name] = s
+		// The conventions name the agent's call (server) and the upstream call (client) alike.
+		name := s.Name
+		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+			name += " (client)"
+		}
+		byName[name] = s
 	}
-	for _, n := range []string{"actgate.mcp.tools_call", "actgate.sink.handle", "actgate.policy.evaluate", "actgate.upstream.tools_call"} {
+	for _, n := range []string{"tools/call get_balance", "actgate.sink.handle", "actgate.policy.evaluate", "tools/call get_balance (client)"} {
 		if byName[n] == nil {
 			t.Fatalf("no span %s received; got %d spans", n, len(recv.spans))
 		}
 	}
-	proxy, handle := byName["actgate.mcp.tools_call"], byName["actgate.sink.handle"]
+	proxy, handle := byName["tools/call get_balance"], byName["actgate.sink.handle"]
+	for _, sp := range []*tracepb.Span{proxy, byName["tools/call get_balance (client)"]} {
+		if otlpAttr(sp.Attributes, "mcp.method.name") != "tools/call" || otlpAttr(sp.Attributes, "gen_ai.tool.name") != "get_balance" ||
+			otlpAttr(sp.Attributes, "gen_ai.operation.name") != "execute_tool" {
+			t.Errorf("span %s (%v) lacks the MCP semantic conventions' attributes: %v", sp.Name, sp.Kind, sp.Attributes)
+		}
+	}
 	if len(proxy.ParentSpanId) != 0 || proxy.Kind != tracepb.Span_SPAN_KIND_SERVER {
 		t.Errorf("proxy span parent %x kind %v, want a root server span", proxy.ParentSpanId, proxy.Kind)
 	}
@@ -176,7 +187,7 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 		otlpAttr(l[0].Attributes, "actgate.link") != "agent" {
 		t.Errorf("proxy span links %v, want one to the agent's span %s/%s", l, traceID, parent)
 	}
-	if string(handle.ParentSpanId) != string(proxy.SpanId) || string(byName["actgate.upstream.tools_call"].ParentSpanId) != string(handle.SpanId) {
+	if string(handle.ParentSpanId) != string(proxy.SpanId) || string(byName["tools/call get_balance (client)"].ParentSpanId) != string(handle.SpanId) {
 		t.Errorf("spans are not nested proxy > sink > upstream")
 	}
 	for k, want := range map[string]string{

@@ -26,7 +26,7 @@ func TestTraceCrossesTheAuthorityHop(t *testing.T) {
 	const secret = "argument-value-not-in-spans-71c2"
 	c := r.call(t, "session-1", "email_send", `{"to":"a@example.com","body":"`+secret+`"}`)
 
-	// The sidecar's span of the tools/call (actgate.mcp.tools_call in the sidecar process).
+	// The sidecar's span of the tools/call (its tools/call server span in the sidecar process).
 	ctx, call := tp.Tracer("test").Start(context.Background(), "sidecar.tools_call")
 	resp, err := r.client(r.agentTk).Do(ctx, c.req)
 	if err != nil || !resp.Allowed || resp.Authority == nil {
