@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -822,4 +823,29 @@ func (f *fixture) receipts() []receipt.Receipt {
 		f.t.Fatal(err)
 	}
 	return testutil.VerifiedReceipts(f.t, filepath.Join(f.dir, ReceiptsFile), v)
+}
+
+// serveOnLoopback serves sc on a loopback port until the test ends, and returns its base URL.
+// The test fails if Serve returns an error or does not return within 15 s of the end.
+func serveOnLoopback(t *testing.T, sc *Sidecar) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("Serve did not return")
+		}
+	})
+	return "http://" + ln.Addr().String()
 }

@@ -1,10 +1,8 @@
 package sidecar
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -84,25 +82,7 @@ func TestSidecarWaitsForTheAuthorityLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sc.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("Serve did not return")
-		}
-	}()
-	base := "http://" + ln.Addr().String()
+	base := serveOnLoopback(t, sc)
 
 	// At start, against the old service: the startup check fails naming the level.
 	b := waitReady(t, base, "?check=policy", "start against a service without levels", func(code int, b readyBody) bool {

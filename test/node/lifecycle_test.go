@@ -97,19 +97,7 @@ func (s *suite) upgrade() {
 	}
 	// alice resolves it with the new control plane; the old sidecar's retry runs exactly once.
 	before := s.counts().Counts["send_payment"]
-	option := optionFor(t, bm, "send_payment", args)
-	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", bm.Name, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
-		t.Fatalf("alice's kubectl actgate resolve after the upgrade: %v\n%s", err, out)
-	}
-	testutil.Eventually(t, 60*time.Second, "the moment to be recorded Resolved by alice", func() error {
-		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
-			return err
-		}
-		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
-			return nil
-		}
-		return fmt.Errorf("%+v", bm.Status)
-	})
+	s.resolveAsAlice(bm, "send_payment", args)
 	if res := s.call("u", "send_payment", args); res.IsError || s.counts().Counts["send_payment"] != before+1 {
 		t.Fatalf("the granted retry through the old sidecar: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
 	}
@@ -149,11 +137,33 @@ func (s *suite) upgrade() {
 	const rollbackArgs = `{"amount":66,"to":"ACME"}`
 	s.escalationAddressedTo("w", rollbackArgs, alice, bm)
 	before = s.counts().Counts["send_payment"]
-	option = optionFor(t, bm, "send_payment", rollbackArgs)
-	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", bm.Name, "-n", agentNS, "--option", fmt.Sprint(option+1)); err != nil {
-		t.Fatalf("alice's kubectl actgate resolve after the rollback: %v\n%s", err, out)
+	s.resolveAsAlice(bm, "send_payment", rollbackArgs)
+	for range 2 {
+		s.call("w", "send_payment", rollbackArgs)
 	}
-	testutil.Eventually(t, 60*time.Second, "the moment to be recorded Resolved by alice", func() error {
+	if c := s.counts().Counts["send_payment"]; c != before+1 {
+		t.Fatalf("the granted call through the newer sidecar against the older control plane ran %d times, want once", c-before)
+	}
+}
+
+// resolveAsAlice has alice resolve bm with kubectl actgate resolve, choosing the option that
+// authorises exactly tool with args, and waits until the manager records it Resolved by her.
+func (s *suite) resolveAsAlice(bm *v1alpha1.BindingMoment, tool, args string) {
+	t := s.t
+	t.Helper()
+	option := optionFor(t, bm, tool, args)
+	s.resolveWith(bm, []string{"kubectl", "actgate", "resolve", bm.Name, "-n", agentNS, "--option", fmt.Sprint(option + 1)})
+}
+
+// resolveWith runs alice's resolve command (kubectl and its arguments) and waits until bm is
+// recorded Resolved by her.
+func (s *suite) resolveWith(bm *v1alpha1.BindingMoment, resolve []string) {
+	t := s.t
+	t.Helper()
+	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, resolve[1:]...); err != nil {
+		t.Fatalf("alice's %s: %v\n%s", strings.Join(resolve, " "), err, out)
+	}
+	testutil.Eventually(t, 60*time.Second, "BindingMoment "+bm.Name+" to be recorded Resolved by alice", func() error {
 		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
 			return err
 		}
@@ -162,12 +172,6 @@ func (s *suite) upgrade() {
 		}
 		return fmt.Errorf("%+v", bm.Status)
 	})
-	for range 2 {
-		s.call("w", "send_payment", rollbackArgs)
-	}
-	if c := s.counts().Counts["send_payment"]; c != before+1 {
-		t.Fatalf("the granted call through the newer sidecar against the older control plane ran %d times, want once", c-before)
-	}
 }
 
 // waitRolledOut waits until each Deployment of the release has rolled out.

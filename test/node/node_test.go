@@ -121,18 +121,7 @@ func (s *suite) escalateAndResolve(session, tool, args string) string {
 			resolve[i+1] = fmt.Sprint(option + 1) // the option that authorises exactly this call
 		}
 	}
-	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, resolve[1:]...); err != nil {
-		t.Fatalf("alice's kubectl actgate resolve: %v\n%s", err, out)
-	}
-	testutil.Eventually(t, 60*time.Second, "the BindingMoment to be recorded Resolved by alice", func() error {
-		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
-			return err
-		}
-		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
-			return nil
-		}
-		return fmt.Errorf("%+v", bm.Status)
-	})
+	s.resolveWith(bm, resolve)
 	return momentName
 }
 
@@ -460,18 +449,7 @@ func (s *suite) agentAuthoredMoment(session string) {
 	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: proposed}, bm); err != nil || bm.Spec.Principal != alice {
 		t.Fatalf("the proposed BindingMoment %s: %+v %v", proposed, bm.Spec, err)
 	}
-	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, "actgate", "resolve", proposed, "-n", agentNS, "--option", "2"); err != nil {
-		t.Fatalf("alice's kubectl actgate resolve of the proposed moment: %v\n%s", err, out)
-	}
-	testutil.Eventually(t, 60*time.Second, "the proposed BindingMoment to be recorded Resolved by alice", func() error {
-		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
-			return err
-		}
-		if bm.Status.State == v1alpha1.BindingMomentResolved && bm.Status.ResolvedBy == alice {
-			return nil
-		}
-		return fmt.Errorf("%+v", bm.Status)
-	})
+	s.resolveWith(bm, []string{"kubectl", "actgate", "resolve", proposed, "-n", agentNS, "--option", "2"})
 	if res := s.call(session, "send_payment", `{"amount":60,"to":"ACME"}`); !res.IsError || s.counts().Counts["send_payment"] != before {
 		t.Fatalf("the option alice did not choose ran: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
 	}
