@@ -825,9 +825,10 @@ func (f *fixture) receipts() []receipt.Receipt {
 	return testutil.VerifiedReceipts(f.t, filepath.Join(f.dir, ReceiptsFile), v)
 }
 
-// serveOnLoopback serves sc on a loopback port until the test ends, and returns its base URL.
-// The test fails if Serve returns an error or does not return within 15 s of the end.
-func serveOnLoopback(t *testing.T, sc *Sidecar) string {
+// serveOnLoopback serves sc on a loopback port and returns its base URL and a stop function,
+// which the test's end also calls. Stopping fails the test if Serve returns an error or does
+// not return within 15 s.
+func serveOnLoopback(t *testing.T, sc *Sidecar) (string, func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -836,16 +837,20 @@ func serveOnLoopback(t *testing.T, sc *Sidecar) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sc.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Error("Serve did not return")
 			}
-		case <-time.After(15 * time.Second):
-			t.Error("Serve did not return")
-		}
-	})
-	return "http://" + ln.Addr().String()
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }

@@ -82,7 +82,7 @@ func TestSidecarWaitsForTheAuthorityLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serveOnLoopback(t, sc)
+	base, _ := serveOnLoopback(t, sc)
 
 	// At start, against the old service: the startup check fails naming the level.
 	b := waitReady(t, base, "?check=policy", "start against a service without levels", func(code int, b readyBody) bool {

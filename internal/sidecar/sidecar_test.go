@@ -9,13 +9,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/journal"
@@ -181,14 +179,7 @@ func TestSidecarServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sc.Serve(ctx, ln) }()
-	base := "http://" + ln.Addr().String()
+	base, stop := serveOnLoopback(t, sc)
 
 	resp, err := http.Get(base + HealthPath)
 	if err != nil || resp.StatusCode != 200 {
@@ -231,14 +222,9 @@ func TestSidecarServes(t *testing.T) {
 	}
 	_ = cs.Close()
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Serve did not return")
+	stop()
+	if t.Failed() {
+		t.FailNow()
 	}
 	// The log's last checkpoint, signed at shutdown, was anchored with the authority service.
 	s.mu.Lock()
