@@ -360,9 +360,9 @@ func TestEscalation(t *testing.T) {
 		t.Fatalf("authorised call ran %d times, want 1", n)
 	}
 	// A retry in the same session is answered from the journal, not run again (§9).
-	retry := r.request("9", "tools/call", `{"name":"send_payment","arguments":{"to":"bob","amount":250}}`)
-	if !strings.Contains(string(retry), `"`+MetaReplayed+`":true`) || !strings.Contains(string(retry), "paid: ") {
-		t.Errorf("retry not answered with the recorded result: %s", retry)
+	retry, hdr := r.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"send_payment","arguments":{"to":"bob","amount":250}}}`)
+	if string(retry) != string(again) || hdr.Get(HeaderReplayed) != "true" {
+		t.Errorf("retry not answered with the recorded result (%s: %q):\n first %s\n retry %s", HeaderReplayed, hdr.Get(HeaderReplayed), again, retry)
 	}
 	if n := f.up.Count("send_payment"); n != 1 {
 		t.Fatalf("retry ran the call again: %d", n)
