@@ -145,19 +145,18 @@ func TestWalk2026(t *testing.T) {
 					g = without(g, "request_binding_moment")
 					same = strings.Join(d, ",") == strings.Join(g, ",")
 				case "tools/call ticket_create again":
-					var r struct {
-						Replayed bool            `json:"replayed"`
-						Content  json.RawMessage `json:"content"`
-					}
-					var d struct {
-						Content json.RawMessage `json:"content"`
-					}
-					_ = json.Unmarshal(gv, &r)
+					// The recorded result as first given, the direct one (content, _meta,
+					// structuredContent, isError); the replay is marked in the gate's
+					// Actgate-Replayed header only, which the walk's fetch counted.
+					first, _ := gated.get(t, "tools/call ticket_create")
+					var g, d, g1 walkResult
+					_ = json.Unmarshal(gv, &g)
 					_ = json.Unmarshal(dv, &d)
-					if !r.Replayed || string(r.Content) != string(d.Content) {
-						t.Fatalf("gated retry: %s", gv)
+					_ = json.Unmarshal(first, &g1)
+					if ge != "" || !g.Replayed || g1.Replayed || d.Replayed || !g.sameAs(d) || !g.sameAs(g1) {
+						t.Fatalf("gated retry: %s %s; the gated first call %s, direct %s", gv, ge, first, dv)
 					}
-					same = true // the recorded result, marked replayed: the gate's documented change
+					same = true
 				case "tools/call send_payment":
 					var r struct {
 						IsError bool   `json:"isError"`
@@ -185,6 +184,21 @@ func TestWalk2026(t *testing.T) {
 	if directRuns != 2 {
 		t.Errorf("direct: ticket_create ran %d times for two calls, want 2", directRuns)
 	}
+}
+
+// walkResult is a tools/call result as walk2026.mjs prints it.
+type walkResult struct {
+	IsError           bool            `json:"isError"`
+	Content           json.RawMessage `json:"content"`
+	Meta              json.RawMessage `json:"meta"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Replayed          bool            `json:"replayed"`
+}
+
+// sameAs reports whether r and o are the same result, whether either was marked a replay.
+func (r walkResult) sameAs(o walkResult) bool {
+	return r.IsError == o.IsError && string(r.Content) == string(o.Content) && string(r.Meta) == string(o.Meta) &&
+		string(r.StructuredContent) == string(o.StructuredContent)
 }
 
 func without(s []string, drop string) []string {
