@@ -18,7 +18,7 @@ import (
 // _meta to their model along with its text, and the model must read on a retry what it read the
 // first time. The replay is marked in the gate's own HTTP response header instead,
 // wire.HeaderReplayed: "true", set before the answer's headers go out, on every path a
-// tools/call is answered by (docs/api.md "MCP methods"):
+// tools/call is answered by (docs/api.md "Per method"):
 //   - a session's call on the direct path and a 2026-07-28 call: on the agentStream of the
 //     request, before its response (agentStream.markReplayed);
 //   - a session's call the SDK's handler carries: on the handler's response writer, found by

@@ -237,7 +237,7 @@ func ResolveCommand(m *sink.MomentRef) string {
 // of the four resolutions it was (envelope-04 §7.3). Otherwise the upstream's bytes are
 // returned as they are, the journal's recorded ones to a retry included: a retry answered from
 // the journal is marked in an HTTP header (wire.HeaderReplayed), never in the result, so that
-// the model reads what it read the first time (docs/api.md "MCP methods").
+// the model reads what it read the first time (docs/api.md "Per method").
 func WithDeliveries(raw json.RawMessage, deliveries []sink.Delivery) (json.RawMessage, error) {
 	if len(deliveries) == 0 {
 		return raw, nil

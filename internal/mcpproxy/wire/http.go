@@ -17,7 +17,7 @@ const (
 // HeaderReplayed is the gate's own response header on the answer to a retry of a tools/call
 // that already ran, answered from the journal (tool-use-binding §9), value "true". The
 // answer's JSON-RPC result is the one first given, unchanged: the marker stays out of what
-// an agent framework renders to its model (docs/api.md "MCP methods").
+// an agent framework renders to its model (docs/api.md "Per method").
 const HeaderReplayed = "Actgate-Replayed"
 
 // VersionStandardHeaders is the first MCP protocol version (SEP-2575) whose requests carry
