@@ -32,13 +32,17 @@ await step('connect', async () => {
 });
 if (connected) {
   await step('tools/list', async () => (await client.listTools()).tools.map((t) => t.name).sort());
+  // A tool's second call also reports whether its whole result (content, _meta,
+  // structuredContent, isError) is the first call's, as the client decoded both.
+  const seen = {};
   const call = (name, args) => async () => {
     const before = replays;
     const r = await client.callTool({ name, arguments: args });
-    return {
-      isError: r.isError ?? false, content: r.content, meta: r._meta ?? null, structuredContent: r.structuredContent ?? null,
-      code: r._meta?.['actgate.io/ef-code'] ?? null, replayed: replays > before,
-    };
+    const out = { isError: r.isError ?? false, content: r.content, code: r._meta?.['actgate.io/ef-code'] ?? null, replayed: replays > before };
+    const whole = JSON.stringify(r);
+    if (name in seen) out.sameAsFirst = seen[name] === whole;
+    seen[name] = whole;
+    return out;
   };
   await step('tools/call get_balance', call('get_balance', {}));
   await step('tools/call ticket_create', call('ticket_create', { title: 'walk' }));
