@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -174,6 +175,11 @@ type demoRun struct {
 	up   *demoUpstream
 	step int
 	errs []error
+	// replays counts the answers the demo's agents got that the gate marked a journal replay
+	// (its Actgate-Replayed header; the result is the one first given); lastReplayed says
+	// whether the last call's answer was one.
+	replays      atomic.Int64
+	lastReplayed bool
 }
 
 func (d *demoRun) header(title string) {
@@ -217,7 +223,9 @@ func (d *demoRun) call(cs *mcp.ClientSession, tool, args, provenance string) *mc
 		p.Meta = mcp.Meta{mcpproxy.MetaProvenance: provenance}
 	}
 	d.line("agent → tools/call %s %s", tool, args)
+	marked := d.replays.Load()
 	res, err := cs.CallTool(d.ctx, p)
+	d.lastReplayed = d.replays.Load() > marked
 	if err != nil {
 		d.errs = append(d.errs, fmt.Errorf("step %d: tools/call %s: %w", d.step, tool, err))
 		return &mcp.CallToolResult{IsError: true}
@@ -236,9 +244,8 @@ func (d *demoRun) call(cs *mcp.ClientSession, tool, args, provenance string) *mc
 	case res.IsError:
 		d.line("gate  ← the upstream answered with an error: %s", firstText(res))
 	default:
-		replayed, _ := res.Meta[mcpproxy.MetaReplayed].(bool)
-		if replayed {
-			d.line("gate  ← the recorded result of the call that already ran (replayed, not invoked): %s", firstText(res))
+		if d.lastReplayed {
+			d.line("gate  ← the recorded result of the call that already ran (replayed, not invoked; header %s: true): %s", mcpproxy.HeaderReplayed, firstText(res))
 		} else {
 			d.line("gate  ← ran: %s", firstText(res))
 		}
@@ -307,7 +314,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	fmt.Fprintf(out, "  gate      %s  (the agent's MCP endpoint; policy: testdata/gate/actgate.yaml)\n", endpoint)
 
 	d := &demoRun{out: out, ctx: ctx, up: up}
-	agent, err := demoAgent(ctx, endpoint, cfg)
+	agent, err := demoAgent(ctx, endpoint, cfg, &d.replays)
 	if err != nil {
 		return err
 	}
@@ -383,18 +390,18 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	d.check(res.AuthorityID != "" && !res.Pending, "resolution did not issue authority: %+v", res)
 
 	d.header("ALLOW     the agent makes exactly the authorised call: it runs once")
-	r = d.call(agent, "send_payment", `{"to":"bob","amount":250}`, "user")
-	d.check(!r.IsError, "the authorised payment was refused")
+	ran := d.call(agent, "send_payment", `{"to":"bob","amount":250}`, "user")
+	d.check(!ran.IsError && !d.lastReplayed, "the authorised payment was refused")
 	d.expectCount("send_payment", 1)
 
 	d.header("REPLAY    the agent sends the same call again in its session")
 	r = d.call(agent, "send_payment", `{"to":"bob","amount":250}`, "user")
-	replayed, _ := r.Meta[mcpproxy.MetaReplayed].(bool)
-	d.check(replayed, "the retry was not answered from the journal")
+	d.check(d.lastReplayed, "the retry was not answered from the journal")
+	d.check(firstText(r) == firstText(ran) && r.IsError == ran.IsError, "the retry's result is not the one the agent first read")
 	d.expectCount("send_payment", 1)
 
 	d.header("REPLAY    the same call from another agent session")
-	other, err := demoAgent(ctx, endpoint, cfg)
+	other, err := demoAgent(ctx, endpoint, cfg, &d.replays)
 	if err != nil {
 		return err
 	}
@@ -426,16 +433,37 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 
 // demoAgent is the scripted agent's MCP client. It presents the token the gate created for it
 // (agent.tokenFile's default, DATA_DIR/agents/demo-agent.token), as an agent's MCP client
-// configured for the gate does.
-func demoAgent(ctx context.Context, endpoint string, cfg *gateconfig.Config) (*mcp.ClientSession, error) {
-	hc, err := agentClient(cfg, cfg.Agent.Name)
+// configured for the gate does, and counts in replays the answers the gate marked a journal
+// replay: the MCP SDK's session shows no response headers, its HTTP client does.
+func demoAgent(ctx context.Context, endpoint string, cfg *gateconfig.Config, replays *atomic.Int64) (*mcp.ClientSession, error) {
+	ac, err := agentClient(cfg, cfg.Agent.Name)
 	if err != nil {
 		return nil, err
 	}
+	hc := *ac
+	hc.Transport = replayCounter{base: ac.Transport, n: replays}
 	c := mcp.NewClient(&mcp.Implementation{Name: "demo-agent", Version: "v1"}, nil)
 	// The demo shows sessions (a resolution does not authorise another session's call): it
 	// speaks the stateful revision.
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
+// replayCounter counts the answers marked a journal replay (mcpproxy.HeaderReplayed) in n.
+type replayCounter struct {
+	base http.RoundTripper // nil: http.DefaultTransport
+	n    *atomic.Int64
+}
+
+func (t replayCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
+		t.n.Add(1)
+	}
+	return resp, err
 }
 
 // agentClient is an HTTP client presenting agent's token (Authorization: Bearer) on every

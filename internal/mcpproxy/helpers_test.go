@@ -269,3 +269,13 @@ func serveProxy(tb testing.TB, cfg Config) (*Proxy, *httptest.Server, string) {
 	})
 	return p, srv, srv.URL + Path(cfg.Server)
 }
+
+// marshalled is v as JSON, for comparing results the SDK's client decoded.
+func marshalled(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -49,9 +49,11 @@ const (
 	// MetaResolutions carries the binding-moment resolutions delivered to the session with
 	// this result (sink.Result.Resolutions).
 	MetaResolutions = toolcall.MetaResolutions
-	// MetaReplayed marks the recorded result returned to a retry of a call that already ran
-	// (tool-use-binding §9: a fetch of the original tool_result, never a second invoke).
-	MetaReplayed = toolcall.MetaReplayed
+	// HeaderReplayed is the HTTP response header (value "true") of the answer to a retry of a
+	// call that already ran, answered with its recorded result (tool-use-binding §9: a fetch of
+	// the original tool_result, never a second invoke); the result itself is the one first
+	// given.
+	HeaderReplayed = wire.HeaderReplayed
 	// AnnotationEmitsBindingMoment is the advisory tools/list annotation of envelope-04 §8.2
 	// (its RECOMMENDED name), carried in a tool's "annotations" and "_meta".
 	AnnotationEmitsBindingMoment = toolcall.AnnotationEmitsBindingMoment
@@ -154,9 +156,11 @@ type Proxy struct {
 	tracer  trace.Tracer // nil: tracing off
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
-	sdk     http.Handler // handler, given the authenticated agent (sdkAuth)
-	http    *http.Client // the SDK client's upstream requests
-	direct  *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
+	// sdkAnswers are the POSTs the SDK's handler is answering (replayheader.go).
+	sdkAnswers sdkAnswers
+	sdk        http.Handler // handler, given the authenticated agent (sdkAuth)
+	http       *http.Client // the SDK client's upstream requests
+	direct     *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
 	// send is the agent-side server's own sending handler, captured at construction, through
 	// which upstream notifications are forwarded to an agent session verbatim.
 	send mcp.MethodHandler
@@ -280,6 +284,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost && initializeToFollow(r) {
 		p.serveInitialize(w, r) // initframing.go
+		return
+	}
+	if r.Method == http.MethodPost {
+		p.sdkAnswers.serve(p.sdk, w, r) // a tools/call it carries can be marked a replay (replayheader.go)
 		return
 	}
 	p.sdk.ServeHTTP(w, r)

@@ -359,10 +359,14 @@ func TestEscalation(t *testing.T) {
 	if n := f.up.Count("send_payment"); n != 1 {
 		t.Fatalf("authorised call ran %d times, want 1", n)
 	}
-	// A retry in the same session is answered from the journal, not run again (§9).
-	retry := r.request("9", "tools/call", `{"name":"send_payment","arguments":{"to":"bob","amount":250}}`)
-	if !strings.Contains(string(retry), `"`+MetaReplayed+`":true`) || !strings.Contains(string(retry), "paid: ") {
-		t.Errorf("retry not answered with the recorded result: %s", retry)
+	// A retry in the same session is answered from the journal, not run again (§9): the
+	// upstream's result as recorded, marked in the header. The resolution was delivered with
+	// the first answer (its _meta and trailing text block) and is not delivered again.
+	retry, hdr := r.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"send_payment","arguments":{"to":"bob","amount":250}}}`)
+	const recorded = `{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"paid: {\"amount\":250,\"to\":\"bob\"}"}]}}`
+	if !strings.Contains(string(again), `"content":[{"type":"text","text":"paid: {\"amount\":250,\"to\":\"bob\"}"},`) ||
+		string(retry) != recorded || hdr.Get(HeaderReplayed) != "true" {
+		t.Errorf("retry not answered with the recorded result (%s: %q):\n first %s\n retry %s", HeaderReplayed, hdr.Get(HeaderReplayed), again, retry)
 	}
 	if n := f.up.Count("send_payment"); n != 1 {
 		t.Fatalf("retry ran the call again: %d", n)

@@ -102,7 +102,11 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	case toolcall.UpstreamRefused:
 		return &jsonrpc.Response{ID: id, Error: refused.Get()}
 	case toolcall.Allowed:
-		return render(toolcall.AllowedResult(res))
+		resp := render(toolcall.AllowedResult(res))
+		if res.Replayed && resp.Error == nil {
+			resp.Extra = replayMark{} // the recorded result as first given; the replay in a header (replayheader.go)
+		}
+		return resp
 	}
 	// No session remembers which tools declare an outputSchema: a refusal never carries
 	// structuredContent on 2026-07-28 (its text, _meta code and binding_moment do).

@@ -151,6 +151,9 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		writeRaw(w, status, out)
 		return true
 	}
+	if isReplay(resp) && !stream.markReplayed() {
+		p.log.V(1).Info("Replay not marked: the answer's headers are out")
+	}
 	stream.answer(out)
 	return true
 }

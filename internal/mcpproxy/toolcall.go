@@ -88,6 +88,9 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	case toolcall.UpstreamRefused:
 		return nil, rerr
 	case toolcall.Allowed:
+		if res.Replayed {
+			b.markReplayed(ctx, req) // the recorded result as first given; the replay in a header (replayheader.go)
+		}
 		return b.render(toolcall.AllowedResult(res))
 	}
 	structured := !b.hasOutputSchema(params.Name)

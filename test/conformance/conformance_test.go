@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/test/testutil/rig"
 )
 
 // T-A (tool-use-binding §22; §12 INJECTED_EMAIL_SEND): emit email_send to an address not in
@@ -82,7 +83,7 @@ func TestTB_ParallelSearchAndPayout(t *testing.T) {
 // the upstream runs it once.
 func TestTC_AuthorityIsSingleUse(t *testing.T) {
 	g := newGate(t)
-	pay := agent(t, g.Endpoint("pay"))
+	pay, replays := rig.AgentReplays(t, "conformance-agent", g.Endpoint("pay"))
 	args := `{"to":"acme","amount":2500}`
 	g.resolveOption(call(t, pay, "payout_create", args, "user"), 0)
 
@@ -96,10 +97,16 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		t.Fatalf("the authorised payout ran %d times, want exactly 1", n)
 	}
 	ran := 0
+	var first *mcp.CallToolResult
 	for _, r := range results {
 		switch {
 		case !r.IsError:
 			ran++ // the one that ran, or a retry answered with its recorded result
+			if first == nil {
+				first = r
+			} else if err := rig.SameResult(first, r); err != nil {
+				t.Errorf("two answers of the one payout: %v", err)
+			}
 		case code(r) == string(ef.EFIndeterminate):
 			invokedFalse(t, r) // refused while the one dispatch was in flight
 		default:
@@ -110,9 +117,12 @@ func TestTC_AuthorityIsSingleUse(t *testing.T) {
 		t.Error("no call returned the payout's result")
 	}
 	// Once more in the session: the recorded result, not a second invoke.
-	r := call(t, pay, "payout_create", args, "user")
-	if replayed, _ := r.Meta[mcpproxy.MetaReplayed].(bool); !replayed || r.IsError {
-		t.Errorf("retry in the session: %+v", r.Meta)
+	r, replayed := rig.Replayed(t, pay, replays, "payout_create", args, "user")
+	if !replayed || r.IsError {
+		t.Errorf("retry in the session: replay marked %v, %+v", replayed, r.Meta)
+	}
+	if err := rig.SameResult(first, r); first != nil && err != nil {
+		t.Errorf("retry in the session: %v", err)
 	}
 	// From another session the authority is spent: a new binding moment is needed.
 	r = call(t, agent(t, g.Endpoint("pay")), "payout_create", args, "user")

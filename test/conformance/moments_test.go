@@ -164,15 +164,18 @@ func escalatePayout(t *testing.T, cs *mcp.ClientSession) (string, string) {
 func (g *durableGate) runsOnceThenRefused() {
 	t := g.t
 	t.Helper()
-	cs := g.pay()
-	if r := call(t, cs, "payout_create", durablePayout, "user"); r.IsError {
-		t.Fatalf("the authorised call after restart: %+v\n%s", r.Meta, g.p.Out.String())
+	cs, replays := rig.AgentReplays(t, "conformance-agent", g.p.Base+mcpproxy.Path("pay"))
+	first, replayed := rig.Replayed(t, cs, replays, "payout_create", durablePayout, "user")
+	if first.IsError || replayed {
+		t.Fatalf("the authorised call after restart (replay marked %v): %+v\n%s", replayed, first.Meta, g.p.Out.String())
 	}
 	if n := g.u.Pay.Count("payout_create"); n != 1 {
 		t.Fatalf("upstream ran payout_create %d times, want 1", n)
 	}
-	if r := call(t, cs, "payout_create", durablePayout, "user"); r.IsError || r.Meta[mcpproxy.MetaReplayed] != true {
-		t.Errorf("retry in the session: %+v", r.Meta)
+	if r, replayed := rig.Replayed(t, cs, replays, "payout_create", durablePayout, "user"); r.IsError || !replayed {
+		t.Errorf("retry in the session: replay marked %v, %+v", replayed, r.Meta)
+	} else if err := rig.SameResult(first, r); err != nil {
+		t.Errorf("retry in the session: %v", err)
 	}
 	r := call(t, g.pay(), "payout_create", durablePayout, "user")
 	if code(r) != string(ef.EFEscalationRequired) {

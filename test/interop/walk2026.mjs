@@ -14,7 +14,16 @@ async function step(feature, fn) {
 }
 
 const client = new Client({ name: 'actgate-walk-2026', version: '1' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
-const transport = new StreamableHTTPClientTransport(new URL(url));
+// The gate marks the answer to a retry it answered from its journal in its own HTTP header
+// (Actgate-Replayed: true), not in the result: the SDK's client shows no response headers, so
+// the walk's fetch counts them.
+let replays = 0;
+const countingFetch = async (input, init) => {
+  const res = await fetch(input, init);
+  if (res.headers.get('actgate-replayed') === 'true') replays++;
+  return res;
+};
+const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: countingFetch });
 let connected = false;
 await step('connect', async () => {
   await client.connect(transport);
@@ -23,9 +32,17 @@ await step('connect', async () => {
 });
 if (connected) {
   await step('tools/list', async () => (await client.listTools()).tools.map((t) => t.name).sort());
+  // A tool's second call also reports whether its whole result (content, _meta,
+  // structuredContent, isError) is the first call's, as the client decoded both.
+  const seen = {};
   const call = (name, args) => async () => {
+    const before = replays;
     const r = await client.callTool({ name, arguments: args });
-    return { isError: r.isError ?? false, content: r.content, code: r._meta?.['actgate.io/ef-code'] ?? null, replayed: r._meta?.['actgate.io/replayed'] ?? false };
+    const out = { isError: r.isError ?? false, content: r.content, code: r._meta?.['actgate.io/ef-code'] ?? null, replayed: replays > before };
+    const whole = JSON.stringify(r);
+    if (name in seen) out.sameAsFirst = seen[name] === whole;
+    seen[name] = whole;
+    return out;
   };
   await step('tools/call get_balance', call('get_balance', {}));
   await step('tools/call ticket_create', call('ticket_create', { title: 'walk' }));

@@ -145,19 +145,20 @@ func TestWalk2026(t *testing.T) {
 					g = without(g, "request_binding_moment")
 					same = strings.Join(d, ",") == strings.Join(g, ",")
 				case "tools/call ticket_create again":
-					var r struct {
-						Replayed bool            `json:"replayed"`
-						Content  json.RawMessage `json:"content"`
-					}
-					var d struct {
-						Content json.RawMessage `json:"content"`
-					}
-					_ = json.Unmarshal(gv, &r)
+					// The recorded result as first given (content, _meta, structuredContent and
+					// isError the first call's, as the client decoded both) with the direct
+					// retry's content; the replay is marked in the gate's Actgate-Replayed
+					// header only, which the walk's fetch counted.
+					first, _ := gated.get(t, "tools/call ticket_create")
+					var g, d, g1 walkResult
+					_ = json.Unmarshal(gv, &g)
 					_ = json.Unmarshal(dv, &d)
-					if !r.Replayed || string(r.Content) != string(d.Content) {
-						t.Fatalf("gated retry: %s", gv)
+					_ = json.Unmarshal(first, &g1)
+					if ge != "" || !g.Replayed || g1.Replayed || d.Replayed || g.SameAsFirst == nil || !*g.SameAsFirst ||
+						g.IsError != d.IsError || string(g.Content) != string(d.Content) {
+						t.Fatalf("gated retry: %s %s; the gated first call %s, direct %s", gv, ge, first, dv)
 					}
-					same = true // the recorded result, marked replayed: the gate's documented change
+					same = true
 				case "tools/call send_payment":
 					var r struct {
 						IsError bool   `json:"isError"`
@@ -185,6 +186,14 @@ func TestWalk2026(t *testing.T) {
 	if directRuns != 2 {
 		t.Errorf("direct: ticket_create ran %d times for two calls, want 2", directRuns)
 	}
+}
+
+// walkResult is a tools/call result as walk2026.mjs prints it.
+type walkResult struct {
+	IsError     bool            `json:"isError"`
+	Content     json.RawMessage `json:"content"`
+	Replayed    bool            `json:"replayed"`    // the answer carried Actgate-Replayed: true
+	SameAsFirst *bool           `json:"sameAsFirst"` // a tool's second call: the whole result is the first's
 }
 
 func without(s []string, drop string) []string {

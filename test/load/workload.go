@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -206,6 +207,26 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// replayMarks counts the answers a worker's session got that the gate marked a journal replay
+// (mcpproxy.HeaderReplayed): the SDK's client session does not show response headers, and a
+// worker makes one call at a time.
+type replayMarks struct {
+	base http.RoundTripper // nil: http.DefaultTransport
+	n    atomic.Int64
+}
+
+func (m *replayMarks) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := m.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
+		m.n.Add(1)
+	}
+	return resp, err
+}
+
 // connect opens one MCP client session (streamable HTTP) to endpoint.
 func connect(ctx context.Context, endpoint string, hc *http.Client) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: agentName, Version: "v1"}, nil)
@@ -303,6 +324,7 @@ type latencies map[string][]time.Duration
 type worker struct {
 	id        int
 	cs        *mcp.ClientSession
+	marks     *replayMarks // the session's answers marked a journal replay
 	principal principal
 	rnd       *rand.Rand
 	seq       int
@@ -334,6 +356,7 @@ func (w *worker) call(ctx context.Context, series, tool, args string) answer {
 	defer cancel()
 	p := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: mcp.Meta{mcpproxy.MetaProvenance: "user"}}
 	start := time.Now()
+	marked := w.marks.n.Load()
 	res, err := w.cs.CallTool(ctx, p)
 	w.lat[series] = append(w.lat[series], time.Since(start))
 	w.tally.Calls++
@@ -342,7 +365,7 @@ func (w *worker) call(ctx context.Context, series, tool, args string) answer {
 	}
 	a := answer{}
 	a.code, _ = res.Meta[mcpproxy.MetaEFCode].(string)
-	a.replayed, _ = res.Meta[mcpproxy.MetaReplayed].(bool)
+	a.replayed = w.marks.n.Load() > marked // the gate's header: the result is the one first given
 	a.moment, _ = res.Meta[mcpproxy.MetaMomentID].(string)
 	a.envelope, _ = res.Meta[mcpproxy.MetaEnvelopeDigest].(string)
 	ta := ToolArgs{Tool: tool, Args: canonArgs(json.RawMessage(args))}
@@ -489,14 +512,17 @@ func runPhase(ctx context.Context, n int, d time.Duration, minOps func(id int) i
 	fn func(ctx context.Context, w *worker)) (phaseResult, error) {
 	workers := make([]*worker, n)
 	for i := range workers {
-		cs, err := connect(ctx, endpoint, hc)
+		marks := &replayMarks{base: hc.Transport}
+		whc := *hc
+		whc.Transport = marks
+		cs, err := connect(ctx, endpoint, &whc)
 		if err != nil {
 			for _, w := range workers[:i] {
 				_ = w.cs.Close()
 			}
 			return phaseResult{}, fmt.Errorf("MCP session to %s: %w", endpoint, err)
 		}
-		workers[i] = &worker{id: i, cs: cs, principal: pr, rnd: rand.New(rand.NewPCG(seed, uint64(i))), lat: latencies{}, tally: newTally()}
+		workers[i] = &worker{id: i, cs: cs, marks: marks, principal: pr, rnd: rand.New(rand.NewPCG(seed, uint64(i))), lat: latencies{}, tally: newTally()}
 	}
 	defer func() {
 		for _, w := range workers {

@@ -29,9 +29,6 @@ const (
 	// MetaResolutions carries the binding-moment resolutions delivered to the session with
 	// this result (sink.Result.Resolutions).
 	MetaResolutions = "actgate.io/resolutions"
-	// MetaReplayed marks the recorded result returned to a retry of a call that already ran
-	// (tool-use-binding §9: a fetch of the original tool_result, never a second invoke).
-	MetaReplayed = "actgate.io/replayed"
 	// AnnotationEmitsBindingMoment is the advisory tools/list annotation of envelope-04 §8.2
 	// (its RECOMMENDED name), carried in a tool's "annotations" and "_meta".
 	AnnotationEmitsBindingMoment = "emits_binding_moment"

@@ -234,10 +234,12 @@ func ResolveCommand(m *sink.MomentRef) string {
 // WithDeliveries returns an upstream CallToolResult as the agent receives it: with
 // binding-moment resolutions delivered to the session added, in _meta["actgate.io/resolutions"]
 // for programs and as a trailing text block for the model, whose continuation depends on which
-// of the four resolutions it was (envelope-04 §7.3); and, for a retry answered from the
-// journal, _meta["actgate.io/replayed"]. Otherwise the upstream's bytes are returned as they are.
-func WithDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bool) (json.RawMessage, error) {
-	if len(deliveries) == 0 && !replayed {
+// of the four resolutions it was (envelope-04 §7.3). Otherwise the upstream's bytes are
+// returned as they are, the journal's recorded ones to a retry included: a retry answered from
+// the journal is marked in an HTTP header (wire.HeaderReplayed), never in the result, so that
+// the model reads what it read the first time (docs/api.md "Per method").
+func WithDeliveries(raw json.RawMessage, deliveries []sink.Delivery) (json.RawMessage, error) {
+	if len(deliveries) == 0 {
 		return raw, nil
 	}
 	var doc map[string]json.RawMessage
@@ -254,26 +256,21 @@ func WithDeliveries(raw json.RawMessage, deliveries []sink.Delivery, replayed bo
 		}
 	}
 	var err error
-	if replayed {
-		meta[MetaReplayed] = json.RawMessage("true")
+	if meta[MetaResolutions], err = json.Marshal(deliveries); err != nil {
+		return nil, err
 	}
-	if len(deliveries) > 0 {
-		if meta[MetaResolutions], err = json.Marshal(deliveries); err != nil {
+	var content []json.RawMessage
+	if old, ok := doc["content"]; ok && string(old) != jsonNull {
+		if err := json.Unmarshal(old, &content); err != nil {
 			return nil, err
 		}
-		var content []json.RawMessage
-		if old, ok := doc["content"]; ok && string(old) != jsonNull {
-			if err := json.Unmarshal(old, &content); err != nil {
-				return nil, err
-			}
-		}
-		block, err := json.Marshal(wire.TextBlock{Type: "text", Text: deliveriesText(deliveries)})
-		if err != nil {
-			return nil, err
-		}
-		if doc["content"], err = json.Marshal(append(content, block)); err != nil {
-			return nil, err
-		}
+	}
+	block, err := json.Marshal(wire.TextBlock{Type: "text", Text: deliveriesText(deliveries)})
+	if err != nil {
+		return nil, err
+	}
+	if doc["content"], err = json.Marshal(append(content, block)); err != nil {
+		return nil, err
 	}
 	if doc["_meta"], err = json.Marshal(meta); err != nil {
 		return nil, err
@@ -366,9 +363,10 @@ func SettledResult(state journal.State) json.RawMessage {
 	return wire.TextResult(text, state != journal.StateExecuted)
 }
 
-// AllowedResult is the upstream's result (or the recorded one, to a retry) as the agent sees it.
+// AllowedResult is the upstream's result (or the recorded one, to a retry: as first given,
+// its replay marked by the revision's answer in wire.HeaderReplayed) as the agent sees it.
 func AllowedResult(res sink.Result) (*RawResult, error) {
-	raw, err := WithDeliveries(res.Upstream, res.Resolutions, res.Replayed)
+	raw, err := WithDeliveries(res.Upstream, res.Resolutions)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func deliveries() []sink.Delivery {
 // text block that keeps the four kinds apart (envelope-04 §7.3); the upstream's members stay.
 func TestWithDeliveries(t *testing.T) {
 	up := json.RawMessage(`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"n":1},"_meta":{"vendor/x":true}}`)
-	out, err := WithDeliveries(up, deliveries(), false)
+	out, err := WithDeliveries(up, deliveries())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +91,14 @@ func TestWithDeliveries(t *testing.T) {
 			t.Errorf("delivery text lacks %q:\n%s", want, msg)
 		}
 	}
-	if same, err := WithDeliveries(up, nil, false); err != nil || string(same) != string(up) {
+	if same, err := WithDeliveries(up, nil); err != nil || string(same) != string(up) {
 		t.Errorf("without deliveries the bytes changed: %s %v", same, err)
 	}
 }
 
 func TestWithDeliveriesBadUpstreamResult(t *testing.T) {
 	for _, raw := range []string{``, `null`, `[]`, `"x"`, `{"content":{}}`, `{"_meta":[]}`, `{"content":"x"}`, `{`} {
-		if _, err := WithDeliveries(json.RawMessage(raw), deliveries(), false); err == nil {
+		if _, err := WithDeliveries(json.RawMessage(raw), deliveries()); err == nil {
 			t.Errorf("%q: accepted", raw)
 		}
 	}
@@ -154,7 +154,7 @@ func FuzzWithDeliveries(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := WithDeliveries(raw, deliveries(), true)
+		out, err := WithDeliveries(raw, deliveries())
 		if err != nil {
 			return
 		}
@@ -165,7 +165,7 @@ func FuzzWithDeliveries(f *testing.F) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("output is not JSON: %v", err)
 		}
-		if r.Meta[MetaResolutions] == nil || r.Meta[MetaReplayed] == nil || len(r.Content) == 0 {
+		if r.Meta[MetaResolutions] == nil || len(r.Content) == 0 {
 			t.Fatalf("deliveries missing: %s", out)
 		}
 	})

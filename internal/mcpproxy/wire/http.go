@@ -14,6 +14,12 @@ const (
 	HeaderLastEventID     = "Last-Event-ID"
 )
 
+// HeaderReplayed is the gate's own response header on the answer to a retry of a tools/call
+// that already ran, answered from the journal (tool-use-binding §9), value "true". The
+// answer's JSON-RPC result is the one first given, unchanged: the marker stays out of what
+// an agent framework renders to its model (docs/api.md "Per method").
+const HeaderReplayed = "Actgate-Replayed"
+
 // VersionStandardHeaders is the first MCP protocol version (SEP-2575) whose requests carry
 // per-request versions and standard Mcp-Method/Mcp-Name headers. Sessions at or after it are
 // served by the SDK alone, both toward the agent and toward the upstream.

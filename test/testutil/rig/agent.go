@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,73 @@ func AgentAt(t testing.TB, name, endpoint, version string) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// Replays counts the HTTP answers an agent received that the gate marked a journal replay
+// (mcpproxy.HeaderReplayed: "true"): the SDK's client session does not show response headers,
+// so a test reads the mark here, through the session's own HTTP client.
+type Replays struct {
+	Base http.RoundTripper // nil: http.DefaultTransport
+	n    atomic.Int64
+}
+
+// RoundTrip implements http.RoundTripper.
+func (r *Replays) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := r.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
+		r.n.Add(1)
+	}
+	return resp, err
+}
+
+// Count is the number of answers marked a replay so far.
+func (r *Replays) Count() int64 { return r.n.Load() }
+
+// AgentReplays is Agent whose answers marked a journal replay are counted in the Replays
+// returned.
+func AgentReplays(t testing.TB, name, endpoint string) (*mcp.ClientSession, *Replays) {
+	t.Helper()
+	rp := &Replays{}
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true, HTTPClient: &http.Client{Transport: rp}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, rp
+}
+
+// Replayed makes one tools/call on cs, whose answers rp counts (AgentReplays), and reports
+// whether its answer was marked a journal replay.
+func Replayed(t testing.TB, cs *mcp.ClientSession, rp *Replays, tool, args, provenance string) (*mcp.CallToolResult, bool) {
+	t.Helper()
+	before := rp.Count()
+	res := Call(t, cs, tool, args, provenance)
+	return res, rp.Count() > before
+}
+
+// SameResult reports, as an error, how two results the SDK's client decoded differ: a
+// replay's result is the first answer's as it was given.
+func SameResult(first, again *mcp.CallToolResult) error {
+	a, err := json.Marshal(first)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(again)
+	if err != nil {
+		return err
+	}
+	if string(a) != string(b) {
+		return fmt.Errorf("results differ:\n first %s\n again %s", a, b)
+	}
+	return nil
 }
 
 // Call makes one tools/call; provenance "" declares none.
