@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,8 @@ type callResp struct {
 	Text    string         `json:"text"`
 	Meta    map[string]any `json:"meta"`
 	Err     string         `json:"err,omitempty"`
+	// Replayed: the gate marked the answer a journal replay (its Actgate-Replayed header).
+	Replayed bool `json:"replayed"`
 }
 
 // atStart is what the agent saw the moment it started: whether the sidecar's port already
@@ -64,10 +67,14 @@ func main() {
 		}
 	}
 	var mu sync.Mutex
-	sessions := map[string]*mcp.ClientSession{}
-	connect := func(ctx context.Context, endpoint string) (*mcp.ClientSession, error) {
-		return mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: endpoint}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	sessions := map[string]*session{}
+	connect := func(ctx context.Context, endpoint string) (*session, error) {
+		s := &session{}
+		hc := &http.Client{Transport: s}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		s.cs = cs
+		return s, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /call", func(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +109,7 @@ func main() {
 			writeJSON(w, callResp{Err: "connect: " + err.Error()})
 			return
 		}
-		defer cs.Close()
+		defer cs.cs.Close()
 		writeJSON(w, call(r.Context(), cs, req))
 	})
 	mux.HandleFunc("POST /probe", func(w http.ResponseWriter, r *http.Request) {
@@ -123,14 +130,31 @@ func main() {
 	}
 }
 
-func call(ctx context.Context, cs *mcp.ClientSession, req callReq) callResp {
+// session is an MCP client session and the count of answers on it the gate marked a replay.
+type session struct {
+	cs       *mcp.ClientSession
+	replayed atomic.Int64
+}
+
+// RoundTrip counts answers carrying the gate's replay header (the SDK's client does not show
+// response headers).
+func (s *session) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && resp.Header.Get("Actgate-Replayed") == "true" {
+		s.replayed.Add(1)
+	}
+	return resp, err
+}
+
+func call(ctx context.Context, s *session, req callReq) callResp {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	args := req.Args
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Tool, Arguments: args})
+	before := s.replayed.Load()
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Tool, Arguments: args})
 	if err != nil {
 		return callResp{Err: err.Error()}
 	}
@@ -140,7 +164,7 @@ func call(ctx context.Context, cs *mcp.ClientSession, req callReq) callResp {
 			text = append(text, tc.Text)
 		}
 	}
-	return callResp{IsError: res.IsError, Text: strings.Join(text, "\n"), Meta: res.Meta}
+	return callResp{IsError: res.IsError, Text: strings.Join(text, "\n"), Meta: res.Meta, Replayed: s.replayed.Load() > before}
 }
 
 type probeResp struct {
