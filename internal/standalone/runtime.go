@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
@@ -175,12 +176,22 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
 	}
 
+	mux := http.NewServeMux()
 	agents, err := agentAuthenticator(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if v, ok := agents.(*agentoauth.Verifier); ok {
+		// RFC 9728 §3: the protected resource metadata of the gate and of each server path.
+		names := make([]string, len(cfg.Policy.Servers))
+		for i, srv := range cfg.Policy.Servers {
+			names[i] = srv.Name
+		}
+		meta := v.MetadataHandler(names)
+		mux.Handle(agentoauth.MetadataPath, meta)
+		mux.Handle(agentoauth.MetadataPath+"/", meta)
+	}
 	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
-	mux := http.NewServeMux()
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).Credential()
 		if err != nil {
@@ -401,8 +412,32 @@ func (rt *Runtime) Store() *boltstore.Store { return rt.store }
 func (rt *Runtime) Metrics() *prometheus.Registry { return rt.metrics }
 
 // agentAuthenticator authenticates the configured agents by their tokens (creating the
-// default token files on first start); nil with agent.authentication "none".
+// default token files on first start), or by the access tokens of the identity provider
+// (agent.authentication oauth: internal/agentoauth); nil with agent.authentication "none".
 func agentAuthenticator(cfg *gateconfig.Config) (mcpproxy.AgentAuthenticator, error) {
+	if o := cfg.Agent.OAuth; cfg.Agent.Authentication == gateconfig.AuthOAuth && o != nil {
+		var ca []byte
+		if o.CAFile != "" {
+			var err error
+			if ca, err = os.ReadFile(o.CAFile); err != nil {
+				return nil, fmt.Errorf("agent.oauth.caFile: %w", err)
+			}
+		}
+		reserved := []string{cfg.SinkID}
+		for _, p := range cfg.Principals {
+			reserved = append(reserved, p.Name)
+		}
+		skew, refresh, maxAge := o.Bounds()
+		v, err := agentoauth.New(agentoauth.Options{
+			Issuer: o.Issuer, ExternalURL: cfg.ExternalURL, Audience: o.Audience, JWKSURL: o.JWKSURL, Algorithms: o.Algorithms,
+			AgentClaim: o.AgentClaim, AgentPrefix: o.AgentPrefix, Scopes: o.Scopes, Reserved: reserved,
+			ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent.oauth: %w", err)
+		}
+		return v, nil
+	}
 	tokens, err := cfg.AgentTokens()
 	if err != nil || tokens == nil {
 		return nil, err
