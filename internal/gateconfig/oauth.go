@@ -22,6 +22,9 @@ const (
 	DefaultOAuthJWKSMaxAge  = time.Hour
 )
 
+// schemeHTTPS is the scheme every URL naming an identity provider or a non-loopback gate has.
+const schemeHTTPS = "https"
+
 // DefaultOAuthAlgorithms are the signature algorithms accepted when agent.oauth.algorithms is
 // empty.
 var DefaultOAuthAlgorithms = []string{"RS256", "PS256", "ES256", "EdDSA"}
@@ -72,18 +75,7 @@ func (o *AgentOAuth) Bounds() (clockSkew, jwksRefresh, jwksMaxAge time.Duration)
 
 // validateOAuth checks externalURL and agent.oauth, applies defaults and resolves paths.
 func (c *Config) validateOAuth(bad func(field, format string, args ...any)) {
-	if c.ExternalURL != "" {
-		switch u, err := url.Parse(c.ExternalURL); {
-		case err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-			bad("externalURL", "want http(s)://HOST[:PORT] without a path")
-		case u.Scheme == "http" && loopbackHost(u.Hostname()):
-		case u.Scheme != "https":
-			bad("externalURL", "must be https (http only to a loopback host)")
-		}
-		c.ExternalURL = strings.TrimSuffix(c.ExternalURL, "/")
-	} else if _, port, err := net.SplitHostPort(c.Listen); err == nil && port != "0" {
-		c.ExternalURL = "http://" + c.Listen
-	}
+	c.validateExternalURL(bad)
 	o := c.Agent.OAuth
 	if c.Agent.Authentication != AuthOAuth {
 		if o != nil {
@@ -95,23 +87,10 @@ func (c *Config) validateOAuth(bad func(field, format string, args ...any)) {
 		bad("agent.oauth", "required with agent.authentication %q", AuthOAuth)
 		return
 	}
-	if u, err := url.Parse(o.Issuer); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		bad("agent.oauth.issuer", "want an https issuer URL")
-	}
-	if o.JWKSURL != "" {
-		if u, err := url.Parse(o.JWKSURL); err != nil || u.Scheme != "https" || u.Host == "" {
-			bad("agent.oauth.jwksURL", "want an https URL")
-		}
-	}
-	if o.Audience == "" {
-		if c.ExternalURL == "" {
-			bad("agent.oauth.audience", "required when externalURL is not set and listen has no fixed port")
-		}
-		o.Audience = c.ExternalURL
-	}
 	if c.ExternalURL == "" {
 		bad("externalURL", "required with agent.authentication %q when listen has no fixed port", AuthOAuth)
 	}
+	c.validateOAuthURLs(bad)
 	if len(o.Algorithms) == 0 {
 		o.Algorithms = slices.Clone(DefaultOAuthAlgorithms)
 	}
@@ -145,6 +124,41 @@ func (c *Config) validateOAuth(bad func(field, format string, args ...any)) {
 	}
 	o.jwksRefresh = boundedDuration(bad, "agent.oauth.jwksRefresh", o.JWKSRefresh, DefaultOAuthJWKSRefresh, "30s", time.Hour, "1h")
 	o.jwksMaxAge = boundedDuration(bad, "agent.oauth.jwksMaxAge", o.JWKSMaxAge, DefaultOAuthJWKSMaxAge, "1h", 24*time.Hour, "24h")
+}
+
+// validateExternalURL checks externalURL, or defaults it to http://LISTEN.
+func (c *Config) validateExternalURL(bad func(field, format string, args ...any)) {
+	if c.ExternalURL != "" {
+		switch u, err := url.Parse(c.ExternalURL); {
+		case err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+			bad("externalURL", "want http(s)://HOST[:PORT] without a path")
+		case u.Scheme == "http" && loopbackHost(u.Hostname()):
+		case u.Scheme != schemeHTTPS:
+			bad("externalURL", "must be https (http only to a loopback host)")
+		}
+		c.ExternalURL = strings.TrimSuffix(c.ExternalURL, "/")
+	} else if _, port, err := net.SplitHostPort(c.Listen); err == nil && port != "0" {
+		c.ExternalURL = "http://" + c.Listen
+	}
+}
+
+// validateOAuthURLs checks agent.oauth's issuer, jwksURL and audience.
+func (c *Config) validateOAuthURLs(bad func(field, format string, args ...any)) {
+	o := c.Agent.OAuth
+	if u, err := url.Parse(o.Issuer); err != nil || u.Scheme != schemeHTTPS || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		bad("agent.oauth.issuer", "want an https issuer URL")
+	}
+	if o.JWKSURL != "" {
+		if u, err := url.Parse(o.JWKSURL); err != nil || u.Scheme != schemeHTTPS || u.Host == "" {
+			bad("agent.oauth.jwksURL", "want an https URL")
+		}
+	}
+	if o.Audience == "" {
+		if c.ExternalURL == "" {
+			bad("agent.oauth.audience", "required when externalURL is not set and listen has no fixed port")
+		}
+		o.Audience = c.ExternalURL
+	}
 }
 
 // loopbackHost reports whether host (no port) is "localhost" or a loopback IP.

@@ -181,16 +181,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := agents.(*agentoauth.Verifier); ok {
-		// RFC 9728 §3: the protected resource metadata of the gate and of each server path.
-		names := make([]string, len(cfg.Policy.Servers))
-		for i, srv := range cfg.Policy.Servers {
-			names[i] = srv.Name
-		}
-		meta := v.MetadataHandler(names)
-		mux.Handle(agentoauth.MetadataPath, meta)
-		mux.Handle(agentoauth.MetadataPath+"/", meta)
-	}
+	handleResourceMetadata(mux, cfg, agents)
 	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).Credential()
@@ -410,6 +401,22 @@ func (rt *Runtime) Store() *boltstore.Store { return rt.store }
 
 // Metrics is the registry of the gate's Prometheus metrics.
 func (rt *Runtime) Metrics() *prometheus.Registry { return rt.metrics }
+
+// handleResourceMetadata serves, when agents authenticate with the identity provider's access
+// tokens, the protected resource metadata of the gate and of each server path (RFC 9728 §3).
+func handleResourceMetadata(mux *http.ServeMux, cfg *gateconfig.Config, agents mcpproxy.AgentAuthenticator) {
+	v, ok := agents.(*agentoauth.Verifier)
+	if !ok {
+		return
+	}
+	names := make([]string, len(cfg.Policy.Servers))
+	for i, srv := range cfg.Policy.Servers {
+		names[i] = srv.Name
+	}
+	meta := v.MetadataHandler(names)
+	mux.Handle(agentoauth.MetadataPath, meta)
+	mux.Handle(agentoauth.MetadataPath+"/", meta)
+}
 
 // agentAuthenticator authenticates the configured agents by their tokens (creating the
 // default token files on first start), or by the access tokens of the identity provider
