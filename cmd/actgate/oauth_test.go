@@ -233,6 +233,27 @@ func TestOAuthAgents(t *testing.T) {
 		t.Fatalf("the moment names agent %q (%v), want idp:%s", m.Agent, err, oauthAgentClient)
 	}
 
+	// Host loops take the same tokens (the gate as a whole is their resource).
+	enforce := func(auth string) int {
+		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/enforce", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := enforce(""); code != http.StatusUnauthorized {
+		t.Fatalf("/v1/enforce without a token: %d", code)
+	}
+	if code := enforce("Bearer " + good); code == http.StatusUnauthorized || code == http.StatusForbidden || code >= 500 {
+		t.Fatalf("/v1/enforce with a valid token: %d", code)
+	}
+
 	now := time.Now()
 	claims := func(mod func(map[string]any)) map[string]any {
 		c := map[string]any{"iss": g.idp.Issuer(), "sub": oauthAgentClient, "client_id": oauthAgentClient, "aud": []string{g.base},

@@ -252,7 +252,12 @@ func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) er
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s (or %s) -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), mcpproxy.AltPath(p.Server()), p.Destination())
 	}
-	if rt.cfg.Agent.Authentication != gateconfig.AuthNone {
+	switch rt.cfg.Agent.Authentication {
+	case gateconfig.AuthNone:
+	case gateconfig.AuthOAuth:
+		fmt.Fprintf(out, "  agents                 Authorization: Bearer (access tokens of %s for %s; metadata %s%s)\n",
+			rt.cfg.Agent.OAuth.Issuer, rt.cfg.Agent.OAuth.Audience, rt.cfg.ExternalURL, agentoauth.MetadataPath)
+	default:
 		for _, a := range rt.cfg.AgentNames() {
 			fmt.Fprintf(out, "  agent %-16s Authorization: Bearer (token in %s)\n", a, rt.cfg.AgentTokenPath(a))
 		}
