@@ -158,7 +158,7 @@ func (v *Verifier) Verify(ctx context.Context, token, server string) (string, *R
 	key, err := v.keys.key(ctx, h.KeyID)
 	switch {
 	case errors.Is(err, ErrProviderUnavailable):
-		return "", &Refusal{Status: http.StatusServiceUnavailable, Code: ef.EFAgentIdPUnavailable,
+		return "", &Refusal{Status: http.StatusServiceUnavailable, Code: ef.EFAgentIDPUnavailable,
 			Description: "the identity provider's keys cannot be fetched and none cached verifies this token; try again later"}
 	case err != nil:
 		return "", invalid("the token's key is not one of the issuer's current keys")

@@ -243,7 +243,7 @@ func TestKeySetBounds(t *testing.T) {
 		t.Fatalf("a cached key while the provider is down: %v", rf)
 	}
 	now = now.Add(time.Hour)
-	if _, rf := v.Verify(ctx, k2.sign(t, p.claims(atNow)), ""); rf == nil || rf.Status != 503 || rf.Code != ef.EFAgentIdPUnavailable {
+	if _, rf := v.Verify(ctx, k2.sign(t, p.claims(atNow)), ""); rf == nil || rf.Status != 503 || rf.Code != ef.EFAgentIDPUnavailable {
 		t.Fatalf("keys two jwksMaxAge old with the provider down: %+v", rf)
 	}
 
@@ -263,7 +263,7 @@ func TestKeySetBounds(t *testing.T) {
 			q := newProvider(t)
 			q.rawSet = set()
 			w := q.verifier(t, nil)
-			if _, rf := w.Verify(ctx, k1.sign(t, q.claims(nil)), ""); rf == nil || rf.Status != 503 || rf.Code != ef.EFAgentIdPUnavailable {
+			if _, rf := w.Verify(ctx, k1.sign(t, q.claims(nil)), ""); rf == nil || rf.Status != 503 || rf.Code != ef.EFAgentIDPUnavailable {
 				t.Fatalf("refusal %+v", rf)
 			}
 		})

@@ -42,7 +42,7 @@ func TestClientCredentials(t *testing.T) {
 		Scope    string `json:"scope"`
 	}
 	if err := idt.Claims(&c); err != nil || c.Sub != "svc" || c.ClientID != "svc" || c.Scope != "mcp.call" ||
-		idt.Expiry.Sub(time.Now()) > time.Minute+5*time.Second || !slices.Equal(idt.Audience, []string{"https://gate.example"}) {
+		time.Until(idt.Expiry) > time.Minute+5*time.Second || !slices.Equal(idt.Audience, []string{"https://gate.example"}) {
 		t.Fatalf("claims %+v aud %v exp %v: %v", c, idt.Audience, idt.Expiry, err)
 	}
 	for name, cc := range map[string]*clientcredentials.Config{
