@@ -93,7 +93,10 @@ func (s *keySet) key(ctx context.Context, kid string) (jose.JSONWebKey, error) {
 		s.fetching, s.lastTry = done, now
 		s.mu.Unlock()
 
-		keys, jwksURL, err := s.fetch(ctx)
+		// The fetch serves every request waiting for it: it is not cut short when the request
+		// that started it goes away (a client that disconnects at once must not make the
+		// fetch fail for everyone until the next jwksRefresh); fetchTimeout bounds it.
+		keys, jwksURL, err := s.fetch(context.WithoutCancel(ctx))
 
 		s.mu.Lock()
 		s.lastErr = err

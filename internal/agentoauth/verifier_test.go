@@ -268,6 +268,17 @@ func TestKeySetBounds(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a client that goes away does not fail the fetch for others", func(t *testing.T) {
+		q := newProvider(t)
+		q.publish(k1)
+		w := q.verifier(t, nil)
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _ = w.Verify(gone, k1.sign(t, q.claims(nil)), "")
+		if agent, rf := w.Verify(ctx, k1.sign(t, q.claims(nil)), ""); rf != nil || agent != "agent-7" {
+			t.Fatalf("after a cancelled request: %q %+v", agent, rf)
+		}
+	})
 	t.Run("discovery names another issuer", func(t *testing.T) {
 		q := newProvider(t)
 		q.publish(k1)
