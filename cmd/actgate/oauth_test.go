@@ -23,6 +23,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/actgate/actgate/internal/agentoauth"
+	"github.com/actgate/actgate/internal/diag"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
@@ -39,6 +40,7 @@ type oauthGate struct {
 	up   *mcptest.Server
 	base string
 	cfg  *gateconfig.Config
+	file string // the configuration file
 }
 
 // The machine clients registered at the provider.
@@ -95,7 +97,7 @@ func startOAuthGate(t *testing.T, extra string) *oauthGate {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &oauthGate{t: t, idp: p, up: up, base: base, cfg: cfg}
+	return &oauthGate{t: t, idp: p, up: up, base: base, cfg: cfg, file: cfgFile}
 }
 
 // token gets an access token of client by the client credentials grant.
@@ -368,5 +370,28 @@ func TestOAuthAgentsIdPDown(t *testing.T) {
 	}
 	if calls := g.up.Calls(); len(calls) != 0 {
 		t.Fatalf("the upstream ran %d calls", len(calls))
+	}
+}
+
+// TestOAuthDoctor: `actgate doctor` checks the identity provider of agent.authentication oauth:
+// OK with the number of signing keys while it serves, FAIL naming EF_AGENT_IDP_UNAVAILABLE when
+// it is down.
+func TestOAuthDoctor(t *testing.T) {
+	g := startOAuthGate(t, "")
+	find := func() diag.Check {
+		for _, c := range doctorStandalone(context.Background(), g.file, http.DefaultTransport.(*http.Transport).Clone()) {
+			if c.Name == "identity provider" {
+				return c
+			}
+		}
+		t.Fatal("no identity provider check")
+		return diag.Check{}
+	}
+	if c := find(); c.Status != diag.StatusOK || !strings.Contains(c.Detail, "publishes 1 signing keys") {
+		t.Fatalf("provider up: %+v", c)
+	}
+	g.idp.Stop()
+	if c := find(); c.Status != diag.StatusFail || !strings.Contains(c.Fix, "EF_AGENT_IDP_UNAVAILABLE") {
+		t.Fatalf("provider down: %+v", c)
 	}
 }

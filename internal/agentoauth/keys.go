@@ -259,3 +259,18 @@ func ParseKeySet(b []byte) (map[string]jose.JSONWebKey, error) {
 	}
 	return out, nil
 }
+
+// Check fetches the provider's metadata and key set now, as a token with an unknown key would,
+// and returns the number of signing keys it publishes (`actgate doctor`). A successful fetch
+// is kept as the verifier's key set.
+func (v *Verifier) Check(ctx context.Context) (int, error) {
+	s := v.keys
+	keys, jwksURL, err := s.fetch(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys, s.jwksURL, s.fetched, s.lastTry, s.lastErr = keys, jwksURL, s.now(), s.now(), nil
+	return len(keys), nil
+}

@@ -427,32 +427,42 @@ func handleResourceMetadata(mux *http.ServeMux, cfg *gateconfig.Config, agents m
 // default token files on first start), or by the access tokens of the identity provider
 // (agent.authentication oauth: internal/agentoauth); nil with agent.authentication "none".
 func agentAuthenticator(cfg *gateconfig.Config) (mcpproxy.AgentAuthenticator, error) {
-	if o := cfg.Agent.OAuth; cfg.Agent.Authentication == gateconfig.AuthOAuth && o != nil {
-		var ca []byte
-		if o.CAFile != "" {
-			var err error
-			if ca, err = os.ReadFile(o.CAFile); err != nil {
-				return nil, fmt.Errorf("agent.oauth.caFile: %w", err)
-			}
-		}
-		reserved := []string{cfg.SinkID}
-		for _, p := range cfg.Principals {
-			reserved = append(reserved, p.Name)
-		}
-		skew, refresh, maxAge := o.Bounds()
-		v, err := agentoauth.New(agentoauth.Options{
-			Issuer: o.Issuer, ExternalURL: cfg.ExternalURL, Audience: o.Audience, JWKSURL: o.JWKSURL, Algorithms: o.Algorithms,
-			AgentClaim: o.AgentClaim, AgentPrefix: o.AgentPrefix, Scopes: o.Scopes, Reserved: reserved,
-			ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("agent.oauth: %w", err)
-		}
-		return v, nil
+	if cfg.Agent.Authentication == gateconfig.AuthOAuth {
+		return OAuthVerifier(cfg)
 	}
 	tokens, err := cfg.AgentTokens()
 	if err != nil || tokens == nil {
 		return nil, err
 	}
 	return mcpproxy.NewBearerAgents(tokens)
+}
+
+// OAuthVerifier is the verifier of agents' access tokens that agent.authentication oauth
+// configures (internal/agentoauth); it contacts the provider only when asked.
+func OAuthVerifier(cfg *gateconfig.Config) (*agentoauth.Verifier, error) {
+	o := cfg.Agent.OAuth
+	if cfg.Agent.Authentication != gateconfig.AuthOAuth || o == nil {
+		return nil, errors.New("agent.authentication is not oauth")
+	}
+	var ca []byte
+	if o.CAFile != "" {
+		var err error
+		if ca, err = os.ReadFile(o.CAFile); err != nil {
+			return nil, fmt.Errorf("agent.oauth.caFile: %w", err)
+		}
+	}
+	reserved := []string{cfg.SinkID}
+	for _, p := range cfg.Principals {
+		reserved = append(reserved, p.Name)
+	}
+	skew, refresh, maxAge := o.Bounds()
+	v, err := agentoauth.New(agentoauth.Options{
+		Issuer: o.Issuer, ExternalURL: cfg.ExternalURL, Audience: o.Audience, JWKSURL: o.JWKSURL, Algorithms: o.Algorithms,
+		AgentClaim: o.AgentClaim, AgentPrefix: o.AgentPrefix, Scopes: o.Scopes, Reserved: reserved,
+		ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent.oauth: %w", err)
+	}
+	return v, nil
 }
