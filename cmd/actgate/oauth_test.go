@@ -332,7 +332,7 @@ func TestOAuthAgents(t *testing.T) {
 
 // TestOAuthAgentTokenExpiresInSession: a token that expires between two calls of one session
 // refuses the second call (every request is authenticated again), and the upstream ran only
-// the first.
+// the first; a client that renews its token keeps its session.
 func TestOAuthAgentTokenExpiresInSession(t *testing.T) {
 	g := startOAuthGate(t, "")
 	tok := g.token(oauthShortClient, "mcp.call")
@@ -349,6 +349,24 @@ func TestOAuthAgentTokenExpiresInSession(t *testing.T) {
 	}
 	if n := g.up.Count("get_balance"); n != 1 {
 		t.Fatalf("upstream ran get_balance %d times, want 1", n)
+	}
+
+	// A client whose token source renews the token keeps its session: the session is bound to
+	// the agent the tokens name, not to one token.
+	renewing, err := g.session(oauthShortClient, "mcp.call")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if i == 1 {
+			time.Sleep(3 * time.Second)
+		}
+		if res, err := renewing.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_balance", Arguments: json.RawMessage(`{}`)}); err != nil || res.IsError {
+			t.Fatalf("call %d with a renewed token: %v %+v", i+1, err, res)
+		}
+	}
+	if n := g.up.Count("get_balance"); n != 3 {
+		t.Fatalf("upstream ran get_balance %d times, want 3", n)
 	}
 }
 
