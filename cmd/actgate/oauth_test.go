@@ -235,6 +235,24 @@ func TestOAuthAgents(t *testing.T) {
 		t.Fatalf("the moment names agent %q (%v), want idp:%s", m.Agent, err, oauthAgentClient)
 	}
 
+	// Another agent's valid token on this agent's session is refused: the session is bound to
+	// the agent that opened it.
+	hijack, _ := http.NewRequest(http.MethodPost, g.base+mcpproxy.Path("finance"),
+		strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"get_balance","arguments":{}}}`))
+	hijack.Header.Set("Content-Type", "application/json")
+	hijack.Header.Set("Accept", "application/json, text/event-stream")
+	hijack.Header.Set("Mcp-Session-Id", cs.ID())
+	hijack.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	hijack.Header.Set("Authorization", "Bearer "+g.token(oauthShortClient, "mcp.call"))
+	if resp, err := http.DefaultClient.Do(hijack); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another agent on the session: %v %v", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	if n := g.up.Count("get_balance"); n != 1 {
+		t.Fatalf("upstream ran get_balance %d times after the hijack, want 1", n)
+	}
+
 	// Host loops take the same tokens (the gate as a whole is their resource).
 	enforce := func(auth string) int {
 		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/enforce", strings.NewReader(`{}`))
