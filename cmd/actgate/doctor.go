@@ -18,6 +18,7 @@ import (
 	"github.com/actgate/actgate/internal/diag"
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/gateconfig"
+	"github.com/actgate/actgate/internal/standalone"
 )
 
 // doctorTimeout bounds each upstream's check.
@@ -37,6 +38,8 @@ check OK or the problem in words with what to change:
   upstream S   each policy server S answers an MCP initialize: reachable, its TLS verifies
                (system roots, or SSL_CERT_FILE), and it accepts the configured credential
   principals   a principal is configured for every name the policy's rules escalate to
+  identity provider  (agent.authentication oauth) the issuer's metadata and signing keys are
+               reachable
 
 The reason codes (UpstreamUnreachable, UpstreamTLSFailure, UpstreamRefused, UpstreamBadURL)
 are those of docs/operations.md "Troubleshooting a pod that does not start". Exit status:
@@ -77,7 +80,32 @@ func doctorStandalone(ctx context.Context, configFile string, tr http.RoundTripp
 	for _, srv := range cfg.Policy.Servers {
 		checks = append(checks, checkUpstream(ctx, hc, cfg, srv))
 	}
+	if cfg.Agent.Authentication == gateconfig.AuthOAuth {
+		checks = append(checks, checkIdentityProvider(ctx, cfg))
+	}
 	return append(checks, checkPrincipals(cfg))
+}
+
+// checkIdentityProvider: with agent.authentication oauth, the issuer's metadata names it and
+// its key set holds signing keys the gate can use.
+func checkIdentityProvider(ctx context.Context, cfg *gateconfig.Config) diag.Check {
+	const name = "identity provider"
+	v, err := standalone.OAuthVerifier(cfg)
+	if err != nil {
+		return diag.Fail(name, "", err.Error(), "correct agent.oauth in the configuration")
+	}
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	n, err := v.Check(ctx)
+	switch {
+	case err != nil:
+		return diag.Fail(name, "", fmt.Sprintf("%s: %v", cfg.Agent.OAuth.Issuer, err),
+			"make the issuer reachable from this machine (its TLS verifies against the system roots or agent.oauth.caFile), "+
+				"or correct agent.oauth.issuer / jwksURL; until then every agent is refused (EF_AGENT_IDP_UNAVAILABLE)")
+	case n == 0:
+		return diag.Fail(name, "", cfg.Agent.OAuth.Issuer+" publishes no signing key", "check the provider's key set (jwks_uri)")
+	}
+	return diag.OK(name, fmt.Sprintf("%s publishes %d signing keys; agents' tokens need aud %s", cfg.Agent.OAuth.Issuer, n, cfg.Agent.OAuth.Audience))
 }
 
 // checkDataDir: the directory exists and takes a file, or its nearest existing parent does.

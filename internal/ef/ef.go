@@ -76,6 +76,10 @@ const (
 	// EFAgentUnauthenticated — the request to the standalone gate's MCP endpoint did not carry
 	// a configured agent's token (or named a session another agent opened); nothing was read.
 	EFAgentUnauthenticated EFCode = "EF_AGENT_UNAUTHENTICATED"
+	// EFAgentIDPUnavailable — the gate authenticates agents by the organisation's identity
+	// provider (agent.authentication oauth) and cannot fetch its keys, and no key it holds
+	// verifies the token: the agent is refused (HTTP 503), never admitted; nothing was read.
+	EFAgentIDPUnavailable EFCode = "EF_AGENT_IDP_UNAVAILABLE"
 	// EFSessionLimit — the gate holds as many agent sessions as it allows, in total or for this
 	// agent; the session was not opened. Close idle sessions or raise the limit.
 	EFSessionLimit EFCode = "EF_SESSION_LIMIT"
@@ -163,6 +167,7 @@ func all() []Info {
 		{EFMomentInvalid, "The binding moment was refused.", false, true},
 		{EFUpstreamRedirect, "The upstream answered with a redirect, which is never followed; the call did not run.", false, true},
 		{EFAgentUnauthenticated, "The request does not carry a configured agent's credential.", false, true},
+		{EFAgentIDPUnavailable, "The identity provider's keys are unavailable, so the agent's token cannot be verified; nothing was read.", false, true},
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},
 		{EFMomentLimit, "Too many binding moments are pending for this agent or session; nothing was registered or invoked.", false, true},
 		{EFMCPHeaderMismatch, "The request's MCP headers do not match its body; nothing was decided or relayed.", false, true},

@@ -81,15 +81,16 @@ func (c *Config) validateAgents(bad func(field, format string, args ...any)) {
 	switch c.Agent.Authentication {
 	case "":
 		c.Agent.Authentication = AuthToken
-	case AuthToken, AuthNone:
+	case AuthToken, AuthNone, AuthOAuth:
 	default:
-		bad("agent.authentication", "must be %q or %q", AuthToken, AuthNone)
+		bad("agent.authentication", "must be %q, %q or %q", AuthToken, AuthOAuth, AuthNone)
 	}
+	c.validateOAuth(bad)
 	if c.Agent.TokenFile != "" {
 		c.Agent.TokenFile = c.resolve(c.Agent.TokenFile)
 	}
-	if c.Agent.Authentication == AuthNone && (c.Agent.TokenFile != "" || len(c.Agents) > 0) {
-		bad("agent.authentication", "is %q: agent.tokenFile and agents[] need %q", AuthNone, AuthToken)
+	if m := c.Agent.Authentication; (m == AuthNone || m == AuthOAuth) && (c.Agent.TokenFile != "" || len(c.Agents) > 0) {
+		bad("agent.authentication", "is %q: agent.tokenFile and agents[] need %q", m, AuthToken)
 	}
 	seen := map[string]bool{c.Agent.Name: true}
 	files := map[string]string{}
@@ -171,12 +172,12 @@ func (c *Config) AgentTokenPath(name string) string {
 }
 
 // AgentTokens returns each agent's token (agent name → token), nil with authentication
-// "none". A token file the configuration names must exist; a default one
+// "none" or "oauth". A token file the configuration names must exist; a default one
 // (DataDir/agents/NAME.token) is created on first use with 32 random bytes, hex, mode 0600 in
 // a directory of mode 0700. A token file group or others can read is refused, and so is a
 // token shorter than 32 characters.
 func (c *Config) AgentTokens() (map[string][]byte, error) {
-	if c.Agent.Authentication == AuthNone {
+	if c.Agent.Authentication == AuthNone || c.Agent.Authentication == AuthOAuth {
 		return nil, nil
 	}
 	out := map[string][]byte{}

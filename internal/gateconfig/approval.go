@@ -63,10 +63,10 @@ func (c *Config) validateApproval(bad func(field, format string, args ...any)) {
 	case err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
 		bad("approval.externalURL", "want https://HOST[:PORT] without a path")
 	case u.Scheme == "http" && checkLoopback(u.Host) == nil:
-	case u.Scheme != "https":
+	case u.Scheme != schemeHTTPS:
 		bad("approval.externalURL", "must be https (http only to a loopback host)")
 	}
-	if u, err := url.Parse(a.Issuer); err != nil || u.Scheme != "https" || u.Host == "" {
+	if u, err := url.Parse(a.Issuer); err != nil || u.Scheme != schemeHTTPS || u.Host == "" {
 		bad("approval.issuer", "want an https issuer URL")
 	}
 	if a.ClientID == "" {

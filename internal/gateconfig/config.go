@@ -49,6 +49,11 @@ type Config struct {
 	// Listen is the host:port of the gate's HTTP listener (MCP at /mcp/{server}, the moments
 	// API at /v1/moments). It must be a loopback address. Default DefaultListen.
 	Listen string `json:"listen,omitempty"`
+	// ExternalURL is the gate's URL as agents reach it (http://HOST:PORT on loopback, or the
+	// https URL of a TLS-terminating proxy in front of listen), without a path. It names the
+	// gate as an OAuth protected resource (agent.oauth; docs/security.md "Agents behind the
+	// organisation's IdP"). Default http://LISTEN when listen has a fixed port.
+	ExternalURL string `json:"externalURL,omitempty"`
 	// DataDir holds the store (actgate.db), the receipt log (receipts.jsonl), the keys and the
 	// principal tokens. Created with mode 0700 if missing. Required.
 	DataDir string `json:"dataDir"`
@@ -120,11 +125,15 @@ type Agent struct {
 	// internal/mcpproxy).
 	TrustDeclaredProvenance bool `json:"trustDeclaredProvenance,omitempty"`
 	// Authentication is how the gate knows a request to /mcp/{server} comes from this agent:
-	// AuthToken (the default: a bearer token read from TokenFile) or AuthNone.
+	// AuthToken (the default: a bearer token read from TokenFile), AuthOAuth (an access token
+	// of the identity provider in OAuth) or AuthNone.
 	Authentication string `json:"authentication,omitempty"`
 	// TokenFile holds the agent's token (AuthToken). Default DataDir/agents/NAME.token,
 	// created on first start.
 	TokenFile string `json:"tokenFile,omitempty"`
+	// OAuth configures AuthOAuth: agents present JWT access tokens of the organisation's
+	// identity provider (oauth.go).
+	OAuth *AgentOAuth `json:"oauth,omitempty"`
 }
 
 // Metrics configures the Prometheus endpoint.

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -24,6 +25,18 @@ import (
 type AgentAuthenticator interface {
 	Authenticate(r *http.Request) (agent string, ok bool)
 }
+
+// AgentChallenger is an AgentAuthenticator that says why it refused a request and answers
+// the refusal itself: internal/agentoauth, whose 401 carries the WWW-Authenticate challenge
+// the MCP authorization specification requires (resource_metadata, RFC 9728 §5.1). server
+// names the protected resource the request is for.
+type AgentChallenger interface {
+	AgentAuthenticator
+	Challenge(r *http.Request, server string) (agent string, refusal *agentoauth.Refusal)
+	WriteRefusal(w http.ResponseWriter, server string, refusal *agentoauth.Refusal)
+}
+
+var _ AgentChallenger = (*agentoauth.Verifier)(nil)
 
 // BearerAgents authenticates agents by bearer token (Authorization: Bearer TOKEN), one token
 // per agent. Tokens are compared by their SHA-256 digests in constant time.
@@ -156,6 +169,14 @@ type agentKey struct{}
 func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if p.cfg.Agents == nil {
 		return r, true
+	}
+	if ch, ok := p.cfg.Agents.(AgentChallenger); ok {
+		agent, rf := ch.Challenge(r, p.cfg.Server)
+		if rf != nil {
+			ch.WriteRefusal(w, p.cfg.Server, rf)
+			return nil, false
+		}
+		return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
 	}
 	agent, ok := p.cfg.Agents.Authenticate(r)
 	if !ok {

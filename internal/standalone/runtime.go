@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/fileutil"
@@ -175,12 +176,13 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		return nil, fmt.Errorf("counting INDETERMINATE dispatches: %w", err)
 	}
 
+	mux := http.NewServeMux()
 	agents, err := agentAuthenticator(cfg)
 	if err != nil {
 		return nil, err
 	}
+	handleResourceMetadata(mux, cfg, agents)
 	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
-	mux := http.NewServeMux()
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).Credential()
 		if err != nil {
@@ -250,7 +252,12 @@ func (rt *Runtime) Serve(ctx context.Context, ln net.Listener, out io.Writer) er
 	for _, p := range rt.proxies {
 		fmt.Fprintf(out, "  MCP server %-16s %s%s (or %s) -> %s\n", p.Server(), base, mcpproxy.Path(p.Server()), mcpproxy.AltPath(p.Server()), p.Destination())
 	}
-	if rt.cfg.Agent.Authentication != gateconfig.AuthNone {
+	switch rt.cfg.Agent.Authentication {
+	case gateconfig.AuthNone:
+	case gateconfig.AuthOAuth:
+		fmt.Fprintf(out, "  agents                 Authorization: Bearer (access tokens of %s for %s; metadata %s%s)\n",
+			rt.cfg.Agent.OAuth.Issuer, rt.cfg.Agent.OAuth.Audience, rt.cfg.ExternalURL, agentoauth.MetadataPath)
+	default:
 		for _, a := range rt.cfg.AgentNames() {
 			fmt.Fprintf(out, "  agent %-16s Authorization: Bearer (token in %s)\n", a, rt.cfg.AgentTokenPath(a))
 		}
@@ -400,12 +407,62 @@ func (rt *Runtime) Store() *boltstore.Store { return rt.store }
 // Metrics is the registry of the gate's Prometheus metrics.
 func (rt *Runtime) Metrics() *prometheus.Registry { return rt.metrics }
 
+// handleResourceMetadata serves, when agents authenticate with the identity provider's access
+// tokens, the protected resource metadata of the gate and of each server path (RFC 9728 §3).
+func handleResourceMetadata(mux *http.ServeMux, cfg *gateconfig.Config, agents mcpproxy.AgentAuthenticator) {
+	v, ok := agents.(*agentoauth.Verifier)
+	if !ok {
+		return
+	}
+	names := make([]string, len(cfg.Policy.Servers))
+	for i, srv := range cfg.Policy.Servers {
+		names[i] = srv.Name
+	}
+	meta := v.MetadataHandler(names)
+	mux.Handle(agentoauth.MetadataPath, meta)
+	mux.Handle(agentoauth.MetadataPath+"/", meta)
+}
+
 // agentAuthenticator authenticates the configured agents by their tokens (creating the
-// default token files on first start); nil with agent.authentication "none".
+// default token files on first start), or by the access tokens of the identity provider
+// (agent.authentication oauth: internal/agentoauth); nil with agent.authentication "none".
 func agentAuthenticator(cfg *gateconfig.Config) (mcpproxy.AgentAuthenticator, error) {
+	if cfg.Agent.Authentication == gateconfig.AuthOAuth {
+		return OAuthVerifier(cfg)
+	}
 	tokens, err := cfg.AgentTokens()
 	if err != nil || tokens == nil {
 		return nil, err
 	}
 	return mcpproxy.NewBearerAgents(tokens)
+}
+
+// OAuthVerifier is the verifier of agents' access tokens that agent.authentication oauth
+// configures (internal/agentoauth); it contacts the provider only when asked.
+func OAuthVerifier(cfg *gateconfig.Config) (*agentoauth.Verifier, error) {
+	o := cfg.Agent.OAuth
+	if cfg.Agent.Authentication != gateconfig.AuthOAuth || o == nil {
+		return nil, errors.New("agent.authentication is not oauth")
+	}
+	var ca []byte
+	if o.CAFile != "" {
+		var err error
+		if ca, err = os.ReadFile(o.CAFile); err != nil {
+			return nil, fmt.Errorf("agent.oauth.caFile: %w", err)
+		}
+	}
+	reserved := []string{cfg.SinkID}
+	for _, p := range cfg.Principals {
+		reserved = append(reserved, p.Name)
+	}
+	skew, refresh, maxAge := o.Bounds()
+	v, err := agentoauth.New(agentoauth.Options{
+		Issuer: o.Issuer, ExternalURL: cfg.ExternalURL, Audience: o.Audience, JWKSURL: o.JWKSURL, Algorithms: o.Algorithms,
+		AgentClaim: o.AgentClaim, AgentPrefix: o.AgentPrefix, Scopes: o.Scopes, Reserved: reserved,
+		ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent.oauth: %w", err)
+	}
+	return v, nil
 }

@@ -13,6 +13,9 @@ package idp
 import (
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"html/template"
 	"io"
 	"net"
@@ -24,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"go.yaml.in/yaml/v3"
@@ -39,9 +43,18 @@ type User struct {
 
 // Client is a registered relying party: confidential (client_secret_basic or _post) when Secret
 // is set, public otherwise. Both must use PKCE; RedirectURIs are matched exactly.
+//
+// A client with an Audience is also a machine client: with its secret it may use the client
+// credentials grant (RFC 6749 §4.4), and gets JWT access tokens (RFC 9068 shape: iss, sub and
+// client_id = ID, aud = Audience, exp, iat, nbf, jti, scope) signed by the provider's current
+// key, valid for AccessTokenLifetime (default 5m), for the scopes it asks for among Scopes.
 type Client struct {
 	ID, Secret   string
 	RedirectURIs []string
+
+	Audience            []string
+	Scopes              []string
+	AccessTokenLifetime time.Duration
 }
 
 // Options configure Start.
@@ -124,6 +137,55 @@ func Start(t testing.TB, o Options) *Provider {
 	go func() { _ = p.srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = p.srv.Close() })
 	return p
+}
+
+// Stop stops serving: the provider is down (its discovery document and keys unreachable)
+// until the test ends.
+func (p *Provider) Stop() { _ = p.srv.Close() }
+
+// RotateKey makes a new signing key current. With keepOld the key set still publishes the
+// previous key (a rotation in progress); without, it is removed (tokens it signed no longer
+// verify at a relying party that fetches the set again).
+func (p *Provider) RotateKey(keepOld bool) { p.storage.rotate(keepOld) }
+
+// KeyID is the key id of the current signing key.
+func (p *Provider) KeyID() string { return p.storage.signingKey().id }
+
+// Sign signs claims with the provider's current key (RS256, its key id in the header): a
+// token the provider could have issued, for tests that need claims it does not issue
+// (expired, another issuer or audience).
+func (p *Provider) Sign(t testing.TB, claims map[string]any) string {
+	t.Helper()
+	k := p.storage.signingKey()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader(jose.HeaderKey("kid"), k.id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// PublicKeyPEM is the current signing key's public key, PKIX PEM (what an attacker who wants
+// an HS256 token "signed" with the public key uses as the HMAC secret).
+func (p *Provider) PublicKeyPEM(t testing.TB) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&p.storage.signingKey().key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
 // Issuer is the issuer URL, https://HOST:PORT with no trailing slash.

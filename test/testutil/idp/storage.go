@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,9 +88,17 @@ func (c *client) AuthMethod() oidc.AuthMethod {
 func (c *client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c *client) GrantTypes() []oidc.GrantType { return []oidc.GrantType{oidc.GrantTypeCode} }
-func (c *client) LoginURL(string) string       { return "" } // replaced by Provider's login URL
+func (c *client) GrantTypes() []oidc.GrantType {
+	if len(c.c.Audience) > 0 {
+		return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeClientCredentials}
+	}
+	return []oidc.GrantType{oidc.GrantTypeCode}
+}
+func (c *client) LoginURL(string) string { return "" } // replaced by Provider's login URL
 func (c *client) AccessTokenType() op.AccessTokenType {
+	if len(c.c.Audience) > 0 {
+		return op.AccessTokenTypeJWT // machine clients: JWT access tokens for their resource
+	}
 	return op.AccessTokenTypeBearer
 }
 func (c *client) IDTokenLifetime() time.Duration { return idTokenLifetime }
@@ -156,6 +165,7 @@ type storage struct {
 	tokens   map[string]accessToken
 	sessions map[string]session
 	key      *signingKey
+	prev     *signingKey // the previous key, still published during a rotation
 	loginURL func(id string) string
 	now      func() time.Time
 }
@@ -378,10 +388,14 @@ func (s *storage) CreateAccessToken(_ context.Context, r op.TokenRequest) (strin
 		return "", time.Time{}, errors.New("too many access tokens")
 	}
 	var clientID string
-	if a, ok := r.(op.AuthRequest); ok {
+	lifetime := accessTokenLifetime
+	switch a := r.(type) {
+	case op.AuthRequest:
 		clientID = a.GetClientID()
+	case *ccRequest:
+		clientID, lifetime = a.clientID, a.lifetimeOr()
 	}
-	id, exp := randomID(), s.now().Add(accessTokenLifetime)
+	id, exp := randomID(), s.now().Add(lifetime)
 	s.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientID, expires: exp}
 	return id, exp, nil
 }
@@ -417,13 +431,91 @@ func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, 
 	return "", "", op.ErrInvalidRefreshToken
 }
 
-func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return s.key, nil }
+func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return s.signingKey(), nil }
+
+func (s *storage) signingKey() *signingKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key
+}
+
+// rotate makes a new key current, keeping the old one published when keepOld.
+func (s *storage) rotate(keepOld bool) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prev = nil
+	if keepOld {
+		s.prev = s.key
+	}
+	s.key = &signingKey{id: randomID(), key: k}
+}
 
 func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
 	return []jose.SignatureAlgorithm{jose.RS256}, nil
 }
 
-func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
+func (s *storage) KeySet(context.Context) ([]op.Key, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := []op.Key{publicKey{s.key}}
+	if s.prev != nil {
+		keys = append(keys, publicKey{s.prev})
+	}
+	return keys, nil
+}
+
+// ccRequest is a client credentials token request: the client is its own subject.
+type ccRequest struct {
+	clientID string
+	audience []string
+	scopes   []string
+	lifetime time.Duration
+}
+
+func (r *ccRequest) GetSubject() string    { return r.clientID }
+func (r *ccRequest) GetAudience() []string { return r.audience }
+func (r *ccRequest) GetScopes() []string   { return r.scopes }
+func (r *ccRequest) GetClientID() string   { return r.clientID }
+func (r *ccRequest) lifetimeOr() time.Duration {
+	if r.lifetime > 0 {
+		return r.lifetime
+	}
+	return accessTokenLifetime
+}
+
+// ClientCredentials authorizes a machine client (one with an Audience) by its secret.
+func (s *storage) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
+	if err := s.AuthorizeClientIDSecret(context.Background(), id, secret); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	c := s.clients[id]
+	s.mu.Unlock()
+	if len(c.Audience) == 0 {
+		return nil, errors.New("idp: the client is not a machine client")
+	}
+	return &client{c: c}, nil
+}
+
+// ClientCredentialsTokenRequest grants the requested scopes the client may have.
+func (s *storage) ClientCredentialsTokenRequest(_ context.Context, id string, scopes []string) (op.TokenRequest, error) {
+	s.mu.Lock()
+	c, ok := s.clients[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, errNotFound
+	}
+	for _, sc := range scopes {
+		if !slices.Contains(c.Scopes, sc) {
+			return nil, oidc.ErrInvalidScope().WithDescription("the client may not ask for scope %s", sc)
+		}
+	}
+	return &ccRequest{clientID: id, audience: slices.Clone(c.Audience), scopes: slices.Clone(scopes), lifetime: c.AccessTokenLifetime}, nil
+}
 
 func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
 	s.mu.Lock()
@@ -493,8 +585,12 @@ func (s *storage) SetIntrospectionFromToken(_ context.Context, ir *oidc.Introspe
 	return nil
 }
 
-func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
-	return nil, nil
+// GetPrivateClaimsFromScopes puts the granted scopes into a JWT access token (RFC 9068 §2.2.3).
+func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, _, _ string, scopes []string) (map[string]any, error) {
+	if len(scopes) == 0 {
+		return nil, nil
+	}
+	return map[string]any{"scope": strings.Join(scopes, " ")}, nil
 }
 
 func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
