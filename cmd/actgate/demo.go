@@ -23,6 +23,7 @@ import (
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
 	"github.com/actgate/actgate/internal/standalone"
 )
@@ -441,29 +442,11 @@ func demoAgent(ctx context.Context, endpoint string, cfg *gateconfig.Config, rep
 		return nil, err
 	}
 	hc := *ac
-	hc.Transport = replayCounter{base: ac.Transport, n: replays}
+	hc.Transport = wire.ReplayCounter{Base: ac.Transport, N: replays}
 	c := mcp.NewClient(&mcp.Implementation{Name: "demo-agent", Version: "v1"}, nil)
 	// The demo shows sessions (a resolution does not authorise another session's call): it
 	// speaks the stateful revision.
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &hc, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-}
-
-// replayCounter counts the answers marked a journal replay (mcpproxy.HeaderReplayed) in n.
-type replayCounter struct {
-	base http.RoundTripper // nil: http.DefaultTransport
-	n    *atomic.Int64
-}
-
-func (t replayCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	resp, err := base.RoundTrip(r)
-	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
-		t.n.Add(1)
-	}
-	return resp, err
 }
 
 // agentClient is an HTTP client presenting agent's token (Authorization: Bearer) on every

@@ -19,6 +19,7 @@ import (
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // Kind is one kind of operation of the mix.
@@ -207,26 +208,6 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-// replayMarks counts the answers a worker's session got that the gate marked a journal replay
-// (mcpproxy.HeaderReplayed): the SDK's client session does not show response headers, and a
-// worker makes one call at a time.
-type replayMarks struct {
-	base http.RoundTripper // nil: http.DefaultTransport
-	n    atomic.Int64
-}
-
-func (m *replayMarks) RoundTrip(r *http.Request) (*http.Response, error) {
-	base := m.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	resp, err := base.RoundTrip(r)
-	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
-		m.n.Add(1)
-	}
-	return resp, err
-}
-
 // connect opens one MCP client session (streamable HTTP) to endpoint.
 func connect(ctx context.Context, endpoint string, hc *http.Client) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: agentName, Version: "v1"}, nil)
@@ -324,7 +305,7 @@ type latencies map[string][]time.Duration
 type worker struct {
 	id        int
 	cs        *mcp.ClientSession
-	marks     *replayMarks // the session's answers marked a journal replay
+	marks     *atomic.Int64 // the session's answers marked a journal replay (the gate's header)
 	principal principal
 	rnd       *rand.Rand
 	seq       int
@@ -356,7 +337,7 @@ func (w *worker) call(ctx context.Context, series, tool, args string) answer {
 	defer cancel()
 	p := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: mcp.Meta{mcpproxy.MetaProvenance: "user"}}
 	start := time.Now()
-	marked := w.marks.n.Load()
+	marked := w.marks.Load()
 	res, err := w.cs.CallTool(ctx, p)
 	w.lat[series] = append(w.lat[series], time.Since(start))
 	w.tally.Calls++
@@ -365,7 +346,7 @@ func (w *worker) call(ctx context.Context, series, tool, args string) answer {
 	}
 	a := answer{}
 	a.code, _ = res.Meta[mcpproxy.MetaEFCode].(string)
-	a.replayed = w.marks.n.Load() > marked // the gate's header: the result is the one first given
+	a.replayed = w.marks.Load() > marked // the gate's header: the result is the one first given
 	a.moment, _ = res.Meta[mcpproxy.MetaMomentID].(string)
 	a.envelope, _ = res.Meta[mcpproxy.MetaEnvelopeDigest].(string)
 	ta := ToolArgs{Tool: tool, Args: canonArgs(json.RawMessage(args))}
@@ -512,9 +493,9 @@ func runPhase(ctx context.Context, n int, d time.Duration, minOps func(id int) i
 	fn func(ctx context.Context, w *worker)) (phaseResult, error) {
 	workers := make([]*worker, n)
 	for i := range workers {
-		marks := &replayMarks{base: hc.Transport}
+		marks := &atomic.Int64{}
 		whc := *hc
-		whc.Transport = marks
+		whc.Transport = wire.ReplayCounter{Base: hc.Transport, N: marks}
 		cs, err := connect(ctx, endpoint, &whc)
 		if err != nil {
 			for _, w := range workers[:i] {

@@ -3,6 +3,7 @@ package wire
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -66,3 +67,25 @@ const (
 	HeaderName        = "Mcp-Name"
 	HeaderParamPrefix = "Mcp-Param-"
 )
+
+// ReplayCounter is the http.RoundTripper of an MCP client of the gate that counts, in N, the
+// answers the gate marked a journal replay (HeaderReplayed "true"): the official SDKs' client
+// sessions do not show response headers, their HTTP clients do. Several counters may share one
+// N. Base nil is http.DefaultTransport.
+type ReplayCounter struct {
+	Base http.RoundTripper
+	N    *atomic.Int64
+}
+
+// RoundTrip implements http.RoundTripper.
+func (c ReplayCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := c.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err == nil && resp.Header.Get(HeaderReplayed) == "true" {
+		c.N.Add(1)
+	}
+	return resp, err
+}

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 type callReq struct {
@@ -70,7 +72,7 @@ func main() {
 	sessions := map[string]*session{}
 	connect := func(ctx context.Context, endpoint string) (*session, error) {
 		s := &session{}
-		hc := &http.Client{Transport: s}
+		hc := &http.Client{Transport: wire.ReplayCounter{N: &s.replayed}}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "billing-agent", Version: "v1"}, nil).Connect(ctx,
 			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		s.cs = cs
@@ -134,16 +136,6 @@ func main() {
 type session struct {
 	cs       *mcp.ClientSession
 	replayed atomic.Int64
-}
-
-// RoundTrip counts answers carrying the gate's replay header (the SDK's client does not show
-// response headers).
-func (s *session) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err == nil && resp.Header.Get("Actgate-Replayed") == "true" {
-		s.replayed.Add(1)
-	}
-	return resp, err
 }
 
 func call(ctx context.Context, s *session, req callReq) callResp {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
 // Agent is an MCP client session (the SDK's) named name to endpoint, a new session each time,
@@ -47,15 +48,7 @@ type Replays struct {
 
 // RoundTrip implements http.RoundTripper.
 func (r *Replays) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := r.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	resp, err := base.RoundTrip(req)
-	if err == nil && resp.Header.Get(mcpproxy.HeaderReplayed) == "true" {
-		r.n.Add(1)
-	}
-	return resp, err
+	return wire.ReplayCounter{Base: r.Base, N: &r.n}.RoundTrip(req)
 }
 
 // Count is the number of answers marked a replay so far.
