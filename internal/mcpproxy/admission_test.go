@@ -51,6 +51,18 @@ func (wr *wireTap) all() []wireMsg {
 	return append([]wireMsg(nil), wr.msgs...)
 }
 
+// posts are the messages from index before on that were POSTed: what the gate sent the
+// upstream, leaving out the GET of its own standalone stream, which it opens on its own time.
+func (wr *wireTap) posts(before int) []wireMsg {
+	var out []wireMsg
+	for _, m := range wr.all()[before:] {
+		if m.HTTP == http.MethodPost {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func (wr *wireTap) len() int {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()

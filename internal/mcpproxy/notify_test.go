@@ -76,7 +76,7 @@ func TestNotificationsRefused(t *testing.T) {
 		if status != http.StatusBadRequest || m.Error.Code != wire.CodeInvalidRequest || m.Error.Data[MetaEFCode] != "EF_NOTIFICATION_INVALID" || m.ID != nil {
 			t.Errorf("%s without an id: HTTP %d %s, want 400, -32600, EF_NOTIFICATION_INVALID", method, status, body)
 		}
-		if got := wr.all()[before:]; len(got) != 0 {
+		if got := wr.posts(before); len(got) != 0 {
 			t.Errorf("%s without an id: the upstream received %v", method, got)
 		}
 		if n := f.up.Count(""); n != 0 {
@@ -100,8 +100,8 @@ func TestNotificationsRefused(t *testing.T) {
 			if tc.method == "tools/call" {
 				// The session's own handler (the SDK's) refuses it, as the direct paths leave
 				// tools/call to it (TestDirectAgentPathMatchesSDK "as a notification").
-				if status != http.StatusBadRequest || len(wr.all()[before:]) != 0 || f.up.Count("") != 0 {
-					t.Errorf("tools/call without an id: HTTP %d %s; the upstream received %v", status, out, wr.all()[before:])
+				if status != http.StatusBadRequest || len(wr.posts(before)) != 0 || f.up.Count("") != 0 {
+					t.Errorf("tools/call without an id: HTTP %d %s; the upstream received %v", status, out, wr.posts(before))
 				}
 				continue
 			}
