@@ -176,15 +176,16 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		if err := failpoint.Inject(failpoint.AfterPending); err != nil {
 			return upstream.NotSent("actgate: " + err.Error() + "; the call was not sent"), nil // as an upstream that cannot be reached
 		}
-		ctx, span := tracing.Start(ctx, b.p.tracer, tracing.ToolCallSpanName(logfield.Bound(tool)), trace.SpanKindClient)
+		bounded := logfield.Bound(tool)
+		ctx, span := tracing.Start(ctx, b.p.tracer, tracing.ToolCallSpanName(bounded), trace.SpanKindClient)
 		defer span.End()
 		if span.IsRecording() {
-			span.SetAttributes(tracing.AttrServer.String(b.p.cfg.Server), tracing.AttrTool.String(logfield.Bound(tool)), tracing.AttrOperationID.String(operationID))
+			span.SetAttributes(tracing.AttrServer.String(b.p.cfg.Server), tracing.AttrTool.String(bounded), tracing.AttrOperationID.String(operationID))
 			var version string
 			if ir := cs.InitializeResult(); ir != nil {
 				version = ir.ProtocolVersion
 			}
-			span.SetAttributes(tracing.ToolCallAttributes(logfield.Bound(tool), logfield.Bound(version))...)
+			span.SetAttributes(tracing.ToolCallAttributes(bounded, logfield.Bound(version))...)
 			span.SetAttributes(tracing.ServerAttributes(b.p.cfg.URL)...)
 		}
 		tracing.InjectMeta(ctx, meta) // MCP's trace-context convention (SEP-414); the header is set by upstream.Transport

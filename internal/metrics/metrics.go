@@ -532,9 +532,6 @@ func DecisionOf(e sink.CallEvent) Decision {
 // it would be unbounded (traces carry it).
 var mcpLabels = []string{"mcp_method_name", "gen_ai_operation_name", "error_type"}
 
-// executeTool is gen_ai.operation.name of a tool call.
-const executeTool = "execute_tool"
-
 // MCPBuckets are the explicit bucket boundaries the MCP semantic conventions give its duration
 // histograms, in seconds.
 func MCPBuckets() []float64 {
@@ -556,13 +553,13 @@ func (g *Gate) CallDecided(e sink.CallEvent) {
 		g.sideEffect.WithLabelValues(code, cls).Inc()
 	}
 	if e.Vendor == act.VendorMCP {
-		g.mcpServer.WithLabelValues(tracing.MethodToolsCall, executeTool, code).Observe(e.Duration.Seconds())
+		g.mcpServer.WithLabelValues(tracing.MethodToolsCall, tracing.OperationExecuteTool, code).Observe(e.Duration.Seconds())
 		if e.Invoked {
 			errType := ""
 			if e.State != "" && e.State != journal.StateExecuted {
 				errType = string(e.State)
 			}
-			g.mcpClient.WithLabelValues(tracing.MethodToolsCall, executeTool, errType).Observe(e.Invocation.Seconds())
+			g.mcpClient.WithLabelValues(tracing.MethodToolsCall, tracing.OperationExecuteTool, errType).Observe(e.Invocation.Seconds())
 		}
 	}
 	// A new dispatch that ended INDETERMINATE; a refused retry of one carries the state too but

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -118,25 +116,9 @@ func TestTrustAnchorsInline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- sc.Serve(ctx, ln) }()
-		defer func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Error("Serve did not return")
-			}
-		}()
-		resp, err := http.Post("http://"+ln.Addr().String()+hostloop.EnforcePath, "application/json", strings.NewReader(
+		base, stop := serveOnLoopback(t, sc)
+		defer stop()
+		resp, err := http.Post(base+hostloop.EnforcePath, "application/json", strings.NewReader(
 			`{"vendor":"anthropic","block":{"type":"tool_use","id":"toolu_1","name":"send_payment","input":{"amount":2}}}`))
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -82,27 +81,21 @@ func TestSidecarSaysWhyItIsNotReady(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- sc.Serve(ctx, ln) }()
+			base, stop := serveOnLoopback(t, sc)
 			start := time.Now()
 			var body readyBody
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				body = getReady(t, "http://"+ln.Addr().String())
+				body = getReady(t, base)
 				if body.Authority == tc.wantAuthority || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
 			time.Sleep(1500 * time.Millisecond) // three log periods
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
+			stop()
+			if t.Failed() {
+				t.FailNow()
 			}
 			elapsed := time.Since(start)
 

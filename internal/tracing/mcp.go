@@ -18,6 +18,8 @@ import (
 const (
 	// MethodToolsCall is mcp.method.name of a tool call.
 	MethodToolsCall = "tools/call"
+	// OperationExecuteTool is gen_ai.operation.name of a tool call.
+	OperationExecuteTool = "execute_tool"
 	// ErrorTypeToolError is error.type of a call the tool answered with isError true.
 	ErrorTypeToolError = "tool_error"
 )
@@ -37,7 +39,7 @@ func ToolCallSpanName(name string) string {
 func ToolCallAttributes(tool, protocolVersion string) []attribute.KeyValue {
 	kv := []attribute.KeyValue{
 		semconv.McpMethodNameKey.String(MethodToolsCall),
-		semconv.GenAIOperationNameExecuteTool,
+		semconv.GenAIOperationNameKey.String(OperationExecuteTool),
 		semconv.GenAIToolName(tool),
 		semconv.NetworkTransportTCP,
 		semconv.NetworkProtocolName("http"),
