@@ -54,7 +54,7 @@ func startApprovalProvider(t *testing.T) *approval {
 	t.Helper()
 	hostIP, err := node.HostIP()
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	a := &approval{p: idp.Start(t, idp.Options{
 		Addr:    net.JoinHostPort(hostIP, "0"),
@@ -83,12 +83,12 @@ func (s *suite) approvalValues(a *approval, readme string) string {
 		Notifications map[string]any `json:"notifications"`
 	}
 	if err := yaml.UnmarshalStrict([]byte(readme), &v); err != nil {
-		t.Fatalf("the README's approval-values.yaml: %v", err)
+		fatalf(t, "the README's approval-values.yaml: %v", err)
 	}
 	oidc, _ := v.Approval["oidc"].(map[string]any)
 	if oidc == nil || oidc["clientID"] != approvalClient || oidc["existingSecret"] != "approval-oidc" ||
 		len(v.RBAC.Principals) == 0 || v.RBAC.Principals[0]["user"] != oidcAlice {
-		t.Fatalf("the README's approval-values.yaml no longer names client %s, Secret approval-oidc and principal %s: %+v", approvalClient, oidcAlice, v)
+		fatalf(t, "the README's approval-values.yaml no longer names client %s, Secret approval-oidc and principal %s: %+v", approvalClient, oidcAlice, v)
 	}
 	// This node's provider, and the service reached at its pod with a certificate of its own
 	// (no ingress controller runs here); no Slack, Teams or SMTP to notify (test/e2e and
@@ -102,7 +102,7 @@ func (s *suite) approvalValues(a *approval, readme string) string {
 	v.RBAC.Principals = append(v.RBAC.Principals, map[string]any{"user": alice, "namespaces": []string{agentNS}})
 	out, err := yaml.Marshal(v)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return testutil.WriteFile(t, s.work, "approval-values.yaml", out)
 }
@@ -115,23 +115,23 @@ func (s *suite) editedSample(upstreamURL string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(s.root, samplePolicy))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	var p map[string]any
 	if err := yaml.Unmarshal(raw, &p); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	spec, _ := p["spec"].(map[string]any)
 	servers, _ := spec["servers"].([]any)
 	if len(servers) != 1 {
-		t.Fatalf("the sample policy has %d servers, want 1", len(servers))
+		fatalf(t, "the sample policy has %d servers, want 1", len(servers))
 	}
 	server, _ := servers[0].(map[string]any)
 	server["url"] = upstreamURL
 	delete(server, "reconciliation")
 	out, err := yaml.Marshal(p)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return testutil.WriteFile(t, s.work, "toolpolicy.yaml", out)
 }
@@ -143,7 +143,7 @@ func (s *suite) approvalClientFor(a *approval) *http.Client {
 	pod := strings.TrimSpace(s.kubectl("-n", releaseNS, "get", "pods", "-l", "app.kubernetes.io/component=approval",
 		"-o", "jsonpath={.items[0].status.podIP}"))
 	if pod == "" {
-		s.t.Fatal("the approval pod has no IP")
+		fatal(s.t, "the approval pod has no IP")
 	}
 	pool := a.pki.Pool.Clone()
 	pool.AppendCertsFromPEM(a.p.CAPEM())
@@ -203,24 +203,24 @@ func (s *suite) resolveThroughApproval(a *approval, session string) {
 	})
 	m := approvalTokenRE.FindStringSubmatch(page)
 	if m == nil {
-		t.Fatalf("the approval page has no anti-CSRF token")
+		fatalf(t, "the approval page has no anti-CSRF token")
 	}
 	form := url.Values{"token": {m[1]}, "moment": {agentNS + "/" + bm.Name}, "envelope": {string(bm.Spec.EnvelopeDigest)},
 		"choice": {fmt.Sprintf("option:%d", option)}}
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, approvalURL+"/resolve", strings.NewReader(form.Encode()))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", approvalURL)
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("resolving through the approval service: %d %s", resp.StatusCode, body)
+		fatalf(t, "resolving through the approval service: %d %s", resp.StatusCode, body)
 	}
 	testutil.Eventually(t, 60*time.Second, "the BindingMoment recorded Resolved by alice's OIDC identity", func() error {
 		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
@@ -235,10 +235,10 @@ func (s *suite) resolveThroughApproval(a *approval, session string) {
 	})
 	res := s.call(session, "send_payment", args)
 	if c := s.counts(); res.IsError || c.Counts["send_payment"] != before+1 {
-		t.Fatalf("the payment alice approved: isError=%v code %q upstream %v: %s", res.IsError, res.code(), c.Counts, res.Text)
+		fatalf(t, "the payment alice approved: isError=%v code %q upstream %v: %s", res.IsError, res.code(), c.Counts, res.Text)
 	}
 	if res := s.call(session, "send_payment", args); s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("the approved payment ran twice: code %q: %s", res.code(), res.Text)
+		fatalf(t, "the approved payment ran twice: code %q: %s", res.code(), res.Text)
 	}
 	t.Logf("approval service: %s resolved by %s via %s (auth_time %s) in %s; the call ran once",
 		bm.Name, bm.Status.ResolvedBy, bm.Status.ResolvedVia.Surface, bm.Status.ResolvedVia.AuthTime.UTC().Format(time.RFC3339),
@@ -273,6 +273,6 @@ func (s *suite) escalationAddressedTo(session, args, principal string, bm *v1alp
 		return nil
 	})
 	if c := s.counts(); c.Counts["send_payment"] != before {
-		t.Fatalf("an escalated payment reached the upstream: %v", c.Counts)
+		fatalf(t, "an escalated payment reached the upstream: %v", c.Counts)
 	}
 }

@@ -68,15 +68,15 @@ spec:
 			ip := s.podIP(agentNS, tc.name)
 			var r probeResult
 			s.postJSON("http://"+ip+":8081/probe", map[string]string{"needle": upstreamToken}, &r)
-			t.Errorf("%s was admitted and runs; its container reads the credential in files %v, env %v; mounts %v", tc.name, r.InFiles, r.InEnv, r.Mounts)
+			errorf(t, "%s was admitted and runs; its container reads the credential in files %v, env %v; mounts %v", tc.name, r.InFiles, r.InEnv, r.Mounts)
 			s.kubectl("-n", agentNS, "delete", "pod", tc.name, "--wait=false")
 			continue
 		}
 		if !strings.Contains(out, "denied the request") || !strings.Contains(out, tc.want) {
-			t.Errorf("%s: kubectl apply failed, but not with the admission refusal %q: %s", tc.name, tc.want, out)
+			errorf(t, "%s: kubectl apply failed, but not with the admission refusal %q: %s", tc.name, tc.want, out)
 		}
 		if got, err := s.kubectlErr("-n", agentNS, "get", "pod", tc.name); err == nil || !strings.Contains(got, "NotFound") {
-			t.Errorf("%s exists after its refusal: %s", tc.name, got)
+			errorf(t, "%s exists after its refusal: %s", tc.name, got)
 		}
 		t.Logf("%s refused: %s", tc.name, strings.TrimSpace(out))
 	}

@@ -51,7 +51,7 @@ func (s *suite) upgrade() {
 	s.escalationAddressedTo("u", args, alice, bm)
 	held := s.actsIn(v1alpha1.ActStateIndeterminate)
 	if len(held) == 0 {
-		t.Fatal("no INDETERMINATE Act before the upgrade: step 4 should have left two")
+		fatal(t, "no INDETERMINATE Act before the upgrade: step 4 should have left two")
 	}
 
 	// The next release's image, built as `make image` builds one.
@@ -60,10 +60,10 @@ func (s *suite) upgrade() {
 	build := exec.CommandContext(t.Context(), "go", "run", "./hack/image", "-out", tarball, "-tag", nextRef, "-version", nextVersion)
 	build.Dir = s.root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go run ./hack/image: %v\n%s", err, out)
+		fatalf(t, "go run ./hack/image: %v\n%s", err, out)
 	}
 	if out, err := s.n.ImportImage(t.Context(), tarball); err != nil {
-		t.Fatalf("import %s: %v\n%s", tarball, err, out)
+		fatalf(t, "import %s: %v\n%s", tarball, err, out)
 	}
 
 	u := readSection(t, s.root, "docs/operations.md", "## Upgrading")
@@ -74,38 +74,38 @@ func (s *suite) upgrade() {
 	t.Logf("helm upgrade --wait took %s", time.Since(upgradeStart).Round(time.Millisecond))
 	for _, d := range []string{"actgate-manager", "actgate-authority", "actgate-approval"} {
 		if img := s.kubectl("-n", releaseNS, "get", "deployment", d, "-o", "jsonpath={.spec.template.spec.containers[0].image}"); img != nextRef {
-			t.Errorf("deployment %s runs %s after the upgrade, want %s", d, img, nextRef)
+			errorf(t, "deployment %s runs %s after the upgrade, want %s", d, img, nextRef)
 		}
 	}
 
 	// The old sidecar, against the new control plane: its read runs; the moment pending since
 	// before the upgrade is still Pending and the INDETERMINATE Acts still INDETERMINATE.
 	if img := s.sidecarImage(upgradedPod); img != oldImage {
-		t.Fatalf("the running pod's sidecar changed from %s to %s", oldImage, img)
+		fatalf(t, "the running pod's sidecar changed from %s to %s", oldImage, img)
 	}
 	if res := s.call("u", "get_balance", `{"account":"ACME"}`); res.Err != "" || res.IsError {
-		t.Errorf("a read through the old sidecar after the upgrade: %s code %q: %s", res.Err, res.code(), res.Text)
+		errorf(t, "a read through the old sidecar after the upgrade: %s code %q: %s", res.Err, res.code(), res.Text)
 	}
 	if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil || bm.Status.State != v1alpha1.BindingMomentPending {
-		t.Fatalf("the moment pending before the upgrade: %v %+v", err, bm.Status)
+		fatalf(t, "the moment pending before the upgrade: %v %+v", err, bm.Status)
 	}
 	for _, name := range held {
 		a := &v1alpha1.Act{}
 		if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: name}, a); err != nil || a.Status.State != v1alpha1.ActStateIndeterminate {
-			t.Errorf("Act %s was INDETERMINATE before the upgrade: %v %s", name, err, a.Status.State)
+			errorf(t, "Act %s was INDETERMINATE before the upgrade: %v %s", name, err, a.Status.State)
 		}
 	}
 	// alice resolves it with the new control plane; the old sidecar's retry runs exactly once.
 	before := s.counts().Counts["send_payment"]
 	s.resolveAsAlice(bm, "send_payment", args)
 	if res := s.call("u", "send_payment", args); res.IsError || s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("the granted retry through the old sidecar: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
+		fatalf(t, "the granted retry through the old sidecar: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
 	}
 	if res := s.call("u", "send_payment", args); s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("the granted call ran twice across the upgrade: code %q: %s", res.code(), res.Text)
+		fatalf(t, "the granted call ran twice across the upgrade: code %q: %s", res.code(), res.Text)
 	}
 	if res := s.call("v", "send_payment", args); !res.IsError || s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("a replay from another session ran: code %q: %s", res.code(), res.Text)
+		fatalf(t, "a replay from another session ran: code %q: %s", res.code(), res.Text)
 	}
 
 	// The doctor names the old sidecar and the fix; the restart it names is for a Deployment,
@@ -113,16 +113,16 @@ func (s *suite) upgrade() {
 	doctor := u.take("kubectl actgate doctor -n " + agentNS)
 	out, err := s.pluginCmd(s.plugin, s.n.Kubeconfig, append(doctor[1:], upgradedPod)...)
 	if err != nil || !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return containsAll(l, "WARN", "sidecar version", nextRef) }) {
-		t.Errorf("kubectl actgate doctor on the pod started before the upgrade: %v\n%s", err, out)
+		errorf(t, "kubectl actgate doctor on the pod started before the upgrade: %v\n%s", err, out)
 	}
 	u.skip("kubectl rollout restart deployment/billing-agent", "the suite's agents are bare pods; it starts a new one")
 	u.done()
 	s.startAgent(lastPod)
 	if img := s.sidecarImage(lastPod); img != nextRef {
-		t.Errorf("a pod created after the upgrade got sidecar %s, want %s", img, nextRef)
+		errorf(t, "a pod created after the upgrade got sidecar %s, want %s", img, nextRef)
 	}
 	if res := s.call("w", "get_balance", `{"account":"ACME"}`); res.Err != "" || res.IsError {
-		t.Errorf("a read through the new sidecar: %s code %q: %s", res.Err, res.code(), res.Text)
+		errorf(t, "a read through the new sidecar: %s code %q: %s", res.Err, res.code(), res.Text)
 	}
 	t.Logf("upgrade with live pods, a pending moment and %d INDETERMINATE Acts: %s", len(held), time.Since(began).Round(time.Millisecond))
 
@@ -131,7 +131,7 @@ func (s *suite) upgrade() {
 	// held, resolved, and runs once.
 	s.helm("rollback", "actgate", "1", "-n", releaseNS, "--wait", "--timeout", "3m")
 	if img := s.kubectl("-n", releaseNS, "get", "deployment", "actgate-authority", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); img != s.installedRef {
-		t.Fatalf("after helm rollback the authority service runs %s, want %s", img, s.installedRef)
+		fatalf(t, "after helm rollback the authority service runs %s, want %s", img, s.installedRef)
 	}
 	s.waitRolledOut("actgate-authority", "actgate-manager")
 	const rollbackArgs = `{"amount":66,"to":"ACME"}`
@@ -142,7 +142,7 @@ func (s *suite) upgrade() {
 		s.call("w", "send_payment", rollbackArgs)
 	}
 	if c := s.counts().Counts["send_payment"]; c != before+1 {
-		t.Fatalf("the granted call through the newer sidecar against the older control plane ran %d times, want once", c-before)
+		fatalf(t, "the granted call through the newer sidecar against the older control plane ran %d times, want once", c-before)
 	}
 }
 
@@ -161,7 +161,7 @@ func (s *suite) resolveWith(bm *v1alpha1.BindingMoment, resolve []string) {
 	t := s.t
 	t.Helper()
 	if out, err := s.pluginCmd(s.plugin, s.aliceConfig, resolve[1:]...); err != nil {
-		t.Fatalf("alice's %s: %v\n%s", strings.Join(resolve, " "), err, out)
+		fatalf(t, "alice's %s: %v\n%s", strings.Join(resolve, " "), err, out)
 	}
 	testutil.Eventually(t, 60*time.Second, "BindingMoment "+bm.Name+" to be recorded Resolved by alice", func() error {
 		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(bm), bm); err != nil {
@@ -195,7 +195,7 @@ func (s *suite) uninstall() {
 	}
 	var acts v1alpha1.ActList
 	if err := s.c.List(ctx, &acts, client.InNamespace(agentNS)); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	s.run(u.take("helm uninstall actgate -n " + releaseNS + " --wait"))
 
@@ -211,12 +211,19 @@ func (s *suite) uninstall() {
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "actgate-manager.actgate.io"}},
 	} {
 		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			t.Errorf("%T %s did not stay, as docs/operations.md says it does: %v", obj, obj.GetName(), err)
+			errorf(t, "%T %s did not stay, as docs/operations.md says it does: %v", obj, obj.GetName(), err)
 		}
 	}
+	// Each Act listed before the uninstall is still there (a sidecar may still report one it
+	// recorded earlier, so the count alone says nothing).
 	var after v1alpha1.ActList
-	if err := s.c.List(ctx, &after, client.InNamespace(agentNS)); err != nil || len(after.Items) != len(acts.Items) {
-		t.Errorf("Acts after the uninstall: %d (before %d): %v", len(after.Items), len(acts.Items), err)
+	if err := s.c.List(ctx, &after, client.InNamespace(agentNS)); err != nil {
+		fatal(t, err)
+	}
+	for _, a := range acts.Items {
+		if !slices.ContainsFunc(after.Items, func(b v1alpha1.Act) bool { return b.UID == a.UID }) {
+			errorf(t, "Act %s did not stay after the uninstall (Acts before %d, after %d)", a.Name, len(acts.Items), len(after.Items))
+		}
 	}
 	// The manager's RoleBindings go with their ClusterRoles (the garbage collector).
 	testutil.Eventually(t, 90*time.Second, "the manager's RoleBindings to be collected", func() error {
@@ -233,22 +240,22 @@ func (s *suite) uninstall() {
 	// without the sidecar.
 	out, err := s.kubectlErr("apply", "-f", testutil.WriteFile(t, s.work, "agent-3.yaml", []byte(s.agentManifest("agent-3"))))
 	if err == nil || !containsAll(out, "actgate-governed-pods", "actgate injector did not admit", "kubectl label namespace "+agentNS+" actgate.io/inject-") {
-		t.Fatalf("an agent pod in the governed namespace after the uninstall: %v\n%s", err, out)
+		fatalf(t, "an agent pod in the governed namespace after the uninstall: %v\n%s", err, out)
 	}
 	t.Logf("a new pod after the uninstall: %s", strings.TrimSpace(out))
 	// The running pod's sidecar refuses a protected call, and nothing reaches the upstream.
 	before := s.counts().Counts["send_payment"]
 	res := s.call("x", "send_payment", `{"amount":11,"to":"ACME"}`)
 	if !res.IsError || s.counts().Counts["send_payment"] != before {
-		t.Errorf("a protected call through a sidecar after the uninstall: isError=%v code %q upstream %v", res.IsError, res.code(), s.counts().Counts)
+		errorf(t, "a protected call through a sidecar after the uninstall: isError=%v code %q upstream %v", res.IsError, res.code(), s.counts().Counts)
 	}
 	read := s.call("x", "get_balance", `{"account":"ACME"}`)
 	t.Logf("after the uninstall: send_payment refused with %s; get_balance isError=%v code %q", res.code(), read.IsError, read.code())
 	if res.code() != string(ef.EFStoreUnavailable) {
-		t.Errorf("the protected call after the uninstall was refused with %q, want %s (the authority service is gone): %s", res.code(), ef.EFStoreUnavailable, res.Text)
+		errorf(t, "the protected call after the uninstall was refused with %q, want %s (the authority service is gone): %s", res.code(), ef.EFStoreUnavailable, res.Text)
 	}
 	if read.Err != "" || read.IsError {
-		t.Errorf("a hot-path read after the uninstall (decided in the pod, as the table says): %s code %q", read.Err, read.code())
+		errorf(t, "a hot-path read after the uninstall (decided in the pod, as the table says): %s code %q", read.Err, read.code())
 	}
 
 	// Releasing the namespace: a new pod then starts, without a sidecar.
@@ -259,10 +266,10 @@ func (s *suite) uninstall() {
 	s.apply("agent-4.yaml", plain)
 	pod := &corev1.Pod{}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "agent-4"}, pod); err != nil {
-		t.Fatalf("a pod in the released namespace: %v", err)
+		fatalf(t, "a pod in the released namespace: %v", err)
 	}
 	if slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName }) {
-		t.Errorf("a pod created after the uninstall has a sidecar")
+		errorf(t, "a pod created after the uninstall has a sidecar")
 	}
 
 	// Removing everything.
@@ -276,11 +283,11 @@ func (s *suite) uninstall() {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}},
 	} {
 		if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
-			t.Errorf("%T %s after removing everything: %v", obj, obj.GetName(), err)
+			errorf(t, "%T %s after removing everything: %v", obj, obj.GetName(), err)
 		}
 	}
 	if out := s.kubectl("get", "crd", "-o", "name"); strings.Contains(out, "actgate.io") {
-		t.Errorf("actgate CRDs after removing everything:\n%s", out)
+		errorf(t, "actgate CRDs after removing everything:\n%s", out)
 	}
 }
 
@@ -304,7 +311,7 @@ func (s *suite) actsIn(state v1alpha1.ActState) []string {
 	s.t.Helper()
 	var list v1alpha1.ActList
 	if err := s.c.List(s.t.Context(), &list, client.InNamespace(agentNS)); err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	var names []string
 	for _, a := range list.Items {

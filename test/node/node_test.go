@@ -90,17 +90,17 @@ func (s *suite) escalateAndResolve(session, tool, args string) string {
 	res := s.call(session, tool, args)
 	momentName, _ := res.Meta[mcpproxy.MetaMomentID].(string)
 	if res.code() != string(ef.EFEscalationRequired) || momentName == "" {
-		t.Fatalf("%s: code %q moment %q: %s", tool, res.code(), momentName, res.Text)
+		fatalf(t, "%s: code %q moment %q: %s", tool, res.code(), momentName, res.Text)
 	}
 	if c := s.counts(); c.Counts[tool] != before {
-		t.Fatalf("an escalated %s reached the upstream", tool)
+		fatalf(t, "an escalated %s reached the upstream", tool)
 	}
 	bm := &v1alpha1.BindingMoment{}
 	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: momentName}, bm); err != nil {
-		t.Fatalf("BindingMoment %s: %v", momentName, err)
+		fatalf(t, "BindingMoment %s: %v", momentName, err)
 	}
 	if bm.Spec.Principal != alice {
-		t.Fatalf("BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
+		fatalf(t, "BindingMoment %s is for %q, want %s", momentName, bm.Spec.Principal, alice)
 	}
 	option := optionFor(t, bm, tool, args)
 	resolve := []string{"kubectl", "actgate", "resolve", momentName, "-n", agentNS, "--option", fmt.Sprint(option + 1)}
@@ -108,15 +108,15 @@ func (s *suite) escalateAndResolve(session, tool, args string) string {
 		// The first time, as the README says: alice lists her moments, shows this one, and
 		// resolves it.
 		if out, err := s.pluginCmd(s.plugin, s.aliceConfig, s.q.take("kubectl actgate moments -n " + agentNS)[1:]...); err != nil || !strings.Contains(out, momentName) {
-			t.Fatalf("alice's kubectl actgate moments does not list %s: %v\n%s", momentName, err, out)
+			fatalf(t, "alice's kubectl actgate moments does not list %s: %v\n%s", momentName, err, out)
 		}
 		if out, err := s.pluginCmd(s.plugin, s.aliceConfig, s.q.take("kubectl actgate show bm-", strings.TrimPrefix(momentName, "bm-"))[1:]...); err != nil ||
 			!containsAll(out, tool, momentName) {
-			t.Fatalf("alice's kubectl actgate show %s: %v\n%s", momentName, err, out)
+			fatalf(t, "alice's kubectl actgate show %s: %v\n%s", momentName, err, out)
 		}
 		resolve = s.q.take("kubectl actgate resolve bm-", strings.TrimPrefix(momentName, "bm-"))
 		if i := slices.Index(resolve, "--option"); i < 0 || i+1 >= len(resolve) {
-			t.Fatalf("the README's resolve has no --option: %q", resolve)
+			fatalf(t, "the README's resolve has no --option: %q", resolve)
 		} else {
 			resolve[i+1] = fmt.Sprint(option + 1) // the option that authorises exactly this call
 		}
@@ -129,7 +129,7 @@ func TestNode(t *testing.T) {
 	envtest.SkipIfShort(t)
 	root, err := envtest.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	began := time.Now()
 	approval := startApprovalProvider(t)
@@ -140,6 +140,7 @@ func TestNode(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.dumpState()
+			t.Logf("TestNode failed; the failures, as reported above:\n%s", failureSummary())
 		}
 	})
 
@@ -148,7 +149,7 @@ func TestNode(t *testing.T) {
 	s.q = q
 	q.take("make image") // ACTGATE_IMAGE_TAR is make image's tarball (make test builds it); else one is built here
 	if imp := q.take("ctr -n k8s.io images import"); imp[len(imp)-1] != "bin/image/actgate.tar" {
-		t.Fatalf("the README imports %s; make image writes bin/image/actgate.tar", imp[len(imp)-1])
+		fatalf(t, "the README imports %s; make image writes bin/image/actgate.tar", imp[len(imp)-1])
 	}
 	ref := s.importImages()
 	s.installedRef = ref
@@ -163,7 +164,7 @@ func TestNode(t *testing.T) {
 	values := s.approvalValues(approval, q.values)
 	install := q.take("helm install actgate charts/actgate")
 	if i := slices.Index(install, "approval-values.yaml"); i < 0 {
-		t.Fatalf("the README's helm install does not use approval-values.yaml: %q", install)
+		fatalf(t, "the README's helm install does not use approval-values.yaml: %q", install)
 	} else {
 		install[i] = values
 	}
@@ -250,7 +251,7 @@ spec:
 	s.kubectl("-n", agentNS, "wait", "--for=condition=Ready", "pod/"+agentPod, "--timeout=180s")
 	pod := &corev1.Pod{}
 	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: agentPod}, pod); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	s.checkInjectedAndOrdered(pod)
 	s.agent = "http://" + pod.Status.PodIP + ":8081"
@@ -260,28 +261,28 @@ spec:
 	// first connection, at its start, reached the sidecar, and its first call is answered (no
 	// retry).
 	if at := s.probe("no-such-needle").AtStart; !at.SidecarListened {
-		t.Errorf("the sidecar was not listening when the agent started: %s", at.DialErr)
+		errorf(t, "the sidecar was not listening when the agent started: %s", at.DialErr)
 	}
 	// The hot-path read, with the credential only the sidecar holds.
 	res := s.call("a", "get_balance", `{"account":"ACME"}`)
 	if res.Err != "" {
-		t.Fatalf("the agent's first call through the sidecar: %s", res.Err)
+		fatalf(t, "the agent's first call through the sidecar: %s", res.Err)
 	}
 	counts := s.counts()
 	if res.IsError || counts.Counts["get_balance"] != 1 {
-		t.Fatalf("get_balance: isError=%v upstream counts %v: %s", res.IsError, counts.Counts, res.Text)
+		fatalf(t, "get_balance: isError=%v upstream counts %v: %s", res.IsError, counts.Counts, res.Text)
 	}
 	if want := digest("Bearer " + upstreamToken); !slices.Contains(counts.Accepted, want) {
-		t.Fatalf("the upstream accepted no request with the moved credential: %+v", counts)
+		fatalf(t, "the upstream accepted no request with the moved credential: %+v", counts)
 	}
 
 	// A call the policy denies (over the amount cap) never reaches the upstream.
 	res = s.call("a", "send_payment", `{"amount":50000,"to":"ACME"}`)
 	if !res.IsError || res.code() == "" || res.code() == string(ef.EFEscalationRequired) {
-		t.Fatalf("send_payment over the cap: isError=%v code %q: %s", res.IsError, res.code(), res.Text)
+		fatalf(t, "send_payment over the cap: isError=%v code %q: %s", res.IsError, res.code(), res.Text)
 	}
 	if c := s.counts(); c.Counts["send_payment"] != 0 || len(c.Operations) != 1 {
-		t.Fatalf("a denied call reached the upstream: %+v", c)
+		fatalf(t, "a denied call reached the upstream: %+v", c)
 	}
 	t.Logf("denied over the cap: %s", res.code())
 
@@ -289,14 +290,14 @@ spec:
 	// with the plugin, as a user with her own kubeconfig.
 	s.plugin = s.buildPlugin()
 	if s.aliceConfig, err = n.UserKubeconfig(alice); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	// kubectl actgate doctor on the healthy pod, as the cluster admin: no check fails (the
 	// authority Service has ready endpoints, the policy is Enforcing, the sidecar is ready with
 	// its upstream).
 	if out, err := s.pluginCmd(s.plugin, n.Kubeconfig, q.take("kubectl actgate doctor -n " + agentNS)[1:]...); err != nil ||
 		!containsAll(out, "OK    authority service", "OK    sidecar ", "OK    upstream payments", "OK    toolpolicy payments") || strings.Contains(out, "FAIL") {
-		t.Errorf("kubectl actgate doctor on the healthy pod: %v\n%s", err, out)
+		errorf(t, "kubectl actgate doctor on the healthy pod: %v\n%s", err, out)
 	} else {
 		t.Logf("kubectl actgate doctor:\n%s", out)
 	}
@@ -305,7 +306,7 @@ spec:
 	// The retry of exactly that call runs once.
 	res = s.call("a", "send_payment", paymentArgs)
 	if c := s.counts(); res.IsError || res.Replayed || c.Counts["send_payment"] != 1 || !strings.Contains(res.Text, "paid: ") {
-		t.Fatalf("granted retry: isError=%v replayed=%v code %q upstream %v: %s", res.IsError, res.Replayed, res.code(), c.Counts, res.Text)
+		fatalf(t, "granted retry: isError=%v replayed=%v code %q upstream %v: %s", res.IsError, res.Replayed, res.code(), c.Counts, res.Text)
 	}
 	granted := res
 	// A replay never runs again: in the same session it is answered from the journal (the
@@ -314,11 +315,11 @@ spec:
 	// moment. The first answer may end with the resolution's delivery, which is not repeated.
 	res = s.call("a", "send_payment", paymentArgs)
 	if res.IsError || !res.Replayed || !strings.HasPrefix(granted.Text, res.Text) || res.code() != "" || s.counts().Counts["send_payment"] != 1 {
-		t.Fatalf("same-session replay: isError=%v replayed=%v upstream %v: %q (first %q)", res.IsError, res.Replayed, s.counts().Counts, res.Text, granted.Text)
+		fatalf(t, "same-session replay: isError=%v replayed=%v upstream %v: %q (first %q)", res.IsError, res.Replayed, s.counts().Counts, res.Text, granted.Text)
 	}
 	res = s.call("b", "send_payment", paymentArgs)
 	if again, _ := res.Meta[mcpproxy.MetaMomentID].(string); !res.IsError || res.code() != string(ef.EFEscalationRequired) || again == momentName || s.counts().Counts["send_payment"] != 1 {
-		t.Fatalf("replay from another session: isError=%v code %q moment %q (first %q) upstream %v", res.IsError, res.code(), again, momentName, s.counts().Counts)
+		fatalf(t, "replay from another session: isError=%v code %q moment %q (first %q) upstream %v", res.IsError, res.code(), again, momentName, s.counts().Counts)
 	}
 
 	// An agent-authored binding moment in the pod: tools/list carries the virtual tool, the
@@ -338,19 +339,19 @@ spec:
 	// The agent container holds the credential nowhere, and the upstream refuses it without.
 	pr := s.probe(upstreamToken)
 	if len(pr.InEnv) > 0 || len(pr.InFiles) > 0 {
-		t.Errorf("the agent container can read the credential: env %v files %v", pr.InEnv, pr.InFiles)
+		errorf(t, "the agent container can read the credential: env %v files %v", pr.InEnv, pr.InFiles)
 	}
 	if slices.Contains(pr.EnvNames, "PAYMENTS_TOKEN") {
-		t.Errorf("the agent container still has PAYMENTS_TOKEN")
+		errorf(t, "the agent container still has PAYMENTS_TOKEN")
 	}
 	for _, m := range pr.Mounts {
 		if strings.HasPrefix(m, "/var/run/actgate") || strings.HasPrefix(m, "/var/run/secrets/actgate.io") {
-			t.Errorf("the agent container mounts %s", m)
+			errorf(t, "the agent container mounts %s", m)
 		}
 	}
 	for _, p := range pr.Processes {
 		if strings.Contains(p, "sidecar") {
-			t.Errorf("the agent container sees the sidecar's process: %s", p)
+			errorf(t, "the agent container sees the sidecar's process: %s", p)
 		}
 	}
 	t.Logf("agent probe: %d env vars, %d unreadable paths, processes %v", len(pr.EnvNames), pr.Unreadable, pr.Processes)
@@ -360,12 +361,12 @@ spec:
 	refusedBefore, paidBefore := len(s.counts().Refused), s.counts().Counts["send_payment"]
 	direct := s.direct(upstreamURL, "send_payment", paymentArgs)
 	if direct.Err == "" || s.counts().Counts["send_payment"] != paidBefore || len(s.counts().Refused) <= refusedBefore {
-		t.Errorf("the agent reached the upstream directly: %+v, upstream %+v", direct, s.counts())
+		errorf(t, "the agent reached the upstream directly: %+v, upstream %+v", direct, s.counts())
 	}
 
 	// kubectl shows it all.
 	if out := s.run(q.take("kubectl get acts -n " + agentNS)); !containsAll(strings.SplitN(out, "\n", 2)[0], "TOOL", "CLASS", "DECISION", "OUTCOME", "CODE") {
-		t.Errorf("kubectl get acts has not the columns the README names:\n%s", out)
+		errorf(t, "kubectl get acts has not the columns the README names:\n%s", out)
 	}
 	q.skip("kubectl actgate console", "it serves until interrupted; test/e2e drives the console in Chromium")
 	acts := s.kubectl("-n", agentNS, "get", "acts", "-o", "wide")
@@ -373,7 +374,7 @@ spec:
 	// The hot-path reads were decided in the pod and recorded no Act; the protected calls did,
 	// and so did the reads the changed policy refused.
 	if slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, "get_balance", "Allowed") }) {
-		t.Errorf("a hot-path read created an Act:\n%s", acts)
+		errorf(t, "a hot-path read created an Act:\n%s", acts)
 	}
 	for _, want := range [][]string{
 		{"get_balance", "Denied", "EF_UNKNOWN_TOOL"},
@@ -382,7 +383,7 @@ spec:
 		{"send_payment", "FINANCIAL", "Allowed", "EXECUTED"},
 	} {
 		if !slices.ContainsFunc(strings.Split(acts, "\n"), func(line string) bool { return containsAll(line, want...) }) {
-			t.Errorf("kubectl get acts has no line with %q", want)
+			errorf(t, "kubectl get acts has no line with %q", want)
 		}
 	}
 	t.Logf("kubectl get bindingmoments:\n%s", s.kubectl("-n", agentNS, "get", "bindingmoments"))
@@ -446,21 +447,21 @@ func (s *suite) agentAuthoredMoment(session string) {
 	res := s.call(session, sink.RequestBindingMomentTool, proposal)
 	proposed, _ := res.Meta[mcpproxy.MetaMomentID].(string)
 	if res.Err != "" || res.IsError || proposed == "" {
-		t.Fatalf("request_binding_moment in the pod: %s code %q: %s", res.Err, res.code(), res.Text)
+		fatalf(t, "request_binding_moment in the pod: %s code %q: %s", res.Err, res.code(), res.Text)
 	}
 	bm := &v1alpha1.BindingMoment{}
 	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: proposed}, bm); err != nil || bm.Spec.Principal != alice {
-		t.Fatalf("the proposed BindingMoment %s: %+v %v", proposed, bm.Spec, err)
+		fatalf(t, "the proposed BindingMoment %s: %+v %v", proposed, bm.Spec, err)
 	}
 	s.resolveWith(bm, []string{"kubectl", "actgate", "resolve", proposed, "-n", agentNS, "--option", "2"})
 	if res := s.call(session, "send_payment", `{"amount":60,"to":"ACME"}`); !res.IsError || s.counts().Counts["send_payment"] != before {
-		t.Fatalf("the option alice did not choose ran: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
+		fatalf(t, "the option alice did not choose ran: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
 	}
 	if res := s.call(session, "send_payment", `{"amount":30,"to":"ACME"}`); res.IsError || s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("the option alice chose: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
+		fatalf(t, "the option alice chose: code %q upstream %v: %s", res.code(), s.counts().Counts, res.Text)
 	}
 	if res := s.call(session, "send_payment", `{"amount":30,"to":"ACME"}`); s.counts().Counts["send_payment"] != before+1 {
-		t.Fatalf("the chosen option ran twice: code %q: %s", res.code(), res.Text)
+		fatalf(t, "the chosen option ran twice: code %q: %s", res.code(), res.Text)
 	}
 	t.Logf("agent-authored moment %s: option 2 ran once, option 1 never", proposed)
 }
@@ -493,7 +494,7 @@ func (s *suite) policyChangeReachesSidecar(session string) {
 	change(`["search*"]`, func(r callResult) bool { return r.IsError && r.code() == string(ef.EFUnknownTool) })
 	before := s.counts().Counts["get_balance"]
 	if res := s.call(session, "get_balance", `{"account":"ACME"}`); !res.IsError || s.counts().Counts["get_balance"] != before {
-		t.Fatalf("get_balance under the changed policy: code %q (upstream %d → %d)", res.code(), before, s.counts().Counts["get_balance"])
+		fatalf(t, "get_balance under the changed policy: code %q (upstream %d → %d)", res.code(), before, s.counts().Counts["get_balance"])
 	}
 	change(`["get_*","search*"]`, func(r callResult) bool { return !r.IsError })
 }
@@ -505,7 +506,7 @@ func (s *suite) importImages() string {
 	ctx := t.Context()
 	dir := filepath.Join(s.work, "images")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	tarball, ref := os.Getenv("ACTGATE_IMAGE_TAR"), ""
 	if tarball != "" {
@@ -514,7 +515,7 @@ func (s *suite) importImages() string {
 		}
 		var err error
 		if ref, err = node.ImageRef(tarball); err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 	} else {
 		tarball, ref = filepath.Join(dir, "actgate.tar"), actgateRef
@@ -523,7 +524,7 @@ func (s *suite) importImages() string {
 			{Package: "./cmd/actgate", Path: "/usr/local/bin/actgate"},
 			{Package: "./cmd/actgate-controlplane", Path: "/usr/local/bin/actgate-controlplane"},
 		}, node.ImageConfig{Entrypoint: []string{"/usr/local/bin/actgate"}}); err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		t.Logf("built %s in %s (ACTGATE_IMAGE_TAR not set)", ref, time.Since(start).Round(time.Millisecond))
 	}
@@ -532,11 +533,11 @@ func (s *suite) importImages() string {
 		{Package: "./test/node/agent", Path: "/agent"},
 		{Package: "./test/node/upstream", Path: "/upstream"},
 	}, node.ImageConfig{}); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	for _, tb := range []string{tarball, fixtures} {
 		if out, err := s.n.ImportImage(ctx, tb); err != nil {
-			t.Fatalf("import %s: %v\n%s", tb, err, out)
+			fatalf(t, "import %s: %v\n%s", tb, err, out)
 		}
 	}
 	t.Logf("imported %s and %s", ref, fixturesRef)
@@ -549,15 +550,15 @@ func (s *suite) checkInjectedAndOrdered(pod *corev1.Pod) {
 	t := s.t
 	i := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "actgate-sidecar" })
 	if i < 0 {
-		t.Fatalf("no actgate-sidecar init container: %+v", pod.Spec.InitContainers)
+		fatalf(t, "no actgate-sidecar init container: %+v", pod.Spec.InitContainers)
 	}
 	if rp := pod.Spec.InitContainers[i].RestartPolicy; rp == nil || *rp != corev1.ContainerRestartPolicyAlways {
-		t.Errorf("the sidecar is not a native sidecar: restartPolicy %v", rp)
+		errorf(t, "the sidecar is not a native sidecar: restartPolicy %v", rp)
 	}
 	for _, c := range pod.Spec.Containers {
 		for _, e := range c.Env {
 			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "payments-mcp" {
-				t.Errorf("container %s still reads the credential Secret (%s)", c.Name, e.Name)
+				errorf(t, "container %s still reads the credential Secret (%s)", c.Name, e.Name)
 			}
 		}
 	}
@@ -565,7 +566,7 @@ func (s *suite) checkInjectedAndOrdered(pod *corev1.Pod) {
 	// nanoseconds.
 	side, agent := s.container(pod, "actgate-sidecar"), s.container(pod, "agent")
 	if side.StartedAt.IsZero() || agent.StartedAt.IsZero() || !agent.StartedAt.After(side.StartedAt) {
-		t.Errorf("the sidecar started at %v, the agent at %v: the sidecar must start first", side.StartedAt, agent.StartedAt)
+		errorf(t, "the sidecar started at %v, the agent at %v: the sidecar must start first", side.StartedAt, agent.StartedAt)
 	}
 	t.Logf("sidecar started %s, agent %s later", side.StartedAt.Format(time.RFC3339Nano), agent.StartedAt.Sub(side.StartedAt))
 }
@@ -592,11 +593,11 @@ func (s *suite) container(pod *corev1.Pod, name string) runtimeContainer {
 	s.t.Helper()
 	id := containerID(pod, name)
 	if id == "" {
-		s.t.Fatalf("pod %s has no container id for %s: %+v", pod.Name, name, pod.Status)
+		fatalf(s.t, "pod %s has no container id for %s: %+v", pod.Name, name, pod.Status)
 	}
 	c, err := s.inspect(id)
 	if err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	return c
 }
@@ -682,12 +683,12 @@ func (s *suite) counts() upstreamCounts {
 	s.t.Helper()
 	resp, err := http.Get(s.up + "/counts")
 	if err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	defer resp.Body.Close()
 	var c upstreamCounts
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	return c
 }
@@ -696,37 +697,37 @@ func (s *suite) postJSON(url string, body, out any) {
 	s.t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	hc := &http.Client{Timeout: 90 * time.Second}
 	resp, err := hc.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
-		s.t.Fatalf("POST %s: %v", url, err)
+		fatalf(s.t, "POST %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("POST %s: %s: %s", url, resp.Status, rb)
+		fatalf(s.t, "POST %s: %s: %s", url, resp.Status, rb)
 	}
 	if err := json.Unmarshal(rb, out); err != nil {
-		s.t.Fatalf("POST %s: %v: %s", url, err, rb)
+		fatalf(s.t, "POST %s: %v: %s", url, err, rb)
 	}
 }
 
 func (s *suite) client(kubeconfig string) client.Client {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
-			s.t.Fatal(err)
+			fatal(s.t, err)
 		}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	return c
 }
@@ -739,7 +740,7 @@ func (s *suite) tool(name string, args ...string) string {
 	cmd := s.n.Command(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+		fatalf(s.t, "%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
 }
@@ -756,7 +757,7 @@ func (s *suite) podIP(ns, name string) string {
 	s.t.Helper()
 	ip := strings.TrimSpace(s.kubectl("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.podIP}"))
 	if ip == "" {
-		s.t.Fatalf("pod %s/%s has no IP", ns, name)
+		fatalf(s.t, "pod %s/%s has no IP", ns, name)
 	}
 	return ip
 }
@@ -765,7 +766,7 @@ func (s *suite) serviceIP(ns, name string) string {
 	s.t.Helper()
 	ip := strings.TrimSpace(s.kubectl("-n", ns, "get", "service", name, "-o", "jsonpath={.spec.clusterIP}"))
 	if ip == "" {
-		s.t.Fatalf("service %s/%s has no ClusterIP", ns, name)
+		fatalf(s.t, "service %s/%s has no ClusterIP", ns, name)
 	}
 	return ip
 }
@@ -781,7 +782,7 @@ func (s *suite) buildPlugin() string {
 	cmd := exec.Command(build[0], build[1:]...)
 	cmd.Dir = s.root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		s.t.Fatalf("%s: %v\n%s", strings.Join(build, " "), err, out)
+		fatalf(s.t, "%s: %v\n%s", strings.Join(build, " "), err, out)
 	}
 	return dir
 }
@@ -835,18 +836,18 @@ func optionFor(t *testing.T, bm *v1alpha1.BindingMoment, tool, args string) int 
 	t.Helper()
 	env, err := envelope.Parse([]byte(bm.Spec.Envelope))
 	if err != nil {
-		t.Fatalf("BindingMoment envelope: %v", err)
+		fatalf(t, "BindingMoment envelope: %v", err)
 	}
 	want, err := action.Digest(tool, json.RawMessage(args), jcs.Strict)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	for i := 0; i < env.NumOptions(); i++ {
 		if o, _ := env.Option(i); o.ActionDigest == want {
 			return i
 		}
 	}
-	t.Fatalf("no option of %s authorises %s %s", bm.Name, tool, args)
+	fatalf(t, "no option of %s authorises %s %s", bm.Name, tool, args)
 	return -1
 }
 

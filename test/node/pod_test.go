@@ -36,7 +36,7 @@ func (s *suite) checkBoundToken(pod *corev1.Pod) {
 	path := filepath.Join(s.n.Dir, "kubelet", "root", "pods", string(pod.UID), "volumes", "kubernetes.io~projected", "actgate-token", "token")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the sidecar's projected token on the node: %v", err)
+		fatalf(t, "the sidecar's projected token on the node: %v", err)
 	}
 	token := strings.TrimSpace(string(b))
 	var claims struct {
@@ -56,15 +56,15 @@ func (s *suite) checkBoundToken(pod *corev1.Pod) {
 	}
 	if len(claims.Aud) != 1 || claims.Aud[0] != authorityAudience || claims.Kubernetes.Pod.UID != string(pod.UID) ||
 		claims.Sub != "system:serviceaccount:"+agentNS+":"+agentSA {
-		t.Errorf("the projected token's claims: %+v, want audience %s, pod %s, subject %s", claims, authorityAudience, pod.UID, agentSA)
+		errorf(t, "the projected token's claims: %+v, want audience %s, pod %s, subject %s", claims, authorityAudience, pod.UID, agentSA)
 	}
 	tr := s.review(token, authorityAudience)
 	if !tr.Status.Authenticated || tr.Status.User.Username != "system:serviceaccount:"+agentNS+":"+agentSA ||
 		!slicesEqual(tr.Status.User.Extra["authentication.kubernetes.io/pod-uid"], string(pod.UID)) {
-		t.Errorf("TokenReview of the sidecar's token for %s: %+v", authorityAudience, tr.Status)
+		errorf(t, "TokenReview of the sidecar's token for %s: %+v", authorityAudience, tr.Status)
 	}
 	if tr := s.review(token, "some-other-service"); tr.Status.Authenticated {
-		t.Errorf("the sidecar's token is accepted for another audience: %+v", tr.Status)
+		errorf(t, "the sidecar's token is accepted for another audience: %+v", tr.Status)
 	}
 	t.Logf("the sidecar's projected token: audience %v, bound to pod %s/%s (uid %s)", claims.Aud, agentNS, claims.Kubernetes.Pod.Name, claims.Kubernetes.Pod.UID)
 	s.boundToken = token
@@ -74,7 +74,7 @@ func (s *suite) review(token, audience string) *authenticationv1.TokenReview {
 	s.t.Helper()
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := s.c.Create(s.t.Context(), tr); err != nil {
-		s.t.Fatal(err)
+		fatal(s.t, err)
 	}
 	return tr
 }
@@ -110,17 +110,17 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 	heldOp := ops[len(ops)-1]
 	side := s.container(pod, "actgate-sidecar")
 	if side.PID <= 0 {
-		t.Fatalf("no PID for the sidecar container: %+v", side)
+		fatalf(t, "no PID for the sidecar container: %+v", side)
 	}
 	if err := syscall.Kill(side.PID, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the sidecar (pid %d): %v", side.PID, err)
+		fatalf(t, "kill the sidecar (pid %d): %v", side.PID, err)
 	}
 	t.Logf("killed the sidecar (pid %d) with the dispatch in flight", side.PID)
 	select {
 	case r := <-done:
 		t.Logf("the held call ended with the sidecar: %s", r)
 	case <-time.After(90 * time.Second):
-		t.Fatal("the held call did not end when the sidecar died")
+		fatal(t, "the held call did not end when the sidecar died")
 	}
 	testutil.Eventually(t, 90*time.Second, "the kubelet to restart the sidecar", func() error {
 		if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
@@ -141,28 +141,28 @@ func (s *suite) killSidecarMidDispatch(pod *corev1.Pod) {
 	})
 	var moments v1alpha1.BindingMomentList
 	if err := s.c.List(t.Context(), &moments, client.InNamespace(agentNS)); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	r := s.call("retry-after-restart", "send_payment", held)
 	if !r.IsError || r.code() != string(ef.EFIndeterminate) {
-		t.Errorf("the same action after the restart: isError=%v code %q: %s (want %s)", r.IsError, r.code(), r.Text, ef.EFIndeterminate)
+		errorf(t, "the same action after the restart: isError=%v code %q: %s (want %s)", r.IsError, r.code(), r.Text, ef.EFIndeterminate)
 	}
 	var after v1alpha1.BindingMomentList
 	if err := s.c.List(t.Context(), &after, client.InNamespace(agentNS)); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if len(after.Items) != len(moments.Items) {
-		t.Errorf("the refused INDETERMINATE action raised %d new binding moments", len(after.Items)-len(moments.Items))
+		errorf(t, "the refused INDETERMINATE action raised %d new binding moments", len(after.Items)-len(moments.Items))
 	}
 	if got := s.counts().Counts["send_payment"]; got != before+1 {
-		t.Errorf("the upstream saw send_payment %d times since the hold, want 1: the in-flight action ran again", got-before)
+		errorf(t, "the upstream saw send_payment %d times since the hold, want 1: the in-flight action ran again", got-before)
 	}
 	// The restarted sidecar's outbox reported what its recovery found: the Act of the
 	// dispatch the kill cut off is INDETERMINATE, said by the sidecar (its pod runs), and
 	// stays so (only authenticated reconciliation moves it on).
 	a := s.waitActState(heldOp, v1alpha1.ActStateIndeterminate, 60*time.Second)
 	if meta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ActDispatcherGoneCondition) {
-		t.Errorf("Act %s of the killed sidecar's dispatch says its pod is gone: %+v", a.Name, a.Status.Conditions)
+		errorf(t, "Act %s of the killed sidecar's dispatch says its pod is gone: %+v", a.Name, a.Status.Conditions)
 	}
 	t.Logf("Act %s of the dispatch the kill cut off: %s (%s)", a.Name, a.Status.State, a.Status.Message)
 }
@@ -200,7 +200,7 @@ func (s *suite) waitActState(op string, want v1alpha1.ActState, d time.Duration)
 func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	t := s.t
 	if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	const held = `{"amount":42,"to":"ACME","hold_seconds":90}`
 	before := s.counts()
@@ -231,16 +231,16 @@ func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if side.FinishedAt.IsZero() || agent.FinishedAt.IsZero() {
-		t.Fatalf("did not see both containers exit: sidecar %+v, agent %+v", side, agent)
+		fatalf(t, "did not see both containers exit: sidecar %+v, agent %+v", side, agent)
 	}
 	if side.FinishedAt.Before(agent.FinishedAt) {
-		t.Errorf("the sidecar stopped at %v, before the agent at %v", side.FinishedAt, agent.FinishedAt)
+		errorf(t, "the sidecar stopped at %v, before the agent at %v", side.FinishedAt, agent.FinishedAt)
 	}
 	t.Logf("on delete the agent stopped %s before the sidecar", side.FinishedAt.Sub(agent.FinishedAt))
 	s.kubectl("-n", agentNS, "wait", "--for=delete", "pod/"+agentPod, "--timeout=60s")
 	podGone := time.Now()
 	if got := s.counts().Counts["send_payment"]; got != before.Counts["send_payment"]+1 {
-		t.Errorf("the upstream saw send_payment %d times since the hold, want 1", got-before.Counts["send_payment"])
+		errorf(t, "the upstream saw send_payment %d times since the hold, want 1", got-before.Counts["send_payment"])
 	}
 	if s.boundToken != "" {
 		gone := time.Now()
@@ -257,7 +257,7 @@ func (s *suite) deletePodStopsSidecarLast(pod *corev1.Pod) {
 	t.Logf("the Act of the call in flight when the pod was deleted: %s, %s %s after the pod was gone; DispatcherGone %+v; %s",
 		a.Name, a.Status.State, time.Since(podGone).Round(time.Second), cond, a.Status.Message)
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ActPodDeletedReason || !strings.Contains(cond.Message, string(pod.UID)) {
-		t.Errorf("Act %s: DispatcherGone %+v, want True/%s naming pod %s", a.Name, cond, v1alpha1.ActPodDeletedReason, pod.UID)
+		errorf(t, "Act %s: DispatcherGone %+v, want True/%s naming pod %s", a.Name, cond, v1alpha1.ActPodDeletedReason, pod.UID)
 	}
 	// Held until authenticated reconciliation (the policy declares none here): nothing moves it.
 	time.Sleep(dispatcherGoneGrace)

@@ -28,7 +28,7 @@ func readQuickstart(t *testing.T, root string) *quickstart {
 	t.Helper()
 	q := readSection(t, root, "README.md", "## Quickstart: Kubernetes")
 	if q.values == "" {
-		t.Fatal("README.md's Kubernetes quickstart has no values file")
+		fatal(t, "README.md's Kubernetes quickstart has no values file")
 	}
 	return q
 }
@@ -38,11 +38,11 @@ func readSection(t *testing.T, root, doc, heading string) *quickstart {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(root, doc))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	q, err := parseSection(string(raw), heading)
 	if err != nil {
-		t.Fatalf("%s: %v", doc, err)
+		fatalf(t, "%s: %v", doc, err)
 	}
 	q.t, q.doc = t, doc
 	return q
@@ -132,7 +132,7 @@ func (q *quickstart) take(prefix string, fill ...string) []string {
 	for k, f := range fields {
 		for strings.Contains(f, "…") {
 			if len(fill) == 0 {
-				q.t.Fatalf("README command %q: nothing to fill its %q with", q.cmds[i], f)
+				fatalf(q.t, "README command %q: nothing to fill its %q with", q.cmds[i], f)
 			}
 			f = strings.Replace(f, "…", fill[0], 1)
 			fill = fill[1:]
@@ -140,7 +140,7 @@ func (q *quickstart) take(prefix string, fill ...string) []string {
 		fields[k] = f
 	}
 	if len(fill) > 0 {
-		q.t.Fatalf("README command %q has fewer placeholders than the suite fills", q.cmds[i])
+		fatalf(q.t, "README command %q has fewer placeholders than the suite fills", q.cmds[i])
 	}
 	q.used[i] = true
 	q.t.Logf("%s: %s", q.doc, q.cmds[i])
@@ -174,7 +174,7 @@ func (q *quickstart) find(prefix string) int {
 		}
 	}
 	if len(at) != 1 {
-		q.t.Fatalf("%s has %d unused commands beginning %q, want 1: %q", q.doc, len(at), prefix, q.cmds)
+		fatalf(q.t, "%s has %d unused commands beginning %q, want 1: %q", q.doc, len(at), prefix, q.cmds)
 	}
 	return at[0]
 }
@@ -184,7 +184,7 @@ func (q *quickstart) done() {
 	q.t.Helper()
 	for i, c := range q.cmds {
 		if !q.used[i] {
-			q.t.Errorf("%s has a command the node suite does not follow: %q", q.doc, c)
+			errorf(q.t, "%s has a command the node suite does not follow: %q", q.doc, c)
 		}
 	}
 }
@@ -194,31 +194,31 @@ func TestParseQuickstart(t *testing.T) {
 		"  --from-literal=b=…   # two\n```\n```yaml\na: 1\n```\n## Next\n```sh\nnot this\n```\n"
 	q, err := parseSection(readme, "## Quickstart: Kubernetes")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	want := []string{"make image", "kubectl create secret generic s --from-literal=a=… --from-literal=b=…"}
 	if !slices.Equal(q.cmds, want) || q.values != "a: 1\n" {
-		t.Fatalf("commands %q values %q", q.cmds, q.values)
+		fatalf(t, "commands %q values %q", q.cmds, q.values)
 	}
 	q.t = t
 	if got := q.take("kubectl create secret", "x", "y"); !slices.Equal(got, []string{"kubectl", "create", "secret", "generic", "s", "--from-literal=a=x", "--from-literal=b=y"}) {
-		t.Errorf("take: %q", got)
+		errorf(t, "take: %q", got)
 	}
 	for _, bad := range []string{"", "## Quickstart: Kubernetes\n```sh\nopen\n", "## Quickstart: Kubernetes\n```sh\nx \\\n```\n```yaml\na: 1\n```\n",
 		"## Quickstart: Kubernetes\n```yaml\na: 1\n```\n", "## Quickstart: Kubernetes\n## Next\n```sh\nx\n```\n"} {
 		if _, err := parseSection(bad, "## Quickstart: Kubernetes"); err == nil {
-			t.Errorf("parseSection(%q) accepted", bad)
+			errorf(t, "parseSection(%q) accepted", bad)
 		}
 	}
 	// A subsection belongs to its section; the next heading of the same level ends it.
 	q, err = parseSection("## A\n```sh\none\n```\n### B\n```sh\ntwo\n```\n## C\n```sh\nthree\n```\n", "## A")
 	if err != nil || !slices.Equal(q.cmds, []string{"one", "two"}) {
-		t.Errorf("sections: %q %v", q.cmds, err)
+		errorf(t, "sections: %q %v", q.cmds, err)
 	}
 	// The repository's documents parse.
 	for _, d := range [][2]string{{"README.md", "## Quickstart: Kubernetes"}, {"docs/operations.md", "## Upgrading"}, {"docs/operations.md", "## Uninstalling"}} {
 		if _, err := parseSection(mustRead(t, "../../"+d[0]), d[1]); err != nil {
-			t.Errorf("%s: %v", d[0], err)
+			errorf(t, "%s: %v", d[0], err)
 		}
 	}
 }
@@ -227,7 +227,7 @@ func mustRead(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return string(b)
 }
