@@ -123,7 +123,7 @@ ACTGATE_IMAGE_TAR ?= $(LOCALBIN)/image/actgate.tar
 .PHONY: test
 test: image test-sdk-go test-sdk-py test-sdk-ts ## Run every test: unit, conformance, MCP interop, fuzz seeds, envtest integration, the real-node suite on the image, the SDKs (needs root; builds what it needs).
 	./hack/interop.sh >/dev/null # the interop suite's pinned npm packages (test/interop)
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" \
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-bins.sh)" ACTGATE_NODE_BINS="$$(./hack/node-bins.sh)" ACTGATE_CHROMIUM="$$(./hack/chromium.sh)" ACTGATE_JAEGER="$$(./hack/jaeger-bin.sh)" \
 		ACTGATE_IMAGE_TAR="$(ACTGATE_IMAGE_TAR)" $(GO) test -p $(GOTEST_P) -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 .PHONY: test-sdk-py

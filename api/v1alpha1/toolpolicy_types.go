@@ -375,6 +375,55 @@ type ToolRule struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])+)+$`
 	MaskArguments []string `json:"maskArguments,omitempty"`
+
+	// rateLimit bounds how often calls this rule governs run: a token bucket decided in the
+	// process that serves the agent (the pod's sidecar, or actgate serve), without the control
+	// plane. A call over it is refused with EF_RATE_LIMITED before anything is registered,
+	// issued or sent, with the time until the bucket holds a call again (docs/api.md "Rate
+	// limits").
+	// +optional
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+}
+
+// RateLimitPer says which calls share a rate-limit bucket.
+// +kubebuilder:validation:Enum=Agent;Pod
+type RateLimitPer string
+
+const (
+	// RateLimitPerAgent gives each agent a bucket per tool (the default).
+	RateLimitPerAgent RateLimitPer = "Agent"
+	// RateLimitPerPod gives the process one bucket per tool, shared by every agent it serves:
+	// the pod's sidecar in Kubernetes, the gate in standalone.
+	RateLimitPerPod RateLimitPer = "Pod"
+)
+
+// RateLimit is a token bucket of burst calls, refilled continuously at calls per period.
+type RateLimit struct {
+	// calls is how many calls the bucket refills each period, 1 to 1000000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Calls int32 `json:"calls"`
+
+	// period is the refill period, from 1s to 24h (for example 1m).
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="period must be between 1s and 24h"
+	Period metav1.Duration `json:"period"`
+
+	// burst is how many calls a full bucket lets run at once, 1 to 1000000; default calls.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Burst int32 `json:"burst,omitempty"`
+
+	// per is Agent (default: a bucket per agent and tool) or Pod (a bucket per tool shared by
+	// every agent of the pod; standalone, of the gate).
+	// +optional
+	// +kubebuilder:default=Agent
+	Per RateLimitPer `json:"per,omitempty"`
 }
 
 // EvidenceRequirement is the Authorization Evidence Chain requirement of a rule

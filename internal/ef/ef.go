@@ -42,6 +42,9 @@ const (
 	EFEscalationRequired EFCode = "EF_ESCALATION_REQUIRED"
 	// EFPolicyDenied — policy refuses this act.
 	EFPolicyDenied EFCode = "EF_POLICY_DENIED"
+	// EFRateLimited — the governing rule's rate limit refuses this call now (docs/api.md "Rate
+	// limits"); it was not registered, issued or sent.
+	EFRateLimited EFCode = "EF_RATE_LIMITED"
 	// EFPolicyUnavailable — the sink holds no current policy to decide with: an injected
 	// sidecar that has not received its pod's governing ToolPolicy from the authority service,
 	// was told that none governs the pod, or holds one that does not compile. Every call is
@@ -158,6 +161,7 @@ func all() []Info {
 		{EFActInvalid, "The tool call could not be mapped to a valid candidate act.", false, true},
 		{EFEscalationRequired, "This tool requires a human decision before it can run.", false, true},
 		{EFPolicyDenied, "Policy does not permit this act.", false, true},
+		{EFRateLimited, "The rule's rate limit allows no more calls now; the tool was not invoked. Retry later.", false, true},
 		{EFPolicyUnavailable, "No current policy governs this sink; the tool was not invoked.", false, true},
 		{EFUnknownTool, "The tool is not declared for this protected server.", false, true},
 		{EFArgumentsOutOfProfile, "The arguments cannot be bound to a human decision: outside the strict canonical profile.", false, true},

@@ -77,6 +77,9 @@ type Decision struct {
 	Message string `json:"message,omitempty"`
 	// Retryable is true only for EF_060.
 	Retryable bool `json:"retryable,omitempty"`
+	// RetryAfter is, for EF_RATE_LIMITED, the seconds until the rule's bucket holds a call
+	// again; the HTTP answer carries it as Retry-After too.
+	RetryAfter int64 `json:"retry_after,omitempty"`
 	// OperationID is the journaled dispatch to report with /v1/complete, and the idempotency
 	// key to give the tool if it takes one (allow under authority).
 	OperationID string `json:"operation_id,omitempty"`

@@ -1,6 +1,8 @@
 package hostloop
 
 import (
+	"time"
+
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -31,7 +33,7 @@ func replayedDecision(res sink.Result) Decision {
 // shape.
 func refusedDecision(res sink.Result, vendor act.Vendor, vendorID string) Decision {
 	d := Decision{Code: res.Code, Message: res.Message, ActID: res.ActID, Retryable: res.Code.Retryable(), Resolutions: res.Resolutions,
-		State: res.State}
+		State: res.State, RetryAfter: int64(res.RetryAfter / time.Second)}
 	if res.Moment != nil {
 		d.BindingMoments = []string{res.Moment.ID}
 		d.EnvelopeDigest = res.Moment.Digest

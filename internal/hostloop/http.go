@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/actgate/actgate/internal/mcpproxy"
 )
@@ -57,6 +58,10 @@ func (h *Loop) Handler(auth Authenticator) http.Handler {
 			h.cfg.Log.Info("Host-loop call refused at the bound of calls under way", "agent", agent)
 			writeError(w, http.StatusTooManyRequests, CodePendingLimit, err)
 			return
+		}
+		if d.RetryAfter > 0 {
+			// The decision is still the answer (200): the header only says when to ask again.
+			w.Header().Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
 		}
 		writeJSON(w, http.StatusOK, d)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/argmask"
 	"github.com/actgate/actgate/internal/jcs"
+	"github.com/actgate/actgate/internal/ratelimit"
 )
 
 // Bounds of the API (toolpolicy_types.go markers), checked again here because the standalone
@@ -126,6 +127,7 @@ type rule struct {
 	alternatives []v1alpha1.Alternative
 	masks        []string // RFC 6901 pointers shown masked on principal surfaces
 	ttl          time.Duration
+	rate         *RateLimit // nil: no rate limit
 }
 
 type provenanceRule struct {
@@ -311,7 +313,50 @@ func compileRule(ps *problems, c *Compiled, env *cel.Env, f string, in *v1alpha1
 	}
 
 	r.ttl = compileTTL(ps, f+".authorityTTL", in.AuthorityTTL, c.ttl)
+	r.rate = compileRate(ps, f+".rateLimit", in.RateLimit)
 	return r
+}
+
+// Bounds of spec.rules[].rateLimit, as the CRD's schema states them.
+const (
+	maxRateCalls  = 1_000_000
+	minRatePeriod = time.Second
+	maxRatePeriod = 24 * time.Hour
+)
+
+func compileRate(ps *problems, f string, in *v1alpha1.RateLimit) *RateLimit {
+	if in == nil {
+		return nil
+	}
+	out := &RateLimit{Limit: ratelimit.Limit{Calls: int(in.Calls), Period: in.Period.Duration, Burst: int(in.Burst)}}
+	if out.Burst == 0 {
+		out.Burst = out.Calls
+	}
+	ok := true
+	if in.Calls < 1 || in.Calls > maxRateCalls {
+		ps.add(f+".calls", ReasonInvalidSpec, fmt.Sprintf("must be between 1 and %d", maxRateCalls))
+		ok = false
+	}
+	if in.Burst < 0 || in.Burst > maxRateCalls {
+		ps.add(f+".burst", ReasonInvalidSpec, fmt.Sprintf("must be between 1 and %d", maxRateCalls))
+		ok = false
+	}
+	if in.Period.Duration < minRatePeriod || in.Period.Duration > maxRatePeriod {
+		ps.add(f+".period", ReasonInvalidSpec, "must be between 1s and 24h")
+		ok = false
+	}
+	switch in.Per {
+	case "", v1alpha1.RateLimitPerAgent:
+	case v1alpha1.RateLimitPerPod:
+		out.PerPod = true
+	default:
+		ps.add(f+".per", ReasonInvalidSpec, "must be Agent or Pod")
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	return out
 }
 
 func compileEvidence(ps *problems, r *rule, f string, ev *v1alpha1.EvidenceRequirement) {

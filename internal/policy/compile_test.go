@@ -154,6 +154,17 @@ func TestCompileErrors(t *testing.T) {
 			[]prob{{"spec.authorityTTL", ReasonInvalidSpec, "between 1s and 1h"}}},
 		{"rule TTL too short", rule0(func(r *v1alpha1.ToolRule) { r.AuthorityTTL = dur(500 * time.Millisecond) }),
 			[]prob{{"spec.rules[0].authorityTTL", ReasonInvalidSpec, "between 1s and 1h"}}},
+		{"rate limit without calls", rule0(func(r *v1alpha1.ToolRule) { r.RateLimit = &v1alpha1.RateLimit{Period: *dur(time.Minute)} }),
+			[]prob{{"spec.rules[0].rateLimit.calls", ReasonInvalidSpec, "between 1 and 1000000"}}},
+		{"rate limit period too long", rule0(func(r *v1alpha1.ToolRule) { r.RateLimit = &v1alpha1.RateLimit{Calls: 1, Period: *dur(25 * time.Hour)} }),
+			[]prob{{"spec.rules[0].rateLimit.period", ReasonInvalidSpec, "between 1s and 24h"}}},
+		{"rate limit negative burst", rule0(func(r *v1alpha1.ToolRule) {
+			r.RateLimit = &v1alpha1.RateLimit{Calls: 1, Period: *dur(time.Minute), Burst: -1}
+		}), []prob{{"spec.rules[0].rateLimit.burst", ReasonInvalidSpec, "between 1 and 1000000"}}},
+		{"rate limit bad per", rule0(func(r *v1alpha1.ToolRule) {
+			r.RateLimit = &v1alpha1.RateLimit{Calls: 1, Period: *dur(time.Minute), Per: "Namespace"}
+		}),
+			[]prob{{"spec.rules[0].rateLimit.per", ReasonInvalidSpec, "Agent or Pod"}}},
 		{"bad sink id", func(s *v1alpha1.ToolPolicySpec) { s.Sink.ID = "-sink" },
 			[]prob{{"spec.sink.id", ReasonInvalidSpec, "alphanumeric"}}},
 		{"bad pod selector", func(s *v1alpha1.ToolPolicySpec) {
@@ -232,6 +243,18 @@ func TestCompileDefaults(t *testing.T) {
 	}
 	if def, _ := time.ParseDuration(v1alpha1.DefaultAuthorityTTL); def != defaultTTL {
 		t.Fatalf("defaultTTL %v disagrees with the API's %s", defaultTTL, v1alpha1.DefaultAuthorityTTL)
+	}
+	if d.RateLimit != nil {
+		t.Fatalf("a rule without rateLimit has rate limit %+v", d.RateLimit)
+	}
+	// A rate limit's burst defaults to its calls, per agent.
+	spec.Rules[0].RateLimit = &v1alpha1.RateLimit{Calls: 20, Period: metav1.Duration{Duration: 24 * time.Hour}}
+	if c, err = Compile("gate", spec, 0); err != nil {
+		t.Fatal(err)
+	}
+	d = eval(c, req("refund", `{}`, on("s", "https://s.example")))
+	if rl := d.RateLimit; rl == nil || rl.Calls != 20 || rl.Burst != 20 || rl.Period != 24*time.Hour || rl.PerPod {
+		t.Fatalf("rate limit %+v: want 20 per 24h, burst 20, per agent", rl)
 	}
 	// No rules: every call to a listed server is denied.
 	spec.Rules = nil

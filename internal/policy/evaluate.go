@@ -381,6 +381,7 @@ func (c *Compiled) enforce(ctx context.Context, r Request, trace traceFunc) Deci
 		return d
 	}
 	d.AuthorityTTL = st.rule.ttl
+	d.RateLimit = st.rule.rate
 	d.Evidence.Role = st.role
 	switch st.role {
 	case v1alpha1.EvidenceRoleNone:

@@ -7,6 +7,7 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/ratelimit"
 )
 
 // Outcome is what the sink does with a call. The four outcomes map one to one onto the
@@ -87,6 +88,9 @@ type Decision struct {
 	MaskArguments []string
 	// AuthorityTTL is how long an authority issued for this decision stays usable.
 	AuthorityTTL time.Duration
+	// RateLimit is the governing rule's rate limit (spec.rules[].rateLimit), nil when it has
+	// none or no rule matched. The sink enforces it; Evaluate only reports it.
+	RateLimit *RateLimit
 	// Epoch is the policy epoch the decision was made under; authorities record it.
 	Epoch int64
 	// Audit is true when the policy is in mode Audit: Outcome is Allow, the call goes through
@@ -99,4 +103,11 @@ type Decision struct {
 	AuditOutcome Outcome
 	// WouldDeny is, in Audit mode, true when Enforce would have denied or escalated.
 	WouldDeny bool
+}
+
+// RateLimit is a rule's compiled rate limit: a token bucket per agent and tool, or per tool
+// for the whole process when PerPod.
+type RateLimit struct {
+	ratelimit.Limit
+	PerPod bool
 }

@@ -34,6 +34,7 @@ func (p compiledPolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDec
 		AuthorityTTL:  d.AuthorityTTL,
 		Epoch:         d.Epoch,
 		MaskArguments: d.MaskArguments,
+		RateLimit:     d.RateLimit,
 		Evidence: Evidence{
 			Role:               string(d.Evidence.Role),
 			Principals:         d.Evidence.Principals,

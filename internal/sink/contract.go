@@ -138,6 +138,9 @@ type Result struct {
 	Resolutions []Delivery
 	// OperationID is the dispatch's idempotency key, when one was used.
 	OperationID string
+	// RetryAfter is, for EF_RATE_LIMITED, how long until the rule's bucket holds a call again
+	// (whole seconds, rounded up); 0 otherwise. Transports that have a Retry-After say it.
+	RetryAfter time.Duration
 	// Accepted is the upstream's acceptance of a journaled dispatch it runs on its own time
 	// (OutcomeAccepted: an MCP CreateTaskResult), to the call that dispatched it (State
 	// INVOKED) and to a retry of it (Replayed), which gets the same handle, never a second

@@ -15,6 +15,7 @@ import (
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/ratelimit"
 	"github.com/actgate/actgate/internal/sink/moment"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -143,6 +144,7 @@ type gate struct {
 
 	dispatches *dispatchIndex
 	moments    *moment.Table
+	rates      *ratelimit.Set // the rules' rate limits, in this process
 }
 
 type issuedAuthority struct {
@@ -211,6 +213,7 @@ func New(opts Options) (*Gate, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	g.rates = ratelimit.New(ratelimit.Options{Now: g.now})
 	if g.observer == nil {
 		g.observer = NopObserver{}
 	}

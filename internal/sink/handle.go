@@ -200,6 +200,14 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 	if cl.dec.Audit {
 		return g.audit(ctx, cl, inv)
 	}
+	if over := g.overRate(cl); over != nil {
+		res := g.refuse(cl, ef.EFRateLimited, over.message)
+		res.RetryAfter = over.wait
+		if g.remote != nil {
+			g.remote.Refused(cl.request(), res.Code, res.Message)
+		}
+		return res, nil
+	}
 	switch cl.dec.Outcome {
 	case PolicyDeny:
 		code := cl.dec.Code
@@ -399,6 +407,9 @@ func (g *gate) audit(ctx context.Context, cl *callState, inv Invoker) (Result, e
 	case PolicyEscalate:
 		would = ef.EFEscalationRequired
 	case PolicyAllow, PolicyPermit:
+		if g.overRate(cl) != nil {
+			would = ef.EFRateLimited
+		}
 	default:
 		would = ef.EFPolicyDenied
 	}

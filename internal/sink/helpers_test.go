@@ -20,6 +20,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/test/testutil"
 )
@@ -68,6 +69,7 @@ type tableRule struct {
 	anyDestination bool     // computer-use: the destination is the focused origin
 	ttl            time.Duration
 	masks          []string // maskArguments
+	rate           *policy.RateLimit
 }
 
 type tablePolicy struct {
@@ -136,6 +138,7 @@ func (p *tablePolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDecis
 	}
 	d.Outcome, d.Code, d.Class, d.AuthorityTTL = rule.outcome, rule.code, rule.class, rule.ttl
 	d.MaskArguments = rule.masks
+	d.RateLimit = rule.rate
 	if rule.outcome == PolicyEscalate {
 		d.Code = ef.EFEscalationRequired
 		d.Evidence = Evidence{Role: "HumanAuthorization", Principals: rule.principals, MinPrincipals: rule.min, SeparationOfDuties: true}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/policy"
 )
 
 // PolicyOutcome is what policy decides for one call (docs/architecture.md "The flow of one call",
@@ -81,6 +82,9 @@ type PolicyDecision struct {
 	MaskArguments []string
 	// AuthorityTTL is the lifetime of an authority issued under the rule (0 = the gate default).
 	AuthorityTTL time.Duration
+	// RateLimit is the rule's rate limit, enforced by the gate in its process before the call
+	// is registered, issued or sent; nil when the rule has none.
+	RateLimit *policy.RateLimit
 	// Epoch is the policy epoch the decision was made under; it is bound into every authority,
 	// and an authority of another epoch is refused (tool-use-binding §16 MUST 5).
 	Epoch int64

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -103,8 +102,8 @@ func runTracedUpstream(addr, otlp string) int {
 
 // TestTraceAcrossProcesses: one escalated call, with the agent's W3C context in params._meta,
 // through `actgate sidecar`, `actgate-controlplane authority` and an upstream MCP server, three
-// processes exporting OTLP/HTTP to one receiver here (the agent, this test, exports its own
-// spans there too). The call escalates, the principal resolves the BindingMoment (recorded by
+// processes exporting OTLP/HTTP to a real tracing back end, Jaeger v2 (the agent, this test,
+// exports its own spans there too), and the trace read back from Jaeger's query API. The call escalates, the principal resolves the BindingMoment (recorded by
 // `actgate-controlplane manager`), the retry runs once upstream. Each agent call is the link of
 // one trace of the sidecar's own (docs/operations.md "Tracing": the agent's context is linked,
 // never continued), and the spans of the call form one tree across the processes: agent ~>
@@ -133,10 +132,11 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	)
 	args := `{"amount":250,"to":"` + secret + `"}`
 
-	recv := &tracingtest.Receiver{}
-	collector := httptest.NewServer(recv) // 127.0.0.1
-	t.Cleanup(collector.Close)
-	otlp := collector.URL + "/v1/traces"
+	// The tracing back end: Jaeger v2, a real OpenTelemetry Collector with storage and a query
+	// API; every process exports to its OTLP/HTTP receiver.
+	began := time.Now()
+	backend := startJaeger(t, root)
+	otlp := backend.otlp
 
 	// The upstream, a process of its own.
 	self, err := os.Executable()
@@ -300,10 +300,23 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	if err := agentShutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if errs := recv.Errors(); len(errs) > 0 {
-		t.Fatalf("the receiver refused exports: %v", errs)
-	}
-	spans := recv.Spans()
+	// The call's trace as Jaeger's query API gives it back, once the collector's batch has
+	// reached its storage.
+	services := []string{"agent", "actgate-sidecar", "actgate-authority", upstreamService}
+	var spans []sdktrace.ReadOnlySpan
+	testutil.Eventually(t, 30*time.Second, "Jaeger to hold the spans of every process", func() error {
+		spans = backend.spans(t, began, services...)
+		have := map[string]bool{}
+		for _, s := range spans {
+			have[tracingtest.ServiceName(s)] = true
+		}
+		for _, svc := range services {
+			if !have[svc] {
+				return fmt.Errorf("no span of %s yet (%d spans)", svc, len(spans))
+			}
+		}
+		return nil
+	})
 	checkCallTrace(t, spans, task.SpanContext().TraceID(), secret)
 }
 

@@ -35,13 +35,6 @@ func errorf(t testing.TB, format string, args ...any) {
 	t.Error(msg)
 }
 
-func errorN(t testing.TB, args ...any) {
-	t.Helper()
-	msg := fmt.Sprint(args...)
-	noteFailure(t, msg)
-	t.Error(msg)
-}
-
 func fatalf(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)

@@ -29,6 +29,9 @@ const (
 	// MetaResolutions carries the binding-moment resolutions delivered to the session with
 	// this result (sink.Result.Resolutions).
 	MetaResolutions = "actgate.io/resolutions"
+	// MetaRetryAfter is, on an EF_RATE_LIMITED refusal, the seconds until the rule's rate limit
+	// lets a call through again.
+	MetaRetryAfter = "actgate.io/retry-after"
 	// AnnotationEmitsBindingMoment is the advisory tools/list annotation of envelope-04 §8.2
 	// (its RECOMMENDED name), carried in a tool's "annotations" and "_meta".
 	AnnotationEmitsBindingMoment = "emits_binding_moment"

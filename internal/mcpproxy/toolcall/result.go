@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,6 +135,9 @@ func RefusalFor(res sink.Result, structured bool) (*RawResult, error) {
 	}
 	if res.State != "" {
 		out.Meta[MetaState] = string(res.State)
+	}
+	if s := int64(res.RetryAfter / time.Second); s > 0 {
+		out.Meta[MetaRetryAfter] = s
 	}
 	payload := string(text)
 	if m := res.Moment; m != nil && m.Envelope != nil {
