@@ -109,3 +109,76 @@ func TestDurableBaselineRefusesBadArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableRounds runs hack/durable-rounds.py for one round against stand-ins for the two Go
+// benchmark binaries (scripts printing the lines `go test -bench` prints) and the real SQLite
+// baseline: the summary carries each series at each concurrency with its ratio to the baseline
+// of the same round, and the JSON file every round's figures, the stand-ins' p50 and p99 read
+// in milliseconds whichever unit the benchmark reported them in.
+func TestDurableRounds(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store.test")
+	sink := filepath.Join(dir, "sink.test")
+	const script = "#!/bin/sh\necho 'goos: linux'\n"
+	if err := os.WriteFile(store, []byte(script+
+		"echo 'BenchmarkIssueConsumeAndPend/fsync-group-commit/callers=1-2  100  3000000 ns/op  300.0 ops/s  2.500 p50-ms  9.000 p95-ms  12.00 p99-ms'\n"+
+		"echo 'BenchmarkIssueConsumeAndPend/fsync-group-commit/callers=64-2  900  500000 ns/op  2000 ops/s  30.00 p50-ms  90.00 p95-ms  120.0 p99-ms'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sink, []byte(script+
+		"echo 'BenchmarkHandlePermitDurable/fsync-group-commit/callers=1-2  100  5000000 ns/op  200.0 calls/s  4000 p50-µs  20000 p95-µs  30000 p99-µs  130000 B/op  480 allocs/op'\n"+
+		"echo 'BenchmarkHandlePermitDurable/fsync-group-commit/callers=64-2  900  900000 ns/op  1000 calls/s  50000 p50-µs  150000 p95-µs  200000 p99-µs  68000 B/op  290 allocs/op'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	python := os.Getenv("PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	out := filepath.Join(dir, "rounds.json")
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join(root, "hack", "durable-rounds.py"), "--rounds", "1", "--seconds", "0.3",
+		"--store", "s="+store, "--sink", "g="+sink, "--json", out)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("durable-rounds.py: %v\n%s", err, text)
+	}
+	for _, want := range []string{"store s c=1 ", "store s c=64", "sink g c=1 ", "sink g c=64", "÷sqlite p50"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("the summary has no %q:\n%s", want, text)
+		}
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rounds []map[string]map[string][3]float64
+	if err := json.Unmarshal(raw, &rounds); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if len(rounds) != 1 {
+		t.Fatalf("want 1 round, got %d", len(rounds))
+	}
+	r := rounds[0]
+	for _, tc := range []struct {
+		series, callers string
+		want            [3]float64
+	}{
+		{"store s", "1", [3]float64{2.5, 12, 300}},
+		{"store s", "64", [3]float64{30, 120, 2000}},
+		{"sink g", "1", [3]float64{4, 30, 200}},
+		{"sink g", "64", [3]float64{50, 200, 1000}},
+	} {
+		if got := r[tc.series][tc.callers]; got != tc.want {
+			t.Errorf("%s callers=%s: got %v, want %v (p50 ms, p99 ms, ops/s)", tc.series, tc.callers, got, tc.want)
+		}
+	}
+	for _, c := range []string{"1", "64"} {
+		if b := r["sqlite"][c]; b[0] <= 0 || b[1] < b[0] || b[2] <= 0 {
+			t.Errorf("sqlite callers=%s: %v", c, b)
+		}
+	}
+}
