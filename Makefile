@@ -160,6 +160,15 @@ bench: ## Run the Go benchmarks (benchstat-friendly output in bin/bench.txt).
 	@mkdir -p $(LOCALBIN)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $(LOCALBIN)/bench.txt
 
+DURABLEROUNDS ?= 5
+.PHONY: bench-durable
+bench-durable: ## The durable permit path (boltstore IssueConsumeAndPend, sink HandlePermitDurable) against a SQLite baseline (hack/durable-baseline.py): DURABLEROUNDS (5) interleaved rounds at 1 and 64 callers; bin/durable/rounds.json.
+	@mkdir -p $(LOCALBIN)/durable
+	$(GO) test -c -o $(LOCALBIN)/durable/store.test ./internal/authority/boltstore
+	$(GO) test -c -o $(LOCALBIN)/durable/sink.test ./internal/sink
+	$(PYTHON) hack/durable-rounds.py --rounds $(DURABLEROUNDS) --store this=$(LOCALBIN)/durable/store.test \
+		--sink this=$(LOCALBIN)/durable/sink.test --json $(LOCALBIN)/durable/rounds.json
+
 LOADTIME ?= 10s
 LOADTARGET ?= both
 .PHONY: load
