@@ -60,6 +60,8 @@ func startJaeger(t *testing.T, root string) *jaeger {
   telemetry:
     metrics:
       level: none
+    traces:
+      level: none
 extensions:
   jaeger_storage:
     backends:
@@ -107,9 +109,9 @@ exporters:
 }
 
 // spans reads back from Jaeger's query API (/api/v3/traces, OTLP/JSON) every span of the
-// traces with a span of one of services that started since, as a trace viewer does.
-func (j *jaeger) spans(t *testing.T, since time.Time, services ...string) []sdktrace.ReadOnlySpan {
-	t.Helper()
+// traces with a span of one of services that started since, as a trace viewer does. A service
+// with no trace yet is not an error: Jaeger answers 404 until its spans are stored.
+func (j *jaeger) spans(ctx context.Context, since time.Time, services ...string) ([]sdktrace.ReadOnlySpan, error) {
 	seen := map[string]bool{}
 	var out []sdktrace.ReadOnlySpan
 	for _, svc := range services {
@@ -119,28 +121,9 @@ func (j *jaeger) spans(t *testing.T, since time.Time, services ...string) []sdkt
 			"query.start_time_max": {time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)},
 			"query.num_traces":     {"100"},
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, j.query+"/api/v3/traces?"+q.Encode(), nil)
-		resp, err := http.DefaultClient.Do(req)
+		got, err := j.find(ctx, q)
 		if err != nil {
-			cancel()
-			t.Fatalf("Jaeger query for %s: %v", svc, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("Jaeger query for %s: %s %v\n%s", svc, resp.Status, err, body)
-		}
-		var wrapped struct {
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.Unmarshal(body, &wrapped); err != nil {
-			t.Fatalf("Jaeger's answer for %s: %v", svc, err)
-		}
-		got, err := tracingtest.FromOTLPJSON(wrapped.Result)
-		if err != nil {
-			t.Fatalf("Jaeger's answer for %s: %v", svc, err)
+			return nil, fmt.Errorf("Jaeger query for %s: %w", svc, err)
 		}
 		for _, s := range got {
 			id := s.SpanContext().TraceID().String() + "/" + s.SpanContext().SpanID().String()
@@ -150,5 +133,35 @@ func (j *jaeger) spans(t *testing.T, since time.Time, services ...string) []sdkt
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+func (j *jaeger) find(ctx context.Context, q url.Values) ([]sdktrace.ReadOnlySpan, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.query+"/api/v3/traces?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return nil, err
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, nil
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	var wrapped struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(body, &wrapped); err != nil {
+		return nil, err
+	}
+	return tracingtest.FromOTLPJSON(wrapped.Result)
 }

@@ -305,7 +305,10 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	services := []string{"agent", "actgate-sidecar", "actgate-authority", upstreamService}
 	var spans []sdktrace.ReadOnlySpan
 	testutil.Eventually(t, 30*time.Second, "Jaeger to hold the spans of every process", func() error {
-		spans = backend.spans(t, began, services...)
+		var err error
+		if spans, err = backend.spans(ctx, began, services...); err != nil {
+			return err
+		}
 		have := map[string]bool{}
 		for _, s := range spans {
 			have[tracingtest.ServiceName(s)] = true
