@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/tracing"
@@ -173,8 +174,8 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
-	stream := &agentStream{w: w, lazy: true, b: b}
-	if !b.resumable.Load() && b.answered.Load() {
+	stream := answerstream.New(w, answerstream.Options{Lazy: true, Session: &b.streams})
+	if !b.streams.Resumable.Load() && b.answered.Load() {
 		// The hot path: the call runs on the handler's goroutine (handing every call to
 		// another goroutine costs the gate about 50 µs of CPU per call). An upstream that
 		// answered a call of the session with no event ids does not close one for the agent to
@@ -193,11 +194,11 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 
 // toolsCall runs one direct-path tools/call and answers it on stream.
 func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, b *bridge, req *jsonrpc.Request,
-	params *mcp.CallToolParamsRaw, stream *agentStream) {
-	defer stream.finish()
+	params *mcp.CallToolParamsRaw, stream *answerstream.Stream) {
+	defer stream.Finish()
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
-		ctx := withAgentStream(ctx, stream)
+		ctx := answerstream.With(ctx, stream)
 		if p.tracer != nil {
 			ctx = tracing.ExtractAgent(ctx, r.Header)
 		}
@@ -219,12 +220,12 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
 		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-		if !stream.isStarted() { // an answer that is not an event stream is never detached
+		if !stream.IsStarted() { // an answer that is not an event stream is never detached
 			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 		}
 		return
 	}
-	stream.answer(out)
+	stream.Answer(out)
 }
 
 // agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -88,22 +89,22 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
-	stream := &agentStream{w: w, b: b}
+	stream := answerstream.New(w, answerstream.Options{Session: &b.streams})
 	b.p.runDetachable(r, stream, func(ctx context.Context) {
-		defer stream.finish()
+		defer stream.Finish()
 		resp := func() *jsonrpc.Response {
 			defer b.end(req.ID)
-			return b.relay(withAgentStream(ctx, stream), cs, version, req)
+			return b.relay(answerstream.With(ctx, stream), cs, version, req)
 		}()
 		out, err := jsonrpc.EncodeMessage(resp)
 		if err != nil {
 			b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
-			if !stream.isStarted() {
+			if !stream.IsStarted() {
 				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 			}
 			return
 		}
-		stream.answer(out)
+		stream.Answer(out)
 	})
 	return true
 }
@@ -140,7 +141,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
 		}
 		answer.Result = raw
-		agentStreamOf(ctx).gateAnswer() // the gate's additions: not the upstream's bytes
+		answerstream.Of(ctx).GateAnswer() // the gate's additions: not the upstream's bytes
 	}
 	return &jsonrpc.Response{ID: req.ID, Result: answer.Result, Error: answer.Error}
 }
@@ -177,7 +178,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
 	case mt == wire.MediaSSE:
-		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
+		answerstream.Of(ctx).Start() // the agent's answer follows the server's framing
 		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
 		if err != nil {
 			_ = resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -39,26 +40,11 @@ func isReplay(resp *jsonrpc.Response) bool {
 	return ok
 }
 
-// markReplayed sets wire.HeaderReplayed on the answer when its headers are not out yet; it
-// reports whether it did. An event stream's headers go out with its first event.
-func (s *agentStream) markReplayed() bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.sent || s.done {
-		return false
-	}
-	s.w.Header().Set(wire.HeaderReplayed, "true")
-	return true
-}
-
 // markReplayed marks the answer to a session's tools/call a journal replay, on whichever path
 // carries it: the direct path's agentStream, or the SDK handler's response writer.
 func (b *bridge) markReplayed(ctx context.Context, req *mcp.CallToolRequest) {
-	if s := agentStreamOf(ctx); s != nil {
-		if !s.markReplayed() {
+	if s := answerstream.Of(ctx); s != nil {
+		if !s.MarkReplayed() {
 			b.p.log.V(1).Info("Replay not marked: the answer's headers are out")
 		}
 		return

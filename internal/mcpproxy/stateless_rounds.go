@@ -17,6 +17,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -194,7 +195,7 @@ func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Re
 
 // startHeld runs compute (one request's exchange with the stateful upstream) under a held call
 // and answers the agent's request with its first round or its final answer.
-func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream,
+func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *answerstream.Stream,
 	compute func(context.Context) (*jsonrpc.Response, int),
 ) (*jsonrpc.Response, int) {
 	binding, ok := rounds.RequestBinding(sr)
@@ -231,7 +232,7 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Reque
 
 // awaitHeld waits for hc's next round or final answer, relaying the upstream's notifications
 // on the agent's stream meanwhile.
-func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	for {
 		var ev heldEvent
 		select {
@@ -261,9 +262,9 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Reque
 			}
 			return ev.final, ev.status
 		case ev.start:
-			stream.start()
+			stream.Start()
 		case !ev.msg.IsCall():
-			stream.message(ev.msg)
+			stream.Message(ev.msg)
 		default:
 			return p.inputRound(ctx, hc, sr, stream, ev.msg)
 		}
@@ -272,7 +273,7 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Reque
 
 // inputRound answers the agent's request with an input_required result for the upstream's
 // request first (and any others already waiting), registering hc for the continuation.
-func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
+func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *answerstream.Stream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
 	reqs := []*jsonrpc.Request{first}
 drain:
 	for len(reqs) < rounds.MaxInputRequests {
@@ -283,11 +284,11 @@ drain:
 				continue
 			}
 			if ev.start {
-				stream.start()
+				stream.Start()
 				continue
 			}
 			if ev.msg != nil {
-				stream.message(ev.msg)
+				stream.Message(ev.msg)
 				continue
 			}
 			// The final answer came right behind: give it back for the next wait. The buffer
@@ -363,7 +364,7 @@ func jsonOf(v any) json.RawMessage {
 // pending requests and the agent's request waits, as the first did, for the next round or the
 // final answer. A missing response is asked for again in a new round. Nothing here decides or
 // dispatches: a tools/call was dispatched once, by the request that began it.
-func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	id := sr.Req.ID
 	claims, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
@@ -138,30 +139,30 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// A relayed listen's headers go out when the upstream's do: its body may not come for as
 	// long as the listen lives (docs/api.md "MCP 2026-07-28").
-	stream := &agentStream{w: w, lazy: true, early: sr.Req.Method == wire.MethodListen}
-	defer stream.finish()
-	ctx = withAgentStream(ctx, stream)
+	stream := answerstream.New(w, answerstream.Options{Lazy: true, Early: sr.Req.Method == wire.MethodListen})
+	defer stream.Finish()
+	ctx = answerstream.With(ctx, stream)
 	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.Req.Method))
 		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
-	if status != http.StatusOK && !stream.isStarted() && !stream.headersSent() {
+	if status != http.StatusOK && !stream.IsStarted() && !stream.HeadersSent() {
 		writeRaw(w, status, out)
 		return true
 	}
-	if isReplay(resp) && !stream.markReplayed() {
+	if isReplay(resp) && !stream.MarkReplayed() {
 		p.log.V(1).Info("Replay not marked: the answer's headers are out")
 	}
-	stream.answer(out)
+	stream.Answer(out)
 	return true
 }
 
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *stateless.Error
@@ -248,7 +249,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && heldOf(ctx) == nil {
-		agentStreamOf(ctx).upstreamHeaders(mt) // a relayed listen's headers, at once
+		answerstream.Of(ctx).UpstreamHeaders(mt) // a relayed listen's headers, at once
 	}
 	switch {
 	case mt == wire.MediaJSON:
@@ -293,11 +294,11 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 			}
 			return answer, resp.StatusCode, err
 		}
-		stream := agentStreamOf(ctx)
-		stream.start() // the agent's answer follows the server's framing
+		stream := answerstream.Of(ctx)
+		stream.Start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
 			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) {
-				stream.message(relabel(ctx, m))
+				stream.Message(relabel(ctx, m))
 			}
 		})
 		return answer, resp.StatusCode, err

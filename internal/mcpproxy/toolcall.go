@@ -16,6 +16,7 @@ import (
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
@@ -82,7 +83,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	res = h.Settle(res, err)
 	rerr := refused.Get()
 	// An answer that is not the upstream's gets an id of the gate's own on a resumable stream.
-	agentStreamOf(ctx).answerFrom(toolcall.UpstreamsAnswer(res, rerr != nil))
+	answerstream.Of(ctx).AnswerFrom(toolcall.UpstreamsAnswer(res, rerr != nil))
 	res, verdict := h.Decide(res, rerr, false)
 	switch verdict {
 	case toolcall.UpstreamRefused:
