@@ -79,10 +79,6 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	return (exact && p.serveToolsCall(w, r, b, msg)) || p.serveRelay(w, r, b, msg)
 }
 
-// statefulVersions are the protocol versions the SDK's handler accepts in Mcp-Protocol-Version
-// on a session (below 2026-07-28).
-var statefulVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
-
 // refuseSessionless answers a POSTed request of a stateful revision that carries no
 // Mcp-Session-Id and is not initialize: HTTP 400 with a JSON-RPC invalid-request error (MCP
 // streamable HTTP: every request after initialize carries the session id). The SDK's handler
@@ -131,7 +127,7 @@ func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge,
 		return nil, false, false
 	}
 	v := r.Header.Get(wire.HeaderProtocolVersion)
-	if v != "" && !statefulVersions[v] {
+	if v != "" && !wire.StatefulVersions[v] {
 		return nil, false, false
 	}
 	if b.agent != p.requestAgent(r.Context()) {

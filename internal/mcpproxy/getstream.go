@@ -73,7 +73,7 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
 		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
 	}
-	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !statefulVersions[v] {
+	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !wire.StatefulVersions[v] {
 		return false // the SDK's handler judges the version
 	}
 	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/agent2026"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
@@ -169,8 +170,8 @@ type Proxy struct {
 	// (agentcall.go, upstreamcall.go).
 	directAgent, directUpstream atomic.Int64
 
-	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
-	sl statelessState
+	// v2026 is the MCP 2026-07-28 side (internal/mcpproxy/agent2026).
+	v2026 *agent2026.Handler
 	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
 	owners tasks.Owners
 
@@ -231,6 +232,10 @@ func New(cfg Config) (*Proxy, error) {
 		byID:    make(map[string]*bridge),
 	}
 	p.owners.Max, p.owners.MaxPerAgent = maxTaskOwners, maxTaskOwnersPerAgent
+	p.v2026 = agent2026.New(agent2026.Config{
+		Server: cfg.Server, URL: cfg.URL, Gate: cfg.Gate, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
+		TrustDeclaredProvenance: cfg.TrustDeclaredProvenance, AgentOf: p.requestAgent,
+	}, p.log, p.direct, &p.owners)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: p.rootsListChanged,
 	})
@@ -266,7 +271,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.readBody(w, r) {
 		return
 	}
-	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
+	if r.Method == http.MethodPost && (p.v2026.Serve(w, r) || p.servePOST(w, r)) {
 		return
 	}
 	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderSessionID) == "" {
@@ -347,7 +352,7 @@ func (p *Proxy) Close() error {
 	for _, b := range bs {
 		b.close()
 	}
-	p.closeStateless()
+	p.v2026.Close()
 	for ss := range p.server.Sessions() {
 		_ = ss.Close()
 	}

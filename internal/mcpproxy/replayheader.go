@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
@@ -28,17 +27,6 @@ import (
 // An answer whose headers are already out when the replay is known cannot carry the header;
 // the result is the recorded one all the same. A replay sends nothing upstream, so its answer
 // has no event before its response and its headers are never out early.
-
-// replayMark is set as the jsonrpc.Response.Extra (not on the wire) of a 2026-07-28 answer that
-// is a journal replay: the answer may reach the agent on another HTTP request than the one
-// that computed it (a held exchange's continuation, stateless_rounds.go).
-type replayMark struct{}
-
-// isReplay reports whether resp is marked a journal replay (replayMark).
-func isReplay(resp *jsonrpc.Response) bool {
-	_, ok := resp.Extra.(replayMark)
-	return ok
-}
 
 // markReplayed marks the answer to a session's tools/call a journal replay, on whichever path
 // carries it: the direct path's agentStream, or the SDK handler's response writer.

@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,10 +20,6 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
-
-// callSeq numbers the direct path's tools/call requests. Their JSON-RPC ids are strings
-// ("actgate-N"); the SDK client on the same session numbers its own, so the two never collide.
-var callSeq atomic.Uint64
 
 // directVersion returns the protocol version of cs's session when a tools/call can be sent on
 // it by callDirect: a session initialized at a version below 2026-07-28. A session the
@@ -58,7 +53,7 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // goes back to the pool instead of being cut by the call's context.
 func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params any, release func()) (*mcp.CallToolResult, json.RawMessage, error) {
 	b.p.directUpstream.Add(1)
-	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	if agentID, ok := ctx.Value(agentRequestKey{}).(jsonrpc.ID); ok && agentID.IsValid() && b.track(agentID, id) {
 		defer b.untrack(agentID) // the agent's cancellation reaches the upstream (relay.go)
 	}

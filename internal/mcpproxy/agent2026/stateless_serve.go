@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bufio"
@@ -70,10 +70,10 @@ type statelessState struct {
 // 2026-07-28 agents.
 const statelessUpstreamVersion = "2025-11-25"
 
-// serveStateless answers an agent's MCP 2026-07-28 POST (docs/architecture.md "MCP 2026-07-28
+// Serve answers an agent's MCP 2026-07-28 POST (docs/architecture.md "MCP 2026-07-28
 // (stateless)"); it returns false, having read nothing it does not give back, for a request of
 // a stateful revision.
-func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) Serve(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(wire.HeaderSessionID)) > 0 {
 		return false // a session's request: the hot path reads nothing here
 	}
@@ -105,7 +105,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	ctx := r.Context()
-	agent := p.requestAgent(ctx)
+	agent := p.cfg.AgentOf(ctx)
 	if !sr.Req.IsCall() {
 		// notify.go: the revision's one client notification, for the agent's own requests.
 		if !statelessClientNotifications[sr.Req.Method] {
@@ -162,7 +162,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
+func (p *Handler) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *stateless.Error
@@ -215,7 +215,7 @@ func writeRaw(w http.ResponseWriter, status int, out []byte) {
 	_, _ = w.Write(out)
 }
 
-func (p *Proxy) unavailableErr() *jsonrpc.Error {
+func (p *Handler) unavailableErr() *jsonrpc.Error {
 	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 }
 
@@ -232,7 +232,7 @@ func (e *statusError) Error() string {
 // on it are not answered (2026-07-28 has none, and a stateful upstream session is opened
 // without the capabilities they need). An error status with a JSON-RPC response body gives
 // that response; without one, a *statusError.
-func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID) (*jsonrpc.Response, int, error) {
+func (p *Handler) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID) (*jsonrpc.Response, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
@@ -337,7 +337,7 @@ func statelessHeaders(agent http.Header, sr *stateless.Request, params bool) htt
 // stateless upstream, or on the agent's upstream session of a stateful one (reopened once if
 // the upstream forgot it, when retry allows). It returns the response under the agent's id.
 // While it is in flight the agent's notifications/cancelled of its id reaches it (trackLeg).
-func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
+func (p *Handler) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
 	params json.RawMessage, retry bool,
 ) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
@@ -400,7 +400,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
-func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
+func (p *Handler) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
 	if resp := p.foreignTask(agent, sr); resp != nil {
 		return resp, http.StatusOK
 	}
@@ -410,10 +410,10 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	p.observeTask2026(agent, sr, resp)
-	p.ownTasksOnly(agent, sr.Req.Method, resp)
+	p.owners.OwnOnly(agent, sr.Req.Method, resp)
 	if sr.Req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.AugmentToolsRaw(resp.Result, wire.FirstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
@@ -428,7 +428,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 }
 
 // postNotification POSTs one notification upstream with the headers h.
-func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
+func (p *Handler) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -453,7 +453,7 @@ func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statele
 // statelessDiscover answers server/discover for a stateful upstream from its initialize
 // result: its capabilities, instructions and serverInfo, and the sessionless versions the
 // gate speaks.
-func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
+func (p *Handler) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
 	s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 	if err != nil {
 		p.log.Info("Upstream session not opened", "error", err.Error())
@@ -486,7 +486,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
-func (p *Proxy) gateState(sr *stateless.Request) bool {
+func (p *Handler) gateState(sr *stateless.Request) bool {
 	_, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }
