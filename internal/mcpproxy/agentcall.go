@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -32,7 +30,7 @@ import (
 // well-formed is never repaired into an action (envelope-04 §12.7): such a body is refused here,
 // on both paths, with 400 as the SDK refuses JSON it cannot parse.
 func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get(wire.HeaderLastEventID) != "" || rebinding(r) {
+	if r.Header.Get(wire.HeaderLastEventID) != "" || admission.Rebinding(r) {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
@@ -226,30 +224,3 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.
 type agentRequestKey struct{}
-
-// rebinding reports whether r reached a loopback listener under a Host name that is not
-// loopback. Proxy.ServeHTTP refuses such requests before any path sees them
-// (refuseRebinding); the paths keep the test as a second line.
-func rebinding(r *http.Request) bool {
-	return onLoopback(r) && !isLoopback(r.Host)
-}
-
-// onLoopback reports whether r reached a loopback listener.
-func onLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && isLoopback(local.String())
-}
-
-// isLoopback is the SDK's test (internal/util.IsLoopback): localhost or a loopback IP, with or
-// without a port.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}

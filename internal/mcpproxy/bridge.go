@@ -250,7 +250,7 @@ func (b *bridge) close() {
 	}
 	b.mu.Unlock()
 	if release {
-		b.p.cfg.Sessions.release(b.agent)
+		b.p.cfg.Sessions.Release(b.agent)
 	}
 	b.abandonTasks("the agent session ended")
 	b.streams.Logs.Release()

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -70,7 +71,7 @@ func refuseSessionlessGET(w http.ResponseWriter) {
 // unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
 // without a GET stream.
 func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
-	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
+	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || admission.Rebinding(r) {
 		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
 	}
 	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !wire.StatefulVersions[v] {

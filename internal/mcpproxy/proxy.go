@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/agent2026"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
@@ -147,8 +148,8 @@ func Path(server string) string { return "/mcp/" + server }
 // reach that rewrite an endpoint not ending in /mcp (the MCP Inspector CLI).
 func AltPath(server string) string { return "/" + server + "/mcp" }
 
-// ErrConfig is wrapped by every configuration error of New.
-var ErrConfig = errors.New("mcpproxy: invalid configuration")
+// ErrConfig is wrapped by every configuration error of New (and of NewBearerAgents).
+var ErrConfig = admission.ErrConfig
 
 // Proxy is the http.Handler for one upstream server. Create it with New; Close it on shutdown.
 type Proxy struct {
@@ -261,7 +262,7 @@ func New(cfg Config) (*Proxy, error) {
 
 // ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if refuseRebinding(w, r) {
+	if admission.RefuseRebinding(w, r) {
 		return // admission.go: every request of every revision, before anything reads it
 	}
 	r, ok := p.authenticate(w, r)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -27,7 +28,7 @@ func (p *Proxy) runDetachable(r *http.Request, stream *answerstream.Stream, work
 // request the SDK's handler answers. An id that is not one an event stream can carry, or longer
 // than wire.MaxEventID, is refused (HTTP 400, EF_EVENT_ID_INVALID).
 func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
-	if rebinding(r) {
+	if admission.Rebinding(r) {
 		return false // refused by the SDK's handler (DNS rebinding: 403)
 	}
 	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
