@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
+	"github.com/actgate/actgate/internal/mcpproxy/elicitform"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
@@ -98,7 +99,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if res.Moment != nil { // also offered as an elicitation where policy allows (elicit.go)
 		out := b.elicit(ctx, res.Moment)
 		r, err := b.render(toolcall.RefusalFor(res, structured))
-		return withElicitation(r, out), err
+		return elicitform.With(r, out), err
 	}
 	return b.render(toolcall.RefusalFor(res, structured))
 }
@@ -256,7 +257,7 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	if m != nil {
 		out := b.elicit(ctx, m) // where policy allows (elicit.go)
 		rr, err := b.render(r, err)
-		return withElicitation(rr, out), err
+		return elicitform.With(rr, out), err
 	}
 	return b.render(r, err)
 }
