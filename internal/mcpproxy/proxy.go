@@ -263,7 +263,7 @@ func New(cfg Config) (*Proxy, error) {
 // ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if admission.RefuseRebinding(w, r) {
-		return // admission.go: every request of every revision, before anything reads it
+		return // internal/mcpproxy/admission: every request of every revision, before anything reads it
 	}
 	r, ok := p.authenticate(w, r)
 	if !ok {

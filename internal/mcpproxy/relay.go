@@ -51,7 +51,7 @@ var hopByHop = map[string]bool{
 // The agent's notifications/cancelled of a relayed request or a direct tools/call is sent to
 // the upstream with the upstream leg's id; the revision's other client notifications (progress,
 // roots/list_changed, tasks/status) are relayed as they are, and any other notification — a
-// request's method without an id included — is refused (notify.go).
+// request's method without an id included — is refused (wire.NotificationRefusal).
 func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
@@ -61,7 +61,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 		return false // tools/call without an id included: the SDK's handler refuses it (400)
 	}
 	if !req.IsCall() && !statefulClientNotifications[req.Method] {
-		b.p.refuseNotification(w, req.Method, b.version) // notify.go: never relayed
+		b.p.refuseNotification(w, req.Method, b.version) // never relayed (refuseNotification below)
 		return true
 	}
 	cs, err := b.upstream(r.Context())
