@@ -215,7 +215,7 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 // upstream leg's id: a response the upstream replays on a relayed resumption (a GET with
 // Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would directly.
 // Relaying it settles nothing: the request's own answer was given (or is being read) where it
-// was sent. A leg's id is "actgate-N" (callSeq); the ring holds it at N mod maxRelayed, so a
+// was sent. A leg's id is "actgate-N" (wire.CallSeq); the ring holds it at N mod maxRelayed, so a
 // leg is kept until one of the session's later legs takes its place (at most maxRelayed legs,
 // one store per request, no hashing on the hot path).
 type legs struct {

@@ -19,8 +19,8 @@ import (
 // first time. The replay is marked in the gate's own HTTP response header instead,
 // wire.HeaderReplayed: "true", set before the answer's headers go out, on every path a
 // tools/call is answered by (docs/api.md "Per method"):
-//   - a session's call on the direct path and a 2026-07-28 call: on the agentStream of the
-//     request, before its response (agentStream.markReplayed);
+//   - a session's call on the direct path and a 2026-07-28 call: on the answer stream of the
+//     request, before its response (answerstream.Stream.MarkReplayed);
 //   - a session's call the SDK's handler carries: on the handler's response writer, found by
 //     the request's header map the SDK hands the call (sdkAnswers).
 //
@@ -29,7 +29,7 @@ import (
 // has no event before its response and its headers are never out early.
 
 // markReplayed marks the answer to a session's tools/call a journal replay, on whichever path
-// carries it: the direct path's agentStream, or the SDK handler's response writer.
+// carries it: the direct path's answer stream, or the SDK handler's response writer.
 func (b *bridge) markReplayed(ctx context.Context, req *mcp.CallToolRequest) {
 	if s := answerstream.Of(ctx); s != nil {
 		if !s.MarkReplayed() {

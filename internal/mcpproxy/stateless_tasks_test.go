@@ -265,7 +265,7 @@ func TestStatelessTaskCancelled(t *testing.T) {
 	f.waitState(journal.StateInvoked, 0)
 }
 
-// TestStatelessTaskLimit: an agent that follows maxTasks running tasks has its next tools/call
+// TestStatelessTaskLimit: an agent that follows tasks.MaxFollowed running tasks has its next tools/call
 // refused with EF_TASK_LIMIT before anything is decided or sent; another agent is not limited.
 func TestStatelessTaskLimit(t *testing.T) {
 	defer func(n int) { tasks.MaxFollowed = n }(tasks.MaxFollowed)

@@ -61,7 +61,7 @@ func taskOf(ctx context.Context) json.RawMessage {
 }
 
 // taskTable is the running tasks of dispatched calls a session follows, by the upstream's task
-// id; at most maxTasks, reservations of calls in flight included.
+// id; at most tasks.MaxFollowed, reservations of calls in flight included.
 type taskTable struct {
 	mu       sync.Mutex
 	byID     map[string]*tasks.Running
@@ -69,7 +69,7 @@ type taskTable struct {
 }
 
 // reserveTask takes a place for a task-augmented call about to be decided; false when the
-// session follows maxTasks already.
+// session follows tasks.MaxFollowed already.
 func (b *bridge) reserveTask() bool {
 	t := &b.tasks
 	t.mu.Lock()
@@ -88,7 +88,7 @@ func (b *bridge) unreserveTask() {
 	t.mu.Unlock()
 }
 
-// taskLimited is the refusal of a task-augmented call beyond maxTasks: nothing was decided or
+// taskLimited is the refusal of a task-augmented call beyond tasks.MaxFollowed: nothing was decided or
 // sent.
 func (b *bridge) taskLimited(tool string) (mcp.Result, error) {
 	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", tasks.MaxFollowed)

@@ -271,7 +271,7 @@ func TestRefusedTaskCallNeverReachesUpstream(t *testing.T) {
 	}
 }
 
-// TestTaskLimit: a session follows at most maxTasks running tasks; the next task-augmented call
+// TestTaskLimit: a session follows at most tasks.MaxFollowed running tasks; the next task-augmented call
 // is refused with EF_TASK_LIMIT before it is decided or sent, and a place frees when a task's
 // outcome is recorded.
 func TestTaskLimit(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
-// refuseRebinding refuses, before anything reads the request, one that reached a loopback
+// RefuseRebinding refuses, before anything reads the request, one that reached a loopback
 // listener under a Host that is not loopback, or with an Origin whose host is not loopback
 // ("null" included): a page of another site whose name a DNS rebinding points at the loopback
 // address (MCP 2025-11-25 basic/security_best_practices "Local MCP Server Compromise";
@@ -39,7 +39,7 @@ func RefuseRebinding(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // RebindingHeader names the header ("Host" or "Origin") that shows r reached a loopback
-// listener from a page of another site (the DNS rebinding refuseRebinding refuses), or "" when
+// listener from a page of another site (the DNS rebinding RefuseRebinding refuses), or "" when
 // r is admissible (or the listener is not loopback). The host-loop endpoint (internal/hostloop)
 // applies the same test.
 func RebindingHeader(r *http.Request) string {
@@ -68,9 +68,9 @@ func loopbackOrigin(v string) bool {
 	return isLoopback(u.Host)
 }
 
-// rebinding reports whether r reached a loopback listener under a Host name that is not
+// Rebinding reports whether r reached a loopback listener under a Host name that is not
 // loopback. Proxy.ServeHTTP refuses such requests before any path sees them
-// (refuseRebinding); the paths keep the test as a second line.
+// (RefuseRebinding); the paths keep the test as a second line.
 func Rebinding(r *http.Request) bool {
 	return onLoopback(r) && !isLoopback(r.Host)
 }

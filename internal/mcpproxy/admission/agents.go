@@ -118,7 +118,7 @@ func NewSessionLimiter(max, perAgent int) *SessionLimiter {
 	return &SessionLimiter{max: max, perAgent: perAgent, byAgent: map[string]int{}}
 }
 
-// acquire counts a new session of agent, or reports which bound refuses it.
+// Acquire counts a new session of agent, or reports which bound refuses it.
 func (l *SessionLimiter) Acquire(agent string) error {
 	if l == nil {
 		return nil
@@ -136,7 +136,7 @@ func (l *SessionLimiter) Acquire(agent string) error {
 	return nil
 }
 
-// release forgets one session of agent.
+// Release forgets one session of agent.
 func (l *SessionLimiter) Release(agent string) {
 	if l == nil {
 		return
@@ -156,7 +156,7 @@ func (l *SessionLimiter) Open() int {
 	return l.total
 }
 
-// sessionLimitError is the JSON-RPC error answering an initialize the limiter refused.
+// SessionLimitError is the JSON-RPC error answering an initialize the limiter refused.
 func SessionLimitError(err error) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{"code": string(ef.EFSessionLimit)})
 	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("%s: %v; no session was opened", ef.EFSessionLimit, err), Data: data}

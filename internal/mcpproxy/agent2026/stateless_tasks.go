@@ -29,7 +29,7 @@ import (
 // (sink.OutcomeAccepted), the CreateTaskResult is the agent's answer and a retry's, and the
 // proxy follows the task under the agent's authenticated identity until the agent's tasks/get
 // answer tells its outcome, which it records with sink.Gate.Settle as the 2025 path does
-// (recordTaskOutcome):
+// (tasks.RecordOutcome):
 //   - status completed: the inlined result, a CallToolResult, is EXECUTED, or FAILED when
 //     isError (tasks.ResultOutcome);
 //   - status failed (a protocol error after the task was accepted), cancelled, a tasks/get the
@@ -46,7 +46,7 @@ import (
 type slTaskKey struct{ agent, id string }
 
 // slTaskTable is the running tasks of dispatched calls the stateless path follows. Each agent
-// follows at most maxTasks, reservations of tools/calls in flight included: on 2026-07-28 any
+// follows at most tasks.MaxFollowed, reservations of tools/calls in flight included: on 2026-07-28 any
 // tools/call may create a task, so a tools/call of an agent at the bound is refused with
 // EF_TASK_LIMIT before anything is decided or sent.
 type slTaskTable struct {
@@ -110,7 +110,7 @@ func (t *slTaskTable) take(agent, id string, rt *tasks.Running) *tasks.Running {
 	return have
 }
 
-// taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.
+// taskLimited2026 is the refusal of a tools/call of an agent that follows tasks.MaxFollowed tasks.
 func (p *Handler) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", tasks.MaxFollowed)
 	r, err := toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, false)

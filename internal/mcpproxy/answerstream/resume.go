@@ -22,7 +22,7 @@ import (
 //
 // When the upstream closes its stream before the response, the gate resumes the upstream's
 // itself (readStream), and the agent's stream is closed too (after the events so far): the
-// request goes on (runDetachable), what follows is logged, and a tools/call's outcome is
+// request goes on (RunDetachable), what follows is logged, and a tools/call's outcome is
 // recorded when its response comes. The agent's GET with Last-Event-ID on its session is
 // answered
 //
@@ -36,7 +36,7 @@ import (
 //
 // A logged event is never sent twice on one connection and never to another session.
 
-// upstreamEvent is told of the end of each event of the upstream's answer stream, before its
+// UpstreamEvent is told of the end of each event of the upstream's answer stream, before its
 // message is handled: its id (hasID false: none) and whether it was a priming event (an id and
 // no data). The first id makes the agent's stream resumable; the id is given to the event that
 // carries this one to the agent (event), and a priming event is repeated to the agent with it.
@@ -87,7 +87,7 @@ func (s *Stream) UpstreamEvent(id string, hasID, priming bool) {
 	s.flushLocked()
 }
 
-// upstreamResponse is told that the event last ended (upstreamEvent) holds the response: the
+// UpstreamResponse is told that the event last ended (upstreamEvent) holds the response: the
 // agent's answer (answer) is given its id.
 func (s *Stream) UpstreamResponse() {
 	if s == nil {
@@ -98,7 +98,7 @@ func (s *Stream) UpstreamResponse() {
 	s.mu.Unlock()
 }
 
-// gateAnswer is told that the agent's answer is not the upstream's response as written (the
+// GateAnswer is told that the agent's answer is not the upstream's response as written (the
 // gate changed it, or answers instead of it): the answer gets an id of the gate's own, so that
 // a resumption after an earlier event is answered from the log, not by the upstream's replay.
 func (s *Stream) GateAnswer() {
@@ -110,7 +110,7 @@ func (s *Stream) GateAnswer() {
 	s.mu.Unlock()
 }
 
-// answerFrom is told whether the agent's answer is the upstream's response as written
+// AnswerFrom is told whether the agent's answer is the upstream's response as written
 // (upstreams); when it is not, the answer is the gate's own (gateAnswer).
 func (s *Stream) AnswerFrom(upstreams bool) {
 	if !upstreams {
@@ -127,7 +127,7 @@ func agentEventID(id string) string {
 	return id
 }
 
-// upstreamRetry records the upstream's retry field, repeated on the agent's priming event.
+// UpstreamRetry records the upstream's retry field, repeated on the agent's priming event.
 func (s *Stream) UpstreamRetry(d time.Duration) {
 	if s == nil {
 		return
@@ -137,8 +137,8 @@ func (s *Stream) UpstreamRetry(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// upstreamClosed is told that the upstream closed its stream before the response (readStream
-// resumes it): a resumable agent stream of a request run by runDetachable (serveToolsCall,
+// UpstreamClosed is told that the upstream closed its stream before the response (readStream
+// resumes it): a resumable agent stream of a request run by RunDetachable (serveToolsCall,
 // serveRelay) is closed too, and what follows is only logged.
 func (s *Stream) UpstreamClosed() {
 	if s == nil {
@@ -155,7 +155,7 @@ func (s *Stream) UpstreamClosed() {
 	}
 }
 
-// agentResumed returns the channel signalled when the agent resumes the stream (nil: not
+// AgentResumed returns the channel signalled when the agent resumes the stream (nil: not
 // resumable, never signalled).
 func (s *Stream) AgentResumed() <-chan struct{} {
 	if s == nil {

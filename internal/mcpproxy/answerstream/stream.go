@@ -81,19 +81,19 @@ func New(w http.ResponseWriter, o Options) *Stream {
 
 type agentStreamKey struct{}
 
-// withAgentStream returns ctx carrying s, for the upstream leg of the request (exchange,
+// With returns ctx carrying s, for the upstream leg of the request (exchange,
 // sendCall, fromUpstream).
 func With(ctx context.Context, s *Stream) context.Context {
 	return context.WithValue(ctx, agentStreamKey{}, s)
 }
 
-// agentStreamOf returns the agent stream of the request ctx belongs to, or nil.
+// Of returns the agent stream of the request ctx belongs to, or nil.
 func Of(ctx context.Context) *Stream {
 	s, _ := ctx.Value(agentStreamKey{}).(*Stream)
 	return s
 }
 
-// start makes the answer an event stream (once). Nothing is written yet: the headers go out
+// Start makes the answer an event stream (once). Nothing is written yet: the headers go out
 // with the first event, so that a stream holding only the response costs one write, as a JSON
 // answer does.
 func (s *Stream) Start() {
@@ -121,7 +121,7 @@ func (s *Stream) beginLocked() {
 	h.Set("Cache-Control", "no-cache, no-transform")
 }
 
-// upstreamHeaders is told the media type of the upstream's 2xx answer as soon as its headers
+// UpstreamHeaders is told the media type of the upstream's 2xx answer as soon as its headers
 // arrive. An early stream writes the agent's headers now, in the upstream's framing (an event
 // stream, or application/json whose body is the response the gate relays when it comes), and
 // flushes them; any other stream waits for its first event or its response.
@@ -147,7 +147,7 @@ func (s *Stream) UpstreamHeaders(mediaType string) {
 	s.flushLocked()
 }
 
-// headersSent reports whether the agent's headers are out (status 200): the answer can only
+// HeadersSent reports whether the agent's headers are out (status 200): the answer can only
 // be its body now.
 func (s *Stream) HeadersSent() bool {
 	if s == nil {
@@ -158,7 +158,7 @@ func (s *Stream) HeadersSent() bool {
 	return s.sent
 }
 
-// streams reports whether the upstream answers the request on an event stream (the agent's
+// Streams reports whether the upstream answers the request on an event stream (the agent's
 // answer is one, or becomes one with the first message).
 func (s *Stream) Streams() bool {
 	if s == nil {
@@ -169,7 +169,7 @@ func (s *Stream) Streams() bool {
 	return s.wanted
 }
 
-// isStarted reports whether the answer is an event stream.
+// IsStarted reports whether the answer is an event stream.
 func (s *Stream) IsStarted() bool {
 	if s == nil {
 		return false
@@ -179,7 +179,7 @@ func (s *Stream) IsStarted() bool {
 	return s.started
 }
 
-// message writes one JSON-RPC message as an event; false when the answer is not an event
+// Message writes one JSON-RPC message as an event; false when the answer is not an event
 // stream (the caller delivers the message otherwise).
 func (s *Stream) Message(msg jsonrpc.Message) bool {
 	if s == nil {
@@ -243,7 +243,7 @@ func (s *Stream) flushLocked() {
 	}
 }
 
-// answer writes the response to the agent: the last event of a started stream, or a JSON
+// Answer writes the response to the agent: the last event of a started stream, or a JSON
 // body. Nothing is written to the stream after it.
 func (s *Stream) Answer(out []byte) {
 	if s.IsStarted() {
@@ -264,7 +264,7 @@ func (s *Stream) Answer(out []byte) {
 	_, _ = s.w.Write(out)
 }
 
-// finish ends the stream: a message that comes later (from an upstream stream still being
+// Finish ends the stream: a message that comes later (from an upstream stream still being
 // read) is dropped, never written after the agent's request was answered.
 func (s *Stream) Finish() {
 	s.mu.Lock()
