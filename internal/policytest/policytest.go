@@ -83,6 +83,7 @@ type PolicyRef struct {
 	GateConfig string `json:"gateConfig,omitempty"`
 }
 
+// Defaults are the call fields a test file gives once for every case that leaves them empty.
 type Defaults struct {
 	Server      string `json:"server,omitempty"`
 	Destination string `json:"destination,omitempty"`
@@ -90,6 +91,7 @@ type Defaults struct {
 	Agent       string `json:"agent,omitempty"`
 }
 
+// Case is one named call and the decision it is expected to get.
 type Case struct {
 	Name   string `json:"name"`
 	Call   Call   `json:"call"`
@@ -109,6 +111,7 @@ type Call struct {
 	Agent      string `json:"agent,omitempty"`
 }
 
+// Expect is what a case expects of the gate's decision.
 type Expect struct {
 	// Decision is allow, permit, escalate or deny.
 	Decision string `json:"decision"`
@@ -180,7 +183,7 @@ func Parse(data []byte, file string) (*File, error) {
 	if tf.Name == "" {
 		tf.Name = filepath.Base(file)
 	}
-	if err := CheckProvenance(tf.Defaults.Provenance); err != nil {
+	if err := checkProvenance(tf.Defaults.Provenance); err != nil {
 		return nil, newError(CodeCaseInvalid, file, "defaults.provenance: %v", err)
 	}
 	seen := map[string]bool{}
@@ -205,6 +208,7 @@ func Parse(data []byte, file string) (*File, error) {
 	return &tf, nil
 }
 
+// ApplyDefaults fills the fields of c that are empty from d.
 func ApplyDefaults(c *Call, d Defaults) {
 	if c.Server == "" {
 		c.Server = d.Server
@@ -223,7 +227,9 @@ func ApplyDefaults(c *Call, d Defaults) {
 	}
 }
 
-func CheckProvenance(p string) error {
+// checkProvenance checks that p is a provenance the gate knows (user, system, retrieval,
+// tool_output, unknown) or empty.
+func checkProvenance(p string) error {
 	switch p {
 	case "", "unknown", "user", "system", "retrieval", "tool_output":
 		return nil
@@ -231,6 +237,8 @@ func CheckProvenance(p string) error {
 	return fmt.Errorf("%q is not user, system, retrieval, tool_output or unknown", p)
 }
 
+// CheckCall checks a call once defaults are applied: a tool, server and agent, a known
+// provenance, arguments that are an object.
 func CheckCall(c *Call) error {
 	switch {
 	case c.Server == "":
@@ -240,7 +248,7 @@ func CheckCall(c *Call) error {
 	case c.Agent == "":
 		return errors.New("agent: required (here or in defaults)")
 	}
-	if err := CheckProvenance(c.Provenance); err != nil {
+	if err := checkProvenance(c.Provenance); err != nil {
 		return fmt.Errorf("provenance: %v", err)
 	}
 	if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || a[0] != '{' {
@@ -263,6 +271,8 @@ func IsDecision(d string) bool {
 	return ok
 }
 
+// CheckExpect checks an expectation: a known decision, and the code, class and principals it
+// may carry.
 func CheckExpect(e *Expect) error {
 	o, ok := decisions[e.Decision]
 	if !ok {
@@ -376,6 +386,7 @@ func toolPolicyName(data []byte) string {
 	return ns + "/" + probe.Metadata.Name
 }
 
+// ReadBounded reads the file at path, refusing one larger than limit bytes.
 func ReadBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -532,6 +543,7 @@ func Describe(d sink.PolicyDecision) string {
 	return b.String()
 }
 
+// DescribeExpect is an expectation as the test table shows it.
 func DescribeExpect(e Expect) string {
 	var b strings.Builder
 	b.WriteString(e.Decision)

@@ -162,7 +162,8 @@ func (p *Handler) Serve(w http.ResponseWriter, r *http.Request) bool {
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Handler) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
+func (p *Handler) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request,
+	stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *stateless.Error

@@ -175,7 +175,7 @@ func (t *Owners) LearnCreated(agent string, res sink.Result, rev2026 bool) {
 // OwnOnly removes from a tasks/list answer the tasks another agent created; the rest of
 // the answer is kept as written (its members in the upstream's order are re-encoded only when
 // an entry is removed).
-func (o *Owners) OwnOnly(agent, method string, answer *jsonrpc.Response) {
+func (t *Owners) OwnOnly(agent, method string, answer *jsonrpc.Response) {
 	if method != wire.MethodTasksList || answer == nil || answer.Error != nil {
 		return
 	}
@@ -189,11 +189,11 @@ func (o *Owners) OwnOnly(agent, method string, answer *jsonrpc.Response) {
 	}
 	kept := listed[:0:0]
 	for _, raw := range listed {
-		var t struct {
+		var entry struct {
 			TaskID any `json:"taskId"`
 		}
-		_ = wire.Unmarshal(raw, &t)
-		if id, ok := t.TaskID.(string); ok && o.Foreign(agent, id) {
+		_ = wire.Unmarshal(raw, &entry)
+		if id, ok := entry.TaskID.(string); ok && t.Foreign(agent, id) {
 			continue
 		}
 		kept = append(kept, raw)
