@@ -16,7 +16,8 @@
 // toolslist.go, tasks.go, elicit.go). Its parts are packages under it with one job each, none of
 // which imports this one: wire (JSON-RPC framing, headers, event streams), upstream (the client
 // toward the protected server), toolcall (the one tools/call → sink hand-off both revisions
-// reach), tasks, eventlog and answerstream (an answer stream and its resumption), stateless and
+// reach), tasks, eventlog and answerstream (an answer stream and its resumption), getrelay (a
+// session's relayed GET stream), stateless and
 // rounds (the 2026-07-28 request and its input rounds), elicitform, admission (rebinding refusal,
 // agent authentication, session bounds) and agent2026 (the 2026-07-28 agent side, which
 // ServeHTTP hands a sessionless request first). docs/architecture.md "How a request travels,
