@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/actgate/actgate/internal/policy"
+	"github.com/actgate/actgate/internal/policytest"
 	"github.com/actgate/actgate/internal/strictyaml"
 )
 
@@ -82,11 +83,11 @@ func testFiles(args []string) ([]string, error) {
 			}
 		}
 		if n == 0 {
-			return nil, fail(exitRejected, fmt.Sprintf("%s %s: no *.yaml or *.yml file", codeTestNoFiles, a))
+			return nil, fail(exitRejected, fmt.Sprintf("%s %s: no *.yaml or *.yml file", policytest.CodeNoFiles, a))
 		}
 	}
-	if len(out) > maxTestFiles {
-		return nil, fail(exitRejected, fmt.Sprintf("%s more than %d test files", codeTestNoFiles, maxTestFiles))
+	if len(out) > policytest.MaxFiles {
+		return nil, fail(exitRejected, fmt.Sprintf("%s more than %d test files", policytest.CodeNoFiles, policytest.MaxFiles))
 	}
 	return out, nil
 }
@@ -102,35 +103,35 @@ func runPolicyTests(ctx context.Context, out io.Writer, files []string) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
-		tf, err := parseTestFile(data, file)
+		tf, err := policytest.Parse(data, file)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
-		tp, err := loadTestPolicy(tf.Policy, filepath.Dir(file))
+		tp, err := policytest.Load(tf.Policy, filepath.Dir(file))
 		if err != nil {
-			var te *testError
+			var te *policytest.Error
 			if errors.As(err, &te) {
-				te.file = file
+				te.File = file
 			}
 			problems = append(problems, err.Error())
 			continue
 		}
-		fmt.Fprintf(out, "%s: %s (policy %s from %s)\n", file, tf.Name, tp.compiled.Name(), tp.source)
+		fmt.Fprintf(out, "%s: %s (policy %s from %s)\n", file, tf.Name, tp.Compiled.Name(), tp.Source)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tCASE\tEXPECTED\tDECISION\tDECIDED BY\tRESULT")
 		for i, c := range tf.Cases {
 			total++
-			res, err := tp.decide(ctx, c.Call)
+			res, err := tp.Decide(ctx, c.Call)
 			if err != nil {
-				return fail(exitRejected, fmt.Sprintf("%s %s: case %q: %v", codeTestFailed, file, c.Name, err))
+				return fail(exitRejected, fmt.Sprintf("%s %s: case %q: %v", policytest.CodeFailed, file, c.Name, err))
 			}
 			result := "PASS"
-			if why := mismatch(c.Expect, res.dec); why != "" {
+			if why := policytest.Mismatch(c.Expect, res.Decision); why != "" {
 				result = "FAIL (got " + why + ")"
 				failed++
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, c.Name, describeExpect(c.Expect), describe(res.dec), res.decidedBy(), result)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, c.Name, policytest.DescribeExpect(c.Expect), policytest.Describe(res.Decision), res.DecidedBy(), result)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -143,7 +144,7 @@ func runPolicyTests(ctx context.Context, out io.Writer, files []string) error {
 	}
 	fmt.Fprintln(out)
 	if failed > 0 {
-		problems = append(problems, fmt.Sprintf("%s %d of %d cases failed", codeTestFailed, failed, total))
+		problems = append(problems, fmt.Sprintf("%s %d of %d cases failed", policytest.CodeFailed, failed, total))
 	}
 	if len(problems) > 0 {
 		return fail(exitRejected, problems...)
@@ -153,8 +154,8 @@ func runPolicyTests(ctx context.Context, out io.Writer, files []string) error {
 
 func newPolicyExplainCmd(s streams) *cobra.Command {
 	var (
-		ref      testPolicyRef
-		call     testCall
+		ref      policytest.PolicyRef
+		call     policytest.Call
 		args     string
 		argsFile string
 		testFile string
@@ -177,7 +178,7 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 				return usageError("give --args or --args-file, not both")
 			}
 			if argsFile != "" {
-				data, err := readBounded(argsFile, maxTestFileBytes)
+				data, err := policytest.ReadBounded(argsFile, policytest.MaxFileBytes)
 				if err != nil {
 					return usageError("%v", err)
 				}
@@ -192,11 +193,11 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 				if err != nil {
 					return usageError("%v", err)
 				}
-				tf, err := parseTestFile(data, testFile)
+				tf, err := policytest.Parse(data, testFile)
 				if err != nil {
 					return fail(exitRejected, err.Error())
 				}
-				i := slices.IndexFunc(tf.Cases, func(c testCase) bool { return c.Name == caseName })
+				i := slices.IndexFunc(tf.Cases, func(c policytest.Case) bool { return c.Name == caseName })
 				if i < 0 {
 					return usageError("%s has no case %q", testFile, caseName)
 				}
@@ -209,18 +210,18 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 			if args != "" {
 				j, err := strictyaml.MappingJSON([]byte(args))
 				if err != nil {
-					return usageError("--args: %s", oneLineText(err.Error()))
+					return usageError("--args: %s", policytest.OneLine(err.Error()))
 				}
 				call.Arguments = json.RawMessage(j)
 			}
 			if (ref.ToolPolicy == "") == (ref.GateConfig == "") {
 				return usageError("give exactly one of --tool-policy, --gate-config and --test")
 			}
-			applyDefaults(&call, testDefaults{})
-			if err := checkCall(&call); err != nil {
+			policytest.ApplyDefaults(&call, policytest.Defaults{})
+			if err := policytest.CheckCall(&call); err != nil {
 				return usageError("%s", strings.TrimSuffix(err.Error(), " (here or in defaults)"))
 			}
-			tp, err := loadTestPolicy(ref, dir)
+			tp, err := policytest.Load(ref, dir)
 			if err != nil {
 				return fail(exitRejected, err.Error())
 			}
@@ -228,7 +229,7 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			res, err := tp.decide(ctx, call)
+			res, err := tp.Decide(ctx, call)
 			if err != nil {
 				return fail(exitRejected, err.Error())
 			}
@@ -250,7 +251,7 @@ file is malformed (its POLICYTEST_* code); 2 on usage errors.`,
 	return cmd
 }
 
-// readTestFile reads at most one byte more than a test file may hold, so that parseTestFile
+// readTestFile reads at most one byte more than a test file may hold, so that policytest.Parse
 // refuses a larger one with its code.
 func readTestFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -258,11 +259,11 @@ func readTestFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxTestFileBytes+1))
+	return io.ReadAll(io.LimitReader(f, policytest.MaxFileBytes+1))
 }
 
 // overrideCall sets in c every field given in flags.
-func overrideCall(c *testCall, flags testCall) {
+func overrideCall(c *policytest.Call, flags policytest.Call) {
 	for _, p := range []struct{ dst, src *string }{
 		{&c.Server, &flags.Server}, {&c.Tool, &flags.Tool}, {&c.Provenance, &flags.Provenance},
 		{&c.Agent, &flags.Agent}, {&c.Destination, &flags.Destination},
@@ -273,27 +274,27 @@ func overrideCall(c *testCall, flags testCall) {
 	}
 }
 
-func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallResult) error {
+func writeExplanation(out io.Writer, tp *policytest.Policy, c policytest.Call, res policytest.Result) error {
 	mode := "Enforce"
-	if tp.compiled.Audit() {
+	if tp.Compiled.Audit() {
 		mode = "Audit"
 	}
 	prov := c.Provenance
 	if prov == "" {
 		prov = "unknown"
 	}
-	fmt.Fprintf(out, "policy %s (mode %s) from %s\n", tp.compiled.Name(), mode, tp.source)
+	fmt.Fprintf(out, "policy %s (mode %s) from %s\n", tp.Compiled.Name(), mode, tp.Source)
 	fmt.Fprintf(out, "call: server %s, tool %q, provenance %s, agent %s\n\n", c.Server, c.Tool, prov, c.Agent)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tCHECK\tRESULT\tESTABLISHED\tDETAIL")
-	if res.mapping != "" {
-		fmt.Fprintf(tw, "0\tact mapping\tfail\t\t%s %s\n", res.dec.Code, res.dec.Message)
-		for i, n := range tp.compiled.CheckNames() {
+	if res.Mapping != "" {
+		fmt.Fprintf(tw, "0\tact mapping\tfail\t\t%s %s\n", res.Decision.Code, res.Decision.Message)
+		for i, n := range tp.Compiled.CheckNames() {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t\t\n", i+1, n, policy.StepNotReached)
 		}
 	}
 	var prev policy.Step
-	for i, st := range res.steps {
+	for i, st := range res.Steps {
 		detail := st.Description
 		if st.Result == policy.StepFailed {
 			detail = string(st.Code) + " " + st.Message
@@ -304,17 +305,17 @@ func writeExplanation(out io.Writer, tp *testPolicy, c testCall, res testCallRes
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\ndecision: %s", describe(res.dec))
-	if res.dec.Rule != "" {
-		fmt.Fprintf(out, " (rule %s", res.dec.Rule)
-		if res.dec.Class != "" {
-			fmt.Fprintf(out, ", class %s", res.dec.Class)
+	fmt.Fprintf(out, "\ndecision: %s", policytest.Describe(res.Decision))
+	if res.Decision.Rule != "" {
+		fmt.Fprintf(out, " (rule %s", res.Decision.Rule)
+		if res.Decision.Class != "" {
+			fmt.Fprintf(out, ", class %s", res.Decision.Class)
 		}
 		fmt.Fprint(out, ")")
 	}
 	fmt.Fprintln(out)
-	if res.dec.Message != "" {
-		fmt.Fprintf(out, "message: %s\n", res.dec.Message)
+	if res.Decision.Message != "" {
+		fmt.Fprintf(out, "message: %s\n", res.Decision.Message)
 	}
 	return nil
 }

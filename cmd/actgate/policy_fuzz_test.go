@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/actgate/actgate/internal/policytest"
 )
 
 // FuzzParseTestFile: any bytes either parse into a test file whose every case is well formed,
@@ -27,33 +29,33 @@ func FuzzParseTestFile(f *testing.F) {
 	f.Add([]byte("apiVersion: cli.actgate.io/v1alpha1\nkind: PolicyTest\npolicy: {toolPolicy: p}\ncases: [{name: a, call: {server: s, tool: t, agent: a, arguments: {x: [1, 2.5, null]}}, expect: {decision: escalate, principals: [a], minPrincipals: -3}}]\n"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tf, err := parseTestFile(data, "f.yaml")
+		tf, err := policytest.Parse(data, "f.yaml")
 		if err != nil {
-			var te *testError
+			var te *policytest.Error
 			if !errors.As(err, &te) {
 				t.Fatalf("error without a code: %v", err)
 			}
-			switch te.code {
-			case codeTestFileInvalid, codeTestCaseInvalid, codeTestPolicyInvalid:
+			switch te.Code {
+			case policytest.CodeFileInvalid, policytest.CodeCaseInvalid, policytest.CodePolicyInvalid:
 			default:
-				t.Fatalf("unexpected code %s", te.code)
+				t.Fatalf("unexpected code %s", te.Code)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("a multi-line error: %q", err)
 			}
 			return
 		}
-		if len(tf.Cases) == 0 || len(tf.Cases) > maxTestCases {
+		if len(tf.Cases) == 0 || len(tf.Cases) > policytest.MaxCases {
 			t.Fatalf("%d cases accepted", len(tf.Cases))
 		}
 		if (tf.Policy.ToolPolicy == "") == (tf.Policy.GateConfig == "") {
 			t.Fatalf("policy ref %+v accepted", tf.Policy)
 		}
 		for _, c := range tf.Cases {
-			if c.Name == "" || checkCall(&c.Call) != nil || checkExpect(&c.Expect) != nil {
+			if c.Name == "" || policytest.CheckCall(&c.Call) != nil || policytest.CheckExpect(&c.Expect) != nil {
 				t.Fatalf("malformed case accepted: %+v", c)
 			}
-			if _, ok := decisions[c.Expect.Decision]; !ok {
+			if !policytest.IsDecision(c.Expect.Decision) {
 				t.Fatalf("decision %q accepted", c.Expect.Decision)
 			}
 		}

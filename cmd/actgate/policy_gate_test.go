@@ -10,6 +10,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy"
+	"github.com/actgate/actgate/internal/policytest"
 	"github.com/actgate/actgate/internal/sink"
 )
 
@@ -24,22 +25,22 @@ func TestPolicyTestAgreesWithTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf, err := parseTestFile(data, "actgate.yaml")
+	tf, err := policytest.Parse(data, "actgate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := loadTestPolicy(testPolicyRef{GateConfig: g.cfgFile}, "")
+	tp, err := policytest.Load(policytest.PolicyRef{GateConfig: g.cfgFile}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := g.agent()
 	for _, c := range tf.Cases {
 		t.Run(c.Name, func(t *testing.T) {
-			res, err := tp.decide(context.Background(), c.Call)
+			res, err := tp.Decide(context.Background(), c.Call)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if why := mismatch(c.Expect, res.dec); why != "" {
+			if why := policytest.Mismatch(c.Expect, res.Decision); why != "" {
 				t.Fatalf("policy test: %s", why)
 			}
 			before := g.up.Count(c.Call.Tool)
@@ -54,33 +55,33 @@ func TestPolicyTestAgreesWithTheGate(t *testing.T) {
 			called := g.up.Count(c.Call.Tool) - before
 			code, _ := r.Meta[mcpproxy.MetaEFCode].(string)
 			moment, _ := r.Meta[mcpproxy.MetaMomentID].(string)
-			switch res.dec.Outcome {
+			switch res.Decision.Outcome {
 			case sink.PolicyAllow, sink.PolicyPermit:
 				if called != 1 || r.IsError {
-					t.Fatalf("policy test says %s; the gate called the upstream %d time(s), result %+v", res.dec.Outcome, called, r)
+					t.Fatalf("policy test says %s; the gate called the upstream %d time(s), result %+v", res.Decision.Outcome, called, r)
 				}
 			case sink.PolicyEscalate:
 				if called != 0 || moment == "" || code != string(ef.EFEscalationRequired) {
 					t.Fatalf("policy test says escalate; the gate: upstream %d call(s), moment %q, code %q", called, moment, code)
 				}
 			case sink.PolicyDeny:
-				if called != 0 || moment != "" || code != string(res.dec.Code) {
-					t.Fatalf("policy test says deny %s; the gate: upstream %d call(s), moment %q, code %q", res.dec.Code, called, moment, code)
+				if called != 0 || moment != "" || code != string(res.Decision.Code) {
+					t.Fatalf("policy test says deny %s; the gate: upstream %d call(s), moment %q, code %q", res.Decision.Code, called, moment, code)
 				}
 			}
 		})
 	}
 	// The gate under test serves the shipped file's policy (TestDemoPolicyIsTheSamplePolicy):
 	// the shipped file decides every case the same under both.
-	shipped, err := loadTestPolicy(testPolicyRef{GateConfig: filepath.Join("..", "..", "testdata", "gate", "actgate.yaml")}, "")
+	shipped, err := policytest.Load(policytest.PolicyRef{GateConfig: filepath.Join("..", "..", "testdata", "gate", "actgate.yaml")}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range tf.Cases {
-		a, errA := shipped.decide(context.Background(), c.Call)
-		b, errB := tp.decide(context.Background(), c.Call)
-		if errA != nil || errB != nil || a.dec.Outcome != b.dec.Outcome || a.dec.Code != b.dec.Code || a.dec.Rule != b.dec.Rule {
-			t.Errorf("%s: shipped %s %s %s, served %s %s %s (%v %v)", c.Name, a.dec.Outcome, a.dec.Code, a.dec.Rule, b.dec.Outcome, b.dec.Code, b.dec.Rule, errA, errB)
+		a, errA := shipped.Decide(context.Background(), c.Call)
+		b, errB := tp.Decide(context.Background(), c.Call)
+		if errA != nil || errB != nil || a.Decision.Outcome != b.Decision.Outcome || a.Decision.Code != b.Decision.Code || a.Decision.Rule != b.Decision.Rule {
+			t.Errorf("%s: shipped %s %s %s, served %s %s %s (%v %v)", c.Name, a.Decision.Outcome, a.Decision.Code, a.Decision.Rule, b.Decision.Outcome, b.Decision.Code, b.Decision.Rule, errA, errB)
 		}
 	}
 }

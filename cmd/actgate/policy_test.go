@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/actgate/actgate/internal/policytest"
 )
 
 // The shipped policy test files are the samples' regression suite: every one passes.
@@ -137,7 +139,7 @@ func TestPolicyTestWrongExpectation(t *testing.T) {
 			if !failRow || !passRow {
 				t.Fatalf("want a FAIL row with %q and a PASS row:\n%s", tc.got, out)
 			}
-			if !strings.HasPrefix(errs, codeTestFailed+" 1 of 2 cases failed") {
+			if !strings.HasPrefix(errs, policytest.CodeFailed+" 1 of 2 cases failed") {
 				t.Fatalf("stderr %q", errs)
 			}
 		})
@@ -179,40 +181,40 @@ func TestPolicyTestCatchesAPolicyChange(t *testing.T) {
 func badTestFiles() []struct{ name, doc, code, detail string } {
 	const c = "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow}\n"
 	return []struct{ name, doc, code, detail string }{
-		{"empty", "", codeTestFileInvalid, "empty document"},
-		{"not a mapping", "- a\n", codeTestFileInvalid, "not a mapping"},
-		{"two documents", testHead + c + "---\n" + testHead + c, codeTestFileInvalid, ""},
-		{"duplicate key", testHead + "kind: PolicyTest\n" + c, codeTestFileInvalid, ""},
-		{"unknown field", testHead + "tests: []\n" + c, codeTestFileInvalid, `unknown field "tests"`},
-		{"case-differing field", testHead + "Cases: []\n" + c, codeTestFileInvalid, ""},
-		{"unknown case field", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, reason: x}\n", codeTestFileInvalid, "reason"},
-		{"unknown call field", testHead + "cases:\n- name: a\n  call: {tool: get_balance, args: {}}\n  expect: {decision: allow}\n", codeTestFileInvalid, "args"},
-		{"wrong kind", strings.Replace(testHead, "PolicyTest", "Test", 1) + c, codeTestFileInvalid, "apiVersion/kind"},
-		{"wrong apiVersion", strings.Replace(testHead, "cli.actgate.io", "actgate.io", 1) + c, codeTestFileInvalid, "apiVersion/kind"},
-		{"no cases", testHead, codeTestFileInvalid, "at least one case"},
-		{"too large", testHead + c + "# " + strings.Repeat("x", maxTestFileBytes) + "\n", codeTestFileInvalid, "larger than"},
-		{"too many cases", testHead + "cases:\n" + strings.Repeat("- name: x\n", maxTestCases+1), codeTestFileInvalid, "at most"},
-		{"no case name", testHead + "cases:\n- call: {tool: get_balance}\n  expect: {decision: allow}\n", codeTestCaseInvalid, "name: required"},
-		{"duplicate case name", testHead + c + "- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow}\n", codeTestCaseInvalid, "duplicate"},
-		{"no tool", testHead + "cases:\n- name: a\n  call: {}\n  expect: {decision: allow}\n", codeTestCaseInvalid, "tool: required"},
-		{"no agent", strings.Replace(testHead, "  agent: system:serviceaccount:billing:billing-agent\n", "", 1) + c, codeTestCaseInvalid, "agent: required"},
-		{"no server", strings.Replace(testHead, "  server: payments\n", "", 1) + c, codeTestCaseInvalid, "server: required"},
-		{"bad provenance", testHead + "cases:\n- name: a\n  call: {tool: get_balance, provenance: email}\n  expect: {decision: allow}\n", codeTestCaseInvalid, "provenance"},
-		{"bad default provenance", strings.Replace(testHead, "provenance: user", "provenance: User", 1) + c, codeTestCaseInvalid, "defaults.provenance"},
-		{"arguments not an object", testHead + "cases:\n- name: a\n  call: {tool: get_balance, arguments: [1]}\n  expect: {decision: allow}\n", codeTestCaseInvalid, "arguments: must be an object"},
-		{"unknown decision", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: Allow}\n", codeTestCaseInvalid, "decision"},
-		{"deny without code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny}\n", codeTestCaseInvalid, "required for deny"},
-		{"deny escalation code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny, code: EF_ESCALATION_REQUIRED}\n", codeTestCaseInvalid, "is decision escalate"},
-		{"unknown code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny, code: EF_NOPE}\n", codeTestCaseInvalid, "not an EF code"},
-		{"allow with code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, code: EF_POLICY_DENIED}\n", codeTestCaseInvalid, "has no code"},
-		{"escalate other code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: escalate, code: EF_POLICY_DENIED}\n", codeTestCaseInvalid, "EF_ESCALATION_REQUIRED"},
-		{"principals on allow", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, principals: [x]}\n", codeTestCaseInvalid, "only for decision escalate"},
-		{"unknown class", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, class: READ}\n", codeTestCaseInvalid, "consequence class"},
-		{"no policy", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  {}\n", 1) + c, codeTestPolicyInvalid, "exactly one"},
-		{"two policies", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  toolPolicy: $SAMPLE\n  gateConfig: $GATE\n", 1) + c, codeTestPolicyInvalid, "exactly one"},
-		{"missing policy", strings.Replace(testHead, "$SAMPLE", "/nonexistent/p.yaml", 1) + c, codeTestPolicyInvalid, "no such file"},
-		{"gate config as tool policy", strings.Replace(testHead, "$SAMPLE", "$GATE", 1) + c, codeTestPolicyInvalid, "unknown field"},
-		{"tool policy as gate config", strings.Replace(testHead, "toolPolicy: $SAMPLE", "gateConfig: $SAMPLE", 1) + c, codeTestPolicyInvalid, "unknown field"},
+		{"empty", "", policytest.CodeFileInvalid, "empty document"},
+		{"not a mapping", "- a\n", policytest.CodeFileInvalid, "not a mapping"},
+		{"two documents", testHead + c + "---\n" + testHead + c, policytest.CodeFileInvalid, ""},
+		{"duplicate key", testHead + "kind: PolicyTest\n" + c, policytest.CodeFileInvalid, ""},
+		{"unknown field", testHead + "tests: []\n" + c, policytest.CodeFileInvalid, `unknown field "tests"`},
+		{"case-differing field", testHead + "Cases: []\n" + c, policytest.CodeFileInvalid, ""},
+		{"unknown case field", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, reason: x}\n", policytest.CodeFileInvalid, "reason"},
+		{"unknown call field", testHead + "cases:\n- name: a\n  call: {tool: get_balance, args: {}}\n  expect: {decision: allow}\n", policytest.CodeFileInvalid, "args"},
+		{"wrong kind", strings.Replace(testHead, "PolicyTest", "Test", 1) + c, policytest.CodeFileInvalid, "apiVersion/kind"},
+		{"wrong apiVersion", strings.Replace(testHead, "cli.actgate.io", "actgate.io", 1) + c, policytest.CodeFileInvalid, "apiVersion/kind"},
+		{"no cases", testHead, policytest.CodeFileInvalid, "at least one case"},
+		{"too large", testHead + c + "# " + strings.Repeat("x", policytest.MaxFileBytes) + "\n", policytest.CodeFileInvalid, "larger than"},
+		{"too many cases", testHead + "cases:\n" + strings.Repeat("- name: x\n", policytest.MaxCases+1), policytest.CodeFileInvalid, "at most"},
+		{"no case name", testHead + "cases:\n- call: {tool: get_balance}\n  expect: {decision: allow}\n", policytest.CodeCaseInvalid, "name: required"},
+		{"duplicate case name", testHead + c + "- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow}\n", policytest.CodeCaseInvalid, "duplicate"},
+		{"no tool", testHead + "cases:\n- name: a\n  call: {}\n  expect: {decision: allow}\n", policytest.CodeCaseInvalid, "tool: required"},
+		{"no agent", strings.Replace(testHead, "  agent: system:serviceaccount:billing:billing-agent\n", "", 1) + c, policytest.CodeCaseInvalid, "agent: required"},
+		{"no server", strings.Replace(testHead, "  server: payments\n", "", 1) + c, policytest.CodeCaseInvalid, "server: required"},
+		{"bad provenance", testHead + "cases:\n- name: a\n  call: {tool: get_balance, provenance: email}\n  expect: {decision: allow}\n", policytest.CodeCaseInvalid, "provenance"},
+		{"bad default provenance", strings.Replace(testHead, "provenance: user", "provenance: User", 1) + c, policytest.CodeCaseInvalid, "defaults.provenance"},
+		{"arguments not an object", testHead + "cases:\n- name: a\n  call: {tool: get_balance, arguments: [1]}\n  expect: {decision: allow}\n", policytest.CodeCaseInvalid, "arguments: must be an object"},
+		{"unknown decision", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: Allow}\n", policytest.CodeCaseInvalid, "decision"},
+		{"deny without code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny}\n", policytest.CodeCaseInvalid, "required for deny"},
+		{"deny escalation code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny, code: EF_ESCALATION_REQUIRED}\n", policytest.CodeCaseInvalid, "is decision escalate"},
+		{"unknown code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: deny, code: EF_NOPE}\n", policytest.CodeCaseInvalid, "not an EF code"},
+		{"allow with code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, code: EF_POLICY_DENIED}\n", policytest.CodeCaseInvalid, "has no code"},
+		{"escalate other code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: escalate, code: EF_POLICY_DENIED}\n", policytest.CodeCaseInvalid, "EF_ESCALATION_REQUIRED"},
+		{"principals on allow", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, principals: [x]}\n", policytest.CodeCaseInvalid, "only for decision escalate"},
+		{"unknown class", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, class: READ}\n", policytest.CodeCaseInvalid, "consequence class"},
+		{"no policy", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  {}\n", 1) + c, policytest.CodePolicyInvalid, "exactly one"},
+		{"two policies", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  toolPolicy: $SAMPLE\n  gateConfig: $GATE\n", 1) + c, policytest.CodePolicyInvalid, "exactly one"},
+		{"missing policy", strings.Replace(testHead, "$SAMPLE", "/nonexistent/p.yaml", 1) + c, policytest.CodePolicyInvalid, "no such file"},
+		{"gate config as tool policy", strings.Replace(testHead, "$SAMPLE", "$GATE", 1) + c, policytest.CodePolicyInvalid, "unknown field"},
+		{"tool policy as gate config", strings.Replace(testHead, "toolPolicy: $SAMPLE", "gateConfig: $SAMPLE", 1) + c, policytest.CodePolicyInvalid, "unknown field"},
 	}
 }
 
@@ -245,7 +247,7 @@ func TestPolicyTestPolicyDoesNotCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runCLI("policy", "test", f)
-	if code != exitRejected || !strings.HasPrefix(errs, codeTestPolicyInvalid+" ") || !strings.Contains(errs, "InvalidCEL") {
+	if code != exitRejected || !strings.HasPrefix(errs, policytest.CodePolicyInvalid+" ") || !strings.Contains(errs, "InvalidCEL") {
 		t.Fatalf("exit %d stderr %q", code, errs)
 	}
 }
@@ -254,7 +256,7 @@ func TestPolicyTestPolicyDoesNotCompile(t *testing.T) {
 func TestPolicyTestMixedFiles(t *testing.T) {
 	bad := writeTestFile(t, testHead)
 	code, out, errs := runCLI("policy", "test", bad, "../../testdata/gate/tests")
-	if code != exitRejected || !strings.HasPrefix(errs, codeTestFileInvalid) || !strings.Contains(out, "10 of 10 cases passed in 1 file(s); 1 file(s) not run") {
+	if code != exitRejected || !strings.HasPrefix(errs, policytest.CodeFileInvalid) || !strings.Contains(out, "10 of 10 cases passed in 1 file(s); 1 file(s) not run") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 }
@@ -267,7 +269,7 @@ func TestPolicyTestUsage(t *testing.T) {
 	}{
 		{[]string{"policy", "test"}, exitUsage, "USAGE"},
 		{[]string{"policy", "test", "/nonexistent"}, exitUsage, "USAGE"},
-		{[]string{"policy", "test", t.TempDir()}, exitRejected, codeTestNoFiles},
+		{[]string{"policy", "test", t.TempDir()}, exitRejected, policytest.CodeNoFiles},
 		{[]string{"policy", "explain", "--server", "payments", "--tool", "x", "--agent", "a"}, exitUsage, "USAGE"},
 		{[]string{"policy", "explain", "--case", "x"}, exitUsage, "USAGE"},
 		{[]string{"policy", "explain", "--test", "../../testdata/gate/tests/actgate.yaml", "--case", "no such case"}, exitUsage, "USAGE"},

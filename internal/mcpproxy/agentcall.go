@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/tracing"
@@ -31,7 +30,7 @@ import (
 // well-formed is never repaired into an action (envelope-04 §12.7): such a body is refused here,
 // on both paths, with 400 as the SDK refuses JSON it cannot parse.
 func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get(wire.HeaderLastEventID) != "" || rebinding(r) {
+	if r.Header.Get(wire.HeaderLastEventID) != "" || admission.Rebinding(r) {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wire.MediaJSON {
@@ -77,10 +76,6 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	}
 	return (exact && p.serveToolsCall(w, r, b, msg)) || p.serveRelay(w, r, b, msg)
 }
-
-// statefulVersions are the protocol versions the SDK's handler accepts in Mcp-Protocol-Version
-// on a session (below 2026-07-28).
-var statefulVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
 
 // refuseSessionless answers a POSTed request of a stateful revision that carries no
 // Mcp-Session-Id and is not initialize: HTTP 400 with a JSON-RPC invalid-request error (MCP
@@ -130,7 +125,7 @@ func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge,
 		return nil, false, false
 	}
 	v := r.Header.Get(wire.HeaderProtocolVersion)
-	if v != "" && !statefulVersions[v] {
+	if v != "" && !wire.StatefulVersions[v] {
 		return nil, false, false
 	}
 	if b.agent != p.requestAgent(r.Context()) {
@@ -173,8 +168,8 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 		return true
 	}
 	p.directAgent.Add(1)
-	stream := &agentStream{w: w, lazy: true, b: b}
-	if !b.resumable.Load() && b.answered.Load() {
+	stream := answerstream.New(w, answerstream.Options{Lazy: true, Session: &b.streams})
+	if !b.streams.Resumable.Load() && b.answered.Load() {
 		// The hot path: the call runs on the handler's goroutine (handing every call to
 		// another goroutine costs the gate about 50 µs of CPU per call). An upstream that
 		// answered a call of the session with no event ids does not close one for the agent to
@@ -193,11 +188,11 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 
 // toolsCall runs one direct-path tools/call and answers it on stream.
 func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, b *bridge, req *jsonrpc.Request,
-	params *mcp.CallToolParamsRaw, stream *agentStream) {
-	defer stream.finish()
+	params *mcp.CallToolParamsRaw, stream *answerstream.Stream) {
+	defer stream.Finish()
 	res, err := func() (mcp.Result, error) {
 		defer b.end(req.ID)
-		ctx := withAgentStream(ctx, stream)
+		ctx := answerstream.With(ctx, stream)
 		if p.tracer != nil {
 			ctx = tracing.ExtractAgent(ctx, r.Header)
 		}
@@ -219,40 +214,13 @@ func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: result, Error: err})
 	if err != nil {
 		b.p.log.Error(err, "Response could not be encoded", "tool", logfield.Bound(params.Name))
-		if !stream.isStarted() { // an answer that is not an event stream is never detached
+		if !stream.IsStarted() { // an answer that is not an event stream is never detached
 			http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 		}
 		return
 	}
-	stream.answer(out)
+	stream.Answer(out)
 }
 
 // agentRequestKey is the context key of the agent's JSON-RPC id of a direct-path tools/call.
 type agentRequestKey struct{}
-
-// rebinding reports whether r reached a loopback listener under a Host name that is not
-// loopback. Proxy.ServeHTTP refuses such requests before any path sees them
-// (refuseRebinding); the paths keep the test as a second line.
-func rebinding(r *http.Request) bool {
-	return onLoopback(r) && !isLoopback(r.Host)
-}
-
-// onLoopback reports whether r reached a loopback listener.
-func onLoopback(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && isLoopback(local.String())
-}
-
-// isLoopback is the SDK's test (internal/util.IsLoopback): localhost or a loopback IP, with or
-// without a port.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}

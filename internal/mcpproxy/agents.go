@@ -2,197 +2,55 @@ package mcpproxy
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/actgate/actgate/internal/agentoauth"
-	"github.com/actgate/actgate/internal/ef"
-	"github.com/actgate/actgate/internal/mcpproxy/wire"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 )
 
-// AgentAuthenticator names the agent behind an HTTP request from the credential it carries,
-// or reports that it carries none of a known agent.
-type AgentAuthenticator interface {
-	Authenticate(r *http.Request) (agent string, ok bool)
-}
+// Who may talk to the gate is internal/mcpproxy/admission's: the DNS rebinding refusal, the
+// agents' authentication and the bound on open sessions. These are its types as the rest of
+// the product names them (Config.Agents, Config.Sessions).
+type (
+	// AgentAuthenticator names the agent behind an HTTP request (admission.AgentAuthenticator).
+	AgentAuthenticator = admission.AgentAuthenticator
+	// AgentChallenger is an AgentAuthenticator that answers its refusals itself
+	// (admission.AgentChallenger).
+	AgentChallenger = admission.AgentChallenger
+	// BearerAgents authenticates agents by bearer token (admission.BearerAgents).
+	BearerAgents = admission.BearerAgents
+	// SessionLimiter bounds the agent sessions open at once (admission.SessionLimiter).
+	SessionLimiter = admission.SessionLimiter
+)
 
-// AgentChallenger is an AgentAuthenticator that says why it refused a request and answers
-// the refusal itself: internal/agentoauth, whose 401 carries the WWW-Authenticate challenge
-// the MCP authorization specification requires (resource_metadata, RFC 9728 §5.1). server
-// names the protected resource the request is for.
-type AgentChallenger interface {
-	AgentAuthenticator
-	Challenge(r *http.Request, server string) (agent string, refusal *agentoauth.Refusal)
-	WriteRefusal(w http.ResponseWriter, server string, refusal *agentoauth.Refusal)
-}
-
-var _ AgentChallenger = (*agentoauth.Verifier)(nil)
-
-// BearerAgents authenticates agents by bearer token (Authorization: Bearer TOKEN), one token
-// per agent. Tokens are compared by their SHA-256 digests in constant time.
-type BearerAgents struct {
-	agents []bearerAgent
-}
-
-type bearerAgent struct {
-	name   string
-	digest [sha256.Size]byte
-}
-
-// NewBearerAgents returns the authenticator of tokens, agent name → token. An empty token is
-// refused, and so is one token shared by two agents (an act would name either).
+// NewBearerAgents returns the authenticator of tokens, agent name → token
+// (admission.NewBearerAgents).
 func NewBearerAgents(tokens map[string][]byte) (*BearerAgents, error) {
-	b := &BearerAgents{}
-	seen := map[[sha256.Size]byte]string{}
-	for name, tok := range tokens {
-		if name == "" || len(tok) == 0 {
-			return nil, fmt.Errorf("%w: agent %q has an empty name or token", ErrConfig, name)
-		}
-		d := sha256.Sum256(tok)
-		if other, dup := seen[d]; dup {
-			return nil, fmt.Errorf("%w: agents %q and %q share a token", ErrConfig, other, name)
-		}
-		seen[d] = name
-		b.agents = append(b.agents, bearerAgent{name: name, digest: d})
-	}
-	return b, nil
+	return admission.NewBearerAgents(tokens)
 }
 
-// Authenticate implements AgentAuthenticator. Every configured token is compared, so the time
-// taken does not say which agent a guess came close to.
-func (b *BearerAgents) Authenticate(r *http.Request) (string, bool) {
-	tok, ok := bearer(r)
-	if !ok {
-		return "", false
-	}
-	d := sha256.Sum256([]byte(tok))
-	found := ""
-	for _, a := range b.agents {
-		if subtle.ConstantTimeCompare(d[:], a.digest[:]) == 1 {
-			found = a.name
-		}
-	}
-	return found, found != ""
-}
-
-// bearer is the token of a request's one Authorization: Bearer header.
-func bearer(r *http.Request) (string, bool) {
-	vs := r.Header.Values("Authorization")
-	if len(vs) != 1 {
-		return "", false
-	}
-	scheme, tok, ok := strings.Cut(vs[0], " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") || tok == "" || strings.ContainsAny(tok, " \t") {
-		return "", false
-	}
-	return tok, true
-}
-
-// SessionLimiter bounds the agent sessions open at once, in total and per agent, across every
-// proxy that shares it. A session counts from its initialize until it ends.
-type SessionLimiter struct {
-	max, perAgent int
-
-	mu      sync.Mutex
-	total   int
-	byAgent map[string]int
-}
-
-// NewSessionLimiter allows max sessions in total and perAgent for any one agent; a bound of 0
-// or less is no bound.
+// NewSessionLimiter returns a limiter of max sessions in total and perAgent per agent
+// (admission.NewSessionLimiter).
 func NewSessionLimiter(max, perAgent int) *SessionLimiter {
-	return &SessionLimiter{max: max, perAgent: perAgent, byAgent: map[string]int{}}
+	return admission.NewSessionLimiter(max, perAgent)
 }
 
-// acquire counts a new session of agent, or reports which bound refuses it.
-func (l *SessionLimiter) acquire(agent string) error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.max > 0 && l.total >= l.max:
-		return fmt.Errorf("the gate already holds %d agent sessions, its limit", l.max)
-	case l.perAgent > 0 && l.byAgent[agent] >= l.perAgent:
-		return fmt.Errorf("agent %s already holds %d sessions, its limit", agent, l.perAgent)
-	}
-	l.total++
-	l.byAgent[agent]++
-	return nil
-}
+// RebindingHeader names the header that shows r reached a loopback listener from a page of
+// another site, or "" (admission.RebindingHeader).
+func RebindingHeader(r *http.Request) string { return admission.RebindingHeader(r) }
 
-// release forgets one session of agent.
-func (l *SessionLimiter) release(agent string) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.total--
-	if l.byAgent[agent]--; l.byAgent[agent] <= 0 {
-		delete(l.byAgent, agent)
-	}
-}
-
-// Open returns the number of sessions counted now.
-func (l *SessionLimiter) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
-}
-
-// sessionLimitError is the JSON-RPC error answering an initialize the limiter refused.
-func sessionLimitError(err error) *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]string{"code": string(ef.EFSessionLimit)})
-	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("%s: %v; no session was opened", ef.EFSessionLimit, err), Data: data}
-}
-
-// agentKey carries the authenticated agent in a request's context.
-type agentKey struct{}
-
-// authenticate admits r when the proxy has no authenticator (the configured agent), or when
-// its credential names an agent; otherwise it answers 401 with EF_AGENT_UNAUTHENTICATED and
-// returns false. The admitted request carries the agent in its context and, for the SDK's
-// handler, as the session's user (auth.TokenInfo), so that the SDK refuses a session's
-// requests from another agent as it refuses another user's.
+// authenticate admits r (admission.Authenticate) with the proxy's authenticator.
 func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	if p.cfg.Agents == nil {
-		return r, true
-	}
-	if ch, ok := p.cfg.Agents.(AgentChallenger); ok {
-		agent, rf := ch.Challenge(r, p.cfg.Server)
-		if rf != nil {
-			ch.WriteRefusal(w, p.cfg.Server, rf)
-			return nil, false
-		}
-		return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
-	}
-	agent, ok := p.cfg.Agents.Authenticate(r)
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="actgate"`)
-		w.Header().Set("Content-Type", wire.MediaJSON)
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = json.NewEncoder(w).Encode(map[string]string{"code": string(ef.EFAgentUnauthenticated),
-			"message": "this endpoint needs the agent's token in Authorization: Bearer (see the gate's agent.tokenFile)"})
-		return nil, false
-	}
-	return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
+	return admission.Authenticate(w, r, p.cfg.Agents, p.cfg.Server)
 }
+
+// sdkAuth wraps the SDK's handler with the authenticated agent (admission.SDKAuth).
+func (p *Proxy) sdkAuth(h http.Handler) http.Handler { return admission.SDKAuth(h, p.cfg.Agents) }
 
 // requestAgent is the agent a request was authenticated as, or the configured agent.
 func (p *Proxy) requestAgent(ctx context.Context) string {
-	if a, ok := ctx.Value(agentKey{}).(string); ok {
+	if a, ok := admission.AgentOf(ctx); ok {
 		return a
 	}
 	return p.cfg.Agent
@@ -208,21 +66,4 @@ func (p *Proxy) sessionAgent(req mcp.Request) (string, bool) {
 		return ex.TokenInfo.UserID, true
 	}
 	return "", false
-}
-
-// sdkAuth wraps the SDK's handler so that every request reaching it carries the authenticated
-// agent as auth.TokenInfo (the agent was authenticated by Proxy.authenticate already).
-func (p *Proxy) sdkAuth(h http.Handler) http.Handler {
-	if p.cfg.Agents == nil {
-		return h
-	}
-	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
-		agent, ok := ctx.Value(agentKey{}).(string)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		// The token lives as long as the gate's configuration; the SDK wants an expiry.
-		return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
-	}
-	return auth.RequireBearerToken(verify, nil)(h)
 }

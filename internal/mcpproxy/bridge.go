@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -58,15 +58,14 @@ type bridge struct {
 	// awaiting holds the requests put to the agent on an answer stream (askOnStream), by the
 	// proxy's id, until the agent's response; at most maxRelayed entries.
 	awaiting map[jsonrpc.ID]chan *jsonrpc.Response
-	// logs holds the events of the session's resumable answer streams, by stream key, for the
+	// streams.Logs holds the events of the session's resumable answer streams, by stream key, for the
 	// agent's resumption (resume.go); at most eventlog.MaxLogs, and eventlog.MaxSessionBytes.
-	logs eventlog.Set
-	// init is how the upstream answered its initialize (initframing.go).
-	init upstream.InitFraming
-	// resumable is set once the upstream's streams are seen to carry event ids (its answer to
+	// streams.Resumable is set once the upstream's streams are seen to carry event ids (its answer to
 	// initialize, or any answer stream of the session): its tools/calls then run detachable,
 	// so that an upstream's close of a call's stream is mirrored to the agent (serveToolsCall).
-	resumable atomic.Bool
+	streams answerstream.Session
+	// init is how the upstream answered its initialize (initframing.go).
+	init upstream.InitFraming
 	// answered is set once the upstream has answered a tools/call of the session: until then
 	// (and whenever resumable is set) its tools/calls run detachable, so that the first call's
 	// stream an upstream closes is mirrored too; after an answer without event ids they run on
@@ -206,7 +205,7 @@ func (b *bridge) connectUpstream(ctx context.Context) (*mcp.ClientSession, error
 	}
 	b.cs = cs
 	if _, ids := b.init.Framing(); ids {
-		b.resumable.Store(true)
+		b.streams.Resumable.Store(true)
 	}
 	go func() {
 		_ = cs.Wait()
@@ -251,10 +250,10 @@ func (b *bridge) close() {
 	}
 	b.mu.Unlock()
 	if release {
-		b.p.cfg.Sessions.release(b.agent)
+		b.p.cfg.Sessions.Release(b.agent)
 	}
 	b.abandonTasks("the agent session ended")
-	b.logs.Release()
+	b.streams.Logs.Release()
 	if cs != nil {
 		go func() { _ = cs.Close() }()
 	}

@@ -9,12 +9,18 @@
 // sink it hands every tools/call to (internal/sink, or the sidecar's remote gate); and, when
 // elicitation is configured, ElicitationPolicy and MomentResolver.
 //
-// This package holds admission, the choice of revision and the agent side of each; its parts are
-// packages under it with one job each, none of which imports this one: wire (JSON-RPC framing,
-// headers, event streams), upstream (the client toward the protected server), toolcall (the one
-// tools/call → sink hand-off both revisions reach), tasks and stateless (the 2026-07-28
-// request). docs/architecture.md "How a request travels, and the packages" walks a request
-// through them.
+// This package is the front and the session revisions' agent side: construction (New, Config),
+// Proxy.ServeHTTP (admission first, then the choice of revision) and the sessions of 2025-11-25
+// and earlier (bridge.go and the files its methods are in: agentcall.go, relay.go,
+// upstreamcall.go, getstream.go, resume.go, lifecycle.go, initframing.go, forward.go, toolcall.go,
+// toolslist.go, tasks.go, elicit.go). Its parts are packages under it with one job each, none of
+// which imports this one: wire (JSON-RPC framing, headers, event streams), upstream (the client
+// toward the protected server), toolcall (the one tools/call → sink hand-off both revisions
+// reach), tasks, eventlog and answerstream (an answer stream and its resumption), getrelay (a
+// session's relayed GET stream), stateless and rounds (the 2026-07-28 request and its input
+// rounds), elicitform, admission (rebinding refusal, agent authentication, session bounds) and
+// agent2026 (the 2026-07-28 agent side, which ServeHTTP hands a sessionless request first).
+// docs/architecture.md "How a request travels, and the packages" walks a request through them.
 //
 // Invariants:
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/mcpproxy/elicitform"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/sink"
@@ -198,9 +199,9 @@ func TestElicitation(t *testing.T) {
 			if got := m.Resolution; got != c.want.resolution || m.Resolved != (c.want.resolution != "") {
 				t.Errorf("moment resolved %v as %q, want %q", m.Resolved, got, c.want.resolution)
 			}
-			meta, _ := res.Meta[MetaElicitation].(map[string]any)
+			meta, _ := res.Meta[elicitform.Meta].(map[string]any)
 			if got, _ := meta["action"].(string); got != c.want.metaAction {
-				t.Errorf("_meta %s = %v, want action %q", MetaElicitation, res.Meta[MetaElicitation], c.want.metaAction)
+				t.Errorf("_meta %s = %v, want action %q", elicitform.Meta, res.Meta[elicitform.Meta], c.want.metaAction)
 			}
 			if c.want.resolution != "" && meta["principal"] != "alice" {
 				t.Errorf("resolved as %v, want alice", meta["principal"])

@@ -81,10 +81,10 @@ func TestEventLogBudgets(t *testing.T) {
 		t.Fatal("no bridge for the sessions")
 	}
 	base := eventlog.GateUsed()
-	base1, base2 := b1.logs.Used(), b2.logs.Used() // the logs of initialize's answers
+	base1, base2 := b1.streams.Logs.Used(), b2.streams.Logs.Used() // the logs of initialize's answers
 	ev := []byte(strings.Repeat("e", 64<<10))
 	fill := func(b *bridge, n int) *eventlog.Log {
-		l := b.logs.New()
+		l := b.streams.Logs.New()
 		if l == nil {
 			t.Fatal("no log")
 		}
@@ -105,8 +105,8 @@ func TestEventLogBudgets(t *testing.T) {
 
 	// Per log: beyond eventlog.MaxLogLen the log is dropped and its bytes given back.
 	l := fill(b1, 17)
-	if !l.Dropped() || b1.logs.Used() != base1 {
-		t.Fatalf("a log of 17 x 64 KiB: dropped %v, session holds %d bytes", l.Dropped(), b1.logs.Used())
+	if !l.Dropped() || b1.streams.Logs.Used() != base1 {
+		t.Fatalf("a log of 17 x 64 KiB: dropped %v, session holds %d bytes", l.Dropped(), b1.streams.Logs.Used())
 	}
 	if status, body := resume(s1, l); status != http.StatusNotFound || !strings.Contains(body, string(ef.EFStreamLogLimit)) {
 		t.Fatalf("resumption of a dropped log: HTTP %d %q, want 404 %s", status, body, ef.EFStreamLogLimit)
@@ -123,7 +123,7 @@ func TestEventLogBudgets(t *testing.T) {
 			t.Fatalf("log %d of the session: dropped %v", i, l.Dropped())
 		}
 	}
-	if used := b1.logs.Used(); used > eventlog.MaxSessionBytes {
+	if used := b1.streams.Logs.Used(); used > eventlog.MaxSessionBytes {
 		t.Fatalf("the session holds %d bytes of logs, above its %d", used, eventlog.MaxSessionBytes)
 	}
 	status, body := resume(s1, ls[0])
@@ -139,8 +139,8 @@ func TestEventLogBudgets(t *testing.T) {
 	gateLimit := eventlog.GateUsed() + 512<<10
 	eventlog.SetGateLimit(gateLimit)
 	l2 := fill(b2, 15)
-	if !l2.Dropped() || b2.logs.Used() != base2 {
-		t.Fatalf("a log past the gate's budget: dropped %v, session holds %d bytes", l2.Dropped(), b2.logs.Used())
+	if !l2.Dropped() || b2.streams.Logs.Used() != base2 {
+		t.Fatalf("a log past the gate's budget: dropped %v, session holds %d bytes", l2.Dropped(), b2.streams.Logs.Used())
 	}
 	if status, body := resume(s2, l2); status != http.StatusNotFound || !strings.Contains(body, string(ef.EFStreamLogLimit)) {
 		t.Fatalf("resumption of a log dropped at the gate's bound: HTTP %d %q", status, body)
@@ -150,21 +150,21 @@ func TestEventLogBudgets(t *testing.T) {
 	}
 	// With less than eventlog.MinRoom left in the gate's budget, a new answer stream gets no log.
 	eventlog.SetGateLimit(eventlog.GateUsed() + eventlog.MinRoom/2)
-	if b2.logs.New() != nil {
+	if b2.streams.Logs.New() != nil {
 		t.Fatal("a new log with the gate's budget spent")
 	}
 
 	// A finished log without an event of the gate's own is released at once.
 	eventlog.SetGateLimit(64 << 20)
-	l3 := b2.logs.New()
+	l3 := b2.streams.Logs.New()
 	buf, id := l3.AppendID(nil, "up-1")
 	l3.Add(append(buf, ev...), id)
-	if b2.logs.Used() == base2 {
+	if b2.streams.Logs.Used() == base2 {
 		t.Fatal("an unfinished log holds no bytes")
 	}
 	l3.Finish()
-	if b2.logs.Used() != base2 || b2.logs.Of(l3.Key()) != nil {
-		t.Fatalf("a finished log of upstream ids only: session holds %d bytes, log kept %v", b2.logs.Used(), b2.logs.Of(l3.Key()) != nil)
+	if b2.streams.Logs.Used() != base2 || b2.streams.Logs.Of(l3.Key()) != nil {
+		t.Fatalf("a finished log of upstream ids only: session holds %d bytes, log kept %v", b2.streams.Logs.Used(), b2.streams.Logs.Of(l3.Key()) != nil)
 	}
 
 	// Closing the sessions gives every byte back.

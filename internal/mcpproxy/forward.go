@@ -10,6 +10,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -96,9 +97,9 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 	if !ok {
 		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: string(ef.EFAgentUnauthenticated) + ": the session has no authenticated agent"}
 	}
-	if err := p.cfg.Sessions.acquire(agent); err != nil {
+	if err := p.cfg.Sessions.Acquire(agent); err != nil {
 		p.log.Info("Agent session refused", "agent", logfield.Bound(agent), "code", ef.EFSessionLimit, "reason", err.Error())
-		return nil, sessionLimitError(err)
+		return nil, admission.SessionLimitError(err)
 	}
 	b := newBridge(p, ss, params, agent)
 	b.counted = true

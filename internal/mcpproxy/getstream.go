@@ -1,23 +1,24 @@
 package mcpproxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
+	"github.com/actgate/actgate/internal/mcpproxy/getrelay"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -70,10 +71,10 @@ func refuseSessionlessGET(w http.ResponseWriter) {
 // unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
 // without a GET stream.
 func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
-	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || rebinding(r) {
+	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || admission.Rebinding(r) {
 		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
 	}
-	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !statefulVersions[v] {
+	if v := r.Header.Get(wire.HeaderProtocolVersion); v != "" && !wire.StatefulVersions[v] {
 		return false // the SDK's handler judges the version
 	}
 	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
@@ -125,15 +126,15 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 		_, _ = w.Write(body)
 		return true
 	}
-	g := &getRelay{w: w, rc: http.NewResponseController(w), b: b, lastUp: upID}
+	g := getrelay.New(w, getSession{b}, upID)
 	wh := w.Header()
 	wh.Set("Content-Type", wire.MediaSSE)
 	wh.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(http.StatusOK)
-	_ = g.rc.Flush()
+	g.Flush()
 
 	// The gate's own stream: the SDK session's standalone stream, read through a writer that
-	// merges its events (ownWriter).
+	// merges its events (getrelay.OwnWriter).
 	ownDone := make(chan struct{})
 	go func() {
 		defer close(ownDone)
@@ -143,13 +144,13 @@ func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
 		} else {
 			sub.Header.Del(wire.HeaderLastEventID)
 		}
-		ow := &ownWriter{g: g, h: http.Header{}}
+		ow := g.Own()
 		p.sdk.ServeHTTP(ow, sub)
-		if ow.status == 0 || ow.status == http.StatusOK {
+		if st := ow.Status(); st == 0 || st == http.StatusOK {
 			cancel() // the gate session's end ends the relayed stream
 		}
 	}()
-	g.relay(ctx, cs.ID(), version, resp.Body)
+	g.Relay(ctx, cs.ID(), version, resp.Body)
 	cancel()
 	<-ownDone
 	return true
@@ -321,128 +322,6 @@ func (b *bridge) resumePoint(last string) (own int, upID string) {
 	return own, last // not an id the gate wrote: the upstream's to judge
 }
 
-// getRelay is one agent GET stream: the writer both sources share.
-type getRelay struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	b      *bridge
-	lastUp string // the upstream id of the last upstream event written with one
-	broken bool
-}
-
-// writeLocked writes one event and flushes it; false once the agent is gone. g.mu is held.
-func (g *getRelay) writeLocked(ev []byte) bool {
-	if g.broken {
-		return false
-	}
-	if _, err := g.w.Write(ev); err != nil {
-		g.broken = true
-		return false
-	}
-	if err := g.rc.Flush(); err != nil {
-		g.broken = true
-	}
-	return !g.broken
-}
-
-// relay reads the upstream's GET stream to its end and writes each event to the agent.
-func (g *getRelay) relay(ctx context.Context, sid, version string, body io.Reader) {
-	r := bufio.NewReaderSize(body, 4096)
-	var ev []byte // the event's lines as written, each with "\n"
-	var parsed wire.EventLines
-	var id string
-	hasID := false
-	for {
-		line, err := wire.ReadLine(r)
-		if err != nil {
-			if err != io.EOF && ctx.Err() == nil {
-				g.b.p.log.Info("Upstream GET stream ended", "session", g.b.ss.ID(), "error", err.Error())
-			}
-			return
-		}
-		if len(line) > 0 {
-			if field, value := parsed.Field(line); string(field) == "id" {
-				if bytes.HasPrefix(value, []byte(gateEventPrefix)) {
-					line = []byte("id: " + gateEventPrefix + "u:" + string(value))
-				}
-				if bytes.IndexByte(value, 0) < 0 { // an id with NUL is ignored (WHATWG SSE)
-					id, hasID = string(value), true
-				}
-			}
-			if len(ev)+len(line) > wire.MaxEventSize {
-				g.b.p.log.Info("Upstream GET stream event too large; stream ended", "session", g.b.ss.ID(), "limit", wire.MaxEventSize)
-				return
-			}
-			ev = append(append(ev, line...), '\n')
-			continue
-		}
-		if len(ev) > 0 && !g.event(ctx, sid, version, ev, parsed.Data, parsed.HasData, id, hasID) {
-			return
-		}
-		parsed.Reset()
-		ev, id, hasID = ev[:0], "", false
-	}
-}
-
-// event handles one upstream event (its lines ev, its data, its id): false once the agent is
-// gone.
-func (g *getRelay) event(ctx context.Context, sid, version string, ev, data []byte, hasData bool, id string, hasID bool) bool {
-	out := append(ev, '\n')
-	if hasData && len(bytes.TrimSpace(data)) > 0 {
-		// Bytes that are not a JSON-RPC message are relayed as written: the agent's to judge.
-		msg, _ := wire.DecodeMessage(data)
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			// A response the upstream replays on a resumption of an answer stream goes to the
-			// agent under the agent's id, settling nothing (legs); any other is dropped.
-			agentID, ok := g.b.legAgent(m.ID)
-			if !ok {
-				g.b.p.log.V(1).Info("Upstream response on the GET stream dropped", "session", g.b.ss.ID())
-				return true
-			}
-			rewritten, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: agentID, Result: m.Result, Error: m.Error})
-			if err != nil {
-				return true
-			}
-			out = replaceData(ev, rewritten)
-		case *jsonrpc.Request:
-			if m.IsCall() {
-				rewritten, ok := g.b.askOnGET(ctx, sid, version, m)
-				if !ok {
-					return true // answered by the gate, not the agent's to see
-				}
-				out = replaceData(ev, rewritten)
-			} else if m.Method == wire.NotifyTaskStatus {
-				g.b.taskStatusNotified(m.Params)
-			}
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if hasID {
-		g.lastUp = id
-	}
-	return g.writeLocked(out)
-}
-
-// replaceData returns the event ev with its data lines replaced by one holding data.
-func replaceData(ev, data []byte) []byte {
-	var out []byte
-	wrote := false
-	for line := range bytes.SplitSeq(bytes.TrimSuffix(ev, []byte("\n")), []byte("\n")) {
-		if field, _, _ := bytes.Cut(line, []byte(":")); string(field) == "data" {
-			if !wrote {
-				out = append(append(append(out, "data: "...), data...), '\n')
-				wrote = true
-			}
-			continue
-		}
-		out = append(append(out, line...), '\n')
-	}
-	return append(out, '\n')
-}
-
 // askOnGET puts an upstream request of the GET stream to the agent under an id of the gate's
 // own and returns the request to write; the agent's response goes upstream in the background,
 // under the upstream's id (bounded by the elicitation timeout or CallTimeout, and the
@@ -532,89 +411,25 @@ func (b *bridge) lifetime() context.Context {
 	return b.life
 }
 
-// ownWriter is the http.ResponseWriter the gate session's own GET stream (the SDK's handler)
-// writes to: each of its events is written to the relayed stream with an id of the gate's own.
-type ownWriter struct {
-	g      *getRelay
-	h      http.Header
-	status int
-	buf    []byte
+// getSession is the bridge as its relayed GET streams see it (getrelay.Session).
+type getSession struct{ b *bridge }
+
+func (s getSession) ID() string       { return s.b.ss.ID() }
+func (s getSession) Log() logr.Logger { return s.b.p.log }
+func (s getSession) LegAgent(up jsonrpc.ID) (jsonrpc.ID, bool) {
+	return s.b.legAgent(up)
 }
-
-func (o *ownWriter) Header() http.Header { return o.h }
-
-func (o *ownWriter) WriteHeader(status int) {
-	if o.status == 0 {
-		o.status = status
-	}
+func (s getSession) AskOnGET(ctx context.Context, sid, version string, req *jsonrpc.Request) ([]byte, bool) {
+	return s.b.askOnGET(ctx, sid, version, req)
 }
+func (s getSession) TaskStatusNotified(params json.RawMessage) { s.b.taskStatusNotified(params) }
 
-func (o *ownWriter) Flush() {}
-
-func (o *ownWriter) Write(p []byte) (int, error) {
-	if o.status == 0 {
-		o.status = http.StatusOK
+// OwnSent records the last event of the gate session's own stream written to the agent, where
+// a later GET with an upstream Last-Event-ID resumes the gate's own (resumePoint).
+func (s getSession) OwnSent(n int) {
+	s.b.mu.Lock()
+	if n > s.b.ownSent {
+		s.b.ownSent = n
 	}
-	if o.status == http.StatusConflict {
-		// Another of the agent's GETs carries the gate's own stream (this one resumes an
-		// answer stream of the upstream's, or is a second GET).
-		o.g.b.p.log.V(1).Info("The gate's own GET stream is on another of the agent's GETs", "session", o.g.b.ss.ID())
-		return 0, io.ErrClosedPipe
-	}
-	if o.status != http.StatusOK {
-		o.g.b.p.log.Info("The gate's own GET stream not opened", "session", o.g.b.ss.ID(), "status", o.status)
-		return 0, io.ErrClosedPipe
-	}
-	if len(o.buf)+len(p) > wire.MaxEventSize {
-		return 0, io.ErrShortWrite
-	}
-	o.buf = append(o.buf, p...)
-	for {
-		i := bytes.Index(o.buf, []byte("\n\n"))
-		if i < 0 {
-			return len(p), nil
-		}
-		ev := o.buf[:i]
-		if !o.event(ev) {
-			return 0, io.ErrClosedPipe
-		}
-		o.buf = append(o.buf[:0], o.buf[i+2:]...)
-	}
-}
-
-// event writes one event of the gate's own stream (the SDK's "id: _N" and data lines).
-func (o *ownWriter) event(ev []byte) bool {
-	var parsed wire.EventLines
-	n := -1
-	for line := range bytes.SplitSeq(ev, []byte("\n")) {
-		if field, value := parsed.Field(line); string(field) == "id" {
-			if idx, err := strconv.Atoi(strings.TrimPrefix(string(value), "_")); err == nil {
-				n = idx
-			}
-		}
-	}
-	data := parsed.Data
-	if len(data) == 0 {
-		return true // the SDK's ": ok" comment
-	}
-	g := o.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]byte, 0, len(data)+64)
-	out = append(out, "event: message\n"...)
-	if n >= 0 {
-		out = append(out, "id: "+gateEventPrefix+strconv.Itoa(n)+":"+g.lastUp+"\n"...)
-	}
-	out = append(append(append(out, "data: "...), data...), "\n\n"...)
-	if !g.writeLocked(out) {
-		return false
-	}
-	if n >= 0 {
-		g.b.mu.Lock()
-		if n > g.b.ownSent {
-			g.b.ownSent = n
-		}
-		g.b.mu.Unlock()
-	}
-	return true
+	s.b.mu.Unlock()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actgate/actgate/internal/mcpproxy/getrelay"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -88,8 +89,8 @@ func FuzzGETRelay(f *testing.F) {
 	version, _ := directVersion(cs)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		w := httptest.NewRecorder()
-		g := &getRelay{w: w, rc: http.NewResponseController(w), b: b}
-		g.relay(context.Background(), cs.ID(), version, bytes.NewReader(in))
+		g := getrelay.New(w, getSession{b}, "")
+		g.Relay(context.Background(), cs.ID(), version, bytes.NewReader(in))
 		out := w.Body.Bytes()
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
 			t.Fatalf("the relay wrote a partial event: %q", out)

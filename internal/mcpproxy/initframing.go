@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
@@ -61,12 +62,12 @@ func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Del("Content-Length")
-	s := &agentStream{w: w, b: b}
-	s.start()
+	s := answerstream.New(w, answerstream.Options{Session: &b.streams})
+	s.Start()
 	if ids {
-		s.upstreamEvent("", true, true) // the gate's own answer: an id of the gate's
+		s.UpstreamEvent("", true, true) // the gate's own answer: an id of the gate's
 	}
-	s.answer(body)
+	s.Answer(body)
 }
 
 // isInitialize reports whether body is an initialize request (as far as a cheap look tells;

@@ -17,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/internal/mcpproxy/admission"
+	"github.com/actgate/actgate/internal/mcpproxy/agent2026"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
@@ -146,8 +148,8 @@ func Path(server string) string { return "/mcp/" + server }
 // reach that rewrite an endpoint not ending in /mcp (the MCP Inspector CLI).
 func AltPath(server string) string { return "/" + server + "/mcp" }
 
-// ErrConfig is wrapped by every configuration error of New.
-var ErrConfig = errors.New("mcpproxy: invalid configuration")
+// ErrConfig is wrapped by every configuration error of New (and of NewBearerAgents).
+var ErrConfig = admission.ErrConfig
 
 // Proxy is the http.Handler for one upstream server. Create it with New; Close it on shutdown.
 type Proxy struct {
@@ -169,8 +171,8 @@ type Proxy struct {
 	// (agentcall.go, upstreamcall.go).
 	directAgent, directUpstream atomic.Int64
 
-	// sl is the state of the MCP 2026-07-28 path (stateless_serve.go).
-	sl statelessState
+	// v2026 is the MCP 2026-07-28 side (internal/mcpproxy/agent2026).
+	v2026 *agent2026.Handler
 	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
 	owners tasks.Owners
 
@@ -231,6 +233,10 @@ func New(cfg Config) (*Proxy, error) {
 		byID:    make(map[string]*bridge),
 	}
 	p.owners.Max, p.owners.MaxPerAgent = maxTaskOwners, maxTaskOwnersPerAgent
+	p.v2026 = agent2026.New(agent2026.Config{
+		Server: cfg.Server, URL: cfg.URL, Gate: cfg.Gate, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
+		TrustDeclaredProvenance: cfg.TrustDeclaredProvenance, AgentOf: p.requestAgent,
+	}, p.log, p.direct, &p.owners)
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
 		RootsListChangedHandler: p.rootsListChanged,
 	})
@@ -256,8 +262,8 @@ func New(cfg Config) (*Proxy, error) {
 
 // ServeHTTP implements http.Handler: MCP streamable HTTP for the agent.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if refuseRebinding(w, r) {
-		return // admission.go: every request of every revision, before anything reads it
+	if admission.RefuseRebinding(w, r) {
+		return // internal/mcpproxy/admission: every request of every revision, before anything reads it
 	}
 	r, ok := p.authenticate(w, r)
 	if !ok {
@@ -266,7 +272,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.readBody(w, r) {
 		return
 	}
-	if r.Method == http.MethodPost && (p.serveStateless(w, r) || p.servePOST(w, r)) {
+	if r.Method == http.MethodPost && (p.v2026.Serve(w, r) || p.servePOST(w, r)) {
 		return
 	}
 	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderSessionID) == "" {
@@ -347,7 +353,7 @@ func (p *Proxy) Close() error {
 	for _, b := range bs {
 		b.close()
 	}
-	p.closeStateless()
+	p.v2026.Close()
 	for ss := range p.server.Sessions() {
 		_ = ss.Close()
 	}

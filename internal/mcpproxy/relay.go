@@ -14,7 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -49,7 +51,7 @@ var hopByHop = map[string]bool{
 // The agent's notifications/cancelled of a relayed request or a direct tools/call is sent to
 // the upstream with the upstream leg's id; the revision's other client notifications (progress,
 // roots/list_changed, tasks/status) are relayed as they are, and any other notification — a
-// request's method without an id included — is refused (notify.go).
+// request's method without an id included — is refused (wire.NotificationRefusal).
 func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
@@ -59,7 +61,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 		return false // tools/call without an id included: the SDK's handler refuses it (400)
 	}
 	if !req.IsCall() && !statefulClientNotifications[req.Method] {
-		b.p.refuseNotification(w, req.Method, b.version) // notify.go: never relayed
+		b.p.refuseNotification(w, req.Method, b.version) // never relayed (refuseNotification below)
 		return true
 	}
 	cs, err := b.upstream(r.Context())
@@ -88,22 +90,22 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 			Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
 		return true
 	}
-	stream := &agentStream{w: w, b: b}
+	stream := answerstream.New(w, answerstream.Options{Session: &b.streams})
 	b.p.runDetachable(r, stream, func(ctx context.Context) {
-		defer stream.finish()
+		defer stream.Finish()
 		resp := func() *jsonrpc.Response {
 			defer b.end(req.ID)
-			return b.relay(withAgentStream(ctx, stream), cs, version, req)
+			return b.relay(answerstream.With(ctx, stream), cs, version, req)
 		}()
 		out, err := jsonrpc.EncodeMessage(resp)
 		if err != nil {
 			b.p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(req.Method))
-			if !stream.isStarted() {
+			if !stream.IsStarted() {
 				http.Error(w, "actgate: response could not be encoded", http.StatusInternalServerError)
 			}
 			return
 		}
-		stream.answer(out)
+		stream.Answer(out)
 	})
 	return true
 }
@@ -111,7 +113,7 @@ func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, ms
 // relay sends req upstream under an id of the proxy's own and returns the upstream's answer
 // under the agent's id.
 func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version string, req *jsonrpc.Request) *jsonrpc.Response {
-	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	if !b.track(req.ID, upID) {
 		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeTooManyRequests,
 			Message: fmt.Sprintf("actgate: more than %d requests in flight on this session", maxRelayed)}}
@@ -131,16 +133,16 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 	}
 	if strings.HasPrefix(req.Method, "tasks/") {
 		b.observeTaskAnswer(req, answer) // tasks.go
-		b.p.ownTasksOnly(b.agent, req.Method, answer)
+		b.p.owners.OwnOnly(b.agent, req.Method, answer)
 	}
 	if req.Method == wire.MethodListTools && answer.Error == nil {
-		raw, err := toolcall.AugmentToolsRaw(answer.Result, firstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+		raw, err := toolcall.AugmentToolsRaw(answer.Result, wire.FirstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
 		if err != nil {
 			b.p.log.Error(err, "Upstream tools/list result not understood")
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}
 		}
 		answer.Result = raw
-		agentStreamOf(ctx).gateAnswer() // the gate's additions: not the upstream's bytes
+		answerstream.Of(ctx).GateAnswer() // the gate's additions: not the upstream's bytes
 	}
 	return &jsonrpc.Response{ID: req.ID, Result: answer.Result, Error: answer.Error}
 }
@@ -177,7 +179,7 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("mcpproxy: upstream answered %s with HTTP %d", logfield.Bound(req.Method), resp.StatusCode)
 	case mt == wire.MediaSSE:
-		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
+		answerstream.Of(ctx).Start() // the agent's answer follows the server's framing
 		answer, err := b.readStream(ctx, cs.ID(), version, resp.Body, req.ID)
 		if err != nil {
 			_ = resp.Body.Close()
@@ -191,15 +193,6 @@ func (b *bridge) exchange(ctx context.Context, cs *mcp.ClientSession, version st
 	}
 	_ = resp.Body.Close()
 	return nil, fmt.Errorf("mcpproxy: upstream answered %s with content type %q", logfield.Bound(req.Method), mt)
-}
-
-// firstPage reports whether list params ask for the first page (no cursor).
-func firstPage(params json.RawMessage) bool {
-	var p struct {
-		Cursor string `json:"cursor"`
-	}
-	_ = json.Unmarshal(params, &p)
-	return p.Cursor == ""
 }
 
 // track records that the agent's request id is carried upstream as upID (for the agent's
@@ -222,7 +215,7 @@ func (b *bridge) track(agentID, upID jsonrpc.ID) bool {
 // upstream leg's id: a response the upstream replays on a relayed resumption (a GET with
 // Last-Event-ID, getstream.go) goes to the agent under the agent's id, as it would directly.
 // Relaying it settles nothing: the request's own answer was given (or is being read) where it
-// was sent. A leg's id is "actgate-N" (callSeq); the ring holds it at N mod maxRelayed, so a
+// was sent. A leg's id is "actgate-N" (wire.CallSeq); the ring holds it at N mod maxRelayed, so a
 // leg is kept until one of the session's later legs takes its place (at most maxRelayed legs,
 // one store per request, no hashing on the hot path).
 type legs struct {
@@ -321,4 +314,24 @@ func (b *bridge) cancelUpstream(ctx context.Context, cs *mcp.ClientSession, vers
 		b.p.log.Info("Cancellation not delivered upstream", "error", err.Error())
 	}
 	return true
+}
+
+// statefulClientNotifications are the client notifications of the 2025 revisions (MCP
+// 2025-11-25 schema, ClientNotification): cancellation, the handshake's end, progress of a
+// request the server sent, a changed roots list and a task's status (the tasks utility).
+// Client notifications: what an agent may send without an id. A JSON-RPC notification gets no
+// answer, so one whose method is a request's (a tools/call without an id) would reach an
+// upstream undecided — no act, no journal, no receipt — and an upstream that dispatches on the
+// method alone would run it. The gate relays only the notifications the revision defines for a
+// client and refuses any other before anything is relayed: HTTP 400 (as the streamable HTTP
+// transport answers input the server does not accept), a JSON-RPC error without an id, -32600,
+// EF_NOTIFICATION_INVALID (docs/architecture.md "What passes through").
+var statefulClientNotifications = map[string]bool{
+	wire.NotifyCancelled: true, wire.NotifyInitialized: true, wire.NotifyProgress: true, wire.NotifyRootsChanged: true, wire.NotifyTaskStatus: true,
+}
+
+// refuseNotification writes the refusal of a notification of method on revision.
+func (p *Proxy) refuseNotification(w http.ResponseWriter, method, revision string) {
+	p.log.Info("Agent notification refused", "method", logfield.Bound(method), "code", ef.EFNotificationInvalid, "revision", revision)
+	wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, wire.NotificationRefusal(method, revision))
 }

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -19,8 +19,8 @@ import (
 // first time. The replay is marked in the gate's own HTTP response header instead,
 // wire.HeaderReplayed: "true", set before the answer's headers go out, on every path a
 // tools/call is answered by (docs/api.md "Per method"):
-//   - a session's call on the direct path and a 2026-07-28 call: on the agentStream of the
-//     request, before its response (agentStream.markReplayed);
+//   - a session's call on the direct path and a 2026-07-28 call: on the answer stream of the
+//     request, before its response (answerstream.Stream.MarkReplayed);
 //   - a session's call the SDK's handler carries: on the handler's response writer, found by
 //     the request's header map the SDK hands the call (sdkAnswers).
 //
@@ -28,37 +28,11 @@ import (
 // the result is the recorded one all the same. A replay sends nothing upstream, so its answer
 // has no event before its response and its headers are never out early.
 
-// replayMark is set as the jsonrpc.Response.Extra (not on the wire) of a 2026-07-28 answer that
-// is a journal replay: the answer may reach the agent on another HTTP request than the one
-// that computed it (a held exchange's continuation, stateless_rounds.go).
-type replayMark struct{}
-
-// isReplay reports whether resp is marked a journal replay (replayMark).
-func isReplay(resp *jsonrpc.Response) bool {
-	_, ok := resp.Extra.(replayMark)
-	return ok
-}
-
-// markReplayed sets wire.HeaderReplayed on the answer when its headers are not out yet; it
-// reports whether it did. An event stream's headers go out with its first event.
-func (s *agentStream) markReplayed() bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.sent || s.done {
-		return false
-	}
-	s.w.Header().Set(wire.HeaderReplayed, "true")
-	return true
-}
-
 // markReplayed marks the answer to a session's tools/call a journal replay, on whichever path
-// carries it: the direct path's agentStream, or the SDK handler's response writer.
+// carries it: the direct path's answer stream, or the SDK handler's response writer.
 func (b *bridge) markReplayed(ctx context.Context, req *mcp.CallToolRequest) {
-	if s := agentStreamOf(ctx); s != nil {
-		if !s.markReplayed() {
+	if s := answerstream.Of(ctx); s != nil {
+		if !s.MarkReplayed() {
 			b.p.log.V(1).Info("Replay not marked: the answer's headers are out")
 		}
 		return

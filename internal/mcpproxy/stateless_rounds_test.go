@@ -16,6 +16,7 @@ import (
 
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/agent2026"
 )
 
 // roundsUpstream is a stateful 2025 upstream (the Go SDK's server with sessions) whose tool
@@ -325,24 +326,24 @@ func TestRoundsExpire(t *testing.T) {
 	}
 }
 
-// TestRoundsBound: an agent with maxHeldPerAgent requests awaiting its input gets
+// TestRoundsBound: an agent with agent2026.MaxHeldPerAgent requests awaiting its input gets
 // EF_INPUT_LIMIT for its next tools/call, which is not decided or sent; a tools/list, which
 // dispatches nothing, is still answered.
 func TestRoundsBound(t *testing.T) {
 	u := newRoundsUpstream(t)
 	endpoint, st := newRoundsGate(t, u, 10*time.Second)
-	for i := range maxHeldPerAgent {
+	for i := range agent2026.MaxHeldPerAgent {
 		firstRound(t, endpoint, map[string]any{"id": i})
 	}
 	status, m := roundPost(t, endpoint, 99, map[string]any{"arguments": map[string]any{"id": 99}})
 	if status != http.StatusBadRequest || efOf(m) != "EF_INPUT_LIMIT" {
 		t.Fatalf("beyond the bound: HTTP %d %v", status, m)
 	}
-	if u.ran.Load() != maxHeldPerAgent {
-		t.Fatalf("upstream ran %d calls, want %d", u.ran.Load(), maxHeldPerAgent)
+	if u.ran.Load() != agent2026.MaxHeldPerAgent {
+		t.Fatalf("upstream ran %d calls, want %d", u.ran.Load(), agent2026.MaxHeldPerAgent)
 	}
-	if got := journalStates(t, st); got[journal.StateInvoked]+got[journal.StateDispatchPending] != maxHeldPerAgent {
-		t.Fatalf("journal states %v, want %d dispatched acts", got, maxHeldPerAgent)
+	if got := journalStates(t, st); got[journal.StateInvoked]+got[journal.StateDispatchPending] != agent2026.MaxHeldPerAgent {
+		t.Fatalf("journal states %v, want %d dispatched acts", got, agent2026.MaxHeldPerAgent)
 	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	status, m = post2026(t, endpoint, `{"jsonrpc":"2.0","id":100,"method":"tools/list","params":{`+meta+`}}`,

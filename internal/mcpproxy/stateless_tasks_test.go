@@ -13,6 +13,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -264,11 +265,11 @@ func TestStatelessTaskCancelled(t *testing.T) {
 	f.waitState(journal.StateInvoked, 0)
 }
 
-// TestStatelessTaskLimit: an agent that follows maxTasks running tasks has its next tools/call
+// TestStatelessTaskLimit: an agent that follows tasks.MaxFollowed running tasks has its next tools/call
 // refused with EF_TASK_LIMIT before anything is decided or sent; another agent is not limited.
 func TestStatelessTaskLimit(t *testing.T) {
-	defer func(n int) { maxTasks = n }(maxTasks)
-	maxTasks = 2
+	defer func(n int) { tasks.MaxFollowed = n }(tasks.MaxFollowed)
+	tasks.MaxFollowed = 2
 	f := newTasks2026Fixture(t)
 	for i := range 2 {
 		resultOf(t, f.post(tokenA, i+1, "tools/call", "ticket_task", fmt.Sprintf(`"name":"ticket_task","arguments":{"n":%d}`, i)))

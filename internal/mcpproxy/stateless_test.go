@@ -420,3 +420,5 @@ func TestStatelessStatefulUpstreamCall(t *testing.T) {
 		t.Fatalf("journal states %v: no act may be INDETERMINATE", st)
 	}
 }
+
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`

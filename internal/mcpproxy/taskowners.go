@@ -31,17 +31,6 @@ var (
 	maxTaskOwnersPerAgent = 4096
 )
 
-// learnCreated ends agent's reservation (tasks.Owners.reserve) with what the call's result res
-// says: the task it created, if any.
-func (p *Proxy) learnCreated(agent string, res sink.Result, rev2026 bool) {
-	raw := res.Accepted
-	if len(raw) == 0 && res.Allowed {
-		raw = res.Upstream
-	}
-	id, ttl := tasks.CreatedTaskOf(raw, rev2026)
-	p.owners.Settle(agent, id, ttl)
-}
-
 // handleTask runs a session's call through the gate (detached from the agent's cancellation:
 // the invocation has its own bound). A task-augmented one (task not nil) first takes a place
 // among the agent's task owners, and its answer's task is remembered as the agent's; at the
@@ -54,7 +43,7 @@ func (b *bridge) handleTask(ctx context.Context, call sink.Call, inv sink.Invoke
 	}
 	res, err := b.p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
 	if task != nil {
-		b.p.learnCreated(b.agent, res, false)
+		b.p.owners.LearnCreated(b.agent, res, false)
 	}
 	return res, err
 }
@@ -72,46 +61,5 @@ func (b *bridge) foreignTaskRequest(req *jsonrpc.Request) *jsonrpc.Response {
 		return nil
 	}
 	b.p.log.Info("Task request refused: the task is another agent's", "method", req.Method, "session", b.ss.ID())
-	return noSuchTask(req.ID)
-}
-
-// noSuchTask answers a request naming a task of another agent's as one naming no task (-32602),
-// on either revision.
-func noSuchTask(id jsonrpc.ID) *jsonrpc.Response {
-	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "actgate: no such task"}}
-}
-
-// ownTasksOnly removes from a tasks/list answer the tasks another agent created; the rest of
-// the answer is kept as written (its members in the upstream's order are re-encoded only when
-// an entry is removed).
-func (p *Proxy) ownTasksOnly(agent, method string, answer *jsonrpc.Response) {
-	if method != wire.MethodTasksList || answer == nil || answer.Error != nil {
-		return
-	}
-	var l map[string]json.RawMessage
-	if wire.Unmarshal(answer.Result, &l) != nil {
-		return
-	}
-	var listed []json.RawMessage
-	if wire.Unmarshal(l["tasks"], &listed) != nil {
-		return
-	}
-	kept := listed[:0:0]
-	for _, raw := range listed {
-		var t struct {
-			TaskID any `json:"taskId"`
-		}
-		_ = wire.Unmarshal(raw, &t)
-		if id, ok := t.TaskID.(string); ok && p.owners.Foreign(agent, id) {
-			continue
-		}
-		kept = append(kept, raw)
-	}
-	if len(kept) == len(listed) {
-		return
-	}
-	l["tasks"], _ = wire.MarshalNoEscape(kept)
-	if raw, err := wire.MarshalNoEscape(l); err == nil {
-		answer.Result = raw
-	}
+	return tasks.NoSuchTask(req.ID)
 }

@@ -46,11 +46,6 @@ import (
 //
 // The methods are the wire package's MethodTasks* and NotifyTaskStatus.
 
-// maxTasks bounds the running tasks of dispatched calls one session follows (the agent starts
-// them): a task-augmented call beyond it is refused with EF_TASK_LIMIT before anything is
-// decided or sent. A variable for tests.
-var maxTasks = 256
-
 // taskKey is the context key of the agent's params.task of a task-augmented tools/call.
 type taskKey struct{}
 
@@ -66,28 +61,20 @@ func taskOf(ctx context.Context) json.RawMessage {
 }
 
 // taskTable is the running tasks of dispatched calls a session follows, by the upstream's task
-// id; at most maxTasks, reservations of calls in flight included.
+// id; at most tasks.MaxFollowed, reservations of calls in flight included.
 type taskTable struct {
 	mu       sync.Mutex
-	byID     map[string]*runningTask
+	byID     map[string]*tasks.Running
 	reserved int
 }
 
-// runningTask is one task the session follows.
-type runningTask struct {
-	operationID string
-	upstream    string      // the upstream session the task belongs to
-	timer       *time.Timer // its ttl
-	fetching    bool        // the gate's own tasks/result is under way
-}
-
 // reserveTask takes a place for a task-augmented call about to be decided; false when the
-// session follows maxTasks already.
+// session follows tasks.MaxFollowed already.
 func (b *bridge) reserveTask() bool {
 	t := &b.tasks
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.byID)+t.reserved >= maxTasks {
+	if len(t.byID)+t.reserved >= tasks.MaxFollowed {
 		return false
 	}
 	t.reserved++
@@ -101,10 +88,10 @@ func (b *bridge) unreserveTask() {
 	t.mu.Unlock()
 }
 
-// taskLimited is the refusal of a task-augmented call beyond maxTasks: nothing was decided or
+// taskLimited is the refusal of a task-augmented call beyond tasks.MaxFollowed: nothing was decided or
 // sent.
 func (b *bridge) taskLimited(tool string) (mcp.Result, error) {
-	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", maxTasks)
+	b.p.log.Info("Task-augmented call refused", "session", b.ss.ID(), "code", ef.EFTaskLimit, "limit", tasks.MaxFollowed)
 	return b.render(toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, !b.hasOutputSchema(tool)))
 }
 
@@ -130,19 +117,19 @@ func (b *bridge) followTask(res sink.Result, upstreamSession string) {
 	if id == "" {
 		return // tasks.Classify made such a call INDETERMINATE
 	}
-	rt := &runningTask{operationID: res.OperationID, upstream: upstreamSession}
+	rt := &tasks.Running{OperationID: res.OperationID, Upstream: upstreamSession}
 	t := &b.tasks
 	t.mu.Lock()
 	prev := t.byID[id]
 	if t.byID == nil {
-		t.byID = make(map[string]*runningTask)
+		t.byID = make(map[string]*tasks.Running)
 	}
 	t.byID[id] = rt
-	rt.timer = time.AfterFunc(ttl, func() { b.abandonTask(id, rt, "the task's ttl passed") })
+	rt.Timer = time.AfterFunc(ttl, func() { b.abandonTask(id, rt, "the task's ttl passed") })
 	t.mu.Unlock()
 	if prev != nil {
 		// The upstream gave the same id to another task: the earlier one cannot be told apart.
-		prev.timer.Stop()
+		prev.Timer.Stop()
 		b.recordTask(settler, id, prev, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the upstream reused the task id")
 	}
 	b.p.log.V(1).Info("Task followed", "session", b.ss.ID(), "task", logfield.Bound(id), "operation", res.OperationID, "act", res.ActID)
@@ -150,7 +137,7 @@ func (b *bridge) followTask(res sink.Result, upstreamSession string) {
 
 // takeTask stops following a task and returns it; nil when it is not followed (or rt, when
 // given, is no longer the one followed under id).
-func (b *bridge) takeTask(id string, rt *runningTask) *runningTask {
+func (b *bridge) takeTask(id string, rt *tasks.Running) *tasks.Running {
 	t := &b.tasks
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -159,7 +146,7 @@ func (b *bridge) takeTask(id string, rt *runningTask) *runningTask {
 		return nil
 	}
 	delete(t.byID, id)
-	have.timer.Stop()
+	have.Timer.Stop()
 	return have
 }
 
@@ -175,7 +162,7 @@ func (b *bridge) settleTask(id string, out sink.InvokeResult, why string) {
 }
 
 // abandonTask settles a task INDETERMINATE when its outcome can no longer be learnt.
-func (b *bridge) abandonTask(id string, rt *runningTask, why string) {
+func (b *bridge) abandonTask(id string, rt *tasks.Running, why string) {
 	settler, ok := b.p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
@@ -190,7 +177,7 @@ func (b *bridge) abandonTask(id string, rt *runningTask, why string) {
 func (b *bridge) abandonTasks(why string) {
 	t := &b.tasks
 	t.mu.Lock()
-	ids := make(map[string]*runningTask, len(t.byID))
+	ids := make(map[string]*tasks.Running, len(t.byID))
 	for id, rt := range t.byID {
 		ids[id] = rt
 	}
@@ -200,23 +187,8 @@ func (b *bridge) abandonTasks(why string) {
 	}
 }
 
-func (b *bridge) recordTask(settler tasks.Settler, id string, rt *runningTask, out sink.InvokeResult, why string) {
-	recordTaskOutcome(b.p, settler, id, rt, out, why, "session", b.ss.ID())
-}
-
-// recordTaskOutcome records the outcome of a followed task (a session's, or on 2026-07-28 an
-// agent's) and logs it with kv.
-func recordTaskOutcome(p *Proxy, settler tasks.Settler, id string, rt *runningTask, out sink.InvokeResult, why string, kv ...any) {
-	state, err := settler.Settle(context.Background(), rt.operationID, out, nil)
-	l := p.log.WithValues(kv...).WithValues("task", logfield.Bound(id), "operation", rt.operationID, "state", state, "why", why)
-	switch {
-	case err != nil:
-		l.Error(err, "Task outcome not recorded")
-	case state == journal.StateIndeterminate:
-		l.Info("Task outcome unknown")
-	default:
-		l.V(1).Info("Task outcome recorded")
-	}
+func (b *bridge) recordTask(settler tasks.Settler, id string, rt *tasks.Running, out sink.InvokeResult, why string) {
+	tasks.RecordOutcome(b.p.log, settler, id, rt, out, why, "session", b.ss.ID())
 }
 
 // followsTasks reports whether the session follows any task (the observation of tasks/*
@@ -308,17 +280,17 @@ func (b *bridge) fetchTaskResult(id string) {
 	t := &b.tasks
 	t.mu.Lock()
 	rt := t.byID[id]
-	if rt == nil || rt.fetching {
+	if rt == nil || rt.Fetching {
 		t.mu.Unlock()
 		return
 	}
-	rt.fetching = true
+	rt.Fetching = true
 	t.mu.Unlock()
 	b.mu.Lock()
 	cs := b.cs
 	b.mu.Unlock()
 	go func() {
-		if cs == nil || cs.ID() != rt.upstream {
+		if cs == nil || cs.ID() != rt.Upstream {
 			b.abandonTask(id, rt, "the upstream session of the task ended")
 			return
 		}
@@ -332,7 +304,7 @@ func (b *bridge) fetchTaskResult(id string) {
 		params, _ := json.Marshal(struct {
 			TaskID string `json:"taskId"`
 		}{id})
-		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+		upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 		answer, err := b.exchange(ctx, cs, version, &jsonrpc.Request{ID: upID, Method: wire.MethodTasksResult, Params: params})
 		if err != nil {
 			b.p.log.Info("Task result not received", "task", logfield.Bound(id), "error", err.Error())

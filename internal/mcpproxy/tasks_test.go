@@ -12,6 +12,7 @@ import (
 	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
+	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 )
 
 // taskFixture is a real gate behind a real proxy in front of a real upstream that speaks the
@@ -270,12 +271,12 @@ func TestRefusedTaskCallNeverReachesUpstream(t *testing.T) {
 	}
 }
 
-// TestTaskLimit: a session follows at most maxTasks running tasks; the next task-augmented call
+// TestTaskLimit: a session follows at most tasks.MaxFollowed running tasks; the next task-augmented call
 // is refused with EF_TASK_LIMIT before it is decided or sent, and a place frees when a task's
 // outcome is recorded.
 func TestTaskLimit(t *testing.T) {
-	defer func(n int) { maxTasks = n }(maxTasks)
-	maxTasks = 2
+	defer func(n int) { tasks.MaxFollowed = n }(tasks.MaxFollowed)
+	tasks.MaxFollowed = 2
 	f := newTaskFixture(t)
 	s, _ := f.session()
 	var ids []string

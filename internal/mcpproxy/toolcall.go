@@ -16,6 +16,8 @@ import (
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
+	"github.com/actgate/actgate/internal/mcpproxy/elicitform"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/upstream"
@@ -82,7 +84,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	res = h.Settle(res, err)
 	rerr := refused.Get()
 	// An answer that is not the upstream's gets an id of the gate's own on a resumable stream.
-	agentStreamOf(ctx).answerFrom(toolcall.UpstreamsAnswer(res, rerr != nil))
+	answerstream.Of(ctx).AnswerFrom(toolcall.UpstreamsAnswer(res, rerr != nil))
 	res, verdict := h.Decide(res, rerr, false)
 	switch verdict {
 	case toolcall.UpstreamRefused:
@@ -97,7 +99,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if res.Moment != nil { // also offered as an elicitation where policy allows (elicit.go)
 		out := b.elicit(ctx, res.Moment)
 		r, err := b.render(toolcall.RefusalFor(res, structured))
-		return withElicitation(r, out), err
+		return elicitform.With(r, out), err
 	}
 	return b.render(toolcall.RefusalFor(res, structured))
 }
@@ -255,7 +257,7 @@ func (b *bridge) requestMoment(ctx context.Context, params *mcp.CallToolParamsRa
 	if m != nil {
 		out := b.elicit(ctx, m) // where policy allows (elicit.go)
 		rr, err := b.render(r, err)
-		return withElicitation(rr, out), err
+		return elicitform.With(rr, out), err
 	}
 	return b.render(r, err)
 }

@@ -11,19 +11,15 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
-
-// callSeq numbers the direct path's tools/call requests. Their JSON-RPC ids are strings
-// ("actgate-N"); the SDK client on the same session numbers its own, so the two never collide.
-var callSeq atomic.Uint64
 
 // directVersion returns the protocol version of cs's session when a tools/call can be sent on
 // it by callDirect: a session initialized at a version below 2026-07-28. A session the
@@ -57,7 +53,7 @@ func directVersion(cs *mcp.ClientSession) (string, bool) {
 // goes back to the pool instead of being cut by the call's context.
 func (b *bridge) callDirect(ctx context.Context, cs *mcp.ClientSession, version string, params any, release func()) (*mcp.CallToolResult, json.RawMessage, error) {
 	b.p.directUpstream.Add(1)
-	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	if agentID, ok := ctx.Value(agentRequestKey{}).(jsonrpc.ID); ok && agentID.IsValid() && b.track(agentID, id) {
 		defer b.untrack(agentID) // the agent's cancellation reaches the upstream (relay.go)
 	}
@@ -116,7 +112,7 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		answer, err = wire.ReadJSONAnswer(resp.Body, id)
 		_ = resp.Body.Close()
 	case wire.MediaSSE:
-		agentStreamOf(ctx).start() // the agent's answer follows the server's framing
+		answerstream.Of(ctx).Start() // the agent's answer follows the server's framing
 		answer, err = b.readStream(ctx, cs.ID(), version, resp.Body, id)
 		if err != nil {
 			_ = resp.Body.Close()
@@ -141,12 +137,12 @@ func (b *bridge) sendCall(ctx context.Context, cs *mcp.ClientSession, version st
 		return nil, nil, rest, answer.Error
 	}
 	if len(answer.Result) == 0 {
-		agentStreamOf(ctx).gateAnswer()
+		answerstream.Of(ctx).GateAnswer()
 		return nil, nil, rest, errors.New("mcpproxy: upstream tools/call result: empty JSON")
 	}
 	res, err = wire.DecodeCallToolResult(answer.Result)
 	if err != nil {
-		agentStreamOf(ctx).gateAnswer() // the agent's answer is the gate's, not this response
+		answerstream.Of(ctx).GateAnswer() // the agent's answer is the gate's, not this response
 		return nil, nil, rest, fmt.Errorf("mcpproxy: upstream tools/call result: %w", err)
 	}
 	return res, answer.Result, rest, nil
@@ -239,8 +235,8 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 		if delay == 0 {
 			delay = defaultResumeDelay
 		}
-		as := agentStreamOf(ctx)
-		as.upstreamClosed()
+		as := answerstream.Of(ctx)
+		as.UpstreamClosed()
 		// The agent got the same retry field; its GET resuming the gate's stream ends the
 		// wait early, so that the upstream is resumed when the agent is.
 		t := time.NewTimer(delay)
@@ -249,7 +245,7 @@ func (b *bridge) readStream(ctx context.Context, sid, version string, body io.Re
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
-		case <-as.agentResumed():
+		case <-as.AgentResumed():
 			t.Stop()
 		}
 		resp, gerr := b.resume(ctx, sid, version, st.lastID)
@@ -302,7 +298,7 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 		r.Reset(nil)
 		wire.StreamReaders.Put(r)
 	}()
-	as := agentStreamOf(ctx)
+	as := answerstream.Of(ctx)
 	// carried: the event last ended had an id (upstreamEvent holds it for its carrier); on a
 	// resumed stream, the first event is told too, so that no id of the last stream is left.
 	carried := st.lastID != ""
@@ -319,7 +315,7 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			case "retry":
 				if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
 					st.retry = min(time.Duration(ms)*time.Millisecond, maxResumeDelay)
-					as.upstreamRetry(st.retry)
+					as.UpstreamRetry(st.retry)
 				}
 			}
 			return false
@@ -328,14 +324,14 @@ func (b *bridge) readEvents(ctx context.Context, sid, version string, body io.Re
 			// A stream without ids costs nothing here: only an event with one, or the one
 			// after it (whose carrier must not take the earlier id), is told.
 			if hasID || carried {
-				as.upstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
+				as.UpstreamEvent(st.lastID, hasID, hasID && len(bytes.TrimSpace(data)) == 0)
 				carried = hasID
 			}
 		},
 		Request: func(m *jsonrpc.Request) { b.fromUpstream(ctx, sid, version, m) },
 	})
 	if err == nil && carried {
-		as.upstreamResponse() // the agent's answer carries the response event's id
+		as.UpstreamResponse() // the agent's answer carries the response event's id
 	}
 	return answer, err
 }
@@ -348,11 +344,11 @@ func (b *bridge) fromUpstream(ctx context.Context, sid, version string, req *jso
 		// Not a method of the SDK's types: on the agent's answer stream as written, or not at
 		// all (tasks.go).
 		b.taskStatusNotified(req.Params)
-		agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params})
+		answerstream.Of(ctx).Message(&jsonrpc.Request{Method: req.Method, Params: req.Params})
 		return
 	}
 	if !req.IsCall() {
-		if _, ok := notificationParams(req.Method); ok && agentStreamOf(ctx).message(&jsonrpc.Request{Method: req.Method, Params: req.Params}) {
+		if _, ok := notificationParams(req.Method); ok && answerstream.Of(ctx).Message(&jsonrpc.Request{Method: req.Method, Params: req.Params}) {
 			return // on the agent's own answer stream, as the upstream wrote it
 		}
 		if params, ok := notificationParams(req.Method); ok {

@@ -6,5 +6,5 @@
 // and the Last-Event-ID an agent sends (CheckLastEventID).
 //
 // The package knows nothing of sessions, HTTP or the upstream: internal/mcpproxy writes the
-// events (agentStream), decides which log answers a resumption (Set.For) and serves it.
+// events (answerstream.Stream), decides which log answers a resumption (Set.For) and serves it.
 package eventlog

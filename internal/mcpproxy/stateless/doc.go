@@ -5,6 +5,6 @@
 // x-mcp-header declarations of tools (ToolHeaders) and shapes a stateful upstream's results as
 // the revision requires (WithResultType, WithCacheHints, LogAllowed), and reads a
 // subscriptions/listen filter (ParseListen, HonoredFilter, StampSubscription). The agent side that serves
-// such requests is mcpproxy's stateless_serve.go (docs/architecture.md "The MCP proxy"). It
+// such requests is internal/mcpproxy/agent2026 (docs/architecture.md "The MCP proxy"). It
 // imports the wire and nothing else of the proxy.
 package stateless

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
+	"github.com/actgate/actgate/internal/sink"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // taskOwnerSweep is how often, at most, a full table is swept of expired entries.
@@ -157,4 +159,50 @@ func CreatedTaskOf(raw json.RawMessage, rev2026 bool) (string, time.Duration) {
 		ttl = TTL(ms)
 	}
 	return id, ttl
+}
+
+// LearnCreated ends agent's reservation (Reserve) with what the call's result res
+// says: the task it created, if any.
+func (t *Owners) LearnCreated(agent string, res sink.Result, rev2026 bool) {
+	raw := res.Accepted
+	if len(raw) == 0 && res.Allowed {
+		raw = res.Upstream
+	}
+	id, ttl := CreatedTaskOf(raw, rev2026)
+	t.Settle(agent, id, ttl)
+}
+
+// OwnOnly removes from a tasks/list answer the tasks another agent created; the rest of
+// the answer is kept as written (its members in the upstream's order are re-encoded only when
+// an entry is removed).
+func (t *Owners) OwnOnly(agent, method string, answer *jsonrpc.Response) {
+	if method != wire.MethodTasksList || answer == nil || answer.Error != nil {
+		return
+	}
+	var l map[string]json.RawMessage
+	if wire.Unmarshal(answer.Result, &l) != nil {
+		return
+	}
+	var listed []json.RawMessage
+	if wire.Unmarshal(l["tasks"], &listed) != nil {
+		return
+	}
+	kept := listed[:0:0]
+	for _, raw := range listed {
+		var entry struct {
+			TaskID any `json:"taskId"`
+		}
+		_ = wire.Unmarshal(raw, &entry)
+		if id, ok := entry.TaskID.(string); ok && t.Foreign(agent, id) {
+			continue
+		}
+		kept = append(kept, raw)
+	}
+	if len(kept) == len(listed) {
+		return
+	}
+	l["tasks"], _ = wire.MarshalNoEscape(kept)
+	if raw, err := wire.MarshalNoEscape(l); err == nil {
+		answer.Result = raw
+	}
 }

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bufio"
@@ -169,7 +169,7 @@ func (st *statelessState) releaseListen(agent string) {
 // result is written, the revision's graceful end), or the listen falls behind or its upstream
 // stream fails (the stream is closed without a result, as a disconnect). A filter the upstream
 // can honour none of is acknowledged empty and ended at once with its result.
-func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *stateless.Request) {
+func (p *Handler) serveListen(ctx context.Context, w http.ResponseWriter, agent string, sr *stateless.Request) {
 	id := sr.Req.ID
 	want, perr := stateless.ParseListen(sr.Params)
 	if perr != nil {
@@ -266,7 +266,7 @@ func (p *Proxy) serveListen(ctx context.Context, w http.ResponseWriter, agent st
 
 // endListen writes a listen's result: its graceful end, with its id and the upstream's
 // serverInfo in _meta.
-func (p *Proxy) endListen(write func([]byte) bool, s *upstreamSession, id jsonrpc.ID, idRaw json.RawMessage) {
+func (p *Handler) endListen(write func([]byte) bool, s *upstreamSession, id jsonrpc.ID, idRaw json.RawMessage) {
 	meta := map[string]json.RawMessage{wire.MetaSubscriptionID: idRaw}
 	var init struct {
 		ServerInfo json.RawMessage `json:"serverInfo"`
@@ -310,7 +310,7 @@ func listenEvent(data []byte) []byte {
 // resources not subscribed yet (a resource the upstream refuses is taken out of f: the
 // acknowledgement names what is honoured), and the session's GET stream is opened if it is not.
 // It returns nil without an error when nothing of f is left to listen for.
-func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *stateless.ListenFilter) (*listener, error) {
+func (p *Handler) joinListen(ctx context.Context, s *upstreamSession, id json.RawMessage, f *stateless.ListenFilter) (*listener, error) {
 	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
@@ -373,7 +373,7 @@ func (p *Proxy) joinListen(ctx context.Context, s *upstreamSession, id json.RawM
 // The session's GET stream stays open for the listens to come: a 2025 client holds one GET
 // stream for its session's life, and a server may refuse a second one (HTTP 409) until it
 // notices that the first has gone.
-func (p *Proxy) leaveListen(s *upstreamSession, l *listener) {
+func (p *Handler) leaveListen(s *upstreamSession, l *listener) {
 	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
@@ -385,7 +385,7 @@ func (p *Proxy) leaveListen(s *upstreamSession, l *listener) {
 
 // releaseURIs drops one listen's count of each of uris, unsubscribing the session from those no
 // listen names any more (unless the session ended). h.setup is held.
-func (p *Proxy) releaseURIs(s *upstreamSession, uris []string) {
+func (p *Handler) releaseURIs(s *upstreamSession, uris []string) {
 	h := s.hub
 	for _, uri := range uris {
 		h.mu.Lock()
@@ -418,10 +418,10 @@ func sessionHeaders(s *upstreamSession) http.Header {
 
 // sessionRequest sends resources/subscribe or resources/unsubscribe of uri on s (bounded by
 // ConnectTimeout); errSessionGone when the upstream no longer knows the session.
-func (p *Proxy) sessionRequest(ctx context.Context, s *upstreamSession, method, uri string) error {
+func (p *Handler) sessionRequest(ctx context.Context, s *upstreamSession, method, uri string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
 	defer cancel()
-	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	upID, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	params, err := wire.MarshalNoEscape(map[string]string{"uri": uri})
 	if err != nil {
 		return err
@@ -453,7 +453,7 @@ const listenHeadersGrace = time.Second
 // or listenHeadersGrace after it was written (within ConnectTimeout): a server may send the
 // stream's headers only with its first event. A refusal that comes later (HTTP 404: the session
 // is gone; another status) ends the listens then (listenGETEnded). h.setup is held.
-func (p *Proxy) openListenGET(s *upstreamSession) error {
+func (p *Handler) openListenGET(s *upstreamSession) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	wrote := make(chan struct{})
 	var once sync.Once
@@ -527,7 +527,7 @@ func (p *Proxy) openListenGET(s *upstreamSession) error {
 // readListenGET reads s's upstream GET stream to its end: its change notifications go to the
 // listens, a request on it is answered with an error (a 2026-07-28 agent has no stream to be
 // asked on outside a request of its own), anything else is dropped.
-func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
+func (p *Handler) readListenGET(s *upstreamSession, resp *http.Response) {
 	defer resp.Body.Close()
 	r := bufio.NewReaderSize(resp.Body, 4096)
 	var ev wire.EventLines
@@ -564,7 +564,7 @@ func (p *Proxy) readListenGET(s *upstreamSession, resp *http.Response) {
 // knows the session ends the session (its listens get their results), and any other refusal
 // ends the listens as a disconnect. A stream the gate closed, or one replaced meanwhile, is not
 // acted on.
-func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int, err error) {
+func (p *Handler) listenGETEnded(ctx context.Context, s *upstreamSession, gen int, err error) {
 	h := s.hub
 	h.mu.Lock()
 	current := h.getGen == gen && h.getStop != nil
@@ -587,7 +587,7 @@ func (p *Proxy) listenGETEnded(ctx context.Context, s *upstreamSession, gen int,
 
 // reopenListenGET opens s's GET stream again for its listens, unless one is open already (a
 // listen that joined meanwhile opened it) or no listen is left.
-func (p *Proxy) reopenListenGET(s *upstreamSession) {
+func (p *Handler) reopenListenGET(s *upstreamSession) {
 	h := s.hub
 	h.setup.Lock()
 	defer h.setup.Unlock()
@@ -607,7 +607,7 @@ func (p *Proxy) reopenListenGET(s *upstreamSession) {
 
 // failListens ends s's listens because its GET stream could not be opened: with the session
 // when the upstream no longer knows it, else as a disconnect.
-func (p *Proxy) failListens(s *upstreamSession, err error) {
+func (p *Handler) failListens(s *upstreamSession, err error) {
 	if errors.Is(err, errSessionGone) {
 		p.dropUpstreamSession(s)
 		return
@@ -622,7 +622,7 @@ func (p *Proxy) failListens(s *upstreamSession, err error) {
 }
 
 // refuseSessionRequest answers an upstream request of s's GET stream with an error.
-func (p *Proxy) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
+func (p *Handler) refuseSessionRequest(s *upstreamSession, m *jsonrpc.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: wire.CodeMethodNotFound,

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
@@ -69,10 +70,10 @@ type statelessState struct {
 // 2026-07-28 agents.
 const statelessUpstreamVersion = "2025-11-25"
 
-// serveStateless answers an agent's MCP 2026-07-28 POST (docs/architecture.md "MCP 2026-07-28
+// Serve answers an agent's MCP 2026-07-28 POST (docs/architecture.md "MCP 2026-07-28
 // (stateless)"); it returns false, having read nothing it does not give back, for a request of
 // a stateful revision.
-func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) Serve(w http.ResponseWriter, r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody || len(r.Header.Values(wire.HeaderSessionID)) > 0 {
 		return false // a session's request: the hot path reads nothing here
 	}
@@ -104,7 +105,7 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	ctx := r.Context()
-	agent := p.requestAgent(ctx)
+	agent := p.cfg.AgentOf(ctx)
 	if !sr.Req.IsCall() {
 		// notify.go: the revision's one client notification, for the agent's own requests.
 		if !statelessClientNotifications[sr.Req.Method] {
@@ -138,30 +139,31 @@ func (p *Proxy) serveStateless(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// A relayed listen's headers go out when the upstream's do: its body may not come for as
 	// long as the listen lives (docs/api.md "MCP 2026-07-28").
-	stream := &agentStream{w: w, lazy: true, early: sr.Req.Method == wire.MethodListen}
-	defer stream.finish()
-	ctx = withAgentStream(ctx, stream)
+	stream := answerstream.New(w, answerstream.Options{Lazy: true, Early: sr.Req.Method == wire.MethodListen})
+	defer stream.Finish()
+	ctx = answerstream.With(ctx, stream)
 	resp, status := p.statelessAnswer(ctx, mode, agent, r.Header, sr, stream)
 	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		p.log.Error(err, "Response could not be encoded", "method", logfield.Bound(sr.Req.Method))
 		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: sr.Req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: response could not be encoded"}})
 	}
-	if status != http.StatusOK && !stream.isStarted() && !stream.headersSent() {
+	if status != http.StatusOK && !stream.IsStarted() && !stream.HeadersSent() {
 		writeRaw(w, status, out)
 		return true
 	}
-	if isReplay(resp) && !stream.markReplayed() {
+	if isReplay(resp) && !stream.MarkReplayed() {
 		p.log.V(1).Info("Replay not marked: the answer's headers are out")
 	}
-	stream.answer(out)
+	stream.Answer(out)
 	return true
 }
 
 // statelessAnswer answers one 2026-07-28 request (not a notification) in the upstream's mode:
 // the header checks of a tools/call, the gate's own answers, a continuation or a held exchange
 // toward a stateful upstream, the call or relay toward a stateless one.
-func (p *Proxy) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Handler) statelessAnswer(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request,
+	stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	var perr *stateless.Error
@@ -214,7 +216,7 @@ func writeRaw(w http.ResponseWriter, status int, out []byte) {
 	_, _ = w.Write(out)
 }
 
-func (p *Proxy) unavailableErr() *jsonrpc.Error {
+func (p *Handler) unavailableErr() *jsonrpc.Error {
 	return &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
 }
 
@@ -231,7 +233,7 @@ func (e *statusError) Error() string {
 // on it are not answered (2026-07-28 has none, and a stateful upstream session is opened
 // without the capabilities they need). An error status with a JSON-RPC response body gives
 // that response; without one, a *statusError.
-func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID) (*jsonrpc.Response, int, error) {
+func (p *Handler) slExchange(ctx context.Context, h http.Header, body []byte, id jsonrpc.ID) (*jsonrpc.Response, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
@@ -248,7 +250,7 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && heldOf(ctx) == nil {
-		agentStreamOf(ctx).upstreamHeaders(mt) // a relayed listen's headers, at once
+		answerstream.Of(ctx).UpstreamHeaders(mt) // a relayed listen's headers, at once
 	}
 	switch {
 	case mt == wire.MediaJSON:
@@ -293,11 +295,11 @@ func (p *Proxy) slExchange(ctx context.Context, h http.Header, body []byte, id j
 			}
 			return answer, resp.StatusCode, err
 		}
-		stream := agentStreamOf(ctx)
-		stream.start() // the agent's answer follows the server's framing
+		stream := answerstream.Of(ctx)
+		stream.Start() // the agent's answer follows the server's framing
 		answer, err := readEvents(resp.Body, id, func(m *jsonrpc.Request) {
 			if !toListens(m) && !m.IsCall() && (m.Method != wire.NotifyMessage || stateless.LogAllowed(ctx, m.Params)) {
-				stream.message(relabel(ctx, m))
+				stream.Message(relabel(ctx, m))
 			}
 		})
 		return answer, resp.StatusCode, err
@@ -336,7 +338,7 @@ func statelessHeaders(agent http.Header, sr *stateless.Request, params bool) htt
 // stateless upstream, or on the agent's upstream session of a stateful one (reopened once if
 // the upstream forgot it, when retry allows). It returns the response under the agent's id.
 // While it is in flight the agent's notifications/cancelled of its id reaches it (trackLeg).
-func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
+func (p *Handler) statelessSend(ctx context.Context, mode upstreamMode, agent string, h http.Header, sr *stateless.Request,
 	params json.RawMessage, retry bool,
 ) (*jsonrpc.Response, int, error) {
 	if mode == modeStateless {
@@ -399,7 +401,7 @@ func (p *Proxy) statelessSend(ctx context.Context, mode upstreamMode, agent stri
 
 // statelessRelay relays a request the gate does not decide and answers with the upstream's
 // answer; tools/list gets the gate's additions.
-func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
+func (p *Handler) statelessRelay(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request) (*jsonrpc.Response, int) {
 	if resp := p.foreignTask(agent, sr); resp != nil {
 		return resp, http.StatusOK
 	}
@@ -409,10 +411,10 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 		return &jsonrpc.Response{ID: sr.Req.ID, Error: p.unavailableErr()}, http.StatusOK
 	}
 	p.observeTask2026(agent, sr, resp)
-	p.ownTasksOnly(agent, sr.Req.Method, resp)
+	p.owners.OwnOnly(agent, sr.Req.Method, resp)
 	if sr.Req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := toolcall.AugmentToolsRaw(resp.Result, firstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.AugmentToolsRaw(resp.Result, wire.FirstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"
@@ -427,7 +429,7 @@ func (p *Proxy) statelessRelay(ctx context.Context, mode upstreamMode, agent str
 }
 
 // postNotification POSTs one notification upstream with the headers h.
-func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
+func (p *Handler) postNotification(ctx context.Context, h http.Header, sr *stateless.Request, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -452,7 +454,7 @@ func (p *Proxy) postNotification(ctx context.Context, h http.Header, sr *statele
 // statelessDiscover answers server/discover for a stateful upstream from its initialize
 // result: its capabilities, instructions and serverInfo, and the sessionless versions the
 // gate speaks.
-func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
+func (p *Handler) statelessDiscover(ctx context.Context, agent string, sr *stateless.Request) *jsonrpc.Response {
 	s, err := p.upstreamSession(ctx, agent, sessionCaps(sr))
 	if err != nil {
 		p.log.Info("Upstream session not opened", "error", err.Error())
@@ -485,7 +487,7 @@ func (p *Proxy) statelessDiscover(ctx context.Context, agent string, sr *statele
 
 // gateState reports whether sr's requestState carries the gate's own MAC: one the gate minted
 // for an input-required round of a stateful upstream.
-func (p *Proxy) gateState(sr *stateless.Request) bool {
+func (p *Handler) gateState(sr *stateless.Request) bool {
 	_, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	return err == nil
 }

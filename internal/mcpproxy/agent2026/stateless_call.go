@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ type slRefusal struct {
 // upstream refusal before execution is recorded in refused.
 //
 //nolint:gocyclo // the order of a 2026-07-28 tools/call's checks (headers, agent, replay, sink, continuation) reads as one sequence
-func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, refused *slRefusal) *jsonrpc.Response {
+func (p *Handler) statelessCall(ctx context.Context, mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, refused *slRefusal) *jsonrpc.Response {
 	id := sr.Req.ID
 	reply := func(raw json.RawMessage, err error) *jsonrpc.Response {
 		if err != nil {
@@ -76,7 +76,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	}
 	if p.cfg.TrustDeclaredProvenance {
 		var prov string
-		if json.Unmarshal(meta[MetaProvenance], &prov) == nil {
+		if json.Unmarshal(meta[toolcall.MetaProvenance], &prov) == nil {
 			call.Provenance = prov
 		}
 	}
@@ -89,7 +89,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 	}
 	inv := p.statelessInvoker(mode, agent, hdr, sr, fwd, refused)
 	res, err := p.cfg.Gate.Handle(context.WithoutCancel(ctx), call, inv)
-	p.learnCreated(agent, res, true)
+	p.owners.LearnCreated(agent, res, true)
 	if !p.followTask2026(agent, res) {
 		p.sl.tasks.release(agent)
 	}
@@ -116,7 +116,7 @@ func (p *Proxy) statelessCall(ctx context.Context, mode upstreamMode, agent stri
 // statelessInvoker sends the authorised tools/call upstream once: the agent's params with the
 // canonical arguments and the sink's operation id in _meta, nothing else changed. An
 // input-required result is recorded FAILED: the server did not run the call.
-func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, args json.RawMessage, refused *slRefusal) sink.Invoker {
+func (p *Handler) statelessInvoker(mode upstreamMode, agent string, hdr http.Header, sr *stateless.Request, args json.RawMessage, refused *slRefusal) sink.Invoker {
 	return func(ctx context.Context, operationID string) (sink.InvokeResult, error) {
 		if args == nil {
 			return upstream.NotSent("the arguments could not be canonicalized; the call was not sent"), nil
@@ -132,7 +132,7 @@ func (p *Proxy) statelessInvoker(mode upstreamMode, agent string, hdr http.Heade
 		meta := map[string]json.RawMessage{}
 		_ = json.Unmarshal(sr.Params["_meta"], &meta)
 		op, _ := json.Marshal(operationID)
-		meta[MetaOperationID] = op
+		meta[toolcall.MetaOperationID] = op
 		m, err := json.Marshal(meta)
 		if err != nil {
 			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
@@ -257,4 +257,15 @@ func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
 		return params
 	}
 	return out
+}
+
+// replayMark is set as the jsonrpc.Response.Extra (not on the wire) of a 2026-07-28 answer that
+// is a journal replay: the answer may reach the agent on another HTTP request than the one
+// that computed it (a held exchange's continuation, stateless_rounds.go).
+type replayMark struct{}
+
+// isReplay reports whether resp is marked a journal replay (replayMark).
+func isReplay(resp *jsonrpc.Response) bool {
+	_, ok := resp.Extra.(replayMark)
+	return ok
 }

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 // Mcp-Param-* headers copy (stateless.ToolHeaders). A tool listed is known from then on, with the headers
 // it declares (none included); pages add to what is known; a tool listed again is replaced;
 // one whose declarations the gate cannot hold is forgotten.
-func (p *Proxy) learnParamHeaders(result json.RawMessage) {
+func (p *Handler) learnParamHeaders(result json.RawMessage) {
 	var list struct {
 		Tools []struct {
 			Name        string `json:"name"`
@@ -66,7 +66,7 @@ func (p *Proxy) learnParamHeaders(result json.RawMessage) {
 
 // paramsUnmapped reports whether a tools/call carries an Mcp-Param header the proxy cannot tie
 // to an argument: its tool is not known, or does not declare that header.
-func (p *Proxy) paramsUnmapped(h http.Header, sr *stateless.Request) bool {
+func (p *Handler) paramsUnmapped(h http.Header, sr *stateless.Request) bool {
 	names := stateless.ParamHeaderNames(h)
 	if len(names) == 0 {
 		return false
@@ -78,7 +78,7 @@ func (p *Proxy) paramsUnmapped(h http.Header, sr *stateless.Request) bool {
 // declaredParams is the x-mcp-header mapping the proxy learnt for tool (nil when it does not
 // know the tool), and the refusal of the first of the request's Mcp-Param headers (names) it
 // cannot tie to an argument: any, of a tool it does not know; one the tool does not declare.
-func (p *Proxy) declaredParams(tool string, names []string) (map[string][]string, *stateless.Error) {
+func (p *Handler) declaredParams(tool string, names []string) (map[string][]string, *stateless.Error) {
 	p.sl.mu.Lock()
 	m, known := p.sl.paramHeaders[tool]
 	p.sl.mu.Unlock()
@@ -100,7 +100,7 @@ func (p *Proxy) declaredParams(tool string, names []string) (map[string][]string
 // declaration before anything is forwarded. One listing at a time, at most one per
 // minLearnSpacing; on the agent's upstream session of a stateful upstream (the capabilities its
 // request declares). A listing that fails leaves the tool unknown, and the call is refused.
-func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *stateless.Request) {
+func (p *Handler) learnTools(mode upstreamMode, agent string, sr *stateless.Request) {
 	p.sl.learn.Lock()
 	defer p.sl.learn.Unlock()
 	if !p.sl.learnedAt.IsZero() && time.Since(p.sl.learnedAt) < minLearnSpacing {
@@ -155,7 +155,7 @@ func (p *Proxy) learnTools(mode upstreamMode, agent string, sr *stateless.Reques
 // header may come without its argument. The gate decides on the arguments, and a server or
 // intermediary that routes on a header must see the same value. A 2025 upstream never sees the
 // headers; the check is the same for both revisions.
-func (p *Proxy) checkDeclaredParams(h http.Header, sr *stateless.Request) *stateless.Error {
+func (p *Handler) checkDeclaredParams(h http.Header, sr *stateless.Request) *stateless.Error {
 	m, err := p.declaredParams(sr.Name, stateless.ParamHeaderNames(h))
 	if err != nil || m == nil {
 		return err

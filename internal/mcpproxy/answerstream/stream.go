@@ -1,22 +1,25 @@
-package mcpproxy
+// Package answerstream is the gate's answer to one agent POST of either revision when the upstream
+// answers on an event stream (Stream): its framing follows the upstream's, the upstream's
+// messages before the response are events of it, and, when the upstream's stream offers
+// resumption, its events are logged (internal/mcpproxy/eventlog) for the agent's GET with
+// Last-Event-ID and the request goes on when the agent's stream is closed (RunDetachable).
+// A journal replay is marked on it (MarkReplayed). It imports wire and eventlog only.
+package answerstream
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/eventlog"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
-// agentStream is the answer to one agent POST the direct paths carry (serveToolsCall,
+// Stream is the answer to one agent POST the direct paths carry (serveToolsCall,
 // serveRelay) when the upstream answers the request on an event stream: the gate answers on an
 // event stream too, following the server's framing, with the upstream's notifications of that
 // stream (progress, log messages) and its requests (sampling, elicitation, roots/list:
@@ -32,7 +35,7 @@ import (
 // A lazy stream (the direct tools/call path, the hot path) becomes an event stream only when a
 // message precedes the response: a call the upstream streams with nothing but its response is
 // answered application/json, which costs the agent less than an event stream does.
-type agentStream struct {
+type Stream struct {
 	mu      sync.Mutex
 	w       http.ResponseWriter
 	lazy    bool
@@ -45,7 +48,7 @@ type agentStream struct {
 	// with the first event or the response; sent: they are out, status 200.
 	early, sent bool
 
-	b        *bridge       // the session, where a resumable stream's events are logged
+	sess     *Session      // the session, where a resumable stream's events are logged (nil: none)
 	log      *eventlog.Log // nil: not resumable (no event ids)
 	upID     string        // the id of the upstream event being carried ("": none), as written to the agent
 	respID   string        // the upID of the upstream's response event, for the answer
@@ -54,24 +57,46 @@ type agentStream struct {
 	detach   chan struct{} // closed when detached
 }
 
+// Session is what a session keeps of its answer streams' resumption: the logs of its resumable
+// streams, and the mark set once the upstream's streams are seen to carry event ids.
+type Session struct {
+	Logs      eventlog.Set
+	Resumable atomic.Bool
+}
+
+// Options are how an answer stream is opened (Stream).
+type Options struct {
+	// Lazy: the stream becomes an event stream only when a message precedes the response.
+	Lazy bool
+	// Early: the agent's headers go out as soon as the upstream's arrive (UpstreamHeaders).
+	Early bool
+	// Session, when set, is where a resumable stream's events are logged.
+	Session *Session
+}
+
+// New returns the answer stream of one agent POST, answered on w.
+func New(w http.ResponseWriter, o Options) *Stream {
+	return &Stream{w: w, lazy: o.Lazy, early: o.Early, sess: o.Session}
+}
+
 type agentStreamKey struct{}
 
-// withAgentStream returns ctx carrying s, for the upstream leg of the request (exchange,
+// With returns ctx carrying s, for the upstream leg of the request (exchange,
 // sendCall, fromUpstream).
-func withAgentStream(ctx context.Context, s *agentStream) context.Context {
+func With(ctx context.Context, s *Stream) context.Context {
 	return context.WithValue(ctx, agentStreamKey{}, s)
 }
 
-// agentStreamOf returns the agent stream of the request ctx belongs to, or nil.
-func agentStreamOf(ctx context.Context) *agentStream {
-	s, _ := ctx.Value(agentStreamKey{}).(*agentStream)
+// Of returns the agent stream of the request ctx belongs to, or nil.
+func Of(ctx context.Context) *Stream {
+	s, _ := ctx.Value(agentStreamKey{}).(*Stream)
 	return s
 }
 
-// start makes the answer an event stream (once). Nothing is written yet: the headers go out
+// Start makes the answer an event stream (once). Nothing is written yet: the headers go out
 // with the first event, so that a stream holding only the response costs one write, as a JSON
 // answer does.
-func (s *agentStream) start() {
+func (s *Stream) Start() {
 	if s == nil {
 		return
 	}
@@ -86,7 +111,7 @@ func (s *agentStream) start() {
 	}
 }
 
-func (s *agentStream) beginLocked() {
+func (s *Stream) beginLocked() {
 	if s.started {
 		return
 	}
@@ -96,11 +121,11 @@ func (s *agentStream) beginLocked() {
 	h.Set("Cache-Control", "no-cache, no-transform")
 }
 
-// upstreamHeaders is told the media type of the upstream's 2xx answer as soon as its headers
+// UpstreamHeaders is told the media type of the upstream's 2xx answer as soon as its headers
 // arrive. An early stream writes the agent's headers now, in the upstream's framing (an event
 // stream, or application/json whose body is the response the gate relays when it comes), and
 // flushes them; any other stream waits for its first event or its response.
-func (s *agentStream) upstreamHeaders(mediaType string) {
+func (s *Stream) UpstreamHeaders(mediaType string) {
 	if s == nil || !s.early || (mediaType != wire.MediaSSE && mediaType != wire.MediaJSON) {
 		return
 	}
@@ -122,9 +147,9 @@ func (s *agentStream) upstreamHeaders(mediaType string) {
 	s.flushLocked()
 }
 
-// headersSent reports whether the agent's headers are out (status 200): the answer can only
+// HeadersSent reports whether the agent's headers are out (status 200): the answer can only
 // be its body now.
-func (s *agentStream) headersSent() bool {
+func (s *Stream) HeadersSent() bool {
 	if s == nil {
 		return false
 	}
@@ -133,9 +158,9 @@ func (s *agentStream) headersSent() bool {
 	return s.sent
 }
 
-// streams reports whether the upstream answers the request on an event stream (the agent's
+// Streams reports whether the upstream answers the request on an event stream (the agent's
 // answer is one, or becomes one with the first message).
-func (s *agentStream) streams() bool {
+func (s *Stream) Streams() bool {
 	if s == nil {
 		return false
 	}
@@ -144,8 +169,8 @@ func (s *agentStream) streams() bool {
 	return s.wanted
 }
 
-// isStarted reports whether the answer is an event stream.
-func (s *agentStream) isStarted() bool {
+// IsStarted reports whether the answer is an event stream.
+func (s *Stream) IsStarted() bool {
 	if s == nil {
 		return false
 	}
@@ -154,9 +179,9 @@ func (s *agentStream) isStarted() bool {
 	return s.started
 }
 
-// message writes one JSON-RPC message as an event; false when the answer is not an event
+// Message writes one JSON-RPC message as an event; false when the answer is not an event
 // stream (the caller delivers the message otherwise).
-func (s *agentStream) message(msg jsonrpc.Message) bool {
+func (s *Stream) Message(msg jsonrpc.Message) bool {
 	if s == nil {
 		return false
 	}
@@ -178,7 +203,7 @@ func (s *agentStream) message(msg jsonrpc.Message) bool {
 
 // event writes one encoded JSON-RPC message as an SSE "message" event, flushed unless it is
 // the last (the handler's return sends it).
-func (s *agentStream) event(data []byte, flush bool) bool {
+func (s *Stream) event(data []byte, flush bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
@@ -212,24 +237,24 @@ func (s *agentStream) event(data []byte, flush bool) bool {
 	return true
 }
 
-func (s *agentStream) flushLocked() {
+func (s *Stream) flushLocked() {
 	if err := http.NewResponseController(s.w).Flush(); err != nil {
 		s.broken = true
 	}
 }
 
-// answer writes the response to the agent: the last event of a started stream, or a JSON
+// Answer writes the response to the agent: the last event of a started stream, or a JSON
 // body. Nothing is written to the stream after it.
-func (s *agentStream) answer(out []byte) {
-	if s.isStarted() {
+func (s *Stream) Answer(out []byte) {
+	if s.IsStarted() {
 		s.mu.Lock()
 		s.upID, s.respID = s.respID, "" // the response event's id, or the gate's own
 		s.mu.Unlock()
 		s.event(out, false)
-		s.finish()
+		s.Finish()
 		return
 	}
-	s.finish()
+	s.Finish()
 	if s.isDetached() {
 		return
 	}
@@ -239,9 +264,9 @@ func (s *agentStream) answer(out []byte) {
 	_, _ = s.w.Write(out)
 }
 
-// finish ends the stream: a message that comes later (from an upstream stream still being
+// Finish ends the stream: a message that comes later (from an upstream stream still being
 // read) is dropped, never written after the agent's request was answered.
-func (s *agentStream) finish() {
+func (s *Stream) Finish() {
 	s.mu.Lock()
 	s.done = true
 	if s.log != nil {
@@ -250,98 +275,17 @@ func (s *agentStream) finish() {
 	s.mu.Unlock()
 }
 
-// streamSeq numbers the requests the proxy puts to the agent on an answer stream
-// ("actgate-s-N"): ids of the proxy's own, so that the agent's responses are told apart from
-// anything the agent-side SDK session asked.
-var streamSeq atomic.Uint64
-
-// errAgentSilent is the answer given upstream when the agent does not answer a request put to
-// it on the answer stream in time.
-var errAgentSilent = &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the agent did not answer"}
-
-// askOnStream puts an upstream's request (sampling, elicitation, roots/list) to the agent on
-// the agent's answer stream of the request that caused it, as the upstream wrote it, and
-// returns the agent's response as the agent wrote it, under the upstream's id. ok is false,
-// having sent nothing, when there is no answer stream or the agent did not declare the
-// capability: the caller then answers through the agent's SDK session (bridge.answer). The wait is bounded by ctx and, for an
-// elicitation, by the elicitation timeout.
-func (b *bridge) askOnStream(ctx context.Context, req *jsonrpc.Request) (resp *jsonrpc.Response, ok bool) {
-	s := agentStreamOf(ctx)
-	if !s.streams() || !b.agentCan(req.Method) {
-		return nil, false
-	}
-	id, _ := jsonrpc.MakeID("actgate-s-" + strconv.FormatUint(streamSeq.Add(1), 10))
-	ch := make(chan *jsonrpc.Response, 1)
-	if !b.await(id, ch) {
-		return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeTooManyRequests,
-			Message: fmt.Sprintf("actgate: more than %d requests to the agent in flight on this session", maxRelayed)}}, true
-	}
-	defer b.unawait(id)
-	if req.Method == wire.MethodElicit {
-		d := b.p.cfg.ElicitationTimeout
-		if d == 0 {
-			d = DefaultElicitationTimeout
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	if !s.message(&jsonrpc.Request{ID: id, Method: req.Method, Params: req.Params}) {
-		return nil, false
-	}
-	select {
-	case r := <-ch:
-		return &jsonrpc.Response{ID: req.ID, Result: r.Result, Error: r.Error}, true
-	case <-ctx.Done():
-		b.p.log.Info("The agent did not answer a request of the upstream", "method", logfield.Bound(req.Method), "session", b.ss.ID())
-		return &jsonrpc.Response{ID: req.ID, Error: errAgentSilent}, true
-	}
-}
-
-// agentCan reports whether the agent declared the capability an upstream request needs.
-func (b *bridge) agentCan(method string) bool {
-	switch method {
-	case "sampling/createMessage":
-		return b.caps.Sampling != nil
-	case wire.MethodElicit:
-		return b.caps.Elicitation != nil
-	case wire.MethodListRoots:
-		return b.caps.RootsV2 != nil
-	}
-	return false
-}
-
-// await records that the proxy waits for the agent's response with id; false at maxRelayed.
-func (b *bridge) await(id jsonrpc.ID, ch chan *jsonrpc.Response) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.awaiting) >= maxRelayed {
+// MarkReplayed sets wire.HeaderReplayed on the answer when its headers are not out yet; it
+// reports whether it did. An event stream's headers go out with its first event.
+func (s *Stream) MarkReplayed() bool {
+	if s == nil {
 		return false
 	}
-	if b.awaiting == nil {
-		b.awaiting = make(map[jsonrpc.ID]chan *jsonrpc.Response)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.sent || s.done {
+		return false
 	}
-	b.awaiting[id] = ch
+	s.w.Header().Set(wire.HeaderReplayed, "true")
 	return true
-}
-
-func (b *bridge) unawait(id jsonrpc.ID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.awaiting, id)
-}
-
-// deliver hands the agent's response to the request the proxy put to it (askOnStream); false
-// when no such request waits (the response is the agent-side SDK session's).
-func (b *bridge) deliver(resp *jsonrpc.Response) bool {
-	b.mu.Lock()
-	ch, ok := b.awaiting[resp.ID]
-	b.mu.Unlock()
-	if ok {
-		select {
-		case ch <- resp:
-		default: // a second response to the same id: the first one counts
-		}
-	}
-	return ok
 }

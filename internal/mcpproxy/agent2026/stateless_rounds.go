@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bytes"
@@ -17,8 +17,10 @@ import (
 
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/rounds"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
+	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
 
@@ -30,10 +32,10 @@ import (
 // the agent answers: the agent's repeat continues the same exchange, so a tools/call is
 // dispatched once and the upstream's final answer is its outcome.
 const (
-	// maxHeldPerAgent bounds the exchanges held for one agent awaiting its input. Each costs a
+	// MaxHeldPerAgent bounds the exchanges held for one agent awaiting its input. Each costs a
 	// goroutine, an open upstream request and at most heldEvents buffered events; an agent that
 	// abandons rounds holds them for the call's bound.
-	maxHeldPerAgent = 32
+	MaxHeldPerAgent = 32
 	// heldEvents is the buffer between an upstream exchange and the agent's request waiting on
 	// it.
 	heldEvents = 64
@@ -132,7 +134,7 @@ func (t *heldTable) countLocked(agent string) int {
 func (t *heldTable) full(agent string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.countLocked(agent) >= maxHeldPerAgent
+	return t.countLocked(agent) >= MaxHeldPerAgent
 }
 
 // register adds hc; false when the agent already has maxHeldPerAgent held.
@@ -142,7 +144,7 @@ func (t *heldTable) register(hc *heldCall) bool {
 	if t.calls[hc.id] == hc {
 		return true
 	}
-	if t.countLocked(hc.agent) >= maxHeldPerAgent {
+	if t.countLocked(hc.agent) >= MaxHeldPerAgent {
 		return false
 	}
 	if t.calls == nil {
@@ -181,20 +183,20 @@ func (t *heldTable) closeAll() []*heldCall {
 }
 
 // stateBound is the digest the state of hc's round binds (rounds.Bound).
-func (p *Proxy) stateBound(hc *heldCall, round int, waiting map[string]jsonrpc.ID, operation string) string {
+func (p *Handler) stateBound(hc *heldCall, round int, waiting map[string]jsonrpc.ID, operation string) string {
 	return rounds.Bound(hc.agent, p.cfg.Server, hc.method, hc.binding, operation, round, waiting)
 }
 
 // continuationRefused is the answer to a continuation the gate does not continue: nothing is
 // delivered upstream, nothing is decided or dispatched.
 func continuationRefused(id jsonrpc.ID, code ef.EFCode, msg string) (*jsonrpc.Response, int) {
-	data, _ := json.Marshal(map[string]string{MetaEFCode: string(code)})
+	data, _ := json.Marshal(map[string]string{toolcall.MetaEFCode: string(code)})
 	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: wire.CodeInvalidParams, Message: "actgate: " + msg, Data: data}}, http.StatusBadRequest
 }
 
 // startHeld runs compute (one request's exchange with the stateful upstream) under a held call
 // and answers the agent's request with its first round or its final answer.
-func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream,
+func (p *Handler) startHeld(ctx context.Context, agent string, sr *stateless.Request, stream *answerstream.Stream,
 	compute func(context.Context) (*jsonrpc.Response, int),
 ) (*jsonrpc.Response, int) {
 	binding, ok := rounds.RequestBinding(sr)
@@ -207,7 +209,7 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Reque
 	// asked for its input: it would run without it. Another request goes on; should it need
 	// input, its upstream's request is refused at the round (inputRound).
 	if sr.Req.Method == wire.MethodCallTool && p.sl.held.full(agent) {
-		return continuationRefused(sr.Req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", maxHeldPerAgent))
+		return continuationRefused(sr.Req.ID, ef.EFInputLimit, fmt.Sprintf("%d requests of this agent await its input; answer or abandon them first", MaxHeldPerAgent))
 	}
 	var idb [16]byte
 	_, _ = rand.Read(idb[:])
@@ -231,7 +233,7 @@ func (p *Proxy) startHeld(ctx context.Context, agent string, sr *stateless.Reque
 
 // awaitHeld waits for hc's next round or final answer, relaying the upstream's notifications
 // on the agent's stream meanwhile.
-func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Handler) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	for {
 		var ev heldEvent
 		select {
@@ -261,9 +263,9 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Reque
 			}
 			return ev.final, ev.status
 		case ev.start:
-			stream.start()
+			stream.Start()
 		case !ev.msg.IsCall():
-			stream.message(ev.msg)
+			stream.Message(ev.msg)
 		default:
 			return p.inputRound(ctx, hc, sr, stream, ev.msg)
 		}
@@ -272,7 +274,7 @@ func (p *Proxy) awaitHeld(ctx context.Context, hc *heldCall, sr *stateless.Reque
 
 // inputRound answers the agent's request with an input_required result for the upstream's
 // request first (and any others already waiting), registering hc for the continuation.
-func (p *Proxy) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *agentStream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
+func (p *Handler) inputRound(ctx context.Context, hc *heldCall, sr *stateless.Request, stream *answerstream.Stream, first *jsonrpc.Request) (*jsonrpc.Response, int) {
 	reqs := []*jsonrpc.Request{first}
 drain:
 	for len(reqs) < rounds.MaxInputRequests {
@@ -283,11 +285,11 @@ drain:
 				continue
 			}
 			if ev.start {
-				stream.start()
+				stream.Start()
 				continue
 			}
 			if ev.msg != nil {
-				stream.message(ev.msg)
+				stream.Message(ev.msg)
 				continue
 			}
 			// The final answer came right behind: give it back for the next wait. The buffer
@@ -331,7 +333,7 @@ drain:
 }
 
 // roundResult is the input_required result of one round.
-func (p *Proxy) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
+func (p *Handler) roundResult(hc *heldCall, id jsonrpc.ID, round int, waiting map[string]jsonrpc.ID, requests map[string]json.RawMessage, op string) *jsonrpc.Response {
 	state := rounds.Mint(p.sl.held.macKey(), rounds.Claims{Call: hc.id, Round: round, Expires: deadlineOf(hc.ctx).Unix(), Bound: p.stateBound(hc, round, waiting, op)})
 	ir, _ := wire.MarshalNoEscape(requests)
 	out, err := wire.MarshalNoEscape(map[string]json.RawMessage{
@@ -363,7 +365,7 @@ func jsonOf(v any) json.RawMessage {
 // pending requests and the agent's request waits, as the first did, for the next round or the
 // final answer. A missing response is asked for again in a new round. Nothing here decides or
 // dispatches: a tools/call was dispatched once, by the request that began it.
-func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *agentStream) (*jsonrpc.Response, int) {
+func (p *Handler) continueHeld(ctx context.Context, agent string, sr *stateless.Request, stream *answerstream.Stream) (*jsonrpc.Response, int) {
 	id := sr.Req.ID
 	claims, err := rounds.Parse(p.sl.held.macKey(), sr.Params["requestState"])
 	if err != nil {
@@ -437,7 +439,7 @@ func (p *Proxy) continueHeld(ctx context.Context, agent string, sr *stateless.Re
 // abandonWaiting answers the upstream's requests of hc's current round, if any, with an error:
 // the agent did not answer them in the call's lifetime (or the exchange ended), and a 2025
 // server waits for an answer to each of its requests. Its state then names no round.
-func (p *Proxy) abandonWaiting(hc *heldCall) {
+func (p *Handler) abandonWaiting(hc *heldCall) {
 	hc.mu.Lock()
 	waiting := hc.waiting
 	hc.waiting, hc.requests = nil, nil
@@ -449,7 +451,7 @@ func (p *Proxy) abandonWaiting(hc *heldCall) {
 }
 
 // answerUpstream posts the response to the upstream's request up on hc's upstream session.
-func (p *Proxy) answerUpstream(hc *heldCall, up jsonrpc.ID, result json.RawMessage, rpcErr *jsonrpc.Error) {
+func (p *Handler) answerUpstream(hc *heldCall, up jsonrpc.ID, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	hc.mu.Lock()
 	s := hc.session
 	hc.mu.Unlock()

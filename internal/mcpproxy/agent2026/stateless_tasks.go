@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"encoding/json"
@@ -29,7 +29,7 @@ import (
 // (sink.OutcomeAccepted), the CreateTaskResult is the agent's answer and a retry's, and the
 // proxy follows the task under the agent's authenticated identity until the agent's tasks/get
 // answer tells its outcome, which it records with sink.Gate.Settle as the 2025 path does
-// (recordTaskOutcome):
+// (tasks.RecordOutcome):
 //   - status completed: the inlined result, a CallToolResult, is EXECUTED, or FAILED when
 //     isError (tasks.ResultOutcome);
 //   - status failed (a protocol error after the task was accepted), cancelled, a tasks/get the
@@ -46,12 +46,12 @@ import (
 type slTaskKey struct{ agent, id string }
 
 // slTaskTable is the running tasks of dispatched calls the stateless path follows. Each agent
-// follows at most maxTasks, reservations of tools/calls in flight included: on 2026-07-28 any
+// follows at most tasks.MaxFollowed, reservations of tools/calls in flight included: on 2026-07-28 any
 // tools/call may create a task, so a tools/call of an agent at the bound is refused with
 // EF_TASK_LIMIT before anything is decided or sent.
 type slTaskTable struct {
 	mu      sync.Mutex
-	byKey   map[slTaskKey]*runningTask
+	byKey   map[slTaskKey]*tasks.Running
 	byID    map[string]string // task id → the agent following it
 	inUse   map[string]int    // agent → tasks followed + calls reserved
 	stopped bool
@@ -61,7 +61,7 @@ type slTaskTable struct {
 func (t *slTaskTable) reserve(agent string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inUse[agent] >= maxTasks {
+	if t.inUse[agent] >= tasks.MaxFollowed {
 		return false
 	}
 	if t.inUse == nil {
@@ -95,7 +95,7 @@ func (t *slTaskTable) owner(id string) string {
 
 // take stops following agent's task id and returns it (rt, when given, must be the one
 // followed); nil when it is not followed.
-func (t *slTaskTable) take(agent, id string, rt *runningTask) *runningTask {
+func (t *slTaskTable) take(agent, id string, rt *tasks.Running) *tasks.Running {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := slTaskKey{agent, id}
@@ -105,14 +105,14 @@ func (t *slTaskTable) take(agent, id string, rt *runningTask) *runningTask {
 	}
 	delete(t.byKey, k)
 	delete(t.byID, id)
-	have.timer.Stop()
+	have.Timer.Stop()
 	t.releaseLocked(agent)
 	return have
 }
 
-// taskLimited2026 is the refusal of a tools/call of an agent that follows maxTasks tasks.
-func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
-	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", maxTasks)
+// taskLimited2026 is the refusal of a tools/call of an agent that follows tasks.MaxFollowed tasks.
+func (p *Handler) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
+	p.log.Info("MCP 2026-07-28 call refused: the agent follows too many running tasks", "code", ef.EFTaskLimit, "limit", tasks.MaxFollowed)
 	r, err := toolcall.RefusalFor(sink.Result{Code: ef.EFTaskLimit}, false)
 	var raw json.RawMessage
 	if err == nil {
@@ -126,7 +126,7 @@ func (p *Proxy) taskLimited2026(id jsonrpc.ID) *jsonrpc.Response {
 
 // followTask2026 starts following the task a journaled dispatch of agent's created (res: its
 // acceptance, first answer only) and reports whether it took the call's reservation.
-func (p *Proxy) followTask2026(agent string, res sink.Result) bool {
+func (p *Handler) followTask2026(agent string, res sink.Result) bool {
 	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok || res.Replayed || res.State != journal.StateInvoked || len(res.Accepted) == 0 {
 		return false
@@ -136,33 +136,33 @@ func (p *Proxy) followTask2026(agent string, res sink.Result) bool {
 		return false
 	}
 	t := &p.sl.tasks
-	rt := &runningTask{operationID: res.OperationID}
+	rt := &tasks.Running{OperationID: res.OperationID}
 	t.mu.Lock()
 	if t.stopped {
 		t.mu.Unlock()
-		recordTaskOutcome(p, settler, id, rt, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the proxy closed")
+		tasks.RecordOutcome(p.log, settler, id, rt, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the proxy closed")
 		return false
 	}
 	if t.byKey == nil {
-		t.byKey = make(map[slTaskKey]*runningTask)
+		t.byKey = make(map[slTaskKey]*tasks.Running)
 		t.byID = make(map[string]string)
 	}
-	var prev *runningTask
+	var prev *tasks.Running
 	prevAgent := t.byID[id]
 	if prevAgent != "" {
 		k := slTaskKey{prevAgent, id}
 		prev = t.byKey[k]
 		delete(t.byKey, k)
-		prev.timer.Stop()
+		prev.Timer.Stop()
 		t.releaseLocked(prevAgent)
 	}
 	t.byKey[slTaskKey{agent, id}] = rt
 	t.byID[id] = agent
-	rt.timer = time.AfterFunc(ttl, func() { p.abandonTask2026(agent, id, rt, "the task's ttl passed") })
+	rt.Timer = time.AfterFunc(ttl, func() { p.abandonTask2026(agent, id, rt, "the task's ttl passed") })
 	t.mu.Unlock()
 	if prev != nil {
 		// The upstream gave the same id to another task: the earlier one cannot be told apart.
-		recordTaskOutcome(p, settler, id, prev, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the upstream reused the task id")
+		tasks.RecordOutcome(p.log, settler, id, prev, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, "the upstream reused the task id")
 	}
 	p.log.V(1).Info("Task followed", "task", logfield.Bound(id), "operation", res.OperationID, "act", res.ActID)
 	return true
@@ -170,27 +170,27 @@ func (p *Proxy) followTask2026(agent string, res sink.Result) bool {
 
 // abandonTask2026 settles a followed task INDETERMINATE when its outcome can no longer be
 // learnt.
-func (p *Proxy) abandonTask2026(agent, id string, rt *runningTask, why string) {
+func (p *Handler) abandonTask2026(agent, id string, rt *tasks.Running, why string) {
 	p.settleTask2026(agent, id, rt, sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, why)
 }
 
-func (p *Proxy) settleTask2026(agent, id string, rt *runningTask, out sink.InvokeResult, why string) {
+func (p *Handler) settleTask2026(agent, id string, rt *tasks.Running, out sink.InvokeResult, why string) {
 	settler, ok := p.cfg.Gate.(tasks.Settler)
 	if !ok {
 		return
 	}
 	if rt = p.sl.tasks.take(agent, id, rt); rt != nil {
-		recordTaskOutcome(p, settler, id, rt, out, why)
+		tasks.RecordOutcome(p.log, settler, id, rt, out, why)
 	}
 }
 
 // abandonTasks2026 settles every followed task INDETERMINATE and follows no more (the proxy
 // closes).
-func (p *Proxy) abandonTasks2026() {
+func (p *Handler) abandonTasks2026() {
 	t := &p.sl.tasks
 	t.mu.Lock()
 	t.stopped = true
-	keys := make(map[slTaskKey]*runningTask, len(t.byKey))
+	keys := make(map[slTaskKey]*tasks.Running, len(t.byKey))
 	for k, rt := range t.byKey {
 		keys[k] = rt
 	}
@@ -203,7 +203,7 @@ func (p *Proxy) abandonTasks2026() {
 // foreignTask reports whether a tasks/get, tasks/update or tasks/cancel of agent (or a
 // tasks/result, which a 2025 upstream answers) names a task another agent follows or created
 // (taskowners.go): such a request is answered as one for a task that does not exist.
-func (p *Proxy) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Response {
+func (p *Handler) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Response {
 	id := sr.Name
 	switch sr.Req.Method {
 	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
@@ -216,12 +216,12 @@ func (p *Proxy) foreignTask(agent string, sr *stateless.Request) *jsonrpc.Respon
 		return nil
 	}
 	p.log.Info("MCP 2026-07-28 task request refused: the task is another agent's", "method", sr.Req.Method)
-	return noSuchTask(sr.Req.ID)
+	return tasks.NoSuchTask(sr.Req.ID)
 }
 
 // observeTask2026 learns what it can of agent's followed task from the upstream's answer to
 // the agent's tasks/get.
-func (p *Proxy) observeTask2026(agent string, sr *stateless.Request, answer *jsonrpc.Response) {
+func (p *Handler) observeTask2026(agent string, sr *stateless.Request, answer *jsonrpc.Response) {
 	if sr.Req.Method != wire.MethodTasksGet || p.sl.tasks.owner(sr.Name) != agent {
 		return
 	}

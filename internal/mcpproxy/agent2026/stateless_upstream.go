@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func sessionKey(agent, caps string) string {
 
 // upstreamMode returns the upstream's mode, probing it the first time (and after a probe that
 // could not reach it).
-func (p *Proxy) upstreamMode(ctx context.Context) (upstreamMode, error) {
+func (p *Handler) upstreamMode(ctx context.Context) (upstreamMode, error) {
 	p.sl.mu.Lock()
 	m := p.sl.mode
 	p.sl.mu.Unlock()
@@ -99,10 +99,10 @@ func (p *Proxy) upstreamMode(ctx context.Context) (upstreamMode, error) {
 // probeUpstream asks the upstream server/discover at 2026-07-28: an answer listing that
 // version makes it stateless; any other answer (an error, an HTTP refusal) makes it stateful.
 // Only a failure to reach it is an error.
-func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
+func (p *Handler) probeUpstream(ctx context.Context) (upstreamMode, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
-	id, _ := jsonrpc.MakeID("actgate-discover-" + strconv.FormatUint(callSeq.Add(1), 10))
+	id, _ := jsonrpc.MakeID("actgate-discover-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	params := fmt.Sprintf(`{"_meta":{%q:%q,%q:{}}}`, wire.MetaProtocolVersion, wire.VersionStandardHeaders, wire.MetaClientCapabilities)
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: wire.MethodDiscover, Params: json.RawMessage(params)})
 	if err != nil {
@@ -136,7 +136,7 @@ func (p *Proxy) probeUpstream(ctx context.Context) (upstreamMode, error) {
 // capabilities caps (canonical JSON), opening it (initialize at statelessUpstreamVersion
 // declaring caps, then notifications/initialized) if there is none. Opening one beyond
 // maxSessionsPerAgent closes the agent's oldest.
-func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstreamSession, error) {
+func (p *Handler) upstreamSession(ctx context.Context, agent, caps string) (*upstreamSession, error) {
 	key := sessionKey(agent, caps)
 	p.sl.mu.Lock()
 	s := p.sl.sessions[key]
@@ -154,7 +154,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ConnectTimeout)
 	defer cancel()
-	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(callSeq.Add(1), 10))
+	id, _ := jsonrpc.MakeID("actgate-init-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	params := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"actgate","version":"v1alpha1"}}`, statelessUpstreamVersion, caps)
 	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: wire.MethodInitialize, Params: json.RawMessage(params)})
 	if err != nil {
@@ -192,11 +192,11 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 	var init struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	if json.Unmarshal(answer.Result, &init) != nil || !statefulVersions[init.ProtocolVersion] {
+	if json.Unmarshal(answer.Result, &init) != nil || !wire.StatefulVersions[init.ProtocolVersion] {
 		return nil, fmt.Errorf("%w: initialize negotiated no stateful version", errNoUpstream)
 	}
 	s = &upstreamSession{id: resp.Header.Get(wire.HeaderSessionID), version: init.ProtocolVersion, init: answer.Result,
-		agent: agent, key: key, opened: callSeq.Add(1), hub: &listenHub{}}
+		agent: agent, key: key, opened: wire.CallSeq.Add(1), hub: &listenHub{}}
 	note, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/initialized"})
 	nreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(note))
 	if err != nil {
@@ -246,7 +246,7 @@ func (p *Proxy) upstreamSession(ctx context.Context, agent, caps string) (*upstr
 
 // dropUpstreamSession forgets s if it is still the agent's session (the upstream answered 404:
 // it is gone) and ends its listens; the next request opens a new one.
-func (p *Proxy) dropUpstreamSession(s *upstreamSession) {
+func (p *Handler) dropUpstreamSession(s *upstreamSession) {
 	s.hub.end()
 	p.sl.mu.Lock()
 	current := p.sl.sessions[s.key] == s
@@ -259,9 +259,9 @@ func (p *Proxy) dropUpstreamSession(s *upstreamSession) {
 	}
 }
 
-// closeStateless ends the upstream sessions held for 2026-07-28 agents (a DELETE each, in the
+// Close ends the upstream sessions held for 2026-07-28 agents (a DELETE each, in the
 // background: no one waits for the upstream's answer).
-func (p *Proxy) closeStateless() {
+func (p *Handler) Close() {
 	p.sl.mu.Lock()
 	ss := p.sl.sessions
 	p.sl.sessions = nil
@@ -279,7 +279,7 @@ func (p *Proxy) closeStateless() {
 }
 
 // deleteUpstreamSessions DELETEs each session upstream in the background.
-func (p *Proxy) deleteUpstreamSessions(ss []*upstreamSession) {
+func (p *Handler) deleteUpstreamSessions(ss []*upstreamSession) {
 	for _, s := range ss {
 		if s.id == "" {
 			continue

@@ -1,4 +1,9 @@
-package main
+// Package policytest is what `actgate policy test` and `actgate policy explain` run: the policy
+// test file format (docs/api.md "Policy test files": Parse, its stable Code* errors), loading
+// the policy a file names the way its server compiles it (Load), and deciding one call as the
+// gate would (Policy.Decide), with how a decision is described and compared with a case's
+// expectation. The commands themselves (flags, tables, exit codes) are cmd/actgate's.
+package policytest
 
 import (
 	"bytes"
@@ -26,73 +31,75 @@ import (
 
 // The policy test file format (docs/api.md "Policy test files").
 const (
-	policyTestAPIVersion = "cli.actgate.io/v1alpha1"
-	policyTestKind       = "PolicyTest"
+	APIVersion = "cli.actgate.io/v1alpha1"
+	Kind       = "PolicyTest"
 )
 
 // Bounds of a policy test file and of one run.
 const (
-	maxTestFileBytes = 1 << 20
-	maxTestCases     = 1000
-	maxTestFiles     = 256
-	maxTestNameLen   = 200
+	MaxFileBytes = 1 << 20
+	MaxCases     = 1000
+	MaxFiles     = 256
+	maxNameLen   = 200
 )
 
 // Stable codes of `actgate policy test` and `actgate policy explain` (docs/api.md "Policy
 // test files"). Each stderr line begins with one.
 const (
-	// codeTestFileInvalid: the test file is not one strict YAML mapping of the format (unknown
+	// CodeFileInvalid: the test file is not one strict YAML mapping of the format (unknown
 	// or case-differing field, duplicate key, several documents, wrong apiVersion or kind, no
 	// cases, too large).
-	codeTestFileInvalid = "POLICYTEST_FILE_INVALID"
-	// codeTestCaseInvalid: a case is malformed (no or duplicate name, no tool, server or agent,
+	CodeFileInvalid = "POLICYTEST_FILE_INVALID"
+	// CodeCaseInvalid: a case is malformed (no or duplicate name, no tool, server or agent,
 	// an unknown decision, provenance or EF code, a deny without its code, principals on a
 	// decision other than escalate, arguments that are not an object).
-	codeTestCaseInvalid = "POLICYTEST_CASE_INVALID"
-	// codeTestPolicyInvalid: the policy the file names is missing, unreadable, not a
+	CodeCaseInvalid = "POLICYTEST_CASE_INVALID"
+	// CodePolicyInvalid: the policy the file names is missing, unreadable, not a
 	// ToolPolicy or gate configuration, or does not compile; or the file names none or both.
-	codeTestPolicyInvalid = "POLICYTEST_POLICY_INVALID"
-	// codeTestNoFiles: the directory holds no *.yaml or *.yml file, or more than maxTestFiles.
-	codeTestNoFiles = "POLICYTEST_NO_FILES"
-	// codeTestFailed: at least one case's decision differs from its expectation.
-	codeTestFailed = "POLICYTEST_FAILED"
+	CodePolicyInvalid = "POLICYTEST_POLICY_INVALID"
+	// CodeNoFiles: the directory holds no *.yaml or *.yml file, or more than MaxFiles.
+	CodeNoFiles = "POLICYTEST_NO_FILES"
+	// CodeFailed: at least one case's decision differs from its expectation.
+	CodeFailed = "POLICYTEST_FAILED"
 )
 
-// testFile is one policy test file.
-type testFile struct {
+// File is one policy test file.
+type File struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Name names the test in the output; default the file name.
-	Name   string        `json:"name,omitempty"`
-	Policy testPolicyRef `json:"policy"`
+	Name   string    `json:"name,omitempty"`
+	Policy PolicyRef `json:"policy"`
 	// Defaults fill the fields a case's call leaves empty.
-	Defaults testDefaults `json:"defaults,omitempty"`
-	Cases    []testCase   `json:"cases"`
+	Defaults Defaults `json:"defaults,omitempty"`
+	Cases    []Case   `json:"cases"`
 }
 
-// testPolicyRef names the policy under test: exactly one of a ToolPolicy file (a whole object
+// PolicyRef names the policy under test: exactly one of a ToolPolicy file (a whole object
 // or a bare spec) and a standalone gate configuration, whose policy is tested. Relative paths
 // are resolved against the test file's directory.
-type testPolicyRef struct {
+type PolicyRef struct {
 	ToolPolicy string `json:"toolPolicy,omitempty"`
 	GateConfig string `json:"gateConfig,omitempty"`
 }
 
-type testDefaults struct {
+// Defaults are the call fields a test file gives once for every case that leaves them empty.
+type Defaults struct {
 	Server      string `json:"server,omitempty"`
 	Destination string `json:"destination,omitempty"`
 	Provenance  string `json:"provenance,omitempty"`
 	Agent       string `json:"agent,omitempty"`
 }
 
-type testCase struct {
-	Name   string     `json:"name"`
-	Call   testCall   `json:"call"`
-	Expect testExpect `json:"expect"`
+// Case is one named call and the decision it is expected to get.
+type Case struct {
+	Name   string `json:"name"`
+	Call   Call   `json:"call"`
+	Expect Expect `json:"expect"`
 }
 
-// testCall is one tool call as the gate would see it.
-type testCall struct {
+// Call is one tool call as the gate would see it.
+type Call struct {
 	Server string `json:"server,omitempty"`
 	// Destination is the live destination; default the server's URL in the policy.
 	Destination string `json:"destination,omitempty"`
@@ -104,7 +111,8 @@ type testCall struct {
 	Agent      string `json:"agent,omitempty"`
 }
 
-type testExpect struct {
+// Expect is what a case expects of the gate's decision.
+type Expect struct {
 	// Decision is allow, permit, escalate or deny.
 	Decision string `json:"decision"`
 	// Code is the EF code: required for deny; for escalate it may only be
@@ -121,85 +129,87 @@ type testExpect struct {
 	MinPrincipals *int `json:"minPrincipals,omitempty"`
 }
 
-// testError is a problem with a test file or a case, with its stable code.
-type testError struct {
-	code   string
-	file   string
+// Error is a problem with a test file or a case, with its stable code.
+type Error struct {
+	// Code is the stable code (Code* constants); File the test file, when known.
+	Code   string
+	File   string
 	detail string
 }
 
-func (e *testError) Error() string {
-	if e.file == "" {
-		return e.code + " " + e.detail
+func (e *Error) Error() string {
+	if e.File == "" {
+		return e.Code + " " + e.detail
 	}
-	return e.code + " " + e.file + ": " + e.detail
+	return e.Code + " " + e.File + ": " + e.detail
 }
 
-func testErr(code, file, format string, args ...any) *testError {
-	return &testError{code: code, file: file, detail: fmt.Sprintf(format, args...)}
+func newError(code, file, format string, args ...any) *Error {
+	return &Error{Code: code, File: file, detail: fmt.Sprintf(format, args...)}
 }
 
-// oneLineText keeps a parser's message on one stderr line.
-func oneLineText(s string) string {
+// OneLine keeps a parser's message on one stderr line.
+func OneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
-// parseTestFile decodes and checks a policy test file strictly: one YAML mapping, no duplicate
+// Parse decodes and checks a policy test file strictly: one YAML mapping, no duplicate
 // keys, no unknown or case-differing fields, every case well formed. Defaults are applied.
-// It never reads the policy (see loadTestPolicy).
-func parseTestFile(data []byte, file string) (*testFile, error) {
-	if len(data) > maxTestFileBytes {
-		return nil, testErr(codeTestFileInvalid, file, "larger than %d bytes", maxTestFileBytes)
+// It never reads the policy (see Load).
+func Parse(data []byte, file string) (*File, error) {
+	if len(data) > MaxFileBytes {
+		return nil, newError(CodeFileInvalid, file, "larger than %d bytes", MaxFileBytes)
 	}
 	j, err := strictyaml.MappingJSON(data)
 	if err != nil {
-		return nil, testErr(codeTestFileInvalid, file, "%s", oneLineText(err.Error()))
+		return nil, newError(CodeFileInvalid, file, "%s", OneLine(err.Error()))
 	}
-	var tf testFile
+	var tf File
 	if err := strictyaml.Unmarshal(j, &tf); err != nil {
-		return nil, testErr(codeTestFileInvalid, file, "%s", oneLineText(err.Error()))
+		return nil, newError(CodeFileInvalid, file, "%s", OneLine(err.Error()))
 	}
 	switch {
-	case tf.APIVersion != policyTestAPIVersion || tf.Kind != policyTestKind:
-		return nil, testErr(codeTestFileInvalid, file, "apiVersion/kind must be %s/%s", policyTestAPIVersion, policyTestKind)
-	case len(tf.Name) > maxTestNameLen:
-		return nil, testErr(codeTestFileInvalid, file, "name: longer than %d bytes", maxTestNameLen)
+	case tf.APIVersion != APIVersion || tf.Kind != Kind:
+		return nil, newError(CodeFileInvalid, file, "apiVersion/kind must be %s/%s", APIVersion, Kind)
+	case len(tf.Name) > maxNameLen:
+		return nil, newError(CodeFileInvalid, file, "name: longer than %d bytes", maxNameLen)
 	case len(tf.Cases) == 0:
-		return nil, testErr(codeTestFileInvalid, file, "cases: at least one case")
-	case len(tf.Cases) > maxTestCases:
-		return nil, testErr(codeTestFileInvalid, file, "cases: at most %d", maxTestCases)
+		return nil, newError(CodeFileInvalid, file, "cases: at least one case")
+	case len(tf.Cases) > MaxCases:
+		return nil, newError(CodeFileInvalid, file, "cases: at most %d", MaxCases)
 	case (tf.Policy.ToolPolicy == "") == (tf.Policy.GateConfig == ""):
-		return nil, testErr(codeTestPolicyInvalid, file, "policy: name exactly one of toolPolicy and gateConfig")
+		return nil, newError(CodePolicyInvalid, file, "policy: name exactly one of toolPolicy and gateConfig")
 	}
 	if tf.Name == "" {
 		tf.Name = filepath.Base(file)
 	}
 	if err := checkProvenance(tf.Defaults.Provenance); err != nil {
-		return nil, testErr(codeTestCaseInvalid, file, "defaults.provenance: %v", err)
+		return nil, newError(CodeCaseInvalid, file, "defaults.provenance: %v", err)
 	}
 	seen := map[string]bool{}
 	for i := range tf.Cases {
 		c := &tf.Cases[i]
 		f := fmt.Sprintf("cases[%d]", i)
-		if c.Name == "" || len(c.Name) > maxTestNameLen {
-			return nil, testErr(codeTestCaseInvalid, file, "%s.name: required, at most %d bytes", f, maxTestNameLen)
+		if c.Name == "" || len(c.Name) > maxNameLen {
+			return nil, newError(CodeCaseInvalid, file, "%s.name: required, at most %d bytes", f, maxNameLen)
 		}
 		if seen[c.Name] {
-			return nil, testErr(codeTestCaseInvalid, file, "%s.name: duplicate case name %q", f, c.Name)
+			return nil, newError(CodeCaseInvalid, file, "%s.name: duplicate case name %q", f, c.Name)
 		}
 		seen[c.Name] = true
-		applyDefaults(&c.Call, tf.Defaults)
-		if err := checkCall(&c.Call); err != nil {
-			return nil, testErr(codeTestCaseInvalid, file, "%s (%s).call.%v", f, c.Name, err)
+		ApplyDefaults(&c.Call, tf.Defaults)
+		if err := CheckCall(&c.Call); err != nil {
+			return nil, newError(CodeCaseInvalid, file, "%s (%s).call.%v", f, c.Name, err)
 		}
-		if err := checkExpect(&c.Expect); err != nil {
-			return nil, testErr(codeTestCaseInvalid, file, "%s (%s).expect.%v", f, c.Name, err)
+		if err := CheckExpect(&c.Expect); err != nil {
+			return nil, newError(CodeCaseInvalid, file, "%s (%s).expect.%v", f, c.Name, err)
 		}
 	}
 	return &tf, nil
 }
 
-func applyDefaults(c *testCall, d testDefaults) {
+// ApplyDefaults fills the fields of c that are empty from d.
+func ApplyDefaults(c *Call, d Defaults) {
 	if c.Server == "" {
 		c.Server = d.Server
 	}
@@ -217,6 +227,8 @@ func applyDefaults(c *testCall, d testDefaults) {
 	}
 }
 
+// checkProvenance checks that p is a provenance the gate knows (user, system, retrieval,
+// tool_output, unknown) or empty.
 func checkProvenance(p string) error {
 	switch p {
 	case "", "unknown", "user", "system", "retrieval", "tool_output":
@@ -225,7 +237,9 @@ func checkProvenance(p string) error {
 	return fmt.Errorf("%q is not user, system, retrieval, tool_output or unknown", p)
 }
 
-func checkCall(c *testCall) error {
+// CheckCall checks a call once defaults are applied: a tool, server and agent, a known
+// provenance, arguments that are an object.
+func CheckCall(c *Call) error {
 	switch {
 	case c.Server == "":
 		return errors.New("server: required (here or in defaults)")
@@ -251,7 +265,15 @@ var decisions = map[string]sink.PolicyOutcome{
 	"deny":     sink.PolicyDeny,
 }
 
-func checkExpect(e *testExpect) error {
+// IsDecision reports whether d is a decision a test file may expect (allow, permit, escalate, deny).
+func IsDecision(d string) bool {
+	_, ok := decisions[d]
+	return ok
+}
+
+// CheckExpect checks an expectation: a known decision, and the code, class and principals it
+// may carry.
+func CheckExpect(e *Expect) error {
 	o, ok := decisions[e.Decision]
 	if !ok {
 		return fmt.Errorf("decision: %q is not allow, permit, escalate or deny", e.Decision)
@@ -285,20 +307,20 @@ func checkExpect(e *testExpect) error {
 	return nil
 }
 
-// testPolicy is a compiled policy under test with what the gate serving it would put in an
+// Policy is a compiled policy under test with what the gate serving it would put in an
 // act.
-type testPolicy struct {
-	compiled *policy.Compiled
+type Policy struct {
+	Compiled *policy.Compiled
 	eval     sink.PolicyEvaluator
 	sinkID   string
-	source   string // the file it came from
+	Source   string // the file it came from
 }
 
-// loadTestPolicy reads and compiles the policy a test file (or explain's flags) names, the way
+// Load reads and compiles the policy a test file (or explain's flags) names, the way
 // its server does: a gate configuration through gateconfig (as `actgate serve`), a ToolPolicy
 // under its namespace/name at epoch 1 (as the authority service and the sidecars). The gate
 // evaluates it through sink.CompiledPolicy, so the tests do too.
-func loadTestPolicy(ref testPolicyRef, dir string) (*testPolicy, error) {
+func Load(ref PolicyRef, dir string) (*Policy, error) {
 	resolve := func(p string) string {
 		if filepath.IsAbs(p) || dir == "" {
 			return p
@@ -309,37 +331,37 @@ func loadTestPolicy(ref testPolicyRef, dir string) (*testPolicy, error) {
 		path := resolve(ref.GateConfig)
 		cfg, err := gateconfig.Load(path)
 		if err != nil {
-			return nil, testErr(codeTestPolicyInvalid, "", "%s", oneLineText(err.Error()))
+			return nil, newError(CodePolicyInvalid, "", "%s", OneLine(err.Error()))
 		}
 		c, err := cfg.Compile()
 		if err != nil {
-			return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+			return nil, newError(CodePolicyInvalid, "", "%s: %s", path, OneLine(err.Error()))
 		}
-		return &testPolicy{compiled: c, eval: sink.CompiledPolicy(c), sinkID: cfg.SinkID, source: path}, nil
+		return &Policy{Compiled: c, eval: sink.CompiledPolicy(c), sinkID: cfg.SinkID, Source: path}, nil
 	}
 	path := resolve(ref.ToolPolicy)
-	data, err := readBounded(path, policy.MaxFileBytes)
+	data, err := ReadBounded(path, policy.MaxFileBytes)
 	if err != nil {
-		return nil, testErr(codeTestPolicyInvalid, "", "%s", oneLineText(err.Error()))
+		return nil, newError(CodePolicyInvalid, "", "%s", OneLine(err.Error()))
 	}
 	spec, err := policy.ParseSpec(data)
 	if err != nil {
-		return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+		return nil, newError(CodePolicyInvalid, "", "%s: %s", path, OneLine(err.Error()))
 	}
 	c, err := policy.Compile(toolPolicyName(data), spec, 1)
 	if err != nil {
-		return nil, testErr(codeTestPolicyInvalid, "", "%s: %s", path, oneLineText(err.Error()))
+		return nil, newError(CodePolicyInvalid, "", "%s: %s", path, OneLine(err.Error()))
 	}
-	sinkID := testSinkID
+	sinkID := sinkID
 	if spec.Sink != nil && spec.Sink.ID != "" {
 		sinkID = spec.Sink.ID
 	}
-	return &testPolicy{compiled: c, eval: sink.CompiledPolicy(c), sinkID: sinkID, source: path}, nil
+	return &Policy{Compiled: c, eval: sink.CompiledPolicy(c), sinkID: sinkID, Source: path}, nil
 }
 
-// testSinkID is the sink id in the acts of a ToolPolicy test whose policy leaves the sink id to
+// sinkID is the sink id in the acts of a ToolPolicy test whose policy leaves the sink id to
 // each sink. No decision depends on it.
-const testSinkID = "actgate-policy-test"
+const sinkID = "actgate-policy-test"
 
 // toolPolicyName is namespace/name of a whole ToolPolicy object (namespace "default" when
 // omitted), or "policy" for a bare spec. ParseSpec has already checked the document.
@@ -364,7 +386,8 @@ func toolPolicyName(data []byte) string {
 	return ns + "/" + probe.Metadata.Name
 }
 
-func readBounded(path string, limit int64) ([]byte, error) {
+// ReadBounded reads the file at path, refusing one larger than limit bytes.
+func ReadBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -380,26 +403,26 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// testCallResult is what the gate decides for one call.
-type testCallResult struct {
-	dec sink.PolicyDecision
-	// steps are the chain's checks as policy.Explain ran them; nil when the call did not reach
+// Result is what the gate decides for one call.
+type Result struct {
+	Decision sink.PolicyDecision
+	// Steps are the chain's checks as policy.Explain ran them; nil when the call did not reach
 	// policy.
-	steps []policy.Step
-	// mapping is set when the gate refuses the call before policy, because it does not map to
+	Steps []policy.Step
+	// Mapping is set when the gate refuses the call before policy, because it does not map to
 	// an act (the gate's EF_ACT_INVALID).
-	mapping string
+	Mapping string
 }
 
-// decide runs a call through what the gate runs: the call is mapped to an act as the gate
+// Decide runs a call through what the gate runs: the call is mapped to an act as the gate
 // maps it (act.NewCandidate, so the arguments are canonicalized and the class and strictness
 // are the mapper's), then evaluated by the sink's PolicyEvaluator for the compiled policy.
 // Explain runs the same chain once more for the per-check report; the two decisions must agree.
-func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, error) {
+func (tp *Policy) Decide(ctx context.Context, c Call) (Result, error) {
 	dest := c.Destination
 	if dest == "" {
 		dest = c.Server // a declared server's name stands for its URL
-		for _, s := range tp.compiled.Servers() {
+		for _, s := range tp.Compiled.Servers() {
 			if s.Name == c.Server {
 				dest = s.URL
 			}
@@ -411,7 +434,7 @@ func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, e
 	}
 	ids, err := testIDIssuer()
 	if err != nil {
-		return testCallResult{}, err
+		return Result{}, err
 	}
 	cand, err := act.NewCandidate(act.Input{Vendor: act.VendorMCP, VendorID: "1", ToolName: c.Tool, Arguments: c.Arguments},
 		act.MappingContext{
@@ -431,9 +454,9 @@ func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, e
 		if ac, ok := act.CodeOf(err); ok {
 			code = string(ac)
 		}
-		return testCallResult{
-			dec:     sink.PolicyDecision{Outcome: sink.PolicyDeny, Code: ef.EFActInvalid, Message: "the call does not map to an act (" + code + ")"},
-			mapping: code,
+		return Result{
+			Decision: sink.PolicyDecision{Outcome: sink.PolicyDeny, Code: ef.EFActInvalid, Message: "the call does not map to an act (" + code + ")"},
+			Mapping:  code,
 		}, nil
 	}
 	pr := sink.PolicyRequest{
@@ -447,7 +470,7 @@ func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, e
 		StrictArgs:  cand.Strict(),
 	}
 	dec := tp.eval.Evaluate(ctx, pr)
-	pd, steps := tp.compiled.Explain(ctx, policy.Request{
+	pd, steps := tp.Compiled.Explain(ctx, policy.Request{
 		Server: pr.Server, Destination: pr.Destination, Tool: pr.Tool, Args: pr.Args,
 		Class: pr.Class, Provenance: pr.Provenance, Agent: pr.Agent, StrictArgs: pr.StrictArgs,
 	})
@@ -456,9 +479,9 @@ func (tp *testPolicy) decide(ctx context.Context, c testCall) (testCallResult, e
 		outcome = pd.AuditOutcome
 	}
 	if sink.PolicyOutcome(outcome) != dec.Outcome || pd.Code != dec.Code || pd.Rule != dec.Rule {
-		return testCallResult{}, fmt.Errorf("explain decided %s %s (rule %q), the gate %s %s (rule %q)", outcome, pd.Code, pd.Rule, dec.Outcome, dec.Code, dec.Rule)
+		return Result{}, fmt.Errorf("explain decided %s %s (rule %q), the gate %s %s (rule %q)", outcome, pd.Code, pd.Rule, dec.Outcome, dec.Code, dec.Rule)
 	}
-	return testCallResult{dec: dec, steps: steps}, nil
+	return Result{Decision: dec, Steps: steps}, nil
 }
 
 // actSource is the act's source type for a provenance, as the gate maps it.
@@ -482,17 +505,17 @@ func testIDIssuer() (*act.IDIssuer, error) {
 	return act.NewIDIssuer(key, nil)
 }
 
-// decidedBy names what decided a call: the governing rule, and for a deny the check that
+// DecidedBy names what decided a call: the governing rule, and for a deny the check that
 // refused it.
-func (r testCallResult) decidedBy() string {
-	rule := r.dec.Rule
+func (r Result) DecidedBy() string {
+	rule := r.Decision.Rule
 	if rule == "" {
 		rule = "-"
 	}
-	if r.mapping != "" {
+	if r.Mapping != "" {
 		return "- (act mapping)"
 	}
-	for _, s := range r.steps {
+	for _, s := range r.Steps {
 		if s.Result == policy.StepFailed {
 			return rule + " (" + s.Check + ")"
 		}
@@ -500,10 +523,10 @@ func (r testCallResult) decidedBy() string {
 	return rule
 }
 
-// describe renders a decision for the table: "allow", "permit", "deny EF_…",
+// Describe renders a decision for the table: "allow", "permit", "deny EF_…",
 // "escalate [alice] min 1"; "(audit)" marks a policy in mode Audit, whose decision is what
 // enforcement would do.
-func describe(d sink.PolicyDecision) string {
+func Describe(d sink.PolicyDecision) string {
 	var b strings.Builder
 	b.WriteString(strings.ToLower(string(d.Outcome)))
 	switch d.Outcome {
@@ -520,7 +543,8 @@ func describe(d sink.PolicyDecision) string {
 	return b.String()
 }
 
-func describeExpect(e testExpect) string {
+// DescribeExpect is an expectation as the test table shows it.
+func DescribeExpect(e Expect) string {
 	var b strings.Builder
 	b.WriteString(e.Decision)
 	if e.Code != "" && e.Decision == "deny" {
@@ -537,8 +561,8 @@ func describeExpect(e testExpect) string {
 	return b.String()
 }
 
-// mismatch says how d differs from e, "" when it meets it.
-func mismatch(e testExpect, d sink.PolicyDecision) string {
+// Mismatch says how d differs from e, "" when it meets it.
+func Mismatch(e Expect, d sink.PolicyDecision) string {
 	var why []string
 	if decisions[e.Decision] != d.Outcome {
 		why = append(why, "decision "+strings.ToLower(string(d.Outcome)))

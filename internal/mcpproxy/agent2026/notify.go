@@ -1,53 +1,22 @@
-package mcpproxy
+package agent2026
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/actgate/actgate/internal/ef"
-	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/stateless"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 )
-
-// statefulClientNotifications are the client notifications of the 2025 revisions (MCP
-// 2025-11-25 schema, ClientNotification): cancellation, the handshake's end, progress of a
-// request the server sent, a changed roots list and a task's status (the tasks utility).
-// Client notifications: what an agent may send without an id. A JSON-RPC notification gets no
-// answer, so one whose method is a request's (a tools/call without an id) would reach an
-// upstream undecided — no act, no journal, no receipt — and an upstream that dispatches on the
-// method alone would run it. The gate relays only the notifications the revision defines for a
-// client and refuses any other before anything is relayed: HTTP 400 (as the streamable HTTP
-// transport answers input the server does not accept), a JSON-RPC error without an id, -32600,
-// EF_NOTIFICATION_INVALID (docs/architecture.md "What passes through").
-var statefulClientNotifications = map[string]bool{
-	wire.NotifyCancelled: true, wire.NotifyInitialized: true, wire.NotifyProgress: true, wire.NotifyRootsChanged: true, wire.NotifyTaskStatus: true,
-}
 
 // statelessClientNotifications are those of MCP 2026-07-28: only notifications/cancelled (the
 // revision removed the handshake, and a server asks for input with input_required results, not
 // with requests whose progress or roots a client would report).
 var statelessClientNotifications = map[string]bool{wire.NotifyCancelled: true}
-
-// notificationRefusal is the error a notification the revision does not define for a client is
-// answered with.
-func notificationRefusal(method, revision string) *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]string{MetaEFCode: string(ef.EFNotificationInvalid)})
-	return &jsonrpc.Error{Code: wire.CodeInvalidRequest, Data: data,
-		Message: fmt.Sprintf("actgate: %q is not a notification a client sends on MCP %s; a request needs an id", wire.Clip(method, 100), revision)}
-}
-
-// refuseNotification writes the refusal of a notification of method on revision.
-func (p *Proxy) refuseNotification(w http.ResponseWriter, method, revision string) {
-	p.log.Info("Agent notification refused", "method", logfield.Bound(method), "code", ef.EFNotificationInvalid, "revision", revision)
-	wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, notificationRefusal(method, revision))
-}
 
 // upLeg is one 2026-07-28 request of an agent in flight upstream: the id the gate sent it
 // under, and the upstream session it went on (nil toward a stateless upstream).
@@ -76,13 +45,13 @@ type legTable struct {
 // newUpID is an id of the gate's own for the upstream leg: "actgate-N", unique in the process,
 // so that no id an agent chooses names another agent's request upstream.
 func newUpID() jsonrpc.ID {
-	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(callSeq.Add(1), 10))
+	id, _ := jsonrpc.MakeID("actgate-" + strconv.FormatUint(wire.CallSeq.Add(1), 10))
 	return id
 }
 
 // trackLeg records that the agent's request id is in flight upstream as l; the returned func
 // forgets it. The caller holds no lock.
-func (p *Proxy) trackLeg(agent string, id jsonrpc.ID, l *upLeg) func() {
+func (p *Handler) trackLeg(agent string, id jsonrpc.ID, l *upLeg) func() {
 	st := &p.sl
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -120,7 +89,7 @@ func (p *Proxy) trackLeg(agent string, id jsonrpc.ID, l *upLeg) func() {
 }
 
 // legsOf returns the agent's requests in flight under its id.
-func (p *Proxy) legsOf(agent string, id jsonrpc.ID) []*upLeg {
+func (p *Handler) legsOf(agent string, id jsonrpc.ID) []*upLeg {
 	p.sl.mu.Lock()
 	defer p.sl.mu.Unlock()
 	return append([]*upLeg(nil), p.sl.legs.legs[legKey{agent, id}]...)
@@ -132,7 +101,7 @@ func (p *Proxy) legsOf(agent string, id jsonrpc.ID) []*upLeg {
 // without the revision's _meta members, on the session the request went on). A cancellation
 // naming no request of the agent's in flight (another agent's, one answered, one never sent, a
 // malformed one) is not relayed: the revision lets a receiver ignore it.
-func (p *Proxy) statelessCancel(ctx context.Context, agent string, sr *stateless.Request) {
+func (p *Handler) statelessCancel(ctx context.Context, agent string, sr *stateless.Request) {
 	id, _, ok := wire.ParseCancelled(sr.Req.Params)
 	if !ok {
 		p.log.Info("Agent cancellation not relayed: it names no request id")

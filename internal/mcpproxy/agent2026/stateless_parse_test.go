@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2026
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ var fuzzKey = []byte("0123456789abcdef0123456789abcdef")
 // with a declaration the gate cannot hold forgets the tool (the parse of a declaration:
 // stateless.TestToolHeaders).
 func TestLearnParamHeadersBadLists(t *testing.T) {
-	p := &Proxy{}
+	p := &Handler{}
 	for _, bad := range []string{``, `[]`, `{"tools":7}`, `{"tools":[{"name":"t","inputSchema":{"properties":[]}}]}`, `{"tools":[{"name":"","inputSchema":{}}]}`} {
 		p.learnParamHeaders(json.RawMessage(bad))
 	}
@@ -76,7 +76,7 @@ func FuzzParseStateless(f *testing.F) {
 		if m, err := rounds.ParseInputResponses(sr.Params["inputResponses"]); err == nil && len(m) > rounds.MaxInputRequests {
 			t.Fatalf("accepted %d inputResponses", len(m))
 		}
-		lp := &Proxy{}
+		lp := &Handler{}
 		lp.sl.paramHeaders = map[string]map[string][]string{"t": {"Mcp-Param-X": {"r"}}}
 		if perr := lp.checkDeclaredParams(ph, sr); perr != nil && perr.Err.Code != wire.CodeHeaderMismatch {
 			t.Fatalf("declared Mcp-Param refusal with code %d", perr.Err.Code)

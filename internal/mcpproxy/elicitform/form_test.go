@@ -1,4 +1,4 @@
-package mcpproxy
+package elicitform
 
 import (
 	"encoding/json"
@@ -57,7 +57,7 @@ func TestResolutionFrom(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.content), &content); err != nil {
 				t.Fatal(err)
 			}
-			r, err := resolutionFrom(c.env, content)
+			r, err := Resolution(c.env, content)
 			if c.kind == "" {
 				if err == nil {
 					t.Fatalf("accepted as %+v", r)
@@ -88,7 +88,7 @@ func FuzzElicitationAnswer(f *testing.F) {
 			return
 		}
 		env := envs[closeFreeText]
-		r, err := resolutionFrom(env, content)
+		r, err := Resolution(env, content)
 		if err != nil {
 			return
 		}
