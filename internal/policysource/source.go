@@ -291,6 +291,17 @@ func (s *Source) CanEscalate(server, tool string) bool {
 	return eval != nil && eval.CanEscalate(server, tool)
 }
 
+// ToolPin is the pin of the rule governing tool on server in the policy held (sink.ToolPinner);
+// none without a policy, whose calls are refused anyway.
+func (s *Source) ToolPin(server, tool string) (sink.ToolPin, bool) {
+	eval, _ := s.current()
+	p, ok := eval.(sink.ToolPinner)
+	if !ok {
+		return sink.ToolPin{}, false
+	}
+	return p.ToolPin(server, tool)
+}
+
 // Servers lists the servers of the policy held; none without one.
 func (s *Source) Servers() []sink.ServerInfo {
 	eval, _ := s.current()
