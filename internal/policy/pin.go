@@ -27,6 +27,9 @@ type Pin struct {
 	Digest string
 	// Audit: the policy runs in mode Audit (a changed definition is reported, not refused).
 	Audit bool
+	// Named: the policy names the tool itself (an exact rules[].tools entry or a pin digest),
+	// not only through a glob; metrics label only such names (a bounded set).
+	Named bool
 }
 
 // pinSpec is a compiled rules[].pin.
@@ -81,5 +84,9 @@ func (c *Compiled) ToolPin(server, tool string) (Pin, bool) {
 	if d == "" {
 		d = r.pin.digests[pinKey{tool: tool}]
 	}
-	return Pin{Rule: r.name, OnFirstUse: r.pin.onFirstUse, Digest: d, Audit: c.audit}, true
+	named := d != ""
+	for _, g := range r.tools {
+		named = named || (g.kind == globExact && g.pattern == tool)
+	}
+	return Pin{Rule: r.name, OnFirstUse: r.pin.onFirstUse, Digest: d, Audit: c.audit, Named: named}, true
 }

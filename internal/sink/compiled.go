@@ -59,7 +59,7 @@ func (p compiledPolicy) ToolPin(server, tool string) (ToolPin, bool) {
 	if !ok {
 		return ToolPin{}, false
 	}
-	return ToolPin{Policy: p.c.Name(), Rule: pin.Rule, OnFirstUse: pin.OnFirstUse, Digest: pin.Digest, Audit: pin.Audit}, true
+	return ToolPin{Policy: p.c.Name(), Rule: pin.Rule, OnFirstUse: pin.OnFirstUse, Digest: pin.Digest, Audit: pin.Audit, Named: pin.Named}, true
 }
 
 func (p compiledPolicy) Servers() []ServerInfo {

@@ -27,6 +27,8 @@ type ToolPin struct {
 	// Audit: the policy runs in mode Audit; a changed definition is reported, not hidden or
 	// refused.
 	Audit bool
+	// Named: the policy names the tool itself, not only through a glob (bounded metric labels).
+	Named bool
 }
 
 // ToolPinner is implemented by a PolicyEvaluator whose rules can pin tool definitions. A
@@ -62,6 +64,12 @@ type PinStore interface {
 	RecordFirstUse(ctx context.Context, r PinRecord) (PinRecord, error)
 }
 
+// ChangeRecorder is implemented by a PinStore that keeps the changed definitions awaiting an
+// operator's acceptance (the standalone gate's data dir: what `actgate tools accept` accepts).
+type ChangeRecorder interface {
+	RecordChange(ctx context.Context, r PinRecord) error
+}
+
 // ToolChangeEvent says that an upstream lists a pinned tool with a definition that is not the
 // accepted one. It carries names and digests, never the definition's text.
 type ToolChangeEvent struct {
@@ -77,6 +85,8 @@ type ToolChangeEvent struct {
 	Changed []string
 	// Audit: the policy runs in mode Audit, so the tool was not hidden.
 	Audit bool
+	// Named: the policy names Tool itself; otherwise Tool came from the upstream through a glob.
+	Named bool
 }
 
 // ToolChangeObserver is implemented by an Observer that wants ToolChangeEvents (metrics,
@@ -169,7 +179,7 @@ func (g *gate) listedTools(ctx context.Context, server string, tools []ListedToo
 		k := pinKey{server, t.Name}
 		if t.Err != nil {
 			g.pins.remember(k, seenTool{})
-			g.reportChange(k, pin, "", nil, "", nil)
+			g.reportChange(ctx, k, pin, "", nil, "", nil)
 			if !pin.Audit {
 				hide(t.Name)
 			}
@@ -187,7 +197,7 @@ func (g *gate) listedTools(ctx context.Context, server string, tools []ListedToo
 		if acc == t.Definition.Digest {
 			continue
 		}
-		g.reportChange(k, pin, acc, members, t.Definition.Digest, t.Definition.Members)
+		g.reportChange(ctx, k, pin, acc, members, t.Definition.Digest, t.Definition.Members)
 		if !pin.Audit {
 			hide(t.Name)
 		}
@@ -196,16 +206,22 @@ func (g *gate) listedTools(ctx context.Context, server string, tools []ListedToo
 }
 
 // reportChange logs and observes a changed definition once per listed digest.
-func (g *gate) reportChange(k pinKey, pin ToolPin, accepted string, accMembers map[string]string, listed string, members map[string]string) {
+func (g *gate) reportChange(ctx context.Context, k pinKey, pin ToolPin, accepted string, accMembers map[string]string, listed string, members map[string]string) {
 	if !g.pins.firstReport(k, listed) {
 		return
 	}
 	e := ToolChangeEvent{Server: k.server, Tool: k.tool, Policy: pin.Policy, Rule: pin.Rule, Accepted: accepted, Listed: listed,
-		Changed: tooldef.Changed(accMembers, members), Audit: pin.Audit}
+		Changed: tooldef.Changed(accMembers, members), Audit: pin.Audit, Named: pin.Named}
 	g.log.Info("Tool definition changed: hidden and refused until accepted", "server", k.server, "tool", logfield.Bound(k.tool),
 		"accepted", accepted, "listed", listed, "changed", e.Changed, "policy", pin.Policy, "rule", pin.Rule, "audit", pin.Audit)
 	if o, ok := g.observer.(ToolChangeObserver); ok {
 		o.ToolDefinitionChanged(e)
+	}
+	if rec, ok := g.pinStore.(ChangeRecorder); ok && listed != "" {
+		r := PinRecord{Server: k.server, Tool: k.tool, Digest: listed, Members: members, AcceptedAt: g.now()}
+		if err := rec.RecordChange(ctx, r); err != nil {
+			g.log.Error(err, "Recording the changed tool definition failed", "server", k.server, "tool", logfield.Bound(k.tool))
+		}
 	}
 }
 
@@ -282,4 +298,13 @@ func (g *Gate) ListedTools(ctx context.Context, server string, tools []ListedToo
 		return nil
 	}
 	return g.g.listedTools(ctx, server, tools)
+}
+
+// ToolDefinitionChanged tells each observer that implements ToolChangeObserver.
+func (m multiObserver) ToolDefinitionChanged(e ToolChangeEvent) {
+	for _, o := range m {
+		if t, ok := o.(ToolChangeObserver); ok {
+			t.ToolDefinitionChanged(e)
+		}
+	}
 }
