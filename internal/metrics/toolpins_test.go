@@ -1,11 +1,9 @@
 package metrics
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/actgate/actgate/internal/sink"
 )
@@ -23,13 +21,30 @@ func TestToolChanges(t *testing.T) {
 	o.(sink.ToolChangeObserver).ToolDefinitionChanged(sink.ToolChangeEvent{Server: "finance", Tool: "send_payment", Named: true})
 	o.(sink.ToolChangeObserver).ToolDefinitionChanged(sink.ToolChangeEvent{Server: "finance", Tool: "upstream-made-up-name-1", Named: false})
 	o.(sink.ToolChangeObserver).ToolDefinitionChanged(sink.ToolChangeEvent{Server: "finance", Tool: "upstream-made-up-name-2", Named: false})
-	want := `
-# HELP actgate_tool_definition_changes_total Changed definitions of pinned tools the gate saw listed (hidden and refused until accepted), by server and tool.
-# TYPE actgate_tool_definition_changes_total counter
-actgate_tool_definition_changes_total{server="finance",tool="_unlisted"} 2
-actgate_tool_definition_changes_total{server="finance",tool="send_payment"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), NameToolDefinitionChanges); err != nil {
+	mfs, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != NameToolDefinitionChanges {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := ""
+			for _, l := range m.GetLabel() {
+				key += l.GetName() + "=" + l.GetValue() + ","
+			}
+			got[key] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"server=finance,tool=_unlisted,": 2, "server=finance,tool=send_payment,": 1}
+	if len(got) != len(want) {
+		t.Fatalf("series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("series %v, want %v", got, want)
+		}
 	}
 }

@@ -61,8 +61,8 @@ func TestParseRefuses(t *testing.T) {
 	for _, s := range []string{
 		``, `null`, `[]`, `"tool"`, `{}`, `{"name":1}`, `{"name":""}`, `{"name":null}`,
 		`{"name":"t","description":"a","description":"b"`, // truncated
-		`{"name":"t","inputSchema":{"a":1,"a":2}}`,       // duplicate member inside a member
-		`{"name":"t","description":"\ud800"}`,            // unpaired surrogate
+		`{"name":"t","inputSchema":{"a":1,"a":2}}`,        // duplicate member inside a member
+		`{"name":"t","description":"\ud800"}`,             // unpaired surrogate
 		deep, big,
 	} {
 		d, err := Parse([]byte(s))
