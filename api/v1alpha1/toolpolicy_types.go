@@ -397,13 +397,13 @@ type ToolPin struct {
 	// +optional
 	OnFirstUse bool `json:"onFirstUse,omitempty"`
 
-	// digests are the accepted definition digests, at most one per server and tool. An entry
+	// digests are the accepted definition digests, at most one per server and tool (the
+	// controller reports a repeat as InvalidSpec on Accepted). An entry
 	// overrides anything recorded for its tool: a policy edit is how a listed digest is
 	// accepted anew.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule="self.all(d, self.exists_one(o, o.tool == d.tool && (has(o.server) ? o.server : '') == (has(d.server) ? d.server : '')))",message="at most one digest per server and tool"
 	Digests []ToolDigest `json:"digests,omitempty"`
 }
 

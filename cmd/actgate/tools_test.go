@@ -176,3 +176,37 @@ func slicesOf(a, b map[string]string) []string {
 	}
 	return out
 }
+
+// TestSamplePinnedDigests: the digests the pinned sample policy lists are `actgate tools digest`
+// of the definitions reviewed in config/samples/tests/payments-tools.json, and the digest
+// command refuses input that is not a tool definition.
+func TestSamplePinnedDigests(t *testing.T) {
+	defs, err := os.ReadFile("../../config/samples/tests/payments-tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if code := run([]string{"tools", "digest"}, strings.NewReader(string(defs)), &out, &errb); code != exitOK {
+		t.Fatalf("tools digest: %d %s", code, errb.String())
+	}
+	sample, err := os.ReadFile("../../config/samples/actgate_v1alpha1_toolpolicy_pinned.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("tools digest printed %q", out.String())
+	}
+	for _, l := range lines {
+		name, digest, _ := strings.Cut(l, " ")
+		if !strings.Contains(string(sample), "- tool: "+name+"\n        sha256: "+digest+"\n") {
+			t.Errorf("the sample does not pin %s at %s", name, digest)
+		}
+	}
+	for _, bad := range []string{`[]`, `{"tools":{}}`, `{"tools":[{"name":7}]}`, `{"name":"t","inputSchema":{"a":1,"a":2}}`} {
+		var o, e strings.Builder
+		if code := run([]string{"tools", "digest"}, strings.NewReader(bad), &o, &e); code != exitRejected || !strings.HasPrefix(e.String(), "TOOL_INVALID") {
+			t.Errorf("tools digest of %s: exit %d, stdout %q, stderr %q", bad, code, o.String(), e.String())
+		}
+	}
+}
