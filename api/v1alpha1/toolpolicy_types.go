@@ -601,6 +601,15 @@ type ToolPolicyStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	ToolPins []RecordedToolPin `json:"toolPins,omitempty"`
+
+	// toolChanges are the changed definitions of pinned tools a sidecar saw listed, one per
+	// server and tool (the newest): each tool is hidden from tools/list and its calls refused
+	// with EF_TOOL_CHANGED until `kubectl actgate tools accept` moves its entry to toolPins (or
+	// a policy edit lists its digest).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ToolChanges []RecordedToolPin `json:"toolChanges,omitempty"`
 }
 
 // ToolPolicy declares which tool servers are protected for which agent pods, and what a call

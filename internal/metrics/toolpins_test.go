@@ -8,12 +8,12 @@ import (
 	"github.com/actgate/actgate/internal/sink"
 )
 
-// TestToolChanges: a change counts under its server and tool when the policy names the tool,
+// TestToolChanges: the gate's metrics count a change under its server and tool when the policy names the tool,
 // under _unlisted when only a glob matched it (labels stay a bounded set), and reaches the
 // counter through sink.Observers.
 func TestToolChanges(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tc, err := NewToolChanges(reg)
+	tc, err := NewGate(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,10 +146,6 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	if err != nil {
 		return nil, err
 	}
-	toolChanges, err := metrics.NewToolChanges(rt.metrics)
-	if err != nil {
-		return nil, err
-	}
 	rt.notifier, err = startNotifier(ctx, cfg, log, rt.metrics)
 	if err != nil {
 		return nil, fmt.Errorf("notifications: %w", err)
@@ -163,7 +159,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	rt.gate, err = sink.New(sink.Options{
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: runtimeID,
-		Observer:                  sink.Observers(gateMetrics, toolChanges, observer(rt.notifier)),
+		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
 		Pins:                      OpenToolPins(cfg.DataDir), // rules[].pin: the data dir's ToolPinsFile
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 		Moments:        boltMoments{rt.store},
