@@ -186,12 +186,8 @@ func NewGate(opts Options) (*Gate, error) {
 	}
 	g.authority = &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, sinkID: opts.SinkID, log: g.log,
 		refusals: newRefusals(opts.Review, timeout, g.log.WithName("refusals"), dropped)}
-	pins := &servicePins{client: opts.Review, timeout: timeout}
-	if rp, ok := opts.Policy.(recordedPins); ok {
-		pins.source = rp
-	}
 	sg, err := sink.New(sink.Options{
-		Pins:           pins, // rules[].pin: status.toolPins through the authority service (toolpins.go)
+		Pins:           NewPinStore(opts.Review, opts.Policy, timeout), // rules[].pin: status.toolPins through the authority service (toolpins.go)
 		SinkID:         opts.SinkID,
 		Namespace:      opts.Namespace,
 		Policy:         opts.Policy,

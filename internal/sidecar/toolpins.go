@@ -87,3 +87,13 @@ func (p *servicePins) RecordChange(ctx context.Context, r sink.PinRecord) error 
 	_, err := p.client.ReportToolPin(ctx, review.ToolPinReport{Server: r.Server, Tool: r.Tool, SHA256: r.Digest, Members: r.Members, Changed: true})
 	return err
 }
+
+// NewPinStore is the pod's sink.PinStore over the authority service's client and the policy
+// source (which must offer RecordedPin, as *policysource.Source does): what NewGate wires.
+func NewPinStore(client *review.Client, source sink.PolicyEvaluator, timeout time.Duration) sink.PinStore {
+	p := &servicePins{client: client, timeout: timeout}
+	if rp, ok := source.(recordedPins); ok {
+		p.source = rp
+	}
+	return p
+}
