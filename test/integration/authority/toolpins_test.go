@@ -49,7 +49,7 @@ func TestToolPinsRecordedInStatus(t *testing.T) {
 	mux.Handle(review.PolicyPath, r.svc.PolicyHandler())
 	mux.Handle(review.ToolPinPath, r.svc.ToolPinHandler())
 	r.serveHandlerTLS(t, mux)
-	sidecar := r.client(r.agentTk)
+	pod := r.client(r.agentTk)
 	status := func() v1alpha1.ToolPolicyStatus {
 		t.Helper()
 		p := &v1alpha1.ToolPolicy{}
@@ -59,33 +59,33 @@ func TestToolPinsRecordedInStatus(t *testing.T) {
 		return p.Status
 	}
 
-	before, err := sidecar.PodPolicy(ctx, "", 0)
+	before, err := pod.PodPolicy(ctx, "", 0)
 	if err != nil || before.Policy == nil {
 		t.Fatalf("pod policy: %+v, %v", before, err)
 	}
-	pin, err := sidecar.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d1, Members: map[string]string{"description": m1}})
+	pin, err := pod.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d1, Members: map[string]string{"description": m1}})
 	if err != nil || pin.SHA256 != d1 || pin.AcceptedBy != "first-use" {
 		t.Fatalf("first use: %+v, %v", pin, err)
 	}
 	if st := status(); len(st.ToolPins) != 1 || st.ToolPins[0].SHA256 != d1 || st.ToolPins[0].Tool != "get_balance" || st.PolicyEpoch != 2 {
 		t.Fatalf("status after the first use: %+v", st)
 	}
-	if pin, err := sidecar.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d2}); err != nil || pin.SHA256 != d1 {
+	if pin, err := pod.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d2}); err != nil || pin.SHA256 != d1 {
 		t.Fatalf("a second first use replaced the pin: %+v, %v", pin, err)
 	}
 	for _, tool := range []string{"send_payment", "email_send"} {
-		if _, err := sidecar.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: tool, SHA256: d1}); !errors.Is(err, review.ErrToolPinRefused) ||
+		if _, err := pod.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: tool, SHA256: d1}); !errors.Is(err, review.ErrToolPinRefused) ||
 			!strings.Contains(err.Error(), string(review.ReasonToolNotPinned)) {
 			t.Errorf("first use of %s: %v, want ToolNotPinned", tool, err)
 		}
 	}
-	after, err := sidecar.PodPolicy(ctx, "", 0)
+	after, err := pod.PodPolicy(ctx, "", 0)
 	if err != nil || after.Policy == nil || len(after.Policy.ToolPins) != 1 || after.Policy.ToolPins[0].SHA256 != d1 || after.Version == before.Version {
 		t.Fatalf("pod policy after the first use: %+v (version %q, was %q), %v", after.Policy, after.Version, before.Version, err)
 	}
 
 	// The rug pull: a sidecar sees get_balance listed with another description.
-	if _, err := sidecar.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d2, Members: map[string]string{"description": m2},
+	if _, err := pod.ReportToolPin(ctx, review.ToolPinReport{Server: "payments", Tool: "get_balance", SHA256: d2, Members: map[string]string{"description": m2},
 		Changed: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestToolPinsRecordedInStatus(t *testing.T) {
 	}
 	var pp *review.PodPolicy
 	for range 100 { // the service reads policies from the watch cache
-		if pp, err = sidecar.PodPolicy(ctx, "", 0); err == nil && pp.Policy != nil && len(pp.Policy.ToolPins) == 1 && pp.Policy.ToolPins[0].SHA256 == d2 {
+		if pp, err = pod.PodPolicy(ctx, "", 0); err == nil && pp.Policy != nil && len(pp.Policy.ToolPins) == 1 && pp.Policy.ToolPins[0].SHA256 == d2 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
