@@ -127,8 +127,9 @@ func (g *gate) toolPinner() ToolPinner {
 }
 
 // accepted returns the accepted digest of a pinned tool (the policy's, else the recorded one)
-// and its members, recording def first when the pin is onFirstUse and nothing is recorded.
-// def is nil on the call path, which never records.
+// and its members, recording def first when the pin is onFirstUse and nothing is recorded (in
+// mode Audit too: audit observes what enforcement would pin). def is nil on the call path,
+// which never records.
 func (g *gate) accepted(ctx context.Context, server, tool string, pin ToolPin, def *tooldef.Definition) (string, map[string]string, error) {
 	if pin.Digest != "" {
 		return pin.Digest, nil, nil
@@ -144,7 +145,7 @@ func (g *gate) accepted(ctx context.Context, server, tool string, pin ToolPin, d
 	if ok {
 		return r.Digest, r.Members, nil
 	}
-	if !pin.OnFirstUse || def == nil || pin.Audit {
+	if !pin.OnFirstUse || def == nil {
 		return "", nil, nil
 	}
 	r, err = g.pinStore.RecordFirstUse(ctx, PinRecord{Server: server, Tool: tool, Digest: def.Digest, Members: def.Members, AcceptedBy: PinFirstUse, AcceptedAt: g.now()})

@@ -113,7 +113,7 @@ func (s *Service) serveToolPin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pin, ok := compiled.ToolPin(rep.Server, rep.Tool)
-	if !ok || (!rep.Changed && (!pin.OnFirstUse || pin.Digest != "" || pin.Audit)) {
+	if !ok || (!rep.Changed && (!pin.OnFirstUse || pin.Digest != "")) {
 		answer(http.StatusConflict, review.ReasonToolNotPinned, fmt.Sprintf("ToolPolicy %s does not pin tool %s on server %s on first use.",
 			c.policy.Name, rep.Tool, rep.Server), nil)
 		return
