@@ -383,6 +383,15 @@ type ToolRule struct {
 	// limits").
 	// +optional
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+
+	// pin pins the definitions of the tools this rule governs against silent change (tool
+	// poisoning, a "rug pull"): a tool whose definition as the upstream lists it (name, title,
+	// description, inputSchema, outputSchema, annotations; digested as docs/api.md "Pinned tool
+	// definitions" says) is not the pinned one is hidden from tools/list and its calls are
+	// refused with EF_TOOL_CHANGED until an operator accepts the new digest. When omitted the
+	// rule pins nothing.
+	// +optional
+	Pin *ToolPin `json:"pin,omitempty"`
 }
 
 // RateLimitPer says which calls share a rate-limit bucket.
@@ -424,6 +433,85 @@ type RateLimit struct {
 	// +optional
 	// +kubebuilder:default=Agent
 	Per RateLimitPer `json:"per,omitempty"`
+}
+
+// ToolPin says which definition of each governed tool the sink accepts: the digest listed here
+// for the tool, else the digest recorded in status.toolPins (on first use, or by `tools
+// accept`). A governed tool with neither is refused, unless onFirstUse records the first
+// definition seen.
+type ToolPin struct {
+	// onFirstUse records the first definition the sink sees of a governed tool that digests
+	// does not list (status.toolPins; the standalone gate's data dir) and accepts it from then
+	// on. Without it only listed or accepted digests are.
+	// +optional
+	OnFirstUse bool `json:"onFirstUse,omitempty"`
+
+	// digests are the accepted definition digests, at most one per server and tool (the
+	// controller reports a repeat as InvalidSpec on Accepted). An entry
+	// overrides anything recorded for its tool: a policy edit is how a listed digest is
+	// accepted anew.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Digests []ToolDigest `json:"digests,omitempty"`
+}
+
+// ToolDigest is the accepted definition digest of one tool.
+type ToolDigest struct {
+	// tool is the tool's exact name (no glob).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:/-]+$`
+	Tool string `json:"tool,omitempty"`
+
+	// server restricts the entry to one of the rule's servers; empty means every server the
+	// rule governs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Server string `json:"server,omitempty"`
+
+	// sha256 is the lowercase hex SHA-256 of the tool's canonical definition (docs/api.md
+	// "Pinned tool definitions"; `actgate tools digest` prints it).
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// RecordedToolPin is a tool definition digest the sink recorded on first use or an operator
+// accepted.
+type RecordedToolPin struct {
+	// server is the spec.servers entry whose upstream lists the tool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Server string `json:"server"`
+
+	// tool is the tool's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Tool string `json:"tool"`
+
+	// sha256 is the accepted definition digest.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256"`
+
+	// members are the digests of the definition's members, so a later change can say which
+	// members changed (name, title, description, inputSchema, outputSchema, annotations).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=6
+	Members map[string]string `json:"members,omitempty"`
+
+	// acceptedBy is "first-use" for a digest recorded on first use, else who accepted it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AcceptedBy string `json:"acceptedBy,omitempty"`
+
+	// acceptedAt is when it was recorded or accepted.
+	// +optional
+	AcceptedAt metav1.Time `json:"acceptedAt,omitzero"`
 }
 
 // EvidenceRequirement is the Authorization Evidence Chain requirement of a rule
@@ -554,6 +642,23 @@ type ToolPolicyStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	PolicyEpoch int64 `json:"policyEpoch,omitempty"`
+
+	// toolPins are the tool definition digests recorded on first use (rules[].pin.onFirstUse)
+	// or accepted by an operator (`kubectl actgate tools accept`), one per server and tool. A
+	// digest in a rule's pin.digests overrides the one recorded here.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ToolPins []RecordedToolPin `json:"toolPins,omitempty"`
+
+	// toolChanges are the changed definitions of pinned tools a sidecar saw listed, one per
+	// server and tool (the newest): each tool is hidden from tools/list and its calls refused
+	// with EF_TOOL_CHANGED until `kubectl actgate tools accept` moves its entry to toolPins (or
+	// a policy edit lists its digest).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ToolChanges []RecordedToolPin `json:"toolChanges,omitempty"`
 }
 
 // ToolPolicy declares which tool servers are protected for which agent pods, and what a call

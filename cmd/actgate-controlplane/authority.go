@@ -221,6 +221,7 @@ func runAuthority(ctx context.Context, o authorityOptions, s streams) error {
 	mux.Handle(review.Path, svc)
 	mux.Handle(review.PolicyPath, svc.PolicyHandler())
 	mux.Handle(review.AnchorPath, svc.AnchorHandler())
+	mux.Handle(review.ToolPinPath, svc.ToolPinHandler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{
 		Handler:           mux,

@@ -1,8 +1,9 @@
 // Command actgate is the gate binary. Its subcommands are serve (the standalone
 // gate on its embedded store), demo, moments, resolve, console (the web console, on
 // loopback), receipts verify, sidecar (the finality sink in a pod), doctor (what serve
-// needs: config, data dir, upstreams, principals) and policy test and
-// policy explain (a policy's decisions, offline, by the gate's own evaluation); see
+// needs: config, data dir, upstreams, principals), policy test and
+// policy explain (a policy's decisions, offline, by the gate's own evaluation), and tools
+// digest, list and accept (pinned tool definitions, docs/api.md "Pinned tool definitions"); see
 // docs/operations.md. It links no Kubernetes client: the manager and the authority
 // service are cmd/actgate-controlplane, in the same image. Besides the gate itself it carries the
 // protocol CLI every other part digests through; its behaviour is a public interface and

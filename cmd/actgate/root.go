@@ -65,6 +65,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newConsoleCmd(s),
 		newSidecarCmd(s),
 		newPolicyCmd(s),
+		newToolsCmd(s),
 		newVersionCmd(s),
 		newDoctorCmd(s),
 	)

@@ -133,6 +133,12 @@ const (
 	// gate's logs may hold); nothing was resumed. The call's outcome is journaled as usual: the
 	// same call again gets the recorded result.
 	EFStreamLogLimit EFCode = "EF_STREAM_LOG_LIMIT"
+	// EFToolChanged — the tool's definition (name, title, description, input and output schema,
+	// annotations) as the upstream lists it is not the one its governing rule pins, or the gate
+	// has not seen it listed since it started; the tool is hidden from tools/list and its calls
+	// are refused until an operator accepts the new digest (docs/api.md "Pinned tool
+	// definitions"). Nothing was invoked.
+	EFToolChanged EFCode = "EF_TOOL_CHANGED"
 )
 
 // Info describes one code.
@@ -185,6 +191,7 @@ func all() []Info {
 		{EFHostRefused, "The request's Host or Origin is not the gate's loopback address; nothing was read or relayed.", false, true},
 		{EFNotificationInvalid, "The notification is not one a client may send in this protocol revision; nothing was decided or relayed.", false, true},
 		{EFStreamLogLimit, "The stream can no longer be resumed: the gate dropped its events at its memory bounds; nothing was resumed.", false, true},
+		{EFToolChanged, "The tool's definition is not the one the policy pins; it was not invoked until an operator accepts the change.", false, true},
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 const FieldManager = "kubectl-actgate"
 
 // Client is the plugin's access to the API server, as the user the rest.Config authenticates.
-// It reads acts and binding moments, asks who the user is, and writes one thing: a binding
-// moment's spec.resolution.
+// It reads acts and binding moments, asks who the user is, and writes two things: a binding
+// moment's spec.resolution, and (tools accept, tools.go) a ToolPolicy's status.toolPins.
 type Client struct {
 	c client.Client
 }
@@ -57,6 +57,7 @@ func restMapper() meta.RESTMapper {
 	}
 	add(ag, "Act", "acts", meta.RESTScopeNamespace)
 	add(ag, "BindingMoment", "bindingmoments", meta.RESTScopeNamespace)
+	add(ag, "ToolPolicy", "toolpolicies", meta.RESTScopeNamespace)
 	add(auth, "SelfSubjectReview", "selfsubjectreviews", meta.RESTScopeRoot)
 	return m
 }

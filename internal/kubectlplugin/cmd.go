@@ -112,7 +112,7 @@ by admission, RBAC or a conflicting write); 4 left the picker, nothing written.`
 	root.SetOut(o.Streams.Out)
 	root.SetErr(o.Streams.ErrOut)
 	p.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(p.actsCmd(), p.momentsCmd(), p.showCmd(), p.resolveCmd(), p.pickCmd(), p.consoleCmd(), p.doctorCmd())
+	root.AddCommand(p.actsCmd(), p.momentsCmd(), p.showCmd(), p.resolveCmd(), p.pickCmd(), p.consoleCmd(), p.doctorCmd(), p.toolsCmd())
 	return root
 }
 

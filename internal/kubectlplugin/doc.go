@@ -21,6 +21,10 @@
 //	                                                       policy, authority service, service account,
 //	                                                       sidecar version and readiness, upstreams
 //	                                                       (docs/operations.md "Troubleshooting a pod that does not start")
+//	kubectl actgate tools accept TOOL --server S [-n NS] [--policy P] [--digest D]
+//	                                                       accept a pinned tool's changed definition:
+//	                                                       status.toolChanges → status.toolPins
+//	                                                       (docs/api.md "Pinned tool definitions")
 //
 // What is shown is what the digest names. An envelope is parsed from spec.envelope under the
 // strict profile (internal/envelope) and must reproduce spec.envelopeDigest and spec.synopsis;

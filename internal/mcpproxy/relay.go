@@ -136,7 +136,7 @@ func (b *bridge) relay(ctx context.Context, cs *mcp.ClientSession, version strin
 		b.p.owners.OwnOnly(b.agent, req.Method, answer)
 	}
 	if req.Method == wire.MethodListTools && answer.Error == nil {
-		raw, err := toolcall.AugmentToolsRaw(answer.Result, wire.FirstPage(req.Params), func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+		raw, err := toolcall.GateTools(ctx, b.p.cfg.Gate, b.p.cfg.Server, answer.Result, wire.FirstPage(req.Params), b.listed)
 		if err != nil {
 			b.p.log.Error(err, "Upstream tools/list result not understood")
 			return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: wire.CodeInternalError, Message: "actgate: the upstream's tools/list result is not a list of tools"}}

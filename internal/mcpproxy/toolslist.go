@@ -20,7 +20,7 @@ func (b *bridge) listTools(ctx context.Context, req *mcp.ListToolsRequest) (mcp.
 	first := req.Params == nil || req.Params.Cursor == ""
 	raw, err := json.Marshal(up)
 	if err == nil {
-		raw, err = toolcall.AugmentToolsRaw(raw, first, func(tool string) bool { return b.p.cfg.Gate.CanEscalate(b.p.cfg.Server, tool) }, b.listed)
+		raw, err = toolcall.GateTools(ctx, b.p.cfg.Gate, b.p.cfg.Server, raw, first, b.listed)
 	}
 	if err != nil {
 		return b.render(nil, err)

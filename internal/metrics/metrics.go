@@ -402,6 +402,8 @@ func (r *Resolutions) Resolved(surface, kind string, sinceAnnouncement time.Dura
 //   - the Moments metrics of the moments the gate emits, resolves and expires
 //   - actgate_refusal_records_dropped_total: refusals decided in a pod whose Act record was
 //     dropped because the sidecar's bounded queue of records was full (RefusalRecordDropped).
+//   - actgate_tool_definition_changes_total{server,tool}: changed definitions of pinned tools
+//     (ToolDefinitionChanged, toolpins.go).
 type Gate struct {
 	l             *labels
 	duration      *prometheus.HistogramVec
@@ -412,6 +414,7 @@ type Gate struct {
 	moments       *Moments
 	indeterminate atomic.Int64
 	dropped       prometheus.Counter
+	toolChanges   *prometheus.CounterVec // actgate_tool_definition_changes_total (toolpins.go)
 }
 
 // NameRefusalRecordsDropped is the counter of refusal records a pod's sidecar dropped.
@@ -457,6 +460,7 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 			Name: NameRefusalRecordsDropped,
 			Help: "Refusals decided in the pod whose Act record was dropped: the sidecar's bounded queue of records was full.",
 		}),
+		toolChanges: newToolChanges(),
 	}
 	ind := &countCollector{
 		desc: indeterminateDesc(),
@@ -466,7 +470,7 @@ func NewGate(reg prometheus.Registerer) (*Gate, error) {
 		},
 	}
 	m := g.moments
-	if err := register(reg, g.duration, g.decisions, g.sideEffect, g.dropped, ind, g.mcpServer, g.mcpClient,
+	if err := register(reg, g.duration, g.decisions, g.sideEffect, g.dropped, ind, g.mcpServer, g.mcpClient, g.toolChanges,
 		m.emitted, m.resolved, m.expired, m.hatchDisabled, m.calibration, m.resolution); err != nil {
 		return nil, err
 	}

@@ -128,6 +128,7 @@ type rule struct {
 	masks        []string // RFC 6901 pointers shown masked on principal surfaces
 	ttl          time.Duration
 	rate         *RateLimit // nil: no rate limit
+	pin          *pinSpec   // nil: the rule pins no tool definition
 }
 
 type provenanceRule struct {
@@ -296,6 +297,7 @@ func compileRule(ps *problems, c *Compiled, env *cel.Env, f string, in *v1alpha1
 	escalates := compileProvenance(ps, r, f+".provenance", in.Provenance)
 	compileAlternatives(ps, r, f+".alternatives", in.Alternatives)
 	compileMasks(ps, r, f+".maskArguments", in.MaskArguments)
+	compilePin(ps, c, r, f+".pin", in.Pin)
 
 	// A rule that can escalate must be able to reach a human and offer a choice
 	// (binding-moment-envelope-04 §5.6: 2-4 options, the requested call being one).

@@ -85,9 +85,10 @@ type Source struct {
 
 	mu      sync.RWMutex
 	status  Status
-	eval    sink.PolicyEvaluator // nil: refuse every call
-	sinkID  string               // the held policy's spec.sink.id
-	readyCh chan struct{}        // closed while a policy is held
+	eval    sink.PolicyEvaluator         // nil: refuse every call
+	sinkID  string                       // the held policy's spec.sink.id
+	pins    map[[2]string]sink.PinRecord // the held policy's status.toolPins by server and tool
+	readyCh chan struct{}                // closed while a policy is held
 	// The last request's failure (Status.Authority and AuthorityDetail), kept apart from the
 	// policy held: a failure does not replace the policy, an answer clears it.
 	authReason, authDetail string
@@ -182,6 +183,14 @@ func (s *Source) apply(p *review.PodPolicy) {
 		s.log.Info("ToolPolicy names another sink; every call is refused", "policy", name, "sink", compiled.SinkID(), "want", want)
 		return
 	}
+	pins := make(map[[2]string]sink.PinRecord, len(g.ToolPins))
+	for _, p := range g.ToolPins {
+		pins[[2]string{p.Server, p.Tool}] = sink.PinRecord{Server: p.Server, Tool: p.Tool, Digest: p.SHA256, Members: p.Members,
+			AcceptedBy: p.AcceptedBy, AcceptedAt: p.AcceptedAt.Time}
+	}
+	s.mu.Lock()
+	s.pins = pins
+	s.mu.Unlock()
 	s.set(st, sink.CompiledPolicy(compiled), compiled.SinkID())
 	s.log.Info("ToolPolicy applied", "policy", name, "epoch", g.Epoch, "generation", g.Generation, "version", p.Version)
 }
@@ -289,6 +298,29 @@ func (s *Source) Evaluate(ctx context.Context, r sink.PolicyRequest) sink.Policy
 func (s *Source) CanEscalate(server, tool string) bool {
 	eval, _ := s.current()
 	return eval != nil && eval.CanEscalate(server, tool)
+}
+
+// ToolPin is the pin of the rule governing tool on server in the policy held (sink.ToolPinner);
+// none without a policy, whose calls are refused anyway.
+func (s *Source) ToolPin(server, tool string) (sink.ToolPin, bool) {
+	eval, _ := s.current()
+	p, ok := eval.(sink.ToolPinner)
+	if !ok {
+		return sink.ToolPin{}, false
+	}
+	return p.ToolPin(server, tool)
+}
+
+// RecordedPin returns the tool definition digest the held policy's status.toolPins records for
+// tool on server (docs/api.md "Pinned tool definitions").
+func (s *Source) RecordedPin(server, tool string) (sink.PinRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.eval == nil {
+		return sink.PinRecord{}, false
+	}
+	r, ok := s.pins[[2]string{server, tool}]
+	return r, ok
 }
 
 // Servers lists the servers of the policy held; none without one.

@@ -1,6 +1,8 @@
 package review
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +73,9 @@ type GoverningPolicy struct {
 	Epoch int64 `json:"epoch"`
 	// spec is the ToolPolicy's spec.
 	Spec v1alpha1.ToolPolicySpec `json:"spec"`
+	// toolPins is status.toolPins: the tool definition digests recorded on first use or
+	// accepted by an operator (docs/api.md "Pinned tool definitions").
+	ToolPins []v1alpha1.RecordedToolPin `json:"toolPins,omitempty"`
 }
 
 // NoPolicy is why no policy governs a pod.
@@ -128,6 +133,20 @@ func DecodePodPolicy(body []byte) (*PodPolicy, error) {
 // changes neither the spec nor the epoch wakes no watch.
 func PolicyVersion(uid types.UID, generation, epoch int64) string {
 	return fmt.Sprintf("policy/%s/%d/%d", uid, generation, epoch)
+}
+
+// PinnedPolicyVersion is PolicyVersion for a policy whose status holds tool pins: it also
+// changes when the pins do, so a sidecar's watch returns when an operator accepts a digest.
+func PinnedPolicyVersion(uid types.UID, generation, epoch int64, pins []v1alpha1.RecordedToolPin) string {
+	v := PolicyVersion(uid, generation, epoch)
+	if len(pins) == 0 {
+		return v
+	}
+	h := sha256.New()
+	for _, p := range pins {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\n", p.Server, p.Tool, p.SHA256)
+	}
+	return v + "/pins-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // NoneVersion is the version of a "none" answer for reason.

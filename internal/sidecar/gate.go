@@ -187,6 +187,7 @@ func NewGate(opts Options) (*Gate, error) {
 	g.authority = &serviceAuthority{client: opts.Review, timeout: timeout, namespace: opts.Namespace, sinkID: opts.SinkID, log: g.log,
 		refusals: newRefusals(opts.Review, timeout, g.log.WithName("refusals"), dropped)}
 	sg, err := sink.New(sink.Options{
+		Pins:           NewPinStore(opts.Review, opts.Policy, timeout), // rules[].pin: status.toolPins through the authority service (toolpins.go)
 		SinkID:         opts.SinkID,
 		Namespace:      opts.Namespace,
 		Policy:         opts.Policy,

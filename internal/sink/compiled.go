@@ -54,6 +54,15 @@ func (p compiledPolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDec
 
 func (p compiledPolicy) CanEscalate(server, tool string) bool { return p.c.CanEscalate(server, tool) }
 
+// ToolPin is the pin of the rule governing tool on server (ToolPinner).
+func (p compiledPolicy) ToolPin(server, tool string) (ToolPin, bool) {
+	pin, ok := p.c.ToolPin(server, tool)
+	if !ok {
+		return ToolPin{}, false
+	}
+	return ToolPin{Policy: p.c.Name(), Rule: pin.Rule, OnFirstUse: pin.OnFirstUse, Digest: pin.Digest, Audit: pin.Audit, Named: pin.Named}, true
+}
+
 func (p compiledPolicy) Servers() []ServerInfo {
 	servers := p.c.Servers()
 	out := make([]ServerInfo, 0, len(servers))

@@ -111,6 +111,10 @@ type Options struct {
 	// its trust anchors and journals it consumed with DISPATCH_PENDING in one commit. Signer
 	// is then optional and unused. Optional: nil, the gate signs and the Store consumes.
 	Authority AuthorityService
+	// Pins keeps the tool definition digests recorded on first use or accepted by an operator
+	// (toolpin.go). Optional: without it only digests the policy lists are accepted, and a
+	// rule's onFirstUse records nothing, so its tools stay refused (fail closed).
+	Pins PinStore
 }
 
 // gate is the implementation behind Gate.
@@ -137,6 +141,8 @@ type gate struct {
 	momentStore       MomentStore      // nil: moments live in memory
 	tracer            trace.Tracer     // nil: tracing off
 	remote            AuthorityService // nil: the gate issues and the store consumes
+	pinStore          PinStore         // nil: only digests the policy lists are accepted
+	pins              pinTable
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -207,6 +213,7 @@ func New(opts Options) (*Gate, error) {
 		recordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout),
 		observer:      opts.Observer,
 		momentStore:   opts.Moments,
+		pinStore:      opts.Pins,
 		issued:        map[string]issuedAuthority{},
 		issuedSweepAt: minSweep,
 	}

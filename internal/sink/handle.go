@@ -197,6 +197,16 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		cand.Act.ConsequenceClass = cl.dec.Class
 	}
 
+	if cl.dec.Outcome != PolicyDeny {
+		// A pinned tool whose definition changed is refused whatever else the rule allows
+		// (toolpin.go); in mode Audit the refusal is recorded, not applied.
+		if code, msg, audit := g.checkPin(ctx, c.Server, c.Tool); code != "" {
+			if !audit && !cl.dec.Audit {
+				return g.refuse(cl, code, msg), nil
+			}
+			cl.dec.Outcome, cl.dec.Code, cl.dec.Message = PolicyDeny, code, msg
+		}
+	}
 	if cl.dec.Audit {
 		return g.audit(ctx, cl, inv)
 	}

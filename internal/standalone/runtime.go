@@ -160,6 +160,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 		SinkID: cfg.SinkID, Policy: sink.CompiledPolicy(compiled), Store: rt.store, Journal: rt.store,
 		Signer: signer, IDs: ids, Receipts: rt.receipts, Log: log.WithName("sink"), RuntimeID: runtimeID,
 		Observer:                  sink.Observers(gateMetrics, observer(rt.notifier)),
+		Pins:                      OpenToolPins(cfg.DataDir), // rules[].pin: the data dir's ToolPinsFile
 		MaxPendingMomentsPerAgent: cfg.Limits.PendingMomentsPerAgent, MaxPendingMomentsPerSession: cfg.Limits.PendingMomentsPerSession,
 		Moments:        boltMoments{rt.store},
 		MomentTTL:      cfg.MomentExpiry(),

@@ -414,7 +414,7 @@ func (p *Handler) statelessRelay(ctx context.Context, mode upstreamMode, agent s
 	p.owners.OwnOnly(agent, sr.Req.Method, resp)
 	if sr.Req.Method == wire.MethodListTools && resp.Error == nil {
 		p.learnParamHeaders(resp.Result)
-		raw, err := toolcall.AugmentToolsRaw(resp.Result, wire.FirstPage(sr.Req.Params), func(tool string) bool { return p.cfg.Gate.CanEscalate(p.cfg.Server, tool) }, nil)
+		raw, err := toolcall.GateTools(ctx, p.cfg.Gate, p.cfg.Server, resp.Result, wire.FirstPage(sr.Req.Params), nil)
 		if err != nil {
 			p.log.Error(err, "Upstream tools/list result not understood")
 			msg := "actgate: the upstream's tools/list result is not a list of tools"

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/tooldef"
 )
 
 // listTools is tools/list: the upstream's list plus the virtual tool and the advisory
@@ -38,6 +40,43 @@ var errToolsList = errors.New("mcpproxy: the tools/list result is not an object 
 // array of tool objects is refused (errToolsList), never passed on unannotated. listed, when
 // set, is told each upstream tool's name and whether it declares an outputSchema.
 func AugmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) bool, listed func(string, bool)) (json.RawMessage, error) {
+	return augmentTools(raw, first, canEscalate, listed, nil)
+}
+
+// ToolLister is implemented by a Gate that pins tool definitions (*sink.Gate): it is told the
+// tools an upstream listed and names those to hide (docs/api.md "Pinned tool definitions").
+type ToolLister interface {
+	ListedTools(ctx context.Context, server string, tools []sink.ListedTool) map[string]bool
+}
+
+// GateTools is AugmentToolsRaw for server's tools/list answer through g: each upstream tool is
+// digested as the upstream wrote it (internal/tooldef) and told to g, and the tools g names
+// (pinned tools whose definition changed) are left out of the list the agent gets.
+func GateTools(ctx context.Context, g Gate, server string, raw json.RawMessage, first bool, listed func(string, bool)) (json.RawMessage, error) {
+	canEscalate := func(tool string) bool { return g.CanEscalate(server, tool) }
+	var hide func([]map[string]json.RawMessage) map[string]bool
+	if l, ok := g.(ToolLister); ok {
+		hide = func(tools []map[string]json.RawMessage) map[string]bool {
+			in := make([]sink.ListedTool, 0, len(tools))
+			for _, t := range tools {
+				d, err := tooldef.Of(t)
+				name := d.Name
+				if err != nil {
+					_ = json.Unmarshal(t["name"], &name)
+				}
+				if name == sink.RequestBindingMomentTool {
+					continue
+				}
+				in = append(in, sink.ListedTool{Name: name, Definition: d, Err: err})
+			}
+			return l.ListedTools(ctx, server, in)
+		}
+	}
+	return augmentTools(raw, first, canEscalate, listed, hide)
+}
+
+func augmentTools(raw json.RawMessage, first bool, canEscalate func(string) bool, listed func(string, bool),
+	hide func([]map[string]json.RawMessage) map[string]bool) (json.RawMessage, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &doc); err != nil || doc == nil {
 		return nil, errToolsList
@@ -48,18 +87,26 @@ func AugmentToolsRaw(raw json.RawMessage, first bool, canEscalate func(string) b
 			return nil, errToolsList
 		}
 	}
-	out := make([]map[string]json.RawMessage, 0, len(tools)+1)
 	for _, t := range tools {
 		if t == nil {
 			return nil, errToolsList
 		}
+	}
+	var hidden map[string]bool
+	if hide != nil {
+		// Digested before annotate changes the tool's annotations: the digest is the
+		// upstream's definition alone.
+		hidden = hide(tools)
+	}
+	out := make([]map[string]json.RawMessage, 0, len(tools)+1)
+	for _, t := range tools {
 		var name string
 		if n, ok := t["name"]; ok {
 			if err := json.Unmarshal(n, &name); err != nil {
 				return nil, errToolsList
 			}
 		}
-		if name == sink.RequestBindingMomentTool {
+		if name == sink.RequestBindingMomentTool || hidden[name] {
 			continue
 		}
 		if listed != nil {

@@ -162,7 +162,10 @@ func (s *Service) podPolicy(ctx context.Context, token string) (podPolicyAnswer,
 		Name: pol.Name, Namespace: pol.Namespace, UID: pol.UID, Generation: pol.Generation,
 		ResourceVersion: pol.ResourceVersion, Epoch: pol.Status.PolicyEpoch, Spec: *pol.Spec.DeepCopy(),
 	}
-	p.Version = review.PolicyVersion(pol.UID, pol.Generation, pol.Status.PolicyEpoch)
+	for i := range pol.Status.ToolPins {
+		p.Policy.ToolPins = append(p.Policy.ToolPins, *pol.Status.ToolPins[i].DeepCopy())
+	}
+	p.Version = review.PinnedPolicyVersion(pol.UID, pol.Generation, pol.Status.PolicyEpoch, pol.Status.ToolPins)
 	return p, http.StatusOK, outcome{}
 }
 

@@ -44,5 +44,9 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		// checkpoint forward by compare-and-swap (anchor.go).
 		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", verbCreate}},
 		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", "update"}},
+		// Record what sidecars saw of pinned tool definitions in their policy's status
+		// (toolpins.go), by compare-and-swap, and announce a changed one with an Event.
+		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies/status"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{verbCreate}},
 	}
 }
