@@ -362,4 +362,3 @@ func FuzzParsePrivateKey(f *testing.F) {
 		}
 	})
 }
-
