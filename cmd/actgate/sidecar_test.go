@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -20,6 +22,17 @@ func TestSidecarRefusesBadConfiguration(t *testing.T) {
 	}
 	base := []string{"sidecar", "--namespace", "billing", "--service-account", "agent", "--token-file", token,
 		"--authority-url", "https://actgate-authority.actgate-system.svc", "--sink-id", "s", "--journal-dir", filepath.Join(dir, "j")}
+	oauthFile := func(doc string) string {
+		f := filepath.Join(t.TempDir(), "oauth.yaml")
+		if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	goodOAuth := oauthFile("grant: token_exchange\ntokenURL: https://idp.example/token\nsubjectTokenFile: " + token + "\n")
+	withServer := func(extra ...string) []string {
+		return append(append(append([]string(nil), base...), "--server", "payments=https://p.example/mcp"), extra...)
+	}
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
@@ -44,6 +57,15 @@ func TestSidecarRefusesBadConfiguration(t *testing.T) {
 			append(base, "--server", "payments=https://p.example/mcp", "--authority-public-key-file", token), exitRejected,
 			[]string{"SIDECAR_CONFIG sidecar: authority trust anchor: public keys given both inline and as file"}},
 		{"unknown flag", nil, append(base, "--listen-all"), exitUsage, []string{"USAGE"}},
+		{"OAuth for no server", nil, withServer("--upstream-oauth", "mail="+goodOAuth), exitUsage, []string{"USAGE --upstream-oauth mail names no --server"}},
+		{"OAuth not NAME=PATH", nil, withServer("--upstream-oauth", goodOAuth), exitUsage, []string{"USAGE --upstream-oauth"}},
+		{"OAuth and a credential file", nil, withServer("--credential-file", "payments="+token, "--upstream-oauth", "payments="+goodOAuth),
+			exitUsage, []string{"USAGE --upstream-oauth payments: the server has a --credential-file too"}},
+		{"OAuth file missing", nil, withServer("--upstream-oauth", "payments="+filepath.Join(dir, "nope")), exitUsage, []string{"USAGE --upstream-oauth payments:"}},
+		{"OAuth unknown field", nil, withServer("--upstream-oauth", "payments="+oauthFile("grant: token_exchange\nsecret: x\n")),
+			exitUsage, []string{"USAGE --upstream-oauth payments:", "secret"}},
+		{"OAuth over http", nil, withServer("--upstream-oauth", "payments="+oauthFile("grant: token_exchange\ntokenURL: http://idp.example/token\nsubjectTokenFile: "+token+"\n")),
+			exitUsage, []string{"USAGE --upstream-oauth payments:", "https"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -105,5 +127,37 @@ func TestSidecarEnvironment(t *testing.T) {
 	}
 	if len(cfg.Upstreams) != 2 || cfg.Upstreams[1].Name != "payments" || cfg.Upstreams[1].CredentialFile != cred || cfg.Upstreams[0].CredentialFile != "" {
 		t.Fatalf("upstreams %+v", cfg.Upstreams)
+	}
+}
+
+// TestSidecarUpstreamOAuthFlag: --upstream-oauth NAME=FILE gives the server the OAuth settings
+// of the file (relative paths resolved against its folder) instead of the injected static
+// credential.
+func TestSidecarUpstreamOAuthFlag(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"oauth.yaml":    "grant: client_credentials\ntokenURL: https://idp.example/token\nclientID: sidecar\nclientSecretFile: client-secret\nscopes: [mcp]\n",
+		"client-secret": "s3cret\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "creds", "payments"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "creds", "payments", "credential"), []byte("static"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &sidecarOptions{serverURLs: []string{"payments=https://p.example/mcp"}, oauthFiles: []string{"payments=" + filepath.Join(dir, "oauth.yaml")},
+		credentialsDir: filepath.Join(dir, "creds"), namespace: "billing", serviceAccount: "agent", callTimeout: time.Second, reviewTimeout: time.Second, tracingRatio: "1"}
+	cfg, err := o.config(streams{out: io.Discard, err: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := cfg.Upstreams[0]
+	if u.OAuth == nil || u.CredentialFile != "" || u.OAuth.ClientSecretFile != filepath.Join(dir, "client-secret") ||
+		u.OAuth.Resource != "https://p.example/mcp" || u.OAuth.HTTPClient == nil || len(u.OAuth.Scopes) != 1 {
+		t.Fatalf("upstream %+v oauth %+v", u, u.OAuth)
 	}
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/actgate/actgate/internal/fileutil"
+	"github.com/actgate/actgate/internal/strictyaml"
 	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
@@ -103,21 +108,75 @@ func (u Upstream) UpstreamCredential(serverURL string) (UpstreamCredential, erro
 		tok, err := u.Credential()
 		return UpstreamCredential{Token: tok}, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if u.OAuth.CAFile != "" {
-		pool, err := fileutil.ReadCertPool(u.OAuth.CAFile, false)
-		if err != nil {
-			return UpstreamCredential{}, err
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	sc, err := u.OAuth.SourceConfig(serverURL)
+	if err != nil {
+		return UpstreamCredential{}, err
 	}
-	hc := &http.Client{Transport: tr, Timeout: upstreamauth.FetchTimeout,
-		// A token endpoint that redirects is not followed: the client's credentials would go
-		// to another URL.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	s, err := upstreamauth.New(u.OAuth.sourceConfig(serverURL, hc))
+	s, err := upstreamauth.New(sc)
 	if err != nil {
 		return UpstreamCredential{}, err
 	}
 	return UpstreamCredential{Token: s.Token, Rejected: s.Invalidate}, nil
+}
+
+// SourceConfig is o as an upstreamauth.Config for the server at serverURL, with an HTTP client
+// that trusts CAFile (or the system roots) and never follows a token endpoint's redirect (the
+// client's credentials would go to another URL).
+func (o *UpstreamOAuth) SourceConfig(serverURL string) (upstreamauth.Config, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.CAFile != "" {
+		pool, err := fileutil.ReadCertPool(o.CAFile, false)
+		if err != nil {
+			return upstreamauth.Config{}, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Transport: tr, Timeout: upstreamauth.FetchTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return o.sourceConfig(serverURL, hc), nil
+}
+
+// maxOAuthFile bounds an OAuth settings file (LoadUpstreamOAuth).
+const maxOAuthFile = 64 << 10
+
+// LoadUpstreamOAuth reads a file of UpstreamOAuth settings (YAML or JSON, unknown fields
+// refused; the sidecar's --upstream-oauth), resolving relative paths against its directory, and
+// checks them for the server at serverURL.
+func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxOAuthFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxOAuthFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxOAuthFile)
+	}
+	j, err := strictyaml.MappingJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", path, oneLine(err.Error()))
+	}
+	var o UpstreamOAuth
+	if err := strictyaml.Unmarshal(j, &o); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, oneLine(err.Error()))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{dir: filepath.Dir(abs)}
+	var problems []string
+	c.validateUpstreamOAuth(0, &Upstream{OAuth: &o}, serverURL, func(field, format string, args ...any) {
+		if f := strings.TrimPrefix(strings.TrimPrefix(field, "upstreams[0].oauth"), "."); f != "" {
+			format = f + ": " + format
+		}
+		problems = append(problems, fmt.Sprintf(format, args...))
+	})
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
+	}
+	return &o, nil
 }
