@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,7 @@ const (
 	envServers         = "ACTGATE_SERVERS"
 	envServerURLs      = "ACTGATE_SERVER_URLS"
 	envCredentialsDir  = "ACTGATE_CREDENTIALS_DIR"
+	envUpstreamOAuth   = "ACTGATE_UPSTREAM_OAUTH"
 	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
 	envJournalDir      = "ACTGATE_JOURNAL_DIR"
 	envMetricsAddress  = "ACTGATE_METRICS_BIND_ADDRESS"
@@ -264,6 +266,33 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 		creds[name] = p
 	}
 	oauth := map[string]*upstreamauth.Config{}
+	if env := os.Getenv(envUpstreamOAuth); env != "" && o.credentialsDir == "" {
+		bad("$%s needs the credentials folder (--credentials-dir, $%s)", envUpstreamOAuth, envCredentialsDir)
+	} else if env != "" {
+		// The injector's settings of the servers with spec.servers[].auth, files relative to the
+		// credentials volume.
+		var byServer map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(env), &byServer); err != nil {
+			bad("$%s is not a JSON object of servers' OAuth settings", envUpstreamOAuth)
+		}
+		for name, raw := range byServer {
+			u, known := urls[name]
+			if !known {
+				bad("$%s names server %s, which has no --server", envUpstreamOAuth, name)
+				continue
+			}
+			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u)
+			if err == nil {
+				var sc upstreamauth.Config
+				if sc, err = uo.SourceConfig(u); err == nil {
+					oauth[name] = &sc
+				}
+			}
+			if err != nil {
+				bad("$%s: server %s: %v", envUpstreamOAuth, name, err)
+			}
+		}
+	}
 	for _, kv := range o.oauthFiles {
 		name, p, ok := strings.Cut(kv, "=")
 		if !ok || name == "" || p == "" {

@@ -386,6 +386,9 @@ func (c *Config) validate() error {
 		if s.CredentialsSecretRef != nil {
 			bad(fmt.Sprintf("policy.servers[%d].credentialsSecretRef", i), "Secrets exist only in Kubernetes: set upstreams[].bearerTokenFile for %q instead", s.Name)
 		}
+		if s.Auth != nil {
+			bad(fmt.Sprintf("policy.servers[%d].auth", i), "the sidecar's identity-provider settings: set upstreams[].oauth for %q instead", s.Name)
+		}
 		if r := s.Reconciliation; r != nil {
 			f := fmt.Sprintf("policy.servers[%d].reconciliation", i)
 			if r.CredentialsSecretRef != nil {

@@ -3,6 +3,7 @@ package gateconfig
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,22 +153,33 @@ func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxOAuthFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxOAuthFile)
-	}
-	j, err := strictyaml.MappingJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err.Error()))
-	}
-	var o UpstreamOAuth
-	if err := strictyaml.Unmarshal(j, &o); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err.Error()))
-	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{dir: filepath.Dir(abs)}
+	o, err := ParseUpstreamOAuth(data, filepath.Dir(abs), serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// ParseUpstreamOAuth decodes UpstreamOAuth settings (YAML or JSON, unknown fields refused),
+// resolves relative paths against dir, and checks them for the server at serverURL (the
+// injector's ACTGATE_UPSTREAM_OAUTH, one server's member).
+func ParseUpstreamOAuth(data []byte, dir, serverURL string) (*UpstreamOAuth, error) {
+	if len(data) > maxOAuthFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxOAuthFile)
+	}
+	j, err := strictyaml.MappingJSON(data)
+	if err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	var o UpstreamOAuth
+	if err := strictyaml.Unmarshal(j, &o); err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	c := &Config{dir: dir}
 	var problems []string
 	c.validateUpstreamOAuth(0, &Upstream{OAuth: &o}, serverURL, func(field, format string, args ...any) {
 		if f := strings.TrimPrefix(strings.TrimPrefix(field, "upstreams[0].oauth"), "."); f != "" {
@@ -176,7 +188,7 @@ func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
 		problems = append(problems, fmt.Sprintf(format, args...))
 	})
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	return &o, nil
 }

@@ -43,9 +43,14 @@ func TestUpstreamOAuthConfig(t *testing.T) {
 		{"exchange without subject", strings.Replace(block, "client_credentials", "token_exchange", 1), "upstreams[0].oauth"},
 		{"unknown field", block + "    secret: x\n", "secret"},
 		{"CA file not PEM", block + "    caFile: secret\n", "upstreams[0].oauth.caFile"},
+		{"the ToolPolicy's auth in embedded mode", "", "policy.servers[0].auth"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(minimal+tc.doc), dir)
+			doc := minimal + tc.doc
+			if tc.doc == "" {
+				doc = strings.Replace(minimal, "    url: http://127.0.0.1:9000/mcp", "    url: http://127.0.0.1:9000/mcp\n    auth: {grant: ClientCredentials, tokenURL: 'https://idp/t'}", 1)
+			}
+			_, err := Parse([]byte(doc), dir)
 			if err == nil || !errors.Is(err, ErrConfig) && !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("accepted or wrong error: %v", err)
 			}
