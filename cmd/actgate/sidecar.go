@@ -265,61 +265,7 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 		}
 		creds[name] = p
 	}
-	oauth := map[string]*upstreamauth.Config{}
-	if env := os.Getenv(envUpstreamOAuth); env != "" && o.credentialsDir == "" {
-		bad("$%s needs the credentials folder (--credentials-dir, $%s)", envUpstreamOAuth, envCredentialsDir)
-	} else if env != "" {
-		// The injector's settings of the servers with spec.servers[].auth, files relative to the
-		// credentials volume.
-		var byServer map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(env), &byServer); err != nil {
-			bad("$%s is not a JSON object of servers' OAuth settings", envUpstreamOAuth)
-		}
-		for name, raw := range byServer {
-			u, known := urls[name]
-			if !known {
-				bad("$%s names server %s, which has no --server", envUpstreamOAuth, name)
-				continue
-			}
-			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u)
-			if err == nil {
-				var sc upstreamauth.Config
-				if sc, err = uo.SourceConfig(u); err == nil {
-					oauth[name] = &sc
-				}
-			}
-			if err != nil {
-				bad("$%s: server %s: %v", envUpstreamOAuth, name, err)
-			}
-		}
-	}
-	for _, kv := range o.oauthFiles {
-		name, p, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || p == "" {
-			bad("--upstream-oauth %q is not NAME=PATH", kv)
-			continue
-		}
-		u, known := urls[name]
-		switch {
-		case !known:
-			bad("--upstream-oauth %s names no --server", name)
-		case creds[name] != "":
-			bad("--upstream-oauth %s: the server has a --credential-file too", name)
-		case oauth[name] != nil:
-			bad("--upstream-oauth %s given twice", name)
-		default:
-			uo, err := gateconfig.LoadUpstreamOAuth(p, u)
-			if err == nil {
-				var sc upstreamauth.Config
-				if sc, err = uo.SourceConfig(u); err == nil {
-					oauth[name] = &sc
-				}
-			}
-			if err != nil {
-				bad("--upstream-oauth %s: %v", name, err)
-			}
-		}
-	}
+	oauth := o.upstreamOAuth(urls, creds, bad)
 	for _, name := range o.servers {
 		if urls[name] == "" {
 			bad("server %s (--servers) has no URL: give --server %s=URL (the ToolPolicy's spec.servers[].url)", name, name)
@@ -385,4 +331,65 @@ func sidecarConfigError(err error) error {
 		lines = []string{"SIDECAR_CONFIG " + err.Error()}
 	}
 	return fail(exitRejected, lines...)
+}
+
+// upstreamOAuth reads the servers' identity-provider settings: the injector's
+// ACTGATE_UPSTREAM_OAUTH (files relative to the credentials folder) and --upstream-oauth files.
+func (o *sidecarOptions) upstreamOAuth(urls, creds map[string]string, bad func(string, ...any)) map[string]*upstreamauth.Config {
+	oauth := map[string]*upstreamauth.Config{}
+	if env := os.Getenv(envUpstreamOAuth); env != "" && o.credentialsDir == "" {
+		bad("$%s needs the credentials folder (--credentials-dir, $%s)", envUpstreamOAuth, envCredentialsDir)
+	} else if env != "" {
+		// The injector's settings of the servers with spec.servers[].auth, files relative to the
+		// credentials volume.
+		var byServer map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(env), &byServer); err != nil {
+			bad("$%s is not a JSON object of servers' OAuth settings", envUpstreamOAuth)
+		}
+		for name, raw := range byServer {
+			u, known := urls[name]
+			if !known {
+				bad("$%s names server %s, which has no --server", envUpstreamOAuth, name)
+				continue
+			}
+			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u)
+			if err == nil {
+				var sc upstreamauth.Config
+				if sc, err = uo.SourceConfig(u); err == nil {
+					oauth[name] = &sc
+				}
+			}
+			if err != nil {
+				bad("$%s: server %s: %v", envUpstreamOAuth, name, err)
+			}
+		}
+	}
+	for _, kv := range o.oauthFiles {
+		name, p, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || p == "" {
+			bad("--upstream-oauth %q is not NAME=PATH", kv)
+			continue
+		}
+		u, known := urls[name]
+		switch {
+		case !known:
+			bad("--upstream-oauth %s names no --server", name)
+		case creds[name] != "":
+			bad("--upstream-oauth %s: the server has a --credential-file too", name)
+		case oauth[name] != nil:
+			bad("--upstream-oauth %s given twice", name)
+		default:
+			uo, err := gateconfig.LoadUpstreamOAuth(p, u)
+			if err == nil {
+				var sc upstreamauth.Config
+				if sc, err = uo.SourceConfig(u); err == nil {
+					oauth[name] = &sc
+				}
+			}
+			if err != nil {
+				bad("--upstream-oauth %s: %v", name, err)
+			}
+		}
+	}
+	return oauth
 }

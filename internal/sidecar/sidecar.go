@@ -205,32 +205,9 @@ func New(cfg Config) (*Sidecar, error) {
 		return nil, err
 	}
 	upstreamTransport := upstreamTransport(upstreamTLS)
-	creds := map[string]func(context.Context) (string, error){}
-	rejected := map[string]func(string){}
-	for _, u := range cfg.Upstreams {
-		if u.OAuth != nil {
-			if u.CredentialFile != "" {
-				return nil, fmt.Errorf("upstream %s: a credential file and OAuth are exclusive", u.Name)
-			}
-			oc := *u.OAuth
-			if oc.Resource == "" {
-				oc.Resource = u.URL
-			}
-			src, err := upstreamauth.New(oc)
-			if err != nil {
-				return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
-			}
-			creds[u.Name], rejected[u.Name] = src.Token, src.Invalidate
-			continue
-		}
-		if u.CredentialFile == "" {
-			continue
-		}
-		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
-		if _, err := read(context.Background()); err != nil {
-			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
-		}
-		creds[u.Name] = read
+	creds, rejected, err := upstreamCredentials(cfg.Upstreams)
+	if err != nil {
+		return nil, err
 	}
 
 	if err := os.MkdirAll(cfg.JournalDir, 0o700); err != nil {
@@ -536,4 +513,38 @@ func loadOrCreateKey(path string, n int) ([]byte, error) {
 		return nil, err
 	}
 	return b, f.Close()
+}
+
+// upstreamCredentials returns, per server, what the proxy presents upstream: the tokens of the
+// identity provider (Upstream.OAuth, with the function that drops a token the upstream refused)
+// or the static credential file, read once here so the sidecar does not start without it.
+func upstreamCredentials(ups []Upstream) (map[string]func(context.Context) (string, error), map[string]func(string), error) {
+	creds := map[string]func(context.Context) (string, error){}
+	rejected := map[string]func(string){}
+	for _, u := range ups {
+		if u.OAuth != nil {
+			if u.CredentialFile != "" {
+				return nil, nil, fmt.Errorf("upstream %s: a credential file and OAuth are exclusive", u.Name)
+			}
+			oc := *u.OAuth
+			if oc.Resource == "" {
+				oc.Resource = u.URL
+			}
+			src, err := upstreamauth.New(oc)
+			if err != nil {
+				return nil, nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+			}
+			creds[u.Name], rejected[u.Name] = src.Token, src.Invalidate
+			continue
+		}
+		if u.CredentialFile == "" {
+			continue
+		}
+		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
+		if _, err := read(context.Background()); err != nil {
+			return nil, nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
+		}
+		creds[u.Name] = read
+	}
+	return creds, rejected, nil
 }
