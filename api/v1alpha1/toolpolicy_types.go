@@ -215,6 +215,8 @@ type SinkIdentity struct {
 }
 
 // ToolServer is one protected upstream tool server.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.auth) && has(self.credentialsSecretRef))",message="set either credentialsSecretRef or auth, not both"
 type ToolServer struct {
 	// name identifies the server within the policy (a DNS label). Rules refer to it in
 	// rules[].servers, Acts record it in spec.server and destination allowlists may name it.
@@ -245,6 +247,11 @@ type ToolServer struct {
 	// agent cannot reach the server around the sink (docs/architecture.md "Anti-bypass").
 	// +optional
 	CredentialsSecretRef *SecretKeyRef `json:"credentialsSecretRef,omitempty"`
+
+	// auth, instead of credentialsSecretRef, has the sidecar obtain short-lived tokens for the
+	// server from the organisation's identity provider (upstreamauth_types.go).
+	// +optional
+	Auth *UpstreamAuth `json:"auth,omitempty"`
 
 	// reconciliation is the authenticated endpoint the controller asks about operations on this
 	// server whose outcome is INDETERMINATE. Without it such operations stay INDETERMINATE until

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -22,11 +23,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/actgate/actgate/internal/anchor"
+	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy"
 	"github.com/actgate/actgate/internal/metrics"
 	"github.com/actgate/actgate/internal/sidecar"
 	"github.com/actgate/actgate/internal/tracing"
+	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
 // Environment variables of `actgate sidecar`. The injector (webhook/inject) sets the ones its
@@ -46,6 +49,7 @@ const (
 	envServers         = "ACTGATE_SERVERS"
 	envServerURLs      = "ACTGATE_SERVER_URLS"
 	envCredentialsDir  = "ACTGATE_CREDENTIALS_DIR"
+	envUpstreamOAuth   = "ACTGATE_UPSTREAM_OAUTH"
 	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
 	envJournalDir      = "ACTGATE_JOURNAL_DIR"
 	envMetricsAddress  = "ACTGATE_METRICS_BIND_ADDRESS"
@@ -62,7 +66,7 @@ type sidecarOptions struct {
 	listen, authorityURL, authorityCA, tokenFile, publicKey string
 	authorityCAPEM, publicKeyPEM                            string
 	namespace, serviceAccount, sinkID, principal            string
-	servers, serverURLs, credentialFiles                    []string
+	servers, serverURLs, credentialFiles, oauthFiles        []string
 	credentialsDir, upstreamCA, journalDir                  string
 	metricsAddr                                             string
 	tracingEndpoint, tracingRatio                           string
@@ -195,6 +199,9 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.servers, "servers", envList(envServers), "names of the protected servers; each needs a --server URL ($"+envServers+")")
 	f.StringArrayVar(&o.serverURLs, "server", envList(envServerURLs), "a protected server, NAME=URL; repeatable ($"+envServerURLs+", comma-separated)")
 	f.StringArrayVar(&o.credentialFiles, "credential-file", nil, "a server's upstream bearer token file, NAME=PATH; repeatable")
+	f.StringArrayVar(&o.oauthFiles, "upstream-oauth", nil,
+		"a server's OAuth settings file, NAME=PATH (YAML: grant, tokenURL, clientID, clientSecretFile or privateKeyFile, subjectTokenFile, …; "+
+			"docs/identity.md): the sidecar obtains the server's tokens from the identity provider; repeatable")
 	f.StringVar(&o.credentialsDir, "credentials-dir", os.Getenv(envCredentialsDir), "folder of NAME/credential files (the injected credentials volume) ($"+envCredentialsDir+")")
 	f.StringVar(&o.upstreamCA, "upstream-ca-file", os.Getenv(envUpstreamCA), "PEM CA bundle trusted for https upstreams beside the system roots ($"+envUpstreamCA+")")
 	f.StringVar(&o.journalDir, "journal-dir", envOr(envJournalDir, defaultJournalDir), "folder of the dispatch journal, the pod's emptyDir ($"+envJournalDir+")")
@@ -258,6 +265,7 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 		}
 		creds[name] = p
 	}
+	oauth := o.upstreamOAuth(urls, creds, bad)
 	for _, name := range o.servers {
 		if urls[name] == "" {
 			bad("server %s (--servers) has no URL: give --server %s=URL (the ToolPolicy's spec.servers[].url)", name, name)
@@ -298,7 +306,10 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 				cred = p
 			}
 		}
-		cfg.Upstreams = append(cfg.Upstreams, sidecar.Upstream{Name: name, URL: urls[name], CredentialFile: cred})
+		if oauth[name] != nil {
+			cred = "" // the identity provider's tokens, not the injected static credential
+		}
+		cfg.Upstreams = append(cfg.Upstreams, sidecar.Upstream{Name: name, URL: urls[name], CredentialFile: cred, OAuth: oauth[name]})
 	}
 	return cfg, nil
 }
@@ -320,4 +331,65 @@ func sidecarConfigError(err error) error {
 		lines = []string{"SIDECAR_CONFIG " + err.Error()}
 	}
 	return fail(exitRejected, lines...)
+}
+
+// upstreamOAuth reads the servers' identity-provider settings: the injector's
+// ACTGATE_UPSTREAM_OAUTH (files relative to the credentials folder) and --upstream-oauth files.
+func (o *sidecarOptions) upstreamOAuth(urls, creds map[string]string, bad func(string, ...any)) map[string]*upstreamauth.Config {
+	oauth := map[string]*upstreamauth.Config{}
+	if env := os.Getenv(envUpstreamOAuth); env != "" && o.credentialsDir == "" {
+		bad("$%s needs the credentials folder (--credentials-dir, $%s)", envUpstreamOAuth, envCredentialsDir)
+	} else if env != "" {
+		// The injector's settings of the servers with spec.servers[].auth, files relative to the
+		// credentials volume.
+		var byServer map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(env), &byServer); err != nil {
+			bad("$%s is not a JSON object of servers' OAuth settings", envUpstreamOAuth)
+		}
+		for name, raw := range byServer {
+			u, known := urls[name]
+			if !known {
+				bad("$%s names server %s, which has no --server", envUpstreamOAuth, name)
+				continue
+			}
+			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u)
+			if err == nil {
+				var sc upstreamauth.Config
+				if sc, err = uo.SourceConfig(u); err == nil {
+					oauth[name] = &sc
+				}
+			}
+			if err != nil {
+				bad("$%s: server %s: %v", envUpstreamOAuth, name, err)
+			}
+		}
+	}
+	for _, kv := range o.oauthFiles {
+		name, p, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || p == "" {
+			bad("--upstream-oauth %q is not NAME=PATH", kv)
+			continue
+		}
+		u, known := urls[name]
+		switch {
+		case !known:
+			bad("--upstream-oauth %s names no --server", name)
+		case creds[name] != "":
+			bad("--upstream-oauth %s: the server has a --credential-file too", name)
+		case oauth[name] != nil:
+			bad("--upstream-oauth %s given twice", name)
+		default:
+			uo, err := gateconfig.LoadUpstreamOAuth(p, u)
+			if err == nil {
+				var sc upstreamauth.Config
+				if sc, err = uo.SourceConfig(u); err == nil {
+					oauth[name] = &sc
+				}
+			}
+			if err != nil {
+				bad("--upstream-oauth %s: %v", name, err)
+			}
+		}
+	}
+	return oauth
 }

@@ -76,6 +76,12 @@ const (
 	// nowhere; the dispatch is FAILED (the bound destination answered that it did not process
 	// the call, as a 4xx refusal does; AEB "Classify the Effect Outcome").
 	EFUpstreamRedirect EFCode = "EF_UPSTREAM_REDIRECT"
+	// EFUpstreamIDPUnavailable — the gate (or sidecar) presents the upstream a token it obtains
+	// from the organisation's identity provider (client credentials or token exchange), and
+	// none could be obtained (the provider unreachable or refusing the gate's client, its
+	// credential files unreadable): the request was not sent, so the dispatch is FAILED, never
+	// INDETERMINATE (docs/identity.md "Gate → upstream").
+	EFUpstreamIDPUnavailable EFCode = "EF_UPSTREAM_IDP_UNAVAILABLE"
 	// EFAgentUnauthenticated — the request to the standalone gate's MCP endpoint did not carry
 	// a configured agent's token (or named a session another agent opened); nothing was read.
 	EFAgentUnauthenticated EFCode = "EF_AGENT_UNAUTHENTICATED"
@@ -176,6 +182,7 @@ func all() []Info {
 		{EFMomentDeclined, "A principal declined this action; it needs a new binding moment.", false, true},
 		{EFMomentInvalid, "The binding moment was refused.", false, true},
 		{EFUpstreamRedirect, "The upstream answered with a redirect, which is never followed; the call did not run.", false, true},
+		{EFUpstreamIDPUnavailable, "No credential for the upstream could be obtained from the identity provider; the call was not sent.", false, true},
 		{EFAgentUnauthenticated, "The request does not carry a configured agent's credential.", false, true},
 		{EFAgentIDPUnavailable, "The identity provider's keys are unavailable, so the agent's token cannot be verified; nothing was read.", false, true},
 		{EFSessionLimit, "The gate holds as many agent sessions as it allows; no session was opened.", false, true},

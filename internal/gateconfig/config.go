@@ -171,6 +171,9 @@ type Upstream struct {
 	// (Authorization: Bearer). It is read for every upstream request, so it can be rotated in
 	// place. The agent never sees it.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	// OAuth, instead of BearerTokenFile, has the gate obtain short-lived tokens for the
+	// server from the organisation's identity provider (upstreamoauth.go).
+	OAuth *UpstreamOAuth `json:"oauth,omitempty"`
 	// Reconciliation holds the credentials of the server's reconciliation endpoint
 	// (policy.servers[].reconciliation.url), through which the gate settles this server's
 	// INDETERMINATE dispatches (internal/reconcile.Settler).
@@ -340,8 +343,10 @@ func (c *Config) validate() error {
 	}
 
 	servers := map[string]bool{}
+	serverURL := map[string]string{}
 	for _, s := range c.Policy.Servers {
 		servers[s.Name] = true
+		serverURL[s.Name] = s.URL
 	}
 	seenUp := map[string]bool{}
 	for i := range c.Upstreams {
@@ -358,6 +363,7 @@ func (c *Config) validate() error {
 		if u.BearerTokenFile != "" {
 			u.BearerTokenFile = c.resolve(u.BearerTokenFile)
 		}
+		c.validateUpstreamOAuth(i, u, serverURL[u.Server], bad)
 		if r := u.Reconciliation; r != nil {
 			f := fmt.Sprintf("upstreams[%d].reconciliation", i)
 			if r.BearerTokenFile == "" {
@@ -379,6 +385,9 @@ func (c *Config) validate() error {
 	for i, s := range c.Policy.Servers {
 		if s.CredentialsSecretRef != nil {
 			bad(fmt.Sprintf("policy.servers[%d].credentialsSecretRef", i), "Secrets exist only in Kubernetes: set upstreams[].bearerTokenFile for %q instead", s.Name)
+		}
+		if s.Auth != nil {
+			bad(fmt.Sprintf("policy.servers[%d].auth", i), "the sidecar's identity-provider settings: set upstreams[].oauth for %q instead", s.Name)
 		}
 		if r := s.Reconciliation; r != nil {
 			f := fmt.Sprintf("policy.servers[%d].reconciliation", i)

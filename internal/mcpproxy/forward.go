@@ -107,7 +107,7 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.
 	if err != nil {
 		b.close()
 		p.log.Error(err, "Upstream session could not be opened")
-		return nil, &jsonrpc.Error{Code: wire.CodeInternalError, Message: fmt.Sprintf("actgate: upstream %q unavailable", p.cfg.Server)}
+		return nil, sessionUnavailable(p.cfg.Server, err)
 	}
 	res, err := next(ctx, wire.MethodInitialize, req)
 	if err != nil {

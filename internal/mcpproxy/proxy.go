@@ -100,6 +100,9 @@ type Config struct {
 	// for every upstream HTTP request, so a rotated credential file or Secret applies without a
 	// restart. The token is set only on the proxy→upstream leg.
 	Credential func(ctx context.Context) (string, error)
+	// CredentialRejected, when set, is told the token an upstream answer of HTTP 401 refused
+	// (upstreamauth.Source.Invalidate), so that the next request presents a new one.
+	CredentialRejected func(token string)
 	// CredentialOrigin is the origin (scheme://host[:port]) the credential belongs to: it is
 	// presented only on requests to that origin, so a proxy whose URL was swapped for another
 	// server's (tool-use-binding §12 MCP_SERVER_SWAP) never hands the credential over. Empty
@@ -224,11 +227,13 @@ func New(cfg Config) (*Proxy, error) {
 		directBase = upstream.NewSyncTransport(t)
 	}
 	p := &Proxy{
-		cfg:     cfg,
-		log:     cfg.Logger.WithValues("server", cfg.Server),
-		tracer:  tracing.TracerOf(cfg.TracerProvider),
-		http:    upstream.Client(&upstream.Transport{Base: base, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
-		direct:  upstream.Client(&upstream.Transport{Base: directBase, Credential: cfg.Credential, Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
+		cfg:    cfg,
+		log:    cfg.Logger.WithValues("server", cfg.Server),
+		tracer: tracing.TracerOf(cfg.TracerProvider),
+		http: upstream.Client(&upstream.Transport{Base: base, Credential: cfg.Credential, Rejected: cfg.CredentialRejected,
+			Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
+		direct: upstream.Client(&upstream.Transport{Base: directBase, Credential: cfg.Credential, Rejected: cfg.CredentialRejected,
+			Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
 		bridges: make(map[*mcp.ServerSession]*bridge),
 		byID:    make(map[string]*bridge),
 	}

@@ -159,6 +159,9 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		cs, err := b.upstream(ctx)
 		if err != nil {
 			b.p.log.Error(err, "Call not sent", "tool", logfield.Bound(tool), "operation", operationID)
+			if upstream.CredentialFailed(err) {
+				return upstream.Unsent(&upstream.Attempt{}, err), nil
+			}
 			return upstream.NotSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", b.p.cfg.Server)), nil
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.cfg.CallTimeout)

@@ -32,6 +32,7 @@ import (
 	"github.com/actgate/actgate/internal/receipt"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sink"
+	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
 // JournalFile is the journal's file name in Config.JournalDir.
@@ -71,6 +72,11 @@ type Upstream struct {
 	// into the sidecar). Read again at most fileutil.CredentialTTL after the last read, so a rotated
 	// Secret applies without a restart. Empty: no credential.
 	CredentialFile string
+	// OAuth, instead of CredentialFile, has the sidecar obtain short-lived tokens for the
+	// server from the organisation's identity provider (docs/identity.md "Gate → upstream"):
+	// client credentials, or token exchange of the pod's projected service-account token. An
+	// empty Resource is the server's URL.
+	OAuth *upstreamauth.Config
 }
 
 // Config is the whole sidecar process (`actgate sidecar`).
@@ -199,16 +205,9 @@ func New(cfg Config) (*Sidecar, error) {
 		return nil, err
 	}
 	upstreamTransport := upstreamTransport(upstreamTLS)
-	creds := map[string]func(context.Context) (string, error){}
-	for _, u := range cfg.Upstreams {
-		if u.CredentialFile == "" {
-			continue
-		}
-		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
-		if _, err := read(context.Background()); err != nil {
-			return nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
-		}
-		creds[u.Name] = read
+	creds, rejected, err := upstreamCredentials(cfg.Upstreams)
+	if err != nil {
+		return nil, err
 	}
 
 	if err := os.MkdirAll(cfg.JournalDir, 0o700); err != nil {
@@ -292,7 +291,7 @@ func New(cfg Config) (*Sidecar, error) {
 	mux := http.NewServeMux()
 	for _, u := range cfg.Upstreams {
 		p, err := mcpproxy.New(mcpproxy.Config{
-			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Credential: creds[u.Name],
+			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Credential: creds[u.Name], CredentialRejected: rejected[u.Name],
 			Transport: upstreamTransport, CallTimeout: cfg.CallTimeout, SessionTimeout: time.Hour,
 			Logger: cfg.Log.WithName("mcp"), TracerProvider: cfg.TracerProvider,
 		})
@@ -514,4 +513,38 @@ func loadOrCreateKey(path string, n int) ([]byte, error) {
 		return nil, err
 	}
 	return b, f.Close()
+}
+
+// upstreamCredentials returns, per server, what the proxy presents upstream: the tokens of the
+// identity provider (Upstream.OAuth, with the function that drops a token the upstream refused)
+// or the static credential file, read once here so the sidecar does not start without it.
+func upstreamCredentials(ups []Upstream) (map[string]func(context.Context) (string, error), map[string]func(string), error) {
+	creds := map[string]func(context.Context) (string, error){}
+	rejected := map[string]func(string){}
+	for _, u := range ups {
+		if u.OAuth != nil {
+			if u.CredentialFile != "" {
+				return nil, nil, fmt.Errorf("upstream %s: a credential file and OAuth are exclusive", u.Name)
+			}
+			oc := *u.OAuth
+			if oc.Resource == "" {
+				oc.Resource = u.URL
+			}
+			src, err := upstreamauth.New(oc)
+			if err != nil {
+				return nil, nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+			}
+			creds[u.Name], rejected[u.Name] = src.Token, src.Invalidate
+			continue
+		}
+		if u.CredentialFile == "" {
+			continue
+		}
+		read := fileutil.TokenSource(u.CredentialFile, fileutil.CredentialTTL)
+		if _, err := read(context.Background()); err != nil {
+			return nil, nil, fmt.Errorf("upstream %s: credential: %w", u.Name, err)
+		}
+		creds[u.Name] = read
+	}
+	return creds, rejected, nil
 }

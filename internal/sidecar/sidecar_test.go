@@ -19,6 +19,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
 func TestParsePublicKeys(t *testing.T) {
@@ -135,6 +136,13 @@ func TestNewConfigErrors(t *testing.T) {
 		{"no upstream", func(c *Config) { c.Upstreams = nil }},
 		{"missing credential", func(c *Config) { c.Upstreams[0].CredentialFile = filepath.Join(files.dir, "nope") }},
 		{"bad upstream name", func(c *Config) { c.Upstreams[0].Name = "Payments" }},
+		{"credential file and OAuth", func(c *Config) {
+			c.Upstreams[0].OAuth = &upstreamauth.Config{Grant: upstreamauth.GrantClientCredentials, TokenURL: "https://idp.example/token", ClientID: "c", ClientSecretFile: files.cred}
+		}},
+		{"OAuth that cannot work", func(c *Config) {
+			c.Upstreams[0].CredentialFile = ""
+			c.Upstreams[0].OAuth = &upstreamauth.Config{Grant: upstreamauth.GrantClientCredentials, TokenURL: "http://idp.example/token", ClientID: "c", ClientSecretFile: files.cred}
+		}},
 		{"no journal dir", func(c *Config) { c.JournalDir = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -185,12 +185,12 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	handleResourceMetadata(mux, cfg, agents)
 	sessions := mcpproxy.NewSessionLimiter(cfg.Limits.Sessions, cfg.Limits.SessionsPerAgent)
 	for i, srv := range cfg.Policy.Servers {
-		cred, err := cfg.Upstream(srv.Name).Credential()
+		cred, err := cfg.Upstream(srv.Name).UpstreamCredential(srv.URL)
 		if err != nil {
-			return nil, fmt.Errorf("upstreams[%s].bearerTokenFile: %w", srv.Name, err)
+			return nil, fmt.Errorf("upstreams[%s]: credential: %w", srv.Name, err)
 		}
 		p, err := mcpproxy.New(mcpproxy.Config{
-			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred,
+			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred.Token, CredentialRejected: cred.Rejected,
 			Transport: hooks.Transport, TrustDeclaredProvenance: cfg.Agent.TrustDeclaredProvenance,
 			Agents: agents, Sessions: sessions, ReadTimeout: cfg.ReadTimeout(),
 			CallTimeout: cfg.Timeout(), SessionTimeout: time.Hour, Logger: log.WithName("mcp"),

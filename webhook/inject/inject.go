@@ -140,6 +140,9 @@ func inject(base *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*cor
 		AnnotationPrometheusScrape: AnnotationPrometheusScrape, AnnotationPrometheusPort: AnnotationPrometheusPort,
 		AnnotationPrometheusPath: AnnotationPrometheusPath,
 	}
+	if data.ServiceAccountTokens, data.UpstreamOAuth, err = upstreamAuth(servers); err != nil {
+		return nil, nil, err
+	}
 	data.TracingEndpoint, data.TracingSampleRatio = cfg.tracingEnv()
 	if m := cfg.metricsPort(); m != 0 {
 		data.MetricsListen, data.MetricsPort = fmt.Sprintf(":%d", m), m
@@ -359,22 +362,21 @@ func sinkIDOf(policies []v1alpha1.ToolPolicy) (string, error) {
 }
 
 // credentialProjection groups the servers' credential references by Secret, in order of first
-// use, each key projected to <server>/credential.
+// use, each key projected to <server>/credential (or, for auth, <server>/client-secret and
+// <server>/private-key).
 func credentialProjection(servers []v1alpha1.ToolServer) []CredentialSecret {
 	var out []CredentialSecret
 	idx := map[string]int{}
 	for _, s := range servers {
-		ref := s.CredentialsSecretRef
-		if ref == nil {
-			continue
+		for _, c := range credentialRefs(s) {
+			i, ok := idx[c.ref.Name]
+			if !ok {
+				i = len(out)
+				idx[c.ref.Name] = i
+				out = append(out, CredentialSecret{Secret: c.ref.Name})
+			}
+			out[i].Items = append(out[i].Items, CredentialItem{Key: c.ref.Key, Path: c.path})
 		}
-		i, ok := idx[ref.Name]
-		if !ok {
-			i = len(out)
-			idx[ref.Name] = i
-			out = append(out, CredentialSecret{Secret: ref.Name})
-		}
-		out[i].Items = append(out[i].Items, CredentialItem{Key: ref.Key, Path: s.Name + "/credential"})
 	}
 	return out
 }

@@ -43,8 +43,8 @@ func CredentialSecrets(policies []v1alpha1.ToolPolicy) map[string]bool {
 	out := map[string]bool{}
 	for i := range policies {
 		for _, s := range policies[i].Spec.Servers {
-			if s.CredentialsSecretRef != nil {
-				out[s.CredentialsSecretRef.Name] = true
+			for _, c := range credentialRefs(s) {
+				out[c.ref.Name] = true
 			}
 		}
 	}

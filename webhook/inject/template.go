@@ -45,6 +45,12 @@ type TemplateData struct {
 	// Credentials are the credential Secrets to project into VolumeCredentials, in order of
 	// first use; empty when no server has a credentialsSecretRef.
 	Credentials []CredentialSecret
+	// ServiceAccountTokens are the projected service-account tokens the servers' token exchange
+	// needs (spec.servers[].auth), in VolumeCredentials too.
+	ServiceAccountTokens []ServiceAccountToken
+	// UpstreamOAuth is the sidecar's ACTGATE_UPSTREAM_OAUTH: the servers' auth settings as JSON,
+	// files relative to CredentialsDir; empty when no server has auth.
+	UpstreamOAuth string
 	// MovedEnv, MovedEnvFrom and MovedVolumes are the credential references taken from agent
 	// containers, which the sidecar gets instead (MovedVolumes are pod volume names, mounted
 	// under MovedDir).

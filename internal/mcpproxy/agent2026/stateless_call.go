@@ -153,11 +153,11 @@ func (p *Handler) statelessInvoker(mode upstreamMode, agent string, hdr http.Hea
 			case errors.Is(err, errNoUpstream):
 				return upstream.NotSent(fmt.Sprintf("actgate: upstream %q could not be reached; the call was not sent", p.cfg.Server)), nil
 			case !a.Wrote():
-				return upstream.NotSent("the upstream could not be reached; the call was not sent"), nil
+				return upstream.Unsent(&a, err), nil
 			case upstream.RedirectStatus(status):
 				return upstream.Redirected(status), nil
 			case upstream.RefusedStatus(status):
-				return upstream.Failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), nil
+				return upstream.Refused(status), nil
 			}
 			p.log.Info("Upstream tools/call failed", "tool", logfield.Bound(sr.Name), "operation", operationID, "cause", upstream.SafeCause(err, &a))
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, err

@@ -20,8 +20,9 @@ import (
 
 // Attempt observes the one HTTP POST that carries a tools/call upstream.
 type Attempt struct {
-	wrote  atomic.Bool  // request headers were written to a connection: bytes may have left
-	status atomic.Int32 // HTTP status of the POST's response, 0 if none
+	wrote      atomic.Bool  // request headers were written to a connection: bytes may have left
+	status     atomic.Int32 // HTTP status of the POST's response, 0 if none
+	credential atomic.Bool  // the request was not sent: its credential could not be obtained
 }
 
 type attemptKey struct{}
@@ -65,7 +66,7 @@ func Classify(res *mcp.CallToolResult, err error, a *Attempt) (sink.InvokeResult
 		// Nothing of the request reached a connection: whatever the error says (the SDK
 		// reports transport failures as JSON-RPC errors of its own), the upstream cannot
 		// have acted.
-		return NotSent("the upstream could not be reached; the call was not sent"), true
+		return Unsent(a, err), true
 	}
 	status := int(a.status.Load())
 	if RedirectStatus(status) {
@@ -76,7 +77,7 @@ func Classify(res *mcp.CallToolResult, err error, a *Attempt) (sink.InvokeResult
 	if RefusedStatus(status) {
 		// The upstream refused the request itself (authentication, unknown session, bad
 		// request): it did not execute the call. 404 means the upstream session is gone.
-		return Failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status)), status == http.StatusNotFound
+		return Refused(status), status == http.StatusNotFound
 	}
 	if we := RPCError(err); we != nil {
 		switch we.Code {
@@ -138,6 +139,36 @@ func Redirected(status int) sink.InvokeResult {
 		Meta    map[string]string `json:"_meta"`
 	}{[]wire.TextBlock{{Type: "text", Text: text}}, true, map[string]string{wire.MetaEFCode: string(ef.EFUpstreamRedirect)}})
 	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeFailed}
+}
+
+// Unsent is the outcome of a call none of whose bytes reached a connection (NotSent): for lack
+// of its credential (the identity provider unreachable or refusing; docs/identity.md "Gate →
+// upstream"), an isError result carrying ef.EFUpstreamIDPUnavailable in _meta.
+func Unsent(a *Attempt, err error) sink.InvokeResult {
+	if a.credential.Load() || CredentialFailed(err) {
+		return NotSentCode(ef.EFUpstreamIDPUnavailable, "no credential for the upstream could be obtained from the identity provider; the call was not sent")
+	}
+	return NotSent("the upstream could not be reached; the call was not sent")
+}
+
+// NotSentCode is NotSent with code in the result's _meta and at the start of its text.
+func NotSentCode(code ef.EFCode, text string) sink.InvokeResult {
+	raw, _ := json.Marshal(struct {
+		Content []wire.TextBlock  `json:"content"`
+		IsError bool              `json:"isError"`
+		Meta    map[string]string `json:"_meta"`
+	}{[]wire.TextBlock{{Type: "text", Text: string(code) + ": " + text}}, true, map[string]string{wire.MetaEFCode: string(code)}})
+	return sink.InvokeResult{Result: raw, Outcome: sink.OutcomeNotSent}
+}
+
+// Refused is the FAILED outcome of a call the upstream refused with a 4xx status before
+// processing it (RefusedStatus). 401 is the upstream refusing the gate's credential (its
+// WWW-Authenticate challenge, RFC 6750 §3): the call did not run.
+func Refused(status int) sink.InvokeResult {
+	if status == http.StatusUnauthorized {
+		return Failed("the upstream refused the gate's credential for the call (HTTP 401); the call did not run")
+	}
+	return Failed(fmt.Sprintf("the upstream refused the call: HTTP %d", status))
 }
 
 // Failed is an authoritative failure with a synthesized isError result.

@@ -2,7 +2,7 @@ package upstream
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,20 +30,41 @@ func Origin(u *url.URL) string {
 type Transport struct {
 	Base       http.RoundTripper
 	Credential func(ctx context.Context) (string, error)
-	Origin     string // the only origin the credential is presented to
-	Trace      bool   // propagate the request context's W3C trace context (traceparent)
+	// Rejected, when set, is told the token an answer of HTTP 401 refused, so that a token
+	// source drops it rather than presenting it again (upstreamauth.Source.Invalidate).
+	Rejected func(token string)
+	Origin   string // the only origin the credential is presented to
+	Trace    bool   // propagate the request context's W3C trace context (traceparent)
+}
+
+// CredentialError is the failure to obtain the credential for an upstream request: the
+// request was not sent.
+type CredentialError struct{ Err error }
+
+func (e *CredentialError) Error() string { return "mcpproxy: upstream credential: " + e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
+// CredentialFailed reports whether err comes from a request that was not sent for lack of its
+// credential.
+func CredentialFailed(err error) bool {
+	var ce *CredentialError
+	return errors.As(err, &ce)
 }
 
 // RoundTrip sends r through Base, with the credential and the trace context added where they
 // apply.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var tok string
 	if t.Credential != nil && Origin(r.URL) == t.Origin {
-		tok, err := t.Credential(r.Context())
-		if err != nil {
+		var err error
+		if tok, err = t.Credential(r.Context()); err != nil {
 			if r.Body != nil {
 				_ = r.Body.Close()
 			}
-			return nil, fmt.Errorf("mcpproxy: upstream credential: %w", err)
+			if a, ok := r.Context().Value(attemptKey{}).(*Attempt); ok {
+				a.credential.Store(true)
+			}
+			return nil, &CredentialError{Err: err}
 		}
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+tok)
@@ -55,6 +76,9 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		tracing.Inject(r.Context(), r.Header)
 	}
 	resp, err := t.Base.RoundTrip(r)
+	if tok != "" && t.Rejected != nil && resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		t.Rejected(tok)
+	}
 	observeInit(r, resp)
 	if a, ok := r.Context().Value(attemptKey{}).(*Attempt); ok && resp != nil && r.Method == http.MethodPost {
 		a.status.Store(int32(resp.StatusCode))

@@ -11,6 +11,7 @@
 package idp
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,6 +25,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +57,14 @@ type Client struct {
 	Audience            []string
 	Scopes              []string
 	AccessTokenLifetime time.Duration
+
+	// PublicKey, when set, lets the client authenticate by a private_key_jwt assertion (RFC
+	// 7523 §2.2) signed by the matching private key, for the client credentials and token
+	// exchange grants; a client with a PublicKey and no Secret authenticates only so.
+	PublicKey crypto.PublicKey
+	// TokenExchange lets the client exchange a subject token (RFC 8693) for a JWT access token
+	// whose audience is among its Audience (exchange.go).
+	TokenExchange bool
 }
 
 // Options configure Start.
@@ -67,6 +77,9 @@ type Options struct {
 	Users []User
 	// Clients registered at the provider.
 	Clients []Client
+	// SubjectIssuers are the issuers whose JWTs a token exchange accepts as subject tokens
+	// (the provider's own access tokens are accepted too).
+	SubjectIssuers []SubjectIssuer
 }
 
 // The default users.
@@ -85,6 +98,8 @@ type Provider struct {
 	storage *storage
 	op      *op.Provider
 	srv     *http.Server
+
+	tokenRequests atomic.Int64
 }
 
 // Start starts a provider; it stops when t ends.
@@ -128,6 +143,7 @@ func Start(t testing.TB, o Options) *Provider {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/login", p.login)
+	mux.Handle("/oauth/token", p.tokenEndpoint(p.op))
 	mux.Handle("/", p.op)
 	p.srv = &http.Server{
 		Handler:           mux,

@@ -90,7 +90,11 @@ func (c *client) ResponseTypes() []oidc.ResponseType {
 }
 func (c *client) GrantTypes() []oidc.GrantType {
 	if len(c.c.Audience) > 0 {
-		return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeClientCredentials}
+		g := []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeClientCredentials}
+		if c.c.TokenExchange {
+			g = append(g, oidc.GrantTypeTokenExchange)
+		}
+		return g
 	}
 	return []oidc.GrantType{oidc.GrantTypeCode}
 }
@@ -168,6 +172,9 @@ type storage struct {
 	prev     *signingKey // the previous key, still published during a rotation
 	loginURL func(id string) string
 	now      func() time.Time
+
+	subjectIssuers []SubjectIssuer
+	jtis           map[string]time.Time // private_key_jwt assertion ids seen, until their exp
 }
 
 func newStorage(o Options) (*storage, error) {
@@ -179,6 +186,7 @@ func newStorage(o Options) (*storage, error) {
 		users: map[string]User{}, clients: map[string]Client{}, requests: map[string]*authRequest{},
 		codes: map[string]string{}, tokens: map[string]accessToken{}, sessions: map[string]session{},
 		key: &signingKey{id: randomID(), key: k}, now: time.Now,
+		subjectIssuers: slices.Clone(o.SubjectIssuers), jtis: map[string]time.Time{},
 	}
 	for _, u := range o.Users {
 		if u.Login == "" {
@@ -394,6 +402,11 @@ func (s *storage) CreateAccessToken(_ context.Context, r op.TokenRequest) (strin
 		clientID = a.GetClientID()
 	case *ccRequest:
 		clientID, lifetime = a.clientID, a.lifetimeOr()
+	case op.TokenExchangeRequest:
+		clientID = a.GetClientID()
+		if c, ok := s.clients[clientID]; ok && c.AccessTokenLifetime > 0 {
+			lifetime = c.AccessTokenLifetime
+		}
 	}
 	id, exp := randomID(), s.now().Add(lifetime)
 	s.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientID, expires: exp}
@@ -488,8 +501,8 @@ func (r *ccRequest) lifetimeOr() time.Duration {
 }
 
 // ClientCredentials authorizes a machine client (one with an Audience) by its secret.
-func (s *storage) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
-	if err := s.AuthorizeClientIDSecret(context.Background(), id, secret); err != nil {
+func (s *storage) ClientCredentials(ctx context.Context, id, secret string) (op.Client, error) {
+	if err := s.AuthorizeClientIDSecret(ctx, id, secret); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -527,10 +540,16 @@ func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, 
 	return &loginClient{client: &client{c: c}, loginURL: s.loginURL}, nil
 }
 
-func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+func (s *storage) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
 	s.mu.Lock()
 	c, ok := s.clients[id]
 	s.mu.Unlock()
+	if asserted, _ := ctx.Value(assertedClient{}).(string); ok && asserted != "" && secret == "" {
+		if asserted != id {
+			return errors.New("idp: the client assertion names another client")
+		}
+		return nil // authenticated by its private_key_jwt assertion (exchange.go)
+	}
 	if !ok || c.Secret == "" || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(secret)) != 1 {
 		return errors.New("idp: wrong client id or secret")
 	}

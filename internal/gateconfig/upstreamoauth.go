@@ -1,0 +1,194 @@
+package gateconfig
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/actgate/actgate/internal/fileutil"
+	"github.com/actgate/actgate/internal/strictyaml"
+	"github.com/actgate/actgate/internal/upstreamauth"
+)
+
+// UpstreamOAuth is how the gate obtains, from the organisation's identity provider, the
+// short-lived token it presents to the server instead of a static one (docs/identity.md "Gate
+// → upstream"): client credentials (RFC 6749 §4.4) with a client secret or a private-key JWT
+// (RFC 7523 §2.2), or token exchange (RFC 8693) of a workload identity token. The token names
+// the server's URL as its resource (RFC 8707); it is cached until shortly before it expires,
+// never logged and never shown to the agent, and the agent's own token is never passed on.
+// Files are read for every request to the provider, so they can be rotated in place.
+type UpstreamOAuth struct {
+	// Grant is "client_credentials" or "token_exchange".
+	Grant string `json:"grant"`
+	// TokenURL is the provider's token endpoint (https).
+	TokenURL string `json:"tokenURL"`
+	// ClientID is the gate's client at the provider (optional for token exchange when the
+	// provider does not authenticate the client).
+	ClientID string `json:"clientID,omitempty"`
+	// ClientSecretFile holds the client secret (client_secret_basic).
+	ClientSecretFile string `json:"clientSecretFile,omitempty"`
+	// PrivateKeyFile holds the client's PEM private key for private_key_jwt.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
+	// KeyID is the assertion's kid; default the key's JWK thumbprint (RFC 7638).
+	KeyID string `json:"keyID,omitempty"`
+	// AssertionAudience is the assertion's aud; default TokenURL.
+	AssertionAudience string `json:"assertionAudience,omitempty"`
+	// SubjectTokenFile holds the workload identity token token exchange exchanges.
+	SubjectTokenFile string `json:"subjectTokenFile,omitempty"`
+	// SubjectTokenType is its RFC 8693 token type; default urn:ietf:params:oauth:token-type:jwt.
+	SubjectTokenType string `json:"subjectTokenType,omitempty"`
+	// Resource is sent as resource (RFC 8707); default the server's URL.
+	Resource string `json:"resource,omitempty"`
+	// Audience is the token exchange audience; default Resource.
+	Audience string `json:"audience,omitempty"`
+	// Scopes are asked for, if any.
+	Scopes []string `json:"scopes,omitempty"`
+	// CAFile, if set, is a PEM bundle verifying the provider's certificate instead of the
+	// system roots.
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// validateUpstreamOAuth resolves u.OAuth's paths and checks it, for the server at serverURL.
+func (c *Config) validateUpstreamOAuth(i int, u *Upstream, serverURL string, bad func(field, format string, args ...any)) {
+	o := u.OAuth
+	if o == nil {
+		return
+	}
+	f := fmt.Sprintf("upstreams[%d].oauth", i)
+	if u.BearerTokenFile != "" {
+		bad(f, "set either bearerTokenFile or oauth for %q, not both", u.Server)
+	}
+	for _, p := range []*string{&o.ClientSecretFile, &o.PrivateKeyFile, &o.SubjectTokenFile, &o.CAFile} {
+		if *p != "" {
+			*p = c.resolve(*p)
+		}
+	}
+	if o.CAFile != "" {
+		if _, err := fileutil.ReadCertPool(o.CAFile, false); err != nil {
+			bad(f+".caFile", "%v", err)
+		}
+	}
+	if _, err := upstreamauth.New(o.sourceConfig(serverURL, nil)); err != nil {
+		bad(f, "%v", err)
+	}
+}
+
+func (o *UpstreamOAuth) sourceConfig(serverURL string, hc *http.Client) upstreamauth.Config {
+	res := o.Resource
+	if res == "" {
+		res = serverURL
+	}
+	return upstreamauth.Config{
+		Grant: upstreamauth.Grant(o.Grant), TokenURL: o.TokenURL, ClientID: o.ClientID,
+		ClientSecretFile: o.ClientSecretFile, PrivateKeyFile: o.PrivateKeyFile, KeyID: o.KeyID, AssertionAudience: o.AssertionAudience,
+		SubjectTokenFile: o.SubjectTokenFile, SubjectTokenType: o.SubjectTokenType,
+		Resource: res, Audience: o.Audience, Scopes: o.Scopes, HTTPClient: hc,
+	}
+}
+
+// UpstreamCredential is what the gate's MCP proxy presents to one server.
+type UpstreamCredential struct {
+	// Token returns the bearer token (mcpproxy.Config.Credential); nil: none.
+	Token func(context.Context) (string, error)
+	// Rejected drops a token the server refused with HTTP 401 (mcpproxy.Config.CredentialRejected);
+	// nil for a static token.
+	Rejected func(string)
+}
+
+// UpstreamCredential returns the credential the gate presents to the server at serverURL: a
+// token of its identity provider (upstreams[].oauth), the static token of bearerTokenFile, or
+// none.
+func (u Upstream) UpstreamCredential(serverURL string) (UpstreamCredential, error) {
+	if u.OAuth == nil {
+		tok, err := u.Credential()
+		return UpstreamCredential{Token: tok}, err
+	}
+	sc, err := u.OAuth.SourceConfig(serverURL)
+	if err != nil {
+		return UpstreamCredential{}, err
+	}
+	s, err := upstreamauth.New(sc)
+	if err != nil {
+		return UpstreamCredential{}, err
+	}
+	return UpstreamCredential{Token: s.Token, Rejected: s.Invalidate}, nil
+}
+
+// SourceConfig is o as an upstreamauth.Config for the server at serverURL, with an HTTP client
+// that trusts CAFile (or the system roots) and never follows a token endpoint's redirect (the
+// client's credentials would go to another URL).
+func (o *UpstreamOAuth) SourceConfig(serverURL string) (upstreamauth.Config, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.CAFile != "" {
+		pool, err := fileutil.ReadCertPool(o.CAFile, false)
+		if err != nil {
+			return upstreamauth.Config{}, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Transport: tr, Timeout: upstreamauth.FetchTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return o.sourceConfig(serverURL, hc), nil
+}
+
+// maxOAuthFile bounds an OAuth settings file (LoadUpstreamOAuth).
+const maxOAuthFile = 64 << 10
+
+// LoadUpstreamOAuth reads a file of UpstreamOAuth settings (YAML or JSON, unknown fields
+// refused; the sidecar's --upstream-oauth), resolving relative paths against its directory, and
+// checks them for the server at serverURL.
+func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxOAuthFile+1))
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	o, err := ParseUpstreamOAuth(data, filepath.Dir(abs), serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// ParseUpstreamOAuth decodes UpstreamOAuth settings (YAML or JSON, unknown fields refused),
+// resolves relative paths against dir, and checks them for the server at serverURL (the
+// injector's ACTGATE_UPSTREAM_OAUTH, one server's member).
+func ParseUpstreamOAuth(data []byte, dir, serverURL string) (*UpstreamOAuth, error) {
+	if len(data) > maxOAuthFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxOAuthFile)
+	}
+	j, err := strictyaml.MappingJSON(data)
+	if err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	var o UpstreamOAuth
+	if err := strictyaml.Unmarshal(j, &o); err != nil {
+		return nil, errors.New(oneLine(err.Error()))
+	}
+	c := &Config{dir: dir}
+	var problems []string
+	c.validateUpstreamOAuth(0, &Upstream{OAuth: &o}, serverURL, func(field, format string, args ...any) {
+		if f := strings.TrimPrefix(strings.TrimPrefix(field, "upstreams[0].oauth"), "."); f != "" {
+			format = f + ": " + format
+		}
+		problems = append(problems, fmt.Sprintf(format, args...))
+	})
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return &o, nil
+}
