@@ -197,25 +197,15 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		cand.Act.ConsequenceClass = cl.dec.Class
 	}
 
-	if cl.dec.Outcome != PolicyDeny {
-		// A pinned tool whose definition changed is refused whatever else the rule allows
-		// (toolpin.go); in mode Audit the refusal is recorded, not applied.
-		if code, msg, audit := g.checkPin(ctx, c.Server, c.Tool); code != "" {
-			if !audit && !cl.dec.Audit {
-				return g.refuse(cl, code, msg), nil
-			}
-			cl.dec.Outcome, cl.dec.Code, cl.dec.Message = PolicyDeny, code, msg
-		}
+	if res, refused := g.refusedByPin(ctx, cl); refused {
+		return res, nil
 	}
 	if cl.dec.Audit {
 		return g.audit(ctx, cl, inv)
 	}
 	if over := g.overRate(cl); over != nil {
-		res := g.refuse(cl, ef.EFRateLimited, over.message)
+		res := g.refuseReported(cl, ef.EFRateLimited, over.message)
 		res.RetryAfter = over.wait
-		if g.remote != nil {
-			g.remote.Refused(cl.request(), res.Code, res.Message)
-		}
 		return res, nil
 	}
 	switch cl.dec.Outcome {
@@ -224,11 +214,7 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		if !code.Known() {
 			code = ef.EFPolicyDenied
 		}
-		res := g.refuse(cl, code, cl.dec.Message)
-		if g.remote != nil {
-			g.remote.Refused(cl.request(), res.Code, res.Message)
-		}
-		return res, nil
+		return g.refuseReported(cl, code, cl.dec.Message), nil
 	case PolicyAllow:
 		if g.moments.Declined(c.Session, cand.ActionDigest()) {
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
@@ -249,6 +235,34 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		return g.escalate(ctx, cl, inv)
 	}
 	return g.refuse(cl, ef.EFPolicyDenied, ""), nil
+}
+
+// refusedByPin applies the governing rule's tool pin (toolpin.go): a pinned tool whose
+// definition changed is refused whatever else the rule allows. In mode Audit the refusal is
+// recorded as what enforcement would do, not applied.
+func (g *gate) refusedByPin(ctx context.Context, cl *callState) (Result, bool) {
+	if cl.dec.Outcome == PolicyDeny {
+		return Result{}, false
+	}
+	code, msg, audit := g.checkPin(ctx, cl.c.Server, cl.c.Tool)
+	if code == "" {
+		return Result{}, false
+	}
+	if !audit && !cl.dec.Audit {
+		return g.refuseReported(cl, code, msg), true
+	}
+	cl.dec.Outcome, cl.dec.Code, cl.dec.Message = PolicyDeny, code, msg
+	return Result{}, false
+}
+
+// refuseReported refuses the call and, under an authority service, reports the refusal so
+// that its Act records it.
+func (g *gate) refuseReported(cl *callState, code ef.EFCode, msg string) Result {
+	res := g.refuse(cl, code, msg)
+	if g.remote != nil {
+		g.remote.Refused(cl.request(), res.Code, res.Message)
+	}
+	return res
 }
 
 // jcsMaxSafe is 2^53-1: epochs stay inside the strict JCS profile.
