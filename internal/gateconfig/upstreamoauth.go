@@ -107,15 +107,18 @@ type UpstreamCredential struct {
 func (u Upstream) UpstreamCredential(serverURL string) (UpstreamCredential, error) {
 	if u.OAuth == nil {
 		tok, err := u.Credential()
-		return UpstreamCredential{Token: tok}, err
+		if err != nil {
+			return UpstreamCredential{}, fmt.Errorf("bearerTokenFile: %w", err)
+		}
+		return UpstreamCredential{Token: tok}, nil
 	}
 	sc, err := u.OAuth.SourceConfig(serverURL)
 	if err != nil {
-		return UpstreamCredential{}, err
+		return UpstreamCredential{}, fmt.Errorf("oauth: %w", err)
 	}
 	s, err := upstreamauth.New(sc)
 	if err != nil {
-		return UpstreamCredential{}, err
+		return UpstreamCredential{}, fmt.Errorf("oauth: %w", err)
 	}
 	return UpstreamCredential{Token: s.Token, Rejected: s.Invalidate}, nil
 }

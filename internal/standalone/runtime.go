@@ -187,7 +187,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	for i, srv := range cfg.Policy.Servers {
 		cred, err := cfg.Upstream(srv.Name).UpstreamCredential(srv.URL)
 		if err != nil {
-			return nil, fmt.Errorf("upstreams[%s]: credential: %w", srv.Name, err)
+			return nil, fmt.Errorf("upstreams[%s]: %w", srv.Name, err)
 		}
 		p, err := mcpproxy.New(mcpproxy.Config{
 			Server: srv.Name, URL: srv.URL, Gate: rt.gate, Agent: cfg.Agent.Name, Credential: cred.Token, CredentialRejected: cred.Rejected,
