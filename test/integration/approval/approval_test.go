@@ -410,7 +410,13 @@ func TestApprovalServiceRefusals(t *testing.T) {
 		t.Fatalf("the service's own token (no RBAC): %v", err)
 	}
 	bindPrincipal(t, r, "approval-sa-principal", "system:serviceaccount:"+r.ns+":actgate-approval")
-	_, err = resolveWith(t, r, saToken, "pay-sa")
+	// The API server's authorizer sees a new RoleBinding a moment after it is created.
+	testutil.Eventually(t, 30*time.Second, "the principal role to reach the API server's authorizer", func() error {
+		if _, err = resolveWith(t, r, saToken, "pay-sa"); err != nil && strings.Contains(err.Error(), "cannot get resource") {
+			return err
+		}
+		return nil
+	})
 	if !errors.Is(err, kubectlplugin.ErrRefusedByServer) || !strings.Contains(err.Error(), "is not "+alice) {
 		t.Fatalf("the service's own token with the principal role: %v", err)
 	}
