@@ -80,18 +80,10 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding the review: %v", ErrUnavailable, err)
 	}
-	token, err := c.Token()
+	hreq, err := c.post(ctx, Path, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: token: %v", ErrUnavailable, err)
+		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+Path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	SetLevel(hreq.Header, Level)
 	tracing.Inject(ctx, hreq.Header)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
@@ -116,4 +108,22 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		span.SetAttributes(tracing.AttrAllowed.Bool(r.Allowed), tracing.AttrDecision.String(string(r.Decision)), tracing.AttrCode.String(string(r.Code)))
 	}
 	return r, nil
+}
+
+// post is a POST of body (JSON) to the service's path with the pod's current token and the
+// review protocol level; an error is ErrUnavailable.
+func (c *Client) post(ctx context.Context, path string, body []byte) (*http.Request, error) {
+	token, err := c.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: token: %v", ErrUnavailable, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+token)
+	SetLevel(hreq.Header, Level)
+	return hreq, nil
 }

@@ -1,7 +1,6 @@
 package review
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,18 +125,10 @@ func (c *Client) ReportToolPin(ctx context.Context, r ToolPinReport) (*v1alpha1.
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding the report: %v", ErrUnavailable, err)
 	}
-	token, err := c.Token()
+	hreq, err := c.post(ctx, ToolPinPath, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: token: %v", ErrUnavailable, err)
+		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+ToolPinPath, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	SetLevel(hreq.Header, Level)
 	resp, err := c.HTTP.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
