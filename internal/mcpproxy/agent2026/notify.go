@@ -120,7 +120,7 @@ func (p *Handler) statelessCancel(ctx context.Context, agent string, sr *statele
 		}
 		h := http.Header{}
 		if l.session != nil {
-			params = withoutRevisionMeta(params)
+			params = forStateful(params, true)
 			h = sessionHeaders(l.session)
 		} else {
 			h.Set(wire.HeaderProtocolVersion, l.version)

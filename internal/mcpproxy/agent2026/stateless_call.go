@@ -124,16 +124,26 @@ func (p *Handler) statelessInvoker(mode upstreamMode, agent string, hdr http.Hea
 		if hc := heldOf(ctx); hc != nil {
 			hc.setOperation(operationID)
 		}
+		// The params are written once, in the form the upstream takes: a stateful upstream's
+		// without the members forStateful removes, so that statelessSend finds none to remove.
+		stateful := mode != modeStateless
 		params := make(map[string]json.RawMessage, len(sr.Params)+1)
 		for k, v := range sr.Params {
-			params[k] = v
+			if !stateful || (k != "requestState" && k != "inputResponses") {
+				params[k] = v
+			}
 		}
 		params["arguments"] = args
-		meta := map[string]json.RawMessage{}
-		_ = json.Unmarshal(sr.Params["_meta"], &meta)
+		agentMeta := sr.Meta()
+		meta := make(map[string]json.RawMessage, len(agentMeta)+1)
+		for k, v := range agentMeta {
+			if !stateful || !strings.HasPrefix(k, revisionMetaPrefix) {
+				meta[k] = v
+			}
+		}
 		op, _ := json.Marshal(operationID)
 		meta[toolcall.MetaOperationID] = op
-		m, err := json.Marshal(meta)
+		m, err := wire.MarshalNoEscape(meta)
 		if err != nil {
 			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
 		}
@@ -179,10 +189,12 @@ func (p *Handler) statelessInvoker(mode upstreamMode, agent string, hdr http.Hea
 			return sink.InvokeResult{Outcome: sink.OutcomeIndeterminate}, fmt.Errorf("mcpproxy: upstream answered JSON-RPC error %d", werr.Code)
 		}
 		var r struct {
-			IsError bool `json:"isError"`
+			IsError    bool   `json:"isError"`
+			ResultType string `json:"resultType"`
 		}
+		// One read for both members; the decoder keeps reading past a member of the wrong type.
 		_ = json.Unmarshal(resp.Result, &r)
-		if r.IsError || stateless.ResultTypeOf(resp.Result) == wire.ResultTypeInputRequired {
+		if r.IsError || r.ResultType == wire.ResultTypeInputRequired {
 			return sink.InvokeResult{Result: resp.Result, Outcome: sink.OutcomeFailed}, nil
 		}
 		// A CreateTaskResult: the upstream accepted the call to run it as a task.
@@ -199,22 +211,60 @@ func safeRPC(err error) string {
 	return "an error"
 }
 
-// withoutRoundMembers returns params without requestState and inputResponses, the
-// 2026-07-28 members a stateful upstream does not know: its requests for input are answered on
-// its session (stateless_rounds.go). A tasks/update keeps them: its inputResponses are the
-// request itself.
-func withoutRoundMembers(params json.RawMessage) json.RawMessage {
+// revisionMetaPrefix begins the names of the 2026-07-28 per-request _meta members.
+const revisionMetaPrefix = "io.modelcontextprotocol/"
+
+// forStateful returns params as a stateful upstream session takes them: without the
+// 2026-07-28 per-request _meta members (io.modelcontextprotocol/…: the session's version and
+// the client's capabilities are the session's, and a stateful server refuses a request that
+// carries them) and, unless keepRound, without requestState and inputResponses, the members a
+// stateful upstream does not know (its requests for input are answered on its session,
+// stateless_rounds.go; a tasks/update keeps them: its inputResponses are the request itself).
+// Every other member is kept as written; params that are not an object, or carry none of
+// these, are returned unchanged.
+func forStateful(params json.RawMessage, keepRound bool) json.RawMessage {
+	if !mayCarryRevisionMembers(params, keepRound) {
+		return params
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(params, &m) != nil || m == nil {
 		return params
 	}
-	_, rs := m["requestState"]
-	_, ir := m["inputResponses"]
-	if !rs && !ir {
+	changed := false
+	if !keepRound {
+		for _, k := range []string{"requestState", "inputResponses"} {
+			if _, ok := m[k]; ok {
+				delete(m, k)
+				changed = true
+			}
+		}
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := m[memberMeta]; ok && json.Unmarshal(raw, &meta) == nil && meta != nil {
+		stripped := false
+		for k := range meta {
+			if strings.HasPrefix(k, revisionMetaPrefix) {
+				delete(meta, k)
+				stripped = true
+			}
+		}
+		switch {
+		case !stripped:
+		case len(meta) == 0:
+			delete(m, memberMeta)
+			changed = true
+		default:
+			raw, err := wire.MarshalNoEscape(meta)
+			if err != nil {
+				return params
+			}
+			m[memberMeta] = raw
+			changed = true
+		}
+	}
+	if !changed {
 		return params
 	}
-	delete(m, "requestState")
-	delete(m, "inputResponses")
 	out, err := wire.MarshalNoEscape(m)
 	if err != nil {
 		return params
@@ -222,41 +272,14 @@ func withoutRoundMembers(params json.RawMessage) json.RawMessage {
 	return out
 }
 
-// withoutRevisionMeta returns params without the 2026-07-28 per-request _meta members
-// (io.modelcontextprotocol/…), for a stateful upstream session: its version and the client's
-// capabilities are the session's, and a stateful server refuses a request that carries them.
-// Every other member is kept as written; params that are not an object are returned unchanged.
-func withoutRevisionMeta(params json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil || m == nil {
-		return params
+// mayCarryRevisionMembers reports whether params may have a member forStateful removes. A
+// member name is written either literally or with escapes (\uXXXX, \/), so params whose bytes
+// contain neither the name nor an escape that could spell it carry none, without a parse.
+func mayCarryRevisionMembers(params json.RawMessage, keepRound bool) bool {
+	if bytes.Contains(params, []byte(`\u`)) || bytes.Contains(params, []byte(`modelcontextprotocol`)) {
+		return true
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
-		return params
-	}
-	changed := false
-	for k := range meta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			delete(meta, k)
-			changed = true
-		}
-	}
-	if !changed {
-		return params
-	}
-	if len(meta) == 0 {
-		delete(m, "_meta")
-	} else if raw, err := wire.MarshalNoEscape(meta); err == nil {
-		m["_meta"] = raw
-	} else {
-		return params
-	}
-	out, err := wire.MarshalNoEscape(m)
-	if err != nil {
-		return params
-	}
-	return out
+	return !keepRound && (bytes.Contains(params, []byte(`requestState`)) || bytes.Contains(params, []byte(`inputResponses`)))
 }
 
 // replayMark is set as the jsonrpc.Response.Extra (not on the wire) of a 2026-07-28 answer that

@@ -365,11 +365,9 @@ func (p *Handler) statelessSend(ctx context.Context, mode upstreamMode, agent st
 			hc.setSession(s)
 		}
 		upID := newUpID()
-		sent := params
-		if sr.Req.Method != wire.MethodTasksUpdate { // a task's inputResponses are its request's own
-			sent = withoutRoundMembers(params)
-		}
-		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: withoutRevisionMeta(sent)})
+		// A task's inputResponses are its request's own.
+		sent := forStateful(params, sr.Req.Method == wire.MethodTasksUpdate)
+		body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: upID, Method: sr.Req.Method, Params: sent})
 		if err != nil {
 			return nil, 0, err
 		}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -48,19 +49,57 @@ func upstreamSessionOf(ctx context.Context) *upstreamSession {
 // (_meta["io.modelcontextprotocol/clientCapabilities"]) in canonical form, "{}" when absent or
 // not canonicalizable: the capabilities its upstream session declares at initialize.
 func sessionCaps(sr *stateless.Request) string {
-	var meta map[string]json.RawMessage
-	if sr == nil || json.Unmarshal(sr.Params["_meta"], &meta) != nil {
+	if sr == nil {
 		return "{}"
 	}
-	raw := meta[wire.MetaClientCapabilities]
+	raw := sr.Meta()[wire.MetaClientCapabilities]
 	if !stateless.IsJSONObject(raw) {
 		return "{}"
 	}
-	canon, err := jcs.Canonicalize(raw, jcs.Full)
-	if err != nil {
-		return "{}"
+	return canonicalCaps.of(raw)
+}
+
+// maxCanonicalCaps bounds the capability texts whose canonical form is kept, and
+// maxCachedCapsText the length of one: an agent sends the same capabilities on every request,
+// and the canonical form is computed once for each text. The cache holds at most
+// maxCanonicalCaps × 2 × maxCachedCapsText bytes of text; a longer text is canonicalized each
+// time.
+const (
+	maxCanonicalCaps  = 256
+	maxCachedCapsText = 4 << 10
+)
+
+// capsCache maps a capabilities object as written to its canonical form ("{}" when it has
+// none), bounded by maxCanonicalCaps: when full it is emptied, so agents that vary their
+// capabilities cost a canonicalization per request and no memory beyond the bound.
+type capsCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+var canonicalCaps = &capsCache{m: map[string]string{}}
+
+func (c *capsCache) of(raw json.RawMessage) string {
+	c.mu.Lock()
+	canon, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return canon
 	}
-	return string(canon)
+	canon = "{}"
+	if b, err := jcs.Canonicalize(raw, jcs.Full); err == nil {
+		canon = string(b)
+	}
+	if len(raw) > maxCachedCapsText || len(canon) > maxCachedCapsText {
+		return canon
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCanonicalCaps {
+		clear(c.m)
+	}
+	c.m[string(raw)] = canon
+	c.mu.Unlock()
+	return canon
 }
 
 // sessionKey names an agent's upstream session for the capabilities caps.

@@ -29,6 +29,23 @@ type Request struct {
 	Name string
 	// params are the request's params members as written (nil when absent).
 	Params map[string]json.RawMessage
+	// meta is params._meta's members as Parse read them (nil when Parse did not build the
+	// request): the revision's per-request members are read on every exchange, once parsed.
+	meta map[string]json.RawMessage
+}
+
+// Meta returns params._meta's members: those Parse read, or for a request built otherwise
+// params._meta parsed now (nil when absent or not an object). The map is shared: callers
+// never modify it.
+func (r *Request) Meta() map[string]json.RawMessage {
+	if r.meta != nil {
+		return r.meta
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := r.Params["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return nil
+	}
+	return meta
 }
 
 // Error is the refusal of a request that is not a well-formed 2026-07-28 request:
@@ -128,6 +145,7 @@ func Parse(h http.Header, body []byte) (*Request, *Error) {
 		return nil, HeaderMismatch("%s does not match params._meta's protocol version", wire.HeaderProtocolVersion)
 	}
 	out.Version = versions[0]
+	out.meta = meta
 	if !Speaks(out.Version) {
 		data, _ := json.Marshal(map[string]any{"supported": Versions, "requested": wire.Clip(out.Version, 64)})
 		return nil, &Error{Status: http.StatusBadRequest, Err: &jsonrpc.Error{Code: wire.CodeUnsupportedProtocolVersion,

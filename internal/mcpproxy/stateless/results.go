@@ -13,19 +13,26 @@ import (
 // results of a stateful upstream and the gate's own answers, as 2026-07-28 writes them. A
 // result that is not an object is returned unchanged.
 func WithResultType(raw json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
+	body := bytes.TrimSpace(raw)
+	if len(body) < 2 || body[0] != '{' {
 		return raw
 	}
-	if _, ok := m["resultType"]; ok {
+	// One struct member, matched case-sensitively as a map key is: the decoder reads the whole
+	// object but keeps none of the others.
+	var probe struct {
+		ResultType json.RawMessage `json:"resultType"`
+	}
+	if wire.Unmarshal(body, &probe) != nil || len(probe.ResultType) > 0 {
 		return raw
 	}
-	m["resultType"] = json.RawMessage(`"` + wire.ResultTypeComplete + `"`)
-	out, err := wire.MarshalNoEscape(m)
-	if err != nil {
-		return raw
-	}
-	return out
+	out := make([]byte, 0, len(body)+32)
+	out = append(out, body[:len(body)-1]...) // without the closing brace
+	return append(appendMember(out, !emptyObject(body), `"resultType":"`+wire.ResultTypeComplete+`"`), '}')
+}
+
+// emptyObject reports whether body, a JSON object without surrounding space, has no member.
+func emptyObject(body []byte) bool {
+	return len(bytes.TrimSpace(body[1:len(body)-1])) == 0
 }
 
 // logLevels are MCP's log levels, each to its rank (least severe first).
@@ -44,10 +51,9 @@ type logLevelKey struct{}
 // stateful upstream, whose session-wide level (logging/setLevel) the revision replaced with
 // the request's own.
 func WithLogLevel(ctx context.Context, sr *Request) context.Context {
-	var meta map[string]json.RawMessage
 	var level string
-	if json.Unmarshal(sr.Params["_meta"], &meta) == nil {
-		_ = json.Unmarshal(meta[wire.MetaLogLevel], &level)
+	if raw, ok := sr.Meta()[wire.MetaLogLevel]; ok {
+		_ = json.Unmarshal(raw, &level)
 	}
 	return context.WithValue(ctx, logLevelKey{}, level)
 }
