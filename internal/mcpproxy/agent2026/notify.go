@@ -205,7 +205,9 @@ func relabel(ctx context.Context, m *jsonrpc.Request) *jsonrpc.Request {
 // agent's id.
 func relabelResult(ctx context.Context, raw json.RawMessage) json.RawMessage {
 	ids, _ := ctx.Value(legIDsKey{}).(*legIDs)
-	if ids == nil || len(raw) == 0 {
+	// The subscription id is compared as written, so a result that does not contain the
+	// upstream id's bytes has none to relabel, without a parse.
+	if ids == nil || len(raw) == 0 || !bytes.Contains(raw, ids.upRaw) {
 		return raw
 	}
 	var r struct {

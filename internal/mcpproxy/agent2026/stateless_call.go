@@ -143,15 +143,10 @@ func (p *Handler) statelessInvoker(mode upstreamMode, agent string, hdr http.Hea
 		}
 		op, _ := json.Marshal(operationID)
 		meta[toolcall.MetaOperationID] = op
-		m, err := wire.MarshalNoEscape(meta)
-		if err != nil {
-			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
-		}
-		params["_meta"] = m
-		body, err := wire.MarshalNoEscape(params)
-		if err != nil {
-			return upstream.NotSent("actgate: the call could not be encoded; it was not sent"), nil
-		}
+		// Every value is one JSON value: the agent's as decoded, the canonical arguments, and
+		// the operation id encoded above.
+		params["_meta"] = wire.EncodeObject(meta)
+		body := wire.EncodeObject(params)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
 		defer cancel()
 		var a upstream.Attempt
@@ -254,22 +249,14 @@ func forStateful(params json.RawMessage, keepRound bool) json.RawMessage {
 			delete(m, memberMeta)
 			changed = true
 		default:
-			raw, err := wire.MarshalNoEscape(meta)
-			if err != nil {
-				return params
-			}
-			m[memberMeta] = raw
+			m[memberMeta] = wire.EncodeObject(meta)
 			changed = true
 		}
 	}
 	if !changed {
 		return params
 	}
-	out, err := wire.MarshalNoEscape(m)
-	if err != nil {
-		return params
-	}
-	return out
+	return wire.EncodeObject(m)
 }
 
 // mayCarryRevisionMembers reports whether params may have a member forStateful removes. A

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,6 +27,68 @@ func MarshalNoEscape(v any) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// EncodeObject writes members as one JSON object, names in sorted order and each value as
+// written, without the reflection and re-validation of encoding/json: each value must be one
+// valid JSON value (as json.Unmarshal into a json.RawMessage, or MarshalNoEscape, give), which
+// the caller guarantees. Names are escaped as JSON requires; invalid UTF-8 in a name is written
+// as U+FFFD, as encoding/json does.
+func EncodeObject(members map[string]json.RawMessage) json.RawMessage {
+	names := make([]string, 0, len(members))
+	size := 2
+	for k, v := range members {
+		names = append(names, k)
+		size += len(k) + len(v) + 4
+	}
+	slices.Sort(names)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, k)
+		out = append(out, ':')
+		out = append(out, bytes.TrimSpace(members[k])...)
+	}
+	return append(out, '}')
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced by U+FFFD, everything else as written (no HTML escaping).
+func appendJSONString(out []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				out = append(out, '\\', c)
+			case c == '\n':
+				out = append(out, '\\', 'n')
+			case c == '\r':
+				out = append(out, '\\', 'r')
+			case c == '\t':
+				out = append(out, '\\', 't')
+			case c < 0x20:
+				out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, "\ufffd"...)
+		} else {
+			out = append(out, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(out, '"')
 }
 
 // MCP method names the proxy routes on.
