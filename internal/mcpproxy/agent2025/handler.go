@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/mcpproxy/admission"
+	"github.com/actgate/actgate/internal/mcpproxy/answerstream"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
@@ -60,7 +61,7 @@ type Handler struct {
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
 	// sdkAnswers are the POSTs the SDK's handler is answering (replayheader.go).
-	sdkAnswers sdkAnswers
+	sdkAnswers answerstream.SDKAnswers
 	sdk        http.Handler // handler, given the authenticated agent (sdkAuth)
 	http       *http.Client // the SDK client's upstream requests
 	direct     *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
@@ -138,7 +139,7 @@ func (p *Handler) Serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost {
-		p.sdkAnswers.serve(p.sdk, w, r) // a tools/call it carries can be marked a replay (replayheader.go)
+		p.sdkAnswers.Serve(p.sdk, w, r) // a tools/call it carries can be marked a replay (replayheader.go)
 		return
 	}
 	p.sdk.ServeHTTP(w, r)
