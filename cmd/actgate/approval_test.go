@@ -93,7 +93,7 @@ func TestServeApprovalInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := api.moments(context.Background(), false)
+	ms, err := api.Moments(context.Background(), false)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("moments: %v %v", ms, err)
 	}

@@ -86,7 +86,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := func() map[string]standalone.MomentJSON {
-		ms, err := api.moments(context.Background(), true)
+		ms, err := api.Moments(context.Background(), true)
 		if err != nil {
 			t.Fatal(err)
 		}

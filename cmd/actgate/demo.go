@@ -367,8 +367,8 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	api := &apiClient{server: base, principal: "alice", token: strings.TrimSpace(string(tok)), http: &http.Client{}}
-	ms, err := api.moments(ctx, false)
+	api := &apiClient{Server: base, Principal: "alice", Token: strings.TrimSpace(string(tok)), HTTP: &http.Client{}}
+	ms, err := api.Moments(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func runDemo(ctx context.Context, out io.Writer, log logr.Logger) (err error) {
 	for _, l := range strings.Split(strings.TrimRight(rendered.String(), "\n"), "\n") {
 		d.line("│ %s", l)
 	}
-	res, err := api.resolve(ctx, momentID, []byte(fmt.Sprintf(`{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, ms[0].EnvelopeDigest)))
+	res, err := api.Resolve(ctx, momentID, []byte(fmt.Sprintf(`{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, ms[0].EnvelopeDigest)))
 	if err != nil {
 		return err
 	}

@@ -64,14 +64,14 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	if len(esc.BindingMoments) != 1 {
 		return nil
 	}
-	before, err := alice.moments(d.ctx, false)
+	before, err := alice.Moments(d.ctx, false)
 	if err != nil {
 		return err
 	}
 	poll, ok := enforce(pay, "user")
 	d.check(ok && poll.Code == ef.EFEscalationRequired && len(poll.BindingMoments) == 1 && poll.BindingMoments[0] == esc.BindingMoments[0],
 		"the poll raised another moment: %v", poll.BindingMoments)
-	after, err := alice.moments(d.ctx, false)
+	after, err := alice.Moments(d.ctx, false)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (d *demoRun) hostLoopAct(base string, cfg *gateconfig.Config, alice *apiCli
 	d.expectCountSince("send_payment", paymentsBefore, 0)
 
 	d.header("RESOLVE   alice chooses option 1 for the host loop's payment")
-	res, err := alice.resolve(d.ctx, esc.BindingMoments[0], fmt.Appendf(nil,
+	res, err := alice.Resolve(d.ctx, esc.BindingMoments[0], fmt.Appendf(nil,
 		`{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, esc.EnvelopeDigest))
 	if err != nil {
 		return err

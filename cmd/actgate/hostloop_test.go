@@ -53,7 +53,7 @@ func (g *testGate) alice() *apiClient {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	return &apiClient{server: g.base, principal: "alice", token: strings.TrimSpace(string(tok)), http: &http.Client{}}
+	return &apiClient{Server: g.base, Principal: "alice", Token: strings.TrimSpace(string(tok)), HTTP: &http.Client{}}
 }
 
 func (g *testGate) pendingMoments() []sink.Moment {
@@ -119,11 +119,11 @@ func TestServeHostLoopEscalation(t *testing.T) {
 	}
 
 	a := g.alice()
-	m, err := a.moment(ctx, esc.BindingMoments[0])
+	m, err := a.Moment(ctx, esc.BindingMoments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, err := a.resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest))
+	rr, err := a.Resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest))
 	if err != nil || rr.AuthorityID == "" {
 		t.Fatalf("resolve: %+v %v", rr, err)
 	}
@@ -174,7 +174,7 @@ func TestServeHostLoopAuthentication(t *testing.T) {
 	for _, tc := range []struct{ name, token string }{
 		{"no token", ""},
 		{"wrong token", "not-a-token"},
-		{"a principal's token", g.alice().token},
+		{"a principal's token", g.alice().Token},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{hostloop.EnforcePath, hostloop.CompletePath} {
@@ -215,11 +215,11 @@ func testPendingBound(t *testing.T, limits string) {
 		t.Fatalf("escalation: %+v %v", esc, err)
 	}
 	a := g.alice()
-	m, err := a.moment(ctx, esc.BindingMoments[0])
+	m, err := a.Moment(ctx, esc.BindingMoments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest)); err != nil {
+	if _, err := a.Resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest)); err != nil {
 		t.Fatal(err)
 	}
 	run, err := h.enforce(ctx, req)
@@ -349,7 +349,7 @@ func TestServeHostLoopDestinationBindsAuthority(t *testing.T) {
 		t.Fatalf("the binding moment does not show the destination: %s", esc.BindingMoment)
 	}
 	a := g.alice()
-	rr, err := a.resolve(ctx, esc.BindingMoments[0], fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, esc.EnvelopeDigest))
+	rr, err := a.Resolve(ctx, esc.BindingMoments[0], fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, esc.EnvelopeDigest))
 	if err != nil || rr.AuthorityID == "" {
 		t.Fatalf("resolve: %+v %v", rr, err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/actgate/actgate/internal/cli/momentsapi"
 	"github.com/actgate/actgate/internal/console"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/gateconfig"
@@ -55,108 +55,42 @@ func (f *apiFlags) client() (*apiClient, error) {
 	if dir == "" {
 		dir = "actgate-data"
 	}
-	c := &apiClient{server: f.server, principal: f.as, http: &http.Client{Timeout: 30 * time.Second}}
-	if c.server == "" {
+	c := &apiClient{Server: f.server, Principal: f.as, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	if c.Server == "" {
 		if b, err := os.ReadFile(filepath.Join(dir, gateconfig.EndpointFile)); err == nil {
-			c.server = strings.TrimSpace(string(b))
+			c.Server = strings.TrimSpace(string(b))
 		} else {
-			c.server = "http://" + gateconfig.DefaultListen
+			c.Server = "http://" + gateconfig.DefaultListen
 		}
 	}
-	if u, err := url.Parse(c.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError("--server %q is not an http URL", c.server)
+	if u, err := url.Parse(c.Server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError("--server %q is not an http URL", c.Server)
 	}
 	tokenFile := f.tokenFile
 	if tokenFile == "" {
-		if c.principal == "" {
+		if c.Principal == "" {
 			names, _ := filepath.Glob(filepath.Join(dir, gateconfig.PrincipalsDir, "*.token"))
 			switch len(names) {
 			case 0:
 				return nil, fail(exitUsage, fmt.Sprintf("USAGE no principal token in %s: pass --data-dir, --config or --token-file", filepath.Join(dir, gateconfig.PrincipalsDir)))
 			case 1:
-				c.principal = strings.TrimSuffix(filepath.Base(names[0]), ".token")
+				c.Principal = strings.TrimSuffix(filepath.Base(names[0]), ".token")
 			default:
 				return nil, usageError("several principals have tokens in %s: pass --as", filepath.Join(dir, gateconfig.PrincipalsDir))
 			}
 		}
-		tokenFile = filepath.Join(dir, gateconfig.PrincipalsDir, c.principal+".token")
+		tokenFile = filepath.Join(dir, gateconfig.PrincipalsDir, c.Principal+".token")
 	}
 	tok, err := standalone.ReadPrivate(tokenFile)
 	if err != nil {
 		return nil, fail(exitUsage, "USAGE principal token: "+err.Error())
 	}
-	c.token = strings.TrimSpace(string(tok))
+	c.Token = strings.TrimSpace(string(tok))
 	return c, nil
 }
 
-// apiClient speaks the moments API as one principal.
-type apiClient struct {
-	server, principal, token string
-	http                     *http.Client
-}
-
-// do sends one request and decodes a 2xx JSON answer into out; an API error becomes an
-// exitError with its code.
-func (c *apiClient) do(ctx context.Context, method, path string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fail(exitRejected, "GATE_UNREACHABLE "+err.Error())
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fail(exitRejected, "GATE_UNREACHABLE "+err.Error())
-	}
-	if resp.StatusCode/100 != 2 {
-		var e standalone.APIError
-		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-			return fail(exitRejected, e.Error.Code+" "+e.Error.Message)
-		}
-		return fail(exitRejected, fmt.Sprintf("GATE_ERROR HTTP %d", resp.StatusCode))
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fail(exitRejected, "GATE_ERROR unreadable answer: "+err.Error())
-	}
-	return nil
-}
-
-func (c *apiClient) moments(ctx context.Context, all bool) ([]standalone.MomentJSON, error) {
-	var out struct {
-		Moments []standalone.MomentJSON `json:"moments"`
-	}
-	path := standalone.APIMoments
-	if all {
-		path += "?all=1"
-	}
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Moments, nil
-}
-
-func (c *apiClient) moment(ctx context.Context, id string) (standalone.MomentJSON, error) {
-	var m standalone.MomentJSON
-	err := c.do(ctx, http.MethodGet, standalone.APIMoments+"/"+url.PathEscape(id), nil, &m)
-	return m, err
-}
-
-func (c *apiClient) resolve(ctx context.Context, id string, resolution []byte) (standalone.ResolveJSON, error) {
-	var r standalone.ResolveJSON
-	err := c.do(ctx, http.MethodPost, standalone.APIMoments+"/"+url.PathEscape(id)+"/resolve", resolution, &r)
-	return r, err
-}
+// apiClient speaks the moments API as one principal (internal/cli/momentsapi).
+type apiClient = momentsapi.Client
 
 func newMomentsCmd(s streams) *cobra.Command {
 	var (
@@ -186,7 +120,7 @@ The principal is authenticated by its token file in the gate's data dir
 			if err != nil {
 				return err
 			}
-			ms, err := c.moments(cmd.Context(), all)
+			ms, err := c.Moments(cmd.Context(), all)
 			if err != nil {
 				return err
 			}
@@ -196,7 +130,7 @@ The principal is authenticated by its token file in the gate's data dir
 				return enc.Encode(ms)
 			}
 			if len(ms) == 0 {
-				fmt.Fprintf(s.out, "No pending binding moments for %s.\n", c.principal)
+				fmt.Fprintf(s.out, "No pending binding moments for %s.\n", c.Principal)
 				return nil
 			}
 			for i, m := range ms {
@@ -301,7 +235,7 @@ another envelope.`,
 			if err != nil {
 				return err
 			}
-			m, err := c.moment(cmd.Context(), args[0])
+			m, err := c.Moment(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -320,19 +254,19 @@ another envelope.`,
 			if err != nil {
 				return err
 			}
-			r, err := c.resolve(cmd.Context(), m.ID, raw)
+			r, err := c.Resolve(cmd.Context(), m.ID, raw)
 			if err != nil {
 				return err
 			}
 			switch {
 			case r.Kind == "option" && r.Pending:
-				fmt.Fprintf(s.out, "VOTE RECORDED %s option %d by %s: %d of %d principals\n", r.MomentID, option, c.principal, r.Votes, r.Required)
+				fmt.Fprintf(s.out, "VOTE RECORDED %s option %d by %s: %d of %d principals\n", r.MomentID, option, c.Principal, r.Votes, r.Required)
 			case r.Kind == "option" && r.AuthorityID != "":
-				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s: authority %s issued for exactly that call\n", r.MomentID, option, c.principal, r.AuthorityID)
+				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s: authority %s issued for exactly that call\n", r.MomentID, option, c.Principal, r.AuthorityID)
 			case r.Kind == "option":
-				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s\n", r.MomentID, option, c.principal)
+				fmt.Fprintf(s.out, "RESOLVED %s option %d by %s\n", r.MomentID, option, c.Principal)
 			default:
-				fmt.Fprintf(s.out, "RESOLVED %s %s by %s\n", r.MomentID, r.Kind, c.principal)
+				fmt.Fprintf(s.out, "RESOLVED %s %s by %s\n", r.MomentID, r.Kind, c.Principal)
 			}
 			return nil
 		},
@@ -365,14 +299,14 @@ var _ console.Backend = consoleBackend{}
 
 // List implements console.Backend.
 func (b consoleBackend) List(ctx context.Context) ([]console.Moment, error) {
-	ms, err := b.c.moments(ctx, false)
+	ms, err := b.c.Moments(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]console.Moment, 0, len(ms))
 	for _, m := range ms {
 		cm := console.Moment{
-			ID: m.ID, Principal: b.c.principal, Agent: m.Agent, Expires: m.Expires,
+			ID: m.ID, Principal: b.c.Principal, Agent: m.Agent, Expires: m.Expires,
 			Act:           console.Act{Name: m.ActID, Tool: m.Tool, Server: m.Server, Class: m.Class, ActionDigest: m.ActionDigest},
 			AgentAuthored: !m.GateAuthored,
 		}
@@ -403,7 +337,7 @@ func (b consoleBackend) List(ctx context.Context) ([]console.Moment, error) {
 // resolved, invalid) wrap console.ErrRefused; an unreachable or failing gate leaves the
 // outcome unknown.
 func (b consoleBackend) Resolve(ctx context.Context, id string, resolution []byte) (console.Result, error) {
-	r, err := b.c.resolve(ctx, id, resolution)
+	r, err := b.c.Resolve(ctx, id, resolution)
 	if err != nil {
 		msg := err.Error()
 		for _, code := range []string{"GATE_UNREACHABLE", "GATE_ERROR", standalone.CodeUnavailable} {
@@ -418,9 +352,9 @@ func (b consoleBackend) Resolve(ctx context.Context, id string, resolution []byt
 	case r.Kind == "option" && r.Pending:
 		res.Message = fmt.Sprintf("%s: your choice of option %s is recorded; %d of %d principals have chosen it", r.MomentID, r.Option, r.Votes, r.Required)
 	case r.Kind == "option" && r.AuthorityID != "":
-		res.Message = fmt.Sprintf("%s resolved by %s: option %s; authority %s issued for exactly that call", r.MomentID, b.c.principal, r.Option, r.AuthorityID)
+		res.Message = fmt.Sprintf("%s resolved by %s: option %s; authority %s issued for exactly that call", r.MomentID, b.c.Principal, r.Option, r.AuthorityID)
 	default:
-		res.Message = fmt.Sprintf("%s resolved by %s: %s", r.MomentID, b.c.principal, r.Kind)
+		res.Message = fmt.Sprintf("%s resolved by %s: %s", r.MomentID, b.c.Principal, r.Kind)
 	}
 	return res, nil
 }
@@ -461,7 +395,7 @@ same-origin check) and answers only on its loopback address. Stop it with Ctrl-C
 				return err
 			}
 			// Fail now, not in the browser, if the gate is down or refuses the token.
-			if _, err := c.moments(cmd.Context(), false); err != nil {
+			if _, err := c.Moments(cmd.Context(), false); err != nil {
 				return err
 			}
 			ln, err := console.Listen(address)
@@ -469,7 +403,7 @@ same-origin check) and answers only on its loopback address. Stop it with Ctrl-C
 				return usageError("--address: %v", err)
 			}
 			con, err := console.New(console.Options{
-				Backend: consoleBackend{c}, Principal: c.principal, Surface: "actgate serve at " + c.server,
+				Backend: consoleBackend{c}, Principal: c.Principal, Surface: "actgate serve at " + c.Server,
 				Log: newLogger(s.err, false).WithName("console"),
 			})
 			if err != nil {
@@ -477,7 +411,7 @@ same-origin check) and answers only on its loopback address. Stop it with Ctrl-C
 				return fail(exitRejected, "CONSOLE_FAILED "+err.Error())
 			}
 			url := con.URL(ln)
-			fmt.Fprintf(s.out, "actgate console for %s: %s\n", c.principal, url)
+			fmt.Fprintf(s.out, "actgate console for %s: %s\n", c.Principal, url)
 			if open {
 				if err := console.OpenBrowser(url); err != nil {
 					fmt.Fprintf(s.err, "could not open a browser (%v); open %s yourself\n", err, url)

@@ -340,11 +340,11 @@ func TestOpenAPIDescribesServe(t *testing.T) {
 	}
 	denyText(esc)
 	a := g.alice()
-	m, err := a.moment(ctx, esc.BindingMoments[0])
+	m, err := a.Moment(ctx, esc.BindingMoments[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest)); err != nil {
+	if _, err := a.Resolve(ctx, m.ID, fmt.Appendf(nil, `{"binding_moment_resolution":{"envelope_digest":%q,"resolution":"option","option_idx":0}}`, m.EnvelopeDigest)); err != nil {
 		t.Fatal(err)
 	}
 	run := enforce(pay)

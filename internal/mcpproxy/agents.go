@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/actgate/actgate/internal/mcpproxy/admission"
 )
 
@@ -45,25 +43,10 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (*http.Requ
 	return admission.Authenticate(w, r, p.cfg.Agents, p.cfg.Server)
 }
 
-// sdkAuth wraps the SDK's handler with the authenticated agent (admission.SDKAuth).
-func (p *Proxy) sdkAuth(h http.Handler) http.Handler { return admission.SDKAuth(h, p.cfg.Agents) }
-
 // requestAgent is the agent a request was authenticated as, or the configured agent.
 func (p *Proxy) requestAgent(ctx context.Context) string {
 	if a, ok := admission.AgentOf(ctx); ok {
 		return a
 	}
 	return p.cfg.Agent
-}
-
-// sessionAgent is the agent behind an MCP request the SDK's handler delivers: the session's
-// user when the proxy authenticates agents, else the configured agent.
-func (p *Proxy) sessionAgent(req mcp.Request) (string, bool) {
-	if p.cfg.Agents == nil {
-		return p.cfg.Agent, true
-	}
-	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
-		return ex.TokenInfo.UserID, true
-	}
-	return "", false
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/journal"
@@ -128,7 +127,7 @@ func TestAnswerStreamCarriesUpstreamIDs(t *testing.T) {
 		t.Fatalf("the POST's answer: HTTP %d %s\n%s\nwant three events (priming, log message, response)", status, ct, body)
 	}
 	for i, ev := range evs {
-		if strings.HasPrefix(ev.id, gateEventPrefix) || !strings.Contains(ev.id, "_") {
+		if strings.HasPrefix(ev.id, eventlog.Prefix) || !strings.Contains(ev.id, "_") {
 			t.Errorf("event %d: id %q, want the upstream's ({stream}_{n})", i, ev.id)
 		}
 	}
@@ -184,7 +183,7 @@ func TestAnswerStreamOwnIDsFromLog(t *testing.T) {
 	}
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
 	evs := parseEvents(body)
-	if len(evs) != 1 || !strings.HasPrefix(evs[0].id, gateEventPrefix+"g") || !strings.Contains(evs[0].data, `"id":9,`) ||
+	if len(evs) != 1 || !strings.HasPrefix(evs[0].id, eventlog.Prefix+"g") || !strings.Contains(evs[0].data, `"id":9,`) ||
 		!strings.Contains(evs[0].data, "EF_INDETERMINATE") {
 		t.Fatalf("the resuming GET:\n%s\nwant the gate's answer with an id of the gate's own", body)
 	}
@@ -289,7 +288,7 @@ func TestAnswerStreamChangedAnswerFromLog(t *testing.T) {
 	s := newRawSession(t, f.endpoint())
 	_, _, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{}}`, nil)
 	evs := parseEvents(body)
-	if len(evs) != 2 || evs[0].id != "up-1" || !strings.HasPrefix(evs[1].id, gateEventPrefix+"g") || !strings.Contains(evs[1].data, "request_binding_moment") {
+	if len(evs) != 2 || evs[0].id != "up-1" || !strings.HasPrefix(evs[1].id, eventlog.Prefix+"g") || !strings.Contains(evs[1].data, "request_binding_moment") {
 		t.Fatalf("the answer:\n%s\nwant the upstream's priming event, then the gate's list under an id of the gate's", body)
 	}
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": "up-1"})
@@ -319,13 +318,13 @@ func TestSDKServerClosedStream(t *testing.T) {
 	s := newRawSession1125(t, f.endpoint())
 	_, ct, body := agentExchange(t, s, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ticket_create","arguments":{}}}`, nil)
 	evs := parseEvents(body)
-	if ct != "text/event-stream" || len(evs) != 1 || evs[0].data != "" || strings.HasPrefix(evs[0].id, gateEventPrefix) {
+	if ct != "text/event-stream" || len(evs) != 1 || evs[0].data != "" || strings.HasPrefix(evs[0].id, eventlog.Prefix) {
 		t.Fatalf("the POST's answer: %s\n%s\nwant the upstream's priming event alone", ct, body)
 	}
 	want := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"ticket 8"}]}}`
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": evs[0].id})
 	live := parseEvents(body)
-	if len(live) != 1 || live[0].data != want || strings.HasPrefix(live[0].id, gateEventPrefix) {
+	if len(live) != 1 || live[0].data != want || strings.HasPrefix(live[0].id, eventlog.Prefix) {
 		t.Fatalf("the resumption while the gate reads:\n%s\nwant the response under the upstream's id", body)
 	}
 	_, _, body = agentExchange(t, s, http.MethodGet, "", map[string]string{"Last-Event-ID": evs[0].id})
@@ -342,71 +341,4 @@ func TestSDKServerClosedStream(t *testing.T) {
 	if n := ran.Load(); n != 1 {
 		t.Errorf("the upstream ran the tool %d times, want 1", n)
 	}
-}
-
-// TestLegs: a replayed response is mapped to the agent's id only for one of the session's own
-// legs still in the ring; any other id (another session's leg, a leg whose slot a later one
-// took, an id the gate never sends) is not.
-func TestLegs(t *testing.T) {
-	id := func(v any) jsonrpc.ID {
-		i, err := jsonrpc.MakeID(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return i
-	}
-	b := &bridge{}
-	b.legs.add(id("actgate-5"), id(float64(1)))
-	b.legs.add(id("actgate-7"), id("a"))
-	b.legs.add(id("x-9"), id("b")) // not a leg id: not recorded
-	for _, tc := range []struct {
-		up    jsonrpc.ID
-		agent jsonrpc.ID
-		ok    bool
-	}{
-		{id("actgate-5"), id(float64(1)), true},
-		{id("actgate-7"), id("a"), true},
-		{id("actgate-6"), jsonrpc.ID{}, false},
-		{id("actgate-1029"), jsonrpc.ID{}, false}, // slot 5, another leg
-		{id("x-9"), jsonrpc.ID{}, false},
-		{id(float64(5)), jsonrpc.ID{}, false},
-		{id("actgate-"), jsonrpc.ID{}, false},
-		{id("actgate-0"), jsonrpc.ID{}, false},
-		{id("actgate-05"), jsonrpc.ID{}, false}, // another id than actgate-5
-		{id("actgate-+5"), jsonrpc.ID{}, false},
-		{id("actgate-99999999999999999999999"), jsonrpc.ID{}, false},
-	} {
-		got, ok := b.legAgent(tc.up)
-		if ok != tc.ok || (ok && got != tc.agent) {
-			t.Errorf("legAgent(%v) = %v, %v; want %v, %v", tc.up.Raw(), got.Raw(), ok, tc.agent.Raw(), tc.ok)
-		}
-	}
-	b.legs.add(id(fmt.Sprintf("actgate-%d", 5+maxRelayed)), id("c")) // takes leg 5's slot
-	if _, ok := b.legAgent(id("actgate-5")); ok {
-		t.Error("a leg whose slot a later leg took is still mapped")
-	}
-	if got, ok := b.legAgent(id(fmt.Sprintf("actgate-%d", 5+maxRelayed))); !ok || got != id("c") {
-		t.Errorf("the later leg: %v, %v", got.Raw(), ok)
-	}
-	if _, ok := (&bridge{}).legAgent(id("actgate-5")); ok {
-		t.Error("a session without legs mapped one")
-	}
-}
-
-// FuzzLegSeq: an upstream's response id (untrusted) never panics the leg parser, and one it
-// accepts is exactly actgate-N with N > 0.
-func FuzzLegSeq(f *testing.F) {
-	for _, s := range []string{"actgate-1", "actgate-18446744073709551615", "actgate-18446744073709551616", "actgate-", "actgate--1", "actgate-s-1", "x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := jsonrpc.MakeID(s)
-		if err != nil {
-			return
-		}
-		n, ok := legSeq(id)
-		if ok && (n == 0 || fmt.Sprintf("actgate-%d", n) != s) {
-			t.Fatalf("legSeq(%q) = %d", s, n)
-		}
-	})
 }

@@ -9,26 +9,26 @@
 // sink it hands every tools/call to (internal/sink, or the sidecar's remote gate); and, when
 // elicitation is configured, ElicitationPolicy and MomentResolver.
 //
-// This package is the front and the session revisions' agent side: construction (New, Config),
-// Proxy.ServeHTTP (admission first, then the choice of revision) and the sessions of 2025-11-25
-// and earlier (bridge.go and the files its methods are in: agentcall.go, relay.go,
-// upstreamcall.go, getstream.go, resume.go, lifecycle.go, initframing.go, forward.go, toolcall.go,
-// toolslist.go, tasks.go, elicit.go). Its parts are packages under it with one job each, none of
-// which imports this one: wire (JSON-RPC framing, headers, event streams), upstream (the client
+// This package is the front: construction (New, Config), Proxy.ServeHTTP (admission first, the
+// body read within its bound, then the choice of revision) and the task owners both revisions
+// share (taskowners.go). Its parts are packages under it with one job each, none of which
+// imports this one: wire (JSON-RPC framing, headers, event streams), upstream (the client
 // toward the protected server), toolcall (the one tools/call → sink hand-off both revisions
 // reach), tasks, eventlog and answerstream (an answer stream and its resumption), getrelay (a
 // session's relayed GET stream), stateless and rounds (the 2026-07-28 request and its input
-// rounds), elicitform, admission (rebinding refusal, agent authentication, session bounds) and
-// agent2026 (the 2026-07-28 agent side, which ServeHTTP hands a sessionless request first).
-// docs/architecture.md "How a request travels, and the packages" walks a request through them.
+// rounds), elicitform, admission (rebinding refusal, agent authentication, session bounds),
+// agent2026 (the 2026-07-28 agent side, which ServeHTTP hands a sessionless request first) and
+// agent2025 (the sessions of 2025-11-25 and earlier: the bridge and its files, which get the
+// rest). docs/architecture.md "How a request travels, and the packages" walks a request
+// through them.
 //
 // Invariants:
 //
 //   - A tools/call reaches the upstream only through Gate.Handle, with an Invoker that sends it
 //     at most once; every other method is passed through, not enforced: relayed as the agent
-//     wrote it and answered with the upstream's bytes where the session allows (relay.go),
-//     through the SDK's sessions otherwise; the agent's GET stream is the upstream's, relayed
-//     (getstream.go). tools/list is the one answer the proxy changes. The forwarded
+//     wrote it and answered with the upstream's bytes where the session allows (agent2025's
+//     relay.go), through the SDK's sessions otherwise; the agent's GET stream is the upstream's,
+//     relayed (agent2025's getstream.go). tools/list is the one answer the proxy changes. The forwarded
 //     arguments are exactly the bytes the sink digested (their RFC 8785 canonical form), with
 //     the sink's operation id in params._meta (MetaOperationID) as the upstream's idempotency
 //     key; of the agent's own params._meta only progressToken is forwarded.
@@ -38,7 +38,7 @@
 //     byte was written, INDETERMINATE otherwise. Once dispatched, the call is bounded by
 //     Config.CallTimeout, not by the agent's cancellation. A task-augmented call the upstream
 //     answers with a CreateTaskResult is INVOKED, and its outcome is the task's result, recorded
-//     when it comes through the gate or INDETERMINATE when it can no longer (tasks.go,
+//     when it comes through the gate or INDETERMINATE when it can no longer (agent2025's tasks.go,
 //     docs/architecture.md "Tasks").
 //   - tools/list never issues authority; it adds only the virtual tool request_binding_moment
 //     and the emits_binding_moment annotation (envelope-04 §8.2), and hides an upstream tool of

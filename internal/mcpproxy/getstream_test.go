@@ -89,74 +89,6 @@ func nextEvent(t *testing.T, events <-chan sseEvent) sseEvent {
 	}
 }
 
-// TestGETStreamRelaysUpstream: the agent's GET stream is the upstream's, relayed: the
-// upstream's events with its own event ids (the Go SDK server's "_N", from its event store)
-// and data as written; a GET with Last-Event-ID resumes the upstream's stream (what it sent
-// while the agent was away is replayed by the upstream); the gate's own messages come in
-// between with ids of the gate's own, which resume too.
-func TestGETStreamRelaysUpstream(t *testing.T) {
-	f := newFixture(t, fixtureOpts{upstream: mcptest.Options{EventStore: true}})
-	rs := newRawSession(t, f.endpoint())
-	events, status, closeGET := rs.getStream("")
-	if status != http.StatusOK {
-		t.Fatalf("GET: HTTP %d", status)
-	}
-	addTool := func(name string) {
-		f.up.MCP().AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcptest.Text("ok"), nil
-		})
-	}
-	const changed = `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`
-	addTool("added_one")
-	ev := nextEvent(t, events)
-	if ev.id != "_0" || ev.data != changed {
-		t.Fatalf("first event: id %q data %s; want the upstream's id _0 and its notification as written", ev.id, ev.data)
-	}
-
-	// A message of the gate's own session, merged with an id of the gate's own that names the
-	// upstream event before it.
-	b := f.proxy.bridgeByID(rs.session)
-	b.notify(context.Background(), wire.NotifyPromptsChanged, nil)
-	own := nextEvent(t, events)
-	if own.id != "actgate:0:_0" || !strings.Contains(own.data, wire.NotifyPromptsChanged) {
-		t.Fatalf("the gate's own event: id %q data %s; want id actgate:0:_0", own.id, own.data)
-	}
-
-	// Away: the upstream keeps what it sends; the resumed GET gets it from the upstream.
-	closeGET()
-	time.Sleep(100 * time.Millisecond)
-	addTool("added_two")
-	time.Sleep(200 * time.Millisecond)
-	events, status, closeGET = rs.getStream("_0")
-	if status != http.StatusOK {
-		t.Fatalf("GET with Last-Event-ID: HTTP %d", status)
-	}
-	ev = nextEvent(t, events)
-	if ev.id != "_1" || ev.data != changed {
-		t.Fatalf("resumed: id %q data %s; want the upstream's replay of _1", ev.id, ev.data)
-	}
-	closeGET()
-	time.Sleep(100 * time.Millisecond)
-
-	// Resuming from the gate's own id: the upstream after _0 again, the gate's own after 0.
-	b.notify(context.Background(), wire.NotifyResourcesChanged, nil)
-	events, _, closeGET = rs.getStream("actgate:0:_0")
-	defer closeGET()
-	got := map[string]string{}
-	for range 2 {
-		ev := nextEvent(t, events)
-		got[ev.id] = ev.data
-	}
-	if got["_1"] != changed {
-		t.Errorf("resumed from the gate's id: upstream event _1 missing: %v", got)
-	}
-	if d, ok := got["actgate:1:_0"]; !ok || !strings.Contains(d, wire.NotifyResourcesChanged) {
-		if d, ok = got["actgate:1:_1"]; !ok || !strings.Contains(d, wire.NotifyResourcesChanged) {
-			t.Errorf("resumed from the gate's id: the gate's own event 1 missing: %v", got)
-		}
-	}
-}
-
 // TestGETStreamTaskStatus: a notifications/tasks/status the upstream sends on its GET stream
 // (not a method of the SDK's types) reaches the agent as the upstream wrote it, after the
 // upstream's priming event with its id and retry field.
@@ -326,38 +258,6 @@ func (u unexpectedResult) Error() string {
 }
 
 func errUnexpected(res *mcp.ListRootsResult) error { return unexpectedResult{res} }
-
-// TestGETStreamEarly: what the upstream sends outside any request right after the session
-// starts, before the agent's GET reaches it, is on the agent's first GET stream: the gate's
-// upstream GET was open since the session started (the upstream keeps no event store here, so
-// a message for an unconnected GET stream would be dropped).
-func TestGETStreamEarly(t *testing.T) {
-	f := newFixture(t, fixtureOpts{})
-	rs := newRawSession(t, f.endpoint())
-	// Give the gate's upstream GET time to connect (what a direct client's GET would have).
-	deadline := time.Now().Add(time.Second)
-	for b := f.proxy.bridgeByID(rs.session); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b.mu.Lock()
-		e := b.early
-		b.mu.Unlock()
-		if e != nil {
-			<-e.ready
-			break
-		}
-	}
-	f.up.MCP().AddTool(&mcp.Tool{Name: "early", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcptest.Text("ok"), nil
-	})
-	time.Sleep(100 * time.Millisecond)
-	events, status, closeGET := rs.getStream("")
-	defer closeGET()
-	if status != http.StatusOK {
-		t.Fatalf("GET: HTTP %d", status)
-	}
-	if ev := nextEvent(t, events); ev.data != `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}` {
-		t.Fatalf("first event: %s; want the upstream's list_changed sent before the agent's GET", ev.data)
-	}
-}
 
 // TestGETStreamRefusals: a GET the SDK's handler refuses for its headers is refused the same
 // through the relay and the answer streams' resumption: a Host that is not loopback on the

@@ -279,3 +279,15 @@ func marshalled(t testing.TB, v any) string {
 	}
 	return string(b)
 }
+
+// directAgent and directUpstream are how many tools/calls the session side's direct paths
+// carried toward the agent and toward the upstream (agent2025.Handler.DirectCalls).
+func (p *Proxy) directAgent() int64 {
+	a, _ := p.v2025.DirectCalls()
+	return a
+}
+
+func (p *Proxy) directUpstream() int64 {
+	_, u := p.v2025.DirectCalls()
+	return u
+}

@@ -3,14 +3,11 @@ package mcpproxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actgate/actgate/internal/mcpproxy/admission"
+	"github.com/actgate/actgate/internal/mcpproxy/agent2025"
 	"github.com/actgate/actgate/internal/mcpproxy/agent2026"
 	"github.com/actgate/actgate/internal/mcpproxy/tasks"
 	"github.com/actgate/actgate/internal/mcpproxy/toolcall"
@@ -127,7 +125,8 @@ type Config struct {
 	// and codes, never tool arguments. The zero Logger discards.
 	Logger logr.Logger
 	// Elicitation, when set, lets a binding moment of a class it allows be offered also as an
-	// MCP elicitation to an agent client that declared elicitation (elicit.go); nil: never.
+	// MCP elicitation to an agent client that declared elicitation (agent2025's elicit.go); nil:
+	// never.
 	Elicitation ElicitationPolicy
 	// ElicitationTimeout bounds the wait for an elicitation's answer; 0 means
 	// DefaultElicitationTimeout.
@@ -137,8 +136,8 @@ type Config struct {
 	// propagating it to the upstream in both (internal/tracing). Optional: nil is tracing off.
 	TracerProvider trace.TracerProvider
 
-	// sdkOnly turns the direct tools/call paths off (agentcall.go, upstreamcall.go): every
-	// message goes through the SDK's server and client sessions. Tests compare the two.
+	// sdkOnly turns the direct tools/call paths off (agent2025.Config.SDKOnly): every message
+	// goes through the SDK's server and client sessions. Tests compare the two.
 	sdkOnly bool
 }
 
@@ -156,33 +155,18 @@ var ErrConfig = admission.ErrConfig
 
 // Proxy is the http.Handler for one upstream server. Create it with New; Close it on shutdown.
 type Proxy struct {
-	cfg     Config
-	log     logr.Logger
-	tracer  trace.Tracer // nil: tracing off
-	server  *mcp.Server
-	handler *mcp.StreamableHTTPHandler
-	// sdkAnswers are the POSTs the SDK's handler is answering (replayheader.go).
-	sdkAnswers sdkAnswers
-	sdk        http.Handler // handler, given the authenticated agent (sdkAuth)
-	http       *http.Client // the SDK client's upstream requests
-	direct     *http.Client // the direct tools/call path's (bridge.post): upstream.SyncTransport where it applies
-	// send is the agent-side server's own sending handler, captured at construction, through
-	// which upstream notifications are forwarded to an agent session verbatim.
-	send mcp.MethodHandler
+	cfg    Config
+	log    logr.Logger
+	http   *http.Client // the SDK client's upstream requests
+	direct *http.Client // the direct paths' upstream requests: upstream.SyncTransport where it applies
 
-	// directAgent and directUpstream count the tools/calls the direct paths carried
-	// (agentcall.go, upstreamcall.go).
-	directAgent, directUpstream atomic.Int64
-
-	// v2026 is the MCP 2026-07-28 side (internal/mcpproxy/agent2026).
+	// v2026 is the MCP 2026-07-28 side (internal/mcpproxy/agent2026), v2025 the session
+	// revisions' (internal/mcpproxy/agent2025).
 	v2026 *agent2026.Handler
-	// owners are the agents that created the tasks the proxy saw created (taskowners.go).
+	v2025 *agent2025.Handler
+	// owners are the agents that created the tasks the proxy saw created (taskowners.go),
+	// shared by both sides.
 	owners tasks.Owners
-
-	mu      sync.Mutex
-	bridges map[*mcp.ServerSession]*bridge
-	byID    map[string]*bridge
-	closed  bool
 }
 
 // New validates cfg and returns the proxy.
@@ -227,41 +211,24 @@ func New(cfg Config) (*Proxy, error) {
 		directBase = upstream.NewSyncTransport(t)
 	}
 	p := &Proxy{
-		cfg:    cfg,
-		log:    cfg.Logger.WithValues("server", cfg.Server),
-		tracer: tracing.TracerOf(cfg.TracerProvider),
+		cfg: cfg,
+		log: cfg.Logger.WithValues("server", cfg.Server),
 		http: upstream.Client(&upstream.Transport{Base: base, Credential: cfg.Credential, Rejected: cfg.CredentialRejected,
 			Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
 		direct: upstream.Client(&upstream.Transport{Base: directBase, Credential: cfg.Credential, Rejected: cfg.CredentialRejected,
 			Origin: credOrigin, Trace: cfg.TracerProvider != nil}),
-		bridges: make(map[*mcp.ServerSession]*bridge),
-		byID:    make(map[string]*bridge),
 	}
 	p.owners.Max, p.owners.MaxPerAgent = maxTaskOwners, maxTaskOwnersPerAgent
 	p.v2026 = agent2026.New(agent2026.Config{
 		Server: cfg.Server, URL: cfg.URL, Gate: cfg.Gate, CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout,
 		TrustDeclaredProvenance: cfg.TrustDeclaredProvenance, AgentOf: p.requestAgent,
 	}, p.log, p.direct, &p.owners)
-	p.server = mcp.NewServer(&mcp.Implementation{Name: "actgate", Title: "actgate finality sink", Version: "v1alpha1"}, &mcp.ServerOptions{
-		RootsListChangedHandler: p.rootsListChanged,
-	})
-	p.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		p.send = next
-		return next
-	})
-	p.server.AddReceivingMiddleware(p.receive)
-	// The agent sessions' idle timeout is the bridges' (bridge.startIdle), not the handler's:
-	// the direct tools/call path does not pass through the handler. A session that never
-	// completes initialize has no bridge; the SDK closes it when its initialize fails.
-	// The event store gives the gate session's own stream (merged into the agent's relayed GET
-	// stream, getstream.go) event indexes and Last-Event-ID resumption; it is bounded (the
-	// SDK's default of 10 MiB for the proxy's sessions together, the oldest events purged
-	// first).
-	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server }, &mcp.StreamableHTTPOptions{
-		JSONResponse: true,
-		EventStore:   mcp.NewMemoryEventStore(nil),
-	})
-	p.sdk = p.sdkAuth(p.handler)
+	p.v2025 = agent2025.New(agent2025.Config{
+		Server: cfg.Server, URL: cfg.URL, Gate: cfg.Gate, Agent: cfg.Agent, Agents: cfg.Agents, Sessions: cfg.Sessions,
+		CallTimeout: cfg.CallTimeout, ConnectTimeout: cfg.ConnectTimeout, SessionTimeout: cfg.SessionTimeout,
+		ElicitationTimeout: cfg.ElicitationTimeout, TrustDeclaredProvenance: cfg.TrustDeclaredProvenance,
+		Elicitation: cfg.Elicitation, AgentOf: p.requestAgent, SDKOnly: cfg.sdkOnly,
+	}, p.log, tracing.TracerOf(cfg.TracerProvider), p.http, p.direct, &p.owners)
 	return p, nil
 }
 
@@ -277,31 +244,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.readBody(w, r) {
 		return
 	}
-	if r.Method == http.MethodPost && (p.v2026.Serve(w, r) || p.servePOST(w, r)) {
-		return
+	if r.Method == http.MethodPost && p.v2026.Serve(w, r) {
+		return // internal/mcpproxy/agent2026: a request of 2026-07-28
 	}
-	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderSessionID) == "" {
-		refuseSessionlessGET(w) // getstream.go
-		return
-	}
-	if r.Method == http.MethodGet && r.Header.Get(wire.HeaderLastEventID) != "" && p.serveResume(w, r) {
-		return // resume.go
-	}
-	if r.Method == http.MethodGet && p.serveGET(w, r) {
-		return // getstream.go
-	}
-	if r.Method == http.MethodDelete && p.serveDELETE(w, r) {
-		return // lifecycle.go
-	}
-	if r.Method == http.MethodPost && initializeToFollow(r) {
-		p.serveInitialize(w, r) // initframing.go
-		return
-	}
-	if r.Method == http.MethodPost {
-		p.sdkAnswers.serve(p.sdk, w, r) // a tools/call it carries can be marked a replay (replayheader.go)
-		return
-	}
-	p.sdk.ServeHTTP(w, r)
+	p.v2025.Serve(w, r) // internal/mcpproxy/agent2025: the session revisions
 }
 
 // readBody reads a request's body within ReadTimeout (a slow body is cut and the request
@@ -348,59 +294,9 @@ func (p *Proxy) Destination() string { return p.cfg.URL }
 // Close ends every agent session and its upstream session. The proxy refuses new sessions
 // afterwards.
 func (p *Proxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	bs := make([]*bridge, 0, len(p.bridges))
-	for _, b := range p.bridges {
-		bs = append(bs, b)
-	}
-	p.mu.Unlock()
-	for _, b := range bs {
-		b.close()
-	}
+	p.v2025.Close()
 	p.v2026.Close()
-	for ss := range p.server.Sessions() {
-		_ = ss.Close()
-	}
 	p.direct.CloseIdleConnections()
 	p.http.CloseIdleConnections()
 	return nil
-}
-
-// bridgeByID returns the bridge of the initialized agent session with this Mcp-Session-Id.
-func (p *Proxy) bridgeByID(id string) *bridge {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byID[id]
-}
-
-// bridgeFor returns the bridge of an initialized agent session.
-func (p *Proxy) bridgeFor(ss *mcp.ServerSession) (*bridge, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, ok := p.bridges[ss]
-	return b, ok
-}
-
-func (p *Proxy) addBridge(b *bridge) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errors.New("mcpproxy: proxy closed")
-	}
-	p.bridges[b.ss] = b
-	p.byID[b.ss.ID()] = b
-	return nil
-}
-
-func (p *Proxy) removeBridge(b *bridge) {
-	p.mu.Lock()
-	if p.bridges[b.ss] == b {
-		delete(p.bridges, b.ss)
-	}
-	if p.byID[b.ss.ID()] == b {
-		delete(p.byID, b.ss.ID())
-	}
-	p.mu.Unlock()
-	b.close()
 }

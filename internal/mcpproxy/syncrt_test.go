@@ -83,7 +83,7 @@ func TestDirectUpstreamKeepsOneConnection(t *testing.T) {
 			if n := dials.Load() - before; n != 0 {
 				t.Fatalf("calls 2-8 dialled %d new upstream connections, want 0", n)
 			}
-			if got := f.proxy.directUpstream.Load(); got != 8 {
+			if got := f.proxy.directUpstream(); got != 8 {
 				t.Fatalf("the direct upstream path carried %d calls, want 8", got)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/ratelimit"
 	"github.com/actgate/actgate/internal/sink/moment"
+	"github.com/actgate/actgate/internal/sink/toolpin"
 	"github.com/actgate/actgate/internal/tracing"
 )
 
@@ -141,8 +142,7 @@ type gate struct {
 	momentStore       MomentStore      // nil: moments live in memory
 	tracer            trace.Tracer     // nil: tracing off
 	remote            AuthorityService // nil: the gate issues and the store consumes
-	pinStore          PinStore         // nil: only digests the policy lists are accepted
-	pins              pinTable
+	pins              *toolpin.Table   // the pinned tool definitions (toolpin.go)
 
 	issuedMu      sync.Mutex
 	issued        map[string]issuedAuthority // act id → authority the gate issued for it
@@ -213,7 +213,6 @@ func New(opts Options) (*Gate, error) {
 		recordTimeout: orDefault(opts.RecordTimeout, DefaultRecordTimeout),
 		observer:      opts.Observer,
 		momentStore:   opts.Moments,
-		pinStore:      opts.Pins,
 		issued:        map[string]issuedAuthority{},
 		issuedSweepAt: minSweep,
 	}
@@ -227,6 +226,7 @@ func New(opts Options) (*Gate, error) {
 	if g.log.GetSink() == nil {
 		g.log = logr.Discard()
 	}
+	g.pins = g.newPinTable(opts.Pins)
 	if p, ok := opts.Store.(authority.ConsumeAndPender); ok {
 		g.pender = p
 	}

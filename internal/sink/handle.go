@@ -204,8 +204,8 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 		return g.audit(ctx, cl, inv)
 	}
 	if over := g.overRate(cl); over != nil {
-		res := g.refuseReported(cl, ef.EFRateLimited, over.message)
-		res.RetryAfter = over.wait
+		res := g.refuseReported(cl, ef.EFRateLimited, over.Message)
+		res.RetryAfter = over.Wait
 		return res, nil
 	}
 	switch cl.dec.Outcome {

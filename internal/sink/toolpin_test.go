@@ -21,6 +21,9 @@ func (p pinnedPolicy) ToolPin(_, tool string) (ToolPin, bool) {
 	return pin, ok
 }
 
+// pinKey names a pinned tool in memPins.
+type pinKey struct{ server, tool string }
+
 // memPins is an in-memory PinStore (the standalone file store is tested in internal/standalone).
 type memPins struct {
 	mu      sync.Mutex

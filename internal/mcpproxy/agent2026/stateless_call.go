@@ -104,7 +104,7 @@ func (p *Handler) statelessCall(ctx context.Context, mode upstreamMode, agent st
 	case toolcall.Allowed:
 		resp := render(toolcall.AllowedResult(res))
 		if res.Replayed && resp.Error == nil {
-			resp.Extra = replayMark{} // the recorded result as first given; the replay in a header (replayheader.go)
+			resp.Extra = replayMark{} // the recorded result as first given; the replay in a header (agent2025's replayheader.go)
 		}
 		return resp
 	}

@@ -18,7 +18,7 @@ import (
 // (an answer that is not the upstream's response as written: tools/list with the gate's
 // additions, an error of the gate's) has an id of the gate's own, "actgate:g{stream}-{n}",
 // which no upstream id can equal: an upstream id that begins with "actgate:" is written
-// "actgate:u:{id}" (as on the GET stream, getstream.go).
+// "actgate:u:{id}" (as on the GET stream, agent2025's getstream.go).
 //
 // When the upstream closes its stream before the response, the gate resumes the upstream's
 // itself (readStream), and the agent's stream is closed too (after the events so far): the

@@ -3,7 +3,8 @@
 // messages before the response are events of it, and, when the upstream's stream offers
 // resumption, its events are logged (internal/mcpproxy/eventlog) for the agent's GET with
 // Last-Event-ID and the request goes on when the agent's stream is closed (RunDetachable).
-// A journal replay is marked on it (MarkReplayed). It imports wire and eventlog only.
+// A journal replay is marked on it (MarkReplayed), or on the MCP SDK handler's writer when that
+// handler answers (SDKAnswers). It imports wire and eventlog only.
 package answerstream
 
 import (

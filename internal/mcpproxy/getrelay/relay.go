@@ -4,7 +4,7 @@
 // an upstream id in the gate's namespace rewritten "actgate:u:{id}", a response the upstream
 // replays given back under the agent's id (or dropped), a request the upstream puts to the
 // agent handed to the session (Session.AskOnGET), and the gate session's own stream merged in
-// with ids of the gate's own (Relay.Own). internal/mcpproxy opens the streams (getstream.go);
+// with ids of the gate's own (Relay.Own). internal/mcpproxy/agent2025 opens the streams (getstream.go);
 // this package imports wire and eventlog only.
 package getrelay
 

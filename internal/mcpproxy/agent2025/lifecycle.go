@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"io"
@@ -15,7 +15,7 @@ import (
 // does direct. It returns false, having written nothing, when the session has no upstream
 // session to relay to, or the upstream cannot be reached: the SDK's handler then ends the
 // gate's session on its own.
-func (p *Proxy) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) serveDELETE(w http.ResponseWriter, r *http.Request) bool {
 	b := p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
 	if b == nil || b.agent != p.requestAgent(r.Context()) {
 		return false // the SDK's handler answers (sdkAuth refuses another agent)

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ import (
 // `{...tools/call...}0` ran as a tools/call (FuzzAgentMessage found it). Input that is not
 // well-formed is never repaired into an action (envelope-04 §12.7): such a body is refused here,
 // on both paths, with 400 as the SDK refuses JSON it cannot parse.
-func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get(wire.HeaderLastEventID) != "" || admission.Rebinding(r) {
 		return false
 	}
@@ -59,7 +59,7 @@ func (p *Proxy) servePOST(w http.ResponseWriter, r *http.Request) bool {
 	if refuseSessionless(w, r, body) {
 		return true
 	}
-	if p.cfg.sdkOnly {
+	if p.cfg.SDKOnly {
 		return false
 	}
 	b, exact, handled := p.directBridge(w, r)
@@ -119,7 +119,7 @@ func refuseSessionless(w http.ResponseWriter, r *http.Request, body []byte) bool
 // the direct tools/call path requires. Otherwise it returns nil, and handled reports whether it
 // wrote the refusal (another agent's request on the session, refused as the SDK's handler
 // refuses it).
-func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, exact, handled bool) {
+func (p *Handler) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge, exact, handled bool) {
 	b = p.bridgeByID(r.Header.Get(wire.HeaderSessionID))
 	if b == nil || b.version == "" || b.version >= wire.VersionStandardHeaders {
 		return nil, false, false
@@ -137,7 +137,7 @@ func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge,
 
 // serveToolsCall answers the agent's tools/call POST on an initialized session itself, without
 // the SDK's server session: it decodes the request, runs bridge.callTool (the same code the SDK
-// path reaches through Proxy.receive) and writes the JSON-RPC response as the SDK's handler does
+// path reaches through Handler.receive) and writes the JSON-RPC response as the SDK's handler does
 // in its JSONResponse mode. The SDK path costs a tools/call several goroutine hand-offs and a
 // reflective decode and encode, the larger part of the gate's overhead as a separate process
 // (docs/performance.md "The MCP proxy's direct paths").
@@ -149,7 +149,7 @@ func (p *Proxy) directBridge(w http.ResponseWriter, r *http.Request) (b *bridge,
 // protocolVersion in _meta). Anything else returns false, and the SDK's handler answers it with
 // its own checks and errors. TestDirectAgentPathMatchesSDK compares both paths on the same
 // requests.
-func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
+func (p *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() || req.Method != wire.MethodCallTool || !wire.IsObject(req.Params) {
 		return false // absent or null params included: the SDK has its own answers
@@ -187,7 +187,7 @@ func (p *Proxy) serveToolsCall(w http.ResponseWriter, r *http.Request, b *bridge
 }
 
 // toolsCall runs one direct-path tools/call and answers it on stream.
-func (p *Proxy) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, b *bridge, req *jsonrpc.Request,
+func (p *Handler) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, b *bridge, req *jsonrpc.Request,
 	params *mcp.CallToolParamsRaw, stream *answerstream.Stream) {
 	defer stream.Finish()
 	res, err := func() (mcp.Result, error) {

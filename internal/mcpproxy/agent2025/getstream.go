@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func refuseSessionlessGET(w http.ResponseWriter) {
 // (Accept without text/event-stream, a Host that is not loopback on a loopback listener, an
 // unknown Mcp-Protocol-Version), an upstream session that cannot be opened, or an upstream
 // without a GET stream.
-func (p *Proxy) serveGET(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) serveGET(w http.ResponseWriter, r *http.Request) bool {
 	if _, streamOK := wire.Accepts(r.Header.Values("Accept")); !streamOK || admission.Rebinding(r) {
 		return false // the SDK's handler refuses it (400; DNS rebinding: 403)
 	}

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"

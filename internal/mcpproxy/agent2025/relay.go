@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -52,7 +52,7 @@ var hopByHop = map[string]bool{
 // the upstream with the upstream leg's id; the revision's other client notifications (progress,
 // roots/list_changed, tasks/status) are relayed as they are, and any other notification — a
 // request's method without an id included — is refused (wire.NotificationRefusal).
-func (p *Proxy) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
+func (p *Handler) serveRelay(w http.ResponseWriter, r *http.Request, b *bridge, msg jsonrpc.Message) bool {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
 		return false // responses to the server session's own requests are the SDK's
@@ -331,7 +331,7 @@ var statefulClientNotifications = map[string]bool{
 }
 
 // refuseNotification writes the refusal of a notification of method on revision.
-func (p *Proxy) refuseNotification(w http.ResponseWriter, method, revision string) {
+func (p *Handler) refuseNotification(w http.ResponseWriter, method, revision string) {
 	p.log.Info("Agent notification refused", "method", logfield.Bound(method), "code", ef.EFNotificationInvalid, "revision", revision)
 	wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, wire.NotificationRefusal(method, revision))
 }

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // runDetachable runs work for the handler of the agent's request (answerstream.RunDetachable),
 // bounded by CallTimeout once the agent's stream is detached.
-func (p *Proxy) runDetachable(r *http.Request, stream *answerstream.Stream, work func(ctx context.Context)) {
+func (p *Handler) runDetachable(r *http.Request, stream *answerstream.Stream, work func(ctx context.Context)) {
 	answerstream.RunDetachable(r, stream, p.cfg.CallTimeout, work)
 }
 
@@ -27,7 +27,7 @@ func (p *Proxy) runDetachable(r *http.Request, stream *answerstream.Stream, work
 // nothing, for any other id (serveGET relays it to the upstream, which answers it) and for a
 // request the SDK's handler answers. An id that is not one an event stream can carry, or longer
 // than wire.MaxEventID, is refused (HTTP 400, EF_EVENT_ID_INVALID).
-func (p *Proxy) serveResume(w http.ResponseWriter, r *http.Request) bool {
+func (p *Handler) serveResume(w http.ResponseWriter, r *http.Request) bool {
 	if admission.Rebinding(r) {
 		return false // refused by the SDK's handler (DNS rebinding: 403)
 	}

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -23,7 +23,7 @@ var errNoUpstream = errors.New("mcpproxy: upstream session unavailable")
 
 // bridge joins one agent session to one upstream client session.
 type bridge struct {
-	p    *Proxy
+	p    *Handler
 	ss   *mcp.ServerSession
 	info *mcp.Implementation
 	caps *mcp.ClientCapabilities
@@ -97,7 +97,7 @@ type bridge struct {
 	endLife context.CancelFunc
 }
 
-func newBridge(p *Proxy, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
+func newBridge(p *Handler, ss *mcp.ServerSession, params *mcp.InitializeParams, agent string) *bridge {
 	b := &bridge{p: p, ss: ss, caps: &mcp.ClientCapabilities{}, agent: agent, ownSent: -1}
 	if params != nil {
 		b.requested = params.ProtocolVersion
@@ -368,7 +368,7 @@ func (b *bridge) elicitAgent(ctx context.Context, params *mcp.ElicitParams) (*mc
 }
 
 // rootsListChanged forwards the agent's notifications/roots/list_changed upstream.
-func (p *Proxy) rootsListChanged(ctx context.Context, r *mcp.RootsListChangedRequest) {
+func (p *Handler) rootsListChanged(ctx context.Context, r *mcp.RootsListChangedRequest) {
 	b, ok := p.bridgeFor(r.Session)
 	if !ok {
 		return

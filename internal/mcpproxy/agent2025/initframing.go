@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func (w *bufferedWriter) WriteHeader(status int) {
 // response as one event, after a priming event and with ids of the gate's own (a resumable
 // stream, resume.go) when the upstream's events had ids. Anything else is the SDK's answer as
 // it wrote it.
-func (p *Proxy) serveInitialize(w http.ResponseWriter, r *http.Request) {
+func (p *Handler) serveInitialize(w http.ResponseWriter, r *http.Request) {
 	buf := &bufferedWriter{h: w.Header()}
 	p.sdk.ServeHTTP(buf, r)
 	status := buf.status

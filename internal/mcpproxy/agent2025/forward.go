@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // receive is the agent-side server's receiving middleware: every request and notification of
 // every agent session passes here.
-func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
+func (p *Handler) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if method == wire.MethodInitialize {
@@ -85,7 +85,7 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // initialize opens the upstream session for a new agent session and answers the agent with
 // the upstream's capabilities, serverInfo and instructions (protocol version negotiation stays
 // hop by hop). The virtual tool means the agent always sees the tools capability.
-func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.ServerSession, req mcp.Request) (mcp.Result, error) {
+func (p *Handler) initialize(ctx context.Context, next mcp.MethodHandler, ss *mcp.ServerSession, req mcp.Request) (mcp.Result, error) {
 	params, _ := req.GetParams().(*mcp.InitializeParams)
 	if ss == nil || params == nil {
 		return next(ctx, wire.MethodInitialize, req)

@@ -1,4 +1,4 @@
-package mcpproxy
+package agent2025
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 // agent's W3C trace context: the request's traceparent header, or params._meta's (which wins
 // when both are present, as the more specific). The agent's context is linked, never
 // continued (tracing.StartCall). With tracing off it returns ctx unchanged.
-func (p *Proxy) startCall(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+func (p *Handler) startCall(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
 	if p.tracer != nil {
 		if req.Extra != nil {
 			ctx = tracing.ExtractAgent(ctx, req.Extra.Header)
@@ -143,7 +143,7 @@ func (b *bridge) provenance(meta mcp.Meta) string {
 	if !b.p.cfg.TrustDeclaredProvenance || meta == nil {
 		return ""
 	}
-	s, _ := meta[MetaProvenance].(string)
+	s, _ := meta[toolcall.MetaProvenance].(string)
 	return s
 }
 
@@ -172,7 +172,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 			}
 		}()
 		var a upstream.Attempt
-		meta := mcp.Meta{MetaOperationID: operationID}
+		meta := mcp.Meta{toolcall.MetaOperationID: operationID}
 		if progressToken != nil {
 			meta["progressToken"] = progressToken
 		}
@@ -197,7 +197,7 @@ func (b *bridge) invoker(tool string, args json.RawMessage, progressToken any, r
 		params := &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args}
 		var res *mcp.CallToolResult
 		var raw json.RawMessage
-		if version, ok := directVersion(cs); ok && !b.p.cfg.sdkOnly {
+		if version, ok := directVersion(cs); ok && !b.p.cfg.SDKOnly {
 			rel := release
 			release = nil
 			if upstreamSession != nil {
