@@ -13,6 +13,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/ratelimit"
@@ -115,6 +116,11 @@ type Options struct {
 	// (toolpin.go). Optional: without it only digests the policy lists are accepted, and a
 	// rule's onFirstUse records nothing, so its tools stay refused (fail closed).
 	Pins PinStore
+	// Budgets is where the gate reads the usage of the governing rule's budgets before it
+	// decides (budget.go). Optional: the Store when it implements budget.Ledger (the embedded
+	// store, which also charges them in the consume commit). Without one, a call whose rule has
+	// budgets is refused with EF_BUDGET_LIMIT (fail closed).
+	Budgets budget.Ledger
 }
 
 // gate is the implementation behind Gate.
@@ -124,6 +130,7 @@ type gate struct {
 	store             authority.Store
 	pender            authority.ConsumeAndPender      // nil when the store cannot pend in the consume commit
 	issuer            authority.IssueConsumeAndPender // nil when the store cannot issue in the consume commit
+	budgets           budget.Ledger                   // nil: budgeted calls are refused
 	journal           journal.Journal
 	signer            *authority.Signer
 	ids               *act.IDIssuer
@@ -232,6 +239,10 @@ func New(opts Options) (*Gate, error) {
 	}
 	if p, ok := opts.Store.(authority.IssueConsumeAndPender); ok {
 		g.issuer = p
+	}
+	g.budgets = opts.Budgets
+	if l, ok := opts.Store.(budget.Ledger); ok && g.budgets == nil {
+		g.budgets = l
 	}
 	if opts.Authority != nil {
 		if g.issuer == nil {
