@@ -36,7 +36,9 @@ func TestCompileBudgetErrors(t *testing.T) {
 	}{
 		{"unknown zone", budgetOf(func(b *v1alpha1.Budget) { b.Window.TimeZone = "Mars/Olympus_Mons" }), 1, ".window", "timeZone"},
 		{"period and calendar", budgetOf(func(b *v1alpha1.Budget) { b.Window.Period = &metav1.Duration{Duration: time.Hour} }), 1, ".window", "exactly one"},
-		{"short period", budgetOf(func(b *v1alpha1.Budget) { b.Window = v1alpha1.BudgetWindow{Period: &metav1.Duration{Duration: time.Second}} }), 1, ".window", "period"},
+		{"short period", budgetOf(func(b *v1alpha1.Budget) {
+			b.Window = v1alpha1.BudgetWindow{Period: &metav1.Duration{Duration: time.Second}}
+		}), 1, ".window", "period"},
 		{"no limit", budgetOf(func(b *v1alpha1.Budget) { b.MaxCalls, b.Sum = nil, nil }), 1, ".budgets[0]", "maxCalls, sum or both"},
 		{"max with exponent", budgetOf(func(b *v1alpha1.Budget) { b.Sum.Max = "1e4" }), 1, ".sum.max", "plain decimal"},
 		{"bad pointer", budgetOf(func(b *v1alpha1.Budget) { b.Sum.Pointer = "/a/~2" }), 1, ".sum.pointer", "~"},
@@ -75,7 +77,10 @@ func TestCompileBudgetErrors(t *testing.T) {
 func TestEvaluateBudgets(t *testing.T) {
 	c := compileSample(t, func(s *v1alpha1.ToolPolicySpec) {
 		s.Rules[0].Budgets = []v1alpha1.Budget{
-			budgetOf(func(b *v1alpha1.Budget) { b.Key = &v1alpha1.BudgetKey{By: v1alpha1.BudgetKeyServiceAccount}; b.Sum = nil }),
+			budgetOf(func(b *v1alpha1.Budget) {
+				b.Key = &v1alpha1.BudgetKey{By: v1alpha1.BudgetKeyServiceAccount}
+				b.Sum = nil
+			}),
 			budgetOf(func(b *v1alpha1.Budget) {
 				b.Name, b.Sum = "per-account", nil
 				b.Key = &v1alpha1.BudgetKey{By: v1alpha1.BudgetKeyExpression, Expression: "args.account"}
