@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -212,5 +216,107 @@ func TestBudgetRaceThroughGate(t *testing.T) {
 	}
 	if n, _ := f.usage(); n != 3 {
 		t.Fatalf("ledger holds %d calls", n)
+	}
+}
+
+// budgetBenchFixture is compiledFixture with, when withBudget, a daily budget on the tickets
+// rule (a machine permit): 1e9 calls by agent, so every call reads and charges one hot ledger.
+func budgetBenchFixture(b *testing.B, withBudget bool) *fixture {
+	b.Helper()
+	spec, err := policy.LoadFile("testdata/policy.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if withBudget {
+		n := int64(1_000_000_000)
+		for i := range spec.Rules {
+			if spec.Rules[i].Name == "tickets" {
+				spec.Rules[i].Budgets = []v1alpha1.Budget{{Name: "daily", MaxCalls: &n,
+					Window: v1alpha1.BudgetWindow{Calendar: v1alpha1.BudgetCalendarDay, TimeZone: "Europe/Berlin"}}}
+			}
+		}
+	}
+	c, err := policy.Compile("default/sink-e2e", spec, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newFixture(b, func(o *Options) { o.Policy = CompiledPolicy(c) })
+}
+
+// BenchmarkBudgetCost: what a budget adds to a protected call — the same machine-permit call
+// (sign, issue+consume+DISPATCH_PENDING in one fsync'ed group commit, durable receipt, invoke,
+// EXECUTED) on two gates, one whose rule has a budget (usage read before deciding, charged in
+// the consume commit, settled with EXECUTED) and one without, in interleaved rounds of 200
+// calls so both see the same machine state. Reports each one's p50/p99 and the ratios.
+// Figures: docs/performance.md "Budgets".
+func BenchmarkBudgetCost(b *testing.B) {
+	for _, callers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			plain, budgeted := budgetBenchFixture(b, false), budgetBenchFixture(b, true)
+			inv := func(context.Context, string) (InvokeResult, error) {
+				return InvokeResult{Result: []byte(`{"content":[{"type":"text","text":"created"}]}`), Outcome: OutcomeExecuted}, nil
+			}
+			var seq atomic.Int64
+			round := func(f *fixture, n int) []time.Duration {
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				out := make([]time.Duration, 0, n)
+				var left atomic.Int64
+				left.Store(int64(n))
+				for range callers {
+					wg.Go(func() {
+						for left.Add(-1) >= 0 {
+							i := seq.Add(1)
+							c := call(fmt.Sprintf("s%d", i%64), "tools", "ticket_create", fmt.Sprintf(`{"title":"ticket %d","priority":2}`, i))
+							start := time.Now()
+							res, err := f.gate.Handle(context.Background(), c, inv)
+							d := time.Since(start)
+							if err != nil || !res.Invoked {
+								b.Errorf("%+v %v", res, err)
+								return
+							}
+							mu.Lock()
+							out = append(out, d)
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				return out
+			}
+			const per = 200
+			var a, bud []time.Duration
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if i%2 == 0 {
+					a = append(a, round(plain, per)...)
+					bud = append(bud, round(budgeted, per)...)
+				} else {
+					bud = append(bud, round(budgeted, per)...)
+					a = append(a, round(plain, per)...)
+				}
+			}
+			b.StopTimer()
+			q := func(lat []time.Duration, p float64) float64 {
+				slices.Sort(lat)
+				return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3
+			}
+			if len(a) == 0 || len(bud) == 0 {
+				return
+			}
+			b.ReportMetric(q(a, 0.5), "plain-p50-µs")
+			b.ReportMetric(q(a, 0.99), "plain-p99-µs")
+			b.ReportMetric(q(bud, 0.5), "budget-p50-µs")
+			b.ReportMetric(q(bud, 0.99), "budget-p99-µs")
+			b.ReportMetric(q(bud, 0.5)/q(a, 0.5), "ratio-p50")
+			b.ReportMetric(q(bud, 0.99)/q(a, 0.99), "ratio-p99")
+			w, _ := budget.NewWindow(0, budget.CalendarDay, "Europe/Berlin")
+			now := budgeted.clock.Now()
+			id, _ := budget.LedgerID(budget.Ref{Namespace: "default", Policy: "sink-e2e", Rule: "tickets"}, "daily", agentID, w, w.Span(now))
+			u, err := budgeted.store.Usage(context.Background(), id)
+			if n, _ := u.Spent(now); err != nil || n != int64(len(bud)) {
+				b.Fatalf("the budget counted %d of %d calls (%v)", n, len(bud), err)
+			}
+		})
 	}
 }
