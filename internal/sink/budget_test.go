@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/authority/boltstore"
 	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/journal"
@@ -248,7 +249,7 @@ func budgetBenchFixture(b *testing.B, withBudget bool) *fixture {
 // EXECUTED) on two gates, one whose rule has a budget (usage read before deciding, charged in
 // the consume commit, settled with EXECUTED) and one without, in interleaved rounds of 200
 // calls so both see the same machine state. Reports each one's p50/p99 and the ratios.
-// Figures: docs/performance.md "Budgets".
+// Figures: docs/performance.md "Budgets in the embedded store".
 func BenchmarkBudgetCost(b *testing.B) {
 	for _, callers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
@@ -318,5 +319,27 @@ func BenchmarkBudgetCost(b *testing.B) {
 				b.Fatalf("the budget counted %d of %d calls (%v)", n, len(bud), err)
 			}
 		})
+	}
+}
+
+// TestBudgetWithoutLedgerRefuses: a gate that cannot count (no ledger, a store that cannot
+// charge in its consume) refuses a budgeted call with EF_BUDGET_LIMIT and never invokes it.
+func TestBudgetWithoutLedgerRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(budgetPolicy("Deny")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := policy.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := policy.Compile("default/payments", spec, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *Options) { o.Policy = CompiledPolicy(c); o.Store = storeOnly{o.Store.(*boltstore.Store)} })
+	wantDeny(t, f.handle(transfer("s1", `1`)), ef.EFBudgetLimit)
+	if f.up.count("transfer") != 0 {
+		t.Fatal("a budgeted call ran on a gate that cannot count it")
 	}
 }

@@ -117,9 +117,10 @@ type Options struct {
 	// rule's onFirstUse records nothing, so its tools stay refused (fail closed).
 	Pins PinStore
 	// Budgets is where the gate reads the usage of the governing rule's budgets before it
-	// decides (budget.go). Optional: the Store when it implements budget.Ledger (the embedded
-	// store, which also charges them in the consume commit). Without one, a call whose rule has
-	// budgets is refused with EF_BUDGET_LIMIT (fail closed).
+	// decides (budget.go). Optional: without an Authority, the Store when it implements
+	// budget.Ledger (the embedded store, which also charges them in the consume commit); with
+	// an Authority, none (the pod's journal sees no other pod's spending). Without one, a call
+	// whose rule has budgets is refused with EF_BUDGET_LIMIT (fail closed).
 	Budgets budget.Ledger
 }
 
@@ -241,7 +242,10 @@ func New(opts Options) (*Gate, error) {
 		g.issuer = p
 	}
 	g.budgets = opts.Budgets
-	if l, ok := opts.Store.(budget.Ledger); ok && g.budgets == nil {
+	if l, ok := opts.Store.(budget.Ledger); ok && g.budgets == nil && opts.Authority == nil {
+		// The embedded store charges in its consume commit. Under an authority service the
+		// store is the pod's local journal, which sees no other pod's spending: only a ledger
+		// given in Options counts there, and without one budgeted calls are refused.
 		g.budgets = l
 	}
 	if opts.Authority != nil {
