@@ -110,3 +110,17 @@ func (g *gate) chargeDispatch(cl *callState, p *pendingDispatch, grant bool) (ef
 	p.rec.Charges = charges
 	return "", ""
 }
+
+// budgetLedger is the ledger a gate built with opts reads usage from. The embedded store
+// charges in its consume commit. Under an authority service the store is the pod's local
+// journal, which sees no other pod's spending: only a ledger given in Options counts there, and
+// without one budgeted calls are refused.
+func budgetLedger(opts Options) budget.Ledger {
+	if opts.Budgets != nil {
+		return opts.Budgets
+	}
+	if l, ok := opts.Store.(budget.Ledger); ok && opts.Authority == nil {
+		return l
+	}
+	return nil
+}

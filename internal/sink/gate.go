@@ -241,13 +241,7 @@ func New(opts Options) (*Gate, error) {
 	if p, ok := opts.Store.(authority.IssueConsumeAndPender); ok {
 		g.issuer = p
 	}
-	g.budgets = opts.Budgets
-	if l, ok := opts.Store.(budget.Ledger); ok && g.budgets == nil && opts.Authority == nil {
-		// The embedded store charges in its consume commit. Under an authority service the
-		// store is the pod's local journal, which sees no other pod's spending: only a ledger
-		// given in Options counts there, and without one budgeted calls are refused.
-		g.budgets = l
-	}
+	g.budgets = budgetLedger(opts)
 	if opts.Authority != nil {
 		if g.issuer == nil {
 			return nil, fmt.Errorf("%w: with an Authority the Store must journal consumed authorities (authority.IssueConsumeAndPender)", ErrConfig)
