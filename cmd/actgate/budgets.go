@@ -3,13 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/actgate/actgate/internal/standalone"
 )
 
 // newBudgetsCmd is `actgate budgets`: the budgets of a running standalone gate (docs/api.md
@@ -35,24 +33,22 @@ data dir).`,
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Budgets []standalone.BudgetJSON `json:"budgets"`
-			}
-			if err := c.do(cmd.Context(), http.MethodGet, standalone.APIBudgets, nil, &out); err != nil {
+			budgets, err := c.Budgets(cmd.Context())
+			if err != nil {
 				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(s.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(out.Budgets)
+				return enc.Encode(budgets)
 			}
-			if len(out.Budgets) == 0 {
+			if len(budgets) == 0 {
 				_, err := fmt.Fprintln(s.out, "No budget has spending in its current window.")
 				return err
 			}
 			w := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "POLICY\tRULE\tBUDGET\tKEY\tCALLS\tREMAINING\tSPENT\tREMAINING\tWINDOW END\tUNSETTLED")
-			for _, b := range out.Budgets {
+			for _, b := range budgets {
 				calls, rc := fmt.Sprint(b.Calls), "-"
 				if b.MaxCalls > 0 {
 					calls, rc = fmt.Sprintf("%d/%d", b.Calls, b.MaxCalls), fmt.Sprint(b.RemainingCalls)
