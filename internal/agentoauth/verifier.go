@@ -51,6 +51,10 @@ type Options struct {
 	AgentClaim, AgentPrefix string
 	// Scopes a token must all carry.
 	Scopes []string
+	// AudienceOnly accepts Audience alone, not the servers' own resources: a sidecar's
+	// loopback URL is the same in every pod, so it names no resource of its own, and the
+	// authority service, which verifies the same tokens, knows only the policy's audience.
+	AudienceOnly bool
 	// Reserved are identities no agent may take (the principals, the sink): an agent named
 	// as a principal would resolve its own escalations.
 	Reserved []string
@@ -194,6 +198,9 @@ func (v *Verifier) checkClaims(std jwt.Claims, server string) *Refusal {
 		return invalid("the token's issuer is not %s", v.o.Issuer)
 	}
 	if !slices.ContainsFunc(v.Audiences(server), std.Audience.Contains) {
+		if v.o.AudienceOnly {
+			return invalid("the token's audience is not %s", v.o.Audience)
+		}
 		return invalid("the token's audience is not this gate (%s)", v.Resource(server))
 	}
 	err := std.ValidateWithLeeway(jwt.Expected{Time: v.now()}, v.o.ClockSkew)
@@ -260,7 +267,7 @@ func (v *Verifier) missingScope(claims map[string]json.RawMessage) string {
 // Audiences are the aud values a token for server may carry: the configured audience, and
 // the server's own resources (both of its paths).
 func (v *Verifier) Audiences(server string) []string {
-	if server == "" {
+	if server == "" || v.o.AudienceOnly {
 		return []string{v.o.Audience}
 	}
 	return []string{v.o.Audience, v.o.ExternalURL + "/mcp/" + server, v.o.ExternalURL + "/" + server + "/mcp"}
