@@ -53,7 +53,9 @@ func newAgentAuthFixture(t *testing.T) *agentAuthFixture {
 	var err error
 	f.up, err = mcptest.Start([]mcptest.Tool{
 		{Name: "get_balance", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return mcptest.Text("42"), nil }},
-		{Name: "post_note", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return mcptest.Text("posted"), nil }},
+		{Name: "post_note", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
+			return mcptest.Text("posted"), nil
+		}},
 	}, mcptest.Options{})
 	if err != nil {
 		t.Fatal(err)
