@@ -63,6 +63,9 @@ type Options struct {
 	// JWKSRefresh is the least time between two fetches of the key set; JWKSMaxAge is how
 	// long a fetched set is used before it is fetched again.
 	JWKSRefresh, JWKSMaxAge time.Duration
+	// Introspection, when set, verifies opaque access tokens (not a compact JWS) by RFC 7662
+	// introspection at the provider; JWTs are verified as above either way.
+	Introspection *Introspection
 	// CAPEM, when set, is the only CA trusted for the provider's TLS.
 	CAPEM []byte
 	// Transport is the base transport to the provider (tests); nil: a default one.
@@ -75,8 +78,9 @@ type Options struct {
 type Verifier struct {
 	o    Options
 	algs []jose.SignatureAlgorithm
-	keys *keySet
-	now  func() time.Time
+	keys  *keySet
+	intro *introspector // nil: opaque tokens are refused
+	now   func() time.Time
 }
 
 // New returns a Verifier; it contacts the provider only when the first token arrives, so the
@@ -117,6 +121,12 @@ func New(o Options) (*Verifier, error) {
 	}
 	client := &http.Client{Transport: base, Timeout: fetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if o.Introspection != nil {
+		var err error
+		if v.intro, err = newIntrospector(*o.Introspection, client); err != nil {
+			return nil, err
+		}
+	}
 	v.keys = &keySet{issuer: o.Issuer, client: client, jwksURL: o.JWKSURL, now: v.now,
 		minRefresh: max(o.JWKSRefresh, time.Second), maxAge: max(o.JWKSMaxAge, time.Second)}
 	return v, nil
@@ -149,6 +159,9 @@ func (v *Verifier) Verify(ctx context.Context, token, server string) (string, *R
 		return "", invalid("the token is longer than %d bytes", MaxTokenBytes)
 	}
 	if strings.Count(token, ".") != 2 {
+		if v.intro != nil {
+			return v.introspect(ctx, token, server)
+		}
 		return "", invalid("the token is not a signed JWT (compact JWS)")
 	}
 	tok, err := jwt.ParseSigned(token, v.algs)
