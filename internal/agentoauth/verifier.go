@@ -76,8 +76,8 @@ type Options struct {
 
 // Verifier validates agents' access tokens. It is safe for concurrent use.
 type Verifier struct {
-	o    Options
-	algs []jose.SignatureAlgorithm
+	o     Options
+	algs  []jose.SignatureAlgorithm
 	keys  *keySet
 	intro *introspector // nil: opaque tokens are refused
 	now   func() time.Time
