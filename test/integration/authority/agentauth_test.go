@@ -195,11 +195,17 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect is an MCP client session of the agent presenting token to the sidecar.
 func (f *agentAuthFixture) connect(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
+	return f.connectAt(t, token, "")
+}
+
+// connectAt is connect offering MCP revision version ("" the SDK's default).
+func (f *agentAuthFixture) connectAt(t *testing.T, token, version string) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.base + "/mcp/payments", DisableStandaloneSSE: true,
-		HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+		HTTPClient: &http.Client{Transport: bearer{token}}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +274,20 @@ func TestAgentOAuthSidecar(t *testing.T) {
 		t.Fatalf("Acts name %v (want idp:agent-a); upstream ran %d", got, f.up.Count("post_note"))
 	}
 
+	// The 2026-07-28 revision (stateless: no session, each request on its own): the agent's
+	// token of each request reaches the service with that request's Permit.
+	cs26 := f.connectAt(t, old, "2026-07-28")
+	if v := cs26.InitializeResult(); v == nil || v.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("the 2026 client negotiated %+v", v)
+	}
+	res, err = cs26.CallTool(context.Background(), &mcp.CallToolParams{Name: "post_note", Arguments: json.RawMessage(`{"text":"stateless"}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("the agent's call on 2026-07-28: %+v %v", res, err)
+	}
+	if got := f.agentsOf(t, "post_note"); len(got) != 2 || got[0] != "idp:agent-a" || got[1] != "idp:agent-a" || f.up.Count("post_note") != 2 {
+		t.Fatalf("Acts name %v (want idp:agent-a twice); upstream ran %d", got, f.up.Count("post_note"))
+	}
+
 	// The metadata names the provider; a request without a token is told where to find it.
 	resp, err := http.Get(f.base + agentoauth.MetadataPath + "/mcp/payments")
 	if err != nil {
@@ -301,7 +321,7 @@ func TestAgentOAuthSidecar(t *testing.T) {
 			t.Errorf("%s: HTTP %d, challenge %q", name, status, challenge)
 		}
 	}
-	if f.up.Count("post_note") != 1 {
+	if f.up.Count("post_note") != 2 {
 		t.Fatalf("refused tokens reached the upstream: %d calls", f.up.Count("post_note"))
 	}
 
@@ -317,7 +337,7 @@ func TestAgentOAuthSidecar(t *testing.T) {
 	if status, challenge := f.initialize(t, "Bearer "+old); status != http.StatusUnauthorized || !strings.Contains(challenge, "invalid_token") {
 		t.Fatalf("a token of the withdrawn key: HTTP %d, challenge %q", status, challenge)
 	}
-	if got := f.agentsOf(t, "post_note"); len(got) != 2 || !strings.Contains(strings.Join(got, ","), "idp:agent-b") {
+	if got := f.agentsOf(t, "post_note"); len(got) != 3 || !strings.Contains(strings.Join(got, ","), "idp:agent-b") {
 		t.Fatalf("Acts name %v", got)
 	}
 }
