@@ -26,6 +26,7 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/sidecar"
@@ -302,6 +303,16 @@ func TestAgentOAuthSidecar(t *testing.T) {
 	status, challenge := f.initialize(t, "")
 	if status != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+f.base+agentoauth.MetadataPath+"/mcp/payments") {
 		t.Fatalf("no token: HTTP %d, challenge %q", status, challenge)
+	}
+
+	// The host-loop endpoints are behind the same tokens.
+	hl, err := http.Post(f.base+hostloop.EnforcePath, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hl.Body.Close()
+	if hl.StatusCode != http.StatusUnauthorized || !strings.Contains(hl.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Fatalf("host loop without a token: HTTP %d, challenge %q", hl.StatusCode, hl.Header.Get("WWW-Authenticate"))
 	}
 
 	expired := f.claims("agent-a")
