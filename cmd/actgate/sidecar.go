@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -276,15 +275,7 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 		creds[name] = p
 	}
 	oauth := o.upstreamOAuth(urls, creds, bad)
-	agentAuth, err := parseAgentOAuth(o.agentOAuth)
-	if err != nil {
-		bad("--agent-oauth ($%s): %v", envAgentOAuth, err)
-	}
-	if o.externalURL != "" {
-		if u, err := url.Parse(o.externalURL); err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-			bad("--external-url %q is not http://HOST:PORT", o.externalURL)
-		}
-	}
+	agentAuth := o.agentSettings(bad)
 	for _, name := range o.servers {
 		if urls[name] == "" {
 			bad("server %s (--servers) has no URL: give --server %s=URL (the ToolPolicy's spec.servers[].url)", name, name)

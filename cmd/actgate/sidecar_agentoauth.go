@@ -10,6 +10,20 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 )
 
+// agentSettings reads --agent-oauth and checks --external-url, reporting problems with bad.
+func (o *sidecarOptions) agentSettings(bad func(string, ...any)) *v1alpha1.AgentAuth {
+	a, err := parseAgentOAuth(o.agentOAuth)
+	if err != nil {
+		bad("--agent-oauth ($%s): %v", envAgentOAuth, err)
+	}
+	if o.externalURL != "" {
+		if u, err := url.Parse(o.externalURL); err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			bad("--external-url %q is not http://HOST:PORT", o.externalURL)
+		}
+	}
+	return a
+}
+
 // maxAgentOAuthBytes bounds --agent-oauth: a spec.agentAuth with its CA bundle.
 const maxAgentOAuthBytes = 96 << 10
 
