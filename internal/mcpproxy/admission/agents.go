@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
@@ -186,7 +187,11 @@ func Authenticate(w http.ResponseWriter, r *http.Request, agents AgentAuthentica
 			ch.WriteRefusal(w, server, rf)
 			return nil, false
 		}
-		return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
+		// The verified token travels with the request to the authority service, which verifies
+		// it again (a sidecar's word names no agent: docs/identity.md "Agents in a pod").
+		tok, _ := agentoauth.BearerToken(r.Header.Values("Authorization"))
+		ctx := agentoauth.WithToken(context.WithValue(r.Context(), agentKey{}, agent), tok)
+		return r.WithContext(ctx), true
 	}
 	agent, ok := agents.Authenticate(r)
 	if !ok {
@@ -212,7 +217,25 @@ func SDKAuth(h http.Handler, agents AgentAuthenticator) http.Handler {
 			return nil, auth.ErrInvalidToken
 		}
 		// The token lives as long as the gate's configuration; the SDK wants an expiry.
-		return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
+		info := &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}
+		if tok := agentoauth.TokenFrom(ctx); tok != "" {
+			info.Extra = map[string]any{tokenExtra: tok} // for the request's tools/call (TokenOf)
+		}
+		return info, nil
 	}
 	return auth.RequireBearerToken(verify, nil)(h)
+}
+
+// tokenExtra is the auth.TokenInfo Extra key of the agent's verified access token.
+const tokenExtra = "actgate.io/agent-token"
+
+// TokenOf is the agent's verified access token an MCP request the SDK's handler delivers came
+// with (SDKAuth), or "": the SDK hands its handlers a context of the session, not of the
+// request, so the token of each request reaches its tools/call this way.
+func TokenOf(extra *mcp.RequestExtra) string {
+	if extra == nil || extra.TokenInfo == nil {
+		return ""
+	}
+	tok, _ := extra.TokenInfo.Extra[tokenExtra].(string)
+	return tok
 }
