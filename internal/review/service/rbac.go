@@ -48,5 +48,9 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		// (toolpins.go), by compare-and-swap, and announce a changed one with an Event.
 		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies/status"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{verbCreate}},
+		// Count budgets (internal/budget/kubeledger): create a window's BudgetLedger, charge and
+		// refund it by compare-and-swap on its status, and delete it after its window ends.
+		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers"}, Verbs: []string{"get", "list", verbCreate, "delete"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers/status"}, Verbs: []string{"get", "update"}},
 	}
 }
