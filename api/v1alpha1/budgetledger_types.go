@@ -4,22 +4,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// MaxLedgerCharges bounds BudgetLedgerStatus.Charges: the operations whose charge a ledger
-// remembers, so that a retried charge of the same operation is not counted twice and its refund
-// finds what to give back. Older entries are forgotten first; forgetting one can only make the
-// ledger count more, never less (docs/architecture.md "Budgets in Kubernetes").
-const MaxLedgerCharges = 128
+// MaxLedgerOps bounds BudgetLedgerStatus.Ops: the charges a ledger holds individually, so that a
+// retried charge of the same operation is not counted twice and a FAILED call's refund finds
+// what to give back. When a charge would pass the bound the oldest is folded into the settled
+// buckets first: a refund that comes after that gives nothing back, so the ledger can only count
+// more than was spent, never less (docs/architecture.md "Budgets in Kubernetes"). The bound
+// keeps the object, which every charge rewrites, small.
+const MaxLedgerOps = 128
 
-// LabelBudgetPolicy names the ToolPolicy on every BudgetLedger, so one policy's ledgers are listed
-// by label.
-const LabelBudgetPolicy = "actgate.io/policy"
+// MaxLedgerBuckets bounds BudgetLedgerStatus.Settled: one per sub-bucket of a rolling window
+// still counting (internal/budget SubBuckets, 60) and one to spare.
+const MaxLedgerBuckets = 64
+
+// Labels of every BudgetLedger: the ToolPolicy it counts for, and its budget's scope (a prefix
+// of the scope digest of namespace, policy, rule and budget), so the keys of one budget are
+// counted by label.
+const (
+	LabelBudgetPolicy = "actgate.io/policy"
+	LabelBudgetScope  = "actgate.io/budget-scope"
+)
 
 // BudgetLedgerSpec names what one ledger counts: one budget of one rule of one ToolPolicy, for
-// one key, in one window. It is written once, when the first charge of the window creates the
-// ledger, and never changes.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a ledger counts one budget, key and window"
-// +kubebuilder:validation:XValidation:rule="self.windowEnd > self.windowStart",message="windowEnd is after windowStart"
-// +kubebuilder:validation:XValidation:rule="has(self.limitCount) || has(self.limitSum)",message="a ledger has a count limit, a sum limit or both"
+// one key, in one calendar window or over a rolling window. It is written once, when the first
+// charge creates the ledger, and never changes.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a ledger counts one budget and key"
 type BudgetLedgerSpec struct {
 	// policy is the name of the ToolPolicy declaring the budget (its owner).
 	// +required
@@ -36,76 +44,75 @@ type BudgetLedgerSpec struct {
 	// budget is the budget's name within the rule.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
 	Budget string `json:"budget"`
 
-	// key is the budget key's value this ledger counts for (an agent, a pod, a namespace, the
-	// policy, or the digest of a CEL key's value: never a raw argument).
+	// key is the budget key's value this ledger counts for: an agent, a service account, the
+	// namespace, the policy, or what the budget's key expression returned for the call.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=256
 	Key string `json:"key"`
 
-	// windowStart is the start of the window counted (inclusive).
+	// scope is the digest of namespace, policy, rule and budget that the ledgers of one budget
+	// share.
 	// +required
-	WindowStart metav1.Time `json:"windowStart"`
-
-	// windowEnd is the end of the window counted (exclusive); after it the ledger is swept.
-	// +required
-	WindowEnd metav1.Time `json:"windowEnd"`
-
-	// limitCount is the most calls the window allows, when the budget limits a count.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	LimitCount *int64 `json:"limitCount,omitempty"`
-
-	// limitSum is the largest sum of the budget's argument the window allows, an exact decimal,
-	// when the budget limits a sum.
-	// +optional
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
-	LimitSum string `json:"limitSum,omitempty"`
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	Scope string `json:"scope"`
 }
 
-// LedgerCharge is what one operation was charged in a ledger.
-type LedgerCharge struct {
-	// operation is the id of the operation (the dispatch) charged.
+// LedgerOp is one charge the ledger holds individually, until it is settled or refunded.
+type LedgerOp struct {
+	// id is the operation (the dispatch) charged.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=128
-	Operation string `json:"operation"`
+	// +kubebuilder:validation:MaxLength=256
+	ID string `json:"id"`
+
+	// until is when the charge stops counting (the calendar window's end, or for a rolling
+	// window its sub-bucket's end plus the period).
+	// +required
+	Until metav1.Time `json:"until"`
 
 	// count is the number of calls charged (1).
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Count int64 `json:"count"`
 
-	// sum is the amount charged, an exact decimal ("0" for a count-only budget).
+	// amount is the sum charged, an exact decimal ("0" for a budget without a sum).
 	// +required
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
-	Sum string `json:"sum"`
+	Amount string `json:"amount"`
 
-	// at is when the charge was made.
-	// +required
-	At metav1.Time `json:"at"`
+	// enforced is false for a charge a person approved past the limit.
+	// +optional
+	Enforced bool `json:"enforced,omitempty"`
 }
 
-// BudgetLedgerStatus is what the window has spent. Only the authority service writes it, by
-// compare-and-swap on the object's resourceVersion.
-type BudgetLedgerStatus struct {
-	// spentCount is the number of calls charged in the window and not refunded.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	SpentCount int64 `json:"spentCount,omitempty"`
+// LedgerBucket aggregates settled charges that stop counting at the same instant.
+type LedgerBucket struct {
+	// until is when the bucket's charges stop counting.
+	// +required
+	Until metav1.Time `json:"until"`
 
-	// spentSum is the sum charged in the window and not refunded, an exact decimal.
-	// +optional
+	// count is the number of calls in the bucket.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Count int64 `json:"count"`
+
+	// amount is the sum of the bucket, an exact decimal.
+	// +required
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
-	SpentSum string `json:"spentSum,omitempty"`
+	Amount string `json:"amount"`
+}
 
-	// spent and remaining are spentCount/spentSum and what the limits leave, for `kubectl get`.
+// BudgetLedgerStatus is what the budget's key has spent. Only the authority service writes it,
+// by compare-and-swap on the object's resourceVersion.
+type BudgetLedgerStatus struct {
+	// spent and remaining state, for `kubectl get`, the calls and the sum that count now and
+	// what the limits leave ("3 calls, 1200.50 EUR"), as of the last charge or refund.
 	// +optional
 	// +kubebuilder:validation:MaxLength=160
 	Spent string `json:"spent,omitempty"`
@@ -113,20 +120,42 @@ type BudgetLedgerStatus struct {
 	// +kubebuilder:validation:MaxLength=160
 	Remaining string `json:"remaining,omitempty"`
 
-	// charges are the newest operations charged and not refunded, newest last, at most
-	// MaxLedgerCharges.
+	// windowEnd is the end of the newest charge's window.
+	// +optional
+	WindowEnd *metav1.Time `json:"windowEnd,omitempty"`
+
+	// maxCalls, maxSum and unit are the limits the newest charge was made under.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxCalls int64 `json:"maxCalls,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	MaxSum string `json:"maxSum,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Unit string `json:"unit,omitempty"`
+
+	// settled are the aggregates of charges no longer held individually, by when they stop
+	// counting.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Settled []LedgerBucket `json:"settled,omitempty"`
+
+	// ops are the charges held individually, oldest first, at most MaxLedgerOps.
 	// +optional
 	// +listType=map
-	// +listMapKey=operation
+	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=128
-	Charges []LedgerCharge `json:"charges,omitempty"`
+	Ops []LedgerOp `json:"ops,omitempty"`
 }
 
-// BudgetLedger counts one budget of a ToolPolicy rule (spec.rules[].budgets[]) for one key in
-// one window: the one truth every sidecar and every authority replica shares. The authority
-// service charges it when a call's authority is consumed and refunds it when the call fails
-// (docs/architecture.md "Budgets in Kubernetes"); its name is a digest of policy, rule, budget,
-// key and window start; the ToolPolicy owns it, and it is deleted after its window ends.
+// BudgetLedger counts one budget of a ToolPolicy rule (spec.rules[].budgets[]) for one key: the
+// one truth every sidecar and every authority replica shares. The authority service charges it
+// when a call's authority is consumed and refunds it when the call fails (docs/architecture.md
+// "Budgets in Kubernetes"). Its name is the budget package's ledger id (a digest of namespace,
+// policy, rule, budget, key and window); the ToolPolicy owns it, and it is deleted once nothing
+// in it counts any more.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -136,9 +165,8 @@ type BudgetLedgerStatus struct {
 // +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.spec.key`
 // +kubebuilder:printcolumn:name="Spent",type=string,JSONPath=`.status.spent`
 // +kubebuilder:printcolumn:name="Remaining",type=string,JSONPath=`.status.remaining`
-// +kubebuilder:printcolumn:name="Window-End",type=string,JSONPath=`.spec.windowEnd`
+// +kubebuilder:printcolumn:name="Window-End",type=string,JSONPath=`.status.windowEnd`
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`,priority=1
-// +kubebuilder:printcolumn:name="Window-Start",type=string,JSONPath=`.spec.windowStart`,priority=1
 type BudgetLedger struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
