@@ -15,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget/kubeledger"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service/kubecache"
@@ -102,6 +103,9 @@ type Service struct {
 	// resourceVersion) without reading it first, and reads it when it is not remembered or
 	// has changed.
 	recentActs *kubecache.Recent[*v1alpha1.Act]
+	// planner and ledger plan and count budgets (budgets.go).
+	planner *kubeledger.Planner
+	ledger  *kubeledger.Ledger
 }
 
 // New returns a Service.
@@ -153,6 +157,13 @@ func New(opts Options) (*Service, error) {
 	s.tokens = tokenreview.New(ttl, time.Now)
 	if s.cache != nil {
 		s.cache.SetChanged(s.changes.notify)
+	}
+	var err error
+	if s.planner, err = kubeledger.NewPlanner(); err != nil {
+		return nil, err
+	}
+	if s.ledger, err = kubeledger.New(kubeledger.Options{Client: s.c, Now: s.now, FieldManager: s.manager}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
