@@ -62,6 +62,16 @@ type Ledger struct {
 
 	mu   sync.Mutex
 	seen map[client.ObjectKey]*v1alpha1.BudgetLedger
+	// turns serializes this process's writes of one ledger: they take turns on the object
+	// it remembers instead of racing each other to 409s (other processes still race by
+	// compare-and-swap). An entry lives while someone holds or awaits its turn.
+	turns map[client.ObjectKey]*turn
+}
+
+// turn is one ledger's write lock: a token in a channel, so a wait can end with its context.
+type turn struct {
+	ch      chan struct{}
+	waiters int
 }
 
 // New returns a Ledger.
@@ -73,7 +83,7 @@ func New(opts Options) (*Ledger, error) {
 		return nil, errors.New("kubeledger: Options.Timeout and MaxAttempts must not be negative")
 	}
 	l := &Ledger{c: opts.Client, now: opts.Now, timeout: opts.Timeout, attempts: opts.MaxAttempts, manager: opts.FieldManager,
-		seen: map[client.ObjectKey]*v1alpha1.BudgetLedger{}}
+		seen: map[client.ObjectKey]*v1alpha1.BudgetLedger{}, turns: map[client.ObjectKey]*turn{}}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -283,6 +293,11 @@ type mutation func(u *budget.Usage, now time.Time) (bool, error)
 // ledger's object when it does not exist; nil means a missing ledger is left missing.
 func (n *Namespaced) modify(ctx context.Context, id string, create func(context.Context) (*v1alpha1.BudgetLedger, error), fn mutation) error {
 	key := client.ObjectKey{Namespace: n.ns, Name: id}
+	release, err := n.l.take(ctx, key)
+	if err != nil {
+		return unavailable("charge "+id, err)
+	}
+	defer release()
 	cur, remembered := n.l.remembered(key)
 	for attempt := 0; ; attempt++ {
 		if attempt == n.l.attempts {
@@ -417,4 +432,31 @@ func (n *Namespaced) Sweep(ctx context.Context) (int, error) {
 		}
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// take waits for this process's turn to write ledger key, or for ctx to end.
+func (l *Ledger) take(ctx context.Context, key client.ObjectKey) (release func(), _ error) {
+	l.mu.Lock()
+	t, ok := l.turns[key]
+	if !ok {
+		t = &turn{ch: make(chan struct{}, 1)}
+		t.ch <- struct{}{}
+		l.turns[key] = t
+	}
+	t.waiters++
+	l.mu.Unlock()
+	done := func() {
+		l.mu.Lock()
+		if t.waiters--; t.waiters == 0 {
+			delete(l.turns, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case <-t.ch:
+		return func() { t.ch <- struct{}{}; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
 }
