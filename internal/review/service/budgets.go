@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,6 +85,7 @@ func (s *Service) chargeAct(ctx context.Context, a *v1alpha1.Act, op string) ([]
 	cs, err := kubeledger.ChargesOf(a.Annotations)
 	if err == nil && len(cs) > 0 {
 		err = s.ledger.In(a.Namespace).Charge(ctx, op, cs)
+		s.sweepSoon(a.Namespace)
 	}
 	if err != nil {
 		o := budgetFailure(ctx, err)
@@ -158,4 +161,48 @@ func budgetFailure(ctx context.Context, err error) outcome {
 		return deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, "The policy changed under this call.")
 	}
 	return apiFailure(ctx, "charge the budget", err)
+}
+
+// sweepEvery is how often a namespace's ledgers are swept, at most: after a charge there, once
+// its last sweep is this old.
+const sweepEvery = 10 * time.Minute
+
+// maxSweepNamespaces bounds the namespaces whose last sweep is remembered; at the bound all are
+// forgotten (a namespace is then swept once more than needed).
+const maxSweepNamespaces = 4096
+
+// sweeps remembers when each namespace's ledgers were last swept.
+type sweeps struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// sweepSoon deletes, in the background, the namespace's ledgers in which nothing counts any
+// more (kubeledger Sweep), at most once per sweepEvery per namespace and replica. A ledger
+// whose window ended is never charged again (a new window has a new ledger), so it only costs
+// storage until then; the ToolPolicy's deletion removes its ledgers at once (owner reference).
+func (s *Service) sweepSoon(namespace string) {
+	now := time.Now()
+	s.sweeps.mu.Lock()
+	if t, ok := s.sweeps.last[namespace]; ok && now.Sub(t) < sweepEvery {
+		s.sweeps.mu.Unlock()
+		return
+	}
+	if len(s.sweeps.last) >= maxSweepNamespaces {
+		clear(s.sweeps.last)
+	}
+	s.sweeps.last[namespace] = now
+	s.sweeps.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		n, err := s.ledger.In(namespace).Sweep(ctx)
+		if err != nil {
+			s.log.Error(err, "budget ledgers not swept", "namespace", namespace)
+			return
+		}
+		if n > 0 {
+			s.log.V(1).Info("budget ledgers swept", "namespace", namespace, "deleted", n)
+		}
+	}()
 }

@@ -75,6 +75,7 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 		return *o
 	}
 	if len(x.charges) > 0 {
+		s.sweepSoon(x.c.namespace)
 		if err := s.ledger.In(x.c.namespace).Charge(ctx, opID, x.charges); err != nil {
 			o := budgetFailure(ctx, err)
 			s.log.V(1).Info("permit refused: budget", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "code", o.resp.Code,

@@ -106,6 +106,7 @@ type Service struct {
 	// planner and ledger plan and count budgets (budgets.go).
 	planner *kubeledger.Planner
 	ledger  *kubeledger.Ledger
+	sweeps  *sweeps
 }
 
 // New returns a Service.
@@ -165,6 +166,7 @@ func New(opts Options) (*Service, error) {
 	if s.ledger, err = kubeledger.New(kubeledger.Options{Client: s.c, Now: s.now, FieldManager: s.manager}); err != nil {
 		return nil, err
 	}
+	s.sweeps = &sweeps{last: map[string]time.Time{}}
 	return s, nil
 }
 
