@@ -145,6 +145,12 @@ func (d *Decimal) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// MarshalBinary writes String's bytes (encoding/gob, between a store's processes).
+func (d Decimal) MarshalBinary() ([]byte, error) { return d.MarshalText() }
+
+// UnmarshalBinary reads MarshalBinary's form.
+func (d *Decimal) UnmarshalBinary(b []byte) error { return d.UnmarshalText(b) }
+
 // MarshalJSON writes the decimal as a JSON string, so no reader takes it for a float.
 func (d Decimal) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
