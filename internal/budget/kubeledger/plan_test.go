@@ -1,68 +1,45 @@
 package kubeledger
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/budget"
+	"github.com/actgate/actgate/internal/policy"
 )
 
-func paymentsPolicy(budgets ...v1alpha1.Budget) *v1alpha1.ToolPolicy {
-	return &v1alpha1.ToolPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "payments"},
-		Spec:       v1alpha1.ToolPolicySpec{Rules: []v1alpha1.ToolRule{{Name: "pay", Budgets: budgets}, {Name: "read"}}},
-	}
-}
-
-func int64p(n int64) *int64 { return &n }
-
-func TestPlan(t *testing.T) {
-	pl, err := NewPlanner()
+func TestPlanOf(t *testing.T) {
+	now := time.Date(2026, 12, 6, 22, 30, 0, 0, time.UTC)
+	w, err := budget.NewWindow(0, budget.CalendarDay, "Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Date(2026, 12, 6, 22, 30, 0, 0, time.UTC)
-	day := v1alpha1.BudgetWindow{Calendar: v1alpha1.BudgetCalendarDay, TimeZone: "Europe/Berlin"}
-	daily := v1alpha1.Budget{Name: "daily", Window: day, MaxCalls: int64p(20),
-		Sum: &v1alpha1.BudgetSum{Pointer: "/amount", Max: "10000", Unit: "EUR"}}
-	perPayee := v1alpha1.Budget{Name: "per-payee", Window: day, MaxCalls: int64p(3), OnExceed: v1alpha1.BudgetOnExceedEscalate,
-		Key: &v1alpha1.BudgetKey{By: v1alpha1.BudgetKeyExpression, Expression: "args.payee"}}
-	caller := budget.Caller{Agent: "system:serviceaccount:billing:agent", ServiceAccount: "billing/agent"}
+	max := budget.MustDecimal("10000")
+	ref := budget.Ref{Namespace: "billing", Policy: "payments", Rule: "pay"}
+	daily := policy.BudgetCheck{Spec: budget.Spec{Name: "daily", Window: w, MaxCalls: 20, MaxSum: &max, Pointer: "/amount", Unit: "EUR"},
+		Ref: ref, Key: "system:serviceaccount:billing:agent"}
+	perPayee := policy.BudgetCheck{Spec: budget.Spec{Name: "per-payee", Window: w, MaxCalls: 3, Escalate: true}, Ref: ref, Key: "ACME"}
 	for _, tc := range []struct {
 		name    string
-		p       *v1alpha1.ToolPolicy
-		rule    string
+		checks  []policy.BudgetCheck
 		args    string
 		charges int
-		keys    []string
+		amount  string
 		err     error
 	}{
-		{name: "no rule matched", p: paymentsPolicy(daily), rule: "", args: `{}`},
-		{name: "a rule without budgets", p: paymentsPolicy(daily), rule: "read", args: `{}`},
-		{name: "a rule the policy lost", p: paymentsPolicy(daily), rule: "gone", args: `{}`, err: ErrNoRule},
-		{name: "by agent, with a sum", p: paymentsPolicy(daily), rule: "pay", args: `{"amount":"12.50"}`, charges: 1,
-			keys: []string{"system:serviceaccount:billing:agent"}},
-		{name: "by expression", p: paymentsPolicy(daily, perPayee), rule: "pay", args: `{"amount":1,"payee":"ACME"}`, charges: 2,
-			keys: []string{"system:serviceaccount:billing:agent", "ACME"}},
-		{name: "amount missing", p: paymentsPolicy(daily), rule: "pay", args: `{}`, err: budget.ErrLimit},
-		{name: "amount negative", p: paymentsPolicy(daily), rule: "pay", args: `{"amount":-1}`, err: budget.ErrLimit},
-		{name: "amount with exponent", p: paymentsPolicy(daily), rule: "pay", args: `{"amount":1e3}`, err: budget.ErrLimit},
-		{name: "key missing", p: paymentsPolicy(perPayee), rule: "pay", args: `{"amount":1}`, err: budget.ErrLimit},
-		{name: "key not a string", p: paymentsPolicy(perPayee), rule: "pay", args: `{"payee":7}`, err: budget.ErrLimit},
-		{name: "key empty", p: paymentsPolicy(perPayee), rule: "pay", args: `{"payee":""}`, err: budget.ErrLimit},
-		{name: "arguments not an object", p: paymentsPolicy(perPayee), rule: "pay", args: `[1]`, err: budget.ErrLimit},
-		{name: "key expression does not compile", p: paymentsPolicy(v1alpha1.Budget{Name: "x", Window: day, MaxCalls: int64p(1),
-			Key: &v1alpha1.BudgetKey{By: v1alpha1.BudgetKeyExpression, Expression: "args.("}}), rule: "pay", args: `{}`, err: budget.ErrLimit},
-		{name: "bad window", p: paymentsPolicy(v1alpha1.Budget{Name: "x", Window: v1alpha1.BudgetWindow{Calendar: "Year"}, MaxCalls: int64p(1)}),
-			rule: "pay", args: `{}`, err: budget.ErrLimit},
+		{name: "no budgets", args: `{}`},
+		{name: "count and sum", checks: []policy.BudgetCheck{daily}, args: `{"amount":"12.50"}`, charges: 1, amount: "12.5"},
+		{name: "a JSON number, read exactly", checks: []policy.BudgetCheck{daily}, args: `{"amount":0.1}`, charges: 1, amount: "0.1"},
+		{name: "two budgets", checks: []policy.BudgetCheck{daily, perPayee}, args: `{"amount":1,"payee":"ACME"}`, charges: 2, amount: "1"},
+		{name: "amount missing", checks: []policy.BudgetCheck{daily}, args: `{}`, err: budget.ErrLimit},
+		{name: "amount negative", checks: []policy.BudgetCheck{daily}, args: `{"amount":-1}`, err: budget.ErrLimit},
+		{name: "amount with exponent", checks: []policy.BudgetCheck{daily}, args: `{"amount":1e3}`, err: budget.ErrLimit},
+		{name: "amount not a number", checks: []policy.BudgetCheck{daily}, args: `{"amount":"ten"}`, err: budget.ErrLimit},
+		{name: "arguments not an object", checks: []policy.BudgetCheck{daily}, args: `[1]`, err: budget.ErrLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := pl.Plan(context.Background(), tc.p, tc.rule, caller, []byte(tc.args), now)
+			plan, err := PlanOf(tc.checks, []byte(tc.args), now)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err %v, want %v", err, tc.err)
@@ -76,21 +53,30 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("%d charges, want %d", len(plan.Charges), tc.charges)
 			}
 			for i, c := range plan.Charges {
-				if c.Key != tc.keys[i] || c.Namespace != "billing" || c.Policy != "payments" || c.Rule != "pay" || !c.Enforce || c.Count != 1 {
+				if c.Key != tc.checks[i].Key || c.Namespace != "billing" || c.Policy != "payments" || c.Rule != "pay" || !c.Enforce || c.Count != 1 {
 					t.Errorf("charge %d: %+v", i, c)
 				}
+			}
+			if tc.charges == 0 {
+				return
+			}
+			if got := plan.Charges[0].Amount.String(); got != tc.amount {
+				t.Errorf("amount %s, want %s", got, tc.amount)
 			}
 			if tc.charges == 2 && (!plan.Escalate["per-payee"] || plan.Escalate["daily"]) {
 				t.Errorf("escalate %v", plan.Escalate)
 			}
-			if tc.charges > 0 {
-				a, err := plan.Annotation()
-				if err != nil {
-					t.Fatal(err)
-				}
-				back, err := ChargesOf(map[string]string{AnnotationCharges: a})
-				if err != nil || len(back) != tc.charges || back[0].Ledger != plan.Charges[0].Ledger || back[0].Amount.Cmp(plan.Charges[0].Amount) != 0 {
-					t.Fatalf("annotation round trip: %+v, %v", back, err)
+			a, err := plan.Annotation()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := ChargesOf(map[string]string{AnnotationCharges: a})
+			if err != nil || len(back) != tc.charges || back[0].Ledger != plan.Charges[0].Ledger || back[0].Amount.Cmp(plan.Charges[0].Amount) != 0 {
+				t.Fatalf("annotation round trip: %+v, %v", back, err)
+			}
+			for i, c := range Unenforced(back) {
+				if c.Enforce || !back[i].Enforce {
+					t.Fatalf("Unenforced: %+v (from %+v)", c, back[i])
 				}
 			}
 		})

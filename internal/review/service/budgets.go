@@ -34,8 +34,7 @@ func (s *Service) planBudgets(ctx context.Context, x *call, check bool) *outcome
 	if x.d.Audit || (x.d.Outcome != policy.OutcomePermit && x.d.Outcome != policy.OutcomeEscalate) {
 		return nil
 	}
-	caller := budget.Caller{Agent: x.c.user, ServiceAccount: x.c.namespace + "/" + x.c.serviceAccount}
-	plan, err := s.planner.Plan(ctx, x.c.policy, x.d.Rule, caller, x.args, x.now)
+	plan, err := kubeledger.PlanOf(x.d.Budgets, x.args, x.now)
 	if err != nil {
 		o := budgetFailure(ctx, err)
 		return &o
@@ -157,8 +156,6 @@ func budgetFailure(ctx context.Context, err error) outcome {
 		return deny(http.StatusOK, ef.EFBudgetExceeded, review.ReasonPolicy, ex.Error()+".")
 	case errors.Is(err, budget.ErrLimit):
 		return deny(http.StatusOK, ef.EFBudgetLimit, review.ReasonPolicy, "The call's budget cannot be charged.")
-	case errors.Is(err, kubeledger.ErrNoRule):
-		return deny(http.StatusOK, ef.EFPolicyDenied, review.ReasonPolicyNotReady, "The policy changed under this call.")
 	}
 	return apiFailure(ctx, "charge the budget", err)
 }

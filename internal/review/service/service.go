@@ -103,10 +103,9 @@ type Service struct {
 	// resourceVersion) without reading it first, and reads it when it is not remembered or
 	// has changed.
 	recentActs *kubecache.Recent[*v1alpha1.Act]
-	// planner and ledger plan and count budgets (budgets.go).
-	planner *kubeledger.Planner
-	ledger  *kubeledger.Ledger
-	sweeps  *sweeps
+	// ledger counts budgets (budgets.go).
+	ledger *kubeledger.Ledger
+	sweeps *sweeps
 }
 
 // New returns a Service.
@@ -160,9 +159,6 @@ func New(opts Options) (*Service, error) {
 		s.cache.SetChanged(s.changes.notify)
 	}
 	var err error
-	if s.planner, err = kubeledger.NewPlanner(); err != nil {
-		return nil, err
-	}
 	if s.ledger, err = kubeledger.New(kubeledger.Options{Client: s.c, Now: s.now, FieldManager: s.manager}); err != nil {
 		return nil, err
 	}
