@@ -10,7 +10,7 @@ import (
 // buckets first: a refund that comes after that gives nothing back, so the ledger can only count
 // more than was spent, never less (docs/architecture.md "Budgets in Kubernetes"). The bound
 // keeps the object, which every charge rewrites, small.
-const MaxLedgerOps = 128
+const MaxLedgerOps = 32
 
 // MaxLedgerBuckets bounds BudgetLedgerStatus.Settled: one per sub-bucket of a rolling window
 // still counting (internal/budget SubBuckets, 60) and one to spare.
@@ -146,7 +146,7 @@ type BudgetLedgerStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=id
-	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:MaxItems=32
 	Ops []LedgerOp `json:"ops,omitempty"`
 }
 

@@ -220,7 +220,7 @@ func (n *Namespaced) Settle(ctx context.Context, op string) error {
 func (n *Namespaced) RefundLedgers(ctx context.Context, op string, ledgers []string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.l.timeout)
 	defer cancel()
-	var errs []error
+	errs := make([]error, 0, len(ledgers))
 	for _, id := range ledgers {
 		errs = append(errs, n.modify(ctx, id, nil, func(u *budget.Usage, _ time.Time) (bool, error) { return u.Refund(op), nil }))
 	}

@@ -236,8 +236,9 @@ func TestBudgetCostPerCall(t *testing.T) {
 		float64(reqWithout)/rounds, float64(writesWithout)/rounds, pct(without, 0.5), pct(without, 0.99))
 	t.Logf("Permit with a budget:  %.2f API requests, %.2f writes per call; p50 %v p99 %v",
 		float64(reqWith)/rounds, float64(writesWith)/rounds, pct(with, 0.5), pct(with, 0.99))
-	// The budget adds one write (the ledger's compare-and-swap) and, uncontended, no read.
-	if writesWith-writesWithout != rounds || reqWith-reqWithout != rounds {
+	// The budget adds one write (the ledger's compare-and-swap) and, uncontended, no read (the
+	// background sweep of the namespace's ledgers may add a list).
+	if writesWith-writesWithout != rounds || reqWith-reqWithout < rounds || reqWith-reqWithout > rounds+2 {
 		t.Fatalf("a budget added %d requests and %d writes over %d calls; want one write each", reqWith-reqWithout, writesWith-writesWithout, rounds)
 	}
 }
