@@ -46,12 +46,13 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", verbCreate}},
 		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", verbUpdate}},
 		// Record what sidecars saw of pinned tool definitions in their policy's status
-		// (toolpins.go), by compare-and-swap, and announce a changed one with an Event.
+		// (toolpins.go), by compare-and-swap.
 		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies/status"}, Verbs: []string{"get", verbUpdate}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{verbCreate}},
 		// Count budgets (internal/budget/kubeledger): create a window's BudgetLedger, charge and
 		// refund it by compare-and-swap on its status, and delete it after its window ends.
 		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers"}, Verbs: []string{"get", "list", verbCreate, "delete"}},
 		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers/status"}, Verbs: []string{"get", verbUpdate}},
+		// Announce a changed pinned tool definition (toolpins.go) with an Event.
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{verbCreate}},
 	}
 }

@@ -177,7 +177,7 @@ func TestBudgetHoldsUnderConcurrentPermits(t *testing.T) {
 
 // TestBudgetCostPerCall measures what a budget adds to a permitted call: the service's API
 // requests and writes per Permit, and the latency of a Permit with and without a budget,
-// in interleaved rounds against the same API server (docs/performance.md "Budgets").
+// in interleaved rounds against the same API server (docs/performance.md "Budgets in Kubernetes").
 func TestBudgetCostPerCall(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.updatePolicy(t, 2, func(p *v1alpha1.ToolPolicy) {
