@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +62,7 @@ func (s *Service) planBudgets(ctx context.Context, x *call, check bool) *outcome
 				break
 			}
 			x.escalateBudget = true
+			x.budgetFindings = append(x.budgetFindings, finding(ex))
 		}
 		if x.escalateBudget && x.overBudget == nil {
 			plan.Charges = kubeledger.Unenforced(plan.Charges)
@@ -202,4 +204,12 @@ func (s *Service) sweepSoon(namespace string) {
 			s.log.V(1).Info("budget ledgers swept", "namespace", namespace, "deleted", n)
 		}
 	}()
+}
+
+// finding states an exceeded budget as one envelope finding (a single line of text): the
+// budget and rule, what was spent against which limit, what the call adds and the window's end.
+// It names amounts, never the key (which may be an argument's value).
+func finding(ex *budget.ExceededError) string {
+	msg := ex.Error()
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }

@@ -54,6 +54,9 @@ type call struct {
 	charges        []budget.Charge
 	overBudget     *outcome
 	escalateBudget bool
+	// budgetFindings state, for the binding moment of a call over an Escalate budget, the
+	// budget, what was spent, the limit, the window's end and what the call adds.
+	budgetFindings []string
 }
 
 func (x *call) tool() string         { return x.act.Tool.ToolID }
@@ -242,6 +245,11 @@ func (s *Service) decide(ctx context.Context, x *call) outcome {
 		if x.overBudget != nil {
 			s.log.V(1).Info("deny: over budget", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "policy", d.Policy, "rule", d.Rule)
 			return s.refuse(ctx, x, *x.overBudget)
+		}
+		if x.escalateBudget {
+			// Over an Escalate budget a person decides, as for a rule of role
+			// HumanAuthorization: the rule's principals (policy.Decision carries them).
+			x.d.Evidence.Role = v1alpha1.EvidenceRoleHumanAuthorization
 		}
 		if d.Outcome == policy.OutcomeEscalate || x.escalateBudget {
 			return s.escalate(ctx, x)

@@ -2,12 +2,15 @@ package authority
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -241,4 +244,65 @@ func TestBudgetCostPerCall(t *testing.T) {
 	if writesWith-writesWithout != rounds || reqWith-reqWithout < rounds || reqWith-reqWithout > rounds+2 {
 		t.Fatalf("a budget added %d requests and %d writes over %d calls; want one write each", reqWith-reqWithout, writesWith-writesWithout, rounds)
 	}
+}
+
+// TestBudgetEscalates: a call over an Escalate budget is not refused but escalated to the
+// rule's principals, with a binding moment whose envelope states the budget, what was spent,
+// the limit, the window's end and what the call adds; the principal's approval charges the
+// call past the limit (recorded unenforced), and a later call over the budget escalates again.
+func TestBudgetEscalates(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.updatePolicy(t, 2, func(p *v1alpha1.ToolPolicy) {
+		for i := range p.Spec.Rules {
+			if p.Spec.Rules[i].Name == "receipts-by-email" {
+				p.Spec.Rules[i].Budgets = []v1alpha1.Budget{{Name: "daily", MaxCalls: ptr.To[int64](1), OnExceed: v1alpha1.BudgetOnExceedEscalate,
+					Window: v1alpha1.BudgetWindow{Calendar: v1alpha1.BudgetCalendarDay}}}
+				p.Spec.Rules[i].Evidence.Principals = []string{alice}
+				p.Spec.Rules[i].Alternatives = []v1alpha1.Alternative{{Label: "Send it tomorrow", Reasoning: "Keeps within today's budget.",
+					Args: runtime.RawExtension{Raw: []byte(`{"body":"deferred"}`)}}}
+			}
+		}
+	})
+	aliceC := r.principal(t, alice)
+	first := r.call(t, "s-esc", "email_send", `{"to":"ops@example.com","body":"one"}`)
+	if resp := r.do(t, permitReq(t, first, 2, "op-first")); !resp.Allowed {
+		t.Fatalf("the first call fits: %+v", resp)
+	}
+	over := r.call(t, "s-esc", "email_send", `{"to":"ops@example.com","body":"two"}`)
+	resp := r.do(t, over.req)
+	expectDeny(t, resp, ef.EFEscalationRequired, review.ReasonBindingMoment)
+	if resp.Escalation == nil || len(resp.Escalation.BindingMoments) != 1 {
+		t.Fatalf("escalation: %+v / %+v", resp, resp.Escalation)
+	}
+	name := resp.Escalation.BindingMoments[0]
+	r.waitMoment(t, name)
+	m := &v1alpha1.BindingMoment{}
+	if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Findings []string `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(m.Spec.Envelope), &env); err != nil {
+		t.Fatal(err)
+	}
+	want := `Budget "daily" of rule "receipts-by-email" exceeded: 1 of 1 calls spent, this call adds 1 call and 0; the window ends `
+	if !slices.ContainsFunc(env.Findings, func(f string) bool { return strings.HasPrefix(f, want) }) {
+		t.Fatalf("the moment's findings %q lack %q", env.Findings, want)
+	}
+	r.resolve(t, aliceC, name, alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
+	// The escalated act was answered already: its grant is a Lease, charged when consumed.
+	granted := r.do(t, over.req)
+	if !granted.Allowed || granted.Authority == nil {
+		t.Fatalf("the approved call: %+v", granted)
+	}
+	if got := r.do(t, consumeReq(granted.Authority.ID, "op-over", over.binding(r.ns, 2))); !got.Allowed || got.Consumed == nil {
+		t.Fatalf("consume of the approved call: %+v", got)
+	}
+	ls := r.ledgers(t)
+	if len(ls) != 1 || ls[0].Status.Spent != "2 calls" || len(ls[0].Status.Ops) != 2 || ls[0].Status.Ops[1].ID != "op-over" || ls[0].Status.Ops[1].Enforced {
+		t.Fatalf("ledger after the approval: %+v", ls)
+	}
+	third := r.call(t, "s-esc-2", "email_send", `{"to":"ops@example.com","body":"three"}`)
+	expectDeny(t, r.do(t, third.req), ef.EFEscalationRequired, review.ReasonBindingMoment)
 }
