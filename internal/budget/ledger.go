@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -406,4 +407,87 @@ func ApplyAll(op string, charges []Charge, now time.Time, get func(ledger string
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// Assess reads the ledger of each charge and returns the enforced charges that do not fit at
+// now, as *ExceededError in the order given: the check a gate makes before it decides, so a
+// call over a budget is refused (or escalated) before anything is issued. It is advisory: the
+// charge itself, at the consume, decides under concurrency.
+func Assess(ctx context.Context, l Ledger, charges []Charge, now time.Time) ([]*ExceededError, error) {
+	var out []*ExceededError
+	for _, c := range charges {
+		u, err := l.Usage(ctx, c.Ledger)
+		if err != nil {
+			return nil, err
+		}
+		var e *ExceededError
+		if errors.As(u.Fits(c, now), &e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Finding states an exceeded budget for a principal's binding moment: the budget, what was
+// spent, the limit, the window's end and what the call adds.
+func Finding(e *ExceededError) string {
+	var spent []string
+	if e.MaxCalls > 0 {
+		spent = append(spent, fmt.Sprintf("%d of %d calls", e.SpentCalls, e.MaxCalls))
+	}
+	if e.MaxSum != nil {
+		spent = append(spent, fmt.Sprintf("%s of %s%s", e.Spent, e.MaxSum, unit(e.Unit)))
+	}
+	adds := "1 call"
+	if e.MaxSum != nil {
+		adds += " and " + e.AddAmount.String() + unit(e.Unit)
+	}
+	return fmt.Sprintf("Budget %s of rule %s (key %s): %s spent in the window ending %s; this call adds %s, over the limit.",
+		e.Budget, e.Rule, e.Key, strings.Join(spent, " and "), e.WindowEnd.Format(time.RFC3339), adds)
+}
+
+// ChargeCall is Charge for a call whose arguments a gate holds twice: raw as the agent sent them
+// (what the upstream reads) and canonical (what the authority's digest binds, RFC 8785, whose
+// numbers pass through a double). The amount is read from both and must be the same exactly: a
+// number that two readers could take for different amounts (an exponent, more digits than a
+// double holds) is refused with ErrLimit, never counted as either.
+func (s Spec) ChargeCall(ref Ref, key string, raw, canonical []byte, now time.Time) (Charge, error) {
+	c, err := s.Charge(ref, key, raw, now)
+	if err != nil || s.MaxSum == nil {
+		return c, err
+	}
+	a, err := Amount(canonical, s.Pointer)
+	if err != nil {
+		return Charge{}, fmt.Errorf("%w: %w", ErrLimit, err)
+	}
+	if a.Cmp(c.Amount) != 0 {
+		return Charge{}, fmt.Errorf("%w: %w at %s: %s reads as %s in canonical form", ErrLimit, ErrAmount, s.Pointer, c.Amount, a)
+	}
+	return c, nil
+}
+
+// Judge decides a call from its exceeded budgets (Assess): the first over a budget whose
+// onExceed is Deny refuses it (deny, EF_BUDGET_EXCEEDED); otherwise the exceeded ones, all
+// Escalate, go to a person (escalate). specs are the rule's budgets by name.
+func Judge(specs []Spec, over []*ExceededError) (deny *ExceededError, escalate []*ExceededError) {
+	for _, e := range over {
+		i := slices.IndexFunc(specs, func(s Spec) bool { return s.Name == e.Budget })
+		if i < 0 || !specs[i].Escalate {
+			return e, nil
+		}
+		escalate = append(escalate, e)
+	}
+	return nil, escalate
+}
+
+// PriorSpending is a charge standing for what a key already spent in the current window (a
+// policy test's stated spending): count calls and amount, not enforced.
+func (s Spec) PriorSpending(ref Ref, key string, calls int64, amount Decimal, now time.Time) Charge {
+	span := s.Window.Span(now)
+	id, scope := LedgerID(ref, s.Name, key, s.Window, span)
+	return Charge{
+		Ledger: id, Scope: scope, Namespace: ref.Namespace, Policy: ref.Policy, Rule: ref.Rule, Budget: s.Name, Key: key,
+		WindowStart: span.Start, WindowEnd: span.End, Until: span.Until,
+		Count: calls, Amount: amount, MaxCalls: s.MaxCalls, MaxSum: s.MaxSum, Unit: s.Unit,
+	}
 }

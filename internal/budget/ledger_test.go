@@ -264,3 +264,63 @@ func TestMemoryKeyBound(t *testing.T) {
 		t.Fatalf("%d ledgers held the next day; want 1", n)
 	}
 }
+
+// TestChargeCall: the amount is read from the raw and the canonical arguments and must agree
+// exactly; a number a double cannot hold, or an exponent, is refused (ErrLimit), never counted.
+func TestChargeCall(t *testing.T) {
+	s := paymentsSpec(t)
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		raw, canon string
+		ok         bool
+	}{
+		{`{"amount":12.50}`, `{"amount":12.5}`, true},
+		{`{"amount":"12.50"}`, `{"amount":"12.50"}`, true},
+		{`{"amount":1000}`, `{"amount":1000}`, true},
+		{`{"amount":1e3}`, `{"amount":1000}`, false},
+		{`{"amount":0.30000000000000000001}`, `{"amount":0.3}`, false},
+		{`{"amount":12345678901234567.89}`, `{"amount":12345678901234568}`, false},
+	} {
+		_, err := s.ChargeCall(ref, "k", []byte(c.raw), []byte(c.canon), now)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrLimit)) {
+			t.Errorf("ChargeCall(%s, %s) = %v; ok %v", c.raw, c.canon, err, c.ok)
+		}
+	}
+}
+
+// TestJudgeAndFinding: a Deny budget refuses whatever else is exceeded; Escalate budgets alone
+// escalate, each stated for the principal with the numbers.
+func TestJudgeAndFinding(t *testing.T) {
+	esc := paymentsSpec(t)
+	esc.Escalate = true
+	deny := Spec{Name: "per-payee", Window: esc.Window, MaxCalls: 3}
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	m := NewMemory(func() time.Time { return now })
+	prior := esc.PriorSpending(ref, "agent-a", 20, MustDecimal("9800"), now)
+	if err := m.Charge(context.Background(), "prior", []Charge{prior}); err != nil {
+		t.Fatal(err)
+	}
+	c1, _ := esc.Charge(ref, "agent-a", []byte(`{"amount":500}`), now)
+	c2, _ := deny.Charge(ref, "acct-2", nil, now)
+	over, err := Assess(context.Background(), m, []Charge{c1, c2}, now)
+	if err != nil || len(over) != 1 {
+		t.Fatalf("Assess: %v, %v", over, err)
+	}
+	d, e := Judge([]Spec{esc, deny}, over)
+	if d != nil || len(e) != 1 {
+		t.Fatalf("Judge: %v %v", d, e)
+	}
+	f := Finding(e[0])
+	for _, want := range []string{"Budget daily", "20 of 20 calls", "9800 of 10000 EUR", "this call adds 1 call and 500 EUR", "2026-12-08T00:00:00+01:00"} {
+		if !strings.Contains(f, want) {
+			t.Errorf("finding %q lacks %q", f, want)
+		}
+	}
+	if err := m.Charge(context.Background(), "prior-2", []Charge{deny.PriorSpending(ref, "acct-2", 3, Decimal{}, now)}); err != nil {
+		t.Fatal(err)
+	}
+	over, _ = Assess(context.Background(), m, []Charge{c1, c2}, now)
+	if d, e := Judge([]Spec{esc, deny}, over); d == nil || d.Budget != "per-payee" || e != nil {
+		t.Fatalf("with a Deny budget exceeded: %v %v", d, e)
+	}
+}

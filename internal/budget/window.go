@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
 	// The binary carries the IANA database, so a calendar window's zone resolves the same on
 	// every host, with or without /usr/share/zoneinfo.
 	_ "time/tzdata"
