@@ -22,17 +22,18 @@ type Plan struct {
 }
 
 // PlanOf returns the charges of a call from its policy decision's budgets (policy.Decision
-// Budgets: each compiled budget with the key this call charges), made with args at now. The
+// Budgets: each compiled budget with the key this call charges), made at now with the call's
+// arguments raw (as the upstream reads them) and canonical (what the authority binds). The
 // authority service plans with its own decision, never with what a sidecar says. A budget
-// whose amount cannot be read is an error wrapping budget.ErrLimit (EF_BUDGET_LIMIT): the call
-// is refused.
-func PlanOf(checks []policy.BudgetCheck, args []byte, now time.Time) (Plan, error) {
+// whose amount cannot be read, or reads differently in the two forms (budget.Spec.ChargeCall),
+// is an error wrapping budget.ErrLimit (EF_BUDGET_LIMIT): the call is refused.
+func PlanOf(checks []policy.BudgetCheck, raw, canonical []byte, now time.Time) (Plan, error) {
 	if len(checks) == 0 {
 		return Plan{}, nil
 	}
 	out := Plan{Escalate: map[string]bool{}}
 	for _, b := range checks {
-		c, err := b.Spec.Charge(b.Ref, b.Key, args, now)
+		c, err := b.Spec.ChargeCall(b.Ref, b.Key, raw, canonical, now)
 		if err != nil {
 			return Plan{}, fmt.Errorf("budget %q: %w", b.Spec.Name, err)
 		}

@@ -24,6 +24,7 @@ func TestPlanOf(t *testing.T) {
 		name    string
 		checks  []policy.BudgetCheck
 		args    string
+		canon   string // the canonical arguments when they differ from args
 		charges int
 		amount  string
 		err     error
@@ -35,11 +36,17 @@ func TestPlanOf(t *testing.T) {
 		{name: "amount missing", checks: []policy.BudgetCheck{daily}, args: `{}`, err: budget.ErrLimit},
 		{name: "amount negative", checks: []policy.BudgetCheck{daily}, args: `{"amount":-1}`, err: budget.ErrLimit},
 		{name: "amount with exponent", checks: []policy.BudgetCheck{daily}, args: `{"amount":1e3}`, err: budget.ErrLimit},
+		{name: "amount read differently raw and canonical", checks: []policy.BudgetCheck{daily}, args: `{"amount":12345678901234567890}`,
+			canon: `{"amount":12345678901234567000}`, err: budget.ErrLimit},
 		{name: "amount not a number", checks: []policy.BudgetCheck{daily}, args: `{"amount":"ten"}`, err: budget.ErrLimit},
 		{name: "arguments not an object", checks: []policy.BudgetCheck{daily}, args: `[1]`, err: budget.ErrLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := PlanOf(tc.checks, []byte(tc.args), now)
+			canon := tc.canon
+			if canon == "" {
+				canon = tc.args
+			}
+			plan, err := PlanOf(tc.checks, []byte(tc.args), []byte(canon), now)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err %v, want %v", err, tc.err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +34,7 @@ func (s *Service) planBudgets(ctx context.Context, x *call, check bool) *outcome
 	if x.d.Audit || (x.d.Outcome != policy.OutcomePermit && x.d.Outcome != policy.OutcomeEscalate) {
 		return nil
 	}
-	plan, err := kubeledger.PlanOf(x.d.Budgets, x.args, x.now)
+	plan, err := kubeledger.PlanOf(x.d.Budgets, x.raw, x.args, x.now)
 	if err != nil {
 		o := budgetFailure(ctx, err)
 		return &o
@@ -62,7 +61,7 @@ func (s *Service) planBudgets(ctx context.Context, x *call, check bool) *outcome
 				break
 			}
 			x.escalateBudget = true
-			x.budgetFindings = append(x.budgetFindings, finding(ex))
+			x.budgetFindings = append(x.budgetFindings, budget.Finding(ex))
 		}
 		if x.escalateBudget && x.overBudget == nil {
 			plan.Charges = kubeledger.Unenforced(plan.Charges)
@@ -204,12 +203,4 @@ func (s *Service) sweepSoon(namespace string) {
 			s.log.V(1).Info("budget ledgers swept", "namespace", namespace, "deleted", n)
 		}
 	}()
-}
-
-// finding states an exceeded budget as one envelope finding (a single line of text): the
-// budget and rule, what was spent against which limit, what the call adds and the window's end.
-// It names amounts, never the key (which may be an argument's value).
-func finding(ex *budget.ExceededError) string {
-	msg := ex.Error()
-	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }

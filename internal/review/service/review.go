@@ -31,6 +31,7 @@ type call struct {
 	c           *caller
 	act         *act.AgentCandidateAct
 	args        json.RawMessage // canonical, in the act's canonicalization
+	raw         json.RawMessage // as the sidecar sends them upstream
 	strict      bool            // args fit the strict profile: may be bound to a human decision
 	session     string
 	server      string
@@ -134,7 +135,7 @@ func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) 
 		code, _ := act.CodeOf(err)
 		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, fmt.Sprintf("The act is malformed (%s).", code)))
 	}
-	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now()}
+	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now(), raw: req.Arguments}
 	if !x.now.Before(a.ExpiresAt) {
 		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The act has expired."))
 	}

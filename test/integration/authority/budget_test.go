@@ -286,7 +286,7 @@ func TestBudgetEscalates(t *testing.T) {
 	if err := json.Unmarshal([]byte(m.Spec.Envelope), &env); err != nil {
 		t.Fatal(err)
 	}
-	want := `Budget "daily" of rule "receipts-by-email" exceeded: 1 of 1 calls spent, this call adds 1 call and 0; the window ends `
+	want := "Budget daily of rule receipts-by-email (key " + r.agent + "): 1 of 1 calls spent in the window ending "
 	if !slices.ContainsFunc(env.Findings, func(f string) bool { return strings.HasPrefix(f, want) }) {
 		t.Fatalf("the moment's findings %q lack %q", env.Findings, want)
 	}
