@@ -10,14 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/actgate/actgate/api/v1alpha1"
+	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/budget/kubeledger"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/review"
+	"github.com/actgate/actgate/internal/sidecar"
+	"github.com/actgate/actgate/internal/sink"
 )
 
 // budgetLimit is the daily budget of the email_send rule in these tests.
@@ -305,4 +310,61 @@ func TestBudgetEscalates(t *testing.T) {
 	}
 	third := r.call(t, "s-esc-2", "email_send", `{"to":"ops@example.com","body":"three"}`)
 	expectDeny(t, r.do(t, third.req), ef.EFEscalationRequired, review.ReasonBindingMoment)
+}
+
+// TestBudgetThroughSidecars: 64 concurrent calls through two of the pod's sidecars (sidecar.New
+// and Serve in this process, as `actgate sidecar` runs) against the real authority service and
+// a real MCP upstream, one daily budget of 20 calls: the upstream receives exactly 20 calls, its
+// own count; every other call is refused EF_BUDGET_EXCEEDED and never sent.
+func TestBudgetThroughSidecars(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	cachedService(t, r, 0)
+	up, err := mcptest.Start([]mcptest.Tool{
+		{Name: "email_send", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return mcptest.Text("sent"), nil }},
+	}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	r.updatePolicy(t, 2, func(p *v1alpha1.ToolPolicy) {
+		withBudget(p)
+		p.Spec.Servers = []v1alpha1.ToolServer{{Name: "payments", URL: up.URL, Protocol: v1alpha1.ServerProtocolMCP}}
+	})
+	upstreams := map[string]*mcptest.Server{"payments": up}
+	gates := []*sidecar.Gate{startSidecar(t, r, upstreams), startSidecar(t, r, upstreams)}
+
+	results := make([]sink.Result, 64)
+	errs := make([]error, 64)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			args := fmt.Sprintf(`{"to":"ops@example.com","body":"receipt %d"}`, i)
+			c := sink.Call{Session: fmt.Sprintf("s-sidecar-%02d", i), Agent: r.agent, Server: "payments", Destination: up.URL, Tool: "email_send",
+				Args: json.RawMessage(args), Provenance: string(act.SourceUser)}
+			results[i], errs[i] = gates[i%2].Handle(context.Background(), c, invokeOn(t, up, "email_send", args))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	invoked := 0
+	for i, res := range results {
+		switch {
+		case errs[i] != nil:
+			t.Fatalf("call %d: %v", i, errs[i])
+		case res.Allowed && res.Invoked:
+			invoked++
+		case res.Code != ef.EFBudgetExceeded || res.Invoked:
+			t.Fatalf("call %d: %+v, want EF_BUDGET_EXCEEDED and not sent", i, res)
+		}
+	}
+	if got := len(up.Calls()); got != budgetLimit || invoked != budgetLimit {
+		t.Fatalf("the upstream received %d calls (%d reported invoked); the budget is %d", got, invoked, budgetLimit)
+	}
+	if ls := r.ledgers(t); len(ls) != 1 || ls[0].Status.Spent != "20 calls" {
+		t.Fatalf("ledgers: %+v", ls)
+	}
 }
