@@ -163,6 +163,7 @@ func TestCRDNamesAndColumns(t *testing.T) {
 		{"acts", "act", []string{"Tool", "Class", "Decision", "Outcome", "Code", "Age", "Reached", "Server", "Agent", "Action"}},
 		{"bindingmoments", "bm", []string{"Principal", "Synopsis", "State", "Age", "Resolution", "Act", "Expires"}},
 		{"receiptanchors", "ranchor", []string{"Pod", "Size", "Age", "Head", "Anchored"}},
+		{"budgetledgers", "bl", []string{"Policy", "Budget", "Key", "Spent", "Remaining", "Window-End", "Rule"}},
 	} {
 		t.Run(tc.plural, func(t *testing.T) {
 			crd := loadCRD(t, tc.plural)
