@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
 )
 
 // newBudgetsCmd is `actgate budgets`: the budgets of a running standalone gate (docs/api.md
