@@ -18,6 +18,7 @@ import (
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
+	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
 // ErrConfig is wrapped by every configuration error of the proxy's admission (NewBearerAgents);
@@ -186,7 +187,15 @@ func Authenticate(w http.ResponseWriter, r *http.Request, agents AgentAuthentica
 			ch.WriteRefusal(w, server, rf)
 			return nil, false
 		}
-		return r.WithContext(context.WithValue(r.Context(), agentKey{}, agent)), true
+		ctx := context.WithValue(r.Context(), agentKey{}, agent)
+		// The verified token goes with the request only as the subject of an on-behalf-of
+		// exchange (docs/identity.md "On behalf of the agent"); it is never sent upstream.
+		if tok, ok := bearer(r); ok {
+			if at, err := upstreamauth.ParseAgentToken(tok); err == nil {
+				ctx = upstreamauth.WithAgentToken(ctx, at)
+			}
+		}
+		return r.WithContext(ctx), true
 	}
 	agent, ok := agents.Authenticate(r)
 	if !ok {
