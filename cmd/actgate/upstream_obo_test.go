@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -351,6 +352,30 @@ func TestUpstreamOBOExpiredAgentToken(t *testing.T) {
 	res := g.call(cs, "send_payment", `{"amount":250,"to":"bob"}`)
 	if res.IsError || g.up.Count("send_payment") != 1 {
 		t.Fatalf("resolved call with a fresh token: %s; ran %d", resultText(res), g.up.Count("send_payment"))
+	}
+	// The same session's call without Mcp-Protocol-Version goes through the SDK's handler, whose
+	// handlers get the session's context (of the initialize, under the expired token): the
+	// exchange still uses this request's fresh token, and the call runs.
+	post := func(body string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, g.base+mcpproxy.Path("finance"), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Authorization", "Bearer "+fresh)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(`{"jsonrpc":"2.0","id":78,"method":"tools/call","params":{"name":"get_balance","arguments":{"account":"main"}}}`)
+	if code != http.StatusOK || strings.Contains(body, `"isError":true`) || g.up.Count("get_balance") != 1 {
+		t.Fatalf("SDK-path call with a fresh token: HTTP %d %s; ran %d", code, body, g.up.Count("get_balance"))
 	}
 	subjects, _, _ := g.record()
 	if !slices.Contains(subjects, oboShort) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
@@ -221,7 +222,27 @@ func SDKAuth(h http.Handler, agents AgentAuthenticator) http.Handler {
 			return nil, auth.ErrInvalidToken
 		}
 		// The token lives as long as the gate's configuration; the SDK wants an expiry.
-		return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
+		info := &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}
+		if at, ok := upstreamauth.AgentTokenOf(ctx); ok {
+			info.Extra = map[string]any{agentTokenExtra: at} // for the request's tools/call (WithRequestAgentToken)
+		}
+		return info, nil
 	}
 	return auth.RequireBearerToken(verify, nil)(h)
+}
+
+// agentTokenExtra is the auth.TokenInfo Extra key of the agent's verified token of a request.
+const agentTokenExtra = "actgate.io/agent-oauth-token"
+
+// WithRequestAgentToken returns ctx carrying the agent's verified token of the MCP request the
+// SDK's handler delivers with extra (SDKAuth), replacing any other: the SDK hands its handlers
+// the session's context, not the request's, and an on-behalf-of exchange must use the token of
+// the call (docs/identity.md "On behalf of the agent"). Without one, ctx carries none, so that an
+// earlier request's token is never used.
+func WithRequestAgentToken(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	var at upstreamauth.AgentToken
+	if extra != nil && extra.TokenInfo != nil {
+		at, _ = extra.TokenInfo.Extra[agentTokenExtra].(upstreamauth.AgentToken)
+	}
+	return upstreamauth.WithAgentToken(ctx, at)
 }

@@ -31,7 +31,7 @@ func (p *Handler) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		defer b.end(jsonrpc.ID{})
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
-			return b.callTool(ctx, r)
+			return b.callTool(admission.WithRequestAgentToken(ctx, r.Extra), r)
 		case *mcp.ListToolsRequest:
 			return b.listTools(ctx, r)
 		case *mcp.ListResourcesRequest:
