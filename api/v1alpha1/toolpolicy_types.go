@@ -187,6 +187,12 @@ type ToolPolicySpec struct {
 	// stays on the principal's own surface. Omitted: never.
 	// +optional
 	Elicitation *ElicitationPolicy `json:"elicitation,omitempty"`
+
+	// agentAuth has the agents of the selected pods sign in to their sidecar with the
+	// organisation's identity provider (agentauth_types.go). Omitted: the pod's service
+	// account is the agent.
+	// +optional
+	AgentAuth *AgentAuth `json:"agentAuth,omitempty"`
 }
 
 // ElicitationPolicy names the consequence classes whose binding moments may also be offered

@@ -48,6 +48,8 @@ const (
 	oauthAgentClient = "billing-agent" // aud: the gate; scope mcp.call
 	oauthOtherClient = "other-service" // aud: another resource
 	oauthShortClient = "short-agent"   // aud: the gate; tokens live 2s
+	oauthOpaque      = "opaque-agent"  // aud: the gate; opaque tokens (introspection)
+	oauthGateClient  = "actgate-gate"  // the gate's own client, for introspection
 	oauthSecret      = "client-secret-of-the-test"
 )
 
@@ -62,6 +64,8 @@ func startOAuthGate(t *testing.T, extra string) *oauthGate {
 		{ID: oauthAgentClient, Secret: oauthSecret, Audience: []string{base}, Scopes: []string{"mcp.call"}},
 		{ID: oauthOtherClient, Secret: oauthSecret, Audience: []string{"https://elsewhere.example"}, Scopes: []string{"mcp.call"}},
 		{ID: oauthShortClient, Secret: oauthSecret, Audience: []string{base}, Scopes: []string{"mcp.call"}, AccessTokenLifetime: 2 * time.Second},
+		{ID: oauthOpaque, Secret: oauthSecret, Audience: []string{base}, Scopes: []string{"mcp.call"}, OpaqueAccessTokens: true},
+		{ID: oauthGateClient, Secret: oauthSecret, Audience: []string{"https://gate-introspection.example"}},
 	}})
 	up, dir, tok := countingDemoUpstream(t)
 	doc := strings.Replace(string(demoConfig(up.URL, filepath.Join(dir, "data"), tok)), "listen: 127.0.0.1:0", "listen: "+ln.Addr().String(), 1)
@@ -74,7 +78,7 @@ func startOAuthGate(t *testing.T, extra string) *oauthGate {
     agentPrefix: "idp:"
     clockSkew: 0s
     jwksRefresh: 1s
-%s`, p.Issuer(), p.CAFile(), extra), 1)
+%s`, p.Issuer(), p.CAFile(), strings.ReplaceAll(extra, "$ISSUER", p.Issuer())), 1)
 	cfgFile := filepath.Join(dir, "actgate.yaml")
 	if err := os.WriteFile(cfgFile, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

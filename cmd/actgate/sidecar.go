@@ -50,6 +50,8 @@ const (
 	envServerURLs      = "ACTGATE_SERVER_URLS"
 	envCredentialsDir  = "ACTGATE_CREDENTIALS_DIR"
 	envUpstreamOAuth   = "ACTGATE_UPSTREAM_OAUTH"
+	envAgentOAuth      = "ACTGATE_AGENT_OAUTH"
+	envExternalURL     = "ACTGATE_EXTERNAL_URL"
 	envUpstreamCA      = "ACTGATE_UPSTREAM_CA_FILE"
 	envJournalDir      = "ACTGATE_JOURNAL_DIR"
 	envMetricsAddress  = "ACTGATE_METRICS_BIND_ADDRESS"
@@ -70,6 +72,7 @@ type sidecarOptions struct {
 	credentialsDir, upstreamCA, journalDir                  string
 	metricsAddr                                             string
 	tracingEndpoint, tracingRatio                           string
+	agentOAuth, externalURL                                 string
 	callTimeout, reviewTimeout                              time.Duration
 	verbose                                                 bool
 	tracing                                                 tracing.Config // parsed by config
@@ -202,6 +205,12 @@ func (o *sidecarOptions) bind(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.oauthFiles, "upstream-oauth", nil,
 		"a server's OAuth settings file, NAME=PATH (YAML: grant, tokenURL, clientID, clientSecretFile or privateKeyFile, subjectTokenFile, …; "+
 			"docs/identity.md): the sidecar obtains the server's tokens from the identity provider; repeatable")
+	f.StringVar(&o.agentOAuth, "agent-oauth", os.Getenv(envAgentOAuth),
+		"the ToolPolicy's spec.agentAuth as JSON ({issuer, audience, agentClaim, agentPrefix, scopes, jwksURL, caBundle}): agents sign in with "+
+			"the organisation's identity provider and the authority service verifies their tokens (docs/identity.md); the injector sets it ($"+envAgentOAuth+")")
+	f.StringVar(&o.externalURL, "external-url", os.Getenv(envExternalURL),
+		"the sidecar's URL as agents reach it, http://HOST:PORT without a path (default http://LISTEN): the resource its OAuth protected resource metadata names, "+
+			"which MCP clients compare with the URL they use ($"+envExternalURL+")")
 	f.StringVar(&o.credentialsDir, "credentials-dir", os.Getenv(envCredentialsDir), "folder of NAME/credential files (the injected credentials volume) ($"+envCredentialsDir+")")
 	f.StringVar(&o.upstreamCA, "upstream-ca-file", os.Getenv(envUpstreamCA), "PEM CA bundle trusted for https upstreams beside the system roots ($"+envUpstreamCA+")")
 	f.StringVar(&o.journalDir, "journal-dir", envOr(envJournalDir, defaultJournalDir), "folder of the dispatch journal, the pod's emptyDir ($"+envJournalDir+")")
@@ -266,6 +275,7 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 		creds[name] = p
 	}
 	oauth := o.upstreamOAuth(urls, creds, bad)
+	agentAuth := o.agentSettings(bad)
 	for _, name := range o.servers {
 		if urls[name] == "" {
 			bad("server %s (--servers) has no URL: give --server %s=URL (the ToolPolicy's spec.servers[].url)", name, name)
@@ -295,7 +305,8 @@ func (o *sidecarOptions) config(s streams) (sidecar.Config, error) {
 	cfg := sidecar.Config{
 		Listen: o.listen, AuthorityURL: o.authorityURL, AuthorityCA: o.authorityCAPEM, AuthorityCAFile: o.authorityCA, TokenFile: o.tokenFile,
 		PublicKey: o.publicKeyPEM, PublicKeyFile: o.publicKey, Namespace: o.namespace, Agent: "system:serviceaccount:" + o.namespace + ":" + o.serviceAccount,
-		SinkID: o.sinkID, Principal: o.principal, UpstreamCAFile: o.upstreamCA, JournalDir: o.journalDir,
+		SinkID: o.sinkID, Principal: o.principal, UpstreamCAFile: o.upstreamCA, JournalDir: o.journalDir, AgentOAuth: agentAuth,
+		ExternalURL: strings.TrimSuffix(o.externalURL, "/"),
 		CallTimeout: o.callTimeout, ReviewTimeout: o.reviewTimeout, Log: newLogger(s.err, o.verbose).WithName("sidecar"),
 	}
 	for _, name := range names {

@@ -11,7 +11,7 @@ import (
 func TestVersion(t *testing.T) {
 	code, out, errs := runCLI("version")
 	want := "actgate dev " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n" +
-		"review protocol level 1 (the sidecar needs an authority service of level 1 or newer; the authority service serves sidecars of levels 1 to 1)\n"
+		"review protocol level 2 (the sidecar needs an authority service of level 1 or newer; the authority service serves sidecars of levels 1 to 2)\n"
 	if code != exitOK || out != want || errs != "" {
 		t.Fatalf("version = %d %q %q, want 0 %q", code, out, errs, want)
 	}

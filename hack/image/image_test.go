@@ -172,8 +172,8 @@ func TestImage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s version: %v\n%s", b, err, got)
 		}
-		if w := b + " " + ver + " " + runtime.Version() + " linux/amd64\n" + "review protocol level 1 (the sidecar needs an authority service of level 1 or newer; " +
-			"the authority service serves sidecars of levels 1 to 1)\n"; string(got) != w {
+		if w := b + " " + ver + " " + runtime.Version() + " linux/amd64\n" + "review protocol level 2 (the sidecar needs an authority service of level 1 or newer; " +
+			"the authority service serves sidecars of levels 1 to 2)\n"; string(got) != w {
 			t.Errorf("%s version = %q, want %q", b, got, w)
 		}
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	AgentClaim, AgentPrefix string
 	// Scopes a token must all carry.
 	Scopes []string
+	// AudienceOnly accepts Audience alone, not the servers' own resources: a sidecar's
+	// loopback URL is the same in every pod, so it names no resource of its own, and the
+	// authority service, which verifies the same tokens, knows only the policy's audience.
+	AudienceOnly bool
 	// Reserved are identities no agent may take (the principals, the sink): an agent named
 	// as a principal would resolve its own escalations.
 	Reserved []string
@@ -59,6 +63,9 @@ type Options struct {
 	// JWKSRefresh is the least time between two fetches of the key set; JWKSMaxAge is how
 	// long a fetched set is used before it is fetched again.
 	JWKSRefresh, JWKSMaxAge time.Duration
+	// Introspection, when set, verifies opaque access tokens (not a compact JWS) by RFC 7662
+	// introspection at the provider; JWTs are verified as above either way.
+	Introspection *Introspection
 	// CAPEM, when set, is the only CA trusted for the provider's TLS.
 	CAPEM []byte
 	// Transport is the base transport to the provider (tests); nil: a default one.
@@ -69,10 +76,11 @@ type Options struct {
 
 // Verifier validates agents' access tokens. It is safe for concurrent use.
 type Verifier struct {
-	o    Options
-	algs []jose.SignatureAlgorithm
-	keys *keySet
-	now  func() time.Time
+	o     Options
+	algs  []jose.SignatureAlgorithm
+	keys  *keySet
+	intro *introspector // nil: opaque tokens are refused
+	now   func() time.Time
 }
 
 // New returns a Verifier; it contacts the provider only when the first token arrives, so the
@@ -113,6 +121,12 @@ func New(o Options) (*Verifier, error) {
 	}
 	client := &http.Client{Transport: base, Timeout: fetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if o.Introspection != nil {
+		var err error
+		if v.intro, err = newIntrospector(*o.Introspection, client); err != nil {
+			return nil, err
+		}
+	}
 	v.keys = &keySet{issuer: o.Issuer, client: client, jwksURL: o.JWKSURL, now: v.now,
 		minRefresh: max(o.JWKSRefresh, time.Second), maxAge: max(o.JWKSMaxAge, time.Second)}
 	return v, nil
@@ -145,6 +159,9 @@ func (v *Verifier) Verify(ctx context.Context, token, server string) (string, *R
 		return "", invalid("the token is longer than %d bytes", MaxTokenBytes)
 	}
 	if strings.Count(token, ".") != 2 {
+		if v.intro != nil {
+			return v.introspect(ctx, token, server)
+		}
 		return "", invalid("the token is not a signed JWT (compact JWS)")
 	}
 	tok, err := jwt.ParseSigned(token, v.algs)
@@ -194,6 +211,9 @@ func (v *Verifier) checkClaims(std jwt.Claims, server string) *Refusal {
 		return invalid("the token's issuer is not %s", v.o.Issuer)
 	}
 	if !slices.ContainsFunc(v.Audiences(server), std.Audience.Contains) {
+		if v.o.AudienceOnly {
+			return invalid("the token's audience is not %s", v.o.Audience)
+		}
 		return invalid("the token's audience is not this gate (%s)", v.Resource(server))
 	}
 	err := std.ValidateWithLeeway(jwt.Expected{Time: v.now()}, v.o.ClockSkew)
@@ -260,7 +280,7 @@ func (v *Verifier) missingScope(claims map[string]json.RawMessage) string {
 // Audiences are the aud values a token for server may carry: the configured audience, and
 // the server's own resources (both of its paths).
 func (v *Verifier) Audiences(server string) []string {
-	if server == "" {
+	if server == "" || v.o.AudienceOnly {
 		return []string{v.o.Audience}
 	}
 	return []string{v.o.Audience, v.o.ExternalURL + "/mcp/" + server, v.o.ExternalURL + "/" + server + "/mcp"}

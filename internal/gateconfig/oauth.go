@@ -64,8 +64,22 @@ type AgentOAuth struct {
 	// JWKSMaxAge is how long a fetched key set is used before it is fetched again, a Go
 	// duration from 1s to 24h. Default 1h.
 	JWKSMaxAge string `json:"jwksMaxAge,omitempty"`
+	// Introspection, when set, admits opaque access tokens (not JWTs) by RFC 7662 token
+	// introspection at the provider. Optional.
+	Introspection *AgentIntrospection `json:"introspection,omitempty"`
 
 	clockSkew, jwksRefresh, jwksMaxAge time.Duration
+}
+
+// AgentIntrospection is agent.oauth.introspection: the provider's RFC 7662 endpoint and the
+// gate's client there.
+type AgentIntrospection struct {
+	// URL is the introspection endpoint (https). Required.
+	URL string `json:"url"`
+	// ClientID and ClientSecretFile (relative to the config file; read for every request)
+	// authenticate the gate to the endpoint (client_secret_basic). Required.
+	ClientID         string `json:"clientID"`
+	ClientSecretFile string `json:"clientSecretFile"`
 }
 
 // Bounds returns ClockSkew, JWKSRefresh and JWKSMaxAge parsed, or their defaults.
@@ -120,6 +134,16 @@ func (c *Config) validateOAuth(bad func(field, format string, args ...any)) {
 			bad("agent.oauth.clockSkew", "must be a duration from 0s to 5m")
 		} else {
 			o.clockSkew = d
+		}
+	}
+	if in := o.Introspection; in != nil {
+		if u, err := url.Parse(in.URL); err != nil || u.Scheme != schemeHTTPS || u.Host == "" {
+			bad("agent.oauth.introspection.url", "want the provider's https introspection endpoint")
+		}
+		if in.ClientID == "" || in.ClientSecretFile == "" {
+			bad("agent.oauth.introspection", "clientID and clientSecretFile are required (the gate authenticates to the endpoint)")
+		} else {
+			in.ClientSecretFile = c.resolve(in.ClientSecretFile)
 		}
 	}
 	o.jwksRefresh = boundedDuration(bad, "agent.oauth.jwksRefresh", o.JWKSRefresh, DefaultOAuthJWKSRefresh, "30s", time.Hour, "1h")

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/fileutil"
 	"github.com/actgate/actgate/internal/tracing"
 )
@@ -101,6 +102,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err := c.levels.observe(resp.Header, r.Reason); err != nil {
 		return nil, fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
 	}
+	if hreq.Header.Get(AgentTokenHeader) != "" {
+		if st := c.levels.status(); st.Level < LevelAgentToken {
+			return nil, fmt.Errorf("HTTP %d: %w (level %d does not verify the agent's token; level %d does)",
+				resp.StatusCode, ErrServiceTooOld, st.Level, LevelAgentToken)
+		}
+	}
 	if resp.StatusCode != http.StatusOK {
 		r.Allowed = false
 	}
@@ -124,6 +131,9 @@ func (c *Client) post(ctx context.Context, path string, body []byte) (*http.Requ
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+token)
+	if agent := agentoauth.TokenFrom(ctx); agent != "" {
+		hreq.Header.Set(AgentTokenHeader, agent)
+	}
 	SetLevel(hreq.Header, Level)
 	return hreq, nil
 }

@@ -40,8 +40,12 @@ const (
 	// LevelHeader carries the sender's level on every request and every answer.
 	LevelHeader = "Actgate-Review-Level"
 	// Level is this release's review protocol level: what its sidecars send and its service
-	// states.
-	Level = 1
+	// states. Level 2 adds AgentTokenHeader.
+	Level = 2
+	// LevelAgentToken is the first level whose service verifies AgentTokenHeader. A sidecar
+	// that sends the header uses only answers of this level or newer: an older service would
+	// ignore the header and name the pod's service account as the agent.
+	LevelAgentToken = 2
 	// MinSidecarLevel is the lowest sidecar level this release's service accepts.
 	MinSidecarLevel = 1
 	// MinServiceLevel is the lowest service level this release's sidecar accepts answers from.

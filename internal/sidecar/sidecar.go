@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/anchor"
 	"github.com/actgate/actgate/internal/authority/boltstore"
@@ -137,6 +138,13 @@ type Config struct {
 	// Mirror: every committed receipt and checkpoint as a JSON line), so that the cluster's log
 	// pipeline keeps the evidence after the pod is gone. `actgate sidecar` sets its stdout.
 	ReceiptMirror io.Writer
+	// AgentOAuth, when set, is the governing policy's spec.agentAuth: agents authenticate to
+	// the sidecar with the organisation's identity provider, and each review carries the
+	// agent's token for the authority service to verify (agentauth.go). ExternalURL is the
+	// sidecar's URL as agents reach it, for the protected resource metadata (default
+	// http://LISTEN).
+	AgentOAuth  *v1alpha1.AgentAuth
+	ExternalURL string
 	// AnchorMetrics counts the posts of the receipt log's checkpoints to the authority service
 	// (internal/anchor). Optional.
 	AnchorMetrics *anchor.Metrics
@@ -288,10 +296,18 @@ func New(cfg Config) (*Sidecar, error) {
 			return fail(fmt.Errorf("journal: counting INDETERMINATE records: %w", err))
 		}
 	}
+	agents, err := agentVerifier(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	var authn mcpproxy.AgentAuthenticator
+	if agents != nil {
+		authn = agents
+	}
 	mux := http.NewServeMux()
 	for _, u := range cfg.Upstreams {
 		p, err := mcpproxy.New(mcpproxy.Config{
-			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Credential: creds[u.Name], CredentialRejected: rejected[u.Name],
+			Server: u.Name, URL: u.URL, Gate: s.gate, Agent: cfg.Agent, Agents: authn, Credential: creds[u.Name], CredentialRejected: rejected[u.Name],
 			Transport: upstreamTransport, CallTimeout: cfg.CallTimeout, SessionTimeout: time.Hour,
 			Logger: cfg.Log.WithName("mcp"), TracerProvider: cfg.TracerProvider,
 		})
@@ -305,9 +321,13 @@ func New(cfg Config) (*Sidecar, error) {
 			mux.Handle(alt, p) // the form the MCP Inspector reaches, as actgate serve mounts it
 		}
 	}
-	host := s.gate.HostLoopHandler(cfg.Agent)
-	mux.Handle(hostloop.EnforcePath, host)
-	mux.Handle(hostloop.CompletePath, host)
+	if agents != nil {
+		handleAgentOAuth(mux, agents, cfg.Upstreams, s.gate.HostLoop())
+	} else {
+		host := s.gate.HostLoopHandler(cfg.Agent)
+		mux.Handle(hostloop.EnforcePath, host)
+		mux.Handle(hostloop.CompletePath, host)
+	}
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.ready = newReadiness(s.policy, cfg.Upstreams, upstreamTLS)
 	s.ready.level = authority.LevelStatus

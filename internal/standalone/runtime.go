@@ -457,10 +457,18 @@ func OAuthVerifier(cfg *gateconfig.Config) (*agentoauth.Verifier, error) {
 		reserved = append(reserved, p.Name)
 	}
 	skew, refresh, maxAge := o.Bounds()
+	var intro *agentoauth.Introspection
+	if in := o.Introspection; in != nil {
+		if _, err := fileutil.ReadToken(in.ClientSecretFile); err != nil {
+			return nil, fmt.Errorf("agent.oauth.introspection.clientSecretFile: %w", err)
+		}
+		file := in.ClientSecretFile
+		intro = &agentoauth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: func() (string, error) { return fileutil.ReadToken(file) }}
+	}
 	v, err := agentoauth.New(agentoauth.Options{
 		Issuer: o.Issuer, ExternalURL: cfg.ExternalURL, Audience: o.Audience, JWKSURL: o.JWKSURL, Algorithms: o.Algorithms,
 		AgentClaim: o.AgentClaim, AgentPrefix: o.AgentPrefix, Scopes: o.Scopes, Reserved: reserved,
-		ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca,
+		ClockSkew: skew, JWKSRefresh: refresh, JWKSMaxAge: maxAge, CAPEM: ca, Introspection: intro,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent.oauth: %w", err)

@@ -143,6 +143,9 @@ func inject(base *corev1.Pod, policies []v1alpha1.ToolPolicy, cfg *Config) (*cor
 	if data.ServiceAccountTokens, data.UpstreamOAuth, err = upstreamAuth(servers); err != nil {
 		return nil, nil, err
 	}
+	if data.AgentOAuth, err = agentAuthOf(policies); err != nil {
+		return nil, nil, err
+	}
 	data.TracingEndpoint, data.TracingSampleRatio = cfg.tracingEnv()
 	if m := cfg.metricsPort(); m != 0 {
 		data.MetricsListen, data.MetricsPort = fmt.Sprintf(":%d", m), m

@@ -51,6 +51,9 @@ type TemplateData struct {
 	// UpstreamOAuth is the sidecar's ACTGATE_UPSTREAM_OAUTH: the servers' auth settings as JSON,
 	// files relative to CredentialsDir; empty when no server has auth.
 	UpstreamOAuth string
+	// AgentOAuth is the sidecar's ACTGATE_AGENT_OAUTH: the policy's spec.agentAuth as JSON;
+	// empty without one.
+	AgentOAuth string
 	// MovedEnv, MovedEnvFrom and MovedVolumes are the credential references taken from agent
 	// containers, which the sidecar gets instead (MovedVolumes are pod volume names, mounted
 	// under MovedDir).

@@ -188,13 +188,14 @@ func Authenticate(w http.ResponseWriter, r *http.Request, agents AgentAuthentica
 			ch.WriteRefusal(w, server, rf)
 			return nil, false
 		}
-		ctx := context.WithValue(r.Context(), agentKey{}, agent)
-		// The verified token goes with the request only as the subject of an on-behalf-of
-		// exchange (docs/identity.md "On behalf of the agent"); it is never sent upstream.
-		if tok, ok := bearer(r); ok {
-			if at, err := upstreamauth.ParseAgentToken(tok); err == nil {
-				ctx = upstreamauth.WithAgentToken(ctx, at)
-			}
+		// The verified token travels with the request to the authority service, which verifies
+		// it again (a sidecar's word names no agent: docs/identity.md "Agents in a pod"), and as
+		// the subject of an on-behalf-of exchange (docs/identity.md "On behalf of the agent"); it
+		// is never sent upstream.
+		tok, _ := agentoauth.BearerToken(r.Header.Values("Authorization"))
+		ctx := agentoauth.WithToken(context.WithValue(r.Context(), agentKey{}, agent), tok)
+		if at, err := upstreamauth.ParseAgentToken(tok); err == nil {
+			ctx = upstreamauth.WithAgentToken(ctx, at)
 		}
 		return r.WithContext(ctx), true
 	}
@@ -223,15 +224,34 @@ func SDKAuth(h http.Handler, agents AgentAuthenticator) http.Handler {
 		}
 		// The token lives as long as the gate's configuration; the SDK wants an expiry.
 		info := &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}
+		info.Extra = map[string]any{}
+		if tok := agentoauth.TokenFrom(ctx); tok != "" {
+			info.Extra[tokenExtra] = tok // for the request's tools/call (TokenOf)
+		}
 		if at, ok := upstreamauth.AgentTokenOf(ctx); ok {
-			info.Extra = map[string]any{agentTokenExtra: at} // for the request's tools/call (WithRequestAgentToken)
+			info.Extra[agentTokenExtra] = at // for the request's tools/call (WithRequestAgentToken)
 		}
 		return info, nil
 	}
 	return auth.RequireBearerToken(verify, nil)(h)
 }
 
-// agentTokenExtra is the auth.TokenInfo Extra key of the agent's verified token of a request.
+// tokenExtra is the auth.TokenInfo Extra key of the agent's verified access token.
+const tokenExtra = "actgate.io/agent-token"
+
+// TokenOf is the agent's verified access token an MCP request the SDK's handler delivers came
+// with (SDKAuth), or "": the SDK hands its handlers a context of the session, not of the
+// request, so the token of each request reaches its tools/call this way.
+func TokenOf(extra *mcp.RequestExtra) string {
+	if extra == nil || extra.TokenInfo == nil {
+		return ""
+	}
+	tok, _ := extra.TokenInfo.Extra[tokenExtra].(string)
+	return tok
+}
+
+// agentTokenExtra is the auth.TokenInfo Extra key of the agent's verified token of a request
+// with its expiry.
 const agentTokenExtra = "actgate.io/agent-oauth-token"
 
 // WithRequestAgentToken returns ctx carrying the agent's verified token of the MCP request the

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/logfield"
 	"github.com/actgate/actgate/internal/mcpproxy/admission"
@@ -31,7 +32,7 @@ func (p *Handler) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		defer b.end(jsonrpc.ID{})
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
-			return b.callTool(admission.WithRequestAgentToken(ctx, r.Extra), r)
+			return b.callTool(admission.WithRequestAgentToken(agentoauth.WithToken(ctx, admission.TokenOf(r.Extra)), r.Extra), r)
 		case *mcp.ListToolsRequest:
 			return b.listTools(ctx, r)
 		case *mcp.ListResourcesRequest:

@@ -128,6 +128,9 @@ func (s *Service) handle(ctx context.Context, r *http.Request) (review.Operation
 	if refused != nil {
 		return req.Operation, uid, *refused
 	}
+	if refused := s.agentIdentity(ctx, c, r, req.Operation); refused != nil {
+		return req.Operation, uid, *refused
+	}
 	switch req.Operation {
 	case review.OperationConsume:
 		return req.Operation, uid, s.consume(ctx, c, req)

@@ -102,6 +102,8 @@ type Service struct {
 	// resourceVersion) without reading it first, and reads it when it is not remembered or
 	// has changed.
 	recentActs *kubecache.Recent[*v1alpha1.Act]
+	// agents verify the agents' tokens of policies with spec.agentAuth (agentident.go).
+	agents agentVerifiers
 }
 
 // New returns a Service.

@@ -252,3 +252,6 @@ func (s *storage) VerifyExchangeSubjectToken(_ context.Context, token string, _ 
 func (s *storage) VerifyExchangeActorToken(context.Context, string, oidc.TokenType) (string, string, map[string]any, error) {
 	return "", "", nil, errors.New("idp: actor tokens are not accepted")
 }
+
+// IntrospectionURL is the provider's token introspection endpoint (RFC 7662).
+func (p *Provider) IntrospectionURL() string { return p.issuer + "/oauth/introspect" }

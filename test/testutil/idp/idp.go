@@ -62,6 +62,10 @@ type Client struct {
 	// 7523 §2.2) signed by the matching private key, for the client credentials and token
 	// exchange grants; a client with a PublicKey and no Secret authenticates only so.
 	PublicKey crypto.PublicKey
+	// OpaqueAccessTokens makes a machine client's access tokens opaque (not JWTs): a resource
+	// server learns what they say by introspection (RFC 7662, IntrospectionURL), which any
+	// client with a secret may call.
+	OpaqueAccessTokens bool
 	// TokenExchange lets the client exchange a subject token (RFC 8693) for a JWT access token
 	// whose audience is among its Audience (exchange.go).
 	TokenExchange bool
@@ -130,6 +134,7 @@ func Start(t testing.TB, o Options) *Provider {
 		t.Fatal(err)
 	}
 	p := &Provider{issuer: "https://" + net.JoinHostPort(host, port), storage: st}
+	st.issuer = p.issuer
 	p.pki = testutil.NewPKI(t, t.TempDir(), host)
 	st.loginURL = func(id string) string { return p.issuer + "/login?id=" + url.QueryEscape(id) }
 

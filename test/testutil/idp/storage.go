@@ -100,7 +100,7 @@ func (c *client) GrantTypes() []oidc.GrantType {
 }
 func (c *client) LoginURL(string) string { return "" } // replaced by Provider's login URL
 func (c *client) AccessTokenType() op.AccessTokenType {
-	if len(c.c.Audience) > 0 {
+	if len(c.c.Audience) > 0 && !c.c.OpaqueAccessTokens {
 		return op.AccessTokenTypeJWT // machine clients: JWT access tokens for their resource
 	}
 	return op.AccessTokenTypeBearer
@@ -135,7 +135,8 @@ func (c *loginClient) LoginURL(id string) string { return c.loginURL(id) }
 
 type accessToken struct {
 	subject, clientID string
-	expires           time.Time
+	expires, issued   time.Time
+	audience, scopes  []string
 }
 
 type session struct {
@@ -162,6 +163,7 @@ func (k publicKey) Key() any                           { return &k.key.PublicKey
 // authorization requests, access tokens and login sessions.
 type storage struct {
 	mu       sync.Mutex
+	issuer   string          // the provider's issuer URL, for introspection answers
 	users    map[string]User // by login
 	clients  map[string]Client
 	requests map[string]*authRequest
@@ -409,7 +411,8 @@ func (s *storage) CreateAccessToken(_ context.Context, r op.TokenRequest) (strin
 		}
 	}
 	id, exp := randomID(), s.now().Add(lifetime)
-	s.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientID, expires: exp}
+	s.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientID, expires: exp, issued: s.now(),
+		audience: slices.Clone(r.GetAudience()), scopes: slices.Clone(r.GetScopes())}
 	return id, exp, nil
 }
 
@@ -600,6 +603,13 @@ func (s *storage) SetIntrospectionFromToken(_ context.Context, ir *oidc.Introspe
 	}
 	ir.Active, ir.Subject, ir.ClientID = true, subject, t.clientID
 	ir.Audience = []string{t.clientID}
+	if s.opaque(t.clientID) {
+		// A machine client's opaque token (Client.OpaqueAccessTokens): what its JWT would say
+		// (RFC 7662 §2.2).
+		ir.Audience = slices.Clone(t.audience)
+		ir.Expiration, ir.IssuedAt, ir.Issuer, ir.Scope = oidc.FromTime(t.expires), oidc.FromTime(t.issued), s.issuer, t.scopes
+		ir.TokenType = "Bearer"
+	}
 	_ = clientID
 	return nil
 }
@@ -621,3 +631,11 @@ func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([
 }
 
 func (s *storage) Health(context.Context) error { return nil }
+
+// opaque reports whether client id is a machine client with opaque access tokens.
+func (s *storage) opaque(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[id]
+	return ok && c.OpaqueAccessTokens && len(c.Audience) > 0
+}
