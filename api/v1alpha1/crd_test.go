@@ -96,6 +96,12 @@ func TestCRDEnumsMatchGoConstants(t *testing.T) {
 		{"provenance classes", tp, []string{"spec", "rules", "[]", "provenance", "[]", "classes", "[]"}, classes},
 		{"provenance action", tp, []string{"spec", "rules", "[]", "provenance", "[]", "action"},
 			sorted(v1alpha1.ProvenanceActionDeny, v1alpha1.ProvenanceActionEscalate)},
+		{"budget calendar", tp, []string{"spec", "rules", "[]", "budgets", "[]", "window", "calendar"},
+			sorted(v1alpha1.BudgetCalendarDay, v1alpha1.BudgetCalendarWeek, v1alpha1.BudgetCalendarMonth)},
+		{"budget key", tp, []string{"spec", "rules", "[]", "budgets", "[]", "key", "by"}, sorted(v1alpha1.BudgetKeyAgent,
+			v1alpha1.BudgetKeyServiceAccount, v1alpha1.BudgetKeyNamespace, v1alpha1.BudgetKeyPolicy, v1alpha1.BudgetKeyExpression)},
+		{"budget onExceed", tp, []string{"spec", "rules", "[]", "budgets", "[]", "onExceed"},
+			sorted(v1alpha1.BudgetOnExceedDeny, v1alpha1.BudgetOnExceedEscalate)},
 		{"act class", act, []string{"spec", "consequenceClass"}, classes},
 		{"act decision", act, []string{"status", "decision"},
 			sorted(v1alpha1.ActDecisionAllowed, v1alpha1.ActDecisionDenied, v1alpha1.ActDecisionEscalated, v1alpha1.ActDecisionAuditDenied)},
@@ -157,6 +163,7 @@ func TestCRDNamesAndColumns(t *testing.T) {
 		{"acts", "act", []string{"Tool", "Class", "Decision", "Outcome", "Code", "Age", "Reached", "Server", "Agent", "Action"}},
 		{"bindingmoments", "bm", []string{"Principal", "Synopsis", "State", "Age", "Resolution", "Act", "Expires"}},
 		{"receiptanchors", "ranchor", []string{"Pod", "Size", "Age", "Head", "Anchored"}},
+		{"budgetledgers", "bl", []string{"Policy", "Budget", "Key", "Spent", "Remaining", "Window-End", "Rule"}},
 	} {
 		t.Run(tc.plural, func(t *testing.T) {
 			crd := loadCRD(t, tc.plural)

@@ -17,7 +17,7 @@ func Resource(resource string) schema.GroupResource {
 	return GroupVersion.WithResource(resource).GroupResource()
 }
 
-// AddToScheme registers ToolPolicy, Act, BindingMoment and ReceiptAnchor (and their lists) with s.
+// AddToScheme registers ToolPolicy, Act, BindingMoment, ReceiptAnchor and BudgetLedger (and their lists) with s.
 //
 // It is a plain function rather than a SchemeBuilder filled by init(): the package holds no
 // mutable state, and callers build their own scheme:
@@ -31,6 +31,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		&Act{}, &ActList{},
 		&BindingMoment{}, &BindingMomentList{},
 		&ReceiptAnchor{}, &ReceiptAnchorList{},
+		&BudgetLedger{}, &BudgetLedgerList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

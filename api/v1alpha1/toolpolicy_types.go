@@ -289,6 +289,7 @@ type ReconciliationEndpoint struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.evidence) && self.evidence.role == 'HumanAuthorization') || (has(self.alternatives) && size(self.alternatives) >= 1)",message="a rule requiring HumanAuthorization must declare at least one alternative"
 // +kubebuilder:validation:XValidation:rule="!(has(self.provenance) && self.provenance.exists(p, p.action == 'Escalate')) || (has(self.alternatives) && size(self.alternatives) >= 1)",message="a rule with an Escalate provenance action must declare at least one alternative"
 // +kubebuilder:validation:XValidation:rule="!(has(self.provenance) && self.provenance.exists(p, p.action == 'Escalate')) || (has(self.evidence) && has(self.evidence.principals) && size(self.evidence.principals) >= (has(self.evidence.minPrincipals) ? self.evidence.minPrincipals : 1))",message="a rule with an Escalate provenance action must name at least minPrincipals principals in evidence"
+// +kubebuilder:validation:XValidation:rule="!(has(self.budgets) && self.budgets.exists(b, has(b.onExceed) && b.onExceed == 'Escalate')) || (has(self.alternatives) && size(self.alternatives) >= 1 && has(self.evidence) && has(self.evidence.principals) && size(self.evidence.principals) >= 1)",message="a rule with an Escalate budget must declare at least one alternative and name evidence principals"
 type ToolRule struct {
 	// name identifies the rule within the policy (a DNS label); Acts and deny messages cite it.
 	// +required
@@ -405,6 +406,175 @@ type ToolRule struct {
 	// rule pins nothing.
 	// +optional
 	Pin *ToolPin `json:"pin,omitempty"`
+
+	// budgets bound what calls this rule governs may spend together over a window: a count of
+	// calls and/or the sum of a numeric argument, per key (agent, service account, namespace,
+	// policy, or a CEL expression over the arguments). Spending is charged at the moment authority
+	// is consumed, atomically with it, so concurrent calls that each fit but together exceed
+	// never all run; a call that ends FAILED gives its share back (docs/api.md "Budgets").
+	// Names are unique within the rule.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Budgets []Budget `json:"budgets,omitempty"`
+}
+
+// BudgetCalendar is a calendar window unit.
+// +kubebuilder:validation:Enum=Day;Week;Month
+type BudgetCalendar string
+
+const (
+	// BudgetCalendarDay is the calendar day, midnight to midnight in the window's time zone.
+	BudgetCalendarDay BudgetCalendar = "Day"
+	// BudgetCalendarWeek is the ISO week, Monday 00:00 to the next Monday 00:00 in the zone.
+	BudgetCalendarWeek BudgetCalendar = "Week"
+	// BudgetCalendarMonth is the calendar month, the 1st 00:00 to the next 1st 00:00 in the zone.
+	BudgetCalendarMonth BudgetCalendar = "Month"
+)
+
+// BudgetKeyBy says which calls share a budget's counters.
+// +kubebuilder:validation:Enum=Agent;ServiceAccount;Namespace;Policy;Expression
+type BudgetKeyBy string
+
+const (
+	// BudgetKeyAgent gives each agent its own counters (the default).
+	BudgetKeyAgent BudgetKeyBy = "Agent"
+	// BudgetKeyServiceAccount gives each agent pod's service account its own counters (standalone:
+	// the agent).
+	BudgetKeyServiceAccount BudgetKeyBy = "ServiceAccount"
+	// BudgetKeyNamespace shares one set of counters across the policy's namespace.
+	BudgetKeyNamespace BudgetKeyBy = "Namespace"
+	// BudgetKeyPolicy shares one set of counters across every call the rule governs under this
+	// policy.
+	BudgetKeyPolicy BudgetKeyBy = "Policy"
+	// BudgetKeyExpression keys the counters by the string a CEL expression over the call's
+	// arguments returns (for example the payee).
+	BudgetKeyExpression BudgetKeyBy = "Expression"
+)
+
+// BudgetOnExceed is what happens to a call that would pass a budget's limit.
+// +kubebuilder:validation:Enum=Deny;Escalate
+type BudgetOnExceed string
+
+const (
+	// BudgetOnExceedDeny refuses the call with EF_BUDGET_EXCEEDED; nothing is dispatched.
+	BudgetOnExceedDeny BudgetOnExceed = "Deny"
+	// BudgetOnExceedEscalate asks the rule's evidence principals through a binding moment whose
+	// findings state the budget, what was spent, the limit, the window's end and what the call
+	// adds. A person's approval charges the call without enforcing the limit.
+	BudgetOnExceedEscalate BudgetOnExceed = "Escalate"
+)
+
+// Budget is one limit on what a rule's calls may spend together over a window.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.maxCalls) || has(self.sum)",message="a budget needs maxCalls, sum or both"
+type Budget struct {
+	// name identifies the budget within the rule (a DNS label); denials, findings and
+	// `actgate budgets` cite it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// window is the span spending is counted over: a rolling period or a calendar unit.
+	// +required
+	Window BudgetWindow `json:"window"`
+
+	// key says which calls share counters; default by Agent.
+	// +optional
+	Key *BudgetKey `json:"key,omitempty"`
+
+	// maxCalls is how many calls may be charged in a window, 1 to 1000000000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	MaxCalls *int64 `json:"maxCalls,omitempty"`
+
+	// sum bounds the total of a numeric argument over a window.
+	// +optional
+	Sum *BudgetSum `json:"sum,omitempty"`
+
+	// onExceed is Deny (the default: EF_BUDGET_EXCEEDED) or Escalate (a binding moment to the
+	// rule's evidence principals; the rule must name principals and alternatives).
+	// +optional
+	// +kubebuilder:default=Deny
+	OnExceed BudgetOnExceed `json:"onExceed,omitempty"`
+}
+
+// BudgetWindow is a rolling period or a calendar unit in a time zone; exactly one of period and
+// calendar is set.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="set exactly one of period and calendar"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || has(self.calendar)",message="timeZone applies only to a calendar window"
+type BudgetWindow struct {
+	// period is a rolling window (a Go duration, 1m to 2232h = 93 days), counted in 60 equal
+	// sub-buckets so a call is never under-counted: a charge leaves the window only once its
+	// whole sub-bucket is older than the period.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('2232h')",message="period must be between 1m and 2232h"
+	Period *metav1.Duration `json:"period,omitempty"`
+
+	// calendar is Day, Week (ISO, from Monday) or Month, in timeZone.
+	// +optional
+	Calendar BudgetCalendar `json:"calendar,omitempty"`
+
+	// timeZone is the IANA time zone of a calendar window (for example Europe/Berlin); default
+	// UTC. Day boundaries follow the zone's daylight-saving changes.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_+/-]+$`
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// BudgetKey says which calls share a budget's counters.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.by) && self.by == 'Expression') == has(self.expression)",message="expression is set exactly when by is Expression"
+type BudgetKey struct {
+	// by is Agent (default), ServiceAccount, Namespace, Policy or Expression.
+	// +optional
+	// +kubebuilder:default=Agent
+	By BudgetKeyBy `json:"by,omitempty"`
+
+	// expression is, for by Expression, a CEL expression over `args` returning a string of at
+	// most 256 bytes (for example `args.payee`); an error, a non-string or a longer result
+	// refuses the call (fail closed).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Expression string `json:"expression,omitempty"`
+}
+
+// BudgetSum bounds the total of one numeric argument.
+type BudgetSum struct {
+	// pointer is the RFC 6901 JSON Pointer to the amount in the call's arguments (for example
+	// /amount). The amount is a JSON number or a decimal string, read exactly (never as a
+	// float); a call whose amount is missing, negative or not a plain decimal is refused.
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^(/([^~/]|~[01])*)+$`
+	Pointer string `json:"pointer,omitempty"`
+
+	// max is the window's limit on the sum, a plain decimal string (for example "10000.00"):
+	// digits with an optional fraction, no sign, no exponent, at most 30 digits before the point
+	// and 18 after.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=49
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,30}(\.[0-9]{1,18})?$`
+	Max string `json:"max,omitempty"`
+
+	// unit labels the amount for people (for example EUR); it is shown, never converted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]*$`
+	Unit string `json:"unit,omitempty"`
 }
 
 // RateLimitPer says which calls share a rate-limit bucket.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/policy"
 	"github.com/actgate/actgate/internal/policytest"
 	"github.com/actgate/actgate/internal/strictyaml"
@@ -317,7 +318,42 @@ func writeExplanation(out io.Writer, tp *policytest.Policy, c policytest.Call, r
 	if res.Decision.Message != "" {
 		fmt.Fprintf(out, "message: %s\n", res.Decision.Message)
 	}
+	for _, b := range res.Decision.Budgets {
+		fmt.Fprintf(out, "budget %s: %s, key %s%s\n", b.Spec.Name, budgetLimits(b.Spec), b.Key, decidedMark(res.Budget, b.Spec.Name))
+	}
+	if res.BudgetDetail != "" {
+		fmt.Fprintf(out, "budget decided: %s\n", res.BudgetDetail)
+	}
 	return nil
+}
+
+// budgetLimits describes a budget's limits and window: "20 calls and 10000 EUR per Day in
+// Europe/Berlin, onExceed Escalate".
+func budgetLimits(s budget.Spec) string {
+	var lim []string
+	if s.MaxCalls > 0 {
+		lim = append(lim, fmt.Sprintf("%d calls", s.MaxCalls))
+	}
+	if s.MaxSum != nil {
+		l := s.MaxSum.String() + " at " + s.Pointer
+		if s.Unit != "" {
+			l = s.MaxSum.String() + " " + s.Unit + " at " + s.Pointer
+		}
+		lim = append(lim, l)
+	}
+	on := "Deny"
+	if s.Escalate {
+		on = "Escalate"
+	}
+	return fmt.Sprintf("%s per %s, onExceed %s", strings.Join(lim, " and "), s.Window, on)
+}
+
+// decidedMark marks the budget(s) that decided the call.
+func decidedMark(decided, name string) string {
+	if slices.Contains(strings.Split(decided, ","), name) {
+		return " (decided)"
+	}
+	return ""
 }
 
 // established renders what a step established beyond the step before it, "-" when nothing.

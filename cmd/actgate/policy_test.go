@@ -209,6 +209,10 @@ func badTestFiles() []struct{ name, doc, code, detail string } {
 		{"allow with code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, code: EF_POLICY_DENIED}\n", policytest.CodeCaseInvalid, "has no code"},
 		{"escalate other code", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: escalate, code: EF_POLICY_DENIED}\n", policytest.CodeCaseInvalid, "EF_ESCALATION_REQUIRED"},
 		{"principals on allow", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, principals: [x]}\n", policytest.CodeCaseInvalid, "only for decision escalate"},
+		{"spent amount with an exponent", testHead + "cases:\n- name: a\n  call: {tool: get_balance, spent: {daily: {amount: \"1e3\"}}}\n  expect: {decision: allow}\n",
+			policytest.CodeCaseInvalid, "spent.daily.amount"},
+		{"spent negative calls", testHead + "cases:\n- name: a\n  call: {tool: get_balance, spent: {daily: {calls: -1}}}\n  expect: {decision: allow}\n",
+			policytest.CodeCaseInvalid, "spent.daily.calls"},
 		{"unknown class", testHead + "cases:\n- name: a\n  call: {tool: get_balance}\n  expect: {decision: allow, class: READ}\n", policytest.CodeCaseInvalid, "consequence class"},
 		{"no policy", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  {}\n", 1) + c, policytest.CodePolicyInvalid, "exactly one"},
 		{"two policies", strings.Replace(testHead, "  toolPolicy: $SAMPLE\n", "  toolPolicy: $SAMPLE\n  gateConfig: $GATE\n", 1) + c, policytest.CodePolicyInvalid, "exactly one"},
@@ -350,5 +354,25 @@ func TestPolicyTestAuditMode(t *testing.T) {
 	code, out, errs := runCLI("policy", "test", filepath.Join(dir, "t.yaml"))
 	if code != exitOK || !strings.Contains(out, "deny EF_POLICY_DENIED (audit)") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestPolicyExplainBudget: explain lists the governing rule's budgets with their keys and says
+// which budget decided, with its numbers.
+func TestPolicyExplainBudget(t *testing.T) {
+	code, out, errs := runCLI("policy", "explain", "--test", "../../config/samples/tests/toolpolicy-payments-budget.yaml",
+		"--case", "a 4th payment to the same payee is refused")
+	if code != exitOK || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"decision: deny EF_BUDGET_EXCEEDED",
+		"budget daily: 20 calls and 10000 EUR at /amount per Day in Europe/Berlin, onExceed Escalate, key system:serviceaccount:treasury:treasury-agent\n",
+		"budget per-payee: 3 calls per Day in Europe/Berlin, onExceed Deny, key acct-2 (decided)",
+		"budget decided: budget \"per-payee\" of rule \"payments\" exceeded: 3 of 3 calls spent",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -61,6 +61,7 @@ print one line per reason on stderr, beginning with its stable code. Exit status
 		newServeCmd(s),
 		newDemoCmd(s),
 		newMomentsCmd(s),
+		newBudgetsCmd(s),
 		newResolveCmd(s),
 		newConsoleCmd(s),
 		newSidecarCmd(s),

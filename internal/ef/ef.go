@@ -45,6 +45,16 @@ const (
 	// EFRateLimited — the governing rule's rate limit refuses this call now (docs/api.md "Rate
 	// limits"); it was not registered, issued or sent.
 	EFRateLimited EFCode = "EF_RATE_LIMITED"
+	// EFBudgetExceeded — the call would pass a limit of one of its governing rule's budgets (a
+	// count of calls or the sum of an argument over a window) and the budget's onExceed is Deny,
+	// or its spending was charged by another call first between the check and the moment
+	// authority is consumed (docs/api.md "Budgets"); nothing was dispatched.
+	EFBudgetExceeded EFCode = "EF_BUDGET_EXCEEDED"
+	// EFBudgetLimit — the budget's ledger holds as many keys per budget, or as many charged
+	// operations per window, as the gate allows, or the call's amount or key cannot be read
+	// (missing, negative, not a plain decimal, too long); the call was refused, nothing was
+	// dispatched (docs/api.md "Budgets").
+	EFBudgetLimit EFCode = "EF_BUDGET_LIMIT"
 	// EFPolicyUnavailable — the sink holds no current policy to decide with: an injected
 	// sidecar that has not received its pod's governing ToolPolicy from the authority service,
 	// was told that none governs the pod, or holds one that does not compile. Every call is
@@ -174,6 +184,8 @@ func all() []Info {
 		{EFEscalationRequired, "This tool requires a human decision before it can run.", false, true},
 		{EFPolicyDenied, "Policy does not permit this act.", false, true},
 		{EFRateLimited, "The rule's rate limit allows no more calls now; the tool was not invoked. Retry later.", false, true},
+		{EFBudgetExceeded, "The call would pass a budget of its rule in the current window; the tool was not invoked.", false, true},
+		{EFBudgetLimit, "The call's budget cannot be charged: its amount or key is not readable, or the budget's ledger is full; the tool was not invoked.", false, true},
 		{EFPolicyUnavailable, "No current policy governs this sink; the tool was not invoked.", false, true},
 		{EFUnknownTool, "The tool is not declared for this protected server.", false, true},
 		{EFArgumentsOutOfProfile, "The arguments cannot be bound to a human decision: outside the strict canonical profile.", false, true},

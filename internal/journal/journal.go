@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"time"
+
+	"github.com/actgate/actgate/internal/budget"
 )
 
 // State is a lifecycle state of one dispatch, named as in action-evidence-boundary
@@ -99,6 +101,12 @@ type DispatchRecord struct {
 	Receipts [][]byte
 	// History lists every transition, oldest first.
 	History []Step
+	// Charges are what the dispatch spends of its rule's budgets (docs/api.md "Budgets"). A
+	// store that journals the consume (authority.ConsumeAndPender) applies them in the consume's
+	// commit, all or none, and refuses the consume when an enforced one does not fit; the
+	// commit that makes the record FAILED gives them back, the one that makes it EXECUTED makes
+	// them final; INDETERMINATE keeps them spent until reconciled.
+	Charges []budget.Charge `json:",omitempty"`
 }
 
 // Step is one recorded transition.

@@ -3,6 +3,8 @@ package journal
 import (
 	"fmt"
 	"time"
+
+	"github.com/actgate/actgate/internal/budget"
 )
 
 // Limits on what a record may carry, so one record cannot grow a store without bound.
@@ -64,6 +66,9 @@ func ValidateNew(rec DispatchRecord) error {
 	}
 	if rec.State != StateConsumed && rec.State != StateDispatchPending {
 		return fmt.Errorf("%w: a record begins in %s or %s, not %q", ErrInvalidRecord, StateConsumed, StateDispatchPending, rec.State)
+	}
+	if len(rec.Charges) > budget.MaxChargesPerOp {
+		return fmt.Errorf("%w: %d budget charges; the bound is %d", ErrInvalidRecord, len(rec.Charges), budget.MaxChargesPerOp)
 	}
 	if rec.EvidenceDigest != "" || len(rec.Result) != 0 || len(rec.History) != 0 || len(rec.Receipts) != 0 {
 		return fmt.Errorf("%w: a new record carries no evidence, result, receipts or history", ErrInvalidRecord)

@@ -129,6 +129,7 @@ type rule struct {
 	ttl          time.Duration
 	rate         *RateLimit // nil: no rate limit
 	pin          *pinSpec   // nil: the rule pins no tool definition
+	budgets      []budgetRule
 }
 
 type provenanceRule struct {
@@ -316,6 +317,16 @@ func compileRule(ps *problems, c *Compiled, env *cel.Env, f string, in *v1alpha1
 
 	r.ttl = compileTTL(ps, f+".authorityTTL", in.AuthorityTTL, c.ttl)
 	r.rate = compileRate(ps, f+".rateLimit", in.RateLimit)
+	compileBudgets(ps, r, env, f+".budgets", in.Budgets)
+	if slices.ContainsFunc(r.budgets, func(b budgetRule) bool { return b.spec.Escalate }) {
+		// Over such a budget a person decides (binding-moment-envelope-04 §5.6: 2-4 options).
+		if len(r.principals) < 1 {
+			ps.add(f+".evidence.principals", ReasonInvalidSpec, "a rule with an Escalate budget must name evidence principals")
+		}
+		if len(in.Alternatives) == 0 {
+			ps.add(f+".alternatives", ReasonInvalidSpec, "a rule with an Escalate budget must declare at least one alternative")
+		}
+	}
 	return r
 }
 

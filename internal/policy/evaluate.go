@@ -383,8 +383,20 @@ func (c *Compiled) enforce(ctx context.Context, r Request, trace traceFunc) Deci
 	d.AuthorityTTL = st.rule.ttl
 	d.RateLimit = st.rule.rate
 	d.Evidence.Role = st.role
+	budgets, bcode, bmsg := c.budgetChecks(ctx, st.rule, r)
+	if bcode != "" {
+		d.Outcome, d.Code, d.Message = OutcomeDeny, bcode, bmsg
+		return d
+	}
+	d.Budgets = budgets
 	switch st.role {
 	case v1alpha1.EvidenceRoleNone:
+		if len(budgets) > 0 {
+			// Spending is charged when authority is consumed (docs/api.md "Budgets"): a
+			// budgeted call takes the machine-permit path, never the hot path.
+			d.Outcome = OutcomePermit
+			break
+		}
 		d.Outcome = OutcomeAllow
 		d.AuthorityTTL = 0 // no authority is issued on the hot path
 	case v1alpha1.EvidenceRolePolicyPermit:
@@ -396,16 +408,26 @@ func (c *Compiled) enforce(ctx context.Context, r Request, trace traceFunc) Deci
 		if st.escalatedBy {
 			d.Message = fmt.Sprintf("tool %s requires a human decision because of where its instruction came from (rule %s); request a binding moment", quote(r.Tool), st.rule.name)
 		}
-		sod := st.rule.sod
-		d.Evidence.Principals = append([]string(nil), st.rule.principals...)
-		d.Evidence.MinPrincipals = int32(st.rule.minPrincipals)
-		d.Evidence.SeparationOfDuties = &sod
-		d.Alternatives = make([]v1alpha1.Alternative, len(st.rule.alternatives))
-		for i := range st.rule.alternatives {
-			st.rule.alternatives[i].DeepCopyInto(&d.Alternatives[i])
-		}
+		escalation(&d, st.rule)
+	}
+	if d.Outcome != OutcomeEscalate && slices.ContainsFunc(budgets, func(b BudgetCheck) bool { return b.Spec.Escalate }) {
+		// The sink escalates a call over such a budget to the rule's principals.
+		escalation(&d, st.rule)
 	}
 	return d
+}
+
+// escalation fills what a gate-authored binding moment needs from the rule: its principals and
+// alternatives.
+func escalation(d *Decision, r *rule) {
+	sod := r.sod
+	d.Evidence.Principals = append([]string(nil), r.principals...)
+	d.Evidence.MinPrincipals = int32(r.minPrincipals)
+	d.Evidence.SeparationOfDuties = &sod
+	d.Alternatives = make([]v1alpha1.Alternative, len(r.alternatives))
+	for i := range r.alternatives {
+		r.alternatives[i].DeepCopyInto(&d.Alternatives[i])
+	}
 }
 
 // maxQuoted bounds how much of an agent-supplied name a message repeats.
@@ -450,6 +472,11 @@ func (c *Compiled) CanEscalate(server, tool string) bool {
 	}
 	if r.role == v1alpha1.EvidenceRoleHumanAuthorization {
 		return true
+	}
+	for _, b := range r.budgets {
+		if b.spec.Escalate {
+			return true
+		}
 	}
 	for _, p := range r.provenance {
 		if p.action == v1alpha1.ProvenanceActionEscalate {

@@ -91,6 +91,12 @@ type Decision struct {
 	// RateLimit is the governing rule's rate limit (spec.rules[].rateLimit), nil when it has
 	// none or no rule matched. The sink enforces it; Evaluate only reports it.
 	RateLimit *RateLimit
+	// Budgets are the governing rule's budgets with the key this call charges
+	// (spec.rules[].budgets), nil when it has none. A rule with budgets never takes the hot
+	// path: its evidence role None is decided as Permit, so the call's authority is consumed and
+	// its budgets charged in that commit. The sink checks usage and charges; Evaluate only
+	// reports them.
+	Budgets []BudgetCheck
 	// Epoch is the policy epoch the decision was made under; authorities record it.
 	Epoch int64
 	// Audit is true when the policy is in mode Audit: Outcome is Allow, the call goes through

@@ -22,6 +22,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/actgate/actgate/internal/act"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/policy"
@@ -109,6 +110,16 @@ type Call struct {
 	// Provenance is user, system, retrieval, tool_output or unknown; default unknown.
 	Provenance string `json:"provenance,omitempty"`
 	Agent      string `json:"agent,omitempty"`
+	// Spent is what the call's key has already spent, in the current window, of each of the
+	// governing rule's budgets, by budget name (docs/api.md "Budgets"); a budget not named has
+	// spent nothing.
+	Spent map[string]Spending `json:"spent,omitempty"`
+}
+
+// Spending is a budget's prior spending in a test case: calls and the sum of its amounts.
+type Spending struct {
+	Calls  int64  `json:"calls,omitempty"`
+	Amount string `json:"amount,omitempty"`
 }
 
 // Expect is what a case expects of the gate's decision.
@@ -254,8 +265,30 @@ func CheckCall(c *Call) error {
 	if a := bytes.TrimSpace(c.Arguments); len(a) == 0 || a[0] != '{' {
 		return errors.New("arguments: must be an object")
 	}
+	if len(c.Spent) > maxSpent {
+		return fmt.Errorf("spent: at most %d budgets", maxSpent)
+	}
+	for name, s := range c.Spent {
+		if name == "" || len(name) > 63 {
+			return fmt.Errorf("spent: %q is not a budget name", name)
+		}
+		if s.Calls < 0 || s.Calls > maxSpentCalls {
+			return fmt.Errorf("spent.%s.calls: must be between 0 and %d", name, maxSpentCalls)
+		}
+		if s.Amount != "" {
+			if _, err := budget.ParseDecimal(s.Amount); err != nil {
+				return fmt.Errorf("spent.%s.amount: %v", name, err)
+			}
+		}
+	}
 	return nil
 }
+
+// Bounds of a case's stated spending.
+const (
+	maxSpent      = 8
+	maxSpentCalls = 1_000_000_000
+)
 
 // decisions maps a test file's decision to the gate's policy outcome.
 var decisions = map[string]sink.PolicyOutcome{
@@ -412,6 +445,11 @@ type Result struct {
 	// Mapping is set when the gate refuses the call before policy, because it does not map to
 	// an act (the gate's EF_ACT_INVALID).
 	Mapping string
+	// Budget names the budget that decided the call, when one did: the Deny budget it would
+	// pass (EF_BUDGET_EXCEEDED), or the Escalate budgets it would pass, comma-separated.
+	Budget string
+	// BudgetDetail states the numbers of the deciding budgets.
+	BudgetDetail string
 }
 
 // Decide runs a call through what the gate runs: the call is mapped to an act as the gate
@@ -481,7 +519,67 @@ func (tp *Policy) Decide(ctx context.Context, c Call) (Result, error) {
 	if sink.PolicyOutcome(outcome) != dec.Outcome || pd.Code != dec.Code || pd.Rule != dec.Rule {
 		return Result{}, fmt.Errorf("explain decided %s %s (rule %q), the gate %s %s (rule %q)", outcome, pd.Code, pd.Rule, dec.Outcome, dec.Code, dec.Rule)
 	}
-	return Result{Decision: dec, Steps: steps}, nil
+	res := Result{Decision: dec, Steps: steps}
+	if err := judgeBudgets(ctx, &res, c, cand.Arguments); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// judgeBudgets applies the gate's check of the rule's budgets (internal/sink budget.go) to the
+// decision, with the case's stated spending as the ledger.
+func judgeBudgets(ctx context.Context, res *Result, c Call, canonical []byte) error {
+	d := &res.Decision
+	for name := range c.Spent {
+		if !slices.ContainsFunc(d.Budgets, func(b policy.BudgetCheck) bool { return b.Spec.Name == name }) {
+			return fmt.Errorf("spent names budget %q, which the governing rule %q does not have", name, d.Rule)
+		}
+	}
+	if len(d.Budgets) == 0 || d.Outcome == sink.PolicyDeny || d.Audit {
+		return nil
+	}
+	now := time.Now()
+	ledger := budget.NewMemory(func() time.Time { return now })
+	specs := make([]budget.Spec, len(d.Budgets))
+	charges := make([]budget.Charge, len(d.Budgets))
+	for i, b := range d.Budgets {
+		specs[i] = b.Spec
+		if s, ok := c.Spent[b.Spec.Name]; ok {
+			var amount budget.Decimal
+			if s.Amount != "" {
+				amount = budget.MustDecimal(s.Amount) // checked by CheckCall
+			}
+			if err := ledger.Charge(ctx, "prior-"+b.Spec.Name, []budget.Charge{b.Spec.PriorSpending(b.Ref, b.Key, s.Calls, amount, now)}); err != nil {
+				return err
+			}
+		}
+		ch, err := b.Spec.ChargeCall(b.Ref, b.Key, c.Arguments, canonical, now)
+		if err != nil {
+			d.Outcome, d.Code, d.Message = sink.PolicyDeny, ef.EFBudgetLimit, ef.EFBudgetLimit.Description()
+			res.Budget = b.Spec.Name
+			return nil
+		}
+		charges[i] = ch
+	}
+	over, err := budget.Assess(ctx, ledger, charges, now)
+	if err != nil {
+		return err
+	}
+	deny, escalate := budget.Judge(specs, over)
+	switch {
+	case deny != nil:
+		d.Outcome, d.Code, d.Message = sink.PolicyDeny, ef.EFBudgetExceeded, deny.Error()
+		res.Budget, res.BudgetDetail = deny.Budget, deny.Error()
+	case len(escalate) > 0:
+		d.Outcome, d.Code = sink.PolicyEscalate, ef.EFEscalationRequired
+		var names, details []string
+		for _, e := range escalate {
+			names = append(names, e.Budget)
+			details = append(details, budget.Finding(e))
+		}
+		res.Budget, res.BudgetDetail = strings.Join(names, ","), strings.Join(details, " ")
+	}
+	return nil
 }
 
 // actSource is the act's source type for a provenance, as the gate maps it.
@@ -514,6 +612,9 @@ func (r Result) DecidedBy() string {
 	}
 	if r.Mapping != "" {
 		return "- (act mapping)"
+	}
+	if r.Budget != "" {
+		return rule + " (budget " + r.Budget + ")"
 	}
 	for _, s := range r.Steps {
 		if s.Result == policy.StepFailed {

@@ -204,6 +204,7 @@ func NewGate(opts Options) (*Gate, error) {
 		Observer:       opts.Observer,
 		TracerProvider: opts.TracerProvider,
 		Authority:      g.authority,
+		Budgets:        serviceBudgets{}, // the authority service checks and charges (budgets.go)
 	})
 	if err != nil {
 		g.outbox.stop()

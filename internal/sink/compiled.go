@@ -35,6 +35,7 @@ func (p compiledPolicy) Evaluate(ctx context.Context, r PolicyRequest) PolicyDec
 		Epoch:         d.Epoch,
 		MaskArguments: d.MaskArguments,
 		RateLimit:     d.RateLimit,
+		Budgets:       d.Budgets,
 		Evidence: Evidence{
 			Role:               string(d.Evidence.Role),
 			Principals:         d.Evidence.Principals,

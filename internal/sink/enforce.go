@@ -8,6 +8,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/failpoint"
 	"github.com/actgate/actgate/internal/jcs"
@@ -221,7 +222,11 @@ func (g *gate) commitDispatch(ctx context.Context, p *pendingDispatch, fresh *au
 			// left for recovery to call INDETERMINATE.
 			g.settleUndispatched(p.rec)
 		}
-		return denyDecision(code, ""), none
+		msg := ""
+		if code == ef.EFBudgetExceeded {
+			msg = budgetMessage(err)
+		}
+		return denyDecision(code, msg), none
 	}
 	g.forget(p.rec.ActID)
 	return Decision{Allow: true, AuthorityID: p.id, OperationID: written.OperationID, State: written.State}, written
@@ -238,6 +243,10 @@ func consumeCode(ctx context.Context, err error) ef.EFCode {
 		return ef.EF060
 	case unavailable:
 		return ef.EFStoreUnavailable
+	case errors.Is(err, budget.ErrExceeded):
+		return ef.EFBudgetExceeded
+	case errors.Is(err, budget.ErrLimit):
+		return ef.EFBudgetLimit
 	case errors.Is(err, authority.ErrConsumed), errors.Is(err, journal.ErrExists):
 		return ef.EF005
 	case errors.Is(err, authority.ErrSinkMismatch):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/envelope"
 	"github.com/actgate/actgate/internal/journal"
 	"github.com/actgate/actgate/internal/ratelimit"
@@ -116,6 +117,12 @@ type Options struct {
 	// (toolpin.go). Optional: without it only digests the policy lists are accepted, and a
 	// rule's onFirstUse records nothing, so its tools stay refused (fail closed).
 	Pins PinStore
+	// Budgets is where the gate reads the usage of the governing rule's budgets before it
+	// decides (budget.go). Optional: without an Authority, the Store when it implements
+	// budget.Ledger (the embedded store, which also charges them in the consume commit); with
+	// an Authority, none (the pod's journal sees no other pod's spending). Without one, a call
+	// whose rule has budgets is refused with EF_BUDGET_LIMIT (fail closed).
+	Budgets budget.Ledger
 }
 
 // gate is the implementation behind Gate.
@@ -125,6 +132,7 @@ type gate struct {
 	store             authority.Store
 	pender            authority.ConsumeAndPender      // nil when the store cannot pend in the consume commit
 	issuer            authority.IssueConsumeAndPender // nil when the store cannot issue in the consume commit
+	budgets           budget.Ledger                   // nil: budgeted calls are refused
 	journal           journal.Journal
 	signer            *authority.Signer
 	ids               *act.IDIssuer
@@ -233,6 +241,7 @@ func New(opts Options) (*Gate, error) {
 	if p, ok := opts.Store.(authority.IssueConsumeAndPender); ok {
 		g.issuer = p
 	}
+	g.budgets = budgetLedger(opts)
 	if opts.Authority != nil {
 		if g.issuer == nil {
 			return nil, fmt.Errorf("%w: with an Authority the Store must journal consumed authorities (authority.IssueConsumeAndPender)", ErrConfig)

@@ -37,6 +37,8 @@ type callState struct {
 	received time.Time
 	// invocation is how long the Invoker took (0 when it was not called).
 	invocation time.Duration
+	// budgetFindings state the Escalate budgets the call would pass, for its binding moment.
+	budgetFindings []string
 }
 
 // invoke calls inv once and records how long it took.
@@ -206,6 +208,9 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 	if over := g.overRate(cl); over != nil {
 		res := g.refuseReported(cl, ef.EFRateLimited, over.Message)
 		res.RetryAfter = over.Wait
+		return res, nil
+	}
+	if res, refused := g.checkBudgets(ctx, cl); refused {
 		return res, nil
 	}
 	switch cl.dec.Outcome {
@@ -610,6 +615,10 @@ func (g *gate) dispatchWith(ctx context.Context, cl *callState, inv Invoker, k d
 	if p == nil {
 		g.dispatches.release(k, entry)
 		return g.refuse(cl, dec.Code, dec.Message), nil
+	}
+	if code, msg := g.chargeDispatch(cl, p, fresh == nil); code != "" {
+		g.dispatches.release(k, entry)
+		return g.refuse(cl, code, msg), nil
 	}
 	var receiptDone <-chan error
 	if g.receipts != nil && early {

@@ -122,7 +122,7 @@ func (g *gate) escalateMoment(ctx context.Context, cl *callState) Result {
 	env, err := envelope.Build(moment.GateDraft(moment.Briefing{
 		Tool: cl.c.Tool, Server: cl.c.Server, Destination: cl.c.Destination, Class: string(cl.class),
 		ArgsDigest: cl.cand.ArgumentsDigest(), ActionDigest: digest, Agent: cl.c.Agent,
-		ActID: cl.cand.Act.CandidateActID, Provenance: string(cl.provSrc), Rule: cl.dec.Rule,
+		ActID: cl.cand.Act.CandidateActID, Provenance: string(cl.provSrc), Rule: cl.dec.Rule, Budgets: cl.budgetFindings,
 	}, draft))
 	if err != nil {
 		g.log.Error(err, "gate-authored envelope refused", "act", cl.cand.Act.CandidateActID)

@@ -85,6 +85,9 @@ type PolicyDecision struct {
 	// RateLimit is the rule's rate limit, enforced by the gate in its process before the call
 	// is registered, issued or sent; nil when the rule has none.
 	RateLimit *policy.RateLimit
+	// Budgets are the rule's budgets with the key this call charges (budget.go); nil when it
+	// has none.
+	Budgets []policy.BudgetCheck
 	// Epoch is the policy epoch the decision was made under; it is bound into every authority,
 	// and an authority of another epoch is refused (tool-use-binding §16 MUST 5).
 	Epoch int64

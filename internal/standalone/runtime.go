@@ -228,6 +228,7 @@ func Open(ctx context.Context, cfg *gateconfig.Config, log logr.Logger, hooks Ho
 	mux.Handle(hostloop.CompletePath, host)
 	api := &momentsAPI{gate: rt.gate, tokens: tokens, log: log.WithName("moments")}
 	api.register(mux)
+	(&budgetsAPI{moments: api, list: rt.store.Budgets, now: time.Now}).register(mux)
 	rt.handler = mux
 	return rt, nil
 }

@@ -229,6 +229,15 @@ func (l *local) consume(ctx context.Context, inst, id string, expect authority.B
 				res.err = err
 				return nil
 			}
+			// The budgets' charges, in this commit: a charge that no longer fits refuses the
+			// consume and nothing is written (docs/api.md "Budgets").
+			if err := chargeTx(tx, operationID, rec.Charges, now); err != nil {
+				if budgetRefusal(err) {
+					res.err = err
+					return nil
+				}
+				return err
+			}
 		}
 		st.State, st.ConsumedAt, st.ConsumedBy = authority.StateConsumed, now, operationID
 		enc, err := json.Marshal(st)
@@ -371,9 +380,17 @@ func (l *local) issueConsumeAndPend(ctx context.Context, inst string, a authorit
 			refused = fmt.Errorf("%w: operation %s", journal.ErrExists, rec.OperationID)
 			return nil
 		}
-		if err := authority.CheckTime(issued.Authority, l.now(), authority.DefaultSkew); err != nil {
+		commitAt := l.now()
+		if err := authority.CheckTime(issued.Authority, commitAt, authority.DefaultSkew); err != nil {
 			refused = err
 			return nil
+		}
+		if err := chargeTx(tx, rec.OperationID, rec.Charges, commitAt); err != nil {
+			if budgetRefusal(err) {
+				refused = err
+				return nil
+			}
+			return err
 		}
 		if err := b.Put(key, encAuth); err != nil {
 			return err

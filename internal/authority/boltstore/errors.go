@@ -7,6 +7,7 @@ import (
 
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore/internal/wire"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/journal"
 )
 
@@ -39,6 +40,12 @@ func encodeError(resp *wire.Response, err error) {
 	resp.AuthorityCode = authority.CodeOf(err)
 	resp.JournalCode = journal.CodeOf(err)
 	resp.DeadlineReached = errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case errors.Is(err, budget.ErrExceeded):
+		resp.BudgetCode = "exceeded"
+	case errors.Is(err, budget.ErrLimit):
+		resp.BudgetCode = "limit"
+	}
 	resp.Message = err.Error()
 }
 
@@ -47,6 +54,12 @@ func encodeError(resp *wire.Response, err error) {
 func decodeError(resp *wire.Response) error {
 	if !resp.Failed {
 		return nil
+	}
+	switch resp.BudgetCode {
+	case "exceeded":
+		return &peerError{msg: resp.Message, errs: []error{budget.ErrExceeded}}
+	case "limit":
+		return &peerError{msg: resp.Message, errs: []error{budget.ErrLimit}}
 	}
 	if resp.AuthorityCode == authority.CodeStoreUnavailable || resp.JournalCode == journal.CodeUnavailable ||
 		(resp.AuthorityCode == "" && resp.JournalCode == "") {

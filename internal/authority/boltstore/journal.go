@@ -53,6 +53,9 @@ func putRecord(tx *bolt.Tx, prev *journal.DispatchRecord, rec journal.DispatchRe
 
 // putEncodedRecord is putRecord with rec already encoded (enc = json.Marshal(rec)).
 func putEncodedRecord(tx *bolt.Tx, prev *journal.DispatchRecord, rec journal.DispatchRecord, enc []byte, indexAuthority bool) error {
+	if err := settleCharges(tx, prev, rec); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketDispatch).Put([]byte(rec.OperationID), enc); err != nil {
 		return err
 	}
@@ -139,6 +142,13 @@ func (l *local) begin(ctx context.Context, inst string, rec journal.DispatchReco
 		if err != nil {
 			res.err = err
 			return nil
+		}
+		if err := chargeTx(tx, r.OperationID, r.Charges, r.CreatedAt); err != nil {
+			if budgetRefusal(err) {
+				res.err = err
+				return nil
+			}
+			return err
 		}
 		if err := putRecord(tx, nil, r, true); err != nil {
 			return err

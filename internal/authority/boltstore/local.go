@@ -12,7 +12,7 @@ import (
 	"github.com/actgate/actgate/internal/journal"
 )
 
-// File layout: one bbolt file, seven buckets.
+// File layout: one bbolt file, ten buckets (the three budget buckets are described in budgets.go).
 //
 //	meta                  "schema" → schemaVersion
 //	authorities           authority ID → storedAuthority (JSON; the exact signed payload bytes)
@@ -40,7 +40,8 @@ var (
 	bucketByState     = []byte("dispatch_by_state")
 	bucketMoments     = []byte("moments")
 	bucketBySettled   = []byte("moments_by_settled")
-	keySchema         = []byte("schema")
+	// The budget buckets (budgets.go) are schema 4.
+	keySchema = []byte("schema")
 )
 
 // schemaVersion is the layout this build writes. A file of schemaVersion1 (no
@@ -49,7 +50,8 @@ var (
 // reads an older one (no downgrade: such a build would not maintain the index, and would
 // forget the stored moments).
 const (
-	schemaVersion  = "actgate-boltstore/3"
+	schemaVersion  = "actgate-boltstore/4"
+	schemaVersion3 = "actgate-boltstore/3"
 	schemaVersion2 = "actgate-boltstore/2"
 	schemaVersion1 = "actgate-boltstore/1"
 )
@@ -74,11 +76,12 @@ func initFile(db *bolt.DB) error {
 		}
 		v := meta.Get(keySchema)
 		migrate := string(v) == schemaVersion1
-		if v != nil && !migrate && string(v) != schemaVersion2 && string(v) != schemaVersion {
+		if v != nil && !migrate && string(v) != schemaVersion2 && string(v) != schemaVersion3 && string(v) != schemaVersion {
 			return fmt.Errorf("boltstore: file has schema %q, this build reads %q", v, schemaVersion)
 		}
-		// Schema 2 → 3 adds the (empty) moments buckets.
-		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct, bucketByState, bucketMoments, bucketBySettled} {
+		// Schema 2 → 3 adds the (empty) moments buckets, 3 → 4 the (empty) budget buckets.
+		for _, name := range [][]byte{bucketAuthorities, bucketDispatch, bucketByAuthority, bucketByAct, bucketByState, bucketMoments, bucketBySettled,
+			bucketBudgets, bucketBudgetScopes, bucketBudgetOps} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -199,6 +202,16 @@ func (l *local) do(ctx context.Context, inst string, req *wire.Request) (wire.Re
 		err = l.putMoment(ctx, req.Moment)
 	case wire.OpLoadMoments:
 		resp.Moments, err = l.loadMoments(ctx, req.Since)
+	case wire.OpBudgetUsage:
+		resp.Usage, err = l.usage(ctx, req.Ledger)
+	case wire.OpBudgetUsages:
+		resp.Usages, err = l.usages(ctx)
+	case wire.OpBudgetCharge:
+		err = l.charge(ctx, req.OperationID, req.Charges)
+	case wire.OpBudgetRefund:
+		err = l.settle(ctx, req.OperationID, true)
+	case wire.OpBudgetSettle:
+		err = l.settle(ctx, req.OperationID, false)
 	default:
 		err = unavailablef("unknown operation %q", req.Op)
 	}

@@ -144,7 +144,7 @@ func TestMigrateSchema2(t *testing.T) {
 		if v := string(tx.Bucket(bucketMeta).Get(keySchema)); v != schemaVersion {
 			return fmt.Errorf("schema after migration %q, want %q", v, schemaVersion)
 		}
-		return tx.Bucket(bucketMeta).Put(keySchema, []byte("actgate-boltstore/4"))
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte("actgate-boltstore/99"))
 	})
 	if _, err := Open(f.path, f.options()); err == nil {
 		t.Fatal("a file of a newer schema opened")

@@ -45,8 +45,8 @@ func ReadSnapshot(path string, timeout time.Duration) (Snapshot, error) {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			schema = string(meta.Get(keySchema))
 		}
-		if schema != schemaVersion && schema != schemaVersion2 && schema != schemaVersion1 {
-			return unavailablef("%s is not a store of schema %s, %s or %s", path, schemaVersion1, schemaVersion2, schemaVersion)
+		if schema != schemaVersion && schema != schemaVersion3 && schema != schemaVersion2 && schema != schemaVersion1 {
+			return unavailablef("%s is not a store of schema %s, %s, %s or %s", path, schemaVersion1, schemaVersion2, schemaVersion3, schemaVersion)
 		}
 		if b := tx.Bucket(bucketAuthorities); b != nil {
 			if err := b.ForEach(func(k, v []byte) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/internal/authority"
 	"github.com/actgate/actgate/internal/authority/boltstore/internal/wire"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/journal"
 )
 
@@ -380,3 +381,39 @@ func (s *Store) RecoverOnStart(ctx context.Context) (int, error) {
 	resp, err := s.do(ctx, &wire.Request{Op: wire.OpRecoverOnStart})
 	return resp.N, err
 }
+
+// Usage implements budget.Ledger: the ledger as committed (no cache).
+func (s *Store) Usage(ctx context.Context, ledger string) (budget.Usage, error) {
+	resp, err := s.do(ctx, &wire.Request{Op: wire.OpBudgetUsage, Ledger: ledger})
+	return resp.Usage, err
+}
+
+// Charge implements budget.Ledger in a transaction of its own. A dispatch charges its budgets
+// through its record's Charges instead, in the commit that consumes its authority.
+func (s *Store) Charge(ctx context.Context, op string, charges []budget.Charge) error {
+	_, err := s.do(ctx, &wire.Request{Op: wire.OpBudgetCharge, OperationID: op, Charges: charges})
+	return err
+}
+
+// Refund implements budget.Ledger.
+func (s *Store) Refund(ctx context.Context, op string) error {
+	_, err := s.do(ctx, &wire.Request{Op: wire.OpBudgetRefund, OperationID: op})
+	return err
+}
+
+// Settle implements budget.Settler.
+func (s *Store) Settle(ctx context.Context, op string) error {
+	_, err := s.do(ctx, &wire.Request{Op: wire.OpBudgetSettle, OperationID: op})
+	return err
+}
+
+// Budgets lists every budget ledger that still counts something (`actgate budgets`).
+func (s *Store) Budgets(ctx context.Context) ([]budget.Usage, error) {
+	resp, err := s.do(ctx, &wire.Request{Op: wire.OpBudgetUsages})
+	return resp.Usages, err
+}
+
+var (
+	_ budget.Ledger  = (*Store)(nil)
+	_ budget.Settler = (*Store)(nil)
+)

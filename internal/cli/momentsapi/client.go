@@ -95,3 +95,14 @@ func (c *Client) Resolve(ctx context.Context, id string, resolution []byte) (sta
 	err := c.do(ctx, http.MethodPost, standalone.APIMoments+"/"+url.PathEscape(id)+"/resolve", resolution, &r)
 	return r, err
 }
+
+// Budgets lists the gate's budget ledgers that count something in their current window.
+func (c *Client) Budgets(ctx context.Context) ([]standalone.BudgetJSON, error) {
+	var out struct {
+		Budgets []standalone.BudgetJSON `json:"budgets"`
+	}
+	if err := c.do(ctx, http.MethodGet, standalone.APIBudgets, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Budgets, nil
+}

@@ -63,11 +63,18 @@ func gateDraft(x *call) (envelope.Draft, error) {
 	if prov == "" {
 		prov = "unknown"
 	}
-	return moment.GateDraft(moment.Briefing{
+	d := moment.GateDraft(moment.Briefing{
 		Tool: tool, Server: x.server, Destination: x.destination, Class: string(x.class),
 		ArgsDigest: x.binding.ArgumentsDigest, ActionDigest: x.actionDigest(), Agent: x.c.user,
 		ActID: x.binding.ActID, Provenance: prov, Rule: x.d.Rule,
-	}, draft), nil
+	}, draft)
+	// A call over an Escalate budget: the findings state the numbers the principal decides on.
+	for _, f := range x.budgetFindings {
+		if len(d.Findings) < envelope.MaxFindings {
+			d.Findings = append(d.Findings, f)
+		}
+	}
+	return d, nil
 }
 
 // momentCalls are the calls of d's options as a BindingMoment carries them (spec.calls): the

@@ -458,6 +458,12 @@ func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escala
 	if err := rec.annotate(x.obj); err != nil {
 		return s.refuse(ctx, x, deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act."))
 	}
+	// The budget charges the Act records (unenforced when a person approved past a limit) are
+	// made before the permit record's compare-and-swap, and given back when it refuses.
+	charged, o := s.chargeAct(ctx, x.obj, x.consumeOp)
+	if o != nil {
+		return s.refuse(ctx, x, *o)
+	}
 	pctx, span := tracing.Start(ctx, s.tracer, "actgate.grant.consume", trace.SpanKindInternal)
 	err = s.c.Patch(pctx, x.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(s.manager))
 	if span.IsRecording() {
@@ -478,6 +484,9 @@ func (s *Service) grantConsumed(ctx context.Context, x *call, esc *review.Escala
 			return apiFailure(ctx, "record the consumption", err)
 		}
 		got, ok := permitRecordOf(cur)
+		if !ok || got.operation != x.consumeOp {
+			s.refund(ctx, x.obj.Namespace, x.consumeOp, charged)
+		}
 		if !ok || got.operation != x.consumeOp || got.authority.ID != a.ID || cur.Status.State != "" {
 			return deny(http.StatusOK, ef.EF005, review.ReasonAuthority, "This act's authority is already consumed.")
 		}

@@ -69,6 +69,20 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 	if err := rec.annotate(x.obj); err != nil {
 		return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority, "No authority could be issued for this act.")
 	}
+	// The budget charges are planned and made before the Act's create, the consumption's
+	// compare-and-swap (budgets.go); a create that refuses gives them back.
+	if o := s.planBudgets(ctx, x, false); o != nil {
+		return *o
+	}
+	if len(x.charges) > 0 {
+		s.sweepSoon(x.c.namespace)
+		if err := s.ledger.In(x.c.namespace).Charge(ctx, opID, x.charges); err != nil {
+			o := budgetFailure(ctx, err)
+			s.log.V(1).Info("permit refused: budget", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "code", o.resp.Code,
+				"policy", d.Policy, "rule", d.Rule)
+			return o
+		}
+	}
 	err = s.c.Create(ctx, x.obj, client.FieldOwner(s.manager))
 	if err == nil {
 		s.recentActs.Add(x.obj)
@@ -76,11 +90,13 @@ func (s *Service) permit(ctx context.Context, c *caller, req *review.Request) ou
 	if apierrors.IsAlreadyExists(err) {
 		var o *outcome
 		if rec, o = s.permitted(ctx, x, opID); o != nil {
+			s.refundUnlessRecorded(ctx, x.obj, opID, x.charges)
 			return *o
 		}
 		err = nil
 	}
 	if err != nil {
+		// Unknown whether the Act was created: the charges stay (counted more, never less).
 		return apiFailure(ctx, "record the act", err)
 	}
 	signed, err := review.Signed(rec.authority)

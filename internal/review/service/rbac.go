@@ -6,6 +6,7 @@ import rbacv1 "k8s.io/api/rbac/v1"
 const (
 	groupActgate = "actgate.io"
 	verbCreate   = "create"
+	verbUpdate   = "update"
 )
 
 // PolicyRules are the RBAC rules the authority service's service account needs cluster-wide
@@ -33,20 +34,25 @@ func NamespacePolicyRules() []rbacv1.PolicyRule {
 		// the namespace's pod informer (Cache), by name when it misses.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		// Record acts; grant and delivery markers are metadata updates by compare-and-swap.
-		{APIGroups: []string{groupActgate}, Resources: []string{"acts"}, Verbs: []string{"get", verbCreate, "update", "patch"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"acts"}, Verbs: []string{"get", verbCreate, verbUpdate, "patch"}},
 		{APIGroups: []string{groupActgate}, Resources: []string{"acts/status"}, Verbs: []string{"get", "patch"}},
 		// Escalate, and read resolutions: from the namespace's BindingMoment informer (Cache),
 		// from the API server's watch cache while it has not synced.
 		{APIGroups: []string{groupActgate}, Resources: []string{"bindingmoments"}, Verbs: []string{"get", "list", "watch", verbCreate}},
 		// Issue and consume authorities (the Lease store).
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", verbCreate, "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", verbCreate, verbUpdate}},
 		// Anchor each calling pod's receipt log: create its ReceiptAnchor once, then move its
 		// checkpoint forward by compare-and-swap (anchor.go).
 		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors"}, Verbs: []string{"get", verbCreate}},
-		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"receiptanchors/status"}, Verbs: []string{"get", verbUpdate}},
 		// Record what sidecars saw of pinned tool definitions in their policy's status
-		// (toolpins.go), by compare-and-swap, and announce a changed one with an Event.
-		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies/status"}, Verbs: []string{"get", "update"}},
+		// (toolpins.go), by compare-and-swap.
+		{APIGroups: []string{groupActgate}, Resources: []string{"toolpolicies/status"}, Verbs: []string{"get", verbUpdate}},
+		// Count budgets (internal/budget/kubeledger): create a window's BudgetLedger, charge and
+		// refund it by compare-and-swap on its status, and delete it after its window ends.
+		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers"}, Verbs: []string{"get", "list", verbCreate, "delete"}},
+		{APIGroups: []string{groupActgate}, Resources: []string{"budgetledgers/status"}, Verbs: []string{"get", verbUpdate}},
+		// Announce a changed pinned tool definition (toolpins.go) with an Event.
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{verbCreate}},
 	}
 }

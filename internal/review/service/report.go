@@ -74,7 +74,7 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 		}}
 		switch {
 		case st.State == rr.State:
-			return done
+			return s.settleBudgets(ctx, obj, rr, done)
 		case st.State == v1alpha1.ActStateConsumed, permitted:
 		default:
 			return deny(http.StatusOK, ef.EFActInvalid, review.ReasonAuthority,
@@ -102,7 +102,7 @@ func (s *Service) report(ctx context.Context, c *caller, req *review.Request) ou
 		case err == nil:
 			s.log.V(1).Info("outcome recorded", "act", obj.Spec.ActID, "authority", rr.AuthorityID,
 				"operation", rr.OperationID, "state", rr.State, "evidence", rr.EvidenceDigest)
-			return done
+			return s.settleBudgets(ctx, obj, rr, done)
 		case apierrors.IsConflict(err) && attempt < reportAttempts:
 			continue
 		case apierrors.IsNotFound(err):
@@ -173,4 +173,16 @@ func settledBy(s v1alpha1.ActState) (metav1.ConditionStatus, string) {
 		return metav1.ConditionTrue, v1alpha1.ActFailedReason
 	}
 	return metav1.ConditionFalse, v1alpha1.ActIndeterminateReason
+}
+
+// settleBudgets gives back the budget charges of an outcome reported FAILED (a repeated report
+// gives back nothing more) and answers done; INDETERMINATE and EXECUTED keep them counted.
+func (s *Service) settleBudgets(ctx context.Context, obj *v1alpha1.Act, rr *review.ReportRequest, done outcome) outcome {
+	if rr.State != v1alpha1.ActStateFailed {
+		return done
+	}
+	if o := s.refundFailed(ctx, obj, rr.OperationID); o != nil {
+		return *o
+	}
+	return done
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/actgate/actgate/internal/act"
 	"github.com/actgate/actgate/internal/action"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/jcs"
 	"github.com/actgate/actgate/internal/policy"
@@ -29,6 +31,7 @@ type call struct {
 	c           *caller
 	act         *act.AgentCandidateAct
 	args        json.RawMessage // canonical, in the act's canonicalization
+	raw         json.RawMessage // as the sidecar sends them upstream
 	strict      bool            // args fit the strict profile: may be bound to a human decision
 	session     string
 	server      string
@@ -47,6 +50,14 @@ type call struct {
 	// retried is the permit record of the call's Act when it records a grant consumed by
 	// consumeOp already: the same operation's retried Review (recordAct).
 	retried *permitRecord
+	// charges are the budget charges recorded on the Act (planBudgets); overBudget is the
+	// refusal of a call over a Deny budget, and escalateBudget marks one over an Escalate budget.
+	charges        []budget.Charge
+	overBudget     *outcome
+	escalateBudget bool
+	// budgetFindings state, for the binding moment of a call over an Escalate budget, the
+	// budget, what was spent, the limit, the window's end and what the call adds.
+	budgetFindings []string
 }
 
 func (x *call) tool() string         { return x.act.Tool.ToolID }
@@ -94,6 +105,9 @@ func (s *Service) review(ctx context.Context, c *caller, req *review.Request) ou
 	if req.Permit != nil {
 		x.consumeOp = req.Permit.OperationID
 	}
+	if o := s.planBudgets(ctx, x, true); o != nil {
+		return *o
+	}
 	if o := s.recordAct(ctx, x); o != nil {
 		return *o
 	}
@@ -121,7 +135,7 @@ func (s *Service) evaluate(ctx context.Context, c *caller, req *review.Request) 
 		code, _ := act.CodeOf(err)
 		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, fmt.Sprintf("The act is malformed (%s).", code)))
 	}
-	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now()}
+	x := &call{c: c, act: a, session: a.Freshness.SessionID, server: req.Server, now: s.now(), raw: req.Arguments}
 	if !x.now.Before(a.ExpiresAt) {
 		return fail(deny(http.StatusBadRequest, ef.EFActInvalid, review.ReasonBadRequest, "The act has expired."))
 	}
@@ -228,7 +242,19 @@ func (s *Service) decide(ctx context.Context, x *call) outcome {
 			return apiFailure(ctx, "record the decision", err)
 		}
 		return outcome{status: http.StatusOK, resp: review.Response{Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonPolicy}}
-	case policy.OutcomePermit:
+	case policy.OutcomePermit, policy.OutcomeEscalate:
+		if x.overBudget != nil {
+			s.log.V(1).Info("deny: over budget", "act", x.binding.ActID, "actionDigest", x.actionDigest(), "policy", d.Policy, "rule", d.Rule)
+			return s.refuse(ctx, x, *x.overBudget)
+		}
+		if x.escalateBudget {
+			// Over an Escalate budget a person decides, as for a rule of role
+			// HumanAuthorization: the rule's principals (policy.Decision carries them).
+			x.d.Evidence.Role = v1alpha1.EvidenceRoleHumanAuthorization
+		}
+		if d.Outcome == policy.OutcomeEscalate || x.escalateBudget {
+			return s.escalate(ctx, x)
+		}
 		groups, o := s.momentGroups(ctx, x)
 		if o != nil {
 			return *o
@@ -237,8 +263,6 @@ func (s *Service) decide(ctx context.Context, x *call) outcome {
 			return s.refuse(ctx, x, deny(http.StatusOK, ef.EFMomentDeclined, review.ReasonBindingMoment, ""))
 		}
 		return s.grant(ctx, x, d.AuthorityTTL, review.ReasonPolicy, nil)
-	case policy.OutcomeEscalate:
-		return s.escalate(ctx, x)
 	}
 	code := d.Code
 	if !code.Known() {
@@ -319,6 +343,21 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 	if current := strconv.FormatInt(c.policy.Status.PolicyEpoch, 10); expect.PolicyEpoch != current {
 		return deny(http.StatusOK, ef.EF002, review.ReasonAuthority, "The policy changed since this authority was issued.")
 	}
+	// The Act is read first: the budget charges it records are made before the Lease's
+	// compare-and-swap, and given back when that refuses (budgets.go).
+	obj := &v1alpha1.Act{}
+	obj.Name, obj.Namespace = actName(expect.ActID), c.namespace
+	actErr := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	var charged []budget.Charge
+	switch {
+	case actErr == nil:
+		var o *outcome
+		if charged, o = s.chargeAct(ctx, obj, cr.OperationID); o != nil {
+			return *o
+		}
+	case !apierrors.IsNotFound(actErr):
+		return apiFailure(ctx, "read the act", actErr)
+	}
 	lctx, span := tracing.Start(ctx, s.tracer, "actgate.lease.consume", trace.SpanKindInternal)
 	rec, err := s.store.Consume(lctx, cr.AuthorityID, expect, authority.Consumption{OperationID: cr.OperationID})
 	if span.IsRecording() {
@@ -334,19 +373,18 @@ func (s *Service) consume(ctx context.Context, c *caller, req *review.Request) o
 	}
 	if err != nil {
 		s.log.V(1).Info("consume refused", "act", expect.ActID, "authority", cr.AuthorityID, "cause", authority.CodeOf(err))
+		s.refundUnlessConsumedBy(ctx, c.namespace, cr.AuthorityID, cr.OperationID, charged, err)
 		return authorityFailure(ctx, err)
 	}
 	// The Lease is spent; the ledger follows. A failure here does not undo the consume.
-	obj := &v1alpha1.Act{}
-	obj.Name, obj.Namespace = actName(expect.ActID), c.namespace
-	if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err == nil {
+	if actErr == nil {
 		err = s.setActStatus(ctx, obj, actStatus{state: v1alpha1.ActStateConsumed, operationID: cr.OperationID,
 			settled: metav1.ConditionFalse, settleReason: v1alpha1.ActInProgressReason})
 		if err != nil {
 			s.log.Error(err, "act status not recorded after consume", "act", expect.ActID, "authority", cr.AuthorityID)
 		}
 	} else {
-		s.log.Error(err, "act not found after consume", "act", expect.ActID, "authority", cr.AuthorityID)
+		s.log.Error(actErr, "act not found after consume", "act", expect.ActID, "authority", cr.AuthorityID)
 	}
 	return outcome{status: http.StatusOK, resp: review.Response{
 		Allowed: true, Decision: v1alpha1.ActDecisionAllowed, Reason: review.ReasonAuthority, Act: obj.Name,

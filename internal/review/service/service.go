@@ -15,6 +15,7 @@ import (
 
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget/kubeledger"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/review"
 	"github.com/actgate/actgate/internal/review/service/kubecache"
@@ -104,6 +105,9 @@ type Service struct {
 	recentActs *kubecache.Recent[*v1alpha1.Act]
 	// agents verify the agents' tokens of policies with spec.agentAuth (agentident.go).
 	agents agentVerifiers
+	// ledger counts budgets (budgets.go).
+	ledger *kubeledger.Ledger
+	sweeps *sweeps
 }
 
 // New returns a Service.
@@ -156,6 +160,11 @@ func New(opts Options) (*Service, error) {
 	if s.cache != nil {
 		s.cache.SetChanged(s.changes.notify)
 	}
+	var err error
+	if s.ledger, err = kubeledger.New(kubeledger.Options{Client: s.c, Now: s.now, FieldManager: s.manager}); err != nil {
+		return nil, err
+	}
+	s.sweeps = &sweeps{last: map[string]time.Time{}}
 	return s, nil
 }
 

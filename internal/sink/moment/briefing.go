@@ -17,6 +17,8 @@ type Briefing struct {
 	Tool, Server, Destination, Class string
 	ArgsDigest, ActionDigest         string
 	Agent, ActID, Provenance, Rule   string
+	// Budgets state the budgets the call would pass (internal/budget.Finding), one finding each.
+	Budgets []string
 }
 
 // RequestedOption is a gate-authored envelope's first option: exactly the call the agent made.
@@ -53,6 +55,12 @@ func GateDraft(b Briefing, options []envelope.DraftOption) envelope.Draft {
 		fmt.Sprintf("Arguments digest %s.", b.ArgsDigest),
 		fmt.Sprintf("Action digest %s.", b.ActionDigest),
 		envelope.SlotText(fmt.Sprintf("Requested by agent %s in act %s, instruction provenance %s.", b.Agent, b.ActID, b.Provenance), envelope.MaxTextRunes),
+	}
+	for _, f := range b.Budgets {
+		if len(findings) == envelope.MaxFindings {
+			break
+		}
+		findings = append(findings, envelope.SlotText(f, envelope.MaxTextRunes))
 	}
 	recommended := 0
 	if len(options) > 1 {

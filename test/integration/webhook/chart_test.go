@@ -497,9 +497,10 @@ func TestHelmInstall(t *testing.T) {
 		return e.Client.List(ctx, &v1alpha1.ToolPolicyList{}, cached) == nil &&
 			e.Client.List(ctx, &v1alpha1.ActList{}, cached) == nil &&
 			e.Client.List(ctx, &v1alpha1.BindingMomentList{}, cached) == nil &&
-			e.Client.List(ctx, &v1alpha1.ReceiptAnchorList{}, cached) == nil
+			e.Client.List(ctx, &v1alpha1.ReceiptAnchorList{}, cached) == nil &&
+			e.Client.List(ctx, &v1alpha1.BudgetLedgerList{}, cached) == nil
 	}, "the custom resources' watch caches")
-	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io"} {
+	for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io", "budgetledgers.actgate.io"} {
 		if err := e.Client.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +519,7 @@ func TestHelmInstall(t *testing.T) {
 
 	t.Run("CRDs from the chart are established", func(t *testing.T) {
 		waitFor(t, func() bool {
-			for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io"} {
+			for _, name := range []string{"toolpolicies.actgate.io", "acts.actgate.io", "bindingmoments.actgate.io", "receiptanchors.actgate.io", "budgetledgers.actgate.io"} {
 				crd := &apiextensionsv1.CustomResourceDefinition{}
 				if e.Client.Get(ctx, client.ObjectKey{Name: name}, crd) != nil {
 					return false
@@ -569,6 +570,14 @@ func TestHelmInstall(t *testing.T) {
 			{manager, "update", "receiptanchors.actgate.io --subresource=status", "billing", "no"},
 			{"alice@example.com", "delete", "receiptanchors.actgate.io", "billing", "no"},
 			{"system:serviceaccount:actgate-system:actgate-authority", "update", "receiptanchors.actgate.io --subresource=status", "billing", "no"},
+			// Budget ledgers alike: an agent (or its pod's author) cannot reset what it spent,
+			// a principal or viewer reads them.
+			{agent, "update", "budgetledgers.actgate.io --subresource=status", "billing", "no"},
+			{agent, "delete", "budgetledgers.actgate.io", "billing", "no"},
+			{agent, "get", "budgetledgers.actgate.io", "billing", "no"},
+			{manager, "update", "budgetledgers.actgate.io --subresource=status", "billing", "no"},
+			{"alice@example.com", "update", "budgetledgers.actgate.io --subresource=status", "billing", "no"},
+			{"system:serviceaccount:actgate-system:actgate-authority", "update", "budgetledgers.actgate.io --subresource=status", "billing", "no"},
 			// Principals resolve binding moments where they are bound, and only there.
 			{"alice@example.com", "patch", "bindingmoments.actgate.io", "billing", "yes"},
 			{"alice@example.com", "patch", "bindingmoments.actgate.io", "ops", "no"},
@@ -715,6 +724,7 @@ func TestChartViewerRolesLeaveBindingMomentsOut(t *testing.T) {
 		"actgate-act-viewer-role":           true,
 		"actgate-bindingmoment-viewer-role": false,
 		"actgate-receiptanchor-viewer-role": true,
+		"actgate-budgetledger-viewer-role":  true,
 	} {
 		got, ok := aggregated[name]
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actgate/actgate/internal/authority"
+	"github.com/actgate/actgate/internal/budget"
 	"github.com/actgate/actgate/internal/journal"
 )
 
@@ -33,6 +34,13 @@ const (
 	// OpPutMoment and OpLoadMoments keep the gate's binding moments.
 	OpPutMoment   Op = "PutMoment"
 	OpLoadMoments Op = "LoadMoments"
+	// OpBudgetUsage, OpBudgetUsages, OpBudgetCharge, OpBudgetRefund and OpBudgetSettle are
+	// budget.Ledger's and budget.Settler's methods and the listing of `actgate budgets`.
+	OpBudgetUsage  Op = "BudgetUsage"
+	OpBudgetUsages Op = "BudgetUsages"
+	OpBudgetCharge Op = "BudgetCharge"
+	OpBudgetRefund Op = "BudgetRefund"
+	OpBudgetSettle Op = "BudgetSettle"
 )
 
 // Protocol is the first line a client sends after connecting, followed by a space, its instance
@@ -64,6 +72,8 @@ type Request struct {
 	State          journal.State
 	Since          time.Time // InState: records created at or after it (zero: all); LoadMoments: retained from
 	Moment         Moment
+	Ledger         string          // BudgetUsage
+	Charges        []budget.Charge // BudgetCharge
 }
 
 // Moment is one binding moment's record: the gate's encoding under the moment's id, and the
@@ -82,10 +92,15 @@ type Response struct {
 	Records   []journal.DispatchRecord
 	Moments   []Moment
 	N         int
+	Usage     budget.Usage
+	Usages    []budget.Usage
 
 	Failed          bool
 	AuthorityCode   authority.Code
 	JournalCode     journal.Code
 	DeadlineReached bool
-	Message         string
+	// BudgetCode is "exceeded" (budget.ErrExceeded) or "limit" (budget.ErrLimit) for a budget's
+	// refusal of a charge.
+	BudgetCode string
+	Message    string
 }
