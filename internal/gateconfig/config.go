@@ -97,6 +97,9 @@ type Config struct {
 
 	// dir is the directory of the file, for resolving relative paths.
 	dir string
+	// noAgentOAuth, when set, is why upstreams[].oauth.subject: agent is refused (the sidecar's
+	// settings, ParseUpstreamOAuth).
+	noAgentOAuth string
 	// callTimeout is CallTimeout parsed.
 	callTimeout time.Duration
 	// momentTTL is MomentTTL parsed, or its default.

@@ -41,8 +41,22 @@ type UpstreamOAuth struct {
 	AssertionAudience string `json:"assertionAudience,omitempty"`
 	// SubjectTokenFile holds the workload identity token token exchange exchanges.
 	SubjectTokenFile string `json:"subjectTokenFile,omitempty"`
-	// SubjectTokenType is its RFC 8693 token type; default urn:ietf:params:oauth:token-type:jwt.
+	// SubjectTokenType is its RFC 8693 token type; default urn:ietf:params:oauth:token-type:jwt
+	// (urn:ietf:params:oauth:token-type:access_token for subject: agent).
 	SubjectTokenType string `json:"subjectTokenType,omitempty"`
+	// Subject "agent" exchanges, instead of a subject token file, the access token the agent
+	// of the call signed in to the gate with (agent.authentication: oauth), so that the
+	// upstream's token names the person or agent the call is for (docs/identity.md "On behalf
+	// of the agent"). Empty: the subject token file.
+	Subject string `json:"subject,omitempty"`
+	// ActorTokenFile, if set, holds the gate's own identity token, sent as actor_token (RFC
+	// 8693 §2.1; delegation, §1.1).
+	ActorTokenFile string `json:"actorTokenFile,omitempty"`
+	// ActorTokenType is its RFC 8693 token type; default urn:ietf:params:oauth:token-type:jwt.
+	ActorTokenType string `json:"actorTokenType,omitempty"`
+	// MaxAgentTokens bounds the agent tokens whose exchanged upstream tokens are cached for
+	// subject: agent; default 10000. At the bound the entry expiring soonest is dropped.
+	MaxAgentTokens int `json:"maxAgentTokens,omitempty"`
 	// Resource is sent as resource (RFC 8707); default the server's URL.
 	Resource string `json:"resource,omitempty"`
 	// Audience is the token exchange audience; default Resource.
@@ -64,7 +78,26 @@ func (c *Config) validateUpstreamOAuth(i int, u *Upstream, serverURL string, bad
 	if u.BearerTokenFile != "" {
 		bad(f, "set either bearerTokenFile or oauth for %q, not both", u.Server)
 	}
-	for _, p := range []*string{&o.ClientSecretFile, &o.PrivateKeyFile, &o.SubjectTokenFile, &o.CAFile} {
+	switch o.Subject {
+	case "":
+	case SubjectAgent:
+		if o.Grant != string(upstreamauth.GrantTokenExchange) {
+			bad(f+".subject", "%q is for grant %s", SubjectAgent, upstreamauth.GrantTokenExchange)
+		}
+		if c.noAgentOAuth != "" {
+			bad(f+".subject", "%s", c.noAgentOAuth)
+		} else if c.Agent.Authentication != AuthOAuth {
+			// Only an agent signed in with the identity provider has a token to exchange; a call
+			// with a static agent token would otherwise be refused at every dispatch.
+			bad(f+".subject", "%q needs agent.authentication: %s", SubjectAgent, AuthOAuth)
+		}
+	default:
+		bad(f+".subject", "must be empty or %q", SubjectAgent)
+	}
+	if o.MaxAgentTokens < 0 {
+		bad(f+".maxAgentTokens", "must not be negative")
+	}
+	for _, p := range []*string{&o.ClientSecretFile, &o.PrivateKeyFile, &o.SubjectTokenFile, &o.ActorTokenFile, &o.CAFile} {
 		if *p != "" {
 			*p = c.resolve(*p)
 		}
@@ -74,9 +107,22 @@ func (c *Config) validateUpstreamOAuth(i int, u *Upstream, serverURL string, bad
 			bad(f+".caFile", "%v", err)
 		}
 	}
-	if _, err := upstreamauth.New(o.sourceConfig(serverURL, nil)); err != nil {
+	if err := o.check(serverURL); err != nil {
 		bad(f, "%v", err)
 	}
+}
+
+// SubjectAgent is UpstreamOAuth.Subject for the agent's own token.
+const SubjectAgent = "agent"
+
+func (o *UpstreamOAuth) check(serverURL string) error {
+	sc := o.sourceConfig(serverURL, nil)
+	if sc.SubjectAgent {
+		_, err := upstreamauth.NewAgentSource(sc, o.MaxAgentTokens)
+		return err
+	}
+	_, err := upstreamauth.New(sc)
+	return err
 }
 
 func (o *UpstreamOAuth) sourceConfig(serverURL string, hc *http.Client) upstreamauth.Config {
@@ -87,7 +133,8 @@ func (o *UpstreamOAuth) sourceConfig(serverURL string, hc *http.Client) upstream
 	return upstreamauth.Config{
 		Grant: upstreamauth.Grant(o.Grant), TokenURL: o.TokenURL, ClientID: o.ClientID,
 		ClientSecretFile: o.ClientSecretFile, PrivateKeyFile: o.PrivateKeyFile, KeyID: o.KeyID, AssertionAudience: o.AssertionAudience,
-		SubjectTokenFile: o.SubjectTokenFile, SubjectTokenType: o.SubjectTokenType,
+		SubjectTokenFile: o.SubjectTokenFile, SubjectTokenType: o.SubjectTokenType, SubjectAgent: o.Subject == SubjectAgent,
+		ActorTokenFile: o.ActorTokenFile, ActorTokenType: o.ActorTokenType,
 		Resource: res, Audience: o.Audience, Scopes: o.Scopes, HTTPClient: hc,
 	}
 }
@@ -115,6 +162,13 @@ func (u Upstream) UpstreamCredential(serverURL string) (UpstreamCredential, erro
 	sc, err := u.OAuth.SourceConfig(serverURL)
 	if err != nil {
 		return UpstreamCredential{}, fmt.Errorf("oauth: %w", err)
+	}
+	if sc.SubjectAgent {
+		s, err := upstreamauth.NewAgentSource(sc, u.OAuth.MaxAgentTokens)
+		if err != nil {
+			return UpstreamCredential{}, fmt.Errorf("oauth: %w", err)
+		}
+		return UpstreamCredential{Token: s.Token, Rejected: s.Invalidate}, nil
 	}
 	s, err := upstreamauth.New(sc)
 	if err != nil {
@@ -182,7 +236,7 @@ func ParseUpstreamOAuth(data []byte, dir, serverURL string) (*UpstreamOAuth, err
 	if err := strictyaml.Unmarshal(j, &o); err != nil {
 		return nil, errors.New(oneLine(err.Error()))
 	}
-	c := &Config{dir: dir}
+	c := &Config{dir: dir, noAgentOAuth: "the sidecar does not exchange the agent's token (subject: agent); use a subject token file"}
 	var problems []string
 	c.validateUpstreamOAuth(0, &Upstream{OAuth: &o}, serverURL, func(field, format string, args ...any) {
 		if f := strings.TrimPrefix(strings.TrimPrefix(field, "upstreams[0].oauth"), "."); f != "" {

@@ -60,3 +60,50 @@ func TestUpstreamOAuthConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamOAuthSubjectAgent: subject: agent is a token exchange of the agent's token; it
+// is accepted with agent.authentication: oauth (its credential refuses a request that carries
+// no agent token, without asking the provider), and refused, naming the field, with static
+// agent tokens, with a subject token file too, with another grant or subject, a negative
+// bound, and in the sidecar's settings.
+func TestUpstreamOAuthSubjectAgent(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block := "upstreams:\n- server: bank\n  oauth:\n    grant: token_exchange\n    subject: agent\n    tokenURL: https://127.0.0.1:1/token\n    clientID: gate\n    clientSecretFile: secret\n"
+	oauthAgents := "externalURL: https://gate.example\n" + strings.Replace(minimal, "agent:\n", "agent:\n  authentication: oauth\n  oauth:\n    issuer: https://idp.example\n", 1)
+	if !strings.Contains(oauthAgents, "authentication: oauth") {
+		t.Fatal("the minimal configuration has no agent section")
+	}
+	c, err := Parse([]byte(oauthAgents+block), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := c.Upstream("bank").UpstreamCredential(c.Policy.Servers[0].URL)
+	if err != nil || cred.Token == nil || cred.Rejected == nil {
+		t.Fatalf("credential %+v %v", cred, err)
+	}
+	if tok, err := cred.Token(context.Background()); err == nil || tok != "" || !strings.Contains(err.Error(), "no agent OAuth token") {
+		t.Fatalf("a request without an agent token: %q %v", tok, err)
+	}
+	for _, tc := range []struct{ name, doc, field string }{
+		{"static agent tokens", minimal + block, "agent.authentication: oauth"},
+		{"and a subject file", oauthAgents + block + "    subjectTokenFile: secret\n", "upstreams[0].oauth"},
+		{"client credentials", oauthAgents + strings.Replace(block, "token_exchange", "client_credentials", 1), "upstreams[0].oauth.subject"},
+		{"unknown subject", oauthAgents + strings.Replace(block, "subject: agent", "subject: user", 1), "upstreams[0].oauth.subject"},
+		{"negative bound", oauthAgents + block + "    maxAgentTokens: -1\n", "upstreams[0].oauth.maxAgentTokens"},
+		{"missing actor file", oauthAgents + block + "    actorTokenFile: nope\n", "upstreams[0].oauth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), dir)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("accepted or wrong error: %v", err)
+			}
+		})
+	}
+	if _, err := ParseUpstreamOAuth([]byte("grant: token_exchange\nsubject: agent\ntokenURL: https://127.0.0.1:1/token\n"), dir, "https://up.example/mcp"); err == nil ||
+		!strings.Contains(err.Error(), "sidecar") {
+		t.Fatalf("the sidecar's settings with subject: agent: %v", err)
+	}
+}

@@ -35,8 +35,8 @@ type Grant string
 const (
 	// GrantClientCredentials is RFC 6749 §4.4: the gate's own client identity.
 	GrantClientCredentials Grant = "client_credentials"
-	// GrantTokenExchange is RFC 8693: the workload's identity token (SubjectTokenFile)
-	// exchanged for an upstream token.
+	// GrantTokenExchange is RFC 8693: the workload's identity token (SubjectTokenFile), or
+	// the agent's validated token of the call (SubjectAgent), exchanged for an upstream token.
 	GrantTokenExchange Grant = "token_exchange"
 )
 
@@ -91,8 +91,20 @@ type Config struct {
 	// SubjectTokenFile holds the workload's identity token for token exchange (a projected
 	// service-account token the kubelet rotates in place). Read for every request.
 	SubjectTokenFile string
-	// SubjectTokenType is its RFC 8693 type; empty means TokenTypeJWT.
+	// SubjectTokenType is its RFC 8693 type; empty means TokenTypeJWT, or TokenTypeAccessToken
+	// for SubjectAgent.
 	SubjectTokenType string
+	// SubjectAgent makes the subject token the access token the agent signed in to the gate
+	// with, as verified for the call (WithAgentToken): the upstream's token names the person or
+	// agent the call is for ("on behalf of", RFC 8693 §1.1). Such a Config is served by an
+	// AgentSource, not a Source.
+	SubjectAgent bool
+	// ActorTokenFile, if set, holds the gate's own identity token sent as actor_token (RFC 8693
+	// §2.1, delegation §1.1: the issued token's act claim names the gate). Read for every
+	// request.
+	ActorTokenFile string
+	// ActorTokenType is its RFC 8693 type; empty means TokenTypeJWT.
+	ActorTokenType string
 	// Resource is the upstream's URL, sent as resource (RFC 8707). Required.
 	Resource string
 	// Audience is the token exchange audience; empty means Resource.
@@ -148,7 +160,10 @@ func New(cfg Config) (*Source, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if _, err := cfg.params(now()); err != nil {
+	if cfg.SubjectAgent {
+		return nil, errors.New("upstreamauth: the agent's token as subject is served by an AgentSource")
+	}
+	if _, err := cfg.params(now(), ""); err != nil {
 		return nil, err
 	}
 	return &Source{cfg: cfg, now: now}, nil
@@ -163,12 +178,12 @@ func (c *Config) check() error {
 		if (c.ClientSecretFile == "") == (c.PrivateKeyFile == "") {
 			return errors.New("upstreamauth: client credentials need exactly one of a client secret file and a private key file")
 		}
-		if c.SubjectTokenFile != "" {
-			return errors.New("upstreamauth: a subject token file is for token exchange only")
+		if c.SubjectTokenFile != "" || c.SubjectAgent || c.ActorTokenFile != "" {
+			return errors.New("upstreamauth: subject and actor tokens are for token exchange only")
 		}
 	case GrantTokenExchange:
-		if c.SubjectTokenFile == "" {
-			return errors.New("upstreamauth: token exchange needs a subject token file")
+		if (c.SubjectTokenFile == "") == !c.SubjectAgent {
+			return errors.New("upstreamauth: token exchange needs exactly one subject: a subject token file or the agent's token")
 		}
 		if c.ClientSecretFile != "" && c.PrivateKeyFile != "" {
 			return errors.New("upstreamauth: set at most one of a client secret file and a private key file")
@@ -176,10 +191,15 @@ func (c *Config) check() error {
 		if (c.ClientSecretFile != "" || c.PrivateKeyFile != "") && c.ClientID == "" {
 			return errors.New("upstreamauth: client authentication needs a client id")
 		}
-		switch c.SubjectTokenType {
-		case "", TokenTypeJWT, TokenTypeAccessToken, TokenTypeIDToken:
-		default:
-			return fmt.Errorf("upstreamauth: subject token type %q is not one of %s, %s, %s", c.SubjectTokenType, TokenTypeJWT, TokenTypeAccessToken, TokenTypeIDToken)
+		for _, tt := range []struct{ what, v string }{{"subject", c.SubjectTokenType}, {"actor", c.ActorTokenType}} {
+			switch tt.v {
+			case "", TokenTypeJWT, TokenTypeAccessToken, TokenTypeIDToken:
+			default:
+				return fmt.Errorf("upstreamauth: %s token type %q is not one of %s, %s, %s", tt.what, tt.v, TokenTypeJWT, TokenTypeAccessToken, TokenTypeIDToken)
+			}
+		}
+		if c.ActorTokenType != "" && c.ActorTokenFile == "" {
+			return errors.New("upstreamauth: an actor token type needs an actor token file")
 		}
 	default:
 		return fmt.Errorf("upstreamauth: grant %q is not %s or %s", c.Grant, GrantClientCredentials, GrantTokenExchange)
@@ -264,7 +284,7 @@ func (s *Source) start() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), FetchTimeout)
 		defer cancel()
-		tok, exp, err := s.request(ctx)
+		tok, exp, err := s.cfg.request(ctx, s.now(), "")
 		s.mu.Lock()
 		now := s.now()
 		s.inflight = nil
@@ -291,22 +311,22 @@ func (s *Source) start() {
 	}()
 }
 
-// request asks the provider once.
-func (s *Source) request(ctx context.Context) (string, time.Time, error) {
-	params, err := s.cfg.params(s.now())
+// request asks the provider once; subject is the agent's token for SubjectAgent.
+func (c *Config) request(ctx context.Context, now time.Time, subject string) (string, time.Time, error) {
+	params, err := c.params(now, subject)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	cc := &clientcredentials.Config{ClientID: s.cfg.ClientID, TokenURL: s.cfg.TokenURL, Scopes: s.cfg.Scopes, EndpointParams: params}
-	if s.cfg.ClientSecretFile != "" {
-		if cc.ClientSecret, err = fileutil.ReadToken(s.cfg.ClientSecretFile); err != nil {
+	cc := &clientcredentials.Config{ClientID: c.ClientID, TokenURL: c.TokenURL, Scopes: c.Scopes, EndpointParams: params}
+	if c.ClientSecretFile != "" {
+		if cc.ClientSecret, err = fileutil.ReadToken(c.ClientSecretFile); err != nil {
 			return "", time.Time{}, fmt.Errorf("client secret: %w", err)
 		}
 		cc.AuthStyle = oauth2.AuthStyleInHeader
 	} else {
 		cc.AuthStyle = oauth2.AuthStyleInParams
 	}
-	tok, err := cc.Token(context.WithValue(ctx, oauth2.HTTPClient, s.cfg.HTTPClient))
+	tok, err := cc.Token(context.WithValue(ctx, oauth2.HTTPClient, c.HTTPClient))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
@@ -329,8 +349,9 @@ func clip(s string, n int) string {
 }
 
 // params are the grant's request parameters beyond grant_type (client credentials) and scope:
-// the resource, the client assertion, the subject token.
-func (c *Config) params(now time.Time) (url.Values, error) {
+// the resource, the client assertion, the subject and actor tokens. subject is the agent's
+// token for SubjectAgent ("" when only checking the configuration).
+func (c *Config) params(now time.Time, subject string) (url.Values, error) {
 	v := url.Values{"resource": {c.Resource}}
 	if c.PrivateKeyFile != "" {
 		a, err := c.assertion(now)
@@ -345,13 +366,31 @@ func (c *Config) params(now time.Time) (url.Values, error) {
 		}
 	}
 	if c.Grant == GrantTokenExchange {
-		st, err := fileutil.ReadToken(c.SubjectTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("upstreamauth: subject token: %w", err)
+		st, tt := subject, c.SubjectTokenType
+		if c.SubjectAgent {
+			if tt == "" {
+				tt = TokenTypeAccessToken
+			}
+		} else {
+			var err error
+			if st, err = fileutil.ReadToken(c.SubjectTokenFile); err != nil {
+				return nil, fmt.Errorf("upstreamauth: subject token: %w", err)
+			}
+			if tt == "" {
+				tt = TokenTypeJWT
+			}
 		}
-		tt := c.SubjectTokenType
-		if tt == "" {
-			tt = TokenTypeJWT
+		if c.ActorTokenFile != "" {
+			at, err := fileutil.ReadToken(c.ActorTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("upstreamauth: actor token: %w", err)
+			}
+			att := c.ActorTokenType
+			if att == "" {
+				att = TokenTypeJWT
+			}
+			v.Set("actor_token", at)
+			v.Set("actor_token_type", att)
 		}
 		aud := c.Audience
 		if aud == "" {

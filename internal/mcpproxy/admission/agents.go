@@ -19,6 +19,7 @@ import (
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
 	"github.com/actgate/actgate/internal/mcpproxy/wire"
+	"github.com/actgate/actgate/internal/upstreamauth"
 )
 
 // ErrConfig is wrapped by every configuration error of the proxy's admission (NewBearerAgents);
@@ -188,9 +189,14 @@ func Authenticate(w http.ResponseWriter, r *http.Request, agents AgentAuthentica
 			return nil, false
 		}
 		// The verified token travels with the request to the authority service, which verifies
-		// it again (a sidecar's word names no agent: docs/identity.md "Agents in a pod").
+		// it again (a sidecar's word names no agent: docs/identity.md "Agents in a pod"), and as
+		// the subject of an on-behalf-of exchange (docs/identity.md "On behalf of the agent"); it
+		// is never sent upstream.
 		tok, _ := agentoauth.BearerToken(r.Header.Values("Authorization"))
 		ctx := agentoauth.WithToken(context.WithValue(r.Context(), agentKey{}, agent), tok)
+		if at, err := upstreamauth.ParseAgentToken(tok); err == nil {
+			ctx = upstreamauth.WithAgentToken(ctx, at)
+		}
 		return r.WithContext(ctx), true
 	}
 	agent, ok := agents.Authenticate(r)
@@ -218,8 +224,12 @@ func SDKAuth(h http.Handler, agents AgentAuthenticator) http.Handler {
 		}
 		// The token lives as long as the gate's configuration; the SDK wants an expiry.
 		info := &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}
+		info.Extra = map[string]any{}
 		if tok := agentoauth.TokenFrom(ctx); tok != "" {
-			info.Extra = map[string]any{tokenExtra: tok} // for the request's tools/call (TokenOf)
+			info.Extra[tokenExtra] = tok // for the request's tools/call (TokenOf)
+		}
+		if at, ok := upstreamauth.AgentTokenOf(ctx); ok {
+			info.Extra[agentTokenExtra] = at // for the request's tools/call (WithRequestAgentToken)
 		}
 		return info, nil
 	}
@@ -238,4 +248,21 @@ func TokenOf(extra *mcp.RequestExtra) string {
 	}
 	tok, _ := extra.TokenInfo.Extra[tokenExtra].(string)
 	return tok
+}
+
+// agentTokenExtra is the auth.TokenInfo Extra key of the agent's verified token of a request
+// with its expiry.
+const agentTokenExtra = "actgate.io/agent-oauth-token"
+
+// WithRequestAgentToken returns ctx carrying the agent's verified token of the MCP request the
+// SDK's handler delivers with extra (SDKAuth), replacing any other: the SDK hands its handlers
+// the session's context, not the request's, and an on-behalf-of exchange must use the token of
+// the call (docs/identity.md "On behalf of the agent"). Without one, ctx carries none, so that an
+// earlier request's token is never used.
+func WithRequestAgentToken(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	var at upstreamauth.AgentToken
+	if extra != nil && extra.TokenInfo != nil {
+		at, _ = extra.TokenInfo.Extra[agentTokenExtra].(upstreamauth.AgentToken)
+	}
+	return upstreamauth.WithAgentToken(ctx, at)
 }

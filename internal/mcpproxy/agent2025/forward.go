@@ -32,7 +32,7 @@ func (p *Handler) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		defer b.end(jsonrpc.ID{})
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
-			return b.callTool(agentoauth.WithToken(ctx, admission.TokenOf(r.Extra)), r)
+			return b.callTool(admission.WithRequestAgentToken(agentoauth.WithToken(ctx, admission.TokenOf(r.Extra)), r.Extra), r)
 		case *mcp.ListToolsRequest:
 			return b.listTools(ctx, r)
 		case *mcp.ListResourcesRequest:

@@ -199,12 +199,20 @@ func (s *storage) CreateTokenExchangeRequest(context.Context, op.TokenExchangeRe
 	return nil
 }
 
-// GetPrivateClaimsFromTokenExchangeRequest puts the granted scopes into the access token.
+// GetPrivateClaimsFromTokenExchangeRequest puts the granted scopes into the access token and,
+// for a delegation (an actor token, RFC 8693 §1.1), the actor's subject as act.sub (§4.1).
 func (s *storage) GetPrivateClaimsFromTokenExchangeRequest(_ context.Context, r op.TokenExchangeRequest) (map[string]any, error) {
-	if len(r.GetScopes()) == 0 {
+	claims := map[string]any{}
+	if len(r.GetScopes()) > 0 {
+		claims["scope"] = strings.Join(r.GetScopes(), " ")
+	}
+	if a := r.GetExchangeActor(); a != "" {
+		claims["act"] = map[string]any{"sub": a}
+	}
+	if len(claims) == 0 {
 		return nil, nil
 	}
-	return map[string]any{"scope": strings.Join(r.GetScopes(), " ")}, nil
+	return claims, nil
 }
 
 func (s *storage) SetUserinfoFromTokenExchangeRequest(context.Context, *oidc.UserInfo, op.TokenExchangeRequest) error {
