@@ -166,12 +166,18 @@ func (g *oboGate) session(tok string) *mcp.ClientSession {
 // present another token.
 func (g *oboGate) sessionSwap(tok string) (*mcp.ClientSession, *swappable) {
 	g.t.Helper()
+	return g.sessionAt(tok, "2025-11-25")
+}
+
+// sessionAt is sessionSwap on the MCP revision version.
+func (g *oboGate) sessionAt(tok, version string) (*mcp.ClientSession, *swappable) {
+	g.t.Helper()
 	src := &swappable{}
 	src.tok.Store(&tok)
 	hc := &http.Client{Transport: src}
 	c := mcp.NewClient(&mcp.Implementation{Name: "obo-agent", Version: "v1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + mcpproxy.Path("finance"), HTTPClient: hc},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -246,6 +252,39 @@ func TestUpstreamOBOTwoAgents(t *testing.T) {
 		}
 	}
 	g.checkNoPassthrough([]string{ta, tb}, r1, r2, r3)
+}
+
+// TestUpstreamOBO2026: on the 2026-07-28 revision (no session: each request carries its own
+// token, and the call may run on a held exchange), each agent's call reaches the upstream under
+// that agent's subject, and the agent's token is never sent upstream.
+func TestUpstreamOBO2026(t *testing.T) {
+	g := startOBO(t, "", time.Minute)
+	ta, tb := g.agentToken(oboAgentA), g.agentToken(oboAgentB)
+	csA, _ := g.sessionAt(ta, "2026-07-28")
+	csB, _ := g.sessionAt(tb, "2026-07-28")
+	if v := csA.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the session runs %s, want 2026-07-28", v)
+	}
+	r1 := g.call(csA, "get_balance", `{"account":"main"}`)
+	r2 := g.call(csB, "get_balance", `{"account":"main"}`)
+	for _, r := range []*mcp.CallToolResult{r1, r2} {
+		if r.IsError {
+			t.Fatalf("call refused: %s", resultText(r))
+		}
+	}
+	if g.up.Count("get_balance") != 2 || g.refused.Load() != 0 {
+		t.Fatalf("upstream ran %d, refused %d", g.up.Count("get_balance"), g.refused.Load())
+	}
+	subjects, _, _ := g.record()
+	if !slices.Contains(subjects, oboAgentA) || !slices.Contains(subjects, oboAgentB) {
+		t.Fatalf("the upstream saw subjects %v, want both %s and %s", subjects, oboAgentA, oboAgentB)
+	}
+	for _, s := range subjects {
+		if s != oboAgentA && s != oboAgentB {
+			t.Fatalf("the upstream saw subject %q", s)
+		}
+	}
+	g.checkNoPassthrough([]string{ta, tb}, r1, r2)
 }
 
 // TestUpstreamOBOActor: with actorTokenFile (the gate's own token of the provider,
