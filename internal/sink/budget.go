@@ -76,6 +76,17 @@ func (g *gate) checkBudgets(ctx context.Context, cl *callState) (Result, bool) {
 	return Result{}, false
 }
 
+// escalatesOverBudget reports whether the governing rule has an Escalate budget: over it a
+// person decides, so an authority service must be asked with a Review, not a Permit.
+func (cl *callState) escalatesOverBudget() bool {
+	for _, b := range cl.dec.Budgets {
+		if b.Spec.Escalate {
+			return true
+		}
+	}
+	return false
+}
+
 // budgetCode maps a budget refusal to its EF code.
 func budgetCode(err error) ef.EFCode {
 	if errors.Is(err, budget.ErrExceeded) {

@@ -230,6 +230,12 @@ func (g *gate) handleCall(ctx context.Context, cl *callState, inv Invoker) (Resu
 			return g.refuse(cl, ef.EFMomentDeclined, ""), nil
 		}
 		if g.remote != nil {
+			if cl.escalatesOverBudget() {
+				// The service's one-request Permit cannot put the call to a person; its
+				// Review can, when the call would pass an Escalate budget (docs/api.md
+				// "Budgets"), and otherwise issues the authority, charged at its consume.
+				return g.escalateRemote(ctx, cl, inv)
+			}
 			return g.permitRemote(ctx, cl, inv)
 		}
 		return g.permit(ctx, cl, inv)

@@ -368,3 +368,70 @@ func TestBudgetThroughSidecars(t *testing.T) {
 		t.Fatalf("ledgers: %+v", ls)
 	}
 }
+
+// TestBudgetEscalatesThroughSidecar: a machine-permit rule with an Escalate budget of one call,
+// through the pod's sidecar. The first call fits and runs; the second would pass the budget, so
+// the service puts it to the rule's principal (a binding moment stating the budget) and the
+// upstream is not called; once alice approves, the same call runs once, charged over the limit,
+// and a retry does not run it again.
+func TestBudgetEscalatesThroughSidecar(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	up, err := mcptest.Start([]mcptest.Tool{
+		{Name: "email_send", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return mcptest.Text("sent"), nil }},
+	}, mcptest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	r.updatePolicy(t, 2, func(p *v1alpha1.ToolPolicy) {
+		for i := range p.Spec.Rules {
+			if p.Spec.Rules[i].Name == "receipts-by-email" {
+				p.Spec.Rules[i].Budgets = []v1alpha1.Budget{{Name: "daily", MaxCalls: ptr.To[int64](1), OnExceed: v1alpha1.BudgetOnExceedEscalate,
+					Window: v1alpha1.BudgetWindow{Calendar: v1alpha1.BudgetCalendarDay}}}
+				p.Spec.Rules[i].Evidence.Principals = []string{alice}
+				p.Spec.Rules[i].Alternatives = []v1alpha1.Alternative{{Label: "Send it tomorrow", Reasoning: "Keeps within today's budget.",
+					Args: runtime.RawExtension{Raw: []byte(`{"body":"deferred"}`)}}}
+			}
+		}
+		p.Spec.Servers = []v1alpha1.ToolServer{{Name: "payments", URL: up.URL, Protocol: v1alpha1.ServerProtocolMCP}}
+	})
+	aliceC := r.principal(t, alice)
+	g := startSidecar(t, r, map[string]*mcptest.Server{"payments": up})
+	handle := func(session, args string) sink.Result {
+		t.Helper()
+		c := sink.Call{Session: session, Agent: r.agent, Server: "payments", Destination: up.URL, Tool: "email_send",
+			Args: json.RawMessage(args), Provenance: string(act.SourceUser)}
+		res, err := g.Handle(context.Background(), c, invokeOn(t, up, "email_send", args))
+		if err != nil {
+			t.Fatalf("call %s: %v", args, err)
+		}
+		return res
+	}
+	if res := handle("s-one", `{"to":"ops@example.com","body":"one"}`); !res.Allowed || !res.Invoked || len(up.Calls()) != 1 {
+		t.Fatalf("the first call fits the budget: %+v (upstream %d)", res, len(up.Calls()))
+	}
+	over := `{"to":"ops@example.com","body":"two"}`
+	res := handle("s-two", over)
+	if res.Allowed || res.Invoked || res.Code != ef.EFEscalationRequired || res.Moment == nil || len(up.Calls()) != 1 {
+		t.Fatalf("the call over the Escalate budget: %+v (upstream %d), want EF_ESCALATION_REQUIRED with a moment, not sent", res, len(up.Calls()))
+	}
+	name := res.Moment.ID
+	r.waitMoment(t, name)
+	m := &v1alpha1.BindingMoment{}
+	if err := r.env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Spec.Envelope, "Budget daily of rule receipts-by-email") {
+		t.Fatalf("the moment does not state the budget: %s", m.Spec.Envelope)
+	}
+	r.resolve(t, aliceC, name, alice, v1alpha1.ResolutionOption, ptr.To[int32](0), "", true)
+	if res := handle("s-two", over); !res.Allowed || !res.Invoked || len(up.Calls()) != 2 {
+		t.Fatalf("the approved call: %+v (upstream %d), want it run once", res, len(up.Calls()))
+	}
+	if res := handle("s-two", over); res.Invoked || len(up.Calls()) != 2 {
+		t.Fatalf("a retry of the approved call: %+v (upstream %d), want it not run again", res, len(up.Calls()))
+	}
+	if ls := r.ledgers(t); len(ls) != 1 || ls[0].Status.Spent != "2 calls" {
+		t.Fatalf("ledgers after the approval: %+v", ls)
+	}
+}
