@@ -157,12 +157,7 @@ func (s *AgentSource) Token(ctx context.Context) (string, error) {
 	}
 	f := e.inflight
 	s.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.tok, f.err
-	case <-ctx.Done():
-		return "", &Error{Err: ctx.Err()}
-	}
+	return f.wait(ctx)
 }
 
 // Invalidate drops tok wherever it is cached: the upstream refused it (HTTP 401).

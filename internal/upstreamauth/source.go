@@ -147,6 +147,16 @@ type fetch struct {
 	err  error
 }
 
+// wait returns the fetch's token once it is done, or the context's error first.
+func (f *fetch) wait(ctx context.Context) (string, error) {
+	select {
+	case <-f.done:
+		return f.tok, f.err
+	case <-ctx.Done():
+		return "", &Error{Err: ctx.Err()}
+	}
+}
+
 // New checks cfg and reads its files once, so that a gate does not start with a credential it
 // cannot use. It does not contact the provider.
 func New(cfg Config) (*Source, error) {
@@ -256,12 +266,7 @@ func (s *Source) Token(ctx context.Context) (string, error) {
 	}
 	f := s.inflight
 	s.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.tok, f.err
-	case <-ctx.Done():
-		return "", &Error{Err: ctx.Err()}
-	}
+	return f.wait(ctx)
 }
 
 // Invalidate drops tok if it is the cached token: the upstream refused it (HTTP 401), so the
