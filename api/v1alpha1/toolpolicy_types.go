@@ -127,6 +127,7 @@ const DefaultAuthorityTTL = "60s"
 // denied: every tool on a listed server is protected, an unknown tool is never let through.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.rules) || self.rules.all(r, !has(r.servers) || r.servers.all(s, self.servers.exists(v, v.name == s)))",message="rules[].servers must name servers listed in spec.servers"
+// +kubebuilder:validation:XValidation:rule="!has(self.servers) || !self.servers.exists(s, has(s.auth) && has(s.auth.subject) && s.auth.subject == 'Agent') || has(self.agentAuth)",message="a server whose auth.subject is Agent needs spec.agentAuth: only a verified agent token can be exchanged"
 type ToolPolicySpec struct {
 	// podSelector selects, in the policy's namespace, the agent pods whose tool calls this policy
 	// governs; the webhook injects the enforcing sidecar into them. An empty selector ({})

@@ -44,7 +44,15 @@ func TestToolServerAuthValidation(t *testing.T) {
 		}, false, "set at most one of clientSecretRef and privateKeySecretRef"},
 		{"token exchange without an audience", func() *v1alpha1.UpstreamAuth {
 			return &v1alpha1.UpstreamAuth{Grant: v1alpha1.UpstreamGrantTokenExchange, TokenURL: "https://idp.example/token"}
-		}, false, "TokenExchange needs serviceAccountTokenAudience"},
+		}, false, "TokenExchange of the service account's token needs serviceAccountTokenAudience"},
+		{"token exchange of the agent's token", func() *v1alpha1.UpstreamAuth {
+			return &v1alpha1.UpstreamAuth{Grant: v1alpha1.UpstreamGrantTokenExchange, TokenURL: "https://idp.example/token", Subject: v1alpha1.UpstreamSubjectAgent}
+		}, false, ""},
+		{"subject Agent with client credentials", func() *v1alpha1.UpstreamAuth {
+			a := cc()
+			a.Subject = v1alpha1.UpstreamSubjectAgent
+			return a
+		}, false, "subject Agent is for grant TokenExchange"},
 		{"http token endpoint", func() *v1alpha1.UpstreamAuth {
 			a := cc()
 			a.TokenURL = "http://idp.example/token"
@@ -63,7 +71,16 @@ func TestToolServerAuthValidation(t *testing.T) {
 				p.Spec.Servers[0].CredentialsSecretRef = nil
 			}
 			p.Spec.Servers[0].Auth = tc.auth()
+			p.Spec.AgentAuth = &v1alpha1.AgentAuth{Issuer: "https://idp.example", Audience: "api://actgate-agents"}
 			wantInvalid(t, e.Client.Create(ctxFor(t), p), tc.want)
 		})
 	}
+	// Only a verified agent token can be exchanged: subject Agent needs spec.agentAuth.
+	p := samplePolicy(t)
+	p.Namespace, p.Name = ns, "auth-agent-without-agentauth"
+	p.Spec.Servers[0].CredentialsSecretRef = nil
+	p.Spec.Servers[0].Auth = &v1alpha1.UpstreamAuth{Grant: v1alpha1.UpstreamGrantTokenExchange, TokenURL: "https://idp.example/token",
+		Subject: v1alpha1.UpstreamSubjectAgent}
+	p.Spec.AgentAuth = nil
+	wantInvalid(t, e.Client.Create(ctxFor(t), p), "a server whose auth.subject is Agent needs spec.agentAuth")
 }

@@ -14,13 +14,28 @@ const (
 	UpstreamGrantTokenExchange UpstreamGrant = "TokenExchange"
 )
 
+// UpstreamSubject is whose token a TokenExchange exchanges.
+// +kubebuilder:validation:Enum=ServiceAccount;Agent
+type UpstreamSubject string
+
+// The token exchange subjects.
+const (
+	// UpstreamSubjectServiceAccount exchanges the pod's projected service-account token.
+	UpstreamSubjectServiceAccount UpstreamSubject = "ServiceAccount"
+	// UpstreamSubjectAgent exchanges the access token the call's agent signed in with, verified
+	// by the policy's spec.agentAuth: the upstream's token names the agent (or the person it
+	// acts for). The agent's token goes only to the token endpoint, never to the server.
+	UpstreamSubjectAgent UpstreamSubject = "Agent"
+)
+
 // UpstreamAuth has the sidecar present the server short-lived tokens of the organisation's
 // identity provider instead of a static credential (docs/identity.md "Gate → upstream"). Every
 // token request names the server's URL as resource (RFC 8707). The tokens, the client secret and
 // the private key are mounted into the sidecar only, never into the agent's containers.
 //
 // +kubebuilder:validation:XValidation:rule="self.grant != 'ClientCredentials' || (has(self.clientID) && (has(self.clientSecretRef) != has(self.privateKeySecretRef)))",message="ClientCredentials needs clientID and exactly one of clientSecretRef and privateKeySecretRef"
-// +kubebuilder:validation:XValidation:rule="self.grant != 'TokenExchange' || has(self.serviceAccountTokenAudience)",message="TokenExchange needs serviceAccountTokenAudience"
+// +kubebuilder:validation:XValidation:rule="self.grant != 'TokenExchange' || (has(self.subject) && self.subject == 'Agent') || has(self.serviceAccountTokenAudience)",message="TokenExchange of the service account's token needs serviceAccountTokenAudience"
+// +kubebuilder:validation:XValidation:rule="!has(self.subject) || self.subject != 'Agent' || self.grant == 'TokenExchange'",message="subject Agent is for grant TokenExchange"
 // +kubebuilder:validation:XValidation:rule="!(has(self.clientSecretRef) && has(self.privateKeySecretRef))",message="set at most one of clientSecretRef and privateKeySecretRef"
 type UpstreamAuth struct {
 	// grant is ClientCredentials or TokenExchange.
@@ -53,6 +68,14 @@ type UpstreamAuth struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	KeyID string `json:"keyID,omitempty"`
+
+	// subject is whose token TokenExchange exchanges: ServiceAccount (the default), the pod's
+	// projected service-account token; or Agent, the access token of the call's agent (the
+	// policy must set spec.agentAuth; docs/identity.md "On behalf of the agent"). With Agent,
+	// serviceAccountTokenAudience, if set, sends the pod's token as the actor (RFC 8693 §4.1), so
+	// the upstream's token names the pod's service account in act.
+	// +optional
+	Subject UpstreamSubject `json:"subject,omitempty"`
 
 	// serviceAccountTokenAudience is the audience of the pod's projected service-account token
 	// that TokenExchange exchanges (the provider's expected audience of the cluster's tokens).

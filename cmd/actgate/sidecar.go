@@ -363,7 +363,7 @@ func (o *sidecarOptions) upstreamOAuth(urls, creds map[string]string, bad func(s
 				bad("$%s names server %s, which has no --server", envUpstreamOAuth, name)
 				continue
 			}
-			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u)
+			uo, err := gateconfig.ParseUpstreamOAuth(raw, o.credentialsDir, u, o.agentOAuth != "")
 			if err == nil {
 				var sc upstreamauth.Config
 				if sc, err = uo.SourceConfig(u); err == nil {
@@ -390,7 +390,7 @@ func (o *sidecarOptions) upstreamOAuth(urls, creds map[string]string, bad func(s
 		case oauth[name] != nil:
 			bad("--upstream-oauth %s given twice", name)
 		default:
-			uo, err := gateconfig.LoadUpstreamOAuth(p, u)
+			uo, err := gateconfig.LoadUpstreamOAuth(p, u, o.agentOAuth != "")
 			if err == nil {
 				var sc upstreamauth.Config
 				if sc, err = uo.SourceConfig(u); err == nil {

@@ -199,8 +199,9 @@ const maxOAuthFile = 64 << 10
 
 // LoadUpstreamOAuth reads a file of UpstreamOAuth settings (YAML or JSON, unknown fields
 // refused; the sidecar's --upstream-oauth), resolving relative paths against its directory, and
-// checks them for the server at serverURL.
-func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
+// checks them for the server at serverURL; agentOAuth says whether the sidecar verifies agents'
+// OAuth tokens (--agent-oauth), which subject "agent" needs.
+func LoadUpstreamOAuth(path, serverURL string, agentOAuth bool) (*UpstreamOAuth, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := ParseUpstreamOAuth(data, filepath.Dir(abs), serverURL)
+	o, err := ParseUpstreamOAuth(data, filepath.Dir(abs), serverURL, agentOAuth)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -223,8 +224,9 @@ func LoadUpstreamOAuth(path, serverURL string) (*UpstreamOAuth, error) {
 
 // ParseUpstreamOAuth decodes UpstreamOAuth settings (YAML or JSON, unknown fields refused),
 // resolves relative paths against dir, and checks them for the server at serverURL (the
-// injector's ACTGATE_UPSTREAM_OAUTH, one server's member).
-func ParseUpstreamOAuth(data []byte, dir, serverURL string) (*UpstreamOAuth, error) {
+// injector's ACTGATE_UPSTREAM_OAUTH, one server's member). Subject "agent" is accepted only
+// when agentOAuth: a sidecar that verifies no agent token has none to exchange.
+func ParseUpstreamOAuth(data []byte, dir, serverURL string, agentOAuth bool) (*UpstreamOAuth, error) {
 	if len(data) > maxOAuthFile {
 		return nil, fmt.Errorf("larger than %d bytes", maxOAuthFile)
 	}
@@ -236,7 +238,10 @@ func ParseUpstreamOAuth(data []byte, dir, serverURL string) (*UpstreamOAuth, err
 	if err := strictyaml.Unmarshal(j, &o); err != nil {
 		return nil, errors.New(oneLine(err.Error()))
 	}
-	c := &Config{dir: dir, noAgentOAuth: "the sidecar does not exchange the agent's token (subject: agent); use a subject token file"}
+	c := &Config{dir: dir, noAgentOAuth: "the sidecar verifies no agent's OAuth token (--agent-oauth), so it has none to exchange (subject: agent)"}
+	if agentOAuth {
+		c.noAgentOAuth, c.Agent.Authentication = "", AuthOAuth
+	}
 	var problems []string
 	c.validateUpstreamOAuth(0, &Upstream{OAuth: &o}, serverURL, func(field, format string, args ...any) {
 		if f := strings.TrimPrefix(strings.TrimPrefix(field, "upstreams[0].oauth"), "."); f != "" {

@@ -102,8 +102,20 @@ func TestUpstreamOAuthSubjectAgent(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseUpstreamOAuth([]byte("grant: token_exchange\nsubject: agent\ntokenURL: https://127.0.0.1:1/token\n"), dir, "https://up.example/mcp"); err == nil ||
+	agentDoc := []byte("grant: token_exchange\nsubject: agent\ntokenURL: https://127.0.0.1:1/token\n")
+	if _, err := ParseUpstreamOAuth(agentDoc, dir, "https://up.example/mcp", false); err == nil ||
 		!strings.Contains(err.Error(), "sidecar") {
-		t.Fatalf("the sidecar's settings with subject: agent: %v", err)
+		t.Fatalf("the settings of a sidecar without agent OAuth, with subject: agent: %v", err)
+	}
+	o, err := ParseUpstreamOAuth(agentDoc, dir, "https://up.example/mcp", true)
+	if err != nil {
+		t.Fatalf("the settings of a sidecar with agent OAuth, with subject: agent: %v", err)
+	}
+	if sc, err := o.SourceConfig("https://up.example/mcp"); err != nil || !sc.SubjectAgent {
+		t.Fatalf("subject: agent read as %+v, %v", sc, err)
+	}
+	if _, err := ParseUpstreamOAuth([]byte("grant: client_credentials\nsubject: agent\ntokenURL: https://127.0.0.1:1/token\nclientID: c\n"), dir,
+		"https://up.example/mcp", true); err == nil || !strings.Contains(err.Error(), "subject") {
+		t.Fatalf("subject: agent with client credentials: %v", err)
 	}
 }

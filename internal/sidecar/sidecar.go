@@ -550,6 +550,16 @@ func upstreamCredentials(ups []Upstream) (map[string]func(context.Context) (stri
 			if oc.Resource == "" {
 				oc.Resource = u.URL
 			}
+			if oc.SubjectAgent {
+				// The token of each call's agent, verified by the sidecar's agent OAuth, is
+				// exchanged for the upstream's (docs/identity.md "On behalf of the agent").
+				src, err := upstreamauth.NewAgentSource(oc, 0)
+				if err != nil {
+					return nil, nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+				}
+				creds[u.Name], rejected[u.Name] = src.Token, src.Invalidate
+				continue
+			}
 			src, err := upstreamauth.New(oc)
 			if err != nil {
 				return nil, nil, fmt.Errorf("upstream %s: %w", u.Name, err)

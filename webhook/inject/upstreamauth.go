@@ -15,6 +15,9 @@ const (
 	ServiceAccountTokenFileName = "sa-token"
 )
 
+// jwtTokenType is RFC 8693's token type of a JWT: the pod's projected service-account token.
+const jwtTokenType = "urn:ietf:params:oauth:token-type:jwt"
+
 // ServiceAccountToken is a projected service-account token for a server's token exchange.
 type ServiceAccountToken struct {
 	Audience, Path string
@@ -31,6 +34,9 @@ type upstreamOAuth struct {
 	PrivateKeyFile   string   `json:"privateKeyFile,omitempty"`
 	KeyID            string   `json:"keyID,omitempty"`
 	SubjectTokenFile string   `json:"subjectTokenFile,omitempty"`
+	Subject          string   `json:"subject,omitempty"`
+	ActorTokenFile   string   `json:"actorTokenFile,omitempty"`
+	ActorTokenType   string   `json:"actorTokenType,omitempty"`
 	Resource         string   `json:"resource,omitempty"`
 	Audience         string   `json:"audience,omitempty"`
 	Scopes           []string `json:"scopes,omitempty"`
@@ -54,8 +60,20 @@ func upstreamAuth(servers []v1alpha1.ToolServer) ([]ServiceAccountToken, string,
 			o.Grant = "client_credentials"
 		case v1alpha1.UpstreamGrantTokenExchange:
 			o.Grant = "token_exchange"
-			o.SubjectTokenFile = s.Name + "/" + ServiceAccountTokenFileName
-			tokens = append(tokens, ServiceAccountToken{Audience: a.ServiceAccountTokenAudience, Path: o.SubjectTokenFile})
+			sa := s.Name + "/" + ServiceAccountTokenFileName
+			switch a.Subject {
+			case v1alpha1.UpstreamSubjectAgent:
+				// The agent's verified token is the subject; the pod's token, when asked for,
+				// the actor (RFC 8693 §4.1).
+				o.Subject = "agent"
+				if a.ServiceAccountTokenAudience != "" {
+					o.ActorTokenFile, o.ActorTokenType = sa, jwtTokenType
+					tokens = append(tokens, ServiceAccountToken{Audience: a.ServiceAccountTokenAudience, Path: sa})
+				}
+			default:
+				o.SubjectTokenFile = sa
+				tokens = append(tokens, ServiceAccountToken{Audience: a.ServiceAccountTokenAudience, Path: sa})
+			}
 		default:
 			return nil, "", fmt.Errorf("%w: server %s: auth.grant %q is not ClientCredentials or TokenExchange", ErrNotInjectable, s.Name, a.Grant)
 		}

@@ -98,3 +98,53 @@ func TestInjectUpstreamAuth(t *testing.T) {
 		t.Errorf("status servers %v", st.Servers)
 	}
 }
+
+// TestInjectUpstreamAuthAgentSubject: a server whose token exchange has subject Agent gets
+// subject "agent" in ACTGATE_UPSTREAM_OAUTH and no subject token file; with
+// serviceAccountTokenAudience the pod's projected token is the actor, and without it no
+// service-account token is projected for the server.
+func TestInjectUpstreamAuthAgentSubject(t *testing.T) {
+	for _, tc := range []struct {
+		name, audience string
+	}{{"actor", "https://idp.example"}, {"no actor", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			mail := server("mail", "")
+			mail.Auth = &v1alpha1.UpstreamAuth{Grant: v1alpha1.UpstreamGrantTokenExchange, TokenURL: "https://idp.example/token",
+				Subject: v1alpha1.UpstreamSubjectAgent, ServiceAccountTokenAudience: tc.audience}
+			p := policy("p", metav1.LabelSelector{}, mail)
+			p.Spec.AgentAuth = &v1alpha1.AgentAuth{Issuer: "https://idp.example", Audience: "https://agents.example"}
+			out, _, err := inject.Inject(agentPod(), []v1alpha1.ToolPolicy{p}, goldenConfig(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env string
+			for _, e := range out.Spec.InitContainers[0].Env {
+				if e.Name == "ACTGATE_UPSTREAM_OAUTH" {
+					env = e.Value
+				}
+			}
+			var settings map[string]map[string]any
+			if err := json.Unmarshal([]byte(env), &settings); err != nil {
+				t.Fatalf("ACTGATE_UPSTREAM_OAUTH %q: %v", env, err)
+			}
+			m := settings["mail"]
+			if m["subject"] != "agent" || m["subjectTokenFile"] != nil {
+				t.Fatalf("mail settings %v", m)
+			}
+			projected := false
+			for _, v := range out.Spec.Volumes {
+				if v.Projected == nil {
+					continue
+				}
+				for _, src := range v.Projected.Sources {
+					if src.ServiceAccountToken != nil && src.ServiceAccountToken.Path == "mail/"+inject.ServiceAccountTokenFileName {
+						projected = true
+					}
+				}
+			}
+			if actor := tc.audience != ""; projected != actor || (m["actorTokenFile"] == "mail/"+inject.ServiceAccountTokenFileName) != actor {
+				t.Fatalf("actor %v: token projected %v, settings %v", actor, projected, m)
+			}
+		})
+	}
+}

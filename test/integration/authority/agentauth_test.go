@@ -7,16 +7,21 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
@@ -26,6 +31,7 @@ import (
 	"github.com/actgate/actgate/api/v1alpha1"
 	"github.com/actgate/actgate/internal/agentoauth"
 	"github.com/actgate/actgate/internal/ef"
+	"github.com/actgate/actgate/internal/gateconfig"
 	"github.com/actgate/actgate/internal/hostloop"
 	"github.com/actgate/actgate/internal/mcpproxy/mcptest"
 	"github.com/actgate/actgate/internal/review"
@@ -45,19 +51,53 @@ type agentAuthFixture struct {
 	p    *idp.Provider
 	up   *mcptest.Server
 	base string // the sidecar's URL
+	// With onBehalf, the subjects of the exchanged tokens the upstream admitted, and every
+	// bearer token it saw.
+	mu             sync.Mutex
+	subjects, seen []string
 }
 
-func newAgentAuthFixture(t *testing.T) *agentAuthFixture {
+// The sidecar's client at the provider when it exchanges the agents' tokens (onBehalf).
+const (
+	sidecarClient = "sidecar"
+	sidecarSecret = "sidecar-secret"
+)
+
+// newAgentAuthFixture starts the fixture. With onBehalf the upstream admits only the provider's
+// JWTs for its own URL (recording each one's sub), and the sidecar presents it, for each call,
+// a token the provider issued in exchange for the call's agent token (RFC 8693;
+// docs/identity.md "On behalf of the agent").
+func newAgentAuthFixture(t *testing.T, onBehalf ...bool) *agentAuthFixture {
 	t.Helper()
+	obo := len(onBehalf) > 0 && onBehalf[0]
 	f := &agentAuthFixture{r: newRig(t, rigOptions{})}
 	cachedService(t, f.r, 0) // the policy endpoint the sidecar follows needs the informers
+	var verifier atomic.Pointer[oidc.IDTokenVerifier]
+	opts := mcptest.Options{}
+	if obo {
+		opts.Intercept = func(w http.ResponseWriter, r *http.Request) bool {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			f.mu.Lock()
+			f.seen = append(f.seen, tok)
+			f.mu.Unlock()
+			if idt, err := verifier.Load().Verify(r.Context(), tok); err == nil {
+				f.mu.Lock()
+				f.subjects = append(f.subjects, idt.Subject)
+				f.mu.Unlock()
+				return false
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return true
+		}
+	}
 	var err error
 	f.up, err = mcptest.Start([]mcptest.Tool{
 		{Name: "get_balance", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) { return mcptest.Text("42"), nil }},
 		{Name: "post_note", Handler: func(context.Context, json.RawMessage) (*mcp.CallToolResult, error) {
 			return mcptest.Text("posted"), nil
 		}},
-	}, mcptest.Options{})
+	}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +106,10 @@ func newAgentAuthFixture(t *testing.T) *agentAuthFixture {
 		{ID: "agent-a", Secret: "a-secret", Audience: []string{agentAudience}},
 		{ID: "agent-b", Secret: "b-secret", Audience: []string{agentAudience}},
 		{ID: "elsewhere", Secret: "e-secret", Audience: []string{"api://another-resource"}},
+		{ID: sidecarClient, Secret: sidecarSecret, Audience: []string{f.up.URL, agentAudience}, TokenExchange: true},
 	}})
+	kctx := oidc.ClientContext(context.Background(), f.p.HTTPClient())
+	verifier.Store(oidc.NewVerifier(f.p.Issuer(), oidc.NewRemoteKeySet(kctx, f.p.Issuer()+"/keys"), &oidc.Config{ClientID: f.up.URL}))
 	auth := &v1alpha1.AgentAuth{Issuer: f.p.Issuer(), Audience: agentAudience, AgentClaim: "client_id", AgentPrefix: "idp:",
 		CABundle: string(f.p.CAPEM())}
 	ctx := context.Background()
@@ -105,10 +148,27 @@ func newAgentAuthFixture(t *testing.T) *agentAuthFixture {
 		t.Fatal(err)
 	}
 	f.base = "http://" + ln.Addr().String()
+	upstream := sidecar.Upstream{Name: "payments", URL: f.up.URL}
+	if obo {
+		// What the sidecar reads from ACTGATE_UPSTREAM_OAUTH for spec.servers[].auth with
+		// subject Agent.
+		raw := fmt.Sprintf(`{"grant":"token_exchange","subject":"agent","tokenURL":%q,"clientID":%q,"clientSecretFile":"secret","caFile":%q}`,
+			f.p.TokenURL(), sidecarClient, f.p.CAFile())
+		testutil.WriteFile(t, dir, "secret", []byte(sidecarSecret+"\n"))
+		uo, err := gateconfig.ParseUpstreamOAuth([]byte(raw), dir, f.up.URL, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := uo.SourceConfig(f.up.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upstream.OAuth = &sc
+	}
 	sc, err := sidecar.New(sidecar.Config{
 		Listen: ln.Addr().String(), AuthorityURL: srv.URL, AuthorityCA: string(pki.CAPEM), TokenFile: tokenFile, PublicKey: string(pub),
 		Namespace: f.r.ns, Agent: f.r.agent, SinkID: sinkID, JournalDir: filepath.Join(dir, "journal"), ReviewTimeout: 10 * time.Second,
-		Upstreams: []sidecar.Upstream{{Name: "payments", URL: f.up.URL}}, AgentOAuth: auth,
+		Upstreams: []sidecar.Upstream{upstream}, AgentOAuth: auth,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -394,5 +454,45 @@ func TestAgentOAuthServiceVerifies(t *testing.T) {
 	}
 	if got := f.agentsOf(t, "get_balance"); len(got) != 1 || got[0] != "idp:agent-b" {
 		t.Fatalf("the Act names %v, want idp:agent-b (the act claimed %s)", got, r.agent)
+	}
+}
+
+// TestAgentOAuthSidecarOnBehalf: the pod's sidecar exchanges each call's agent token at the
+// provider for a token of the upstream (subject Agent; RFC 8693): two agents' calls reach the
+// upstream under their own subjects, on both revisions, and the upstream never sees an agent's
+// own token. An agent without a token never reaches the upstream.
+func TestAgentOAuthSidecarOnBehalf(t *testing.T) {
+	f := newAgentAuthFixture(t, true)
+	ta, tb := f.token(t, "agent-a", "a-secret"), f.token(t, "agent-b", "b-secret")
+	for _, c := range []struct {
+		tok, version string
+	}{{ta, "2025-11-25"}, {tb, "2025-11-25"}, {tb, "2026-07-28"}} {
+		res, err := f.connectAt(t, c.tok, c.version).CallTool(context.Background(), &mcp.CallToolParams{Name: "post_note",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"text":"from %s"}`, c.version))})
+		if err != nil || res.IsError {
+			t.Fatalf("the agent's call on %s: %+v %v", c.version, res, err)
+		}
+	}
+	if f.up.Count("post_note") != 3 {
+		t.Fatalf("the upstream ran %d calls, want 3", f.up.Count("post_note"))
+	}
+	f.mu.Lock()
+	subjects, seen := slices.Clone(f.subjects), slices.Clone(f.seen)
+	f.mu.Unlock()
+	if !slices.Contains(subjects, "agent-a") || !slices.Contains(subjects, "agent-b") {
+		t.Fatalf("the upstream admitted subjects %v, want agent-a and agent-b", subjects)
+	}
+	for _, s := range subjects {
+		if s != "agent-a" && s != "agent-b" {
+			t.Fatalf("the upstream admitted subject %q", s)
+		}
+	}
+	for _, tok := range seen {
+		if tok == ta || tok == tb {
+			t.Fatal("an agent's own token reached the upstream")
+		}
+	}
+	if code, _ := f.initialize(t, ""); code != http.StatusUnauthorized || f.up.Count("post_note") != 3 {
+		t.Fatalf("a request without a token: HTTP %d (upstream %d)", code, f.up.Count("post_note"))
 	}
 }
