@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -66,7 +67,7 @@ func (m *Memory) Charge(_ context.Context, op string, charges []Charge) error {
 			m.byScope[u.Scope] = map[string]bool{}
 		}
 		m.byScope[u.Scope][u.Ledger] = true
-		if !containsString(m.ops[op], u.Ledger) {
+		if !slices.Contains(m.ops[op], u.Ledger) {
 			m.ops[op] = append(m.ops[op], u.Ledger)
 		}
 	}
@@ -75,28 +76,27 @@ func (m *Memory) Charge(_ context.Context, op string, charges []Charge) error {
 
 // Refund implements Ledger.
 func (m *Memory) Refund(_ context.Context, op string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, id := range m.ops[op] {
-		if u, ok := m.usage[id]; ok {
-			u.Refund(op)
-		}
-	}
-	delete(m.ops, op)
+	m.finish(op, (*Usage).Refund)
 	return nil
 }
 
 // Settle implements Settler.
 func (m *Memory) Settle(_ context.Context, op string) error {
+	m.finish(op, (*Usage).Settle)
+	return nil
+}
+
+// finish applies end (Usage.Refund or Usage.Settle) to op's charge in every ledger it charged,
+// then forgets op.
+func (m *Memory) finish(op string, end func(*Usage, string) bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range m.ops[op] {
 		if u, ok := m.usage[id]; ok {
-			u.Settle(op)
+			_ = end(u, op)
 		}
 	}
 	delete(m.ops, op)
-	return nil
 }
 
 // All returns every ledger's usage, for listing.
@@ -139,13 +139,4 @@ func clone(u *Usage) Usage {
 	c.Settled = append([]Bucket(nil), u.Settled...)
 	c.Ops = append([]Op(nil), u.Ops...)
 	return c
-}
-
-func containsString(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
